@@ -1,0 +1,1 @@
+"""HTTP: validate requests, call the workspace and analyses, encode JSON. Routes never compute."""

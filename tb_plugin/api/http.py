@@ -1,0 +1,68 @@
+"""Responses: JSON encoding, errors as ``{"error": sentence}``, gzip, and the headers TensorBoard checks."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Request, Response
+
+log = logging.getLogger(__name__)
+
+_ENCODER = msgspec.json.Encoder()
+_GZIP_MIN_BYTES = 1024
+
+
+class ApiError(Exception):
+    """A request the API refuses: ``status`` (4xx) and a sentence for the user."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def secure(response: Response) -> Response:
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def json_response(request: Request, payload: Any, status: int = 200) -> Response:
+    body = _ENCODER.encode(payload)
+    response = Response(status=status, content_type="application/json")
+    if len(body) >= _GZIP_MIN_BYTES and "gzip" in request.headers.get("Accept-Encoding", ""):
+        body = gzip.compress(body, compresslevel=1)
+        response.headers["Content-Encoding"] = "gzip"
+        response.headers["Vary"] = "Accept-Encoding"
+    response.set_data(body)
+    response.headers["Cache-Control"] = "no-store"
+    return secure(response)
+
+
+def error_response(request: Request, status: int, message: str) -> Response:
+    return json_response(request, {"error": message}, status)
+
+
+Handler = Callable[[Request], Response]
+
+
+def json_route(handler: Handler) -> Callable[[Any, Any], Any]:
+    """Wrap a handler as a WSGI app: API errors become 4xx JSON, anything unexpected a logged 500 JSON."""
+
+    @Request.application  # type: ignore[arg-type]
+    def app(request: Request) -> Response:
+        try:
+            return handler(request)
+        except ApiError as err:
+            return error_response(request, err.status, err.message)
+        except HTTPException as err:
+            return error_response(request, err.code or 500, err.description or err.name)
+        except Exception as err:  # noqa: BLE001 - a bug: log it, answer JSON, keep serving
+            log.exception("internal error in %s", request.path)
+            return error_response(request, 500, f"internal error: {type(err).__name__}; see the TensorBoard log")
+
+    return app  # type: ignore[no-any-return]

@@ -1,0 +1,48 @@
+"""Query-parameter validation: every route reads its parameters through these helpers."""
+
+from __future__ import annotations
+
+from werkzeug.wrappers import Request
+
+from .http import ApiError
+
+MAX_PARAM_LENGTH = 4096
+
+
+def text(request: Request, name: str, *, required: bool = True, default: str | None = None,
+         choices: tuple[str, ...] | None = None) -> str:
+    value = request.args.get(name)
+    if value is None or value == "":
+        if required and default is None:
+            raise ApiError(400, f"missing query parameter '{name}'")
+        return default or ""
+    if len(value) > MAX_PARAM_LENGTH or "\x00" in value:
+        raise ApiError(400, f"query parameter '{name}' is too long or contains a NUL character")
+    if choices is not None and value not in choices:
+        raise ApiError(400, f"query parameter '{name}' must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def number(request: Request, name: str, *, required: bool = True, default: float | None = None,
+           minimum: float | None = None, maximum: float | None = None) -> float:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        if required and default is None:
+            raise ApiError(400, f"missing query parameter '{name}'")
+        return float(default or 0.0)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ApiError(400, f"query parameter '{name}' must be a number; got {raw[:64]!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ApiError(400, f"query parameter '{name}' must be a finite number")
+    if minimum is not None and value < minimum:
+        raise ApiError(400, f"query parameter '{name}' must be at least {minimum:g}")
+    if maximum is not None and value > maximum:
+        raise ApiError(400, f"query parameter '{name}' must be at most {maximum:g}")
+    return value
+
+
+def span_key(request: Request) -> tuple[str, str, str]:
+    """The (run, worker, span) every per-trace route takes."""
+    return text(request, "run"), text(request, "worker"), text(request, "span")

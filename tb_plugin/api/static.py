@@ -1,0 +1,61 @@
+"""Serves the built frontend (``tb_plugin/static/``) with a traversal guard and explicit content types."""
+
+from __future__ import annotations
+
+import mimetypes
+import posixpath
+from pathlib import Path
+
+from werkzeug.wrappers import Request, Response
+
+from .http import ApiError, secure
+
+STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
+
+_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".map": "application/json",
+    ".json": "application/json",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".woff2": "font/woff2",
+}
+
+# Served when the bundle was never built, so the tab explains itself instead of staying blank.
+_MISSING_BUNDLE = b"""export function render() {
+  const p = document.createElement('p');
+  p.style.cssText = 'font: 14px sans-serif; padding: 24px';
+  p.textContent = 'The pytorch-tb-profiler frontend is not built. Run "make build" in the source tree '
+    + '(needs Node.js 18+), or install a released wheel, then reload.';
+  document.body.appendChild(p);
+}
+"""
+
+
+def relative_path(request: Request, plugin_name: str) -> str:
+    """The request path below ``/data/plugin/<name>/``, whatever ``--path_prefix`` is in front."""
+    marker = f"/data/plugin/{plugin_name}/"
+    path = request.path
+    idx = path.find(marker)
+    return path[idx + len(marker):] if idx >= 0 else path.lstrip("/")
+
+
+def serve(request: Request, rel: str, static_dir: Path = STATIC_DIR) -> Response:
+    clean = posixpath.normpath(rel.lstrip("/"))
+    if clean.startswith("static/"):
+        clean = clean[len("static/"):]
+    if clean in ("", ".") or clean.startswith("..") or "\\" in clean or "\x00" in clean:
+        raise ApiError(404, f"no such file: {rel}")
+    target = (static_dir / clean).resolve()
+    if static_dir.resolve() not in target.parents or not target.is_file():
+        if clean == "index.js":
+            response = Response(_MISSING_BUNDLE, content_type=_TYPES[".js"])
+            return secure(response)
+        raise ApiError(404, f"no such file: {rel}")
+    suffix = target.suffix.lower()
+    content_type = _TYPES.get(suffix) or mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+    response = Response(target.read_bytes(), content_type=content_type)
+    response.headers["Cache-Control"] = "no-cache"
+    return secure(response)

@@ -1,0 +1,1 @@
+"""Finding traces: the storage seam, file-name parsing and the catalog of runs, workers and spans."""

@@ -1,0 +1,130 @@
+"""The catalog: which runs, workers and spans exist under the logdir(s), rescanned in the background.
+
+A run is a directory that directly holds trace files; its name is its path relative to the logdir (the logdir's
+own name when the traces sit at its top). ``--logdir_spec name:path`` prefixes run names with ``name/``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from .names import parse_trace_name, number_spans
+from .storage import FileInfo, Storage
+
+# A file younger than this that changed since the last scan may still be being written: wait for the next scan.
+SETTLE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """One trace file and the (run, worker, span) it is shown as."""
+
+    run: str
+    worker: str
+    span: str
+    url: str  # what the loader opens: a local path or a full fsspec URL
+    size: int
+    mtime: float
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.run, self.worker, self.span)
+
+    @property
+    def filename(self) -> str:
+        return posixpath.basename(self.url.replace("\\", "/"))
+
+    @property
+    def identity(self) -> tuple[str, int, float]:
+        """Changes whenever the file's content may have changed: the load cache is keyed on it."""
+        return (self.url, self.size, self.mtime)
+
+
+@dataclass(frozen=True)
+class Root:
+    """One logdir: an optional name (from ``--logdir_spec``) and its storage."""
+
+    name: str | None
+    storage: Storage
+
+
+def parse_logdir_spec(spec: str) -> list[tuple[str | None, str]]:
+    """``name1:path1,name2:path2`` (names optional) into (name, path) pairs; URLs and drive letters stay whole."""
+    pairs: list[tuple[str | None, str]] = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, sep, rest = part.partition(":")
+        looks_like_path = not sep or rest.startswith("//") or (len(name) == 1 and name.isalpha())
+        pairs.append((None, part) if looks_like_path else (name, rest))
+    return pairs
+
+
+class Catalog:
+    """Lists trace files under the roots; each ``scan()`` returns the files that are ready to be loaded."""
+
+    def __init__(self, roots: list[Root]) -> None:
+        self.roots = roots
+        self._previous: dict[str, FileInfo] = {}
+        self.errors: dict[str, str] = {}  # root url -> reason the last listing failed
+        self.pending: int = 0  # files seen but still settling
+
+    def scan(self, now: float | None = None) -> list[TraceFile]:
+        now = time.time() if now is None else now
+        seen: dict[str, FileInfo] = {}
+        files: list[TraceFile] = []
+        pending = 0
+        for root in self.roots:
+            try:
+                listing = root.storage.list_files()
+            except Exception as err:  # noqa: BLE001 - any storage failure becomes a message for this root
+                self.errors[root.storage.url] = f"cannot list {root.storage.url}: {err}"
+                continue
+            self.errors.pop(root.storage.url, None)
+            stable = []
+            for info in listing:
+                if parse_trace_name(posixpath.basename(info.path)) is None:
+                    continue
+                seen[info.path] = info
+                before = self._previous.get(info.path)
+                unchanged = before is not None and (before.size, before.mtime) == (info.size, info.mtime)
+                if unchanged or (now - info.mtime) >= SETTLE_SECONDS or info.mtime == 0.0:
+                    stable.append(info)
+                else:
+                    pending += 1
+            files.extend(_files_of_root(root, stable))
+        self._previous = seen
+        self.pending = pending
+        return files
+
+
+def _run_name(root: Root, directory: str) -> str:
+    rel = root.storage.relative(directory) if directory != root.storage.root.rstrip("/") else ""
+    if root.name is not None:
+        return f"{root.name}/{rel}" if rel else root.name
+    if rel:
+        return rel
+    base = posixpath.basename(root.storage.root.rstrip("/"))
+    return base or root.storage.url
+
+
+def _files_of_root(root: Root, infos: list[FileInfo]) -> list[TraceFile]:
+    by_worker: dict[tuple[str, str], list[tuple[int | None, FileInfo]]] = defaultdict(list)
+    for info in infos:
+        parsed = parse_trace_name(posixpath.basename(info.path))
+        assert parsed is not None
+        directory = posixpath.dirname(info.path)
+        by_worker[(directory, parsed.worker)].append((parsed.stamp, info))
+    files: list[TraceFile] = []
+    for (directory, worker), entries in by_worker.items():
+        # .json and .json.gz of the same stamp: keep one (the first by path) so a span is never ambiguous.
+        unique: dict[int | None, FileInfo] = {}
+        for stamp, info in sorted(entries, key=lambda e: e[1].path):
+            unique.setdefault(stamp, info)
+        stamps = list(unique)
+        for stamp, span in zip(stamps, number_spans(stamps)):
+            info = unique[stamp]
+            files.append(TraceFile(run=_run_name(root, directory), worker=worker, span=span,
+                                   url=root.storage.display(info.path), size=info.size, mtime=info.mtime))
+    return files

@@ -1,0 +1,39 @@
+"""Trace file names: ``{worker}.{stamp}.pt.trace.json[.gz]`` as ``tensorboard_trace_handler`` writes them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# The worker is the shortest prefix; the optional stamp is all digits (milliseconds in 2021, 19 digits in 2026).
+_TRACE_NAME = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?$")
+DEFAULT_SPAN = "default"
+
+
+@dataclass(frozen=True)
+class TraceName:
+    worker: str
+    stamp: int | None
+
+
+def parse_trace_name(filename: str) -> TraceName | None:
+    """Worker and stamp of a trace file name, or None when the name is not a trace file's."""
+    m = _TRACE_NAME.match(filename)
+    if not m:
+        return None
+    stamp = m.group("stamp")
+    return TraceName(worker=m.group("worker"), stamp=int(stamp) if stamp is not None else None)
+
+
+def is_trace_file(filename: str) -> bool:
+    return _TRACE_NAME.match(filename) is not None
+
+
+def number_spans(stamps: list[int | None]) -> list[str]:
+    """Span labels for one worker's files, in the given order: 1..N by numeric stamp, ``default`` without one.
+
+    Numeric order matters: stamps of different lengths (``9`` and ``10``) must not sort as text.
+    """
+    ranked = sorted({s for s in stamps if s is not None})
+    position = {stamp: str(i + 1) for i, stamp in enumerate(ranked)}
+    return [DEFAULT_SPAN if s is None else position[s] for s in stamps]

@@ -1,0 +1,71 @@
+"""The parse cache: one directory of Arrow files per (file URL, size, mtime, model version).
+
+Workers write here and the server memory-maps from here, so a parse crosses the process boundary without a copy
+and survives restarts. It lives in the user's cache directory, never in the logdir.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from ..loader import MODEL_VERSION
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pytorch-tb-profiler"
+
+
+class ParseCache:
+    """Cache directory with a size bound; the least recently used parses are evicted first."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None, max_bytes: int = 4 << 30) -> None:
+        path = Path(directory) if directory else default_cache_dir()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=path, prefix=".probe-")
+            probe.close()
+        except OSError:
+            path = Path(tempfile.mkdtemp(prefix="pytorch-tb-profiler-"))
+        self.directory = path
+        self.max_bytes = max_bytes
+
+    def entry(self, url: str, size: int, mtime: float) -> Path:
+        digest = hashlib.sha256(f"{MODEL_VERSION}\0{url}\0{size}\0{mtime!r}".encode()).hexdigest()[:32]
+        return self.directory / f"v{MODEL_VERSION}-{digest}"
+
+    def has(self, entry: Path) -> bool:
+        return (entry / "meta.json").is_file()
+
+    def touch(self, entry: Path) -> None:
+        try:
+            os.utime(entry)
+        except OSError:
+            pass
+
+    def evict(self, keep: set[Path] | None = None) -> None:
+        """Remove the oldest entries until the cache fits ``max_bytes``; ``keep`` entries are never removed."""
+        keep = keep or set()
+        entries = []
+        for child in self.directory.iterdir():
+            if not child.is_dir() or child.name.startswith("."):
+                continue
+            size = sum(f.stat().st_size for f in child.iterdir() if f.is_file())
+            entries.append((child.stat().st_mtime, size, child))
+        total = sum(size for _, size, _ in entries)
+        for _, size, child in sorted(entries):
+            if total <= self.max_bytes:
+                break
+            if child in keep:
+                continue
+            shutil.rmtree(child, ignore_errors=True)
+            total -= size
+        # Leftover temp dirs from killed workers.
+        for child in self.directory.glob(".tmp-*"):
+            if time.time() - child.stat().st_mtime > 3600:
+                shutil.rmtree(child, ignore_errors=True)

@@ -1,0 +1,265 @@
+"""Runs parse jobs in at most N worker processes and tracks each file's state for ``/runs``.
+
+A process per file, not a shared pool: a worker that crashes or is killed for memory fails only its own file
+(a broken ``ProcessPoolExecutor`` would fail every queued file). On Linux the processes come from a fork server
+that has already imported the loader, so each start costs milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import types
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from ..model.tables import TraceModel, load
+from .cache import ParseCache
+
+log = logging.getLogger(__name__)
+
+QUEUED, LOADING, READY, FAILED = "queued", "loading", "ready", "failed"
+
+
+def default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Start processes without re-running the parent's ``__main__`` in them.
+
+    spawn and forkserver re-import the parent's main script in each child; under the ``tensorboard`` CLI that
+    imports all of TensorBoard (seconds per worker), and from a notebook or stdin it fails outright. The worker
+    needs nothing from ``__main__``, so it is swapped for an empty module while the process starts.
+    """
+    real = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = real
+
+
+def _context() -> Any:
+    if sys.platform.startswith("linux"):
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["tb_plugin.jobs.worker"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+@dataclass
+class _Job:
+    url: str
+    size: int
+    mtime: float
+    entry: Path
+    state: str = QUEUED
+    error: str | None = None
+    model: TraceModel | None = None
+    progress: Any = None  # a shared double while the worker runs
+    process: Any = None
+    conn: Connection | None = None
+    done_progress: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: str
+    progress: float
+    error: str | None
+
+
+class LoadScheduler:
+    """Parses files in the background; ``status`` and ``model`` answer at once and never wait for parsing."""
+
+    def __init__(self, cache: ParseCache, max_workers: int | None = None) -> None:
+        self.cache = cache
+        self.max_workers = max(1, max_workers or default_workers())
+        self._ctx = _context()
+        self._jobs: dict[Hashable, _Job] = {}
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="pytorch-profiler-loader", daemon=True)
+        self._thread.start()
+
+    # ---- requests -------------------------------------------------------------------------------------------
+    def request(self, key: Hashable, url: str, size: int, mtime: float) -> None:
+        """Make sure ``key`` shows this exact file version; a changed file is parsed again."""
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is not None and (job.url, job.size, job.mtime) == (url, size, mtime):
+                return
+            if job is not None:
+                self._stop(job)
+            self._jobs[key] = _Job(url=url, size=size, mtime=mtime, entry=self.cache.entry(url, size, mtime))
+        self._wake()
+
+    def forget(self, key: Hashable) -> None:
+        with self._lock:
+            job = self._jobs.pop(key, None)
+            if job is not None:
+                self._stop(job)
+
+    def keys(self) -> list[Hashable]:
+        with self._lock:
+            return list(self._jobs)
+
+    def status(self, key: Hashable) -> JobStatus | None:
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is None:
+                return None
+            progress = job.done_progress
+            if job.state == LOADING and job.progress is not None:
+                progress = float(job.progress.value)
+            return JobStatus(job.state, round(progress, 3), job.error)
+
+    def model(self, key: Hashable) -> TraceModel | None:
+        with self._lock:
+            job = self._jobs.get(key)
+            return job.model if job is not None else None
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            for job in self._jobs.values():
+                self._stop(job)
+        self._wake()
+        self._thread.join(timeout=5)
+
+    # ---- the loop ---------------------------------------------------------------------------------------------
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(None)
+        except OSError:
+            pass
+
+    def _stop(self, job: _Job) -> None:
+        if job.process is not None and job.process.is_alive():
+            job.process.kill()
+        if job.conn is not None:
+            job.conn.close()
+        job.process, job.conn = None, None
+
+    def _loop(self) -> None:
+        while not self._closed:
+            self._start_jobs()
+            with self._lock:
+                running = {job.process.sentinel: job for job in self._jobs.values()
+                           if job.state == LOADING and job.process is not None}
+            ready = wait([self._wake_r, *running], timeout=1.0)
+            for obj in ready:
+                if obj is self._wake_r:
+                    while self._wake_r.poll():
+                        self._wake_r.recv()
+                    continue
+                job = running[obj]
+                self._finish(job)
+
+    def _start_jobs(self) -> None:
+        with self._lock:
+            queued = [job for job in self._jobs.values() if job.state == QUEUED]
+            busy = sum(1 for job in self._jobs.values() if job.state == LOADING)
+        for job in queued:
+            if self.cache.has(job.entry):
+                self._open_cached(job)
+                continue
+            if busy >= self.max_workers:
+                continue
+            self._spawn(job)
+            busy += 1
+
+    def _open_cached(self, job: _Job) -> None:
+        try:
+            model = load(job.entry)
+        except Exception as err:  # noqa: BLE001 - a damaged cache entry is re-parsed, not fatal
+            log.warning("discarding damaged cache entry %s: %s", job.entry, err)
+            import shutil
+
+            shutil.rmtree(job.entry, ignore_errors=True)
+            return
+        self.cache.touch(job.entry)
+        with self._lock:
+            job.model, job.state, job.done_progress = model, READY, 1.0
+
+    def _spawn(self, job: _Job) -> None:
+        from .worker import run_job
+
+        recv, send = self._ctx.Pipe(duplex=False)
+        progress = self._ctx.Value("d", 0.0, lock=False)
+        process = self._ctx.Process(target=run_job, args=(job.url, str(job.entry), progress, send),
+                                    name="pytorch-profiler-parse", daemon=True)
+        with self._lock:
+            job.state, job.progress, job.conn = LOADING, progress, recv
+        try:
+            with _main_module_hidden():
+                process.start()
+        except Exception as err:  # noqa: BLE001
+            with self._lock:
+                job.state, job.error = FAILED, f"cannot start a loader process: {err}"
+            return
+        finally:
+            send.close()
+        with self._lock:
+            job.process = process
+
+    def _finish(self, job: _Job) -> None:
+        message: tuple[str, Any] | None = None
+        conn = job.conn
+        try:
+            if conn is not None and conn.poll():
+                message = conn.recv()
+        except (EOFError, OSError):
+            message = None
+        process = job.process
+        if process is not None:
+            process.join(timeout=5)
+        with self._lock:
+            if job.process is not process:  # replaced or forgotten meanwhile
+                return
+            self._stop(job)
+            if message is None:
+                code = process.exitcode if process is not None else None
+                job.state, job.error = FAILED, _death_reason(job.url, code)
+                return
+            status, payload = message
+            if status != "ok":
+                job.state, job.error = FAILED, str(payload)
+                return
+        try:
+            model = load(job.entry)
+        except Exception as err:  # noqa: BLE001
+            with self._lock:
+                job.state, job.error = FAILED, f"{Path(job.url).name}: cannot open the parsed result ({err})"
+            return
+        with self._lock:
+            job.model, job.state, job.done_progress, job.extra = model, READY, 1.0, dict(payload)
+        self.cache.evict(keep=self._entries())
+
+    def _entries(self) -> set[Path]:
+        with self._lock:
+            return {job.entry for job in self._jobs.values()}
+
+
+def _death_reason(url: str, code: int | None) -> str:
+    name = url.replace("\\", "/").rsplit("/", 1)[-1]
+    if code is not None and code < 0:
+        try:
+            signame = signal.Signals(-code).name
+        except ValueError:
+            signame = f"signal {-code}"
+        hint = " (most likely out of memory)" if -code == signal.SIGKILL else ""
+        return f"{name}: the loader process was killed by {signame}{hint}"
+    return f"{name}: the loader process exited unexpectedly (exit code {code})"

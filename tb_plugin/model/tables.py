@@ -1,0 +1,149 @@
+"""The columnar model of one trace: numpy columns, one string table, and the trace's top-level metadata.
+
+Why columns: a 2 GB trace has tens of millions of events; per-event Python objects would cost gigabytes and make
+every analysis a Python loop. Each table is a dict of equal-length numpy arrays. Side tables (device events,
+operators, memory, ...) point into ``events`` with a ``row`` column, so the common columns are stored once.
+
+Missing values: ``-1`` in integer id and code columns, ``NaN`` in float columns.
+The model is saved as Arrow IPC files and memory-mapped back, so a parse done in a worker process reaches the
+server without being copied or pickled, and a restart reuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+Columns = dict[str, np.ndarray]
+
+# Column names and dtypes of every table; the single source of truth for builders, savers and tests.
+SCHEMAS: dict[str, dict[str, str]] = {
+    "events": {
+        "kind": "u1", "ph": "i4", "cat": "i4", "name": "i4", "pid": "i8", "tid": "i8",
+        "ts": "f8", "dur": "f8", "external_id": "i8", "correlation": "i8",
+    },
+    "device_events": {
+        "row": "i8", "device": "i8", "stream": "i8",
+        "grid_x": "i8", "grid_y": "i8", "grid_z": "i8", "block_x": "i8", "block_y": "i8", "block_z": "i8",
+        "registers": "i8", "shared_memory": "i8", "blocks_per_sm": "f8", "warps_per_sm": "f8",
+        "occupancy": "f8", "nbytes": "i8", "bandwidth": "f8",
+    },
+    "ops": {
+        "row": "i8", "input_dims": "i4", "input_type": "i4", "call_stack": "i4", "seq": "i8", "fwd_tid": "i8",
+        "kernel_name": "i4",
+    },
+    "comms": {
+        "row": "i8", "collective_name": "i4", "in_nelems": "i8", "out_nelems": "i8", "dtype": "i4",
+        "group_size": "i8", "pg_name": "i4", "pg_desc": "i4", "pg_ranks": "i4", "rank": "i8",
+    },
+    "python": {"row": "i8", "python_id": "i8", "parent_id": "i8", "module_id": "i8"},
+    "memory": {
+        "row": "i8", "device_type": "i8", "device_id": "i8", "addr": "i8", "bytes": "i8",
+        "total_allocated": "i8", "total_reserved": "i8",
+    },
+    "flows": {"ph": "i4", "cat": "i4", "name": "i4", "id": "i8", "pid": "i8", "tid": "i8", "ts": "f8", "bp": "i4"},
+    "metadata_events": {"name": "i4", "pid": "i8", "tid": "i8", "value": "i4", "sort_index": "i8"},
+}
+
+
+def empty_table(schema: str) -> Columns:
+    return {col: np.empty(0, dtype=dt) for col, dt in SCHEMAS[schema].items()}
+
+
+@dataclass
+class TraceModel:
+    """One loaded trace file."""
+
+    strings: list[str]
+    tables: dict[str, Columns]
+    meta: dict[str, Any] = field(default_factory=dict)
+    _index: dict[str, int] | None = field(default=None, repr=False)
+
+    def __getitem__(self, table: str) -> Columns:
+        return self.tables[table]
+
+    def text(self, code: int) -> str | None:
+        """The string behind a code column value, or None for ``-1``."""
+        return self.strings[code] if code >= 0 else None
+
+    def code(self, text: str) -> int:
+        """The code of a string, or -1 when the trace never mentions it (so masks simply match nothing)."""
+        if self._index is None:
+            self._index = {s: i for i, s in enumerate(self.strings)}
+        return self._index.get(text, -1)
+
+    def codes_where(self, predicate: Any) -> np.ndarray:
+        """Codes of all strings satisfying ``predicate``: the way to select names by prefix or pattern."""
+        return np.fromiter((i for i, s in enumerate(self.strings) if predicate(s)), dtype=np.int32)
+
+    @property
+    def n_events(self) -> int:
+        return len(self.tables["events"]["ts"])
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for t in self.tables.values() for a in t.values())
+
+    def iter_tables(self) -> Iterator[tuple[str, Columns]]:
+        return iter(self.tables.items())
+
+
+def save(model: TraceModel, directory: str | os.PathLike[str]) -> None:
+    """Write ``model`` to ``directory`` atomically (a temp dir renamed into place)."""
+    target = Path(directory)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
+    try:
+        for name, cols in model.tables.items():
+            batch = pa.record_batch({c: pa.array(v) for c, v in cols.items()})
+            with pa.OSFile(str(tmp / f"{name}.arrow"), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as w:
+                w.write_batch(batch)
+        strings = pa.record_batch({"s": pa.array(model.strings, type=pa.large_string())})
+        with pa.OSFile(str(tmp / "strings.arrow"), "wb") as sink, pa.ipc.new_file(sink, strings.schema) as w:
+            w.write_batch(strings)
+        (tmp / "meta.json").write_text(json.dumps(model.meta, default=_json_default))
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def load(directory: str | os.PathLike[str]) -> TraceModel:
+    """Memory-map a saved model: columns are zero-copy views of the files."""
+    src = Path(directory)
+    meta = json.loads((src / "meta.json").read_text())
+    tables: dict[str, Columns] = {}
+    for name in SCHEMAS:
+        path = src / f"{name}.arrow"
+        if not path.exists():
+            tables[name] = empty_table(name)
+            continue
+        table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+        tables[name] = {c: _to_numpy(table.column(c)) for c in table.column_names}
+    strings_tbl = pa.ipc.open_file(pa.memory_map(str(src / "strings.arrow"), "r")).read_all()
+    strings = strings_tbl.column("s").to_pylist()
+    return TraceModel(strings=strings, tables=tables, meta=meta)
+
+
+def _to_numpy(col: pa.ChunkedArray) -> np.ndarray:
+    if col.num_chunks == 1:
+        return col.chunk(0).to_numpy(zero_copy_only=False)
+    return col.to_numpy()
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Mapping):
+        return dict(value)
+    return str(value)

@@ -1,0 +1,96 @@
+"""TensorBoard wiring only: flags, the plugin object, and the route table. No computation lives here."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from importlib import metadata
+from typing import Any
+
+from tensorboard.plugins import base_plugin
+
+from .api.routes import Api
+from .catalog.catalog import parse_logdir_spec
+from .workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+PLUGIN_NAME = "pytorch_profiler"
+OLD_PLUGIN_CONFLICT = (
+    "torch-tb-profiler (the old PyTorch profiler plugin) is installed too and registers the same plugin name "
+    f"'{PLUGIN_NAME}'; TensorBoard cannot serve both, so pytorch-tb-profiler stays disabled. "
+    "Fix: pip uninstall torch-tb-profiler"
+)
+
+
+def old_plugin_installed() -> bool:
+    try:
+        metadata.distribution("torch-tb-profiler")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def roots_from_flags(flags: Any) -> list[tuple[str | None, str]]:
+    """``--logdir`` (one path or URL) or ``--logdir_spec`` (``name:path,...``) as (name, path) pairs."""
+    logdir = getattr(flags, "logdir", None) or ""
+    if logdir:
+        return [(None, logdir)]
+    return parse_logdir_spec(getattr(flags, "logdir_spec", None) or "")
+
+
+class ProfilerPlugin(base_plugin.TBPlugin):
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext) -> None:
+        flags = context.flags or argparse.Namespace()
+        self.workspace = Workspace(
+            roots_from_flags(flags) or ([(None, context.logdir)] if context.logdir else []),
+            cache_dir=getattr(flags, "profiler_cache_dir", None),
+            workers=getattr(flags, "profiler_workers", None),
+            rescan_seconds=float(getattr(flags, "profiler_rescan_interval", 10.0)),
+            cache_max_bytes=int(getattr(flags, "profiler_cache_max_mb", 4096)) << 20,
+        ).start()
+        self._api = Api(self.workspace, PLUGIN_NAME)
+
+    def get_plugin_apps(self) -> dict[str, Any]:
+        return self._api.apps()
+
+    def is_active(self) -> bool:
+        # O(1): answers from the last scan, never waits for one. Active while the first scan runs, so the tab
+        # appears as soon as TensorBoard starts.
+        return self.workspace.scanning() or self.workspace.has_runs()
+
+    def frontend_metadata(self) -> base_plugin.FrontendMetadata:
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="PyTorch Profiler",
+                                            disable_reload=True)
+
+
+class ProfilerLoader(base_plugin.TBLoader):
+    """The ``tensorboard_plugins`` entry point: adds the plugin's flags, then builds the plugin."""
+
+    def define_flags(self, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("pytorch_profiler")
+        group.add_argument("--profiler_rescan_interval", type=float, default=10.0, metavar="SECONDS",
+                           help="How often the PyTorch Profiler plugin rescans the logdir for new or removed "
+                                "traces (0: scan once). Default 10.")
+        group.add_argument("--profiler_workers", type=int, default=None, metavar="N",
+                           help="Processes that parse traces in parallel (default: CPU cores, at most 4).")
+        group.add_argument("--profiler_cache_dir", default=None, metavar="DIR",
+                           help="Where parsed traces are cached (default: ~/.cache/pytorch-tb-profiler).")
+        group.add_argument("--profiler_cache_max_mb", type=int, default=4096, metavar="MB",
+                           help="Size bound of the parse cache; least recently used parses go first.")
+
+    def fix_flags(self, flags: argparse.Namespace) -> None:
+        if getattr(flags, "profiler_workers", None) is not None and flags.profiler_workers < 1:
+            raise base_plugin.FlagsError("--profiler_workers must be at least 1")
+        if getattr(flags, "profiler_rescan_interval", 0) < 0:
+            raise base_plugin.FlagsError("--profiler_rescan_interval must not be negative")
+
+    def load(self, context: base_plugin.TBContext) -> ProfilerPlugin | None:
+        if old_plugin_installed():
+            log.error(OLD_PLUGIN_CONFLICT)
+            print(f"ERROR: {OLD_PLUGIN_CONFLICT}", file=sys.stderr)
+            return None
+        return ProfilerPlugin(context)

@@ -1,0 +1,185 @@
+"""The workspace: the catalog of trace files, kept in step with the loader, behind one object the API can ask.
+
+It owns the background rescan thread. Every public method answers from memory at once: requests never wait for
+a listing or a parse.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from .catalog.catalog import Catalog, Root, TraceFile
+from .catalog.storage import Storage
+from .jobs.cache import ParseCache
+from .jobs.scheduler import FAILED, READY, LoadScheduler
+from .model.tables import TraceModel
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str, str]
+
+
+class LookupFailed(Exception):
+    """A request named something the workspace cannot give; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class LoadedTrace:
+    file: TraceFile
+    model: TraceModel
+
+
+class Workspace:
+    def __init__(self, roots: list[tuple[str | None, str]], *, cache_dir: str | None = None,
+                 workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30) -> None:
+        self._roots_spec = roots
+        self._catalog: Catalog | None = None
+        self._root_errors: list[str] = []
+        self.rescan_seconds = rescan_seconds
+        self.scheduler = LoadScheduler(ParseCache(cache_dir, cache_max_bytes), workers)
+        self._files: dict[Key, TraceFile] = {}
+        self._lock = threading.Lock()
+        self._scanned = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._scan_loop, name="pytorch-profiler-scan", daemon=True)
+
+    @property
+    def logdir_display(self) -> str:
+        return ",".join(f"{n}:{p}" if n else p for n, p in self._roots_spec)
+
+    def start(self) -> Workspace:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        self.scheduler.close()
+
+    def wait_scanned(self, timeout: float | None = None) -> bool:
+        return self._scanned.wait(timeout)
+
+    # ---- scanning ---------------------------------------------------------------------------------------------
+    def _make_catalog(self) -> Catalog:
+        roots: list[Root] = []
+        errors: list[str] = []
+        for name, path in self._roots_spec:
+            try:
+                roots.append(Root(name, Storage(path)))
+            except Exception as err:  # noqa: BLE001 - e.g. a missing fsspec backend: tell the user, keep going
+                errors.append(f"cannot open logdir {path}: {err}")
+        self._root_errors = errors
+        return Catalog(roots)
+
+    def scan_once(self) -> None:
+        if self._catalog is None:
+            self._catalog = self._make_catalog()
+        files = self._catalog.scan()
+        fresh = {f.key: f for f in files}
+        with self._lock:
+            gone = set(self._files) - set(fresh)
+            self._files = fresh
+        for key in gone:
+            self.scheduler.forget(key)
+        for key, f in fresh.items():
+            self.scheduler.request(key, f.url, f.size, f.mtime)
+        self._scanned.set()
+
+    def _scan_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.scan_once()
+            except Exception:  # noqa: BLE001 - a failed scan must not stop future scans
+                log.exception("scanning the logdir failed")
+                self._scanned.set()
+            if self.rescan_seconds <= 0 and not (self._catalog and self._catalog.pending):
+                return
+            delay = self.rescan_seconds if self.rescan_seconds > 0 else 2.0
+            if self._catalog is not None and self._catalog.pending:
+                delay = min(delay, 2.0)
+            self._stop.wait(delay)
+
+    # ---- questions ------------------------------------------------------------------------------------------------
+    def has_runs(self) -> bool:
+        return bool(self._files)
+
+    def scanning(self) -> bool:
+        return not self._scanned.is_set()
+
+    def errors(self) -> list[str]:
+        catalog_errors = list(self._catalog.errors.values()) if self._catalog else []
+        return self._root_errors + catalog_errors
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Runs → workers → spans with their load state, sorted for people (spans numerically)."""
+        with self._lock:
+            files = list(self._files.values())
+        runs: dict[str, dict[str, list[TraceFile]]] = defaultdict(lambda: defaultdict(list))
+        for f in files:
+            runs[f.run][f.worker].append(f)
+        out = []
+        for run in sorted(runs):
+            workers = []
+            for worker in sorted(runs[run]):
+                spans = []
+                for f in sorted(runs[run][worker], key=_span_order):
+                    status = self.scheduler.status(f.key)
+                    spans.append({
+                        "span": f.span,
+                        "state": status.state if status else "queued",
+                        "progress": status.progress if status else 0.0,
+                        "error": status.error if status else None,
+                        "file": f.filename,
+                        "size_bytes": f.size,
+                    })
+                workers.append({"name": worker, "spans": spans})
+            out.append({"name": run, "workers": workers})
+        return out
+
+    def file(self, run: str, worker: str, span: str) -> TraceFile:
+        with self._lock:
+            f = self._files.get((run, worker, span))
+            known_run = any(k[0] == run for k in self._files)
+            known_worker = any(k[:2] == (run, worker) for k in self._files)
+        if f is None:
+            if not known_run:
+                raise LookupFailed(404, f"unknown run {run!r}")
+            if not known_worker:
+                raise LookupFailed(404, f"run {run!r} has no worker {worker!r}")
+            raise LookupFailed(404, f"worker {worker!r} of run {run!r} has no span {span!r}")
+        return f
+
+    def trace(self, run: str, worker: str, span: str) -> LoadedTrace:
+        """The loaded model of one span; 409 while it loads, 422 when it failed (with the reason)."""
+        f = self.file(run, worker, span)
+        status = self.scheduler.status(f.key)
+        model = self.scheduler.model(f.key)
+        if status is not None and status.state == FAILED:
+            raise LookupFailed(422, status.error or f"{f.filename} failed to load")
+        if model is None or status is None or status.state != READY:
+            raise LookupFailed(409, f"{f.filename} is still loading; try again when its state is 'ready'")
+        return LoadedTrace(f, model)
+
+    def traces_of_run(self, run: str) -> list[LoadedTrace]:
+        """Every ready span of a run (views that look across spans or workers use this)."""
+        with self._lock:
+            files = [f for f in self._files.values() if f.run == run]
+        if not files:
+            raise LookupFailed(404, f"unknown run {run!r}")
+        out = []
+        for f in files:
+            model = self.scheduler.model(f.key)
+            if model is not None:
+                out.append(LoadedTrace(f, model))
+        return out
+
+
+def _span_order(f: TraceFile) -> tuple[int, str]:
+    return (int(f.span), "") if f.span.isdigit() else (1 << 62, f.span)
