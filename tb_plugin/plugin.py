@@ -40,7 +40,7 @@ def roots_from_flags(flags: Any) -> list[tuple[str | None, str]]:
     return parse_logdir_spec(getattr(flags, "logdir_spec", None) or "")
 
 
-class ProfilerPlugin(base_plugin.TBPlugin):
+class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
     plugin_name = PLUGIN_NAME
 
     def __init__(self, context: base_plugin.TBContext) -> None:
@@ -67,7 +67,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):
                                             disable_reload=True)
 
 
-class ProfilerLoader(base_plugin.TBLoader):
+class ProfilerLoader(base_plugin.TBLoader):  # type: ignore[misc]
     """The ``tensorboard_plugins`` entry point: adds the plugin's flags, then builds the plugin."""
 
     def define_flags(self, parser: argparse.ArgumentParser) -> None:

@@ -96,7 +96,7 @@ class Workspace:
         while not self._stop.is_set():
             try:
                 self.scan_once()
-            except Exception:  # noqa: BLE001 - a failed scan must not stop future scans
+            except Exception:
                 log.exception("scanning the logdir failed")
                 self._scanned.set()
             if self.rescan_seconds <= 0 and not (self._catalog and self._catalog.pending):

@@ -6,13 +6,17 @@ own name when the traces sit at its top). ``--logdir_spec name:path`` prefixes r
 
 from __future__ import annotations
 
+import os
 import posixpath
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .names import parse_trace_name, number_spans
+from .names import number_spans, parse_trace_name
 from .storage import FileInfo, Storage
+
+_URL = re.compile(r"[a-zA-Z][0-9a-zA-Z.+-]*://")
 
 # A file younger than this that changed since the last scan may still be being written: wait for the next scan.
 SETTLE_SECONDS = 2.0
@@ -55,9 +59,12 @@ def parse_logdir_spec(spec: str) -> list[tuple[str | None, str]]:
     """``name1:path1,name2:path2`` (names optional) into (name, path) pairs; URLs and drive letters stay whole."""
     pairs: list[tuple[str | None, str]] = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
-        name, sep, rest = part.partition(":")
-        looks_like_path = not sep or rest.startswith("//") or (len(name) == 1 and name.isalpha())
-        pairs.append((None, part) if looks_like_path else (name, rest))
+        # TensorBoard's own rule: a name only when the part is not a URL, not absolute, and no drive letter.
+        if ":" in part and not _URL.match(part) and not part.startswith("/") and not os.path.splitdrive(part)[0]:
+            name, _, path = part.partition(":")
+            pairs.append((name, path))
+        else:
+            pairs.append((None, part))
     return pairs
 
 

@@ -6,6 +6,7 @@ and survives restarts. It lives in the user's cache directory, never in the logd
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -28,8 +29,8 @@ class ParseCache:
         path = Path(directory) if directory else default_cache_dir()
         try:
             path.mkdir(parents=True, exist_ok=True)
-            probe = tempfile.NamedTemporaryFile(dir=path, prefix=".probe-")
-            probe.close()
+            with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
+                pass
         except OSError:
             path = Path(tempfile.mkdtemp(prefix="pytorch-tb-profiler-"))
         self.directory = path
@@ -43,10 +44,8 @@ class ParseCache:
         return (entry / "meta.json").is_file()
 
     def touch(self, entry: Path) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.utime(entry)
-        except OSError:
-            pass
 
     def evict(self, keep: set[Path] | None = None) -> None:
         """Remove the oldest entries until the cache fits ``max_bytes``; ``keep`` entries are never removed."""

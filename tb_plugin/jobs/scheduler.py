@@ -11,6 +11,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -141,10 +142,8 @@ class LoadScheduler:
 
     # ---- the loop ---------------------------------------------------------------------------------------------
     def _wake(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._wake_w.send(None)
-        except OSError:
-            pass
 
     def _stop(self, job: _Job) -> None:
         if job.process is not None and job.process.is_alive():
@@ -161,12 +160,14 @@ class LoadScheduler:
                            if job.state == LOADING and job.process is not None}
             ready = wait([self._wake_r, *running], timeout=1.0)
             for obj in ready:
-                if obj is self._wake_r:
-                    while self._wake_r.poll():
-                        self._wake_r.recv()
-                    continue
-                job = running[obj]
-                self._finish(job)
+                if obj in running:
+                    self._finish(running[obj])  # type: ignore[index]
+                else:
+                    self._drain_wakeups()
+
+    def _drain_wakeups(self) -> None:
+        while self._wake_r.poll():
+            self._wake_r.recv()
 
     def _start_jobs(self) -> None:
         with self._lock:
@@ -186,8 +187,6 @@ class LoadScheduler:
             model = load(job.entry)
         except Exception as err:  # noqa: BLE001 - a damaged cache entry is re-parsed, not fatal
             log.warning("discarding damaged cache entry %s: %s", job.entry, err)
-            import shutil
-
             shutil.rmtree(job.entry, ignore_errors=True)
             return
         self.cache.touch(job.entry)

@@ -14,7 +14,7 @@ from .columns import build_model
 from .errors import TraceLoadError
 from .read import decode, decompress, read_bytes
 
-__all__ = ["TraceLoadError", "load_trace", "load_bytes"]
+__all__ = ["TraceLoadError", "load_bytes", "load_trace"]
 
 # Bumped whenever the model's tables change, so cached parses of older versions are not reused.
 MODEL_VERSION = 1

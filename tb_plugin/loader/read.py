@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from .errors import TraceLoadError
-from .schema import Event, TraceDocument
+from .schema import Args, Event, TraceDocument
 
 try:  # ISA-L's gzip is 2-3x faster than zlib's; optional.
     from isal import igzip as _gzip
@@ -60,7 +60,8 @@ def decompress(raw: bytes, name: str) -> bytes:
             raise TraceLoadError(f"{name}: not gzip data (the name ends in .gz) and not JSON either")
         return raw
     try:
-        return _gzip.decompress(raw)
+        out: bytes = _gzip.decompress(raw)  # type: ignore[no-untyped-call]
+        return out
     except EOFError:
         raise TraceLoadError(f"{name}: the gzip data is cut short (was the file still being written?)") from None
     except (OSError, zlib.error, ValueError) as err:
@@ -81,25 +82,38 @@ def _quote_bare_tokens(data: bytes) -> bytes:
     return _BARE_TOKENS.sub(repl, data)
 
 
-def _decode_loose(data: bytes) -> TraceDocument:
+_RAW_FIELDS = {f.encode_name: f.name for f in msgspec.structs.fields(Args) if f.type is msgspec.Raw}
+
+
+def _loose_args(args: dict[str, Any]) -> Args:
+    """``Args`` from an already-decoded dict: Raw fields are re-encoded (msgspec cannot convert into Raw)."""
+    raws = {attr: msgspec.Raw(msgspec.json.encode(args.pop(key))) for key, attr in _RAW_FIELDS.items() if key in args}
+    try:
+        result = msgspec.convert(args, Args, strict=False)
+    except msgspec.ValidationError:
+        result = Args()
+    for attr, value in raws.items():
+        setattr(result, attr, value)
+    return result
+
+
+def _decode_loose(data: bytes, name: str) -> TraceDocument:
     """Last resort for files whose structure has wrong types (e.g. ``args`` that is not an object)."""
     doc: Any = _LOOSE_DECODER.decode(data)
     events: Any = doc if isinstance(doc, list) else doc.get("traceEvents") if isinstance(doc, dict) else None
     if events is None:
         return msgspec.convert(doc, TraceDocument, strict=False) if isinstance(doc, dict) else TraceDocument()
     if not isinstance(events, list):
-        raise TraceLoadError("'traceEvents' is not a list")
+        raise TraceLoadError(f"{name}: 'traceEvents' is not a list")
     cleaned = []
     for ev in events:
         if not isinstance(ev, dict):
             continue
-        if not isinstance(ev.get("args"), dict):
-            ev.pop("args", None)
-        try:
-            cleaned.append(msgspec.convert(ev, Event, strict=False))
-        except msgspec.ValidationError:
-            ev.pop("args", None)
-            cleaned.append(msgspec.convert(ev, Event, strict=False))
+        args = ev.pop("args", None)
+        event = msgspec.convert(ev, Event, strict=False)
+        if isinstance(args, dict):
+            event.args = _loose_args(args)
+        cleaned.append(event)
     top = {k: v for k, v in doc.items() if k != "traceEvents"} if isinstance(doc, dict) else {}
     result = msgspec.convert(top, TraceDocument, strict=False)
     result.traceEvents = cleaned
@@ -137,7 +151,7 @@ def decode(data: bytes, name: str) -> TraceDocument:
             data = repaired
     if doc is None:
         try:
-            doc = _decode_loose(data)
+            doc = _decode_loose(data, name)
         except msgspec.DecodeError as err:
             raise _describe_json_error(err, name, len(data)) from None
         except msgspec.ValidationError as err:

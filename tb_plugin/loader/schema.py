@@ -14,7 +14,6 @@ from typing import Any
 import msgspec
 from msgspec import Raw, field
 
-
 # msgspec cannot put Raw in a union with None: an empty Raw marks "absent".
 _NO_RAW = Raw()
 

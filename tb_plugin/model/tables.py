@@ -136,9 +136,8 @@ def load(directory: str | os.PathLike[str]) -> TraceModel:
 
 
 def _to_numpy(col: pa.ChunkedArray) -> np.ndarray:
-    if col.num_chunks == 1:
-        return col.chunk(0).to_numpy(zero_copy_only=False)
-    return col.to_numpy()
+    array: np.ndarray = col.chunk(0).to_numpy(zero_copy_only=False) if col.num_chunks == 1 else col.to_numpy()
+    return array
 
 
 def _json_default(value: Any) -> Any:

@@ -1,0 +1,52 @@
+# Two commands set everything up on a fresh machine:
+#   make run   - install, build the frontend, serve samples/ on http://127.0.0.1:6006/#pytorch_profiler
+#   make test  - install dev dependencies (Python, npm, Chromium) and run every test
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 6006
+LOGDIR ?= samples
+BUNDLE := tb_plugin/static/index.js
+FRONTEND_SRC := $(shell find frontend/src -type f 2>/dev/null) frontend/build.mjs frontend/package.json
+
+.PHONY: run test install install-dev build lint typecheck pytest clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+frontend/node_modules/.package-lock.json: frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund
+	@touch $@
+
+$(BUNDLE): frontend/node_modules/.package-lock.json $(FRONTEND_SRC)
+	cd frontend && npm run build
+
+build: $(BUNDLE)
+
+install: $(PY) build
+	TB_PLUGIN_SKIP_FRONTEND=1 $(PY) -m pip install --quiet -e .
+
+install-dev: install
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	@command -v chromium >/dev/null 2>&1 || test -x /usr/bin/chromium || sh scripts/install-chromium.sh
+
+run: install
+	$(VENV)/bin/tensorboard --logdir $(LOGDIR) --host $(HOST) --port $(PORT)
+
+lint: install-dev
+	$(VENV)/bin/ruff check tb_plugin tests benchmarks
+	cd frontend && npm run lint
+
+typecheck: install-dev
+	$(VENV)/bin/mypy
+	cd frontend && npm run typecheck
+
+pytest: install-dev
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) frontend/node_modules tb_plugin/static build dist *.egg-info

@@ -1,0 +1,118 @@
+"""Shared fixtures: where the real traces are, synthetic trace writers, and an in-process TensorBoard."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_TRACES = Path(os.environ.get("TB_PLUGIN_SHARED_TRACES", REPO.parent / "shared" / "traces"))
+SAMPLES = REPO / "samples"
+
+
+def shared_trace_files() -> list[Path]:
+    return sorted(SHARED_TRACES.glob("**/*.pt.trace.json*")) if SHARED_TRACES.is_dir() else []
+
+
+def sample_trace_files() -> list[Path]:
+    return sorted(SAMPLES.glob("**/*.pt.trace.json*"))
+
+
+def pytest_report_header(config: Any) -> str:
+    if not SHARED_TRACES.is_dir():
+        banner = (f"WARNING: the real traces in {SHARED_TRACES} are ABSENT: tests that need them FAIL "
+                  "(set TB_PLUGIN_SHARED_TRACES to their folder)")
+        print(banner, file=sys.stderr)
+        return banner
+    return f"real traces: {SHARED_TRACES} ({len(shared_trace_files())} files)"
+
+
+@pytest.fixture
+def shared_traces() -> Path:
+    """The read-only real traces beside the checkout; absent means a broken setup, so fail loudly, never skip."""
+    if not SHARED_TRACES.is_dir():
+        pytest.fail(f"real traces not found at {SHARED_TRACES}; CI provides ../shared/traces beside the checkout")
+    return SHARED_TRACES
+
+
+def write_trace(path: Path, events: list[dict[str, Any]] | None = None, *, raw: bytes | None = None,
+                gz: bool | None = None, **top: Any) -> Path:
+    """Write a synthetic trace (a dict with traceEvents, or exact ``raw`` bytes), gzip when the name says so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = raw if raw is not None else json.dumps({"traceEvents": events or [], **top}).encode()
+    if gz if gz is not None else path.name.endswith(".gz"):
+        data = gzip.compress(data)
+    path.write_bytes(data)
+    old = time.time() - 60  # older than the catalog's settle time, as a finished file is
+    os.utime(path, (old, old))
+    return path
+
+
+def cpu_op(name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+@pytest.fixture
+def tensorboard_app(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Build the real TensorBoard WSGI app (core plugin + ours) on a logdir; yields a factory of test clients."""
+    from tensorboard import program
+    from tensorboard.backend import application
+    from tensorboard.plugins.core import core_plugin
+    from werkzeug.test import Client
+
+    from tb_plugin.plugin import ProfilerLoader
+
+    made: list[Any] = []
+
+    def make(logdir: Path | str | None = None, **flags: Any) -> Any:
+        tb = program.TensorBoard(plugins=[core_plugin.CorePluginLoader(), ProfilerLoader()])
+        options: dict[str, Any] = {"load_fast": "false", "profiler_cache_dir": str(tmp_path / "cache"),
+                                   "profiler_rescan_interval": 0.5}
+        if logdir is not None:
+            options["logdir"] = str(logdir)
+        options.update(flags)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tb.configure(**options)
+            app = application.TensorBoardWSGIApp(tb.flags, tb.plugin_loaders)
+        client = Client(app)
+        made.append(app)
+        return client
+
+    yield make
+    for app in made:  # stop the plugin's worker processes and threads
+        for plugin in getattr(app, "_plugins", []) or []:
+            ws = getattr(plugin, "workspace", None)
+            if ws is not None:
+                ws.close()
+
+
+API = "/data/plugin/pytorch_profiler"
+
+
+def wait_until_settled(client: Any, timeout: float = 60.0, expect_spans: int | None = None) -> dict[str, Any]:
+    """Poll /runs until every span is ready or failed (and, if given, that many spans exist)."""
+    deadline = time.time() + timeout
+    body: dict[str, Any] = {}
+    while time.time() < deadline:
+        body = client.get(f"{API}/runs").get_json()
+        spans = [s for r in body["runs"] for w in r["workers"] for s in w["spans"]]
+        settled = spans and all(s["state"] in ("ready", "failed") for s in spans)
+        if settled and (expect_spans is None or len(spans) == expect_spans):
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"spans did not settle in {timeout}s: {json.dumps(body)[:2000]}")
+
+
+def spans_by_file(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["file"]: {**s, "run": r["name"], "worker": w["name"]}
+            for r in body["runs"] for w in r["workers"] for s in w["spans"]}

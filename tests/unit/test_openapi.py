@@ -1,0 +1,63 @@
+"""docs/api/openapi.yaml is a valid OpenAPI document and the real responses match it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from openapi_spec_validator import validate
+
+from tests.conftest import API, REPO, wait_until_settled
+
+SPEC_PATH = REPO / "docs" / "api" / "openapi.yaml"
+
+
+@pytest.fixture(scope="module")
+def spec() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(SPEC_PATH.read_text())
+    return doc
+
+
+def check(spec: dict[str, Any], path: str, status: int, body: Any) -> None:
+    """Validate ``body`` against the response schema the spec gives for ``GET path`` with ``status``."""
+    response = spec["paths"][path]["get"]["responses"][str(status)]
+    if "$ref" in response:
+        response = spec["components"]["responses"][response["$ref"].rsplit("/", 1)[-1]]
+    schema = response["content"]["application/json"]["schema"]
+    resolver_doc = {**spec, **schema}
+    jsonschema.validate(body, resolver_doc, cls=jsonschema.Draft202012Validator)
+
+
+def test_spec_is_valid_openapi(spec: dict[str, Any]) -> None:
+    validate(spec)
+    # Every JSON route the plugin serves is documented.
+    from tb_plugin.api.routes import Api
+
+    served = Api(workspace=None, plugin_name="pytorch_profiler").apps()  # type: ignore[arg-type]
+    json_routes = {r for r in served if not r.endswith("*") and not r.endswith(".js")}
+    assert json_routes <= set(spec["paths"]), json_routes - set(spec["paths"])
+
+
+def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, shared_traces: Path,
+                                  tmp_path: Path) -> None:
+    logdir = tmp_path / "ld"
+    (logdir / "bad").mkdir(parents=True)
+    (logdir / "bad" / "x.1.pt.trace.json").write_text("{")
+    for sub in ("ddp_resnet50", "transformer_bf16"):
+        (logdir / sub).symlink_to(shared_traces / "h200" / sub)
+    client = tensorboard_app(logdir)
+    body = wait_until_settled(client, expect_spans=4)
+    check(spec, "/runs", 200, body)
+    check(spec, "/views", 200, client.get(f"{API}/views?run=ddp_resnet50").get_json())
+    for worker in ("rank0", "rank1"):
+        r = client.get(f"{API}/summary?run=ddp_resnet50&worker={worker}&span=1")
+        check(spec, "/summary", 200, r.get_json())
+        assert r.get_json()["metadata"]["distributed"]["world_size"] == 2
+    for url, status in ((f"{API}/summary?run=bad&worker=x&span=1", 422), (f"{API}/summary?run=bad", 400),
+                        (f"{API}/summary?run=zzz&worker=x&span=1", 404), (f"{API}/views?run=zzz", 404)):
+        r = client.get(url)
+        assert r.status_code == status
+        check(spec, url.split("?")[0][len(API):], status, r.get_json())
