@@ -12,7 +12,7 @@ from ..catalog.storage import open_url
 from ..model.tables import TraceModel
 from .columns import build_model
 from .errors import TraceLoadError
-from .read import decode, decompress, read_bytes
+from .read import decode_outline, decompress, read_bytes
 
 __all__ = ["TraceLoadError", "load_bytes", "load_trace"]
 
@@ -26,10 +26,10 @@ def load_bytes(raw: bytes, name: str, progress: Callable[[float], None] | None =
     data = decompress(raw, name)
     del raw
     report(0.45)
-    doc = decode(data, name)
+    doc = decode_outline(data, name)  # raw event slices still point into data
     del data
-    report(0.7)
-    return build_model(doc, name, lambda f: report(0.7 + 0.3 * f))
+    report(0.5)
+    return build_model(doc, name, lambda f: report(0.5 + 0.5 * f))
 
 
 def load_trace(url: str, progress: Callable[[float], None] | None = None) -> TraceModel:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
@@ -43,18 +43,21 @@ class Interner:
         return code
 
     def codes(self, items: Sequence[Any]) -> np.ndarray:
-        """Codes for a list of values; ``None`` becomes -1, non-strings their JSON text."""
-        local: dict[Any, int] = {}
+        """Codes for a list of values; ``None`` becomes -1, non-strings their JSON text.
+
+        Deduplicates with ``dict.fromkeys`` and maps with ``map``: both run in C, so the Python-level work is per
+        distinct value, not per event.
+        """
+        if not items:
+            return np.empty(0, dtype=np.int32)
         try:
-            raw = [local.setdefault(x, len(local)) for x in items]
-        except TypeError:  # unhashable values (lists, dicts) somewhere: hash their text instead
+            local: dict[Any, Any] = dict.fromkeys(items)
+        except TypeError:  # unhashable values (lists, dicts) somewhere: intern their text instead
             items = [x if x is None or isinstance(x, (str, int, float, bytes)) else _as_text(x) for x in items]
-            local = {}
-            raw = [local.setdefault(x, len(local)) for x in items]
-        lut = np.empty(len(local), dtype=np.int32)
-        for value, lc in local.items():
-            lut[lc] = -1 if value is None else self.add(_as_text(value))
-        return lut[np.asarray(raw, dtype=np.int32)] if raw else np.empty(0, dtype=np.int32)
+            local = dict.fromkeys(items)
+        for value in local:
+            local[value] = -1 if value is None else self.add(_as_text(value))
+        return np.fromiter(map(local.__getitem__, items), dtype=np.int32, count=len(items))
 
 
 def _as_text(value: Any) -> str:
@@ -94,15 +97,26 @@ def _to_int(value: Any) -> int:
         f = float(value)
     except (TypeError, ValueError):
         return -1
-    return int(f) if math.isfinite(f) else -1
+    return int(f) if math.isfinite(f) and abs(f) < _INT_LIMIT else -1
+
+
+_INT_LIMIT = float(1 << 62)
 
 
 def ints(items: Sequence[Any]) -> np.ndarray:
-    """int64 column; None and non-numbers become -1."""
+    """int64 column; None and non-numbers become -1.
+
+    Goes through float64 (exact below 2**53, which ids, sizes and addresses stay under) because numpy converts a
+    list holding ``None`` to float in C but not to int.
+    """
     try:
-        return np.array([-1 if x is None else x for x in items], dtype=np.int64)
+        as_float = np.array(items, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
         return np.fromiter(map(_to_int, items), dtype=np.int64, count=len(items))
+    bad = ~np.isfinite(as_float) | (np.abs(as_float) >= _INT_LIMIT)
+    if bad.any():
+        as_float[bad] = -1.0
+    return as_float.astype(np.int64)
 
 
 def raw_texts(items: Sequence[msgspec.Raw]) -> list[bytes | None]:
@@ -119,16 +133,12 @@ class _Ids:
 
     def column(self, items: Sequence[Any]) -> np.ndarray:
         try:
-            return np.array([-1 if x is None else x for x in items], dtype=np.int64)
-        except (TypeError, ValueError, OverflowError):
-            pass
-        local: dict[Any, int] = {}
-        try:
-            raw = [local.setdefault(x, len(local)) for x in items]
+            local: dict[Any, Any] = dict.fromkeys(items)
         except TypeError:
             return np.fromiter(map(self._one, items), dtype=np.int64, count=len(items))
-        lut = np.fromiter(map(self._one, local), dtype=np.int64, count=len(local))
-        return lut[np.asarray(raw, dtype=np.int64)]
+        for value in local:
+            local[value] = self._one(value)
+        return np.fromiter(map(local.__getitem__, items), dtype=np.int64, count=len(items))
 
     def _one(self, value: Any) -> int:
         if value is None:
@@ -143,186 +153,191 @@ class _Ids:
         return -(2 + self.interner.add(text))
 
 
-def _pick(items: Sequence[Any], name: str) -> list[Any]:
-    return list(map(attrgetter(name), items))
+def _fields(items: Sequence[Any], names: tuple[str, ...]) -> list[list[Any]]:
+    """Columns of attributes, one C-level ``map`` per attribute (faster than transposing tuples with zip)."""
+    return [list(map(attrgetter(name), items)) for name in names]
 
 
-def _grid(values: list[Any], axis: int) -> list[Any]:
+def _take(values: Sequence[Any], rows: np.ndarray) -> list[Any]:
+    """``values[rows]`` for a Python sequence, in C."""
+    if len(rows) == 0:
+        return []
+    if len(rows) == 1:
+        return [values[int(rows[0])]]
+    return list(itemgetter(*rows.tolist())(values))
+
+
+def _grid(values: Sequence[Any], axis: int) -> list[Any]:
     return [v[axis] if type(v) is list and len(v) > axis else None for v in values]
 
 
-def build_model(doc: TraceDocument, source: str, progress: Callable[[float], None] | None = None) -> TraceModel:
-    """Build every table of the model from a decoded document."""
-    events: list[Event] = doc.traceEvents or []
-    strings = Interner()
-    ids = _Ids(strings)
-    report = progress or (lambda _f: None)
+class ModelBuilder:
+    """Accumulates the tables chunk by chunk; ``finish`` concatenates them into a :class:`TraceModel`."""
 
-    phases = strings.codes(_pick(events, "ph"))
-    cats = strings.codes(_pick(events, "cat"))
-    flow_codes = [strings.add(p) for p in _FLOW_PHASES]
-    meta_code = strings.add("M")
-    is_flow = np.isin(phases, flow_codes)
-    is_meta = phases == meta_code
-    core_idx = np.flatnonzero(~(is_flow | is_meta))
-    report(0.2)
+    def __init__(self) -> None:
+        self.strings = Interner()
+        self.ids = _Ids(self.strings)
+        self.parts: dict[str, list[Columns]] = {name: [] for name in SCHEMAS}
+        self.n_events = 0
+        self._kinds: dict[tuple[int, int], int] = {}
+        self._flow_codes = [self.strings.add(p) for p in _FLOW_PHASES]
+        self._meta_code = self.strings.add("M")
+        self._memory_name = self.strings.add("[memory]")
 
-    tables: dict[str, Columns] = {}
-    core = [events[i] for i in core_idx]
-    tables["events"], kinds, core_args = _events_table(core, phases[core_idx], cats[core_idx], strings, ids)
-    report(0.5)
-    tables.update(_side_tables(core, core_args, kinds, strings))
-    report(0.8)
-    tables["flows"] = _flows_table([events[i] for i in np.flatnonzero(is_flow)], phases[is_flow], cats[is_flow],
-                                   strings, ids)
-    tables["metadata_events"] = _metadata_table([events[i] for i in np.flatnonzero(is_meta)], strings, ids)
-    meta = {key: getattr(doc, key) for key in _META_KEYS}
-    meta["pytorch_version"] = doc.pytorch_version or doc.pytorch_version_alt
-    meta["source"] = source
-    report(1.0)
-    return TraceModel(strings=strings.values, tables=tables, meta=meta)
+    def add(self, events: Sequence[Event]) -> None:
+        ph, cat, name, pid, tid, ts, dur, args = _fields(
+            events, ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args"))
+        strings = self.strings
+        phases, cats = strings.codes(ph), strings.codes(cat)
+        is_flow = np.isin(phases, self._flow_codes)
+        is_meta = phases == self._meta_code
+        core = np.flatnonzero(~(is_flow | is_meta))
+        if len(core) == len(events):
+            c_name, c_pid, c_tid, c_ts, c_dur, some_args = name, pid, tid, ts, dur, args
+        else:
+            c_name, c_pid, c_tid, c_ts, c_dur, some_args = (
+                _take(col, core) for col in (name, pid, tid, ts, dur, args))
+        c_args: list[Args] = [a if a is not None else _EMPTY_ARGS for a in some_args]
+        names = strings.codes(c_name)
+        kinds = self._classify(phases[core], cats[core], names)
+        ext, ext_lower, corr = _fields(c_args, ("external_id", "external_id_lower", "correlation"))
+        external = ints(ext)
+        missing = external < 0
+        if missing.any():
+            external = np.where(missing, ints(ext_lower), external)
+        self.parts["events"].append({
+            "kind": kinds, "ph": phases[core], "cat": cats[core], "name": names,
+            "pid": self.ids.column(c_pid), "tid": self.ids.column(c_tid),
+            "ts": floats(c_ts), "dur": floats(c_dur), "external_id": external, "correlation": ints(corr),
+        })
+        for table, cols in _side_tables(c_args, kinds, strings).items():
+            cols["row"] = cols["row"] + self.n_events
+            self.parts[table].append(cols)
+        self.n_events += len(core)
+        if is_flow.any():
+            rows = np.flatnonzero(is_flow)
+            f_name, f_pid, f_tid, f_ts = (_take(col, rows) for col in (name, pid, tid, ts))
+            flows = _take(events, rows)
+            f_id, f_bp = _fields(flows, ("id", "bp"))
+            self.parts["flows"].append({
+                "ph": phases[rows], "cat": cats[rows], "name": strings.codes(f_name), "id": ints(f_id),
+                "pid": self.ids.column(f_pid), "tid": self.ids.column(f_tid), "ts": floats(f_ts),
+                "bp": strings.codes(f_bp),
+            })
+        if is_meta.any():
+            rows = np.flatnonzero(is_meta)
+            m_args = [a if a is not None else _EMPTY_ARGS for a in _take(args, rows)]
+            m_name, m_pid, m_tid = (_take(col, rows) for col in (name, pid, tid))
+            a_name, a_labels, a_sort = _fields(m_args, ("name", "labels", "sort_index"))
+            self.parts["metadata_events"].append({
+                "name": strings.codes(m_name), "pid": self.ids.column(m_pid), "tid": self.ids.column(m_tid),
+                "value": strings.codes([n if n is not None else lab for n, lab in zip(a_name, a_labels)]),
+                "sort_index": ints(a_sort),
+            })
+
+    def _classify(self, phases: np.ndarray, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
+        """Kind per event, computed once per distinct (phase, category) pair."""
+        pairs = (phases.astype(np.int64) << 32) | (cats.astype(np.int64) & 0xFFFFFFFF)
+        uniq, inverse = np.unique(pairs, return_inverse=True)
+        lut = np.empty(len(uniq), dtype=np.uint8)
+        for i, key in enumerate(uniq.tolist()):
+            ph_code, cat_code = key >> 32, np.int32(np.uint32(key & 0xFFFFFFFF))
+            cached = self._kinds.get((ph_code, int(cat_code)))
+            if cached is None:
+                cat = self.strings.values[cat_code] if cat_code >= 0 else ""
+                cached = self._kinds[(ph_code, int(cat_code))] = int(kind_of(cat, self.strings.values[ph_code], ""))
+            lut[i] = cached
+        kinds = lut[inverse.reshape(-1)] if len(phases) else np.empty(0, dtype=np.uint8)
+        kinds[(kinds == Kind.INSTANT) & (names == self._memory_name)] = Kind.MEMORY
+        return kinds
+
+    def finish(self, doc: TraceDocument, source: str) -> TraceModel:
+        tables: dict[str, Columns] = {}
+        for name, parts in self.parts.items():
+            if not parts:
+                tables[name] = empty_table(name)
+            else:
+                tables[name] = {col: np.concatenate([p[col] for p in parts]).astype(dtype, copy=False)
+                                for col, dtype in SCHEMAS[name].items()}
+        meta = {key: getattr(doc, key) for key in _META_KEYS}
+        meta["pytorch_version"] = doc.pytorch_version or doc.pytorch_version_alt
+        meta["source"] = source
+        return TraceModel(strings=self.strings.values, tables=tables, meta=meta)
 
 
-def _events_table(core: list[Event], phases: np.ndarray, cats: np.ndarray, strings: Interner,
-                  ids: _Ids) -> tuple[Columns, np.ndarray, list[Args]]:
-    names = strings.codes(_pick(core, "name"))
-    # Kind per (phase, category) pair, computed once per distinct pair.
-    pairs = phases.astype(np.int64) * (len(strings.values) + 1) + (cats + 1)
-    uniq, inverse = np.unique(pairs, return_inverse=True)
-    lut = np.empty(len(uniq), dtype=np.uint8)
-    for i, key in enumerate(uniq.tolist()):
-        ph = strings.values[key // (len(strings.values) + 1)]
-        cat_code = key % (len(strings.values) + 1) - 1
-        lut[i] = kind_of(strings.values[cat_code] if cat_code >= 0 else "", ph, "")
-    kinds = lut[inverse] if len(core) else np.empty(0, dtype=np.uint8)
-    memory_name = strings.add("[memory]")
-    kinds[(kinds == Kind.INSTANT) & (names == memory_name)] = Kind.MEMORY
-
-    args = [a if a is not None else _EMPTY_ARGS for a in _pick(core, "args")]
-    ext = ints(_pick(args, "external_id"))
-    missing = ext < 0
-    if missing.any():
-        lower = ints(_pick(args, "external_id_lower"))
-        ext = np.where(missing, lower, ext)
-    cols: Columns = {
-        "kind": kinds,
-        "ph": phases.astype(np.int32),
-        "cat": cats.astype(np.int32),
-        "name": names,
-        "pid": ids.column(_pick(core, "pid")),
-        "tid": ids.column(_pick(core, "tid")),
-        "ts": floats(_pick(core, "ts")),
-        "dur": floats(_pick(core, "dur")),
-        "external_id": ext,
-        "correlation": ints(_pick(args, "correlation")),
-    }
-    return cols, kinds, args
-
-
-def _side_tables(core: list[Event], args: list[Args], kinds: np.ndarray, strings: Interner) -> dict[str, Columns]:
+def _side_tables(args: list[Args], kinds: np.ndarray, strings: Interner) -> dict[str, Columns]:
+    """Per-kind tables of the args only some events carry; ``row`` is the event's index in this chunk."""
     out: dict[str, Columns] = {}
 
     rows = np.flatnonzero(np.isin(kinds, DEVICE_KINDS))
-    a = [args[i] for i in rows]
-    grids, blocks = _pick(a, "grid"), _pick(a, "block")
-    out["device_events"] = {
-        "row": rows.astype(np.int64),
-        "device": ints(_pick(a, "device")),
-        "stream": ints(_pick(a, "stream")),
-        "grid_x": ints(_grid(grids, 0)), "grid_y": ints(_grid(grids, 1)), "grid_z": ints(_grid(grids, 2)),
-        "block_x": ints(_grid(blocks, 0)), "block_y": ints(_grid(blocks, 1)), "block_z": ints(_grid(blocks, 2)),
-        "registers": ints(_pick(a, "registers")),
-        "shared_memory": ints(_pick(a, "shared_memory")),
-        "blocks_per_sm": floats(_pick(a, "blocks_per_sm")),
-        "warps_per_sm": floats(_pick(a, "warps_per_sm")),
-        "occupancy": floats(_pick(a, "occupancy")),
-        "nbytes": ints(_pick(a, "nbytes")),
-        "bandwidth": floats(_pick(a, "bandwidth")),
-    }
+    if len(rows):
+        (device, stream, grid, block, registers, smem, bps, wps, occupancy, nbytes, bandwidth) = _fields(
+            _take(args, rows), ("device", "stream", "grid", "block", "registers", "shared_memory",
+                                "blocks_per_sm", "warps_per_sm", "occupancy", "nbytes", "bandwidth"))
+        out["device_events"] = {
+            "row": rows.astype(np.int64), "device": ints(device), "stream": ints(stream),
+            "grid_x": ints(_grid(grid, 0)), "grid_y": ints(_grid(grid, 1)), "grid_z": ints(_grid(grid, 2)),
+            "block_x": ints(_grid(block, 0)), "block_y": ints(_grid(block, 1)), "block_z": ints(_grid(block, 2)),
+            "registers": ints(registers), "shared_memory": ints(smem), "blocks_per_sm": floats(bps),
+            "warps_per_sm": floats(wps), "occupancy": floats(occupancy), "nbytes": ints(nbytes),
+            "bandwidth": floats(bandwidth),
+        }
 
     rows = np.flatnonzero((kinds == Kind.CPU_OP) | (kinds == Kind.USER_ANNOTATION))
-    a = [args[i] for i in rows]
-    dims = _pick(a, "input_dims")
-    if not all(dims):
-        lower = _pick(a, "input_dims_lower")
-        dims = [d if d else low for d, low in zip(dims, lower)]
-    out["ops"] = {
-        "row": rows.astype(np.int64),
-        "input_dims": strings.codes(raw_texts(dims)),
-        "input_type": strings.codes(raw_texts(_pick(a, "input_type"))),
-        "call_stack": strings.codes(_pick(a, "call_stack")),
-        "seq": ints(_pick(a, "seq")),
-        "fwd_tid": ints(_pick(a, "fwd_tid")),
-        "kernel_name": strings.codes(_pick(a, "kernel_name")),
-    }
+    if len(rows):
+        dims, dims_lower, types, stack, seq, fwd, kernel_name = _fields(
+            _take(args, rows), ("input_dims", "input_dims_lower", "input_type", "call_stack", "seq", "fwd_tid",
+                                "kernel_name"))
+        if not all(dims):
+            dims = [d if d else low for d, low in zip(dims, dims_lower)]
+        out["ops"] = {
+            "row": rows.astype(np.int64), "input_dims": strings.codes(raw_texts(dims)),
+            "input_type": strings.codes(raw_texts(types)), "call_stack": strings.codes(stack),
+            "seq": ints(seq), "fwd_tid": ints(fwd), "kernel_name": strings.codes(kernel_name),
+        }
 
     candidates = np.flatnonzero(np.isin(kinds, (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.KERNEL, Kind.COMMUNICATION)))
-    names = _pick([args[i] for i in candidates], "collective_name")
-    rows = candidates[np.fromiter((n is not None for n in names), dtype=bool, count=len(names))]
-    a = [args[i] for i in rows]
-    out["comms"] = {
-        "row": rows.astype(np.int64),
-        "collective_name": strings.codes(_pick(a, "collective_name")),
-        "in_nelems": ints(_pick(a, "in_nelems")),
-        "out_nelems": ints(_pick(a, "out_nelems")),
-        "dtype": strings.codes(_pick(a, "dtype")),
-        "group_size": ints(_pick(a, "group_size")),
-        "pg_name": strings.codes(_pick(a, "pg_name")),
-        "pg_desc": strings.codes(_pick(a, "pg_desc")),
-        "pg_ranks": strings.codes(_pick(a, "pg_ranks")),
-        "rank": ints(_pick(a, "rank")),
-    }
+    (collective,) = _fields(_take(args, candidates), ("collective_name",))
+    rows = candidates[np.fromiter((c is not None for c in collective), dtype=bool, count=len(collective))]
+    if len(rows):
+        (name, in_n, out_n, dtype, group, pg_name, pg_desc, pg_ranks, rank) = _fields(
+            _take(args, rows), ("collective_name", "in_nelems", "out_nelems", "dtype", "group_size", "pg_name",
+                                "pg_desc", "pg_ranks", "rank"))
+        out["comms"] = {
+            "row": rows.astype(np.int64), "collective_name": strings.codes(name), "in_nelems": ints(in_n),
+            "out_nelems": ints(out_n), "dtype": strings.codes(dtype), "group_size": ints(group),
+            "pg_name": strings.codes(pg_name), "pg_desc": strings.codes(pg_desc),
+            "pg_ranks": strings.codes(pg_ranks), "rank": ints(rank),
+        }
 
     rows = np.flatnonzero(kinds == Kind.PYTHON_FUNCTION)
-    a = [args[i] for i in rows]
-    out["python"] = {
-        "row": rows.astype(np.int64),
-        "python_id": ints(_pick(a, "python_id")),
-        "parent_id": ints(_pick(a, "python_parent_id")),
-        "module_id": ints(_pick(a, "python_module_id")),
-    }
+    if len(rows):
+        pyid, parent, module = _fields(_take(args, rows), ("python_id", "python_parent_id", "python_module_id"))
+        out["python"] = {"row": rows.astype(np.int64), "python_id": ints(pyid), "parent_id": ints(parent),
+                         "module_id": ints(module)}
 
     rows = np.flatnonzero(kinds == Kind.MEMORY)
-    a = [args[i] for i in rows]
-    out["memory"] = {
-        "row": rows.astype(np.int64),
-        "device_type": ints(_pick(a, "device_type")),
-        "device_id": ints(_pick(a, "device_id")),
-        "addr": ints(_pick(a, "addr")),
-        "bytes": ints(_pick(a, "mem_bytes")),
-        "total_allocated": ints(_pick(a, "total_allocated")),
-        "total_reserved": ints(_pick(a, "total_reserved")),
-    }
-    for name, cols in out.items():
-        assert set(cols) == set(SCHEMAS[name]), name
+    if len(rows):
+        dev_type, dev_id, addr, nbytes, total_alloc, total_res = _fields(
+            _take(args, rows), ("device_type", "device_id", "addr", "mem_bytes", "total_allocated", "total_reserved"))
+        out["memory"] = {
+            "row": rows.astype(np.int64), "device_type": ints(dev_type), "device_id": ints(dev_id),
+            "addr": ints(addr), "bytes": ints(nbytes), "total_allocated": ints(total_alloc),
+            "total_reserved": ints(total_res),
+        }
     return out
 
 
-def _flows_table(flows: list[Event], phases: np.ndarray, cats: np.ndarray, strings: Interner,
-                 ids: _Ids) -> Columns:
-    if not flows:
-        return empty_table("flows")
-    return {
-        "ph": phases.astype(np.int32),
-        "cat": cats.astype(np.int32),
-        "name": strings.codes(_pick(flows, "name")),
-        "id": ints(_pick(flows, "id")),
-        "pid": ids.column(_pick(flows, "pid")),
-        "tid": ids.column(_pick(flows, "tid")),
-        "ts": floats(_pick(flows, "ts")),
-        "bp": strings.codes(_pick(flows, "bp")),
-    }
+def build_model(doc: TraceDocument, source: str, progress: Callable[[float], None] | None = None) -> TraceModel:
+    """Decode the events of ``doc`` chunk by chunk and build every table."""
+    from .read import EVENTS_PER_CHUNK, iter_event_chunks
 
-
-def _metadata_table(meta_events: list[Event], strings: Interner, ids: _Ids) -> Columns:
-    if not meta_events:
-        return empty_table("metadata_events")
-    args = [a if a is not None else _EMPTY_ARGS for a in _pick(meta_events, "args")]
-    values = [a.name if a.name is not None else a.labels for a in args]
-    return {
-        "name": strings.codes(_pick(meta_events, "name")),
-        "pid": ids.column(_pick(meta_events, "pid")),
-        "tid": ids.column(_pick(meta_events, "tid")),
-        "value": strings.codes(values),
-        "sort_index": ints(_pick(args, "sort_index")),
-    }
+    builder = ModelBuilder()
+    total = max(1, len(doc.traceEvents or []))
+    done = 0
+    for chunk in iter_event_chunks(doc):
+        builder.add(chunk)
+        done += EVENTS_PER_CHUNK
+        if progress:
+            progress(min(done / total, 1.0))
+    return builder.finish(doc, source)

@@ -1,4 +1,4 @@
-"""Bytes in: read a trace file (local or fsspec URL), gunzip it and decode it with the typed schema.
+"""Bytes in: read a trace file, gunzip it and decode it with the typed schema, a chunk of events at a time.
 
 Why here and not in the model: this is the only module that knows about gzip, broken JSON and the non-JSON tokens
 some Kineto versions write (bare ``Infinity``, ``NaN``, ``inf``, ``nan``, ``N/A``). Everything after it sees
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 import msgspec
@@ -25,15 +25,19 @@ except ImportError:  # pragma: no cover - exercised where isal is not installed
 Progress = Callable[[float], None]
 _CHUNK = 8 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
+EVENTS_PER_CHUNK = 65536
 
 _DOC_DECODER = msgspec.json.Decoder(TraceDocument)
-_ARRAY_DECODER = msgspec.json.Decoder(list[Event])
+_ARRAY_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+_EVENTS_DECODER = msgspec.json.Decoder(list[Event])
 _LOOSE_DECODER = msgspec.json.Decoder()
 
 # A JSON string literal, or one of the bare tokens that are not JSON. Strings are matched first so that tokens
 # inside them stay untouched.
 _BARE_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<![\w.])(-?Infinity|NaN|-?inf|nan|N/A)(?![\w.])')
+# Control characters are invalid inside JSON strings and mere whitespace outside them: a space is safe for both.
 _CONTROL_TABLE = bytes(b if b >= 32 else 32 for b in range(256))
+_RAW_FIELDS = {f.encode_name: f.name for f in msgspec.structs.fields(Args) if f.type is msgspec.Raw}
 
 
 def read_bytes(stream: BinaryIO, total: int | None, progress: Progress | None = None) -> bytes:
@@ -51,27 +55,33 @@ def read_bytes(stream: BinaryIO, total: int | None, progress: Progress | None = 
     return b"".join(chunks)
 
 
+_LEADING_SPACE = re.compile(rb"\s*")
+
+
+def first_byte(data: bytes) -> bytes:
+    """The first non-whitespace byte (without copying the buffer as ``lstrip`` would)."""
+    start = _LEADING_SPACE.match(data)
+    offset = start.end() if start else 0
+    return data[offset:offset + 1]
+
+
 def decompress(raw: bytes, name: str) -> bytes:
     """Gunzip ``raw`` if it is gzip data; plain JSON inside a ``.gz`` name is accepted as it is."""
-    if not raw.strip():
+    if not first_byte(raw):
         raise TraceLoadError(f"{name}: the file is empty")
     if raw[:2] != _GZIP_MAGIC:
-        if name.endswith(".gz") and raw.lstrip()[:1] not in (b"{", b"["):
+        if name.endswith(".gz") and first_byte(raw) not in (b"{", b"["):
             raise TraceLoadError(f"{name}: not gzip data (the name ends in .gz) and not JSON either")
         return raw
     try:
         out: bytes = _gzip.decompress(raw)  # type: ignore[no-untyped-call]
-        return out
     except EOFError:
         raise TraceLoadError(f"{name}: the gzip data is cut short (was the file still being written?)") from None
     except (OSError, zlib.error, ValueError) as err:
         raise TraceLoadError(f"{name}: the gzip data is corrupt ({err})") from None
-
-
-def _decode_typed(data: bytes) -> TraceDocument:
-    if data.lstrip()[:1] == b"[":
-        return TraceDocument(traceEvents=_ARRAY_DECODER.decode(data))
-    return _DOC_DECODER.decode(data)
+    if not first_byte(out):
+        raise TraceLoadError(f"{name}: the file is empty")
+    return out
 
 
 def _quote_bare_tokens(data: bytes) -> bytes:
@@ -82,7 +92,57 @@ def _quote_bare_tokens(data: bytes) -> bytes:
     return _BARE_TOKENS.sub(repl, data)
 
 
-_RAW_FIELDS = {f.encode_name: f.name for f in msgspec.structs.fields(Args) if f.type is msgspec.Raw}
+def _describe_json_error(err: msgspec.DecodeError, name: str, size: int) -> TraceLoadError:
+    text = str(err)
+    if "truncated" in text:
+        return TraceLoadError(f"{name}: the JSON is cut short at byte {size:,} (was the file still being written?)")
+    m = re.search(r"byte (\d+)", text)
+    where = f" near byte {int(m.group(1)):,}" if m else ""
+    return TraceLoadError(f"{name}: not valid JSON{where} ({text})")
+
+
+def _outline_once(data: bytes, name: str) -> TraceDocument:
+    if first_byte(data) == b"[":
+        return TraceDocument(traceEvents=_ARRAY_DECODER.decode(data))
+    try:
+        return _DOC_DECODER.decode(data)
+    except msgspec.ValidationError as err:
+        if "traceEvents" in str(err):
+            raise TraceLoadError(f"{name}: 'traceEvents' is not a list") from None
+        raise TraceLoadError(f"{name}: not a Kineto trace (the top level is neither an object nor a list)") from None
+
+
+def decode_outline(data: bytes, name: str) -> TraceDocument:
+    """The top-level document with ``traceEvents`` as raw slices of ``data``, repairing non-JSON tokens.
+
+    The fast path handles well-formed files; the repairs cost a regex pass and run only after it failed.
+    """
+    try:
+        doc = _outline_once(data, name)
+    except msgspec.DecodeError as err:
+        repaired = _quote_bare_tokens(data.translate(_CONTROL_TABLE))
+        try:
+            doc = _outline_once(repaired, name)
+        except msgspec.DecodeError:
+            raise _describe_json_error(err, name, len(data)) from None
+    if doc.traceEvents is None:
+        raise TraceLoadError(f"{name}: a JSON object without 'traceEvents': not a Kineto trace")
+    return doc
+
+
+def decode_events(raws: list[msgspec.Raw]) -> list[Event]:
+    """Typed events from raw slices; an event of unexpected shape costs only its odd fields."""
+    buffer = b"[" + b",".join(raws) + b"]"
+    try:
+        return _EVENTS_DECODER.decode(buffer)
+    except msgspec.ValidationError:
+        return _decode_events_loose(buffer)
+
+
+def iter_event_chunks(doc: TraceDocument, size: int = EVENTS_PER_CHUNK) -> Iterator[list[Event]]:
+    raws = doc.traceEvents or []
+    for start in range(0, len(raws), size):
+        yield decode_events(raws[start:start + size])
 
 
 def _loose_args(args: dict[str, Any]) -> Args:
@@ -97,16 +157,10 @@ def _loose_args(args: dict[str, Any]) -> Args:
     return result
 
 
-def _decode_loose(data: bytes, name: str) -> TraceDocument:
-    """Last resort for files whose structure has wrong types (e.g. ``args`` that is not an object)."""
-    doc: Any = _LOOSE_DECODER.decode(data)
-    events: Any = doc if isinstance(doc, list) else doc.get("traceEvents") if isinstance(doc, dict) else None
-    if events is None:
-        return msgspec.convert(doc, TraceDocument, strict=False) if isinstance(doc, dict) else TraceDocument()
-    if not isinstance(events, list):
-        raise TraceLoadError(f"{name}: 'traceEvents' is not a list")
+def _decode_events_loose(buffer: bytes) -> list[Event]:
+    """Slow path for a chunk with wrong types (``args`` that is not an object, an event that is a string)."""
     cleaned = []
-    for ev in events:
+    for ev in _LOOSE_DECODER.decode(buffer):
         if not isinstance(ev, dict):
             continue
         args = ev.pop("args", None)
@@ -114,48 +168,4 @@ def _decode_loose(data: bytes, name: str) -> TraceDocument:
         if isinstance(args, dict):
             event.args = _loose_args(args)
         cleaned.append(event)
-    top = {k: v for k, v in doc.items() if k != "traceEvents"} if isinstance(doc, dict) else {}
-    result = msgspec.convert(top, TraceDocument, strict=False)
-    result.traceEvents = cleaned
-    return result
-
-
-def _describe_json_error(err: msgspec.DecodeError, name: str, size: int) -> TraceLoadError:
-    text = str(err)
-    m = re.search(r"byte (\d+)", text)
-    if "truncated" in text:
-        return TraceLoadError(f"{name}: the JSON is cut short at byte {size:,} (was the file still being written?)")
-    where = f" near byte {int(m.group(1)):,}" if m else ""
-    return TraceLoadError(f"{name}: not valid JSON{where} ({text})")
-
-
-def decode(data: bytes, name: str) -> TraceDocument:
-    """Decode trace JSON, repairing the non-JSON tokens and control characters real traces contain.
-
-    The fast typed path handles well-formed files; the repairs cost a regex pass and run only after it failed.
-    """
-    try:
-        doc = _decode_typed(data)
-    except msgspec.ValidationError:
-        doc = None
-    except msgspec.DecodeError as err:
-        repaired = _quote_bare_tokens(data.translate(_CONTROL_TABLE))
-        try:
-            doc = _decode_typed(repaired)
-        except msgspec.ValidationError:
-            data = repaired
-            doc = None
-        except msgspec.DecodeError:
-            raise _describe_json_error(err, name, len(data)) from None
-        else:
-            data = repaired
-    if doc is None:
-        try:
-            doc = _decode_loose(data, name)
-        except msgspec.DecodeError as err:
-            raise _describe_json_error(err, name, len(data)) from None
-        except msgspec.ValidationError as err:
-            raise TraceLoadError(f"{name}: unexpected structure ({err})") from None
-    if doc.traceEvents is None:
-        raise TraceLoadError(f"{name}: a JSON object without 'traceEvents': not a Kineto trace")
-    return doc
+    return cleaned

@@ -88,9 +88,13 @@ class Event(msgspec.Struct, gc=False):
 
 
 class TraceDocument(msgspec.Struct, gc=False):
-    """The top-level object of a Kineto trace (PyTorch >= 1.8)."""
+    """The top-level object of a Kineto trace (PyTorch >= 1.8).
 
-    traceEvents: list[Event] | None = None
+    ``traceEvents`` is decoded as raw slices first: events are then decoded a chunk at a time, so only one chunk
+    of event objects is ever alive (a 2 GB trace has tens of millions of events).
+    """
+
+    traceEvents: list[Raw] | None = None
     schemaVersion: Any = None
     deviceProperties: Any = None
     distributedInfo: Any = None
@@ -111,6 +115,3 @@ class TraceDocument(msgspec.Struct, gc=False):
     pytorch_version: Any = field(name="PyTorch Version", default=None)
     pytorch_version_alt: Any = field(name="pytorch_version", default=None)
 
-
-# Lenient fallbacks, used only when the typed decode rejects a file for a wrong type somewhere.
-LooseEvent = dict[str, Any]
