@@ -10,7 +10,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..loader import TraceLoadError, load_trace
+from ..loader import TraceLoadError, default_parts, load_trace
 from ..model.tables import save
 
 
@@ -21,7 +21,7 @@ def run_job(url: str, entry: str, progress: Any, conn: Connection) -> None:
         progress.value = 0.95 * fraction
 
     try:
-        model = load_trace(url, report)
+        model = load_trace(url, report, parts=default_parts())
         save(model, entry)
         progress.value = 1.0
         conn.send(("ok", {"events": model.n_events, "bytes": model.nbytes()}))

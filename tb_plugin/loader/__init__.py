@@ -10,18 +10,19 @@ from collections.abc import Callable
 
 from ..catalog.storage import open_url
 from ..model.tables import TraceModel
-from .columns import build_model
+from .columns import build_model, default_parts
 from .errors import TraceLoadError
 from .read import decode_outline, decompress, read_bytes
 
-__all__ = ["TraceLoadError", "load_bytes", "load_trace"]
+__all__ = ["MODEL_VERSION", "TraceLoadError", "default_parts", "load_bytes", "load_trace"]
 
 # Bumped whenever the model's tables change, so cached parses of older versions are not reused.
 MODEL_VERSION = 1
 
 
-def load_bytes(raw: bytes, name: str, progress: Callable[[float], None] | None = None) -> TraceModel:
-    """Decode already-read file bytes (gzip or plain JSON)."""
+def load_bytes(raw: bytes, name: str, progress: Callable[[float], None] | None = None,
+               parts: int = 1) -> TraceModel:
+    """Decode already-read file bytes (gzip or plain JSON); ``parts`` processes may build a large file."""
     report = progress or (lambda _f: None)
     data = decompress(raw, name)
     del raw
@@ -29,10 +30,10 @@ def load_bytes(raw: bytes, name: str, progress: Callable[[float], None] | None =
     doc = decode_outline(data, name)  # raw event slices still point into data
     del data
     report(0.5)
-    return build_model(doc, name, lambda f: report(0.5 + 0.5 * f))
+    return build_model(doc, name, lambda f: report(0.5 + 0.5 * f), parts=parts)
 
 
-def load_trace(url: str, progress: Callable[[float], None] | None = None) -> TraceModel:
+def load_trace(url: str, progress: Callable[[float], None] | None = None, parts: int = 1) -> TraceModel:
     """Load one trace file from a local path or an fsspec URL.
 
     Progress goes 0..0.3 while reading (what dominates on remote stores), then decode and table building.
@@ -49,4 +50,4 @@ def load_trace(url: str, progress: Callable[[float], None] | None = None) -> Tra
     except (OSError, ValueError) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         raise TraceLoadError(f"{name}: cannot read the file ({reason})") from None
-    return load_bytes(raw, name, progress=report)
+    return load_bytes(raw, name, progress=report, parts=parts)

@@ -7,8 +7,13 @@ strings for numbers, lists), so an odd value costs that one field of that one ev
 
 from __future__ import annotations
 
+import itertools
 import math
+import multiprocessing
+import os
+import threading
 from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -251,18 +256,45 @@ class ModelBuilder:
         kinds[(kinds == Kind.INSTANT) & (names == self._memory_name)] = Kind.MEMORY
         return kinds
 
-    def finish(self, doc: TraceDocument, source: str) -> TraceModel:
-        tables: dict[str, Columns] = {}
+    def tables(self) -> dict[str, Columns]:
+        """Concatenate the chunks' columns."""
+        out: dict[str, Columns] = {}
         for name, parts in self.parts.items():
             if not parts:
-                tables[name] = empty_table(name)
+                out[name] = empty_table(name)
             else:
-                tables[name] = {col: np.concatenate([p[col] for p in parts]).astype(dtype, copy=False)
-                                for col, dtype in SCHEMAS[name].items()}
+                out[name] = {col: np.concatenate([p[col] for p in parts]).astype(dtype, copy=False)
+                             for col, dtype in SCHEMAS[name].items()}
+        return out
+
+    def absorb(self, strings: list[str], tables: dict[str, Columns]) -> None:
+        """Append the tables another builder made from the events that follow ours (a parallel part).
+
+        Its string codes are translated into our string table and its event rows shifted after ours.
+        """
+        lut = np.fromiter(map(self.strings.add, strings), dtype=np.int64, count=len(strings))
+        n_events = len(tables["events"]["ts"])
+        for name, cols in tables.items():
+            moved: Columns = {}
+            for col, values in cols.items():
+                if SCHEMAS[name][col] == "i4":  # every int32 column holds string codes
+                    values = np.where(values >= 0, lut[np.maximum(values, 0)], -1).astype(np.int32)
+                elif col in ("pid", "tid"):  # textual ids are -(2 + code)
+                    text = values < -1
+                    if text.any():
+                        values = values.copy()
+                        values[text] = -(2 + lut[-(values[text] + 2)])
+                elif col == "row":
+                    values = values + self.n_events
+                moved[col] = values
+            self.parts[name].append(moved)
+        self.n_events += n_events
+
+    def finish(self, doc: TraceDocument, source: str) -> TraceModel:
         meta = {key: getattr(doc, key) for key in _META_KEYS}
         meta["pytorch_version"] = doc.pytorch_version or doc.pytorch_version_alt
         meta["source"] = source
-        return TraceModel(strings=self.strings.values, tables=tables, meta=meta)
+        return TraceModel(strings=self.strings.values, tables=self.tables(), meta=meta)
 
 
 def _side_tables(args: list[Args], kinds: np.ndarray, strings: Interner) -> dict[str, Columns]:
@@ -328,16 +360,76 @@ def _side_tables(args: list[Args], kinds: np.ndarray, strings: Interner) -> dict
     return out
 
 
-def build_model(doc: TraceDocument, source: str, progress: Callable[[float], None] | None = None) -> TraceModel:
-    """Decode the events of ``doc`` chunk by chunk and build every table."""
-    from .read import EVENTS_PER_CHUNK, iter_event_chunks
+# Below this many events a file is built in one process: forking costs more than it saves.
+PARALLEL_MIN_EVENTS = 150_000
+
+
+def default_parts() -> int:
+    """How many processes may build one file: the cores, at most 4, and 1 wherever forking is unsafe.
+
+    Forking is only safe from a single-threaded process (the loader's worker processes are); a server or a test
+    process with threads builds in-process.
+    """
+    if os.name != "posix" or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _build_range(doc: TraceDocument, lo: int, hi: int, progress: Callable[[float], None] | None) -> ModelBuilder:
+    from .read import iter_event_chunks
 
     builder = ModelBuilder()
-    total = max(1, len(doc.traceEvents or []))
-    done = 0
-    for chunk in iter_event_chunks(doc):
+    for done, chunk in iter_event_chunks(doc, lo=lo, hi=hi):
         builder.add(chunk)
-        done += EVENTS_PER_CHUNK
         if progress:
-            progress(min(done / total, 1.0))
+            progress(min((done - lo) / max(1, hi - lo), 1.0))
+    return builder
+
+
+def _build_part(doc: TraceDocument, lo: int, hi: int, conn: Connection) -> None:
+    """Child process: build one range of events and send (strings, tables) back."""
+    try:
+        builder = _build_range(doc, lo, hi, None)
+        conn.send(("ok", builder.strings.values, builder.tables()))
+    except BaseException as err:  # noqa: BLE001 - reported to the parent, which fails the file with it
+        conn.send(("error", f"{type(err).__name__}: {err}", None))
+    finally:
+        conn.close()
+
+
+def build_model(doc: TraceDocument, source: str, progress: Callable[[float], None] | None = None,
+                parts: int = 1) -> TraceModel:
+    """Decode the events of ``doc`` chunk by chunk and build every table.
+
+    With ``parts > 1`` and a large file, later ranges of events are built by forked processes at the same time
+    (they share the decoded buffer copy-on-write) and merged in order.
+    """
+    total = len(doc.traceEvents or [])
+    if parts <= 1 or total < PARALLEL_MIN_EVENTS:
+        return _build_range(doc, 0, total, progress).finish(doc, source)
+    bounds = np.linspace(0, total, parts + 1).astype(int).tolist()
+    ctx = multiprocessing.get_context("fork")
+    children = []
+    for lo, hi in itertools.pairwise(bounds[1:]):
+        recv, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_build_part, args=(doc, lo, hi, send), daemon=True)
+        child.start()
+        send.close()
+        children.append((child, recv))
+    try:
+        builder = _build_range(doc, 0, bounds[1], progress)
+        for child, recv in children:
+            try:
+                status, strings, tables = recv.recv()
+            except EOFError:
+                raise RuntimeError(f"a parallel loader process died (exit code {child.exitcode})") from None
+            if status != "ok":
+                raise RuntimeError(f"a parallel loader process failed: {strings}")
+            builder.absorb(strings, tables)
+    finally:
+        for child, recv in children:
+            recv.close()
+            child.join(timeout=1)
+            if child.is_alive():
+                child.kill()
     return builder.finish(doc, source)

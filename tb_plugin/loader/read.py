@@ -183,11 +183,15 @@ def decode_events(raws: list[msgspec.Raw]) -> list[Event]:
         return _decode_events_loose(buffer)
 
 
-def iter_event_chunks(doc: TraceDocument, size: int = 0) -> Iterator[list[Event]]:
+def iter_event_chunks(doc: TraceDocument, lo: int = 0, hi: int | None = None,
+                      size: int = 0) -> Iterator[tuple[int, list[Event]]]:
+    """Typed events of ``traceEvents[lo:hi]``, a chunk at a time, with the index just past each chunk."""
     raws = doc.traceEvents or []
+    hi = len(raws) if hi is None else hi
     size = size or EVENTS_PER_CHUNK
-    for start in range(0, len(raws), size):
-        yield decode_events(raws[start:start + size])
+    for start in range(lo, hi, size):
+        stop = min(start + size, hi)
+        yield stop, decode_events(raws[start:stop])
 
 
 def _loose_args(args: dict[str, Any]) -> Args:

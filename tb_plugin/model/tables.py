@@ -67,6 +67,7 @@ class TraceModel:
     tables: dict[str, Columns]
     meta: dict[str, Any] = field(default_factory=dict)
     _index: dict[str, int] | None = field(default=None, repr=False)
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False)  # derived results, see model.derived
 
     def __getitem__(self, table: str) -> Columns:
         return self.tables[table]

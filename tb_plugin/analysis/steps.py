@@ -1,0 +1,189 @@
+"""Training steps and the step-time breakdown (Kernel > Memcpy > Memset > Communication > Runtime > DataLoader >
+CPU Exec > Other), following the old plugin's semantics with its step bugs fixed.
+
+Steps come from host ``ProfilerStep#N`` events only; the GPU-side copies (``gpu_user_annotation``) never create
+steps. A step's span then grows to cover the GPU work it launched (device-aware boundaries), and trailing steps
+whose GPU work was not captured are dropped. Each step's categories add up exactly to its wall time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model import intervals as iv
+from ..model.derived import memoized
+from ..model.kinds import DEVICE_KINDS, Kind
+from ..model.names import is_collective_host, is_collective_kernel, is_dataloader, name_mask, step_number
+from ..model.optree import host_tree
+from ..model.tables import TraceModel
+
+CATEGORIES = ("Kernel", "Memcpy", "Memset", "Communication", "Runtime", "DataLoader", "CPU Exec", "Other")
+HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
+
+
+@dataclass(frozen=True)
+class Steps:
+    names: list[str]
+    host_start: np.ndarray
+    host_end: np.ndarray
+    start: np.ndarray  # device-aware
+    end: np.ndarray
+    device_events: np.ndarray  # matched GPU events per step
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.names)
+
+    @property
+    def duration(self) -> np.ndarray:
+        spans: np.ndarray = self.end - self.start
+        return spans
+
+
+def _host_steps(model: TraceModel) -> tuple[list[str], np.ndarray, np.ndarray]:
+    ev = model["events"]
+    host = np.isin(ev["kind"], HOST_KINDS) & name_mask(model, ev["name"], lambda s: step_number(s) is not None)
+    rows = np.flatnonzero(host & np.isfinite(ev["ts"]) & np.isfinite(ev["dur"]))
+    rows = rows[np.argsort(ev["ts"][rows], kind="stable")]
+    names, starts, ends, seen = [], [], [], set()
+    for r in rows.tolist():
+        name = model.strings[int(ev["name"][r])]
+        if name in seen:  # the same step recorded on a second thread
+            continue
+        seen.add(name)
+        names.append(str(step_number(name)))
+        starts.append(float(ev["ts"][r]))
+        ends.append(float(ev["ts"][r] + ev["dur"][r]))
+    return names, np.asarray(starts, dtype=np.float64), np.asarray(ends, dtype=np.float64)
+
+
+def _event_bounds(model: TraceModel, kinds: tuple[int, ...]) -> tuple[float, float] | None:
+    ev = model["events"]
+    mask = np.isin(ev["kind"], kinds) & np.isfinite(ev["ts"])
+    if not mask.any():
+        return None
+    ts = ev["ts"][mask]
+    end = ts + np.nan_to_num(ev["dur"][mask], nan=0.0, posinf=0.0).clip(min=0.0)
+    return float(ts.min()), float(end.max())
+
+
+@memoized
+def find_steps(model: TraceModel) -> Steps:
+    names, host_start, host_end = _host_steps(model)
+    notes: list[str] = []
+    if not names:
+        bounds = _event_bounds(model, (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME,
+                                       Kind.DRIVER))
+        if bounds is None:
+            bounds = _event_bounds(model, tuple(DEVICE_KINDS)) or (0.0, 0.0)
+        names, host_start, host_end = ["0"], np.array([bounds[0]]), np.array([bounds[1]])
+        notes.append("The trace has no ProfilerStep#N events, so the whole trace is shown as one step "
+                     "(call prof.step() once per iteration to see steps).")
+    return _device_aware(model, names, host_start, host_end, notes)
+
+
+def _device_aware(model: TraceModel, names: list[str], host_start: np.ndarray, host_end: np.ndarray,
+                  notes: list[str]) -> Steps:
+    tree = host_tree(model)
+    ev = model["events"]
+    dev = model["device_events"]
+    n = len(names)
+    dev_start = ev["ts"][dev["row"]]
+    dev_end = dev_start + np.nan_to_num(ev["dur"][dev["row"]], nan=0.0).clip(min=0.0)
+
+    # Step of each launch: the step whose host span fully holds it.
+    launch = tree.device_launch
+    has_launch = launch >= 0
+    l_start = np.where(has_launch, tree.start[np.maximum(launch, 0)], np.nan)
+    l_end = np.where(has_launch, tree.end[np.maximum(launch, 0)], np.nan)
+    k = np.searchsorted(host_start, l_start, side="right") - 1
+    inside = has_launch & (k >= 0)
+    inside[inside] &= (l_start[inside] >= host_start[k[inside]]) & (l_end[inside] <= host_end[k[inside]])
+    step_of = np.where(inside, k, -1)
+
+    matched = np.bincount(step_of[inside], minlength=n) if n else np.zeros(0, np.int64)
+    d_min = np.full(n, np.inf)
+    d_max = np.full(n, -np.inf)
+    np.minimum.at(d_min, step_of[inside], dev_start[inside])
+    np.maximum.at(d_max, step_of[inside], dev_end[inside])
+
+    start, end = host_start.copy(), host_end.copy()
+    if inside.any():
+        prev_end = float(host_start[0])
+        if np.isfinite(d_min[0]):
+            earlier = ~inside & (dev_end < d_min[0])
+            if earlier.any():
+                prev_end = max(prev_end, float(dev_end[earlier].max()))
+        for i in range(n):
+            s = max(prev_end, float(host_start[i]))
+            e = float(host_end[i])
+            e = max(e, s) if not np.isfinite(d_max[i]) else max(e, float(d_max[i]), s)
+            start[i], end[i] = s, e
+            prev_end = e
+        # Trailing steps whose GPU work was not captured.
+        last = n - 1
+        while last >= 0 and matched[last] == 0:
+            last -= 1
+        keep = max(last + 1, 1)
+        if keep > 1 and matched[keep - 1] < 0.8 * matched[keep - 2]:
+            keep -= 1
+        if keep < n:
+            dropped = ", ".join(names[keep:])
+            notes.append(f"Step(s) {dropped} left out: their GPU work was not (fully) captured by the profiler.")
+            names, host_start, host_end = names[:keep], host_start[:keep], host_end[:keep]
+            start, end, matched = start[:keep], end[:keep], matched[:keep]
+    return Steps(names=list(names), host_start=host_start, host_end=host_end, start=start, end=end,
+                 device_events=np.asarray(matched), notes=notes)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    steps: Steps
+    per_step: dict[str, np.ndarray]  # category -> µs per step
+
+
+def _kind_union(model: TraceModel, mask: np.ndarray) -> iv.Intervals:
+    ev = model["events"]
+    ts = ev["ts"][mask]
+    return iv.union(ts, ts + np.nan_to_num(ev["dur"][mask], nan=0.0).clip(min=0.0))
+
+
+@memoized
+def role_intervals(model: TraceModel) -> dict[str, iv.Intervals]:
+    """The raw time ranges of each category before priorities are applied."""
+    ev = model["events"]
+    kind, names = ev["kind"], ev["name"]
+    comm_kernel = (kind == Kind.KERNEL) & name_mask(model, names, is_collective_kernel)
+    comm_rows = model["comms"]["row"]
+    comm_kernel[comm_rows[kind[comm_rows] == Kind.KERNEL]] = True
+    host = np.isin(kind, HOST_KINDS)
+    comm_host = host & name_mask(model, names, is_collective_host)
+    loader = host & name_mask(model, names, is_dataloader)
+    steps = host & name_mask(model, names, lambda s: s.startswith("ProfilerStep#"))
+    return {
+        "Kernel": _kind_union(model, (kind == Kind.KERNEL) & ~comm_kernel),
+        "Memcpy": _kind_union(model, kind == Kind.MEMCPY),
+        "Memset": _kind_union(model, kind == Kind.MEMSET),
+        "Communication": _kind_union(model, comm_kernel | comm_host | (kind == Kind.COMMUNICATION)),
+        "Runtime": _kind_union(model, (kind == Kind.RUNTIME) | (kind == Kind.DRIVER)),
+        "DataLoader": _kind_union(model, loader),
+        "CPU Exec": _kind_union(model, host & ~comm_host & ~loader & ~steps),
+    }
+
+
+@memoized
+def breakdown(model: TraceModel) -> Breakdown:
+    steps = find_steps(model)
+    roles = role_intervals(model)
+    slots = iv.union(steps.start, steps.end)
+    per_step: dict[str, np.ndarray] = {}
+    for category in CATEGORIES[:-1]:
+        cost = iv.intersect(roles[category], slots)
+        slots = iv.subtract(slots, cost)
+        per_step[category] = iv.lengths_within(cost, steps.start, steps.end)
+    other = steps.duration - sum(per_step.values())
+    per_step["Other"] = np.clip(other, 0.0, None)
+    return Breakdown(steps=steps, per_step=per_step)

@@ -1,0 +1,155 @@
+"""Host call trees and launch correlations: which operator encloses what, and which launched each GPU event.
+
+Per host thread, operators, annotations and runtime/driver calls nest by time. Each GPU event (kernel, memcpy,
+memset) joins its launching runtime or driver call by ``correlation`` and through it the innermost enclosing
+operator, so Triton's ``cuLaunchKernel`` launches count like ``cudaLaunchKernel`` ones. Overlapping host events
+that do not nest are kept (attached to their innermost full container), never dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .derived import memoized
+from .kinds import Kind
+from .tables import TraceModel
+
+_TOLERANCE_US = 1e-3  # timestamps carry nanoseconds; float rounding must not break nesting
+TREE_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER)
+
+
+@dataclass(frozen=True)
+class HostTree:
+    """Nodes are host events (ops, annotations, launches); arrays are indexed by node number."""
+
+    rows: np.ndarray  # event row of each node, in preorder per thread
+    parent: np.ndarray  # node number of the parent, -1 for a root
+    depth: np.ndarray
+    kind: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    merged: np.ndarray  # True for an operator folded into its same-name parent (autograd-profiler style)
+    op_of: np.ndarray  # innermost non-merged CPU_OP node at or above each node, -1 if none
+    device_launch: np.ndarray  # per device_events row: the launching runtime/driver node, -1 if unknown
+    device_op: np.ndarray  # per device_events row: the operator node that launched it, -1 if none
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+
+def _nest(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Parent and depth of each interval in preorder arrays (sorted by thread, start, longest first)."""
+    n = len(start)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int32)
+    thread = np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]) if n else np.empty(0, bool)
+    starts, ends, new_thread = start.tolist(), end.tolist(), thread.tolist()
+    parents, depths = parent.tolist(), depth.tolist()
+    stack: list[int] = []
+    tol = _TOLERANCE_US
+    for i in range(n):
+        if new_thread[i]:
+            stack.clear()
+        s, e = starts[i], ends[i]
+        while stack and ends[stack[-1]] <= s + tol:
+            stack.pop()
+        k = len(stack) - 1
+        while k >= 0 and ends[stack[k]] < e - tol:  # a partial overlap: not a container
+            k -= 1
+        if k >= 0:
+            p = stack[k]
+            parents[i] = p
+            depths[i] = depths[p] + 1
+        stack.append(i)
+    return np.asarray(parents, dtype=np.int64), np.asarray(depths, dtype=np.int32)
+
+
+def _by_depth(depth: np.ndarray) -> list[np.ndarray]:
+    if len(depth) == 0:
+        return []
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2))
+    return [order[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1)]
+
+
+@memoized
+def host_tree(model: TraceModel) -> HostTree:
+    """The host tree of a model (computed once)."""
+    return build_host_tree(model)
+
+
+def build_host_tree(model: TraceModel) -> HostTree:
+    ev = model["events"]
+    rows = np.flatnonzero(np.isin(ev["kind"], TREE_KINDS) & np.isfinite(ev["ts"]))
+    start = ev["ts"][rows]
+    dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
+    end = start + dur
+    pid, tid = ev["pid"][rows], ev["tid"][rows]
+    order = np.lexsort((-dur, start, tid, pid))
+    rows, start, end, pid, tid = rows[order], start[order], end[order], pid[order], tid[order]
+    kind = ev["kind"][rows]
+    parent, depth = _nest(pid, tid, start, end)
+    levels = _by_depth(depth)
+
+    merged = _fold_duplicates(kind, ev["name"][rows], parent)
+    # Children of a folded node hang from the node it folded into.
+    target = np.arange(len(rows))
+    for level in levels:
+        fold = level[merged[level]]
+        target[fold] = target[parent[fold]]
+    has_parent = parent >= 0
+    parent = np.where(has_parent, target[np.maximum(parent, 0)], -1)
+    parent[merged] = -2  # folded nodes are out of the tree
+
+    is_op = (kind == Kind.CPU_OP) & ~merged
+    op_of = np.full(len(rows), -1, dtype=np.int64)
+    for level in levels:
+        up = parent[level]
+        inherited = np.where(up >= 0, op_of[np.maximum(up, 0)], -1)
+        op_of[level] = np.where(is_op[level], level, inherited)
+    op_of[merged] = op_of[target[merged]]
+
+    device_launch, device_op = _correlate(model, rows, kind, op_of)
+    return HostTree(rows=rows, parent=parent, depth=depth, kind=kind, start=start, end=end, merged=merged,
+                    op_of=op_of, device_launch=device_launch, device_op=device_op)
+
+
+def _fold_duplicates(kind: np.ndarray, name: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Operators whose parent is an operator of the same name with no other host children are folded in."""
+    n = len(kind)
+    merged = np.zeros(n, dtype=bool)
+    not_launch = (kind != Kind.RUNTIME) & (kind != Kind.DRIVER)
+    with_parent = (parent >= 0) & not_launch
+    child_count = np.bincount(parent[with_parent], minlength=n) if n else np.zeros(0, np.int64)
+    candidate = (with_parent & (kind == Kind.CPU_OP))
+    idx = np.flatnonzero(candidate)
+    p = parent[idx]
+    ok = (kind[p] == Kind.CPU_OP) & (name[p] == name[idx]) & (child_count[p] == 1)
+    merged[idx[ok]] = True
+    return merged
+
+
+def _correlate(model: TraceModel, rows: np.ndarray, kind: np.ndarray,
+               op_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Device event → launching node (by correlation id) → its operator."""
+    ev = model["events"]
+    dev_rows = model["device_events"]["row"]
+    launch_nodes = np.flatnonzero((kind == Kind.RUNTIME) | (kind == Kind.DRIVER))
+    launch_corr = ev["correlation"][rows[launch_nodes]]
+    valid = launch_corr >= 0
+    launch_nodes, launch_corr = launch_nodes[valid], launch_corr[valid]
+    order = np.argsort(launch_corr, kind="stable")
+    launch_nodes, launch_corr = launch_nodes[order], launch_corr[order]
+    dev_corr = ev["correlation"][dev_rows]
+    pos = np.searchsorted(launch_corr, dev_corr)
+    pos_ok = pos < len(launch_corr)
+    found = pos_ok & (dev_corr >= 0)
+    found[pos_ok] &= launch_corr[pos[pos_ok]] == dev_corr[pos_ok]
+    device_launch = np.where(found, launch_nodes[np.minimum(pos, max(len(launch_nodes) - 1, 0))], -1) \
+        if len(launch_nodes) else np.full(len(dev_rows), -1, dtype=np.int64)
+    device_op = np.where(device_launch >= 0, op_of[np.maximum(device_launch, 0)], -1) \
+        if len(op_of) else np.full(len(dev_rows), -1, dtype=np.int64)
+    return device_launch.astype(np.int64), device_op.astype(np.int64)
