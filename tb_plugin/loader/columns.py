@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import itertools
 import math
-import multiprocessing
 import os
+import pickle
 import threading
 from collections.abc import Callable, Sequence
-from multiprocessing.connection import Connection
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -370,7 +369,7 @@ def default_parts() -> int:
     Forking is only safe from a single-threaded process (the loader's worker processes are); a server or a test
     process with threads builds in-process.
     """
-    if os.name != "posix" or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if not hasattr(os, "fork") or threading.active_count() > 1:
         return 1
     return max(1, min(4, os.cpu_count() or 1))
 
@@ -386,15 +385,38 @@ def _build_range(doc: TraceDocument, lo: int, hi: int, progress: Callable[[float
     return builder
 
 
-def _build_part(doc: TraceDocument, lo: int, hi: int, conn: Connection) -> None:
-    """Child process: build one range of events and send (strings, tables) back."""
+def _fork_part(doc: TraceDocument, lo: int, hi: int) -> tuple[int, int]:
+    """Fork a child that builds events [lo, hi) and pickles (strings, tables) into a pipe; returns (pid, fd).
+
+    A plain fork, not multiprocessing: the loader's worker processes are daemons, which multiprocessing forbids
+    to have children, and the child needs nothing but the decoded buffer it inherits copy-on-write.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 0
+        try:
+            os.close(read_fd)
+            builder = _build_range(doc, lo, hi, None)
+            with os.fdopen(write_fd, "wb") as out:
+                pickle.dump((builder.strings.values, builder.tables()), out, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:  # noqa: BLE001 - the parent sees a short read and builds the range itself
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _collect_part(pid: int, read_fd: int) -> tuple[list[str], dict[str, Columns]] | None:
     try:
-        builder = _build_range(doc, lo, hi, None)
-        conn.send(("ok", builder.strings.values, builder.tables()))
-    except BaseException as err:  # noqa: BLE001 - reported to the parent, which fails the file with it
-        conn.send(("error", f"{type(err).__name__}: {err}", None))
+        with os.fdopen(read_fd, "rb") as src:
+            part: tuple[list[str], dict[str, Columns]] = pickle.load(src)
+    except (EOFError, pickle.UnpicklingError, OSError):
+        part = None  # type: ignore[assignment]
     finally:
-        conn.close()
+        os.waitpid(pid, 0)
+    return part
 
 
 def build_model(doc: TraceDocument, source: str, progress: Callable[[float], None] | None = None,
@@ -406,30 +428,17 @@ def build_model(doc: TraceDocument, source: str, progress: Callable[[float], Non
     """
     total = len(doc.traceEvents or [])
     if parts <= 1 or total < PARALLEL_MIN_EVENTS:
-        return _build_range(doc, 0, total, progress).finish(doc, source)
+        builder = _build_range(doc, 0, total, progress)
+        doc.traceEvents = None  # the raw slices pin the whole decoded buffer: let it go before concatenating
+        return builder.finish(doc, source)
     bounds = np.linspace(0, total, parts + 1).astype(int).tolist()
-    ctx = multiprocessing.get_context("fork")
-    children = []
-    for lo, hi in itertools.pairwise(bounds[1:]):
-        recv, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_build_part, args=(doc, lo, hi, send), daemon=True)
-        child.start()
-        send.close()
-        children.append((child, recv))
-    try:
-        builder = _build_range(doc, 0, bounds[1], progress)
-        for child, recv in children:
-            try:
-                status, strings, tables = recv.recv()
-            except EOFError:
-                raise RuntimeError(f"a parallel loader process died (exit code {child.exitcode})") from None
-            if status != "ok":
-                raise RuntimeError(f"a parallel loader process failed: {strings}")
-            builder.absorb(strings, tables)
-    finally:
-        for child, recv in children:
-            recv.close()
-            child.join(timeout=1)
-            if child.is_alive():
-                child.kill()
+    children = [(_fork_part(doc, lo, hi), lo, hi) for lo, hi in itertools.pairwise(bounds[1:])]
+    builder = _build_range(doc, 0, bounds[1], progress)
+    for (pid, fd), lo, hi in children:
+        part = _collect_part(pid, fd)
+        if part is None:  # the child died (e.g. killed for memory): build its range here instead
+            extra = _build_range(doc, lo, hi, None)
+            part = (extra.strings.values, extra.tables())
+        builder.absorb(*part)
+    doc.traceEvents = None  # the raw slices pin the whole decoded buffer: let it go before concatenating
     return builder.finish(doc, source)
