@@ -143,6 +143,9 @@ class Workspace:
             out.append({"name": run, "workers": workers})
         return out
 
+    def listing_of(self, run: str) -> dict[str, Any] | None:
+        return next((r for r in self.listing() if r["name"] == run), None)
+
     def file(self, run: str, worker: str, span: str) -> TraceFile:
         with self._lock:
             f = self._files.get((run, worker, span))

@@ -4,10 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
+from ..model.kinds import Kind
 from ..model.tables import TraceModel
 
+
+def _has_events(model: TraceModel) -> bool:
+    return model.n_events > 0
+
+
+def _has_operators(model: TraceModel) -> bool:
+    return bool((model["events"]["kind"] == Kind.CPU_OP).any())
+
+
+def _has_kernels(model: TraceModel) -> bool:
+    return bool(np.isin(model["events"]["kind"], (Kind.KERNEL,)).any())
+
+
 # View name -> predicate over one loaded trace. Views register here as their analyses land.
-VIEW_PREDICATES: dict[str, Callable[[TraceModel], bool]] = {}
+VIEW_PREDICATES: dict[str, Callable[[TraceModel], bool]] = {
+    "Overview": _has_events,
+    "Operator": _has_operators,
+    "Kernel": _has_kernels,
+}
 
 VIEW_ORDER = ("Overview", "Operator", "Kernel", "Trace", "Memory", "Module", "Distributed")
 

@@ -7,12 +7,22 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
+from ..analysis import kernels, operators
+from ..analysis.overview import overview
 from ..analysis.summary import summary
 from ..analysis.views import available_views
 from ..workspace import LookupFailed, Workspace
 from . import params
 from .http import ApiError, json_response, json_route
 from .static import relative_path, serve
+
+
+def kernels_device_sum(model: Any) -> float:
+    return operators.device_time_totals(model)[0]
+
+
+def kernels_device_busy(model: Any) -> float:
+    return operators.device_time_totals(model)[1]
 
 
 class Api:
@@ -51,6 +61,44 @@ class Api:
         payload = {"file": loaded.file.filename, "size_bytes": loaded.file.size, **summary(loaded.model)}
         return json_response(request, payload)
 
+    def overview(self, request: Request) -> Response:
+        loaded = self._trace(request)
+        payload = dict(overview(loaded.model))
+        run = self.workspace.listing_of(loaded.file.run)
+        payload["environment"] = {**payload["environment"], "workers": len(run["workers"]) if run else 1}
+        return json_response(request, payload)
+
+    def operators(self, request: Request) -> Response:
+        group_by = params.text(request, "group_by", required=False, default="name", choices=operators.GROUPINGS)
+        name = params.text(request, "name", required=False)
+        loaded = self._trace(request)
+        rows = operators.operator_table(loaded.model, group_by)
+        if name:
+            rows = [r for r in rows if r["name"] == name]
+        model = loaded.model
+        ev = model["events"]
+        return json_response(request, {
+            "group_by": group_by,
+            "device_time": "sum",
+            "rows": rows,
+            "totals": {
+                "device_sum_us": kernels_device_sum(model),
+                "device_busy_us": kernels_device_busy(model),
+            },
+            "has_call_stacks": bool((model["ops"]["call_stack"] >= 0).any() or len(model["python"]["row"])),
+            "has_input_shapes": bool((model["ops"]["input_dims"] >= 0).any()),
+            "events": int(ev["kind"].size),
+        })
+
+    def kernels(self, request: Request) -> Response:
+        group_by = params.text(request, "group_by", required=False, default="name", choices=kernels.GROUPINGS)
+        loaded = self._trace(request)
+        return json_response(request, {
+            "group_by": group_by,
+            "rows": kernels.kernel_table(loaded.model, group_by),
+            "tensor_core_ratio": kernels.tensor_core_share(loaded.model),
+        })
+
     def static(self, request: Request) -> Response:
         return serve(request, relative_path(request, self.plugin_name))
 
@@ -62,4 +110,7 @@ class Api:
             "/runs": json_route(self.runs),
             "/views": json_route(self.views),
             "/summary": json_route(self.summary),
+            "/overview": json_route(self.overview),
+            "/operators": json_route(self.operators),
+            "/kernels": json_route(self.kernels),
         }

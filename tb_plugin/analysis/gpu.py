@@ -1,0 +1,81 @@
+"""GPU summary per device: utilization, estimated SM efficiency and achieved occupancy, tensor-core share.
+
+Formulas (the old plugin's, with its crashes on ``inf`` and missing values fixed):
+- S = [first step start, last step end]; T = |S|; K = union of the device's kernel intervals (copies excluded).
+- utilization = |K ∩ S| / T.
+- est. SM efficiency = Σ over elementary intervals of min(Σ blocks-per-SM of running kernels, 1) · length, / T.
+  Kernels without a finite, positive ``blocks per SM`` are left out.
+- est. achieved occupancy = Σ occ_k · |k ∩ S| / Σ |k ∩ S| over kernels with a finite occupancy (a fraction).
+- tensor-core share = time of tensor-core kernels / time of all kernels on the device (whole trace).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..model import intervals as iv
+from ..model.derived import memoized
+from ..model.kinds import Kind
+from ..model.tables import TraceModel
+from .steps import find_steps
+from .summary import devices as device_properties
+from .tensor_cores import tensor_core_mask
+
+
+def _sm_efficiency(start: np.ndarray, end: np.ndarray, bps: np.ndarray, lo: float, hi: float) -> float:
+    ok = np.isfinite(bps) & (bps > 0) & (end > start)
+    start, end, bps = np.clip(start[ok], lo, hi), np.clip(end[ok], lo, hi), bps[ok]
+    keep = end > start
+    start, end, bps = start[keep], end[keep], bps[keep]
+    if len(start) == 0 or hi <= lo:
+        return 0.0
+    points = np.concatenate([start, end])
+    delta = np.concatenate([bps, -bps])
+    order = np.argsort(points, kind="stable")
+    points, delta = points[order], delta[order]
+    level = np.cumsum(delta)[:-1]
+    widths = np.diff(points)
+    return float((np.minimum(np.clip(level, 0.0, None), 1.0) * widths).sum() / (hi - lo))
+
+
+@memoized
+def gpu_summary(model: TraceModel) -> list[dict[str, Any]]:
+    ev = model["events"]
+    dev = model["device_events"]
+    kernels = np.flatnonzero(ev["kind"][dev["row"]] == Kind.KERNEL)
+    if len(kernels) == 0:
+        return []
+    steps = find_steps(model)
+    lo, hi = float(steps.start[0]), float(steps.end[-1])
+    span = hi - lo
+    rows = dev["row"][kernels]
+    start = ev["ts"][rows]
+    end = start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
+    device = dev["device"][kernels]
+    tc = tensor_core_mask(model, ev["name"][rows])
+    props = {d["id"]: d for d in device_properties(model)}
+    out = []
+    for gpu in sorted(set(device.tolist())):
+        on = device == gpu
+        s, e = start[on], end[on]
+        busy = iv.union(s, e)
+        inside = np.clip(np.minimum(e, hi) - np.maximum(s, lo), 0.0, None)
+        occ = dev["occupancy"][kernels][on]
+        occ_ok = np.isfinite(occ) & (occ >= 0) & (inside > 0)
+        kernel_time = float((e - s).sum())
+        info = props.get(gpu, {})
+        out.append({
+            "id": int(gpu),
+            "name": info.get("name"),
+            "memory_bytes": info.get("memory_bytes"),
+            "compute_capability": info.get("compute_capability"),
+            "utilization": iv.length_within(busy, lo, hi) / span if span > 0 else None,
+            "sm_efficiency": _sm_efficiency(s, e, dev["blocks_per_sm"][kernels][on], lo, hi) if span > 0 else None,
+            "achieved_occupancy": float((occ[occ_ok] * inside[occ_ok]).sum() / inside[occ_ok].sum() / 100.0)
+            if occ_ok.any() else None,
+            "tensor_core_ratio": float((e - s)[tc[on]].sum() / kernel_time) if kernel_time > 0 else None,
+            "kernel_time_us": kernel_time,
+        })
+    return out

@@ -1,0 +1,285 @@
+"""Operator view: per operator name (and input shape or call stack), calls and host/device self/total time.
+
+Operators are the non-folded ``cpu_op`` nodes of the host tree, without step, DataLoader, optimizer and DP/DDP
+wrapper events. Host self time is the operator's duration minus its children's (operators, annotations and
+runtime calls). Device time is the **sum** of the durations of the GPU events (kernels, memcpy, memset) that the
+operator launched itself (self) or through its descendants (total); ``device_total_wall_us`` is the same time as a
+union, which is smaller only where the operator's GPU work ran concurrently on several streams.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..model import intervals as iv
+from ..model.derived import memoized
+from ..model.kinds import Kind
+from ..model.optree import HostTree, host_tree
+from ..model.tables import TraceModel
+from .tensor_cores import op_is_tensor_core_eligible, tensor_core_mask
+
+GROUPINGS = ("name", "name_shape", "name_stack")
+_NOT_OPERATORS = re.compile(
+    r"^(?:ProfilerStep#|enumerate\(DataLoader\)#|enumerate\(DataPipe\)#|Optimizer\.|DataParallel\.forward$"
+    r"|DistributedDataParallel\.forward$|\[pl\]\[)"
+)
+_SOURCE_FRAME = re.compile(r"\(\d+\): ")
+
+
+@dataclass(frozen=True)
+class OperatorNodes:
+    """Per operator node (a subset of host-tree nodes): the numbers that aggregate into the table."""
+
+    node: np.ndarray
+    name: np.ndarray  # string codes
+    host_total: np.ndarray
+    host_self: np.ndarray
+    device_self: np.ndarray
+    device_total: np.ndarray
+    device_total_wall: np.ndarray
+    tc_self: np.ndarray
+    tc_total: np.ndarray
+    eligible: np.ndarray
+
+
+def _durations(tree: HostTree) -> np.ndarray:
+    spans: np.ndarray = tree.end - tree.start
+    return spans
+
+
+def _subtree_last(tree: HostTree) -> np.ndarray:
+    """Largest node number in each node's subtree (subtrees are contiguous in preorder)."""
+    last = np.arange(tree.size)
+    order = np.argsort(-tree.depth, kind="stable")
+    for d in range(int(tree.depth.max()) if tree.size else -1, 0, -1):
+        level = order[tree.depth[order] == d]
+        level = level[tree.parent[level] >= 0]
+        np.maximum.at(last, tree.parent[level], last[level])
+    return last
+
+
+@memoized
+def operator_nodes(model: TraceModel) -> OperatorNodes:
+    tree = host_tree(model)
+    ev = model["events"]
+    dev = model["device_events"]
+    names = ev["name"][tree.rows]
+    dur = _durations(tree)
+
+    in_tree = tree.parent >= -1  # folded nodes have parent -2
+    child_sum = np.zeros(tree.size)
+    has_parent = tree.parent >= 0
+    np.add.at(child_sum, tree.parent[has_parent], dur[has_parent])
+    host_self = np.clip(dur - child_sum, 0.0, None)
+
+    # Device events, sorted by the operator node that launched them: a subtree's events form one range.
+    dev_rows = dev["row"]
+    d_start = ev["ts"][dev_rows]
+    d_dur = np.nan_to_num(ev["dur"][dev_rows], nan=0.0).clip(min=0.0)
+    tc = tensor_core_mask(model, ev["name"][dev_rows]) & (ev["kind"][dev_rows] == Kind.KERNEL)
+    owner = tree.device_op
+    launched = owner >= 0
+    order = np.argsort(owner[launched], kind="stable")
+    o_node = owner[launched][order]
+    o_start, o_dur, o_tc = d_start[launched][order], d_dur[launched][order], tc[launched][order]
+    o_stream = dev["stream"][launched][order]
+    prefix = np.concatenate([[0.0], np.cumsum(o_dur)])
+    prefix_tc = np.concatenate([[0.0], np.cumsum(np.where(o_tc, o_dur, 0.0))])
+
+    last = _subtree_last(tree)
+    nodes = np.flatnonzero(in_tree & (tree.kind == Kind.CPU_OP) & ~tree.merged)
+    keep = ~np.isin(names[nodes], model.codes_where(lambda s: _NOT_OPERATORS.match(s) is not None))
+    nodes = nodes[keep]
+    self_lo, self_hi = np.searchsorted(o_node, nodes), np.searchsorted(o_node, nodes, side="right")
+    tot_hi = np.searchsorted(o_node, last[nodes], side="right")
+    device_self = prefix[self_hi] - prefix[self_lo]
+    device_total = prefix[tot_hi] - prefix[self_lo]
+    tc_self = prefix_tc[self_hi] - prefix_tc[self_lo]
+    tc_total = prefix_tc[tot_hi] - prefix_tc[self_lo]
+
+    # Wall (union) time differs from the sum only where a subtree's GPU work spans several streams.
+    wall = device_total.copy()
+    if len(o_stream):
+        switches_before = np.concatenate([[0], np.cumsum(o_stream[1:] != o_stream[:-1])])
+        ranged = tot_hi - self_lo >= 2
+        switches = np.zeros(len(nodes), dtype=np.int64)
+        switches[ranged] = switches_before[tot_hi[ranged] - 1] - switches_before[self_lo[ranged]]
+        for i in np.flatnonzero(switches > 0).tolist():
+            lo, hi = int(self_lo[i]), int(tot_hi[i])
+            wall[i] = iv.total(iv.union(o_start[lo:hi], o_start[lo:hi] + o_dur[lo:hi]))
+
+    # Eligible: by name, or any eligible descendant, or launched a tensor-core kernel itself.
+    eligible_node = np.zeros(tree.size, dtype=bool)
+    code_ok = model.codes_where(op_is_tensor_core_eligible)
+    eligible_node[nodes] = np.isin(names[nodes], code_ok) | (tc_self > 0)
+    for d in range(int(tree.depth.max()) if tree.size else -1, 0, -1):
+        level = np.flatnonzero((tree.depth == d) & eligible_node & (tree.parent >= 0))
+        eligible_node[tree.parent[level]] = True
+    return OperatorNodes(node=nodes, name=names[nodes], host_total=dur[nodes], host_self=host_self[nodes],
+                         device_self=device_self, device_total=device_total, device_total_wall=wall,
+                         tc_self=tc_self, tc_total=tc_total, eligible=eligible_node[nodes])
+
+
+@memoized
+def _ops_row_of_event(model: TraceModel) -> np.ndarray:
+    lookup = np.full(model.n_events, -1, dtype=np.int64)
+    lookup[model["ops"]["row"]] = np.arange(len(model["ops"]["row"]))
+    return lookup
+
+
+@memoized
+def call_stacks(model: TraceModel) -> np.ndarray:
+    """Per operator node of :func:`operator_nodes`: a string code of its call stack (innermost frame first,
+    ``;``-joined ``file(line): function`` frames), -1 when none.
+
+    PyTorch 1.x wrote a ``Call stack`` arg; 2.x writes ``python_function`` events instead, so there the stack is
+    the chain of Python frames enclosing the operator on its thread.
+    """
+    ops = operator_nodes(model)
+    tree = host_tree(model)
+    rows = tree.rows[ops.node]
+    arg = model["ops"]["call_stack"][_ops_row_of_event(model)[rows]]
+    arg = np.where(_ops_row_of_event(model)[rows] >= 0, arg, -1)
+    if (arg >= 0).any() or len(model["python"]["row"]) == 0:
+        return arg
+    return _python_stacks(model, rows)
+
+
+def _python_stacks(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
+    ev = model["events"]
+    py = model["python"]
+    py_rows = py["row"]
+    # One sweep per thread over Python frames and operators sorted by start: the innermost open frame wins.
+    rows = np.concatenate([py_rows, op_rows])
+    is_py = np.concatenate([np.ones(len(py_rows), bool), np.zeros(len(op_rows), bool)])
+    which = np.concatenate([np.arange(len(py_rows)), np.arange(len(op_rows))])
+    start = ev["ts"][rows]
+    end = start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
+    order = np.lexsort((~is_py, -(end - start), start, ev["tid"][rows], ev["pid"][rows]))
+    pid, tid = ev["pid"][rows][order].tolist(), ev["tid"][rows][order].tolist()
+    s_list, e_list = start[order].tolist(), end[order].tolist()
+    py_list, which_list = is_py[order].tolist(), which[order].tolist()
+    innermost = np.full(len(op_rows), -1, dtype=np.int64)
+    stack: list[int] = []  # indices into the sorted arrays of open Python frames
+    prev = None
+    for i in range(len(order)):
+        thread = (pid[i], tid[i])
+        if thread != prev:
+            stack.clear()
+            prev = thread
+        while stack and e_list[stack[-1]] < s_list[i]:
+            stack.pop()
+        if py_list[i]:
+            stack.append(i)
+        elif stack:
+            innermost[which_list[i]] = which_list[stack[-1]]
+    # Frame chains by Python parent id, memoised per frame.
+    by_id = {int(pid_): k for k, pid_ in enumerate(py["python_id"].tolist()) if pid_ >= 0}
+    parent = py["parent_id"].tolist()
+    frame_name = [model.strings[c] for c in ev["name"][py_rows].tolist()]
+    chain_code: dict[int, int] = {}
+    intern = model.code
+    extra: dict[str, int] = {}
+
+    def code_of(frame: int) -> int:
+        if frame in chain_code:
+            return chain_code[frame]
+        frames: list[str] = []
+        k: int | None = frame
+        seen = 0
+        while k is not None and seen < 512:
+            if _SOURCE_FRAME.search(frame_name[k]):
+                frames.append(frame_name[k])
+            k = by_id.get(parent[k])
+            seen += 1
+        text = ";".join(frames)
+        if not text:
+            code = -1
+        else:
+            code = intern(text)
+            if code < 0:
+                code = extra.setdefault(text, len(model.strings) + len(extra))
+        chain_code[frame] = code
+        return code
+
+    out = np.fromiter((code_of(f) if f >= 0 else -1 for f in innermost.tolist()), dtype=np.int64,
+                      count=len(innermost))
+    if extra:  # new strings join the model's string table (append-only, so existing codes stay valid)
+        model.strings.extend(sorted(extra, key=extra.__getitem__))
+        model._index = None
+    return out
+
+
+def _group(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Group rows by several integer key columns: (index of each group's first row, group id per row)."""
+    stacked = np.stack(keys, axis=1) if keys[0].size else np.empty((0, len(keys)), dtype=np.int64)
+    _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
+def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, Any]]:
+    ops = operator_nodes(model)
+    if len(ops.node) == 0:
+        return []
+    keys = [ops.name.astype(np.int64)]
+    shapes = stacks = None
+    if group_by == "name_shape":
+        rows = host_tree(model).rows[ops.node]
+        ops_row = _ops_row_of_event(model)[rows]
+        shapes = np.where(ops_row >= 0, model["ops"]["input_dims"][np.maximum(ops_row, 0)], -1).astype(np.int64)
+        keys.append(shapes)
+    elif group_by == "name_stack":
+        stacks = call_stacks(model)
+        keys.append(stacks)
+    first, group = _group(keys)
+    n = len(first)
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.bincount(group, weights=values, minlength=n)
+
+    calls = np.bincount(group, minlength=n)
+    eligible = np.bincount(group, weights=ops.eligible.astype(float), minlength=n) > 0
+    columns = {
+        "host_self_us": total(ops.host_self), "host_total_us": total(ops.host_total),
+        "device_self_us": total(ops.device_self), "device_total_us": total(ops.device_total),
+        "device_total_wall_us": total(ops.device_total_wall),
+        "tc_self": total(ops.tc_self), "tc_total": total(ops.tc_total),
+    }
+    out = []
+    for g in range(n):
+        row: dict[str, Any] = {"name": model.strings[int(ops.name[first[g]])], "calls": int(calls[g])}
+        for key in ("host_self_us", "host_total_us", "device_self_us", "device_total_us", "device_total_wall_us"):
+            row[key] = float(columns[key][g])
+        d_self, d_total = columns["device_self_us"][g], columns["device_total_us"][g]
+        row["tc_eligible"] = bool(eligible[g])
+        row["tc_self_ratio"] = float(columns["tc_self"][g] / d_self) if d_self > 0 else 0.0
+        row["tc_total_ratio"] = float(columns["tc_total"][g] / d_total) if d_total > 0 else 0.0
+        if shapes is not None:
+            row["input_shape"] = model.text(int(shapes[first[g]])) or ""
+        if stacks is not None:
+            code = int(stacks[first[g]])
+            if code < 0:
+                continue  # grouping by stack lists only calls that have one
+            row["call_stack"] = model.strings[code]
+        out.append(row)
+    has_device = bool(len(model["device_events"]["row"]))
+    out.sort(key=lambda r: (-(r["device_self_us"] if has_device else r["host_self_us"]), r["name"]))
+    return out
+
+
+@memoized
+def device_time_totals(model: TraceModel) -> tuple[float, float]:
+    """(sum of all GPU event durations, time the GPUs were busy as a union per device summed over devices)."""
+    ev = model["events"]
+    dev = model["device_events"]
+    start = ev["ts"][dev["row"]]
+    dur = np.nan_to_num(ev["dur"][dev["row"]], nan=0.0).clip(min=0.0)
+    busy = 0.0
+    for device in np.unique(dev["device"]).tolist():
+        on = dev["device"] == device
+        busy += iv.total(iv.union(start[on], start[on] + dur[on]))
+    return float(dur.sum()), busy

@@ -1,0 +1,61 @@
+"""Overview: steps with their time breakdown, the average, GPU summary, environment and recommendations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..model.derived import memoized
+from ..model.kinds import DEVICE_KINDS, Kind
+from ..model.tables import TraceModel
+from .gpu import gpu_summary
+from .recommendations import recommendations
+from .steps import CATEGORIES, breakdown
+from .summary import devices
+
+
+def _environment(model: TraceModel) -> dict[str, Any]:
+    meta = model.meta
+    kinds = model["events"]["kind"]
+    uses_gpu = bool(np.isin(kinds, (*DEVICE_KINDS, Kind.RUNTIME, Kind.DRIVER)).any())
+    return {
+        "device_type": "GPU" if uses_gpu else "CPU",
+        "devices": devices(model),
+        "pytorch_version": meta.get("pytorch_version"),
+        "cuda_runtime_version": meta.get("cuda_runtime_version"),
+        "cuda_driver_version": meta.get("cuda_driver_version"),
+        "cupti_version": meta.get("cupti_version"),
+        "framework": meta.get("Framework"),
+    }
+
+
+@memoized
+def overview(model: TraceModel) -> dict[str, Any]:
+    b = breakdown(model)
+    steps = b.steps
+    per_step = [
+        {
+            "name": name,
+            "start_us": float(steps.start[i]),
+            "duration_us": float(steps.duration[i]),
+            "breakdown_us": {c: float(b.per_step[c][i]) for c in CATEGORIES},
+        }
+        for i, name in enumerate(steps.names)
+    ]
+    avg_total = float(steps.duration.mean()) if steps.count else 0.0
+    avg = {c: float(b.per_step[c].mean()) if steps.count else 0.0 for c in CATEGORIES}
+    average = {
+        "duration_us": avg_total,
+        "breakdown_us": avg,
+        "share": {c: (v / avg_total if avg_total > 0 else 0.0) for c, v in avg.items()},
+    }
+    return {
+        "steps": per_step,
+        "average": average,
+        "categories": list(CATEGORIES),
+        "gpus": gpu_summary(model),
+        "environment": _environment(model),
+        "recommendations": recommendations(model),
+        "notes": list(steps.notes),
+    }
