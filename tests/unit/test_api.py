@@ -122,8 +122,9 @@ def test_every_response_is_json_with_security_headers(tensorboard_app: Any, mixe
         r = client.get(f"{API}/{route}")
         assert r.status_code == 200, route
         assert r.headers["Content-Type"] == "application/json" and r.headers["X-Content-Type-Options"] == "nosniff"
-    r = client.get(f"{API}/views?run=good")
-    assert r.get_json() == {"views": []}  # no view analyses exist yet: nothing is offered that cannot be shown
+    assert client.get(f"{API}/views?run=good").get_json() == {"views": ["Overview", "Operator", "Kernel"]}
+    # a CPU-only trace has no kernels, so no Kernel view is offered
+    assert client.get(f"{API}/views?run=synthetic").get_json() == {"views": ["Overview", "Operator"]}
 
 
 def test_large_answers_are_gzipped_when_asked(tensorboard_app: Any, mixed_logdir: Path) -> None:

@@ -56,6 +56,12 @@ def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, sh
         r = client.get(f"{API}/summary?run=ddp_resnet50&worker={worker}&span=1")
         check(spec, "/summary", 200, r.get_json())
         assert r.get_json()["metadata"]["distributed"]["world_size"] == 2
+    q = "run=transformer_bf16&worker=vm_562&span=1"
+    check(spec, "/overview", 200, client.get(f"{API}/overview?{q}").get_json())
+    for group in ("name", "name_shape", "name_stack"):
+        check(spec, "/operators", 200, client.get(f"{API}/operators?{q}&group_by={group}").get_json())
+    for group in ("name", "name_op"):
+        check(spec, "/kernels", 200, client.get(f"{API}/kernels?{q}&group_by={group}").get_json())
     for url, status in ((f"{API}/summary?run=bad&worker=x&span=1", 422), (f"{API}/summary?run=bad", 400),
                         (f"{API}/summary?run=zzz&worker=x&span=1", 404), (f"{API}/views?run=zzz", 404)):
         r = client.get(url)

@@ -1,0 +1,324 @@
+"""Browser tests: the real ``tensorboard`` CLI in a subprocess, driven by Python playwright on Debian's Chromium.
+
+Never runs ``playwright install``: Chromium comes from ``apt-get install -y chromium`` (/usr/bin/chromium).
+Set ``PTP_CHROMIUM`` to use another binary. Without a browser these tests are skipped locally and fail under CI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FRONTEND = REPO / "frontend"
+STATIC = REPO / "tb_plugin" / "static"
+SHARED_TRACES = Path(os.environ.get("TB_PLUGIN_SHARED_TRACES", REPO.parent / "shared" / "traces"))
+SAMPLES = REPO / "samples"
+CHROMIUM = os.environ.get("PTP_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+PLUGIN = "pytorch_profiler"
+PLUGIN_IFRAME = 'iframe[src*="plugin_entry.html"]'
+
+# The known trace used for exact checks: torchvision ResNet-18 on an H200, two spans of one worker.
+RESNET_DIR = SHARED_TRACES / "h200" / "resnet18_workers0"
+RESNET_SPAN_FILES = sorted(RESNET_DIR.glob("*.pt.trace.json.gz")) if RESNET_DIR.is_dir() else []
+CORRUPT_FILE = "bad_worker.1234.pt.trace.json.gz"
+
+
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line("markers", "browser: drives TensorBoard + the plugin frontend in headless Chromium")
+
+
+def _tensorboard_bin() -> str:
+    candidate = Path(sys.executable).with_name("tensorboard")
+    return str(candidate) if candidate.exists() else (shutil.which("tensorboard") or "tensorboard")
+
+
+# --------------------------------------------------------------------------------------------- prerequisites
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    if not Path(CHROMIUM).exists():
+        message = f"{CHROMIUM} is missing: apt-get update && apt-get install -y chromium"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def frontend_built() -> Path:
+    """The bundle must exist (``npm ci && npm run build`` in frontend/); build it here if npm is available."""
+    index = STATIC / "index.js"
+    if not index.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.fail("tb_plugin/static/index.js is missing and npm is not installed: build the frontend first")
+        if not (FRONTEND / "node_modules").exists():
+            subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=FRONTEND, check=True)
+        subprocess.run([npm, "run", "build"], cwd=FRONTEND, check=True)
+    assert index.exists()
+    return STATIC
+
+
+@pytest.fixture(scope="session")
+def resnet_files() -> list[Path]:
+    if len(RESNET_SPAN_FILES) < 2:
+        pytest.skip(f"the shared traces are not beside the checkout ({RESNET_DIR})")
+    return RESNET_SPAN_FILES
+
+
+def trace_facts(path: Path) -> dict[str, Any]:
+    """Independent facts about a trace file, read straight from its JSON (not through the plugin)."""
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        data = json.load(fh)
+    events = data.get("traceEvents", [])
+    cats: dict[str, int] = {}
+    for ev in events:
+        cat = ev.get("cat")
+        if cat:
+            cats[cat] = cats.get(cat, 0) + 1
+    return {
+        "events": len(events),
+        "categories": cats,
+        "devices": [d.get("name") for d in data.get("deviceProperties", [])],
+    }
+
+
+# --------------------------------------------------------------------------------------------- logdirs
+
+
+def link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        dst.symlink_to(src)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+@pytest.fixture(scope="session")
+def main_logdir(tmp_path_factory: pytest.TempPathFactory, resnet_files: list[Path]) -> Path:
+    """Run ``resnet18`` (worker vm_562, spans 1 and 2) and run ``broken`` (one corrupt file)."""
+    root = tmp_path_factory.mktemp("logdir_main")
+    for f in resnet_files:
+        link_or_copy(f, root / "resnet18" / f.name)
+    broken = root / "broken"
+    broken.mkdir()
+    # A gzip stream whose JSON stops in the middle of the first event.
+    (broken / CORRUPT_FILE).write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "name": "aten::'))
+    return root
+
+
+@pytest.fixture(scope="session")
+def empty_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("logdir_empty")
+
+
+# --------------------------------------------------------------------------------------------- tensorboard
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class TensorBoard:
+    url: str
+    logdir: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def plugin_url(self, route: str) -> str:
+        return f"{self.url}/data/plugin/{PLUGIN}/{route.lstrip('/')}"
+
+    def get_json(self, route: str) -> Any:
+        with urllib.request.urlopen(self.plugin_url(route), timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def wait_settled(self, timeout: float = 90.0) -> dict[str, Any]:
+        """Poll ./runs until the scan finished and no span is queued or loading."""
+        deadline = time.monotonic() + timeout
+        body: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            body = self.get_json("runs")
+            states = [s["state"] for r in body["runs"] for w in r["workers"] for s in w["spans"]]
+            if not body.get("scanning") and states and all(s in ("ready", "failed") for s in states):
+                return body
+            time.sleep(0.5)
+        raise AssertionError(f"spans did not settle in {timeout}s: {json.dumps(body)[:2000]}")
+
+
+def start_tensorboard(logdir: Path, workdir: Path, *extra_args: str, path_prefix: str = "") -> TensorBoard:
+    port = free_port()
+    log_path = workdir / f"tensorboard-{port}.log"
+    env = dict(os.environ)
+    env["XDG_CACHE_HOME"] = str(workdir / "cache")  # a fresh parse cache: every test run really loads
+    env.pop("TB_PLUGIN_SKIP_FRONTEND", None)
+    cmd = [
+        _tensorboard_bin(),
+        "--logdir", str(logdir),
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--load_fast=false",
+        *extra_args,
+    ]
+    if path_prefix:
+        cmd += ["--path_prefix", path_prefix]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}{path_prefix}"
+    tb = TensorBoard(url=url, logdir=logdir, process=proc, log_path=log_path)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"tensorboard exited with {proc.returncode}:\n{tb.log()}")
+        try:
+            with urllib.request.urlopen(f"{url}/data/plugins_listing", timeout=2) as resp:
+                listing = json.loads(resp.read())
+            if PLUGIN in listing:
+                return tb
+            raise RuntimeError(f"plugin {PLUGIN!r} is not in TensorBoard's plugin listing: {sorted(listing)}")
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.2)
+    stop_tensorboard(tb)
+    raise RuntimeError(f"tensorboard did not answer within 60 s:\n{tb.log()}")
+
+
+def stop_tensorboard(tb: TensorBoard) -> None:
+    if tb.process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(tb.process.pid, signal.SIGTERM)
+        try:
+            tb.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(tb.process.pid, signal.SIGKILL)
+            tb.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def tb_factory(tmp_path_factory: pytest.TempPathFactory, frontend_built: Path) -> Iterator[Callable[..., TensorBoard]]:
+    started: list[TensorBoard] = []
+    workdir = tmp_path_factory.mktemp("tensorboard")
+
+    def make(logdir: Path, *extra_args: str, path_prefix: str = "") -> TensorBoard:
+        tb = start_tensorboard(logdir, workdir, *extra_args, path_prefix=path_prefix)
+        started.append(tb)
+        return tb
+
+    yield make
+    for tb in started:
+        stop_tensorboard(tb)
+
+
+@pytest.fixture(scope="session")
+def tb_main(tb_factory: Callable[..., TensorBoard], main_logdir: Path) -> TensorBoard:
+    return tb_factory(main_logdir)
+
+
+# --------------------------------------------------------------------------------------------- browser
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path: str) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@dataclass
+class ConsoleLog:
+    errors: list[str] = field(default_factory=list)
+    allowed: list[str] = field(default_factory=list)
+
+    def unexpected(self) -> list[str]:
+        return [e for e in self.errors if not any(a in e for a in self.allowed)]
+
+
+@pytest.fixture
+def console() -> ConsoleLog:
+    return ConsoleLog()
+
+
+@pytest.fixture
+def page(browser: Any, console: ConsoleLog) -> Iterator[Any]:
+    """A fresh page (own context) that records console errors and uncaught exceptions of every frame;
+    the test fails if any appeared that the test did not expect (``console.allowed``)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+
+    def on_console(msg: Any) -> None:
+        if msg.type == "error":
+            console.errors.append(f"console.error: {msg.text} @ {msg.location.get('url', '')}")
+
+    pg.on("console", on_console)
+    pg.on("pageerror", lambda e: console.errors.append(f"pageerror: {e}"))
+    yield pg
+    context.close()
+    assert not console.unexpected(), "console errors:\n" + "\n".join(console.unexpected())
+
+
+def open_plugin(page: Any, tb: TensorBoard, hash_state: str = "") -> Any:
+    """Open TensorBoard on the plugin's tab and return the plugin iframe's Frame once the shell rendered."""
+    page.goto(f"{tb.url}/#{PLUGIN}{hash_state}")
+    handle = page.wait_for_selector(PLUGIN_IFRAME, state="attached")
+    frame = handle.content_frame()
+    assert frame is not None
+    frame.wait_for_selector(".ptp-app")
+    return frame
+
+
+def top_hash(page: Any) -> dict[str, str]:
+    """TensorBoard's URL hash as a dict (the bare part is ``__tab__``), decoded the way TensorBoard does."""
+    from urllib.parse import unquote
+
+    raw = page.evaluate("() => window.location.hash").lstrip("#")
+    out: dict[str, str] = {}
+    for part in raw.split("&"):
+        if not part:
+            continue
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[unquote(k)] = unquote(v)
+        else:
+            out["__tab__"] = unquote(part)
+    return out
