@@ -108,7 +108,8 @@ def _rule_amp(model: TraceModel) -> Recommendation | None:
     # Bottom-most eligible operators: eligible, with no eligible operator below them.
     eligible_nodes = set(ops.node[ops.eligible].tolist())
     has_eligible_child = {int(tree.parent[n]) for n in eligible_nodes if tree.parent[n] in eligible_nodes}
-    bottom = np.array([n not in has_eligible_child for n in ops.node.tolist()]) & ops.eligible
+    bottom = np.fromiter((n not in has_eligible_child for n in ops.node.tolist()), dtype=bool,
+                         count=len(ops.node)) & ops.eligible
     total = float(ops.device_self.sum())
     ratio = float(ops.device_self[bottom].sum() / total) if total > 0 else 0.0
     if ratio <= 0:
