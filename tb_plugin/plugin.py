@@ -58,9 +58,9 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
         return self._api.apps()
 
     def is_active(self) -> bool:
-        # O(1): answers from the last scan, never waits for one. Active while the first scan runs, so the tab
-        # appears as soon as TensorBoard starts.
-        return self.workspace.scanning() or self.workspace.has_runs()
+        # O(1), never waits for a scan. Active whenever a logdir is set, even before traces appear there: the
+        # tab then shows how to record a trace, instead of hiding under TensorBoard's INACTIVE menu.
+        return self.workspace.has_roots() or self.workspace.has_runs()
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="PyTorch Profiler",

@@ -107,6 +107,9 @@ class Workspace:
             self._stop.wait(delay)
 
     # ---- questions ------------------------------------------------------------------------------------------------
+    def has_roots(self) -> bool:
+        return bool(self._roots_spec)
+
     def has_runs(self) -> bool:
         return bool(self._files)
 

@@ -40,7 +40,7 @@ class HostTree:
         return len(self.rows)
 
 
-def _nest(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def nest(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Parent and depth of each interval in preorder arrays (sorted by thread, start, longest first)."""
     n = len(start)
     parent = np.full(n, -1, dtype=np.int64)
@@ -91,7 +91,7 @@ def build_host_tree(model: TraceModel) -> HostTree:
     order = np.lexsort((-dur, start, tid, pid))
     rows, start, end, pid, tid = rows[order], start[order], end[order], pid[order], tid[order]
     kind = ev["kind"][rows]
-    parent, depth = _nest(pid, tid, start, end)
+    parent, depth = nest(pid, tid, start, end)
     levels = _by_depth(depth)
 
     merged = _fold_duplicates(kind, ev["name"][rows], parent)

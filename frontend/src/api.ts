@@ -1,0 +1,133 @@
+/**
+ * Typed access to the plugin's JSON routes. Every URL is relative ("./runs"), so it resolves
+ * against the <base href> of TensorBoard's plugin_entry.html and survives --path_prefix,
+ * reverse proxies and VS Code port forwarding. Never build "/data/plugin/..." URLs.
+ */
+
+export type QueryValue = string | number | boolean | null | undefined;
+export type QueryParams = Record<string, QueryValue>;
+
+export type ApiErrorKind =
+  /** the request never got an HTTP answer (server down, network gone, timeout) */
+  | "network"
+  /** the server answered 4xx/5xx; message is its {"error": ...} sentence when it sent one */
+  | "http"
+  /** the server answered 2xx with something that is not JSON */
+  | "parse"
+  /** the caller aborted the request */
+  | "aborted";
+
+export class ApiError extends Error {
+  override readonly name = "ApiError";
+  constructor(
+    message: string,
+    readonly kind: ApiErrorKind,
+    /** HTTP status, 0 when there was no HTTP answer */
+    readonly status: number,
+    readonly route: string,
+  ) {
+    super(message);
+  }
+
+  /** True when the server could not be reached at all. */
+  get unreachable(): boolean {
+    return this.kind === "network";
+  }
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal;
+  /** default 30 s */
+  timeoutMs?: number;
+}
+
+export interface Api {
+  /** GET `./<route>?<params>` and parse JSON; throws ApiError. */
+  getJSON<T>(route: string, params?: QueryParams, options?: RequestOptions): Promise<T>;
+  /** The relative URL for a route, e.g. for links or downloads. */
+  url(route: string, params?: QueryParams): string;
+}
+
+export function buildUrl(route: string, params?: QueryParams): string {
+  // Strip leading "./" or "/" so the path always stays relative to the plugin root.
+  const path = "./" + route.replace(/^(\.\/|\/)+/, "");
+  const query = new URLSearchParams();
+  if (params) {
+    for (const [key, value] of Object.entries(params)) {
+      if (value !== null && value !== undefined) query.append(key, String(value));
+    }
+  }
+  const qs = query.toString();
+  return qs ? `${path}?${qs}` : path;
+}
+
+function errorSentence(body: unknown): string | null {
+  if (typeof body === "object" && body !== null && "error" in body) {
+    const error = body.error;
+    if (typeof error === "string" && error.trim() !== "") return error;
+  }
+  return null;
+}
+
+export function createApi(fetchImpl: typeof fetch = window.fetch.bind(window)): Api {
+  return {
+    url: buildUrl,
+    async getJSON<T>(route: string, params?: QueryParams, options: RequestOptions = {}): Promise<T> {
+      const url = buildUrl(route, params);
+      const controller = new AbortController();
+      const timeoutMs = options.timeoutMs ?? 30_000;
+      const timeout = { hit: false };
+      const timer = window.setTimeout(() => {
+        timeout.hit = true;
+        controller.abort();
+      }, timeoutMs);
+      const onAbort = (): void => {
+        controller.abort();
+      };
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      let response: Response;
+      try {
+        response = await fetchImpl(url, {
+          signal: controller.signal,
+          headers: { Accept: "application/json" },
+          credentials: "same-origin",
+        });
+      } catch {
+        if (options.signal?.aborted) throw new ApiError("The request was cancelled.", "aborted", 0, route);
+        throw new ApiError(
+          timeout.hit
+            ? `The TensorBoard server did not answer within ${Math.round(timeoutMs / 1000)} s.`
+            : "The TensorBoard server cannot be reached.",
+          "network",
+          0,
+          route,
+        );
+      } finally {
+        window.clearTimeout(timer);
+        options.signal?.removeEventListener("abort", onAbort);
+      }
+
+      const text = await response.text().catch(() => "");
+      let body: unknown = undefined;
+      let parsed = false;
+      if (text !== "") {
+        try {
+          body = JSON.parse(text);
+          parsed = true;
+        } catch {
+          parsed = false;
+        }
+      }
+      if (!response.ok) {
+        const sentence =
+          errorSentence(body) ??
+          `The server answered ${response.status}${response.statusText ? " " + response.statusText : ""} for ${route}.`;
+        throw new ApiError(sentence, "http", response.status, route);
+      }
+      if (!parsed) {
+        throw new ApiError(`The server sent a reply to ${route} that is not JSON.`, "parse", response.status, route);
+      }
+      return body as T;
+    },
+  };
+}

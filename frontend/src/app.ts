@@ -1,0 +1,658 @@
+/**
+ * The shell: header pickers (run / worker / span), the tab bar, loading and error cards for
+ * trace files, and the content pane that hosts the built-in "Trace info" tab or a registered
+ * view page. State comes from polling `./runs`; the selection lives in TensorBoard's URL hash.
+ */
+import { ApiError, type Api } from "./api";
+import { emptyState, errorCard, fileErrorCard, progressRow, unreachableCard } from "./components";
+import { h, replaceChildren } from "./dom";
+import { loadPlotly } from "./lib/plotly";
+import type { ThemeSource } from "./theme";
+import type { RunInfo, RunsResponse, SpanInfo, ViewsResponse, WorkerInfo } from "./types";
+import { VIEW_NAMES } from "./types";
+import { onUrlStateChange, readUrlState, writeUrlState, type UrlState } from "./urlState";
+import { VIEW_LABELS, viewLoader } from "./views/registry";
+import * as traceInfo from "./views/traceInfo";
+import type { ViewContext, ViewModule } from "./views/types";
+
+/** Tab id of the built-in summary tab (also its value in the URL). */
+export const INFO_TAB = "info";
+const INFO_LABEL = "Trace info";
+
+export const POLL_ACTIVE_MS = 2_000;
+export const POLL_IDLE_MS = 10_000;
+export const POLL_UNREACHABLE_MS = 5_000;
+
+interface Selection {
+  run: RunInfo;
+  worker: WorkerInfo;
+  span: SpanInfo;
+  view: string;
+}
+
+type Connection =
+  | { state: "connecting" }
+  | { state: "ok" }
+  | { state: "unreachable"; message: string }
+  | { state: "error"; message: string };
+
+interface ViewsEntry {
+  /** signature of the run's span states when fetched; refetch when it changes */
+  signature: string;
+  views: string[] | null;
+  inFlight: boolean;
+}
+
+const SPAN_STATES: readonly string[] = ["queued", "loading", "ready", "failed"];
+
+/** Keep only well-formed entries, so a half-written server answer cannot break the page. */
+export function normalizeRuns(raw: unknown): RunsResponse {
+  const obj = (typeof raw === "object" && raw !== null ? raw : {}) as Partial<Record<keyof RunsResponse, unknown>>;
+  const arr = (v: unknown): unknown[] => (Array.isArray(v) ? (v as unknown[]) : []);
+  const rec = (v: unknown): Record<string, unknown> | null =>
+    typeof v === "object" && v !== null ? (v as Record<string, unknown>) : null;
+  const runs: RunInfo[] = [];
+  for (const r of arr(obj.runs).map(rec)) {
+    if (!r || typeof r["name"] !== "string") continue;
+    const workers: WorkerInfo[] = [];
+    for (const w of arr(r["workers"]).map(rec)) {
+      if (!w || typeof w["name"] !== "string") continue;
+      const spans: SpanInfo[] = [];
+      for (const sp of arr(w["spans"]).map(rec)) {
+        if (!sp || typeof sp["span"] !== "string") continue;
+        const state = typeof sp["state"] === "string" && SPAN_STATES.includes(sp["state"]) ? sp["state"] : "queued";
+        const progress = typeof sp["progress"] === "number" && Number.isFinite(sp["progress"]) ? sp["progress"] : 0;
+        spans.push({
+          span: sp["span"],
+          state: state as SpanInfo["state"],
+          progress: Math.min(1, Math.max(0, progress)),
+          error: typeof sp["error"] === "string" ? sp["error"] : null,
+          file: typeof sp["file"] === "string" ? sp["file"] : "",
+          size_bytes: typeof sp["size_bytes"] === "number" ? sp["size_bytes"] : 0,
+        });
+      }
+      if (spans.length) workers.push({ name: w["name"], spans });
+    }
+    if (workers.length) runs.push({ name: r["name"], workers });
+  }
+  return {
+    runs,
+    logdir: typeof obj.logdir === "string" ? obj.logdir : "",
+    scanning: obj.scanning === true,
+    errors: arr(obj.errors).filter((e): e is string => typeof e === "string"),
+  };
+}
+
+/** 2: ready, 1: queued/loading, 0: failed. */
+function spanScore(s: SpanInfo): number {
+  return s.state === "ready" ? 2 : s.state === "failed" ? 0 : 1;
+}
+const workerScore = (w: WorkerInfo): number => Math.max(0, ...w.spans.map(spanScore));
+const runScore = (r: RunInfo): number => Math.max(0, ...r.workers.map(workerScore));
+
+/**
+ * Choose one item of a picker level:
+ * 1. the wished one (from the link or the user), whatever its state;
+ * 2. else the one shown before, unless it failed: defaults do not jump around while files load;
+ * 3. else the first of the best state (ready, then loading, then failed).
+ */
+function pick<T>(
+  items: readonly T[],
+  name: (t: T) => string,
+  wanted: string | undefined,
+  previous: string | undefined,
+  score: (t: T) => number,
+): T | undefined {
+  const byName = (n: string | undefined): T | undefined =>
+    n === undefined ? undefined : items.find((i) => name(i) === n);
+  const wish = byName(wanted);
+  if (wish) return wish;
+  const prev = byName(previous);
+  if (prev && score(prev) > 0) return prev;
+  let best: T | undefined;
+  for (const item of items) if (best === undefined || score(item) > score(best)) best = item;
+  return best;
+}
+
+function runSignature(run: RunInfo): string {
+  return run.workers.map((w) => `${w.name}:${w.spans.map((s) => `${s.span}=${s.state}`).join(",")}`).join(";");
+}
+
+function where(run: string, worker: string, span: string): string {
+  return `${run} · ${worker} · span ${span}`;
+}
+
+export class App {
+  private runs: RunsResponse | null = null;
+  private connection: Connection = { state: "connecting" };
+  /** What the user (or the URL) asked for; resolved against the catalog on every update. */
+  private want: UrlState;
+  private readonly views = new Map<string, ViewsEntry>();
+  /** The run/worker/span on screen, so defaults stay put while files load. */
+  private shown: { run: string; worker: string; span: string } | null = null;
+  private pollTimer: number | undefined;
+  private polling = false;
+  private lastPollAt = 0;
+
+  private contentKey: string | null = null;
+  private contentFailed = false;
+  private leaveContent: (() => void) | null = null;
+
+  private readonly el: {
+    runSelect: HTMLSelectElement;
+    workerSelect: HTMLSelectElement;
+    spanSelect: HTMLSelectElement;
+    status: HTMLElement;
+    tabs: HTMLElement;
+    banner: HTMLElement;
+    files: HTMLElement;
+    content: HTMLElement;
+  };
+  private optionSignatures = { run: "", worker: "", span: "", tabs: "", files: "" };
+
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly api: Api,
+    private readonly theme: ThemeSource,
+  ) {
+    this.want = readUrlState();
+    const select = (testid: string, label: string, onChange: (value: string) => void): HTMLSelectElement => {
+      const s = h("select", { testid, attrs: { "aria-label": label }, onChange: () => { onChange(s.value); } });
+      return s;
+    };
+    this.el = {
+      runSelect: select("run-select", "Run", (v) => { this.choose({ run: v }); }),
+      workerSelect: select("worker-select", "Worker", (v) => { this.choose({ worker: v }); }),
+      spanSelect: select("span-select", "Span", (v) => { this.choose({ span: v }); }),
+      status: h("div", { class: "ptp-status", testid: "status", attrs: { "aria-live": "polite" } }),
+      tabs: h("nav", { class: "ptp-tabs", role: "tablist", testid: "tabs", attrs: { "aria-label": "Profiler views" } }),
+      banner: h("div", { class: "ptp-banner", testid: "banner" }),
+      files: h("div", { class: "ptp-files ptp-stack", testid: "files" }),
+      content: h("div", { class: "ptp-content", role: "tabpanel", testid: "content" }),
+    };
+    this.el.tabs.addEventListener("keydown", (e) => { this.onTabKey(e); });
+  }
+
+  start(): void {
+    const picker = (label: string, control: HTMLSelectElement): HTMLElement =>
+      h("label", { class: "ptp-picker" }, label, control);
+    replaceChildren(
+      this.root,
+      h(
+        "div",
+        { class: "ptp-app" },
+        h(
+          "header",
+          { class: "ptp-header" },
+          h("div", { class: "ptp-brand" }, "PyTorch Profiler"),
+          picker("Run", this.el.runSelect),
+          picker("Worker", this.el.workerSelect),
+          picker("Span", this.el.spanSelect),
+          this.el.status,
+        ),
+        this.el.banner,
+        this.el.files,
+        this.el.tabs,
+        h("main", { class: "ptp-main" }, this.el.content),
+      ),
+    );
+    replaceChildren(this.el.content, h("p", { class: "ptp-muted", testid: "connecting" }, "Connecting to the profiler plugin…"));
+    this.update();
+
+    onUrlStateChange((state) => {
+      // Back/forward or a hand-edited URL: follow it.
+      this.want = state;
+      this.update();
+    });
+    // TensorBoard hides an inactive plugin tab by shrinking its iframe to 0 px; poll slowly
+    // meanwhile and catch up as soon as it is shown again.
+    window.addEventListener("resize", () => {
+      if (!this.hidden() && Date.now() - this.lastPollAt > POLL_ACTIVE_MS) this.pollNow();
+    });
+    document.addEventListener("visibilitychange", () => {
+      if (!this.hidden() && Date.now() - this.lastPollAt > POLL_ACTIVE_MS) this.pollNow();
+    });
+    this.pollNow();
+  }
+
+  private hidden(): boolean {
+    return document.hidden || window.innerHeight === 0;
+  }
+
+  // ---------------------------------------------------------------- polling
+
+  private pollNow(): void {
+    window.clearTimeout(this.pollTimer);
+    void this.poll();
+  }
+
+  private async poll(): Promise<void> {
+    if (this.polling) return;
+    this.polling = true;
+    let delay: number;
+    try {
+      const runs = await this.api.getJSON<unknown>("runs", undefined, { timeoutMs: 20_000 });
+      this.runs = normalizeRuns(runs);
+      const reconnected = this.connection.state !== "ok";
+      this.connection = { state: "ok" };
+      if (reconnected && this.contentFailed) this.contentKey = null;
+      delay = this.busy() ? POLL_ACTIVE_MS : POLL_IDLE_MS;
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      if (err instanceof ApiError && err.unreachable) {
+        this.connection = { state: "unreachable", message };
+        delay = POLL_UNREACHABLE_MS;
+      } else {
+        this.connection = { state: "error", message };
+        delay = POLL_IDLE_MS;
+      }
+    } finally {
+      this.polling = false;
+      this.lastPollAt = Date.now();
+    }
+    if (this.hidden()) delay = Math.max(delay, POLL_IDLE_MS);
+    this.update();
+    window.clearTimeout(this.pollTimer);
+    this.pollTimer = window.setTimeout(() => { void this.poll(); }, delay);
+  }
+
+  private busy(): boolean {
+    if (!this.runs) return true;
+    if (this.runs.scanning) return true;
+    return this.runs.runs.some((r) => r.workers.some((w) => w.spans.some((s) => s.state === "queued" || s.state === "loading")));
+  }
+
+  // ---------------------------------------------------------------- selection
+
+  private choose(change: UrlState): void {
+    this.want = { ...this.want, ...change };
+    this.update(true);
+  }
+
+  private resolve(): Selection | null {
+    const runs = this.runs?.runs ?? [];
+    const prev = this.shown;
+    const run = pick(runs, (r) => r.name, this.want.run, prev?.run, runScore);
+    if (!run) return null;
+    const sameRun = prev?.run === run.name;
+    const worker = pick(run.workers, (w) => w.name, this.want.worker, sameRun ? prev.worker : undefined, workerScore);
+    if (!worker) return null;
+    const sameWorker = sameRun && prev.worker === worker.name;
+    const span = pick(worker.spans, (s) => s.span, this.want.span, sameWorker ? prev.span : undefined, spanScore);
+    if (!span) return null;
+    const tabs = this.tabsFor(run.name);
+    const view = this.want.view !== undefined && tabs.includes(this.want.view) ? this.want.view : INFO_TAB;
+    this.shown = { run: run.name, worker: worker.name, span: span.span };
+    return { run, worker, span, view };
+  }
+
+  /** Tab ids for a run: "info" plus the registered views the server lists, in canonical order. */
+  private tabsFor(run: string): string[] {
+    const listed = this.views.get(run)?.views ?? [];
+    const known = VIEW_NAMES.filter((v) => listed.includes(v) && viewLoader(v));
+    return [INFO_TAB, ...known];
+  }
+
+  /**
+   * Write the effective selection to the URL. Wishes (`want`) are only what a link or the user
+   * asked for; defaults are written to the URL but never become wishes. A wish that names
+   * something absent is kept while the first scan runs (it may still appear), then dropped.
+   */
+  private syncUrl(sel: Selection | null, force = false): void {
+    if (!this.runs) return;
+    const w = this.want;
+    const settled = !this.runs.scanning || force;
+    if (settled) {
+      if (!sel) {
+        if (this.runs.runs.length > 0) this.want = {};
+        return;
+      }
+      if (w.run !== undefined && w.run !== sel.run.name) delete w.run;
+      if (w.worker !== undefined && w.worker !== sel.worker.name) delete w.worker;
+      if (w.span !== undefined && w.span !== sel.span.span) delete w.span;
+    }
+    if (!sel) return;
+    const out: UrlState = {
+      run: w.run ?? sel.run.name,
+      worker: w.worker ?? sel.worker.name,
+      span: w.span ?? sel.span.span,
+      view: sel.view,
+    };
+    // A view is judged once ./views answered for this run: until then keep the linked one.
+    const viewsKnown = this.views.get(sel.run.name)?.views != null;
+    if (w.view !== undefined) {
+      if (!viewsKnown) out.view = w.view;
+      else if (w.view !== sel.view) delete w.view;
+    }
+    writeUrlState(out);
+  }
+
+  // ---------------------------------------------------------------- views list
+
+  private ensureViews(run: RunInfo): void {
+    const signature = runSignature(run);
+    const entry = this.views.get(run.name);
+    if (entry && (entry.inFlight || entry.signature === signature)) return;
+    if (!run.workers.some((w) => w.spans.some((s) => s.state === "ready"))) {
+      // Views need analysed data: nothing to ask before a span of this run is ready. The list
+      // stays unknown (null), so a view named by a link is kept until it can be judged.
+      this.views.set(run.name, { signature, views: null, inFlight: false });
+      return;
+    }
+    const next: ViewsEntry = { signature, views: entry?.views ?? null, inFlight: true };
+    this.views.set(run.name, next);
+    this.api
+      .getJSON<ViewsResponse>("views", { run: run.name })
+      .then((resp) => {
+        next.views = Array.isArray(resp.views) ? resp.views.filter((v): v is string => typeof v === "string") : [];
+      })
+      .catch(() => {
+        // Keep the old list (or none): the Trace info tab always works. Asked again when the run's
+        // spans change state (never in a loop).
+        next.views ??= [];
+      })
+      .finally(() => {
+        next.inFlight = false;
+        this.update();
+      });
+  }
+
+  // ---------------------------------------------------------------- rendering
+
+  /** Re-render from the current state; `userAction` commits the selection to the URL at once. */
+  private update(userAction = false): void {
+    const sel = this.resolve();
+    if (sel) this.ensureViews(sel.run);
+    this.syncUrl(sel, userAction);
+    this.renderPickers(sel);
+    this.renderStatus();
+    this.renderBanner();
+    this.renderFiles(sel);
+    this.renderTabs(sel);
+    this.renderContent(sel);
+  }
+
+  private setOptions(
+    select: HTMLSelectElement,
+    key: "run" | "worker" | "span",
+    options: string[],
+    value: string | undefined,
+  ): void {
+    const signature = JSON.stringify(options);
+    if (signature !== this.optionSignatures[key]) {
+      this.optionSignatures[key] = signature;
+      replaceChildren(select, options.map((o) => h("option", { attrs: { value: o } }, o)));
+    }
+    select.disabled = options.length === 0;
+    if (value !== undefined && select.value !== value) select.value = value;
+  }
+
+  private renderPickers(sel: Selection | null): void {
+    const runs = this.runs?.runs ?? [];
+    this.setOptions(this.el.runSelect, "run", runs.map((r) => r.name), sel?.run.name);
+    this.setOptions(this.el.workerSelect, "worker", sel ? sel.run.workers.map((w) => w.name) : [], sel?.worker.name);
+    this.setOptions(this.el.spanSelect, "span", sel ? sel.worker.spans.map((s) => s.span) : [], sel?.span.span);
+    for (const option of Array.from(this.el.spanSelect.options)) {
+      const span = sel?.worker.spans.find((s) => s.span === option.value);
+      option.title = span ? `${span.file} (${span.state})` : "";
+    }
+  }
+
+  private renderStatus(): void {
+    const status = this.el.status;
+    const logdir = this.runs?.logdir ?? "";
+    status.title = logdir ? `logdir: ${logdir}` : "";
+    if (this.connection.state === "unreachable") {
+      replaceChildren(status, "offline");
+    } else if (this.runs?.scanning) {
+      replaceChildren(status, h("span", { class: "ptp-spinner", attrs: { "aria-hidden": "true" } }), "scanning logdir…");
+    } else if (this.runs) {
+      const n = this.runs.runs.length;
+      replaceChildren(status, `${n} run${n === 1 ? "" : "s"}`);
+    } else {
+      replaceChildren(status);
+    }
+  }
+
+  private renderBanner(): void {
+    const c = this.connection;
+    if (c.state === "unreachable" && this.runs) {
+      replaceChildren(this.el.banner, unreachableCard(c.message, POLL_UNREACHABLE_MS / 1000));
+    } else if (c.state === "error" && this.runs) {
+      replaceChildren(this.el.banner, errorCard("The profiler plugin reported an error", c.message, "server-error"));
+    } else {
+      replaceChildren(this.el.banner);
+    }
+  }
+
+  /**
+   * Progress rows for every queued/loading file, an error card for every failed one (except the
+   * selected span, whose error is the page itself) and the catalog's logdir-level errors. Long
+   * lists are folded so hundreds of files do not push the page away.
+   */
+  private renderFiles(sel: Selection | null): void {
+    const loading: { at: string; span: SpanInfo }[] = [];
+    const failed: { at: string; span: SpanInfo }[] = [];
+    for (const run of this.runs?.runs ?? []) {
+      for (const worker of run.workers) {
+        for (const span of worker.spans) {
+          const at = where(run.name, worker.name, span.span);
+          if (span.state === "queued" || span.state === "loading") loading.push({ at, span });
+          else if (span.state === "failed" && !(sel && sel.span === span)) failed.push({ at, span });
+        }
+      }
+    }
+    // Files being parsed first, then the queue.
+    loading.sort((a, b) => Number(a.span.state === "queued") - Number(b.span.state === "queued"));
+    const logdirErrors = (this.runs?.errors ?? []).filter((e): e is string => typeof e === "string" && e !== "");
+    const signature = JSON.stringify([
+      loading.map(({ at, span }) => [at, span.file, span.state, Math.round(span.progress * 100)]),
+      failed.map(({ at, span }) => [at, span.file, span.error]),
+      logdirErrors,
+    ]);
+    if (signature === this.optionSignatures.files) return;
+    this.optionSignatures.files = signature;
+
+    const wasOpen = new Set(
+      Array.from(this.el.files.querySelectorAll<HTMLDetailsElement>("details[data-fold]"))
+        .filter((d) => d.open)
+        .map((d) => d.dataset["fold"]),
+    );
+    const fold = (id: string, shown: number, items: HTMLElement[], noun: string): (HTMLElement | null)[] => {
+      if (items.length <= shown) return items;
+      const more = h(
+        "details",
+        { dataset: { fold: id }, testid: `more-${id}` },
+        h("summary", { class: "ptp-muted" }, `${items.length - shown} more ${noun}`),
+        h("div", { class: "ptp-stack" }, items.slice(shown)),
+      );
+      more.open = wasOpen.has(id);
+      return [...items.slice(0, shown), more];
+    };
+
+    const loadingRows = loading.map(({ at, span }) => progressRow(at, span));
+    const failedCards = failed.map(({ at, span }) => fileErrorCard(at, span));
+    replaceChildren(
+      this.el.files,
+      logdirErrors.map((e) => errorCard("Problem with the log directory", e, "logdir-error")),
+      loading.length
+        ? h(
+            "section",
+            { class: "ptp-card", testid: "loading-files" },
+            h("h3", { class: "ptp-section-title" }, `Loading ${loading.length} trace file${loading.length === 1 ? "" : "s"}`),
+            fold("loading", 6, loadingRows, "files waiting"),
+          )
+        : null,
+      fold("failed", 3, failedCards, "files could not be loaded"),
+    );
+  }
+
+  private renderTabs(sel: Selection | null): void {
+    const tabs = sel ? this.tabsFor(sel.run.name) : [];
+    const signature = `${tabs.join("|")}#${sel?.view ?? ""}`;
+    if (signature === this.optionSignatures.tabs) return;
+    this.optionSignatures.tabs = signature;
+    replaceChildren(
+      this.el.tabs,
+      tabs.map((id) => {
+        const selected = sel?.view === id;
+        return h(
+          "button",
+          {
+            class: "ptp-tab",
+            role: "tab",
+            testid: `tab-${id}`,
+            dataset: { view: id },
+            attrs: { type: "button", "aria-selected": selected ? "true" : "false", tabindex: selected ? 0 : -1 },
+            onClick: () => { this.choose({ view: id }); },
+          },
+          id === INFO_TAB ? INFO_LABEL : (VIEW_LABELS[id as keyof typeof VIEW_LABELS] ?? id),
+        );
+      }),
+    );
+  }
+
+  private onTabKey(e: KeyboardEvent): void {
+    if (e.key !== "ArrowLeft" && e.key !== "ArrowRight") return;
+    const buttons = Array.from(this.el.tabs.querySelectorAll<HTMLButtonElement>("button[role=tab]"));
+    const current = buttons.findIndex((b) => b.getAttribute("aria-selected") === "true");
+    if (current < 0 || buttons.length === 0) return;
+    const next = buttons[(current + (e.key === "ArrowRight" ? 1 : buttons.length - 1)) % buttons.length];
+    const view = next?.dataset["view"];
+    if (view) {
+      this.choose({ view });
+      this.el.tabs.querySelector<HTMLButtonElement>(`button[data-view="${CSS.escape(view)}"]`)?.focus();
+    }
+  }
+
+  private renderContent(sel: Selection | null): void {
+    const c = this.connection;
+    let key: string;
+    if (!this.runs) {
+      key = `nodata:${c.state}:${"message" in c ? c.message : ""}`;
+    } else if (!sel) {
+      key = `empty:${this.runs.logdir}:${this.runs.scanning}`;
+    } else {
+      const s = sel.span;
+      const stateKey = s.state === "ready" ? "ready" : s.state === "failed" ? `failed:${s.error ?? ""}` : "loading";
+      key = JSON.stringify([sel.run.name, sel.worker.name, s.span, sel.view, stateKey, s.file]);
+    }
+    if (key === this.contentKey) {
+      // Same page: only a loading bar may need a refresh.
+      if (sel && (sel.span.state === "loading" || sel.span.state === "queued")) this.renderSpanLoading(sel);
+      return;
+    }
+    this.contentKey = key;
+    this.leaveContent?.();
+    this.leaveContent = null;
+    this.contentFailed = false;
+    const pane = h("div", { class: "ptp-pane" });
+    replaceChildren(this.el.content, pane);
+
+    if (!this.runs) {
+      if (c.state === "unreachable") {
+        replaceChildren(pane, unreachableCard(c.message, POLL_UNREACHABLE_MS / 1000));
+      } else if (c.state === "error") {
+        replaceChildren(pane, errorCard("The profiler plugin could not list runs", c.message, "server-error"));
+      } else {
+        replaceChildren(pane, h("p", { class: "ptp-muted", testid: "connecting" }, "Connecting to the profiler plugin…"));
+      }
+      return;
+    }
+    if (!sel) {
+      replaceChildren(pane, emptyState(this.runs.logdir, this.runs.scanning));
+      return;
+    }
+    const at = where(sel.run.name, sel.worker.name, sel.span.span);
+    if (sel.span.state === "failed") {
+      replaceChildren(pane, fileErrorCard(at, sel.span));
+      return;
+    }
+    if (sel.span.state !== "ready") {
+      this.renderSpanLoading(sel);
+      return;
+    }
+    this.mountView(pane, sel);
+  }
+
+  private renderSpanLoading(sel: Selection): void {
+    const pane = this.el.content.firstElementChild;
+    if (!(pane instanceof HTMLElement)) return;
+    const s = sel.span;
+    replaceChildren(
+      pane,
+      h(
+        "section",
+        { class: "ptp-card", testid: "span-loading" },
+        h("h3", {}, s.state === "queued" ? "Waiting to load this trace" : "Loading this trace"),
+        progressRow(where(sel.run.name, sel.worker.name, s.span), s),
+        h("p", { class: "ptp-muted" }, "The page fills in by itself when the file is ready."),
+      ),
+    );
+  }
+
+  /** Mount the built-in tab or a registered view into `pane`, with a fresh ViewContext. */
+  private mountView(pane: HTMLElement, sel: Selection): void {
+    const controller = new AbortController();
+    const cleanups: (() => void)[] = [];
+    this.leaveContent = () => {
+      controller.abort();
+      for (const fn of cleanups.splice(0)) {
+        try {
+          fn();
+        } catch {
+          // a view's cleanup must not break the shell
+        }
+      }
+    };
+    const theme = this.theme;
+    const ctx: ViewContext = {
+      run: sel.run.name,
+      worker: sel.worker.name,
+      span: sel.span.span,
+      runInfo: sel.run,
+      workerInfo: sel.worker,
+      spanInfo: sel.span,
+      api: this.api,
+      signal: controller.signal,
+      get theme() {
+        return theme.current;
+      },
+      onThemeChange: (listener) => {
+        cleanups.push(theme.subscribe(listener));
+      },
+      onResize: (listener) => {
+        const ro = new ResizeObserver((entries) => {
+          const rect = entries[entries.length - 1]?.contentRect;
+          if (rect && rect.width > 0 && rect.height > 0) listener({ width: rect.width, height: rect.height });
+        });
+        ro.observe(pane);
+        cleanups.push(() => { ro.disconnect(); });
+      },
+      loadPlotly,
+      navigate: (view) => { this.choose({ view }); },
+    };
+
+    const load: () => Promise<ViewModule> =
+      sel.view === INFO_TAB ? () => Promise.resolve(traceInfo) : (viewLoader(sel.view) ?? (() => Promise.resolve(traceInfo)));
+    pane.dataset["view"] = sel.view;
+    const fail = (err: unknown): void => {
+      if (controller.signal.aborted) return;
+      this.contentFailed = true;
+      const message = err instanceof Error ? err.message : String(err);
+      replaceChildren(pane, errorCard(`The ${sel.view === INFO_TAB ? INFO_LABEL : sel.view} page failed`, message, "view-error"));
+    };
+    const left = (): boolean => controller.signal.aborted;
+    load()
+      .then(async (mod) => {
+        if (left()) return;
+        const cleanup = await mod.render(pane, ctx);
+        if (typeof cleanup === "function") {
+          if (left()) cleanup();
+          else cleanups.push(cleanup);
+        }
+        if (pane.querySelector('[data-testid="error-card"]')) this.contentFailed = true;
+      })
+      .catch(fail);
+  }
+}

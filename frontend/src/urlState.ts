@@ -1,0 +1,126 @@
+/**
+ * Deep-link state kept in TensorBoard's top-level URL hash.
+ *
+ * TensorBoard stores plugin state as `#<active plugin>&p.<plugin>.<key>=<value>&...`
+ * (keys and values encodeURIComponent'ed; plugin_lib's experimental.GetURLPluginData reads
+ * exactly these keys). The plugin frame is same-origin and unsandboxed, so we read and write
+ * the parent's hash directly with history.replaceState (no new history entries, no hashchange,
+ * so TensorBoard's own router is not disturbed and keeps the keys when it rewrites the hash).
+ * If the parent cannot be reached (cross-origin embedding, standalone page), the frame's own
+ * hash is used instead.
+ */
+
+export const PLUGIN_NAME = "pytorch_profiler";
+const PREFIX = `p.${PLUGIN_NAME}.`;
+
+export const URL_KEYS = ["run", "worker", "span", "view"] as const;
+export type UrlKey = (typeof URL_KEYS)[number];
+export type UrlState = Partial<Record<UrlKey, string>>;
+
+interface HashPart {
+  key: string;
+  /** null for a bare part (TensorBoard's active-tab id) */
+  value: string | null;
+  raw: string;
+}
+
+function safeDecode(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
+export function parseHash(hash: string): HashPart[] {
+  const body = hash.startsWith("#") ? hash.slice(1) : hash;
+  if (body === "") return [];
+  return body.split("&").map((raw) => {
+    const eq = raw.indexOf("=");
+    if (eq < 0) return { key: safeDecode(raw), value: null, raw };
+    return { key: safeDecode(raw.slice(0, eq)), value: safeDecode(raw.slice(eq + 1)), raw };
+  });
+}
+
+/** Read our keys from a hash string. */
+export function stateFromHash(hash: string): UrlState {
+  const state: UrlState = {};
+  for (const part of parseHash(hash)) {
+    if (part.value === null || !part.key.startsWith(PREFIX)) continue;
+    const key = part.key.slice(PREFIX.length);
+    if ((URL_KEYS as readonly string[]).includes(key) && part.value !== "") state[key as UrlKey] = part.value;
+  }
+  return state;
+}
+
+/** Return `hash` with our keys replaced by `state`; every other part is kept byte for byte. */
+export function hashWithState(hash: string, state: UrlState): string {
+  const kept = parseHash(hash)
+    .filter((p) => !(p.value !== null && p.key.startsWith(PREFIX)))
+    .map((p) => p.raw)
+    .filter((raw) => raw !== "");
+  for (const key of URL_KEYS) {
+    const value = state[key];
+    if (value !== undefined && value !== "") {
+      kept.push(`${encodeURIComponent(PREFIX + key)}=${encodeURIComponent(value)}`);
+    }
+  }
+  return kept.length ? "#" + kept.join("&") : "";
+}
+
+/** The window whose URL carries the state: TensorBoard's page when reachable, else this frame. */
+function stateWindow(): Window {
+  try {
+    const parent = window.parent;
+    if (parent !== window) {
+      // Throws a SecurityError when the parent is cross-origin.
+      const href = parent.location.href;
+      if (href) return parent;
+    }
+  } catch {
+    // fall through
+  }
+  return window;
+}
+
+export function readUrlState(): UrlState {
+  try {
+    return stateFromHash(stateWindow().location.hash);
+  } catch {
+    return {};
+  }
+}
+
+export function writeUrlState(state: UrlState): void {
+  const targets = [stateWindow(), window];
+  for (const target of targets) {
+    try {
+      const current = target.location.hash;
+      const next = hashWithState(current, state);
+      if (next === current || (next === "" && current === "#")) return;
+      const url = new URL(target.location.href);
+      url.hash = next;
+      target.history.replaceState(target.history.state, "", url.toString());
+      return;
+    } catch {
+      // Parent not writable: try the frame's own URL next.
+    }
+  }
+}
+
+/**
+ * Call `listener` when the user navigates the URL (back/forward, edited hash). Our own
+ * replaceState writes fire no event.
+ */
+export function onUrlStateChange(listener: (state: UrlState) => void): void {
+  const target = stateWindow();
+  const handler = (): void => {
+    listener(readUrlState());
+  };
+  try {
+    target.addEventListener("hashchange", handler);
+    target.addEventListener("popstate", handler);
+  } catch {
+    window.addEventListener("hashchange", handler);
+  }
+}

@@ -1,0 +1,35 @@
+/**
+ * The view registry: the one place to add a page.
+ *
+ * The backend's `GET ./views?run=<run>` lists the views whose analysis exists and has data;
+ * the shell shows a tab for each listed name that has an entry here, in VIEW_NAMES order, after
+ * the built-in "Trace info" tab. Each entry lazily imports its module so every page (and
+ * plotly.js) lands in its own chunk and index.js stays small.
+ *
+ * To add a view:
+ *   1. create src/views/<name>.ts exporting `render(container, ctx)` (see ./types.ts);
+ *   2. add `<Name>: () => import("./<name>")` below.
+ */
+import type { ViewName } from "../types";
+import type { ViewModule } from "./types";
+
+export type ViewLoader = () => Promise<ViewModule>;
+
+export const VIEW_REGISTRY: Partial<Record<ViewName, ViewLoader>> = {
+  // Overview: () => import("./overview"),
+  // Operator: () => import("./operator"),
+  // Kernel: () => import("./kernel"),
+  // Trace: () => import("./trace"),
+  // Memory: () => import("./memory"),
+  // Module: () => import("./module"),
+  // Distributed: () => import("./distributed"),
+};
+
+/** Optional tab labels when they differ from the view name. */
+export const VIEW_LABELS: Partial<Record<ViewName, string>> = {};
+
+export function viewLoader(name: string): ViewLoader | undefined {
+  return Object.prototype.hasOwnProperty.call(VIEW_REGISTRY, name)
+    ? VIEW_REGISTRY[name as ViewName]
+    : undefined;
+}

@@ -1,0 +1,42 @@
+import type { Api } from "../api";
+import type { Plotly } from "../lib/plotly";
+import type { Theme } from "../theme";
+import type { RunInfo, SpanInfo, WorkerInfo } from "../types";
+
+/** Everything a view page gets from the shell. */
+export interface ViewContext {
+  readonly run: string;
+  readonly worker: string;
+  readonly span: string;
+  /** The catalog entries behind the selection (state, file name, size...). */
+  readonly runInfo: RunInfo;
+  readonly workerInfo: WorkerInfo;
+  readonly spanInfo: SpanInfo;
+  /** Typed JSON access to the plugin's routes; pass { signal: ctx.signal } to getJSON. */
+  readonly api: Api;
+  /** Aborted when the user leaves this page (other tab, run, worker or span). */
+  readonly signal: AbortSignal;
+  /** Current theme; subscribe with onThemeChange (auto-unsubscribed on leave). */
+  readonly theme: Theme;
+  onThemeChange(listener: (theme: Theme) => void): void;
+  /**
+   * Called with the container's size whenever it changes to a non-zero size. TensorBoard hides
+   * inactive plugin tabs with max-height:0, so anything measured while hidden is 0 tall: redraw
+   * or Plotly.Plots.resize() here. Auto-disconnected on leave.
+   */
+  onResize(listener: (size: { width: number; height: number }) => void): void;
+  /** Lazily load plotly.js (separate chunk). */
+  loadPlotly(): Promise<Plotly>;
+  /** Switch the shell to another tab (e.g. a link from Overview to Kernel). */
+  navigate(view: string): void;
+}
+
+/** What a view page module exports. */
+export interface ViewModule {
+  /**
+   * Fill `container` (empty, owned by the view until leave). May be async; a rejected promise is
+   * shown as an error card. May return a cleanup function, called on leave.
+   */
+  // eslint-disable-next-line @typescript-eslint/no-invalid-void-type -- lets plain `function render(): void` modules type-check
+  render(container: HTMLElement, ctx: ViewContext): void | (() => void) | Promise<void | (() => void)>;
+}
