@@ -162,6 +162,13 @@ class Workspace:
             raise LookupFailed(404, f"worker {worker!r} of run {run!r} has no span {span!r}")
         return f
 
+    def open_file(self, trace_file: TraceFile) -> Any:
+        """The original file, unchanged, as a binary stream (for download and hand-off to other viewers)."""
+        from .catalog.storage import open_url
+
+        stream, _ = open_url(trace_file.url)
+        return stream
+
     def trace(self, run: str, worker: str, span: str) -> LoadedTrace:
         """The loaded model of one span; 409 while it loads, 422 when it failed (with the reason)."""
         f = self.file(run, worker, span)

@@ -36,7 +36,7 @@ def pytest_report_header(config: Any) -> str:
     return f"real traces: {SHARED_TRACES} ({len(shared_trace_files())} files)"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_traces() -> Path:
     """The read-only real traces beside the checkout; absent means a broken setup, so fail loudly, never skip."""
     if not SHARED_TRACES.is_dir():

@@ -46,3 +46,14 @@ def number(request: Request, name: str, *, required: bool = True, default: float
 def span_key(request: Request) -> tuple[str, str, str]:
     """The (run, worker, span) every per-trace route takes."""
     return text(request, "run"), text(request, "worker"), text(request, "span")
+
+
+def int_list(request: Request, name: str, *, limit: int = 4096) -> list[int]:
+    """A comma-separated list of non-negative integers (empty when absent)."""
+    raw = text(request, name, required=False)
+    if not raw:
+        return []
+    parts = raw.split(",")
+    if len(parts) > limit or not all(p.strip().isdigit() for p in parts):
+        raise ApiError(400, f"query parameter '{name}' must be a comma-separated list of non-negative integers")
+    return [int(p) for p in parts]

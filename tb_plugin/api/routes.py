@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from werkzeug.wrappers import Request, Response
@@ -11,10 +11,19 @@ from ..analysis import kernels, operators
 from ..analysis.overview import overview
 from ..analysis.summary import summary
 from ..analysis.views import available_views
+from ..timeline.details import event_details, search
+from ..timeline.index import timeline_index
+from ..timeline.window import window
 from ..workspace import LookupFailed, Workspace
 from . import params
-from .http import ApiError, json_response, json_route
+from .http import ApiError, json_response, json_route, secure
 from .static import relative_path, serve
+
+
+def _chunks(stream: Any, size: int = 1 << 20) -> Iterator[bytes]:
+    with stream:
+        while chunk := stream.read(size):
+            yield chunk
 
 
 def kernels_device_sum(model: Any) -> float:
@@ -99,6 +108,48 @@ class Api:
             "tensor_core_ratio": kernels.tensor_core_share(loaded.model),
         })
 
+    def trace_window(self, request: Request) -> Response:
+        loaded = self._trace(request)
+        index = timeline_index(loaded.model)
+        start = params.number(request, "start_us", required=False, default=index.t_min)
+        end = params.number(request, "end_us", required=False, default=index.t_max)
+        width = int(params.number(request, "width_px", required=False, default=1000, minimum=1, maximum=8192))
+        if end <= start:
+            raise ApiError(400, "end_us must be greater than start_us")
+        collapsed = params.int_list(request, "collapsed")
+        return json_response(request, window(loaded.model, start, end, width, frozenset(collapsed)))
+
+    def trace_event(self, request: Request) -> Response:
+        loaded = self._trace(request)
+        row = int(params.number(request, "id", minimum=0))
+        if row >= loaded.model.n_events:
+            raise ApiError(404, f"no event with id {row} in this trace")
+        return json_response(request, event_details(loaded.model, row))
+
+    def trace_search(self, request: Request) -> Response:
+        loaded = self._trace(request)
+        query = params.text(request, "q")
+        offset = int(params.number(request, "offset", required=False, default=0, minimum=0))
+        limit = int(params.number(request, "limit", required=False, default=100, minimum=1, maximum=1000))
+        return json_response(request, search(loaded.model, query, offset, limit))
+
+    def trace_file(self, request: Request) -> Response:
+        run, worker, span = params.span_key(request)
+        try:
+            trace_file = self.workspace.file(run, worker, span)
+            stream = self.workspace.open_file(trace_file)
+        except LookupFailed as err:
+            raise ApiError(err.status, str(err)) from None
+        except OSError as err:
+            raise ApiError(404, f"cannot read {run}/{worker}/{span}: {err.strerror or err}") from None
+        gz = trace_file.filename.endswith(".gz")
+        response = Response(_chunks(stream), content_type="application/gzip" if gz else "application/json",
+                            direct_passthrough=True)
+        response.headers["Content-Disposition"] = f'attachment; filename="{trace_file.filename}"'
+        if trace_file.size:
+            response.headers["Content-Length"] = str(trace_file.size)
+        return secure(response)
+
     def static(self, request: Request) -> Response:
         return serve(request, relative_path(request, self.plugin_name))
 
@@ -113,4 +164,8 @@ class Api:
             "/overview": json_route(self.overview),
             "/operators": json_route(self.operators),
             "/kernels": json_route(self.kernels),
+            "/trace/window": json_route(self.trace_window),
+            "/trace/event": json_route(self.trace_event),
+            "/trace/search": json_route(self.trace_search),
+            "/trace/file": json_route(self.trace_file),
         }

@@ -38,6 +38,7 @@ def test_spec_is_valid_openapi(spec: dict[str, Any]) -> None:
 
     served = Api(workspace=None, plugin_name="pytorch_profiler").apps()  # type: ignore[arg-type]
     json_routes = {r for r in served if not r.endswith("*") and not r.endswith(".js")}
+    assert "/trace/file" in json_routes
     assert json_routes <= set(spec["paths"]), json_routes - set(spec["paths"])
 
 
@@ -62,6 +63,10 @@ def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, sh
         check(spec, "/operators", 200, client.get(f"{API}/operators?{q}&group_by={group}").get_json())
     for group in ("name", "name_op"):
         check(spec, "/kernels", 200, client.get(f"{API}/kernels?{q}&group_by={group}").get_json())
+    check(spec, "/trace/window", 200, client.get(f"{API}/trace/window?{q}&width_px=800").get_json())
+    hits = client.get(f"{API}/trace/search?{q}&q=mm&limit=3").get_json()
+    check(spec, "/trace/search", 200, hits)
+    check(spec, "/trace/event", 200, client.get(f"{API}/trace/event?{q}&id={hits['items'][0]['id']}").get_json())
     for url, status in ((f"{API}/summary?run=bad&worker=x&span=1", 422), (f"{API}/summary?run=bad", 400),
                         (f"{API}/summary?run=zzz&worker=x&span=1", 404), (f"{API}/views?run=zzz", 404)):
         r = client.get(url)

@@ -1,0 +1,176 @@
+"""Windowed level-of-detail queries over the timeline index.
+
+For a window [t0, t1) drawn ``width_px`` wide, every lane returns its events at least one pixel wide as
+themselves, and each run of narrower events as one summary box (count, busy fraction, most common name), so every
+lane stays truthful at every zoom and the answer's size is bounded by the width, not by the trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..analysis.steps import find_steps
+from ..model import intervals as iv
+from ..model.kinds import Kind
+from ..model.optree import host_tree
+from ..model.tables import TraceModel
+from .counters import counters
+from .index import TimelineIndex, timeline_index
+
+MAX_FLOWS = 4000
+
+
+class _Names:
+    """Per-answer string table: events refer to names by index, so repeated names cost a few bytes."""
+
+    def __init__(self, model: TraceModel) -> None:
+        self.model = model
+        self.codes: dict[int, int] = {}
+
+    def index(self, codes: np.ndarray) -> np.ndarray:
+        uniq, inverse = np.unique(codes, return_inverse=True)
+        local = np.fromiter((self.codes.setdefault(int(c), len(self.codes)) for c in uniq.tolist()),
+                            dtype=np.int64, count=len(uniq))
+        return local[inverse.reshape(-1)]
+
+    def table(self) -> list[str]:
+        out = [""] * len(self.codes)
+        for code, i in self.codes.items():
+            out[i] = self.model.strings[code] if code >= 0 else ""
+        return out
+
+
+def _lane_window(ix: TimelineIndex, lane: int, t0: float, t1: float) -> tuple[int, int]:
+    lo, hi = int(ix.lane_offsets[lane]), int(ix.lane_offsets[lane + 1])
+    first = lo + int(np.searchsorted(ix.max_end[lo:hi], t0, side="right"))
+    last = lo + int(np.searchsorted(ix.start[lo:hi], t1, side="left"))
+    return first, max(first, last)
+
+
+def _boxes(start: np.ndarray, dur: np.ndarray, name: np.ndarray, t0: float, px: float,
+           names: _Names) -> dict[str, list[Any]]:
+    """Merge sub-pixel events into boxes: one per run of adjacent occupied pixels."""
+    if len(start) == 0:
+        return {"t": [], "d": [], "count": [], "busy": [], "n": []}
+    pixel = np.floor((start - t0) / px).astype(np.int64)
+    pixel_end = np.floor((start + dur - t0) / px).astype(np.int64)
+    # A new box starts where an event begins beyond the pixel where the previous ones ended.
+    reach = np.maximum.accumulate(pixel_end)
+    new = np.empty(len(start), dtype=bool)
+    new[0] = True
+    new[1:] = pixel[1:] > reach[:-1] + 1
+    box = np.cumsum(new) - 1
+    n = int(box[-1]) + 1
+    b_start = start[new]
+    ends = start + dur
+    b_end = np.full(n, -np.inf)
+    np.maximum.at(b_end, box, ends)
+    count = np.bincount(box, minlength=n)
+    busy = np.bincount(box, weights=dur, minlength=n)
+    # Most common name per box: sort by (box, name), take the longest run in each box.
+    order = np.lexsort((name, box))
+    sb, sn = box[order], name[order]
+    change = np.empty(len(sb), dtype=bool)
+    change[0] = True
+    change[1:] = (sb[1:] != sb[:-1]) | (sn[1:] != sn[:-1])
+    run_start = np.flatnonzero(change)
+    run_len = np.diff(np.append(run_start, len(sb)))
+    run_box = sb[run_start]
+    by_box = np.lexsort((-run_len, run_box))  # longest run first within each box
+    _, first_run = np.unique(run_box[by_box], return_index=True)
+    best = sn[run_start[by_box][first_run]]
+    width = np.maximum(b_end - b_start, px)
+    name_idx = names.index(best)
+    return {"t": np.round(b_start - t0, 3).tolist(), "d": np.round(width, 3).tolist(), "count": count.tolist(),
+            "busy": np.round(np.minimum(busy / width, 1.0), 3).tolist(), "n": name_idx.tolist()}
+
+
+def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: frozenset[int] = frozenset()
+           ) -> dict[str, Any]:
+    """The visible slice of the timeline; times in the answer are µs relative to ``t0`` (``t0`` is absolute).
+
+    Lanes are columnar: ``events`` = {t, d, n, id} (start, duration, index into ``names``, event id) and
+    ``boxes`` = {t, d, count, busy, n} (merged sub-pixel events: their span, how many, the busy share of the span,
+    the most common name).
+    """
+    ix = timeline_index(model)
+    px = (t1 - t0) / max(width_px, 1)
+    names = _Names(model)
+    tracks_out = []
+    visible_rows: list[np.ndarray] = []
+    for track in ix.tracks:
+        lanes_out = []
+        for lane in track.lanes:
+            depth = int(ix.lane_depth[lane])
+            if track.id in collapsed and depth > 0:
+                continue
+            lo, hi = _lane_window(ix, lane, t0, t1)
+            if hi <= lo:
+                continue
+            start, dur = ix.start[lo:hi], ix.dur[lo:hi].astype(np.float64)
+            big = dur >= px
+            idx = np.flatnonzero(big)
+            name_idx = names.index(ix.name[lo:hi][big])
+            events = {"t": np.round(start[idx] - t0, 3).tolist(), "d": np.round(dur[idx], 3).tolist(),
+                      "n": name_idx.tolist(), "id": ix.row[lo:hi][big].tolist()}
+            visible_rows.append(ix.row[lo:hi][big])
+            small = ~big
+            boxes = _boxes(start[small], dur[small], ix.name[lo:hi][small], t0, px, names)
+            lanes_out.append({"depth": depth, "events": events, "boxes": boxes})
+        tracks_out.append({
+            "id": track.id, "kind": track.kind, "pid": track.pid, "tid": track.tid, "label": track.label,
+            "process": track.process_label, "depths": len(track.lanes), "collapsed": track.id in collapsed,
+            "lanes": lanes_out,
+        })
+    rows = np.concatenate(visible_rows) if visible_rows else np.empty(0, dtype=np.int32)
+    flows, truncated = _flows(model, ix, rows, t0)
+    steps = find_steps(model)
+    in_view = (steps.end > t0) & (steps.start < t1)
+    return {
+        "t0": t0, "t1": t1, "px_us": px,
+        "bounds": [ix.t_min, ix.t_max],
+        "names": names.table(),
+        "tracks": tracks_out,
+        "flows": flows,
+        "flows_truncated": truncated,
+        "steps": [[steps.names[i], round(float(steps.start[i] - t0), 3), round(float(steps.duration[i]), 3)]
+                  for i in np.flatnonzero(in_view).tolist()],
+        "counters": counters(model, t0, t1, width_px),
+    }
+
+
+def _track_of_rows(ix: TimelineIndex, model: TraceModel, rows: np.ndarray) -> np.ndarray:
+    ev = model["events"]
+    lookup = {(tr.pid, tr.tid): tr.id for tr in ix.tracks}
+    return np.fromiter((lookup.get((p, t), -1) for p, t in zip(ev["pid"][rows].tolist(), ev["tid"][rows].tolist())),
+                       dtype=np.int64, count=len(rows))
+
+
+def _flows(model: TraceModel, ix: TimelineIndex, visible: np.ndarray, t0: float) -> tuple[list[list[Any]], bool]:
+    """Launch → GPU event arrows where either end is drawn as an event in this window."""
+    tree = host_tree(model)
+    dev = model["device_events"]
+    launch_rows = np.where(tree.device_launch >= 0, tree.rows[np.maximum(tree.device_launch, 0)], -1)
+    visible_set = np.zeros(model.n_events, dtype=bool)
+    visible_set[visible] = True
+    has = launch_rows >= 0
+    shown = has & (visible_set[dev["row"]] | visible_set[np.maximum(launch_rows, 0)])
+    pick = np.flatnonzero(shown)
+    truncated = len(pick) > MAX_FLOWS
+    pick = pick[:MAX_FLOWS]
+    src, dst = launch_rows[pick], dev["row"][pick]
+    ev = model["events"]
+    src_track, dst_track = _track_of_rows(ix, model, src), _track_of_rows(ix, model, dst)
+    flows = [[int(a), int(ta), round(float(ev["ts"][a] - t0), 3), int(b), int(tb), round(float(ev["ts"][b] - t0), 3)]
+             for a, ta, b, tb in zip(src.tolist(), src_track.tolist(), dst.tolist(), dst_track.tolist())]
+    return flows, truncated
+
+
+def gpu_busy(model: TraceModel, device: int) -> iv.Intervals:
+    ev = model["events"]
+    dev = model["device_events"]
+    on = (dev["device"] == device) & (ev["kind"][dev["row"]] == Kind.KERNEL)
+    s = ev["ts"][dev["row"][on]]
+    return iv.union(s, s + np.nan_to_num(ev["dur"][dev["row"][on]], nan=0.0))
