@@ -11,7 +11,7 @@ from ..analysis import kernels, operators
 from ..analysis.overview import overview
 from ..analysis.summary import summary
 from ..analysis.views import available_views
-from ..timeline.details import event_details, search
+from ..timeline.details import event_details, range_summary, search
 from ..timeline.index import timeline_index
 from ..timeline.window import window
 from ..workspace import LookupFailed, Workspace
@@ -133,6 +133,15 @@ class Api:
         limit = int(params.number(request, "limit", required=False, default=100, minimum=1, maximum=1000))
         return json_response(request, search(loaded.model, query, offset, limit))
 
+    def trace_range(self, request: Request) -> Response:
+        loaded = self._trace(request)
+        start = params.number(request, "start_us")
+        end = params.number(request, "end_us")
+        if end <= start:
+            raise ApiError(400, "end_us must be greater than start_us")
+        tracks = params.int_list(request, "tracks")
+        return json_response(request, range_summary(loaded.model, start, end, frozenset(tracks) if tracks else None))
+
     def trace_file(self, request: Request) -> Response:
         run, worker, span = params.span_key(request)
         try:
@@ -168,4 +177,5 @@ class Api:
             "/trace/event": json_route(self.trace_event),
             "/trace/search": json_route(self.trace_search),
             "/trace/file": json_route(self.trace_file),
+            "/trace/range": json_route(self.trace_range),
         }

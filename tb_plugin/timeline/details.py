@@ -140,3 +140,40 @@ def search(model: TraceModel, query: str, offset: int, limit: int) -> dict[str, 
         "offset": offset,
         "items": [_brief(model, int(r)) for r in ix.row[page].tolist()],
     }
+
+
+def range_summary(model: TraceModel, t0: float, t1: float, tracks: frozenset[int] | None = None,
+                  limit: int = 500) -> dict[str, Any]:
+    """Events inside [t0, t1] (optionally on some tracks) aggregated by name: count, total and self time.
+
+    An event counts when it overlaps the range; its time is clipped to the range, and its self time scaled by the
+    same share, so a selection across an event's edge counts only the selected part.
+    """
+    ix = timeline_index(model)
+    lanes = np.arange(len(ix.lane_track))
+    if tracks is not None:
+        lanes = lanes[np.isin(ix.lane_track, list(tracks))]
+    picks = []
+    for lane in lanes.tolist():
+        lo, hi = int(ix.lane_offsets[lane]), int(ix.lane_offsets[lane + 1])
+        first = lo + int(np.searchsorted(ix.max_end[lo:hi], t0, side="right"))
+        last = lo + int(np.searchsorted(ix.start[lo:hi], t1, side="left"))
+        if last > first:
+            picks.append(np.arange(first, last))
+    idx = np.concatenate(picks) if picks else np.empty(0, dtype=np.int64)
+    start, dur = ix.start[idx], ix.dur[idx].astype(np.float64)
+    clipped = np.clip(np.minimum(start + dur, t1) - np.maximum(start, t0), 0.0, None)
+    keep = (clipped > 0) | ((dur == 0) & (start >= t0) & (start <= t1))
+    idx, clipped, dur = idx[keep], clipped[keep], dur[keep]
+    share = np.where(dur > 0, clipped / np.where(dur > 0, dur, 1.0), 1.0)
+    names, group = np.unique(ix.name[idx], return_inverse=True)
+    group = group.reshape(-1)
+    count = np.bincount(group, minlength=len(names))
+    total = np.bincount(group, weights=clipped, minlength=len(names))
+    self_time = np.bincount(group, weights=ix.self_time[idx].astype(np.float64) * share, minlength=len(names))
+    order = np.argsort(-total, kind="stable")[:limit]
+    return {
+        "start_us": t0, "end_us": t1, "events": len(idx), "groups": len(names),
+        "rows": [{"name": model.strings[int(names[g])], "count": int(count[g]), "total_us": float(total[g]),
+                  "self_us": float(self_time[g])} for g in order.tolist()],
+    }

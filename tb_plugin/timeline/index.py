@@ -41,6 +41,7 @@ class TimelineIndex:
     start: np.ndarray  # float64
     dur: np.ndarray  # float32 (µs; sub-ns precision is not needed to draw)
     max_end: np.ndarray  # float64 running max of ends within each lane
+    self_time: np.ndarray  # float32: duration minus the durations of the events nested directly inside
     name: np.ndarray  # int32 string codes
     row: np.ndarray  # int32 event rows (ids for details)
     t_min: float
@@ -48,7 +49,7 @@ class TimelineIndex:
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.lane_track, self.lane_depth, self.lane_offsets, self.start, self.dur,
-                                      self.max_end, self.name, self.row))
+                                      self.max_end, self.self_time, self.name, self.row))
 
 
 def _labels(model: TraceModel) -> tuple[dict[int, str], dict[tuple[int, int], str], dict[int, int]]:
@@ -94,7 +95,11 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
     pid, tid = ev["pid"][rows], ev["tid"][rows]
     order = np.lexsort((-dur, start, tid, pid))
     rows, start, dur, pid, tid = rows[order], start[order], dur[order], pid[order], tid[order]
-    _, depth = nest(pid, tid, start, start + dur)
+    parent, depth = nest(pid, tid, start, start + dur)
+    child_time = np.zeros(len(start))
+    nested = parent >= 0
+    np.add.at(child_time, parent[nested], dur[nested])
+    self_time = np.clip(dur - child_time, 0.0, None)
 
     # Tracks: one per (pid, tid); GPU tracks are those holding device events.
     pairs, track_of = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
@@ -134,5 +139,6 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
     t_max = float((start + dur).max()) if len(start) else 0.0
     return TimelineIndex(tracks=sorted(tracks, key=lambda tr: tr.sort_key), lane_track=lane_track,
                          lane_depth=lane_depth, lane_offsets=lane_offsets, start=s, dur=d.astype(np.float32),
-                         max_end=max_end, name=ev["name"][rows][lane_order].astype(np.int32),
+                         max_end=max_end, self_time=self_time[lane_order].astype(np.float32),
+                         name=ev["name"][rows][lane_order].astype(np.int32),
                          row=rows[lane_order].astype(np.int32), t_min=t_min, t_max=t_max)

@@ -153,3 +153,16 @@ def test_trace_routes(tensorboard_app: Any, shared_traces: Path, tmp_path: Path)
     r = client.get(f"{API}/trace/file?{q}")
     assert r.status_code == 200 and r.data == original
     assert r.headers["Content-Disposition"].endswith('.pt.trace.json.gz"')
+
+
+def test_range_summary_counts_and_clips(tmp_path: Path) -> None:
+    from tb_plugin.timeline.details import range_summary
+    from tests.conftest import cpu_op, write_trace
+
+    events = [cpu_op("outer", 0, 100), cpu_op("inner", 10, 20), cpu_op("inner", 50, 20), cpu_op("late", 200, 10)]
+    model = load_trace(str(write_trace(tmp_path / "w.1.pt.trace.json", events)))
+    rows = {r["name"]: r for r in range_summary(model, 0, 60)["rows"]}
+    assert rows["outer"]["count"] == 1 and rows["outer"]["total_us"] == 60
+    assert rows["outer"]["self_us"] == pytest.approx(60 * 60 / 100)  # self 60 µs of 100, 60 % selected
+    assert rows["inner"]["count"] == 2 and rows["inner"]["total_us"] == 30  # 20 + the first 10 of the second
+    assert "late" not in rows
