@@ -8,6 +8,7 @@ import numpy as np
 
 from ..model.kinds import Kind
 from ..model.tables import TraceModel
+from .modules import has_modules
 
 
 def _has_events(model: TraceModel) -> bool:
@@ -22,11 +23,22 @@ def _has_kernels(model: TraceModel) -> bool:
     return bool(np.isin(model["events"]["kind"], (Kind.KERNEL,)).any())
 
 
+def _has_memory(model: TraceModel) -> bool:
+    return len(model["memory"]["row"]) > 0
+
+
+def _has_trace(model: TraceModel) -> bool:
+    return model.n_events > 0
+
+
 # View name -> predicate over one loaded trace. Views register here as their analyses land.
 VIEW_PREDICATES: dict[str, Callable[[TraceModel], bool]] = {
     "Overview": _has_events,
     "Operator": _has_operators,
     "Kernel": _has_kernels,
+    "Trace": _has_trace,
+    "Memory": _has_memory,
+    "Module": has_modules,
 }
 
 VIEW_ORDER = ("Overview", "Operator", "Kernel", "Trace", "Memory", "Module", "Distributed")

@@ -29,7 +29,7 @@ def number(request: Request, name: str, *, required: bool = True, default: float
     if raw is None or raw == "":
         if required and default is None:
             raise ApiError(400, f"missing query parameter '{name}'")
-        return float(default or 0.0)
+        return float(default) if default is not None else 0.0
     try:
         value = float(raw)
     except ValueError:

@@ -8,6 +8,8 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from ..analysis import kernels, operators
+from ..analysis.memory import memory_curve, memory_events, memory_statistics
+from ..analysis.modules import module_timeline, module_view
 from ..analysis.overview import overview
 from ..analysis.summary import summary
 from ..analysis.views import available_views
@@ -108,6 +110,39 @@ class Api:
             "tensor_core_ratio": kernels.tensor_core_share(loaded.model),
         })
 
+    def _range(self, request: Request) -> tuple[float | None, float | None]:
+        start = params.number(request, "start_us", required=False, default=float("nan"))
+        end = params.number(request, "end_us", required=False, default=float("nan"))
+        lo = None if start != start else start
+        hi = None if end != end else end
+        if lo is not None and hi is not None and hi <= lo:
+            raise ApiError(400, "end_us must be greater than start_us")
+        return lo, hi
+
+    def memory_curve(self, request: Request) -> Response:
+        max_points = int(params.number(request, "max_points", required=False, default=4000, minimum=16,
+                                       maximum=100_000))
+        loaded = self._trace(request)
+        return json_response(request, memory_curve(loaded.model, max_points))
+
+    def memory_events(self, request: Request) -> Response:
+        lo, hi = self._range(request)
+        loaded = self._trace(request)
+        return json_response(request, {"rows": memory_events(loaded.model, lo, hi)})
+
+    def memory_stats(self, request: Request) -> Response:
+        lo, hi = self._range(request)
+        loaded = self._trace(request)
+        return json_response(request, {"rows": memory_statistics(loaded.model, lo, hi)})
+
+    def modules(self, request: Request) -> Response:
+        loaded = self._trace(request)
+        return json_response(request, module_view(loaded.model))
+
+    def modules_timeline(self, request: Request) -> Response:
+        loaded = self._trace(request)
+        return json_response(request, {"occurrences": module_timeline(loaded.model)})
+
     def trace_window(self, request: Request) -> Response:
         loaded = self._trace(request)
         index = timeline_index(loaded.model)
@@ -173,6 +208,11 @@ class Api:
             "/overview": json_route(self.overview),
             "/operators": json_route(self.operators),
             "/kernels": json_route(self.kernels),
+            "/memory/curve": json_route(self.memory_curve),
+            "/memory/events": json_route(self.memory_events),
+            "/memory/stats": json_route(self.memory_stats),
+            "/modules": json_route(self.modules),
+            "/modules/timeline": json_route(self.modules_timeline),
             "/trace/window": json_route(self.trace_window),
             "/trace/event": json_route(self.trace_event),
             "/trace/search": json_route(self.trace_search),

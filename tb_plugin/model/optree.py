@@ -153,3 +153,40 @@ def _correlate(model: TraceModel, rows: np.ndarray, kind: np.ndarray,
     device_op = np.where(device_launch >= 0, op_of[np.maximum(device_launch, 0)], -1) \
         if len(op_of) else np.full(len(dev_rows), -1, dtype=np.int64)
     return device_launch.astype(np.int64), device_op.astype(np.int64)
+
+
+def innermost_containing(span_pid: np.ndarray, span_tid: np.ndarray, span_start: np.ndarray, span_end: np.ndarray,
+                         pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """For each point (pid, tid, ts): the index of the innermost span on the same thread with start ≤ ts < end.
+
+    One sweep over spans and points sorted by thread and time, with a stack of open spans; -1 where none.
+    Spans should nest (host operators do); for overlapping ones the latest-starting open span wins.
+    """
+    n_spans = len(span_start)
+    kind = np.concatenate([np.zeros(n_spans, np.int8), np.ones(len(ts), np.int8)])  # spans before points at ties
+    t = np.concatenate([span_start, ts])
+    length = np.concatenate([span_end - span_start, np.zeros(len(ts))])
+    order = np.lexsort((-length, kind, t, np.concatenate([span_tid, tid]), np.concatenate([span_pid, pid])))
+    p_all = np.concatenate([span_pid, pid])[order].tolist()
+    t_all = np.concatenate([span_tid, tid])[order].tolist()
+    when = t[order].tolist()
+    is_point = kind[order].tolist()
+    idx = order.tolist()
+    ends = span_end.tolist()
+    out = [-1] * len(ts)
+    stack: list[int] = []
+    thread: tuple[int, int] | None = None
+    for k in range(len(idx)):
+        here = (p_all[k], t_all[k])
+        if here != thread:
+            stack.clear()
+            thread = here
+        now = when[k]
+        while stack and ends[stack[-1]] <= now:
+            stack.pop()
+        if is_point[k]:
+            if stack:
+                out[idx[k] - n_spans] = stack[-1]
+        else:
+            stack.append(idx[k])
+    return np.asarray(out, dtype=np.int64)

@@ -122,9 +122,10 @@ def test_every_response_is_json_with_security_headers(tensorboard_app: Any, mixe
         r = client.get(f"{API}/{route}")
         assert r.status_code == 200, route
         assert r.headers["Content-Type"] == "application/json" and r.headers["X-Content-Type-Options"] == "nosniff"
-    assert client.get(f"{API}/views?run=good").get_json() == {"views": ["Overview", "Operator", "Kernel"]}
+    assert client.get(f"{API}/views?run=good").get_json() == {
+        "views": ["Overview", "Operator", "Kernel", "Trace", "Memory", "Module"]}
     # a CPU-only trace has no kernels, so no Kernel view is offered
-    assert client.get(f"{API}/views?run=synthetic").get_json() == {"views": ["Overview", "Operator"]}
+    assert client.get(f"{API}/views?run=synthetic").get_json() == {"views": ["Overview", "Operator", "Trace"]}
 
 
 def test_large_answers_are_gzipped_when_asked(tensorboard_app: Any, mixed_logdir: Path) -> None:

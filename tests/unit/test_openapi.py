@@ -64,6 +64,8 @@ def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, sh
     for group in ("name", "name_op"):
         check(spec, "/kernels", 200, client.get(f"{API}/kernels?{q}&group_by={group}").get_json())
     check(spec, "/trace/window", 200, client.get(f"{API}/trace/window?{q}&width_px=800").get_json())
+    for route in ("memory/curve", "memory/events", "memory/stats", "modules", "modules/timeline"):
+        check(spec, "/" + route, 200, client.get(f"{API}/{route}?{q}").get_json())
     w = client.get(f"{API}/trace/window?{q}&width_px=100").get_json()
     check(spec, "/trace/range", 200, client.get(f"{API}/trace/range?{q}&start_us={w['t0']}&end_us={w['t1']}").get_json())
     hits = client.get(f"{API}/trace/search?{q}&q=mm&limit=3").get_json()

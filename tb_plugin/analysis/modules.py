@@ -1,0 +1,202 @@
+"""Module view: the nn.Module hierarchy with occurrences, operators, host and device time per module.
+
+Modules come from ``python_function`` frames named ``nn.Module: <Class>_<k>`` (recorded with ``with_stack`` or
+``with_modules``), nested through ``Python parent id``. Operators belong to the innermost module frame enclosing
+them on their thread. Per occurrence: host total = the frame's duration; host self = that minus its child modules
+and its direct operators; device self = GPU time of the operators directly in it; device total adds the child
+modules'. Occurrences aggregate per (module name, module id). PyTorch Lightning traces add their hook annotations
+(``[pl][profile]…``) and, when present, ``[pl][module]`` events whose dotted names give the hierarchy.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from ..model.derived import memoized
+from ..model.kinds import Kind
+from ..model.optree import host_tree, innermost_containing, nest
+from ..model.tables import TraceModel
+from .operators import operator_nodes
+
+MODULE_PREFIX = "nn.Module: "
+_PL_MODULE = re.compile(r"^\[pl\]\[module\](?:[\w.]+: )?(?P<path>[\w.]+)$")
+_PL_HOOK = "[pl][profile]"
+
+
+def _module_frames(model: TraceModel) -> np.ndarray:
+    """Rows of the python table that are module frames."""
+    py = model["python"]
+    names = model["events"]["name"][py["row"]]
+    is_module = (py["module_id"] >= 0) | np.isin(names, model.codes_where(lambda s: s.startswith(MODULE_PREFIX)))
+    return np.flatnonzero(is_module)
+
+
+@memoized
+def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
+    """One row per module frame (nesting by time on its thread, which holds even where the Python parent-id
+    chain is cut by the profiling window), with its times, direct operators and device time."""
+    py = model["python"]
+    ev = model["events"]
+    frames = _module_frames(model)
+    rows = py["row"][frames]
+    start = ev["ts"][rows]
+    dur = np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
+    pid, tid = ev["pid"][rows], ev["tid"][rows]
+    order = np.lexsort((-dur, start, tid, pid))
+    frames, rows, start, dur, pid, tid = frames[order], rows[order], start[order], dur[order], pid[order], tid[order]
+    parent, _ = nest(pid, tid, start, start + dur)
+    n = len(frames)
+
+    ops = operator_nodes(model)
+    tree = host_tree(model)
+    op_rows = tree.rows[ops.node]
+    op_module = innermost_containing(pid, tid, start, start + dur, ev["pid"][op_rows], ev["tid"][op_rows],
+                                     ev["ts"][op_rows])
+    # Direct operators: those whose enclosing operator is in another module (or none).
+    node_pos = np.full(tree.size, -1, dtype=np.int64)
+    node_pos[ops.node] = np.arange(len(ops.node))
+    parent_op = np.where(tree.parent[ops.node] >= 0, tree.op_of[np.maximum(tree.parent[ops.node], 0)], -1)
+    parent_pos = np.where(parent_op >= 0, node_pos[np.maximum(parent_op, 0)], -1)
+    parent_module_of_op = np.where(parent_pos >= 0, op_module[np.maximum(parent_pos, 0)], -2)
+    direct = (op_module >= 0) & (parent_module_of_op != op_module)
+
+    direct_ops = np.bincount(op_module[direct], minlength=n)
+    direct_op_time = np.bincount(op_module[direct], weights=ops.host_total[direct], minlength=n)
+    inside = op_module >= 0
+    device_self = np.bincount(op_module[inside], weights=ops.device_self[inside], minlength=n)
+    has_parent = parent >= 0
+    child_time = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=n)
+    device_total = device_self.copy()
+    for k in range(n - 1, -1, -1):  # preorder reversed: children before their parents
+        if parent[k] >= 0:
+            device_total[parent[k]] += device_total[k]
+    return {
+        "frame": frames,
+        "name": ev["name"][rows],
+        "module_id": py["module_id"][frames],
+        "parent": parent,  # index into these occurrences
+        "start": start,
+        "dur": dur,
+        "host_self": np.clip(dur - child_time - direct_op_time, 0.0, None),
+        "operators": direct_ops,
+        "device_self": device_self,
+        "device_total": device_total,
+    }
+
+
+def _module_label(text: str) -> str:
+    return text[len(MODULE_PREFIX):] if text.startswith(MODULE_PREFIX) else text
+
+
+def module_tree(model: TraceModel) -> list[dict[str, Any]]:
+    occ = module_occurrences(model)
+    if len(occ["frame"]) == 0:
+        return []
+    keys = np.stack([occ["name"].astype(np.int64), occ["module_id"]], axis=1)
+    uniq, first, group = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    group = group.reshape(-1)
+    m = len(uniq)
+    parent_group = np.full(m, -1, dtype=np.int64)
+    for g, p in zip(group.tolist(), occ["parent"].tolist()):
+        if p >= 0 and parent_group[g] < 0 and group[p] != g:
+            parent_group[g] = group[p]
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.bincount(group, weights=values.astype(np.float64), minlength=m)
+
+    occurrences = np.bincount(group, minlength=m)
+    host_total, host_self = total(occ["dur"]), total(occ["host_self"])
+    dev_total, dev_self = total(occ["device_total"]), total(occ["device_self"])
+    operators = total(occ["operators"])
+    first_start = occ["start"][first]
+    nodes: list[dict[str, Any]] = []
+    for g in range(m):
+        mean = (dev_total[g] if dev_total[g] > 0 else host_total[g]) / occurrences[g]
+        nodes.append({
+            "name": _module_label(model.strings[int(uniq[g][0])]),
+            "id": int(uniq[g][1]),
+            "occurrences": int(occurrences[g]),
+            "operators": int(operators[g]),
+            "host_total_us": float(host_total[g]), "host_self_us": float(host_self[g]),
+            "device_total_us": float(dev_total[g]), "device_self_us": float(dev_self[g]),
+            "avg_us": float(mean),
+            "children": [],
+        })
+    roots: list[dict[str, Any]] = []
+    for g in np.argsort(first_start, kind="stable").tolist():
+        p = int(parent_group[g])
+        (nodes[p]["children"] if p >= 0 else roots).append(nodes[g])
+    return roots
+
+
+def module_timeline(model: TraceModel, limit: int = 20000) -> list[dict[str, Any]]:
+    """Module occurrences as [name, start, duration, depth] for a call-tree timeline (first ``limit``)."""
+    occ = module_occurrences(model)
+    depth = np.zeros(len(occ["frame"]), dtype=np.int64)
+    for k, p in enumerate(occ["parent"].tolist()):  # preorder: parents come first
+        depth[k] = depth[p] + 1 if p >= 0 else 0
+    order = np.argsort(occ["start"], kind="stable")
+    return [{"name": _module_label(model.strings[int(occ["name"][k])]), "start_us": float(occ["start"][k]),
+             "dur_us": float(occ["dur"][k]), "depth": int(depth[k])} for k in order[:limit].tolist()]
+
+
+def lightning_hooks(model: TraceModel) -> list[dict[str, Any]]:
+    """``[pl][profile]`` hook annotations on the host, aggregated by name."""
+    ev = model["events"]
+    codes = model.codes_where(lambda s: s.startswith(_PL_HOOK))
+    rows = np.flatnonzero(np.isin(ev["name"], codes) & np.isin(ev["kind"], (Kind.USER_ANNOTATION, Kind.CPU_OP)))
+    if not len(rows):
+        return []
+    names, group = np.unique(ev["name"][rows], return_inverse=True)
+    group = group.reshape(-1)
+    dur = np.nan_to_num(ev["dur"][rows], nan=0.0)
+    calls = np.bincount(group, minlength=len(names))
+    total = np.bincount(group, weights=dur, minlength=len(names))
+    out = [{"name": model.strings[int(c)][len(_PL_HOOK):], "calls": int(n), "host_total_us": float(t)}
+           for c, n, t in zip(names.tolist(), calls.tolist(), total.tolist())]
+    return sorted(out, key=lambda r: -r["host_total_us"])
+
+
+def lightning_modules(model: TraceModel) -> list[dict[str, Any]]:
+    """``[pl][module]<Type>: <dotted.name>`` events: hierarchy from the dotted names (longest existing prefix)."""
+    ev = model["events"]
+    codes = model.codes_where(lambda s: _PL_MODULE.match(s) is not None)
+    rows = np.flatnonzero(np.isin(ev["name"], codes))
+    if not len(rows):
+        return []
+    stats: dict[str, dict[str, Any]] = {}
+    for r in rows.tolist():
+        match = _PL_MODULE.match(model.strings[int(ev["name"][r])])
+        assert match is not None
+        path = match.group("path")
+        row = stats.setdefault(path, {"name": path, "occurrences": 0, "host_total_us": 0.0, "children": []})
+        row["occurrences"] += 1
+        row["host_total_us"] += float(np.nan_to_num(ev["dur"][r]))
+    roots: list[dict[str, Any]] = []
+    for path in sorted(stats):
+        parts = path.split(".")
+        parent = next((".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1) if ".".join(parts[:i]) in stats),
+                      None)
+        (stats[parent]["children"] if parent else roots).append(stats[path])
+    return roots
+
+
+def has_modules(model: TraceModel) -> bool:
+    py = model["python"]
+    if (py["module_id"] >= 0).any():
+        return True
+    ev = model["events"]
+    return bool(np.isin(ev["name"], model.codes_where(lambda s: s.startswith(("[pl][module]", _PL_HOOK)))).any())
+
+
+def module_view(model: TraceModel) -> dict[str, Any]:
+    framework = model.meta.get("Framework")
+    return {
+        "framework": framework,
+        "modules": module_tree(model),
+        "lightning_modules": lightning_modules(model),
+        "hooks": lightning_hooks(model),
+    }
