@@ -283,3 +283,21 @@ def device_time_totals(model: TraceModel) -> tuple[float, float]:
         on = dev["device"] == device
         busy += iv.total(iv.union(start[on], start[on] + dur[on]))
     return float(dur.sum()), busy
+
+
+@memoized
+def subtree_device_time(model: TraceModel) -> np.ndarray:
+    """Per host-tree node: the summed duration of the GPU events launched in its subtree (any node kind)."""
+    tree = host_tree(model)
+    ev = model["events"]
+    dev = model["device_events"]
+    dur = np.nan_to_num(ev["dur"][dev["row"]], nan=0.0).clip(min=0.0)
+    launch = tree.device_launch
+    has = launch >= 0
+    order = np.argsort(launch[has], kind="stable")
+    node = launch[has][order]
+    prefix = np.concatenate([[0.0], np.cumsum(dur[has][order])])
+    last = _subtree_last(tree)
+    everything = np.arange(tree.size)
+    out: np.ndarray = prefix[np.searchsorted(node, last, side="right")] - prefix[np.searchsorted(node, everything)]
+    return out

@@ -31,6 +31,13 @@ def _has_trace(model: TraceModel) -> bool:
     return model.n_events > 0
 
 
+def _is_distributed(model: TraceModel) -> bool:
+    info = model.meta.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("world_size"), int) and info["world_size"] > 1:
+        return True
+    return len(model["comms"]["row"]) > 0
+
+
 # View name -> predicate over one loaded trace. Views register here as their analyses land.
 VIEW_PREDICATES: dict[str, Callable[[TraceModel], bool]] = {
     "Overview": _has_events,
@@ -39,6 +46,7 @@ VIEW_PREDICATES: dict[str, Callable[[TraceModel], bool]] = {
     "Trace": _has_trace,
     "Memory": _has_memory,
     "Module": has_modules,
+    "Distributed": _is_distributed,
 }
 
 VIEW_ORDER = ("Overview", "Operator", "Kernel", "Trace", "Memory", "Module", "Distributed")

@@ -8,6 +8,8 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from ..analysis import kernels, operators
+from ..analysis.diff import diff_node, diff_summary
+from ..analysis.distributed import distributed
 from ..analysis.memory import memory_curve, memory_events, memory_statistics
 from ..analysis.modules import module_timeline, module_view
 from ..analysis.overview import overview
@@ -143,6 +145,50 @@ class Api:
         loaded = self._trace(request)
         return json_response(request, {"occurrences": module_timeline(loaded.model)})
 
+    def distributed(self, request: Request) -> Response:
+        run = params.text(request, "run")
+        span = params.text(request, "span")
+        try:
+            traces = [t for t in self.workspace.traces_of_run(run) if t.file.span == span]
+            listing = self.workspace.listing_of(run)
+        except LookupFailed as err:
+            raise ApiError(err.status, str(err)) from None
+        states = [(w["name"], sp["state"]) for w in (listing or {}).get("workers", []) for sp in w["spans"]
+                  if sp["span"] == span]
+        if not states:
+            raise ApiError(404, f"run {run!r} has no span {span!r}")
+        loading = [w for w, state in states if state in ("queued", "loading")]
+        if loading:
+            raise ApiError(409, f"{len(loading)} of the {len(states)} workers of span {span} are still loading")
+        if not traces:
+            raise ApiError(422, f"no worker of span {span} could be loaded")
+        payload = distributed([(t.file.worker, t.model) for t in traces])
+        failed = [w for w, state in states if state == "failed"]
+        if failed:
+            payload["notes"].append(f"Left out because their traces failed to load: {', '.join(sorted(failed))}.")
+        return json_response(request, payload)
+
+    def _pair(self, request: Request) -> tuple[Any, Any]:
+        base = self._trace(request)
+        exp_key = tuple(params.text(request, name) for name in ("exp_run", "exp_worker", "exp_span"))
+        try:
+            exp = self.workspace.trace(exp_key[0], exp_key[1], exp_key[2])
+        except LookupFailed as err:
+            raise ApiError(err.status, f"experiment: {err}") from None
+        return base, exp
+
+    def diff(self, request: Request) -> Response:
+        base, exp = self._pair(request)
+        return json_response(request, diff_summary(base.model, exp.model))
+
+    def diff_node(self, request: Request) -> Response:
+        path = params.text(request, "path", required=False, default="0")
+        base, exp = self._pair(request)
+        try:
+            return json_response(request, diff_node(base.model, exp.model, path))
+        except KeyError:
+            raise ApiError(404, f"no diff entry at path {path!r}") from None
+
     def trace_window(self, request: Request) -> Response:
         loaded = self._trace(request)
         index = timeline_index(loaded.model)
@@ -213,6 +259,9 @@ class Api:
             "/memory/stats": json_route(self.memory_stats),
             "/modules": json_route(self.modules),
             "/modules/timeline": json_route(self.modules_timeline),
+            "/distributed": json_route(self.distributed),
+            "/diff": json_route(self.diff),
+            "/diff/node": json_route(self.diff_node),
             "/trace/window": json_route(self.trace_window),
             "/trace/event": json_route(self.trace_event),
             "/trace/search": json_route(self.trace_search),

@@ -66,6 +66,11 @@ def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, sh
     check(spec, "/trace/window", 200, client.get(f"{API}/trace/window?{q}&width_px=800").get_json())
     for route in ("memory/curve", "memory/events", "memory/stats", "modules", "modules/timeline"):
         check(spec, "/" + route, 200, client.get(f"{API}/{route}?{q}").get_json())
+    check(spec, "/distributed", 200, client.get(f"{API}/distributed?run=ddp_resnet50&span=1").get_json())
+    d = "run=ddp_resnet50&worker=rank0&span=1&exp_run=ddp_resnet50&exp_worker=rank1&exp_span=1"
+    check(spec, "/diff", 200, client.get(f"{API}/diff?{d}").get_json())
+    check(spec, "/diff/node", 200, client.get(f"{API}/diff/node?{d}&path=0-1").get_json())
+    assert client.get(f"{API}/diff/node?{d}&path=0-999").status_code == 404
     w = client.get(f"{API}/trace/window?{q}&width_px=100").get_json()
     check(spec, "/trace/range", 200, client.get(f"{API}/trace/range?{q}&start_us={w['t0']}&end_us={w['t1']}").get_json())
     hits = client.get(f"{API}/trace/search?{q}&q=mm&limit=3").get_json()

@@ -1,0 +1,243 @@
+"""Diff view: what changed between a baseline and an experiment trace.
+
+Step-time breakdowns side by side; operator and kernel tables joined by name with deltas (``delta_pct`` is null
+where the baseline is zero, so nothing reads ``Infinity%``; rows only in one trace are marked new or gone); and a
+drill-down that aligns the two runs' host activity from the step level down. Alignment pairs *anchors* (data
+loading, record_function regions, optimizer and backward phases, modules...) by a longest-common-subsequence match
+of normalised names — data loader iterators of different classes align as "DataLoader" — and groups what lies
+between matched anchors, so a drill-down never drops time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..model.kinds import Kind
+from ..model.names import step_number
+from ..model.optree import HostTree, host_tree
+from ..model.tables import TraceModel
+from .kernels import kernel_table
+from .operators import operator_table, subtree_device_time
+from .steps import CATEGORIES, breakdown
+
+_OP_METRICS = ("calls", "host_total_us", "host_self_us", "device_total_us", "device_self_us")
+_KERNEL_METRICS = ("calls", "total_us", "mean_us")
+_DATALOADER = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
+_OPTIMIZER = re.compile(r"^Optimizer\.(\w+)#?")
+_BACKWARD = "autograd::engine::evaluate_function: "
+
+
+def _pct(delta: float, base: float) -> float | None:
+    return delta / base if base else None
+
+
+def _join(base: list[dict[str, Any]], exp: list[dict[str, Any]], metrics: tuple[str, ...]) -> list[dict[str, Any]]:
+    left = {r["name"]: r for r in base}
+    right = {r["name"]: r for r in exp}
+    out = []
+    for name in sorted(set(left) | set(right)):
+        a, b = left.get(name), right.get(name)
+        row: dict[str, Any] = {"name": name, "status": "both" if a and b else ("gone" if a else "new")}
+        for m in metrics:
+            va = float(a[m]) if a else 0.0
+            vb = float(b[m]) if b else 0.0
+            row[f"baseline_{m}"] = va if a else None
+            row[f"experiment_{m}"] = vb if b else None
+            row[f"delta_{m}"] = vb - va
+            row[f"delta_pct_{m}"] = _pct(vb - va, va) if a and b else None
+        out.append(row)
+    key = "delta_device_total_us" if "device_total_us" in metrics else "delta_total_us"
+    out.sort(key=lambda r: -abs(r[key]))
+    return out
+
+
+def diff_summary(base: TraceModel, exp: TraceModel) -> dict[str, Any]:
+    bb, be = breakdown(base), breakdown(exp)
+
+    def avg(b: Any) -> dict[str, float]:
+        return {c: float(b.per_step[c].mean()) if b.steps.count else 0.0 for c in CATEGORIES}
+
+    ab, ae = avg(bb), avg(be)
+    step_b = float(bb.steps.duration.mean()) if bb.steps.count else 0.0
+    step_e = float(be.steps.duration.mean()) if be.steps.count else 0.0
+    return {
+        "breakdown": {
+            "categories": list(CATEGORIES),
+            "baseline": ab, "experiment": ae,
+            "delta": {c: ae[c] - ab[c] for c in CATEGORIES},
+            "step_baseline_us": step_b, "step_experiment_us": step_e,
+            "step_delta_us": step_e - step_b, "step_delta_pct": _pct(step_e - step_b, step_b),
+        },
+        "operators": _join(operator_table(base), operator_table(exp), _OP_METRICS),
+        "kernels": _join(kernel_table(base), kernel_table(exp), _KERNEL_METRICS),
+    }
+
+
+# ---- drill-down ------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Side:
+    model: TraceModel
+    tree: HostTree
+    device: np.ndarray
+    children: dict[int, list[int]]
+
+
+def _side(model: TraceModel) -> _Side:
+    tree = host_tree(model)
+    keep = (tree.parent >= -1) & np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION))
+    children: dict[int, list[int]] = {}
+    for node in np.flatnonzero(keep & (tree.parent >= 0)).tolist():
+        children.setdefault(int(tree.parent[node]), []).append(node)
+    return _Side(model, tree, subtree_device_time(model), children)
+
+
+def _name(side: _Side, node: int) -> str:
+    return side.model.strings[int(side.model["events"]["name"][side.tree.rows[node]])]
+
+
+def _key(side: _Side, node: int) -> str:
+    """The name nodes are matched by: data loaders of any iterator class align, backward roots by their op."""
+    name = _name(side, node)
+    if _DATALOADER.match(name):
+        return "DataLoader"
+    m = _OPTIMIZER.match(name)
+    if m:
+        return f"Optimizer.{m.group(1)}"
+    if step_number(name) is not None:
+        return "ProfilerStep"
+    return name
+
+
+def _top_level(side: _Side) -> list[int]:
+    """Host activity inside the steps: the children of each step, then top-level work of other threads
+    (the autograd thread's backward) that falls inside the steps, in time order."""
+    steps = breakdown(side.model).steps
+    tree = side.tree
+    step_nodes = [n for n in np.flatnonzero(tree.parent >= -1).tolist()
+                  if tree.kind[n] in (Kind.CPU_OP, Kind.USER_ANNOTATION) and _key(side, n) == "ProfilerStep"]
+    out = [c for s in step_nodes for c in side.children.get(s, [])]
+    if not step_nodes or not steps.count:
+        return [n for n in np.flatnonzero(tree.parent == -1).tolist()
+                if tree.kind[n] in (Kind.CPU_OP, Kind.USER_ANNOTATION)]
+    lo, hi = float(steps.start[0]), float(steps.end[-1])
+    step_set = set(step_nodes)
+    roots = [n for n in np.flatnonzero(tree.parent == -1).tolist()
+             if n not in step_set and tree.kind[n] in (Kind.CPU_OP, Kind.USER_ANNOTATION)
+             and lo <= tree.start[n] < hi]
+    return sorted(out + roots, key=lambda n: float(tree.start[n]))
+
+
+def _stats(side: _Side, nodes: list[int]) -> dict[str, Any] | None:
+    if not nodes:
+        return None
+    host = float(sum(side.tree.end[n] - side.tree.start[n] for n in nodes))
+    device = float(sum(side.device[n] for n in nodes))
+    return {"count": len(nodes), "host_us": host, "device_us": device}
+
+
+def _label(side: _Side | None, nodes: list[int]) -> str:
+    if side is None or not nodes:
+        return ""
+    names = [_name(side, n) for n in nodes]
+    if len(set(names)) == 1:
+        return names[0] if len(names) == 1 else f"{names[0]} ×{len(names)}"
+    if all(n.startswith(_BACKWARD) for n in names):
+        return f"Backward ({len(names)} operations)"
+    return f"{len(names)} operations ({names[0]} … {names[-1]})"
+
+
+def _phases(side: _Side, nodes: list[int]) -> list[tuple[str, list[int]]]:
+    """Split a sequence at anchors (data loading, record_function regions, optimizer steps); runs of plain
+    operators and of backward roots between them become one entry each."""
+    out: list[tuple[str, list[int]]] = []
+    for node in nodes:
+        name = _name(side, node)
+        key = _key(side, node)
+        if key == "DataLoader" or key.startswith("Optimizer.") or side.tree.kind[node] == Kind.USER_ANNOTATION:
+            out.append((key, [node]))
+            continue
+        run = "Backward" if name.startswith(_BACKWARD) else "Operators"
+        if out and out[-1][0] == run:
+            out[-1][1].append(node)
+        else:
+            out.append((run, [node]))
+    return out
+
+
+def _has_anchor(phases: list[tuple[str, list[int]]]) -> bool:
+    return any(key not in ("Operators", "Backward") for key, _ in phases)
+
+
+def _align(a: _Side, left: list[int], b: _Side, right: list[int]) -> list[tuple[list[int], list[int]]]:
+    """Pairs of (baseline nodes, experiment nodes): matched entries and the groups between them.
+
+    Sequences with anchors align phase by phase; plain operator sequences align operator by operator.
+    """
+    pa, pb = _phases(a, left), _phases(b, right)
+    if _has_anchor(pa) or _has_anchor(pb):
+        ka, kb = [k for k, _ in pa], [k for k, _ in pb]
+        ga, gb = [g for _, g in pa], [g for _, g in pb]
+    else:
+        ka, kb = [_key(a, n) for n in left], [_key(b, n) for n in right]
+        ga, gb = [[n] for n in left], [[n] for n in right]
+    pairs: list[tuple[list[int], list[int]]] = []
+    matcher = difflib.SequenceMatcher(a=ka, b=kb, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs.extend((ga[i1 + k], gb[j1 + k]) for k in range(i2 - i1))
+        else:
+            pairs.append(([n for g in ga[i1:i2] for n in g], [n for g in gb[j1:j2] for n in g]))
+    return pairs
+
+
+def _members(side: _Side, nodes: list[int]) -> list[int]:
+    """What a drill-down entry expands into: a single node's children; a group's members."""
+    return side.children.get(nodes[0], []) if len(nodes) == 1 else list(nodes)
+
+
+def _expand(a: _Side, left: list[int], b: _Side, right: list[int]) -> list[tuple[list[int], list[int]]]:
+    pairs = _align(a, _members(a, left), b, _members(b, right))
+    if len(pairs) == 1 and pairs[0] == (left, right):  # nothing aligns inside a group: list its members one by one
+        return [([n], []) for n in left] + [([], [n]) for n in right]
+    return pairs
+
+
+def _expandable(a: _Side, left: list[int], b: _Side, right: list[int]) -> bool:
+    return bool(_members(a, left) or _members(b, right)) if left or right else False
+
+
+def diff_node(base: TraceModel, exp: TraceModel, path: str = "0") -> dict[str, Any]:
+    """The entry at ``path`` ("0" is all the steps; "0-3" its fourth child…) with its aligned children."""
+    a, b = _side(base), _side(exp)
+    parts = path.split("-")
+    if parts[0] != "0" or not all(p.isdigit() for p in parts):
+        raise KeyError(path)
+    left, right = _top_level(a), _top_level(b)
+    # The root is a group even when it holds a single node.
+    pairs = _align(a, left, b, right)
+    name = "All steps"
+    for p in parts[1:]:
+        k = int(p)
+        if k >= len(pairs):
+            raise KeyError(path)
+        left, right = pairs[k]
+        name = _label(a, left) or _label(b, right)
+        pairs = _expand(a, left, b, right)
+    return {
+        "path": path,
+        "name": name,
+        "baseline": _stats(a, left), "experiment": _stats(b, right),
+        "children": [{
+            "path": f"{path}-{i}",
+            "name": _label(a, lft) or _label(b, rgt),
+            "baseline": _stats(a, lft), "experiment": _stats(b, rgt),
+            "matched": bool(lft and rgt and _key(a, lft[0]) == _key(b, rgt[0])),
+            "expandable": _expandable(a, lft, b, rgt),
+        } for i, (lft, rgt) in enumerate(pairs)],
+    }
