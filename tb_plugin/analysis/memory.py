@@ -106,7 +106,10 @@ def memory_curve(model: TraceModel, max_points: int = 4000) -> dict[str, Any]:
         reason = ("This trace's memory records have no addresses or totals (PyTorch < 1.10), so there is no curve; "
                   "the statistics table still works." if len(rec.ts) else
                   "The trace has no memory records: profile with profile_memory=True.")
-    return {"devices": devices, "reason": reason}
+    from .summary import time_range_us
+
+    span = time_range_us(model)
+    return {"devices": devices, "reason": reason, "start_us": span[0] if span else None}
 
 
 def _display_name(model: TraceModel, node: int) -> str:
@@ -159,12 +162,15 @@ def memory_pairs(model: TraceModel) -> list[dict[str, Any]]:
     return rows
 
 
-def memory_events(model: TraceModel, start: float | None = None, end: float | None = None) -> list[dict[str, Any]]:
-    """Pairs touching [start, end): allocated or freed in it, or alive across it."""
+def memory_events(model: TraceModel, start: float | None = None, end: float | None = None,
+                  device: str | None = None) -> list[dict[str, Any]]:
+    """Pairs touching [start, end): allocated or freed in it, or alive across it (on one device if given)."""
     lo = -np.inf if start is None else start
     hi = np.inf if end is None else end
     out = []
     for row in memory_pairs(model):
+        if device is not None and row["device"] != device:
+            continue
         a = row["alloc_us"] if row["alloc_us"] is not None else -np.inf
         f = row["free_us"] if row["free_us"] is not None else np.inf
         if a < hi and f >= lo:

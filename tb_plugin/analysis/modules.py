@@ -133,7 +133,7 @@ def module_tree(model: TraceModel) -> list[dict[str, Any]]:
 
 
 def module_timeline(model: TraceModel, limit: int = 20000) -> list[dict[str, Any]]:
-    """Module occurrences as [name, start, duration, depth] for a call-tree timeline (first ``limit``)."""
+    """Module occurrences (name, start, duration, depth) for a call-tree timeline, the first ``limit`` in time."""
     occ = module_occurrences(model)
     depth = np.zeros(len(occ["frame"]), dtype=np.int64)
     for k, p in enumerate(occ["parent"].tolist()):  # preorder: parents come first

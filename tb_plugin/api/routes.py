@@ -129,8 +129,9 @@ class Api:
 
     def memory_events(self, request: Request) -> Response:
         lo, hi = self._range(request)
+        device = params.text(request, "device", required=False) or None
         loaded = self._trace(request)
-        return json_response(request, {"rows": memory_events(loaded.model, lo, hi)})
+        return json_response(request, {"rows": memory_events(loaded.model, lo, hi, device)})
 
     def memory_stats(self, request: Request) -> Response:
         lo, hi = self._range(request)
@@ -142,8 +143,10 @@ class Api:
         return json_response(request, module_view(loaded.model))
 
     def modules_timeline(self, request: Request) -> Response:
+        limit = int(params.number(request, "limit", required=False, default=20000, minimum=1, maximum=200_000))
         loaded = self._trace(request)
-        return json_response(request, {"occurrences": module_timeline(loaded.model)})
+        occurrences = module_timeline(loaded.model, limit + 1)
+        return json_response(request, {"occurrences": occurrences[:limit], "truncated": len(occurrences) > limit})
 
     def distributed(self, request: Request) -> Response:
         run = params.text(request, "run")
