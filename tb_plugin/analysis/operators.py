@@ -243,6 +243,7 @@ def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, 
 
     calls = np.bincount(group, minlength=n)
     eligible = np.bincount(group, weights=ops.eligible.astype(float), minlength=n) > 0
+    with_stack = np.bincount(group, weights=(call_stacks(model) >= 0).astype(float), minlength=n) > 0
     columns = {
         "host_self_us": total(ops.host_self), "host_total_us": total(ops.host_total),
         "device_self_us": total(ops.device_self), "device_total_us": total(ops.device_total),
@@ -256,6 +257,7 @@ def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, 
             row[key] = float(columns[key][g])
         d_self, d_total = columns["device_self_us"][g], columns["device_total_us"][g]
         row["tc_eligible"] = bool(eligible[g])
+        row["has_call_stack"] = bool(with_stack[g])
         row["tc_self_ratio"] = float(columns["tc_self"][g] / d_self) if d_self > 0 else 0.0
         row["tc_total_ratio"] = float(columns["tc_total"][g] / d_total) if d_total > 0 else 0.0
         if shapes is not None:

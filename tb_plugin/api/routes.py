@@ -89,7 +89,6 @@ class Api:
         if name:
             rows = [r for r in rows if r["name"] == name]
         model = loaded.model
-        ev = model["events"]
         return json_response(request, {
             "group_by": group_by,
             "device_time": "sum",
@@ -100,15 +99,16 @@ class Api:
             },
             "has_call_stacks": bool((model["ops"]["call_stack"] >= 0).any() or len(model["python"]["row"])),
             "has_input_shapes": bool((model["ops"]["input_dims"] >= 0).any()),
-            "events": int(ev["kind"].size),
         })
 
     def kernels(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=kernels.GROUPINGS)
         loaded = self._trace(request)
+        rows = kernels.kernel_table(loaded.model, group_by)
         return json_response(request, {
             "group_by": group_by,
-            "rows": kernels.kernel_table(loaded.model, group_by),
+            "rows": rows,
+            "total_us": float(sum(r["total_us"] for r in rows)),
             "tensor_core_ratio": kernels.tensor_core_share(loaded.model),
         })
 
