@@ -30,6 +30,7 @@ install: $(PY) build
 
 install-dev: install
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	cd tests/remote && (test node_modules/.package-lock.json -nt package-lock.json || npm ci --no-audit --no-fund)
 	@command -v chromium >/dev/null 2>&1 || test -x /usr/bin/chromium || sh scripts/install-chromium.sh
 
 run: install

@@ -69,12 +69,13 @@ setup(
         "fsspec>=2023.1",
         "isal>=1.5; platform_machine=='x86_64' or platform_machine=='AMD64' or platform_machine=='aarch64'",
     ],
+    # Remote logdirs (see docs/guide/remote-azure.md, remote-s3.md): one extra per store, [all] for every one.
     extras_require={
-        "azure": ["adlfs>=2024.2"],
+        "azure": ["adlfs>=2024.2", "azure-storage-blob>=12.19"],
         "s3": ["s3fs>=2024.2"],
         "gcs": ["gcsfs>=2024.2"],
         "hdfs": ["pyarrow>=14"],
-        "all": ["adlfs>=2024.2", "s3fs>=2024.2", "gcsfs>=2024.2"],
+        "all": ["adlfs>=2024.2", "azure-storage-blob>=12.19", "s3fs>=2024.2", "gcsfs>=2024.2", "pyarrow>=14"],
     },
     entry_points={"tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerLoader"]},
     cmdclass={"build_py": BuildPyWithFrontend},

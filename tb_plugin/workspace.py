@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from .catalog import remote
 from .catalog.catalog import Catalog, Root, TraceFile
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
@@ -43,6 +44,8 @@ class Workspace:
         self._roots_spec = roots
         self._catalog: Catalog | None = None
         self._root_errors: list[str] = []
+        self._unopened: list[tuple[str | None, str]] = []  # logdirs whose storage could not be opened yet
+        self._lasting_errors: list[str] = []  # logdirs that cannot open until a restart (a package is missing)
         self.rescan_seconds = rescan_seconds
         self.scheduler = LoadScheduler(ParseCache(cache_dir, cache_max_bytes), workers)
         self._files: dict[Key, TraceFile] = {}
@@ -53,7 +56,8 @@ class Workspace:
 
     @property
     def logdir_display(self) -> str:
-        return ",".join(f"{n}:{p}" if n else p for n, p in self._roots_spec)
+        # a SAS token in a logdir URL's query string is a credential: never shown
+        return ",".join(f"{n}:{p}" if n else p for n, p in ((n, remote.scrub_url(p)) for n, p in self._roots_spec))
 
     def start(self) -> Workspace:
         self._thread.start()
@@ -68,19 +72,36 @@ class Workspace:
 
     # ---- scanning ---------------------------------------------------------------------------------------------
     def _make_catalog(self) -> Catalog:
-        roots: list[Root] = []
+        catalog = Catalog([])
+        self._unopened, self._lasting_errors = list(self._roots_spec), []
+        self._open_roots(catalog)
+        return catalog
+
+    def _open_roots(self, catalog: Catalog) -> None:
+        """Open the logdirs not open yet; one that fails says why in ``errors()`` and is tried again next scan
+        (an HDFS namenode that was down), except when a package is missing, which needs a restart anyway."""
         errors: list[str] = []
-        for name, path in self._roots_spec:
+        still: list[tuple[str | None, str]] = []
+        for name, path in self._unopened:
+            shown = remote.scrub_url(path)
             try:
-                roots.append(Root(name, Storage(path)))
-            except Exception as err:  # noqa: BLE001 - e.g. a missing fsspec backend: tell the user, keep going
-                errors.append(f"cannot open logdir {path}: {err}")
-        self._root_errors = errors
-        return Catalog(roots)
+                catalog.roots.append(Root(name, Storage(path)))
+            except remote.MissingBackend as err:
+                self._lasting_errors.append(f"cannot open logdir {shown}: {err}")
+            except remote.RemoteError as err:  # a URL of no known form, a store that cannot be reached: what to do
+                errors.append(remote.scrub(f"cannot open logdir {shown}: {err}"))
+                still.append((name, path))
+            except Exception as err:  # noqa: BLE001 - anything else: tell the user, keep the other logdirs going
+                errors.append(f"cannot open logdir {shown}: {remote.explain(err, None, 'open')}")
+                still.append((name, path))
+        self._unopened = still
+        self._root_errors = self._lasting_errors + errors
 
     def scan_once(self) -> None:
         if self._catalog is None:
             self._catalog = self._make_catalog()
+        elif self._unopened:
+            self._open_roots(self._catalog)
         files = self._catalog.scan()
         fresh = {f.key: f for f in files}
         with self._lock:
@@ -89,15 +110,15 @@ class Workspace:
         for key in gone:
             self.scheduler.forget(key)
         for key, f in fresh.items():
-            self.scheduler.request(key, f.url, f.size, f.mtime)
+            self.scheduler.request(key, f.url, f.size, f.mtime, etag=f.etag, access=f.access)
         self._scanned.set()
 
     def _scan_loop(self) -> None:
         while not self._stop.is_set():
             try:
                 self.scan_once()
-            except Exception:
-                log.exception("scanning the logdir failed")
+            except Exception as err:  # noqa: BLE001 - the scan thread must survive; the message holds no secret
+                log.error("scanning the logdir failed: %s", remote.scrub(f"{type(err).__name__}: {err}"))
                 self._scanned.set()
             if self.rescan_seconds <= 0 and not (self._catalog and self._catalog.pending):
                 return
@@ -163,11 +184,32 @@ class Workspace:
         return f
 
     def open_file(self, trace_file: TraceFile) -> Any:
-        """The original file, unchanged, as a binary stream (for download and hand-off to other viewers)."""
+        """The original file, unchanged, as a binary stream (for download and hand-off to other viewers).
+
+        Remote files are opened with the credentials the listing used and streamed, not copied. A missing file
+        raises ``OSError``; a store that refuses or cannot be reached raises ``LookupFailed(502)`` with the reason.
+        """
         from .catalog.storage import open_url
 
-        stream, _ = open_url(trace_file.url)
+        try:
+            stream, _ = open_url(trace_file.url, trace_file.access)
+        except OSError as err:
+            if isinstance(err, FileNotFoundError) or "://" not in trace_file.url:
+                raise
+            raise LookupFailed(502, self._open_failure(err, trace_file)) from None
+        except Exception as err:  # noqa: BLE001 - SDK errors of a remote store: a message, never a 500
+            raise LookupFailed(502, self._open_failure(err, trace_file)) from None
         return stream
+
+    @staticmethod
+    def _open_failure(err: BaseException, trace_file: TraceFile) -> str:
+        if isinstance(err, remote.RemoteError):
+            return remote.scrub(str(err), trace_file.access)
+        try:
+            location = remote.resolve(trace_file.url, trace_file.access)
+        except Exception:  # noqa: BLE001
+            location = None
+        return remote.explain(err, location, what="read")
 
     def trace(self, run: str, worker: str, span: str) -> LoadedTrace:
         """The loaded model of one span; 409 while it loads, 422 when it failed (with the reason)."""

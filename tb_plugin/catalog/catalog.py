@@ -11,10 +11,10 @@ import posixpath
 import re
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .names import number_spans, parse_trace_name
-from .storage import FileInfo, Storage
+from .storage import Access, FileInfo, Storage
 
 _URL = re.compile(r"[a-zA-Z][0-9a-zA-Z.+-]*://")
 
@@ -29,9 +29,12 @@ class TraceFile:
     run: str
     worker: str
     span: str
-    url: str  # what the loader opens: a local path or a full fsspec URL
+    url: str  # what the loader opens: a local path or a full fsspec URL (never with a secret in it)
     size: int
     mtime: float
+    etag: str | None = None  # the store's content tag, when it gives one
+    # credentials and endpoints the loader opens ``url`` with (the same the listing used); not part of equality
+    access: Access | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -42,9 +45,9 @@ class TraceFile:
         return posixpath.basename(self.url.replace("\\", "/"))
 
     @property
-    def identity(self) -> tuple[str, int, float]:
+    def identity(self) -> tuple[str, int, float, str | None]:
         """Changes whenever the file's content may have changed: the load cache is keyed on it."""
-        return (self.url, self.size, self.mtime)
+        return (self.url, self.size, self.mtime, self.etag)
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class Catalog:
     def __init__(self, roots: list[Root]) -> None:
         self.roots = roots
         self._previous: dict[str, FileInfo] = {}
+        self._last_listing: dict[str, list[FileInfo]] = {}  # root url -> its last successful listing
         self.errors: dict[str, str] = {}  # root url -> reason the last listing failed
         self.pending: int = 0  # files seen but still settling
 
@@ -83,19 +87,23 @@ class Catalog:
         files: list[TraceFile] = []
         pending = 0
         for root in self.roots:
+            url = root.storage.url
             try:
                 listing = root.storage.list_files()
             except Exception as err:  # noqa: BLE001 - any storage failure becomes a message for this root
-                self.errors[root.storage.url] = f"cannot list {root.storage.url}: {err}"
-                continue
-            self.errors.pop(root.storage.url, None)
+                self.errors[url] = root.storage.explain(err)
+                # A store that is briefly unreachable keeps showing what it last listed (loaded runs stay usable).
+                listing = self._last_listing.get(url, [])
+            else:
+                self.errors.pop(url, None)
+                self._last_listing[url] = listing
             stable = []
             for info in listing:
                 if parse_trace_name(posixpath.basename(info.path)) is None:
                     continue
                 seen[info.path] = info
                 before = self._previous.get(info.path)
-                unchanged = before is not None and (before.size, before.mtime) == (info.size, info.mtime)
+                unchanged = before is not None and _version(before) == _version(info)
                 if unchanged or (now - info.mtime) >= SETTLE_SECONDS or info.mtime == 0.0:
                     stable.append(info)
                 else:
@@ -104,6 +112,15 @@ class Catalog:
         self._previous = seen
         self.pending = pending
         return files
+
+
+def _version(info: FileInfo) -> tuple[int, float, str | None]:
+    """What changes while a file is written: size and mtime, and the etag where the store has one.
+
+    Object stores give the upload's last-modified time (the server's clock): a young or future stamp waits for
+    the next scan, where an unchanged (size, mtime, etag) means the upload is complete.
+    """
+    return (info.size, info.mtime, info.etag)
 
 
 def _run_name(root: Root, directory: str) -> str:
@@ -133,5 +150,6 @@ def _files_of_root(root: Root, infos: list[FileInfo]) -> list[TraceFile]:
         for stamp, span in zip(stamps, number_spans(stamps)):
             info = unique[stamp]
             files.append(TraceFile(run=_run_name(root, directory), worker=worker, span=span,
-                                   url=root.storage.display(info.path), size=info.size, mtime=info.mtime))
+                                   url=root.storage.display(info.path), size=info.size, mtime=info.mtime,
+                                   etag=info.etag, access=None if root.storage.is_local else root.storage.access))
     return files

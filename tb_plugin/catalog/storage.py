@@ -1,7 +1,9 @@
 """The storage seam: every byte the plugin reads goes through an fsspec filesystem chosen from the logdir URL.
 
 Local paths use fsspec's local filesystem, so remote stores (Azure Blob, S3, GCS, HDFS) plug in by URL alone
-and the catalog and loader never branch on where a file lives. Nothing here ever writes: the logdir is read-only.
+and the catalog and loader never branch on where a file lives. Which filesystem and which credentials a URL gets
+is decided in :mod:`.remote`, the same way for the listing here and for the reading in a loader process (which
+gets the :class:`~.remote.Access` captured when the logdir was opened). Nothing here ever writes.
 """
 
 from __future__ import annotations
@@ -11,40 +13,60 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import fsspec
-from fsspec.core import url_to_fs
+
+from . import remote
+from .remote import Access, Location, RemoteError
+
+__all__ = ["Access", "FileInfo", "RemoteError", "Storage", "open_url"]
 
 
 @dataclass(frozen=True)
 class FileInfo:
-    """One file found by a listing: its full path in the filesystem, size and modification stamp."""
+    """One file found by a listing: its full path in the filesystem, size, modification stamp and etag if any."""
 
     path: str
     size: int
     mtime: float
+    etag: str | None = None
 
 
 class Storage:
-    """A logdir root on some filesystem: recursive listing and reading."""
+    """A logdir root on some filesystem: recursive listing and reading.
+
+    Construction checks the URL and the optional package for its store (raising :class:`RemoteError` with a
+    message for the user); it makes no request.
+    """
 
     def __init__(self, root: str) -> None:
-        self.url = root
-        expanded = os.path.expanduser(os.path.expandvars(root)) if "://" not in root else root
-        self.fs: fsspec.AbstractFileSystem
-        self.fs, path = url_to_fs(expanded)
-        self.root = path.rstrip("/") or path
+        self.url = remote.scrub_url(root)  # as shown: a SAS token in the URL stays out of sight
+        self.location: Location = remote.resolve(root)
+        self.access: Access = self.location.access
+        self.fs: fsspec.AbstractFileSystem = self.location.fs
+        self.root = self.location.path.rstrip("/") or self.location.path
 
     @property
     def is_local(self) -> bool:
-        return "file" in _protocols(self.fs)
+        return self.location.store == "local"
 
     def list_files(self) -> list[FileInfo]:
         """All files under the root, with one recursive listing (one request per page on object stores)."""
         if self.is_local:
             return _walk_local(self.root)
-        if not self.fs.exists(self.root):
-            return []
-        found = self.fs.find(self.root, withdirs=False, detail=True)
-        return [FileInfo(path=p, size=int(info.get("size") or 0), mtime=_mtime(info)) for p, info in found.items()]
+        loc = self.location
+        self.fs.invalidate_cache()  # some backends cache listings: each scan must see what changed since
+        try:
+            found = self.fs.find(self.root, withdirs=False, detail=True)
+            if not isinstance(found, dict):  # adlfs answers a logdir that is one blob with a bare list
+                found = {p: self.fs.info(p) for p in found}
+            missing = not found and loc.store == "azure" and not remote.azure_container_exists(loc)
+        except Exception as err:  # noqa: BLE001 - every backend error becomes a message for the user
+            if isinstance(err, FileNotFoundError) and not loc.is_object_store:
+                return []  # a missing folder is an empty logdir, as a missing local one is
+            raise RemoteError(self.explain(err)) from None
+        if missing:  # adlfs lists a missing container as empty
+            raise RemoteError(remote.azure_missing_message(loc))
+        return [FileInfo(path=p, size=int(info.get("size") or 0), mtime=_mtime(info), etag=_etag(info))
+                for p, info in found.items() if info.get("type", "file") != "directory"]
 
     def relative(self, path: str) -> str:
         """``path`` relative to the root, with ``/`` separators."""
@@ -56,8 +78,14 @@ class Storage:
         return handle  # type: ignore[no-any-return]
 
     def display(self, path: str) -> str:
-        """A path as the user wrote it (URL form for remote stores)."""
-        return path if self.is_local else self.fs.unstrip_protocol(path)
+        """A path as the user wrote it (URL form for remote stores): what the loader opens again."""
+        return self.location.to_url(path)
+
+    def explain(self, err: BaseException) -> str:
+        """Why listing failed, for the UI (secrets scrubbed)."""
+        if isinstance(err, RemoteError):
+            return remote.scrub(str(err), self.access)
+        return remote.explain(err, self.location)
 
 
 def _walk_local(root: str) -> list[FileInfo]:
@@ -82,11 +110,6 @@ def _walk_local(root: str) -> list[FileInfo]:
     return out
 
 
-def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
-    proto = fs.protocol
-    return (proto,) if isinstance(proto, str) else tuple(proto)
-
-
 def _mtime(info: dict[str, Any]) -> float:
     for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
         value = info.get(key)
@@ -94,18 +117,43 @@ def _mtime(info: dict[str, Any]) -> float:
             continue
         if isinstance(value, (int, float)):
             return float(value)
+        if isinstance(value, str):
+            try:
+                from datetime import datetime
+
+                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
         timestamp = getattr(value, "timestamp", None)
         if callable(timestamp):
             return float(timestamp())
     return 0.0
 
 
-def open_url(url: str) -> tuple[BinaryIO, int | None]:
-    """Open a single file by path or URL; returns the stream and its size when known."""
-    fs, path = url_to_fs(os.path.expanduser(url) if "://" not in url else url)
+def _etag(info: dict[str, Any]) -> str | None:
+    """The store's content tag (Azure/S3 ETag, GCS generation) when it gives one."""
+    for key in ("etag", "ETag", "generation"):
+        value = info.get(key)
+        if value:
+            return str(value).strip('"')
+    return None
+
+
+def open_url(url: str, access: Access | None = None) -> tuple[BinaryIO, int | None]:
+    """Open a single file by path or URL, with the credentials of ``access`` (captured when the logdir was opened;
+    the current environment when ``None``); returns the stream and its size when known."""
+    loc = remote.resolve(url, access)
+    handle: Any
+    size: int | None
+    if loc.is_object_store:
+        # whole-file sequential reads: each read() is one ranged request, no read-ahead cache to copy through
+        handle = loc.fs.open(loc.path, "rb", cache_type="none")
+        known = getattr(handle, "size", None)
+        size = int(known) if known is not None else None
+        return handle, size
     try:
-        size = int(fs.size(path) or 0)
+        size = int(loc.fs.size(loc.path) or 0)
     except (OSError, TypeError, ValueError):
         size = None
-    handle: Any = fs.open(path, "rb")
+    handle = loc.fs.open(loc.path, "rb")
     return handle, size

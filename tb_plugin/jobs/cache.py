@@ -1,4 +1,4 @@
-"""The parse cache: one directory of Arrow files per (file URL, size, mtime, model version).
+"""The parse cache: one directory of Arrow files per (file URL, size, etag or mtime, model version).
 
 Workers write here and the server memory-maps from here, so a parse crosses the process boundary without a copy
 and survives restarts. It lives in the user's cache directory, never in the logdir.
@@ -36,8 +36,11 @@ class ParseCache:
         self.directory = path
         self.max_bytes = max_bytes
 
-    def entry(self, url: str, size: int, mtime: float) -> Path:
-        digest = hashlib.sha256(f"{MODEL_VERSION}\0{url}\0{size}\0{mtime!r}".encode()).hexdigest()[:32]
+    def entry(self, url: str, size: int, mtime: float, etag: str | None = None) -> Path:
+        """Where the parse of this file version lives: keyed by the etag where the store gives one (it changes with
+        every upload, the last-modified time of a blob may not be precise), else by size and mtime."""
+        version = f"etag:{etag}" if etag else repr(mtime)
+        digest = hashlib.sha256(f"{MODEL_VERSION}\0{url}\0{size}\0{version}".encode()).hexdigest()[:32]
         return self.directory / f"v{MODEL_VERSION}-{digest}"
 
     def has(self, entry: Path) -> bool:

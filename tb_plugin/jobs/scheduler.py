@@ -64,6 +64,8 @@ class _Job:
     size: int
     mtime: float
     entry: Path
+    etag: str | None = None
+    access: Any = None  # catalog.storage.Access: the credentials the worker opens ``url`` with
     state: str = QUEUED
     error: str | None = None
     model: TraceModel | None = None
@@ -96,15 +98,21 @@ class LoadScheduler:
         self._thread.start()
 
     # ---- requests -------------------------------------------------------------------------------------------
-    def request(self, key: Hashable, url: str, size: int, mtime: float) -> None:
-        """Make sure ``key`` shows this exact file version; a changed file is parsed again."""
+    def request(self, key: Hashable, url: str, size: int, mtime: float, *, etag: str | None = None,
+                access: Any = None) -> None:
+        """Make sure ``key`` shows this exact file version; a changed file is parsed again.
+
+        ``access`` (a picklable ``catalog.storage.Access``) carries the credentials and endpoints the listing used,
+        so the worker process opens a remote ``url`` the same way.
+        """
         with self._lock:
             job = self._jobs.get(key)
-            if job is not None and (job.url, job.size, job.mtime) == (url, size, mtime):
+            if job is not None and (job.url, job.size, job.mtime, job.etag) == (url, size, mtime, etag):
                 return
             if job is not None:
                 self._stop(job)
-            self._jobs[key] = _Job(url=url, size=size, mtime=mtime, entry=self.cache.entry(url, size, mtime))
+            self._jobs[key] = _Job(url=url, size=size, mtime=mtime, entry=self.cache.entry(url, size, mtime, etag),
+                                   etag=etag, access=access)
         self._wake()
 
     def forget(self, key: Hashable) -> None:
@@ -198,7 +206,7 @@ class LoadScheduler:
 
         recv, send = self._ctx.Pipe(duplex=False)
         progress = self._ctx.Value("d", 0.0, lock=False)
-        process = self._ctx.Process(target=run_job, args=(job.url, str(job.entry), progress, send),
+        process = self._ctx.Process(target=run_job, args=(job.url, str(job.entry), progress, send, job.access),
                                     name="pytorch-profiler-parse", daemon=True)
         with self._lock:
             job.state, job.progress, job.conn = LOADING, progress, recv

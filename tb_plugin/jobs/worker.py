@@ -10,28 +10,40 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ..catalog.remote import scrub
 from ..loader import TraceLoadError, default_parts, load_trace
 from ..model.tables import save
 
 
-def run_job(url: str, entry: str, progress: Any, conn: Connection) -> None:
-    """Entry point of a worker process. Sends ``("ok", stats)`` or ``("error", reason)`` on ``conn``."""
+def run_job(url: str, entry: str, progress: Any, conn: Connection, access: Any = None) -> None:
+    """Entry point of a worker process. Sends ``("ok", stats)`` or ``("error", reason)`` on ``conn``.
+
+    ``access`` (``catalog.storage.Access``) is the environment's credentials as the server captured them: the fork
+    server may have started before they were set, and some libraries read them from the environment.
+    """
 
     def report(fraction: float) -> None:
         progress.value = 0.95 * fraction
 
+    message: tuple[str, Any]
     try:
-        model = load_trace(url, report, parts=default_parts())
+        if access is not None:
+            access.apply()
+        model = load_trace(url, report, parts=default_parts(), access=access)
         save(model, entry)
         progress.value = 1.0
-        conn.send(("ok", {"events": model.n_events, "bytes": model.nbytes()}))
+        message = ("ok", {"events": model.n_events, "bytes": model.nbytes()})
     except TraceLoadError as err:
-        conn.send(("error", str(err)))
+        message = ("error", scrub(str(err), access))
     except MemoryError:
-        conn.send(("error", f"{url.rsplit('/', 1)[-1]}: not enough memory to load this trace"))
+        message = ("error", f"{url.rsplit('/', 1)[-1]}: not enough memory to load this trace")
     except Exception as err:  # noqa: BLE001 - a bug must still end as a message, never a dead worker
         name = url.rsplit("/", 1)[-1]
         detail = traceback.format_exception_only(type(err), err)[-1].strip()
-        conn.send(("error", f"{name}: internal error while loading ({detail}); please report it"))
+        message = ("error", scrub(f"{name}: internal error while loading ({detail}); please report it", access))
+    try:
+        conn.send(message)
+    except OSError:
+        pass  # the server stopped waiting (the file changed or went away, or it is shutting down): nobody to tell
     finally:
         conn.close()

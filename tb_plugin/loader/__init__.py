@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
+from typing import Any
 
+from ..catalog.remote import RemoteError, explain, resolve
 from ..catalog.storage import open_url
 from ..model.tables import TraceModel
 from .columns import build_model, default_parts
@@ -33,21 +35,37 @@ def load_bytes(raw: bytes, name: str, progress: Callable[[float], None] | None =
     return build_model(doc, name, lambda f: report(0.5 + 0.5 * f), parts=parts)
 
 
-def load_trace(url: str, progress: Callable[[float], None] | None = None, parts: int = 1) -> TraceModel:
+def load_trace(url: str, progress: Callable[[float], None] | None = None, parts: int = 1,
+               access: Any = None) -> TraceModel:
     """Load one trace file from a local path or an fsspec URL.
 
-    Progress goes 0..0.3 while reading (what dominates on remote stores), then decode and table building.
-    Raises :class:`TraceLoadError` with a one-line reason for anything wrong with the file.
+    ``access`` (``catalog.storage.Access``) holds the credentials a remote URL is opened with (the environment's
+    when ``None``). Progress goes 0..0.3 while reading (what dominates on remote stores), then decode and table
+    building. Raises :class:`TraceLoadError` with a one-line reason for anything wrong with the file.
     """
     report = progress or (lambda _f: None)
     name = posixpath.basename(url.rstrip("/"))
     try:
-        stream, size = open_url(url)
+        stream, size = open_url(url, access)
         with stream:
             raw = read_bytes(stream, size, lambda f: report(0.3 * f))
-    except TraceLoadError:
+    except (TraceLoadError, MemoryError):
         raise
+    except RemoteError as err:
+        raise TraceLoadError(f"{name}: cannot read the file ({err})") from None
     except (OSError, ValueError) as err:
+        if "://" in url and not isinstance(err, FileNotFoundError):
+            raise TraceLoadError(f"{name}: cannot read the file ({_remote_reason(err, url, access)})") from None
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         raise TraceLoadError(f"{name}: cannot read the file ({reason})") from None
+    except Exception as err:  # noqa: BLE001 - a storage SDK's own errors (refused, unreachable): say why
+        raise TraceLoadError(f"{name}: cannot read the file ({_remote_reason(err, url, access)})") from None
     return load_bytes(raw, name, progress=report, parts=parts)
+
+
+def _remote_reason(err: BaseException, url: str, access: Any) -> str:
+    try:
+        location = resolve(url, access)
+    except Exception:  # noqa: BLE001 - the explanation must not fail
+        location = None
+    return explain(err, location, what="read")

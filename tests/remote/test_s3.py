@@ -1,0 +1,109 @@
+"""S3 logdirs against moto's real S3 server through s3fs: AWS_* variables, custom endpoints (AWS_ENDPOINT_URL and
+the old plugin's S3_ENDPOINT), runs at the top of a bucket, and errors for a missing bucket or a dead endpoint."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from tb_plugin.catalog.catalog import Catalog, Root
+from tb_plugin.catalog.storage import Storage
+from tb_plugin.workspace import Workspace
+from tests.conftest import API, wait_until_settled
+from tests.remote.conftest import SAMPLES, Moto, closed_port, sample_runs, sample_span_count
+
+
+def runs_of(body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    return {r["name"]: [s for w in r["workers"] for s in w["spans"]] for r in body["runs"]}
+
+
+def query(run: str, worker: str, **more: str) -> str:
+    return urlencode({"run": run, "worker": worker, "span": "1", **more})
+
+
+def test_s3_lists_loads_and_serves_every_sample(tensorboard_app: Any, s3_env: Any) -> None:
+    client = tensorboard_app(None, logdir_spec=f"local:{SAMPLES},s3://profiles/shared/")
+    body = wait_until_settled(client, timeout=120, expect_spans=2 * sample_span_count())
+    assert body["errors"] == []
+    runs = runs_of(body)
+    assert {r for r in runs if not r.startswith("local/")} == set(sample_runs())
+    assert all(s["state"] == "ready" for spans in runs.values() for s in spans), body
+    for run in sorted(sample_runs()):
+        worker = next(r for r in body["runs"] if r["name"] == run)["workers"][0]["name"]
+        there = client.get(f"{API}/overview?{query(run, worker)}")
+        here = client.get(f"{API}/overview?{query('local/' + run, worker)}")
+        assert there.status_code == 200 and there.get_json() == here.get_json(), run
+    worker = next(r for r in body["runs"] if r["name"] == "ddp_resnet")["workers"][0]["name"]
+    window = client.get(f"{API}/trace/window?{query('ddp_resnet', worker, width_px='600')}")
+    assert window.status_code == 200 and window.get_json()["tracks"]
+    original = next(p for p in sample_runs()["ddp_resnet"] if p.name.startswith(worker + ".")).read_bytes()
+    assert client.get(f"{API}/trace/file?{query('ddp_resnet', worker)}").data == original
+    assert "testing-secret-value" not in json.dumps(body)
+
+
+def test_old_plugin_s3_endpoint_and_runs_at_the_top_of_a_bucket(s3_env: Any, moto: Moto) -> None:
+    s3_env.delenv("AWS_ENDPOINT_URL")
+    s3_env.setenv("S3_ENDPOINT", f"127.0.0.1:{moto.port}")  # host:port, as the old plugin's README had it
+    s3_env.setenv("S3_USE_HTTPS", "0")
+    storage = Storage("s3://profiles")
+    assert storage.location.endpoint == moto.endpoint
+    keys = {f.key for f in Catalog([Root(None, storage)]).scan()}
+    cpu = sample_runs()["cpu_only"][0]
+    assert ("profiles", cpu.name.split(".")[0], "1") in keys  # the trace at the top of the bucket
+    assert ("shared/cpu_only", cpu.name.split(".")[0], "1") in keys
+    assert len(keys) == sample_span_count() + 1
+
+
+def test_s3_endpoint_variables_in_order(s3_env: Any, moto: Moto) -> None:
+    s3_env.setenv("S3_ENDPOINT", "http://127.0.0.1:1")
+    assert Storage("s3://profiles").location.endpoint == moto.endpoint  # AWS_ENDPOINT_URL wins
+    s3_env.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:2")
+    assert Storage("s3://profiles").location.endpoint == "http://127.0.0.1:2"
+
+
+def test_s3_missing_bucket_and_unreachable_endpoint(s3_env: Any, moto: Moto, tmp_path: Path) -> None:
+    ws = Workspace([(None, "s3://no-such-bucket/runs"), (None, "s3://profiles/not-there")],
+                   cache_dir=str(tmp_path / "cache"), rescan_seconds=0)
+    try:
+        ws.scan_once()
+        (error,) = ws.errors()  # a missing folder in an existing bucket is an empty logdir, not an error
+        assert "S3 bucket 'no-such-bucket' does not exist" in error and moto.endpoint in error
+    finally:
+        ws.close()
+    port = closed_port()
+    s3_env.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    ws = Workspace([(None, "s3://profiles/shared")], cache_dir=str(tmp_path / "cache"), rescan_seconds=0)
+    try:
+        started = time.monotonic()
+        ws.scan_once()
+        assert time.monotonic() - started < 10
+        (error,) = ws.errors()
+        assert f"cannot reach the S3 endpoint http://127.0.0.1:{port}" in error and "AWS_ENDPOINT_URL" in error
+        assert "testing-secret-value" not in error
+    finally:
+        ws.close()
+
+
+def test_no_aws_credentials_means_unsigned_requests(clean_env: Any, moto: Moto) -> None:
+    """Nothing configured: unsigned (public bucket) requests, never botocore's instance-metadata probing."""
+    clean_env.setenv("AWS_ENDPOINT_URL", moto.endpoint)
+    storage = Storage("s3://profiles/shared")
+    assert storage.location.auth == "anonymous"
+    assert len(storage.list_files()) == sample_span_count()  # moto serves unsigned requests like a public bucket
+
+
+def test_s3_refused_key_is_a_clear_error_and_other_logdirs_load(tensorboard_app: Any, s3_env: Any,
+                                                                moto_with_auth: Moto, tmp_path: Path) -> None:
+    from tests.conftest import cpu_op, write_trace
+
+    s3_env.setenv("AWS_ENDPOINT_URL", moto_with_auth.endpoint)
+    write_trace(tmp_path / "good" / "w.1.pt.trace.json", [cpu_op("aten::add", 0, 5)])
+    client = tensorboard_app(None, logdir_spec=f"{tmp_path / 'good'},s3://profiles/shared")
+    body = wait_until_settled(client, expect_spans=1)
+    assert list(runs_of(body)) == ["good"] and runs_of(body)["good"][0]["state"] == "ready"
+    (error,) = body["errors"]
+    assert "S3 refused access to bucket 'profiles' with AWS_ACCESS_KEY_ID" in error
+    assert "AWS_SECRET_ACCESS_KEY" in error and "testing-secret-value" not in json.dumps(body)
