@@ -11,7 +11,7 @@ import type { ThemeSource } from "./theme";
 import type { RunInfo, RunsResponse, SpanInfo, ViewsResponse, WorkerInfo } from "./types";
 import { VIEW_NAMES } from "./types";
 import { onUrlStateChange, readUrlState, writeUrlState, type UrlState } from "./urlState";
-import { VIEW_LABELS, viewLoader } from "./views/registry";
+import { ALWAYS_AVAILABLE, VIEW_LABELS, viewLoader } from "./views/registry";
 import * as traceInfo from "./views/traceInfo";
 import type { ViewContext, ViewModule } from "./views/types";
 
@@ -289,7 +289,7 @@ export class App {
   /** Tab ids for a run: "info" plus the registered views the server lists, in canonical order. */
   private tabsFor(run: string): string[] {
     const listed = this.views.get(run)?.views ?? [];
-    const known = VIEW_NAMES.filter((v) => listed.includes(v) && viewLoader(v));
+    const known = VIEW_NAMES.filter((v) => (listed.includes(v) || ALWAYS_AVAILABLE.has(v)) && viewLoader(v));
     return [INFO_TAB, ...known];
   }
 
@@ -630,7 +630,7 @@ export class App {
         cleanups.push(() => { ro.disconnect(); });
       },
       loadPlotly,
-      navigate: (view) => { this.choose({ view }); },
+      navigate: (view, selection) => { this.choose({ ...selection, view }); },
     };
 
     const load: () => Promise<ViewModule> =

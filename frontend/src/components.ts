@@ -129,3 +129,15 @@ export function unreachableCard(detail: string, retrySeconds: number): HTMLEleme
     ),
   );
 }
+
+/**
+ * A small "i" marker whose tooltip (title) explains how a number is computed; focusable so keyboard
+ * users get the same text (aria-label).
+ */
+export function infoIcon(text: string): HTMLElement {
+  return h(
+    "span",
+    { class: "ptp-info", title: text, role: "img", attrs: { "aria-label": text, tabindex: 0 } },
+    "i",
+  );
+}

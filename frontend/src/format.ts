@@ -47,3 +47,52 @@ export function formatValue(value: unknown): string {
   }
 }
 
+
+const fixed = (digits: number): Intl.NumberFormat =>
+  new Intl.NumberFormat("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const fixed1 = fixed(1);
+const fixed2 = fixed(2);
+
+/**
+ * Microseconds for people: under 1 ms in µs with one decimal ("632.0 µs"), else in ms with two
+ * decimals and grouping ("114.25 ms", "1,234.57 ms"); 0 → "0 µs"; null → "—".
+ */
+export function formatDuration(us: number | null | undefined): string {
+  if (typeof us !== "number" || !Number.isFinite(us)) return DASH;
+  if (us === 0) return "0 µs";
+  if (Math.abs(us) < 1000) return `${fixed1.format(us)} µs`;
+  return `${fixed2.format(us / 1000)} ms`;
+}
+
+/** A fraction 0..1 as a percentage with one decimal ("88.0%"); null → "—". Not clamped. */
+export function formatPercent1(fraction: number | null | undefined): string {
+  if (typeof fraction !== "number" || !Number.isFinite(fraction)) return DASH;
+  return `${fixed1.format(fraction * 100)}%`;
+}
+
+/** A number with exactly `digits` decimals and grouping ("4.48", "1.00"); null → "—". */
+export function formatFixed(n: number | null | undefined, digits = 2): string {
+  if (typeof n !== "number" || !Number.isFinite(n)) return DASH;
+  return (digits === 1 ? fixed1 : digits === 2 ? fixed2 : fixed(digits)).format(n);
+}
+
+/** Exact microseconds for tooltips ("1,504.506 µs"). */
+export function formatExactUs(us: number | null | undefined): string {
+  if (typeof us !== "number" || !Number.isFinite(us)) return DASH;
+  return `${new Intl.NumberFormat("en-US", { maximumFractionDigits: 3 }).format(us)} µs`;
+}
+
+/** A signed change in µs for people: "+7.47 ms", "-58.08 ms", "+632.0 µs", "0 µs"; null → "—". */
+export function formatSignedDuration(us: number | null | undefined): string {
+  if (typeof us !== "number" || !Number.isFinite(us)) return DASH;
+  if (us === 0) return "0 µs";
+  return `${us > 0 ? "+" : "-"}${formatDuration(Math.abs(us))}`;
+}
+
+/** A signed change as a fraction: "+64.9%", "-98.0%"; null, NaN or ±Infinity → "—" (never "Infinity%"). */
+export function formatSignedPercent(fraction: number | null | undefined): string {
+  if (typeof fraction !== "number" || !Number.isFinite(fraction)) return DASH;
+  const text = formatPercent1(Math.abs(fraction));
+  if (text === "0.0%") return text;
+  return `${fraction > 0 ? "+" : "-"}${text}`;
+}

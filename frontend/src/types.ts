@@ -45,6 +45,7 @@ export const VIEW_NAMES = [
   "Memory",
   "Module",
   "Distributed",
+  "Diff",
 ] as const;
 export type ViewName = (typeof VIEW_NAMES)[number];
 

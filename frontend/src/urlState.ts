@@ -53,15 +53,59 @@ export function stateFromHash(hash: string): UrlState {
   return state;
 }
 
-/** Return `hash` with our keys replaced by `state`; every other part is kept byte for byte. */
+/**
+ * Keys owned by view pages rather than the shell (the Trace view's time range `start`/`end` in
+ * absolute µs, `q`, an initial search, and the Diff view's experiment `exp_run`/`exp_worker`/
+ * `exp_span`). The shell's writes keep them untouched; a view reads and writes them with
+ * readViewUrlState / writeViewUrlState (e.g. a table links to the Trace view with
+ * `writeViewUrlState({ q: name })` followed by `ctx.navigate("Trace")`).
+ */
+export const VIEW_URL_KEYS = ["start", "end", "q", "exp_run", "exp_worker", "exp_span"] as const;
+export type ViewUrlKey = (typeof VIEW_URL_KEYS)[number];
+export type ViewUrlState = Partial<Record<ViewUrlKey, string>>;
+
+function isViewKey(key: string): boolean {
+  return key.startsWith(PREFIX) && (VIEW_URL_KEYS as readonly string[]).includes(key.slice(PREFIX.length));
+}
+
+/** Return `hash` with our keys replaced by `state`; every other part (view keys included) is kept byte for byte. */
 export function hashWithState(hash: string, state: UrlState): string {
   const kept = parseHash(hash)
-    .filter((p) => !(p.value !== null && p.key.startsWith(PREFIX)))
+    .filter((p) => !(p.value !== null && p.key.startsWith(PREFIX) && !isViewKey(p.key)))
     .map((p) => p.raw)
     .filter((raw) => raw !== "");
   for (const key of URL_KEYS) {
     const value = state[key];
     if (value !== undefined && value !== "") {
+      kept.push(`${encodeURIComponent(PREFIX + key)}=${encodeURIComponent(value)}`);
+    }
+  }
+  return kept.length ? "#" + kept.join("&") : "";
+}
+
+/** Read the view-owned keys (see VIEW_URL_KEYS) from a hash string. */
+export function viewStateFromHash(hash: string): ViewUrlState {
+  const state: ViewUrlState = {};
+  for (const part of parseHash(hash)) {
+    if (part.value === null || part.value === "" || !isViewKey(part.key)) continue;
+    state[part.key.slice(PREFIX.length) as ViewUrlKey] = part.value;
+  }
+  return state;
+}
+
+/**
+ * Return `hash` with the view-owned keys named in `change` set (a string) or removed (undefined or
+ * ""); every other part is kept byte for byte.
+ */
+export function hashWithViewState(hash: string, change: Partial<Record<ViewUrlKey, string | undefined>>): string {
+  const touched = new Set(Object.keys(change).filter((k) => (VIEW_URL_KEYS as readonly string[]).includes(k)));
+  const kept = parseHash(hash)
+    .filter((p) => !(p.value !== null && p.key.startsWith(PREFIX) && touched.has(p.key.slice(PREFIX.length))))
+    .map((p) => p.raw)
+    .filter((raw) => raw !== "");
+  for (const key of VIEW_URL_KEYS) {
+    const value = change[key];
+    if (touched.has(key) && value !== undefined && value !== "") {
       kept.push(`${encodeURIComponent(PREFIX + key)}=${encodeURIComponent(value)}`);
     }
   }
@@ -92,11 +136,28 @@ export function readUrlState(): UrlState {
 }
 
 export function writeUrlState(state: UrlState): void {
+  replaceHash((current) => hashWithState(current, state));
+}
+
+export function readViewUrlState(): ViewUrlState {
+  try {
+    return viewStateFromHash(stateWindow().location.hash);
+  } catch {
+    return {};
+  }
+}
+
+/** Set (string) or remove (undefined / "") view-owned keys; the shell's keys and the rest stay. */
+export function writeViewUrlState(change: Partial<Record<ViewUrlKey, string | undefined>>): void {
+  replaceHash((current) => hashWithViewState(current, change));
+}
+
+function replaceHash(rewrite: (current: string) => string): void {
   const targets = [stateWindow(), window];
   for (const target of targets) {
     try {
       const current = target.location.hash;
-      const next = hashWithState(current, state);
+      const next = rewrite(current);
       if (next === current || (next === "" && current === "#")) return;
       const url = new URL(target.location.href);
       url.hash = next;

@@ -319,3 +319,108 @@ def top_hash(page: Any) -> dict[str, str]:
         else:
             out["__tab__"] = unquote(part)
     return out
+
+
+# --------------------------------------------------------------------------------------------- view pages
+
+SAMPLE_RUNS = ("transformer_bf16", "resnet_slow_dataloader", "cpu_only")
+
+
+@pytest.fixture(scope="session")
+def samples_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Runs from ``samples/`` (linked): a bf16 transformer, a DataLoader-bound ResNet (2 spans) and a CPU-only MLP."""
+    root = tmp_path_factory.mktemp("logdir_samples")
+    for run in SAMPLE_RUNS:
+        files = sorted((SAMPLES / run).glob("*.pt.trace.json.gz"))
+        if not files:
+            pytest.fail(f"samples/{run} has no trace files")
+        for f in files:
+            link_or_copy(f, root / run / f.name)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tb_samples(tb_factory: Callable[..., TensorBoard], samples_logdir: Path) -> TensorBoard:
+    tb = tb_factory(samples_logdir)
+    tb.wait_settled(timeout=180)
+    return tb
+
+
+# --------------------------------------------------------------------------------------------- Memory and Module pages
+
+V100_RESNET_DIR = SHARED_TRACES / "kineto_v100" / "resnet50_num_workers_0"
+
+
+@pytest.fixture(scope="session")
+def memory_module_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``transformer_bf16`` and ``lightning_mlp`` from samples/, and ``v100_resnet50``: the first span of an
+    old-format (PyTorch 1.9) V100 trace whose memory records have no addresses (statistics but no curve)."""
+    root = tmp_path_factory.mktemp("logdir_memory_module")
+    for run in ("transformer_bf16", "lightning_mlp"):
+        files = sorted((SAMPLES / run).glob("*.pt.trace.json.gz"))
+        if not files:
+            pytest.fail(f"samples/{run} has no trace files")
+        for f in files:
+            link_or_copy(f, root / run / f.name)
+    old = sorted(V100_RESNET_DIR.glob("*.pt.trace.json.gz")) if V100_RESNET_DIR.is_dir() else []
+    if not old:
+        pytest.fail(f"the shared traces are not beside the checkout ({V100_RESNET_DIR})")
+    link_or_copy(old[0], root / "v100_resnet50" / old[0].name)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tb_memory_module(tb_factory: Callable[..., TensorBoard], memory_module_logdir: Path) -> TensorBoard:
+    tb = tb_factory(memory_module_logdir)
+    tb.wait_settled(timeout=180)
+    return tb
+
+
+# --------------------------------------------------------------------------------------------- Distributed / Diff pages
+
+DDP_DIR = SHARED_TRACES / "h200" / "ddp_resnet50"
+KINETO_DIR = SHARED_TRACES / "kineto_v100"
+
+
+def _first_trace(folder: Path) -> Path:
+    files = sorted(folder.glob("*.pt.trace.json.gz"))
+    if not files:
+        pytest.fail(f"the shared traces are not beside the checkout ({folder})")
+    return files[0]
+
+
+@pytest.fixture(scope="session")
+def dist_diff_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run ``ddp`` (the 2-rank DDP ResNet-50, rank 1 the straggler) and the old-format pair ``resnet50_num_workers_0``
+    / ``resnet50_num_workers_4`` (span 1 of each, worker ``worker0``) for the Diff view."""
+    root = tmp_path_factory.mktemp("logdir_dist_diff")
+    for f in sorted(DDP_DIR.glob("rank*.pt.trace.json.gz")):
+        link_or_copy(f, root / "ddp" / f.name)
+    for run in ("resnet50_num_workers_0", "resnet50_num_workers_4"):
+        f = _first_trace(KINETO_DIR / run)
+        link_or_copy(f, root / run / f.name)
+    if len(list((root / "ddp").iterdir())) != 2:
+        pytest.fail(f"{DDP_DIR} should hold rank0 and rank1 traces")
+    return root
+
+
+def make_ranks_logdir(root: Path, ranks: int) -> Path:
+    """``ranks`` workers ``rank0`` … ``rank<N-1>`` in run ``ddp<N>``: links to the DDP example's rank0 (even) and
+    rank1 (odd) traces, named ``rankN.<stamp>.pt.trace.json.gz`` like the originals. The traces' own
+    distributedInfo still says rank 0 or 1, so ranks repeat (the page tells them apart by worker)."""
+    sources = sorted(DDP_DIR.glob("rank*.pt.trace.json.gz"))
+    if len(sources) != 2:
+        pytest.fail(f"{DDP_DIR} should hold rank0 and rank1 traces")
+    run = root / f"ddp{ranks}"
+    for n in range(ranks):
+        src = sources[n % 2]
+        stamp = src.name.split(".")[1]
+        link_or_copy(src, run / f"rank{n}.{int(stamp) + n}.pt.trace.json.gz")
+    return root
+
+
+@pytest.fixture(scope="session")
+def tb_dist_diff(tb_factory: Callable[..., TensorBoard], dist_diff_logdir: Path) -> TensorBoard:
+    tb = tb_factory(dist_diff_logdir)
+    tb.wait_settled(timeout=300)
+    return tb

@@ -285,6 +285,9 @@ def test_only_registered_views_get_a_tab(page: Any, tb_main: TensorBoard, settle
     tabs = frame.eval_on_selector_all("[role=tab]", "els => els.map(e => e.dataset.view)")
     registry = (REPO / "frontend" / "src" / "views" / "registry.ts").read_text()
     expected = ["info"] + (["Overview"] if re.search(r"^\s*Overview:", registry, re.M) else [])
+    # views that compare traces (Diff) are offered for every run, whatever /views lists
+    always = re.search(r"ALWAYS_AVAILABLE[^=]*= new Set<ViewName>\(\[([^\]]*)\]", registry)
+    expected += [v.strip().strip('"') for v in always.group(1).split(",") if v.strip()] if always else []
     assert tabs == expected
     page.wait_for_function("() => location.hash.includes('p.pytorch_profiler.view=info')")
 

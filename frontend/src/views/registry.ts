@@ -16,14 +16,21 @@ import type { ViewModule } from "./types";
 export type ViewLoader = () => Promise<ViewModule>;
 
 export const VIEW_REGISTRY: Partial<Record<ViewName, ViewLoader>> = {
-  // Overview: () => import("./overview"),
-  // Operator: () => import("./operator"),
-  // Kernel: () => import("./kernel"),
-  // Trace: () => import("./trace"),
-  // Memory: () => import("./memory"),
-  // Module: () => import("./module"),
-  // Distributed: () => import("./distributed"),
+  Overview: () => import("./overview"),
+  Operator: () => import("./operator"),
+  Kernel: () => import("./kernel"),
+  Trace: () => import("./trace"),
+  Memory: () => import("./memory"),
+  Module: () => import("./module"),
+  Distributed: () => import("./distributed"),
+  Diff: () => import("./diff"),
 };
+
+/**
+ * Views shown for every run whatever `./views` lists (pages that compare or gather traces rather
+ * than show data of their own, e.g. Diff).
+ */
+export const ALWAYS_AVAILABLE: ReadonlySet<ViewName> = new Set<ViewName>(["Diff"]);
 
 /** Optional tab labels when they differ from the view name. */
 export const VIEW_LABELS: Partial<Record<ViewName, string>> = {};

@@ -27,8 +27,11 @@ export interface ViewContext {
   onResize(listener: (size: { width: number; height: number }) => void): void;
   /** Lazily load plotly.js (separate chunk). */
   loadPlotly(): Promise<Plotly>;
-  /** Switch the shell to another tab (e.g. a link from Overview to Kernel). */
-  navigate(view: string): void;
+  /**
+   * Switch the shell to another tab (e.g. a link from Overview to Kernel), optionally selecting
+   * another run / worker / span at the same time (e.g. Diff's "open in the experiment's Operator view").
+   */
+  navigate(view: string, selection?: { run?: string; worker?: string; span?: string }): void;
 }
 
 /** What a view page module exports. */

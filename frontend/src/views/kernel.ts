@@ -1,0 +1,317 @@
+/**
+ * The GPU Kernel page (GET ./kernels): a pie of the total time per kernel (top N + "Other"), a pie
+ * of the kernel time on tensor cores, and the kernel table by name or by name + launching operator
+ * + launch configuration.
+ */
+import { card, infoIcon } from "../components";
+import { h, replaceChildren } from "../dom";
+import { formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../format";
+import type { KernelGrouping, KernelRow, KernelsResponse } from "./common/apiTypes";
+import { Charts, chartDiv, ColorMap, type Figure } from "./common/charts";
+import { csvFileName } from "./common/csv";
+import { type Item, pieLayout, pieTrace, topN } from "./common/pie";
+import { clampedName, type Column, DataTable } from "./common/table";
+import { traceLinker, type TraceLinker } from "./common/traceLink";
+import { fetchFor, left, loadErrorCard } from "./common/ui";
+import type { ViewContext } from "./types";
+
+export const KERNEL_HELP = {
+  tensorCores: "Whether the kernel uses tensor cores, detected from its name.",
+  calls: "How many times the kernel ran in this trace.",
+  total: "Sum of the durations of the kernel's runs.",
+  mean: "Total / calls.",
+  min: "Shortest run.",
+  max: "Longest run.",
+  blocksPerSm: "Blocks of this kernel per SM (grid size / SMs), duration-weighted; from Kineto",
+  occupancy:
+    "Estimated achieved occupancy (from Kineto: active warps per SM / the SM's maximum, estimated from the launch configuration), duration-weighted over the runs that have it.",
+  streams: "CUDA streams the kernel ran on.",
+  operator: "The operator that launched the kernel (\"(no operator)\" when none was recorded).",
+  opTc: "Whether the launching operator could run on tensor cores (convolutions, matrix multiplications, attention, RNNs), judged from its name.",
+  grid: "Grid dimensions [x, y, z] of the launch.",
+  block: "Block dimensions [x, y, z] of the launch.",
+  registers: "Registers per thread of the launch.",
+  sharedMemory: "Shared memory per block of the launch.",
+  tcRatio: "Share of all kernel time spent in kernels that use tensor cores (detected from kernel names).",
+};
+
+const GROUPINGS: { id: KernelGrouping; label: string }[] = [
+  { id: "name", label: "Kernel" },
+  { id: "name_op", label: "Kernel + operator + launch config" },
+];
+
+function dur(key: string, label: string, help: string, get: (r: KernelRow) => number): Column<KernelRow> {
+  return {
+    key,
+    label,
+    help,
+    numeric: true,
+    value: get,
+    text: (r) => formatDuration(get(r)),
+    exact: (r) => formatExactUs(get(r)),
+    csvHeader: `${label} (us)`,
+  };
+}
+
+const yesNo = (v: boolean | undefined): string => (v === undefined ? "—" : v ? "yes" : "no");
+
+export function kernelColumns(grouping: KernelGrouping, link?: TraceLinker): Column<KernelRow>[] {
+  const op = grouping === "name_op";
+  const cols: Column<KernelRow>[] = [
+    {
+      key: "name",
+      label: "Name",
+      value: (r) => r.name,
+      render: (r) => (link ? h("span", {}, clampedName(r.name, "kernel-name"), link(r.name)) : clampedName(r.name, "kernel-name")),
+      title: (r) => r.name,
+      cls: "ptp-name-col",
+    },
+  ];
+  if (op) cols.push({ key: "operator", label: "Operator", help: KERNEL_HELP.operator, value: (r) => r.operator ?? "", cls: "ptp-op-col" });
+  cols.push({
+    key: "tensor_cores",
+    label: "Tensor cores",
+    help: KERNEL_HELP.tensorCores,
+    value: (r) => r.tensor_cores,
+    render: (r) => h("span", { class: r.tensor_cores ? "ptp-tag" : "ptp-tag ptp-tag-muted" }, yesNo(r.tensor_cores)),
+    title: () => KERNEL_HELP.tensorCores,
+  });
+  if (op) cols.push({ key: "op_tc_eligible", label: "Op TC eligible", help: KERNEL_HELP.opTc, value: (r) => r.op_tc_eligible, text: (r) => yesNo(r.op_tc_eligible), title: () => KERNEL_HELP.opTc });
+  cols.push(
+    { key: "calls", label: "Calls", help: KERNEL_HELP.calls, numeric: true, value: (r) => r.calls, text: (r) => formatInt(r.calls), exact: (r) => `${formatInt(r.calls)} calls` },
+    dur("total", "Total", KERNEL_HELP.total, (r) => r.total_us),
+    dur("mean", "Mean", KERNEL_HELP.mean, (r) => r.mean_us),
+    dur("min", "Min", KERNEL_HELP.min, (r) => r.min_us),
+    dur("max", "Max", KERNEL_HELP.max, (r) => r.max_us),
+    {
+      key: "blocks_per_sm",
+      label: "Mean blocks per SM",
+      help: KERNEL_HELP.blocksPerSm,
+      numeric: true,
+      value: (r) => r.blocks_per_sm,
+      text: (r) => formatFixed(r.blocks_per_sm, 2),
+      exact: (r) => (r.blocks_per_sm === null ? "Not recorded" : String(r.blocks_per_sm)),
+    },
+    {
+      key: "achieved_occupancy",
+      label: "Mean est. achieved occupancy %",
+      help: KERNEL_HELP.occupancy,
+      numeric: true,
+      value: (r) => r.achieved_occupancy,
+      text: (r) => formatPercent1(r.achieved_occupancy),
+      exact: (r) => (r.achieved_occupancy === null ? "Not recorded" : `${(r.achieved_occupancy * 100).toFixed(3)}%`),
+      csvHeader: "Mean est. achieved occupancy (%)",
+      csv: (r) => (r.achieved_occupancy === null ? null : r.achieved_occupancy * 100),
+    },
+  );
+  if (op) {
+    cols.push(
+      { key: "grid", label: "Grid", help: KERNEL_HELP.grid, value: (r) => r.grid ?? null, cls: "ptp-mono ptp-nowrap", title: () => KERNEL_HELP.grid },
+      { key: "block", label: "Block", help: KERNEL_HELP.block, value: (r) => r.block ?? null, cls: "ptp-mono ptp-nowrap", title: () => KERNEL_HELP.block },
+      {
+        key: "registers_per_thread",
+        label: "Registers/thread",
+        help: KERNEL_HELP.registers,
+        numeric: true,
+        value: (r) => r.registers_per_thread ?? null,
+        text: (r) => formatInt(r.registers_per_thread),
+      },
+      {
+        key: "shared_memory",
+        label: "Shared memory",
+        help: KERNEL_HELP.sharedMemory,
+        numeric: true,
+        value: (r) => r.shared_memory ?? null,
+        text: (r) => formatBytes(r.shared_memory),
+        exact: (r) => (r.shared_memory === null || r.shared_memory === undefined ? "Not recorded" : `${formatInt(r.shared_memory)} bytes`),
+        csvHeader: "Shared memory (bytes)",
+      },
+    );
+  }
+  cols.push({
+    key: "streams",
+    label: "Streams",
+    help: KERNEL_HELP.streams,
+    value: (r) => r.streams.join(" "),
+    text: (r) => (r.streams.length ? r.streams.join(", ") : "—"),
+    sortable: false,
+    title: () => KERNEL_HELP.streams,
+  });
+  return cols;
+}
+
+const rowKey = (r: KernelRow): string =>
+  [r.name, r.operator ?? "", r.grid ?? "", r.block ?? "", r.registers_per_thread ?? "", r.shared_memory ?? ""].join("\u0000");
+
+function tensorCoreFigure(ratio: number, kernelUs: number): Figure {
+  const on = ratio * kernelUs;
+  const off = Math.max(0, kernelUs - on);
+  return {
+    data: [
+      {
+        type: "pie",
+        labels: ["Using tensor cores", "Not using tensor cores"],
+        values: [on, off],
+        text: [formatDuration(on), formatDuration(off)],
+        hovertemplate: "%{label}<br>%{text} of kernel time · %{percent:.1%}<extra></extra>",
+        texttemplate: "%{percent:.1%}",
+        textposition: "inside",
+        insidetextorientation: "horizontal",
+        sort: false,
+        direction: "clockwise",
+        hole: 0.45,
+        marker: { colors: ["#59a14f", "#9e9e9e"], line: { width: 1, color: "rgba(128,128,128,0.35)" } },
+      },
+    ],
+    layout: pieLayout({ legend: { orientation: "h", x: 0.5, xanchor: "center", y: -0.05, yanchor: "top" }, margin: { l: 8, r: 8, t: 8, b: 40 } }),
+  };
+}
+
+export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
+  replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading kernels…"));
+  let byName: KernelsResponse;
+  try {
+    byName = await fetchFor<KernelsResponse>(ctx, "kernels", { group_by: "name" });
+  } catch (err) {
+    if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the kernels"));
+    return undefined;
+  }
+  if (left(ctx)) return undefined;
+  const rows = Array.isArray(byName.rows) ? byName.rows : [];
+  const kernelUs = rows.reduce((s, r) => s + (Number.isFinite(r.total_us) ? r.total_us : 0), 0);
+  const ratio = typeof byName.tensor_core_ratio === "number" && Number.isFinite(byName.tensor_core_ratio) ? byName.tensor_core_ratio : null;
+
+  // ---- pies
+  let topCount = 10;
+  const kernelPie = chartDiv("pie-kernels", 320);
+  const tcPie = chartDiv("pie-tensor-cores", 320);
+  const topInput = h("input", {
+    testid: "top-n",
+    attrs: { type: "number", min: 1, max: 50, value: topCount, "aria-label": "Kernels shown in the pie" },
+    onChange: () => {
+      const n = Math.round(Number(topInput.value));
+      topCount = Number.isFinite(n) ? Math.min(50, Math.max(1, n)) : 10;
+      topInput.value = String(topCount);
+      void drawKernelPie();
+    },
+  });
+  const piesCard = card(
+    { testid: "card-kernel-pies" },
+    h(
+      "div",
+      { class: "ptp-card-head" },
+      h("h3", {}, "Time by kernel"),
+      h("label", { class: "ptp-picker", title: "The N largest kernels get their own slice; all others are summed in \"Other\", so every share is of the whole." }, "Top N", topInput),
+      h(
+        "span",
+        { class: "ptp-muted", title: `${formatExactUs(kernelUs)}: ${KERNEL_HELP.total}` },
+        `${formatInt(rows.length)} kernels · ${formatDuration(kernelUs)} of kernel time`,
+      ),
+    ),
+    h(
+      "div",
+      { class: "ptp-pies ptp-kernel-pies" },
+      h("div", {}, h("div", { class: "ptp-pie-title" }, "Total time per kernel", infoIcon(KERNEL_HELP.total)), kernelPie),
+      ratio !== null
+        ? h(
+            "div",
+            { testid: "tensor-core-pie" },
+            h(
+              "div",
+              { class: "ptp-pie-title" },
+              "Kernel time on tensor cores: ",
+              h("span", { testid: "tensor-core-ratio", dataset: { value: String(ratio) } }, formatPercent1(ratio)),
+              infoIcon(KERNEL_HELP.tcRatio),
+            ),
+            tcPie,
+          )
+        : null,
+    ),
+  );
+
+  // ---- table
+  let grouping: KernelGrouping = "name";
+  const cache = new Map<KernelGrouping, KernelsResponse>([["name", byName]]);
+  const select = h(
+    "select",
+    { testid: "kernel-group-by", attrs: { "aria-label": "Group by" }, onChange: () => { void setGrouping(select.value as KernelGrouping); } },
+    GROUPINGS.map((g) => h("option", { attrs: { value: g.id } }, g.label)),
+  );
+  const tableStatus = h("span", { class: "ptp-muted", testid: "table-status", attrs: { "aria-live": "polite" } });
+  const table = new DataTable<KernelRow>({
+    testid: "kernel-table",
+    csvName: () => csvFileName("kernels", ctx.run, ctx.worker, `span${ctx.span}`, grouping),
+    controls: [h("label", { class: "ptp-picker" }, "Group by", select), tableStatus],
+    emptyText: "This trace has no GPU kernels.",
+  });
+  const setData = (g: KernelGrouping, resp: KernelsResponse): void => {
+    const searches = [{ key: "name", label: "Search kernels", placeholder: "Search kernel names", text: (r: KernelRow) => r.name }];
+    if (g === "name_op") searches.push({ key: "operator", label: "Search operators", placeholder: "Search operator names", text: (r: KernelRow) => r.operator ?? "" });
+    table.setData({
+      columns: kernelColumns(g, traceLinker(ctx)),
+      rows: Array.isArray(resp.rows) ? resp.rows : [],
+      searches,
+      sort: { key: "total", dir: "desc" },
+      rowKey,
+    });
+  };
+  const setGrouping = async (g: KernelGrouping): Promise<void> => {
+    grouping = g;
+    let resp = cache.get(g);
+    if (!resp) {
+      select.disabled = true;
+      tableStatus.textContent = "Loading…";
+      try {
+        resp = await fetchFor<KernelsResponse>(ctx, "kernels", { group_by: g });
+        cache.set(g, resp);
+        tableStatus.textContent = "";
+      } catch (err) {
+        if (left(ctx)) return;
+        tableStatus.textContent = `Could not load this grouping: ${err instanceof Error ? err.message : String(err)}`;
+        return;
+      } finally {
+        select.disabled = false;
+      }
+    }
+    if (grouping === g && !left(ctx)) setData(g, resp);
+  };
+  setData("name", byName);
+
+  replaceChildren(
+    container,
+    h(
+      "div",
+      { class: "ptp-view ptp-kernels", testid: "kernel-view" },
+      rows.length ? piesCard : null,
+      card({ title: "Kernels", testid: "card-kernel-table" }, table.el),
+    ),
+  );
+
+  let charts: Charts | null = null;
+  const colors = new ColorMap();
+  const drawKernelPie = async (): Promise<void> => {
+    if (!charts) return;
+    const items: Item[] = rows.map((r) => ({ name: r.name, value: r.total_us }));
+    const slices = topN(items, topCount);
+    colors.assign(slices.filter((s) => !s.other).map((s) => s.name));
+    await charts.draw(kernelPie, () => ({
+      data: [pieTrace(slices, { format: formatDuration, colors, what: "total", labelMax: 44 })],
+      layout: pieLayout(),
+    }));
+  };
+  if (rows.length) {
+    try {
+      const Plotly = await ctx.loadPlotly();
+      if (left(ctx)) return undefined;
+      charts = new Charts(Plotly, ctx);
+      await drawKernelPie();
+      if (ratio !== null) await charts.draw(tcPie, () => tensorCoreFigure(ratio, kernelUs));
+    } catch (err) {
+      if (left(ctx)) return undefined;
+      const message = err instanceof Error ? err.message : String(err);
+      replaceChildren(piesCard, h("p", { class: "ptp-muted", testid: "chart-error" }, `The charts could not be drawn: ${message}`));
+    }
+  }
+  const c = charts;
+  return () => c?.dispose();
+}

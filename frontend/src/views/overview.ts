@@ -1,0 +1,353 @@
+/**
+ * The Overview page (GET ./overview): configuration and GPU summary cards, the step-time breakdown
+ * (stacked bars per step), the execution summary (average per step, table + pie), recommendations
+ * and notes. Numbers carry tooltips saying how they are computed.
+ */
+import { card, infoIcon } from "../components";
+import { type Child, h, replaceChildren } from "../dom";
+import { formatBytes, formatDuration, formatExactUs, formatInt, formatPercent1 } from "../format";
+import type { Theme } from "../theme";
+import type { EnvDevice, GpuSummary, OverviewResponse, Recommendation } from "./common/apiTypes";
+import { Charts, chartDiv, type Figure, plotlyText } from "./common/charts";
+import { fetchFor, left, loadErrorCard } from "./common/ui";
+import type { ViewContext } from "./types";
+
+export const HELP = {
+  utilization: "Share of the step span (first step start to last step end) in which at least one kernel ran on this GPU.",
+  smEfficiency:
+    "Estimated: for each moment, the sum of blocks-per-SM of the running kernels capped at 1, averaged over the step span.",
+  occupancy: "Estimated achieved occupancy of the kernels (from Kineto), weighted by kernel time inside the steps.",
+  tensorCores: "Share of this GPU's kernel time spent in kernels that use tensor cores (detected from kernel names).",
+  kernelTime: "Sum of the durations of all kernels on this GPU in the whole trace.",
+  breakdown:
+    "Each microsecond of a step is counted once, in the first matching category of: Kernel > Memcpy > Memset > Communication > Runtime > DataLoader > CPU Exec > Other.",
+  stepTime: "Average wall time of a step: from its ProfilerStep start on the host to the end of the last GPU work it launched.",
+};
+
+const CATEGORY_HELP: Record<string, string> = {
+  Kernel: "a GPU kernel ran (communication kernels excepted)",
+  Memcpy: "a GPU memory copy ran",
+  Memset: "a GPU memory set ran",
+  Communication: "collective communication ran (NCCL kernels, host collectives)",
+  Runtime: "the host was in a CUDA runtime or driver call (kernel launches, synchronizations)",
+  DataLoader: "the host was fetching a batch from the DataLoader",
+  "CPU Exec": "the host ran operators or annotated code",
+  Other: "none of the above (Python between operators, idle time)",
+};
+
+export const CATEGORY_COLORS: Record<string, string> = {
+  Kernel: "#4e79a7",
+  Memcpy: "#e15759",
+  Memset: "#edc948",
+  Communication: "#59a14f",
+  Runtime: "#b07aa1",
+  DataLoader: "#f28e2b",
+  "CPU Exec": "#76b7b2",
+  Other: "#9e9e9e",
+};
+
+function categoryHelp(category: string): string {
+  const what = CATEGORY_HELP[category];
+  return `${category}${what ? `: time in which ${what}` : ""}.\n${HELP.breakdown}`;
+}
+
+const num = (v: unknown): number | null => (typeof v === "number" && Number.isFinite(v) ? v : null);
+
+/** 13000 → "13.0", 12040 → "12.4"; strings pass through. */
+function cudaVersion(v: unknown): string | null {
+  if (typeof v === "number" && Number.isInteger(v) && v >= 1000 && v < 100000) return `${Math.floor(v / 1000)}.${Math.floor((v % 1000) / 10)}`;
+  if (typeof v === "number" && Number.isFinite(v)) return String(v);
+  return typeof v === "string" && v !== "" ? v : null;
+}
+
+function deviceLine(d: EnvDevice): string {
+  const parts = [d.name ?? "Unknown GPU"];
+  if (num(d.memory_bytes) !== null) parts.push(formatBytes(d.memory_bytes));
+  if (d.compute_capability) parts.push(`compute capability ${d.compute_capability}`);
+  if (num(d.num_sms) !== null) parts.push(`${formatInt(d.num_sms)} SMs`);
+  return parts.join(" · ");
+}
+
+function facts(rows: [string, Child, string][], testid: string): HTMLElement {
+  return h(
+    "dl",
+    { class: "ptp-dl", testid },
+    rows.map(([k, v, title]) => [h("dt", {}, k), h("dd", { title, dataset: { fact: k } }, v)]),
+  );
+}
+
+function configurationCard(data: OverviewResponse): HTMLElement {
+  const env = data.environment;
+  const rows: [string, Child, string][] = [];
+  rows.push(["Device type", env.device_type === "CPU" ? "CPU only" : "GPU", "GPU when the trace has GPU or CUDA runtime events, else CPU only."]);
+  if (num(env.workers) !== null) rows.push(["Workers", formatInt(env.workers), "Trace files (workers) of this run."]);
+  const devices = Array.isArray(env.devices) ? env.devices : [];
+  devices.forEach((d, i) => {
+    rows.push([
+      devices.length > 1 ? `GPU ${d.id ?? i}` : "GPU",
+      h("span", { class: "ptp-break" }, deviceLine(d)),
+      "From the trace's deviceProperties (all GPUs the process saw, used or not).",
+    ]);
+  });
+  const versions: [string, string | null, string][] = [
+    ["PyTorch", typeof env.pytorch_version === "string" && env.pytorch_version ? env.pytorch_version : null, "PyTorch version written in the trace."],
+    ["CUDA runtime", cudaVersion(env.cuda_runtime_version), `CUDA runtime version written in the trace (${String(env.cuda_runtime_version)}).`],
+    ["CUDA driver", cudaVersion(env.cuda_driver_version), `CUDA driver API version written in the trace (${String(env.cuda_driver_version)}).`],
+    ["CUPTI", env.cupti_version === null || env.cupti_version === undefined ? null : String(env.cupti_version), "CUPTI version written in the trace."],
+    ["Framework", typeof env.framework === "string" && env.framework ? env.framework : null, "Framework that wrote the trace (e.g. pytorch-lightning)."],
+  ];
+  for (const [k, v, t] of versions) if (v !== null) rows.push([k, v, t]);
+  return card({ title: "Configuration", testid: "card-configuration" }, facts(rows, "configuration"));
+}
+
+function metric(label: string, value: string, help: string, testid: string, raw: number | null): HTMLElement {
+  const el = h(
+    "div",
+    { class: "ptp-metric", testid, title: help },
+    h("div", { class: "ptp-metric-label" }, label, " ", infoIcon(help)),
+    h("div", { class: "ptp-metric-value" }, value),
+  );
+  if (raw !== null) el.dataset["value"] = String(raw);
+  return el;
+}
+
+function gpuCard(g: GpuSummary): HTMLElement {
+  const sub: string[] = [];
+  if (num(g.memory_bytes) !== null) sub.push(formatBytes(g.memory_bytes));
+  if (g.compute_capability) sub.push(`compute capability ${g.compute_capability}`);
+  const el = card(
+    { title: `GPU ${g.id}${g.name ? ` · ${g.name}` : ""}`, testid: "gpu-card", class: "ptp-gpu-card" },
+    sub.length ? h("p", { class: "ptp-muted ptp-card-sub" }, sub.join(" · ")) : null,
+    h(
+      "div",
+      { class: "ptp-metrics" },
+      metric("GPU utilization", formatPercent1(g.utilization), HELP.utilization, "gpu-utilization", num(g.utilization)),
+      metric("Est. SM efficiency", formatPercent1(g.sm_efficiency), HELP.smEfficiency, "gpu-sm-efficiency", num(g.sm_efficiency)),
+      metric("Est. achieved occupancy", formatPercent1(g.achieved_occupancy), HELP.occupancy, "gpu-occupancy", num(g.achieved_occupancy)),
+      metric("Kernel time using tensor cores", formatPercent1(g.tensor_core_ratio), HELP.tensorCores, "gpu-tensor-cores", num(g.tensor_core_ratio)),
+    ),
+    num(g.kernel_time_us) !== null
+      ? h("p", { class: "ptp-muted ptp-card-foot", title: `${formatExactUs(g.kernel_time_us)}\n${HELP.kernelTime}` }, `Kernel time: ${formatDuration(g.kernel_time_us)} in the whole trace`)
+      : null,
+  );
+  el.dataset["gpu"] = String(g.id);
+  return el;
+}
+
+/** Categories that only GPU work fills: left out of a CPU-only trace's table when empty. */
+const GPU_ONLY = new Set(["Kernel", "Memcpy", "Memset", "Runtime"]);
+
+function executionTable(data: OverviewResponse, gpuTrace: boolean): HTMLElement {
+  const avg = data.average;
+  const cats = data.categories.filter((c) => gpuTrace || !GPU_ONLY.has(c) || (num(avg.breakdown_us[c]) ?? 0) > 0);
+  return h(
+    "table",
+    { class: "ptp-table", testid: "execution-summary" },
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", { title: HELP.breakdown }, "Category ", infoIcon(HELP.breakdown)),
+        h("th", { class: "ptp-num", title: "Average time per step in this category." }, "Time per step"),
+        h("th", { class: "ptp-num", title: "Share of the average step time." }, "Share"),
+      ),
+    ),
+    h(
+      "tbody",
+      {},
+      cats.map((c) => {
+        const us = num(avg.breakdown_us[c]) ?? 0;
+        const share = num(avg.share[c]) ?? 0;
+        const tr = h(
+          "tr",
+          { testid: "execution-row", class: us === 0 ? "ptp-dim" : undefined, dataset: { category: c, us: String(us), share: String(share) } },
+          h("td", { title: categoryHelp(c) }, h("span", { class: "ptp-swatch", style: { background: CATEGORY_COLORS[c] ?? "#9e9e9e" } }), c),
+          h("td", { class: "ptp-num", testid: "execution-time", title: `${formatExactUs(us)} per step on average\n${categoryHelp(c)}` }, formatDuration(us)),
+          h("td", { class: "ptp-num", testid: "execution-share", title: `Average time per step in ${c} / average step time.\n${HELP.breakdown}` }, formatPercent1(share)),
+        );
+        return tr;
+      }),
+    ),
+    h(
+      "tfoot",
+      {},
+      h(
+        "tr",
+        {},
+        h("td", {}, "Step (average)"),
+        h("td", { class: "ptp-num", testid: "execution-total", title: `${formatExactUs(avg.duration_us)}\n${HELP.stepTime}` }, formatDuration(avg.duration_us)),
+        h("td", { class: "ptp-num" }, "100.0%"),
+      ),
+    ),
+  );
+}
+
+function safeLink(url: string): string | null {
+  try {
+    const u = new URL(url, document.baseURI);
+    return u.protocol === "https:" || u.protocol === "http:" ? u.href : null;
+  } catch {
+    return null;
+  }
+}
+
+function recommendationsCard(recs: Recommendation[], gpu: boolean): HTMLElement {
+  const items = recs.filter((r) => typeof r.text === "string" && r.text !== "");
+  return card(
+    { title: "Performance recommendations", testid: "card-recommendations" },
+    items.length === 0
+      ? h("p", { class: "ptp-muted", testid: "no-recommendations" }, `Nothing stood out in this trace${gpu ? "" : " (CPU only)"}.`)
+      : h(
+          "ul",
+          { class: "ptp-recs" },
+          items.map((r) => {
+            const href = safeLink(r.link);
+            return h(
+              "li",
+              { testid: "recommendation", dataset: { id: r.id } },
+              h("span", { class: "ptp-rec-text" }, r.text),
+              href
+                ? h("a", { class: "ptp-rec-link", testid: "recommendation-link", attrs: { href, target: "_blank", rel: "noopener noreferrer" }, title: href }, "Docs ↗")
+                : null,
+            );
+          }),
+        ),
+  );
+}
+
+function stepFigure(data: OverviewResponse, theme: Theme): Figure {
+  const steps = data.steps;
+  const names = steps.map((s) => plotlyText(s.name));
+  const dark = theme === "dark";
+  const traces = data.categories.map((c) => {
+    const ms = steps.map((s) => (num(s.breakdown_us[c]) ?? 0) / 1000);
+    const pct = steps.map((s) => (s.duration_us > 0 ? (100 * (num(s.breakdown_us[c]) ?? 0)) / s.duration_us : 0));
+    return {
+      type: "bar" as const,
+      name: c,
+      x: names,
+      y: ms,
+      customdata: pct,
+      marker: { color: CATEGORY_COLORS[c] ?? "#9e9e9e", line: { width: 0 } },
+      hovertemplate: `${c}: %{y:,.2f} ms (%{customdata:.1f}%)<extra></extra>`,
+      showlegend: ms.some((v) => v > 0),
+    };
+  });
+  const total = steps.map((s) => s.duration_us / 1000);
+  traces.push({
+    type: "bar" as const,
+    name: "Step",
+    x: names,
+    y: steps.map(() => 0),
+    customdata: total,
+    marker: { color: "rgba(0,0,0,0)", line: { width: 0 } },
+    hovertemplate: "Step total: %{customdata:,.2f} ms<extra></extra>",
+    showlegend: false,
+  });
+  return {
+    data: traces,
+    layout: {
+      barmode: "stack",
+      hovermode: "x unified",
+      bargap: steps.length > 20 ? 0.15 : 0.35,
+      xaxis: { type: "category", title: { text: "Step" }, automargin: true, showgrid: false },
+      yaxis: { title: { text: "Time (ms)" }, rangemode: "tozero", automargin: true },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", font: { size: 12 }, traceorder: "normal" },
+      margin: { l: 64, r: 16, t: 36, b: 48 },
+      hoverlabel: { bgcolor: dark ? "#303134" : "#ffffff" },
+    },
+  };
+}
+
+function sharePieFigure(data: OverviewResponse): Figure {
+  const cats = data.categories.filter((c) => (num(data.average.breakdown_us[c]) ?? 0) > 0);
+  return {
+    data: [
+      {
+        type: "pie",
+        labels: cats,
+        values: cats.map((c) => (num(data.average.breakdown_us[c]) ?? 0) / 1000),
+        marker: { colors: cats.map((c) => CATEGORY_COLORS[c] ?? "#9e9e9e"), line: { width: 1, color: "rgba(128,128,128,0.35)" } },
+        hovertemplate: "%{label}: %{value:,.2f} ms per step · %{percent:.1%}<extra></extra>",
+        texttemplate: "%{percent:.1%}",
+        textposition: "inside",
+        insidetextorientation: "horizontal",
+        sort: false,
+        direction: "clockwise",
+        hole: 0.45,
+      },
+    ],
+    layout: {
+      showlegend: true,
+      legend: { orientation: "v", x: 1, xanchor: "left", y: 0.5, yanchor: "middle" },
+      margin: { l: 8, r: 8, t: 8, b: 8 },
+      uniformtext: { minsize: 9, mode: "hide" },
+    },
+  };
+}
+
+export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
+  replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading the overview…"));
+  let data: OverviewResponse;
+  try {
+    data = await fetchFor<OverviewResponse>(ctx, "overview");
+  } catch (err) {
+    if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the overview"));
+    return undefined;
+  }
+  if (left(ctx)) return undefined;
+  data.steps = Array.isArray(data.steps) ? data.steps : [];
+  data.categories = Array.isArray(data.categories) && data.categories.length ? data.categories : Object.keys(CATEGORY_COLORS);
+  data.gpus = Array.isArray(data.gpus) ? data.gpus : [];
+  data.recommendations = Array.isArray(data.recommendations) ? data.recommendations : [];
+  data.notes = Array.isArray(data.notes) ? data.notes : [];
+  const gpuTrace = data.environment.device_type !== "CPU";
+
+  const stepChart = chartDiv("step-chart", 340);
+  const pieChart = chartDiv("breakdown-pie", 280);
+  const nSteps = data.steps.length;
+  replaceChildren(
+    container,
+    h(
+      "div",
+      { class: "ptp-view ptp-overview", testid: "overview" },
+      data.notes.map((n) => h("div", { class: "ptp-note", testid: "overview-note", role: "note" }, infoIcon("A note from the analysis."), h("span", {}, n))),
+      h("div", { class: "ptp-grid ptp-grid-cards" }, configurationCard(data), gpuTrace ? data.gpus.map(gpuCard) : null),
+      card(
+        { title: "Step time breakdown", testid: "card-steps" },
+        h(
+          "p",
+          { class: "ptp-muted ptp-card-sub" },
+          `${formatInt(nSteps)} step${nSteps === 1 ? "" : "s"} · average `,
+          h("strong", { testid: "avg-step-time", title: `${formatExactUs(data.average.duration_us)}\n${HELP.stepTime}`, dataset: { value: String(data.average.duration_us) } }, formatDuration(data.average.duration_us)),
+          " per step ",
+          infoIcon(HELP.breakdown),
+        ),
+        stepChart,
+      ),
+      card(
+        { title: "Execution summary", testid: "card-execution" },
+        h("div", { class: "ptp-split" }, h("div", { class: "ptp-table-wrap" }, executionTable(data, gpuTrace)), pieChart),
+      ),
+      recommendationsCard(data.recommendations, gpuTrace),
+    ),
+  );
+
+  let charts: Charts | null = null;
+  try {
+    const Plotly = await ctx.loadPlotly();
+    if (left(ctx)) return undefined;
+    charts = new Charts(Plotly, ctx);
+    await charts.draw(stepChart, (theme) => stepFigure(data, theme));
+    await charts.draw(pieChart, () => sharePieFigure(data));
+  } catch (err) {
+    if (left(ctx)) return undefined;
+    const message = err instanceof Error ? err.message : String(err);
+    stepChart.replaceWith(h("p", { class: "ptp-muted", testid: "chart-error" }, `The chart could not be drawn: ${message}`));
+    pieChart.remove();
+  }
+  const c = charts;
+  return () => c?.dispose();
+}

@@ -1,0 +1,299 @@
+/**
+ * The Trace view's data side: a `./trace/window` answer turned into typed arrays that the renderer
+ * walks without allocating, colours by name, and time formatting.
+ */
+import type { TraceWindowResponse, WindowFlow, WindowTrack } from "./traceTypes";
+
+export interface Lane {
+  depth: number;
+  /** events ≥ 1 px at fetch time: start (relative to the window's t0), duration, palette index, id, name index */
+  et: Float64Array;
+  ed: Float64Array;
+  ec: Uint8Array;
+  eid: Float64Array;
+  en: Int32Array;
+  /** boxes of merged sub-pixel events */
+  bt: Float64Array;
+  bd: Float64Array;
+  bcount: Float64Array;
+  bbusy: Float64Array;
+  bc: Uint8Array;
+  bn: Int32Array;
+}
+
+export interface TrackMeta {
+  id: number;
+  kind: "cpu" | "gpu";
+  label: string;
+  process: string;
+  depths: number;
+}
+
+export interface TrackData extends TrackMeta {
+  collapsed: boolean;
+  /** lanes by depth (sparse: depths without events in the window are missing) */
+  lanes: (Lane | undefined)[];
+}
+
+export interface CounterData {
+  name: string;
+  unit: string;
+  /** NaN where the answer had null */
+  values: Float64Array;
+  max: number;
+}
+
+export interface Step {
+  name: string;
+  /** absolute µs */
+  start: number;
+  dur: number;
+}
+
+export interface EventLocation {
+  id: number;
+  track: number;
+  depth: number;
+  /** absolute µs */
+  start: number;
+  dur: number;
+  name: string;
+}
+
+export interface WindowData {
+  t0: number;
+  t1: number;
+  pxUs: number;
+  bounds: [number, number];
+  names: string[];
+  tracks: TrackData[];
+  trackById: Map<number, TrackData>;
+  flows: WindowFlow[];
+  flowsTruncated: boolean;
+  steps: Step[];
+  counters: CounterData[];
+  /** the `collapsed=` list the window was asked with */
+  collapsedKey: string;
+  eventCount: number;
+  boxCount: number;
+  /** lazily built id → location of the window's events */
+  index: Map<number, EventLocation> | null;
+}
+
+// ------------------------------------------------------------------------------------------ colours
+
+/** Hues of the event palette; lightness/saturation come from the theme. */
+const HUES = [210, 145, 28, 275, 350, 185, 55, 320, 100, 240, 12, 200, 80, 300, 40, 165, 225, 125, 0, 260];
+export const PALETTE_SIZE = HUES.length;
+
+export interface Palette {
+  fill: string[];
+  /** true where dark text reads better than light text */
+  darkText: boolean[];
+}
+
+export function makePalette(dark: boolean): Palette {
+  const fill: string[] = [];
+  const darkText: boolean[] = [];
+  for (const [i, hue] of HUES.entries()) {
+    const sat = dark ? 45 + (i % 3) * 8 : 55 + (i % 3) * 8;
+    const light = dark ? 40 + (i % 4) * 5 : 64 + (i % 4) * 5;
+    fill.push(`hsl(${hue} ${sat}% ${light}%)`);
+    darkText.push(!dark);
+  }
+  return { fill, darkText };
+}
+
+const colourCache = new Map<string, number>();
+
+/** A stable palette index for a name (FNV-1a of the name without digits' noise such as "#123"). */
+export function colourOf(name: string): number {
+  const cached = colourCache.get(name);
+  if (cached !== undefined) return cached;
+  const key = name.replace(/#\d+$/, "");
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  const idx = (h >>> 0) % PALETTE_SIZE;
+  if (colourCache.size > 50_000) colourCache.clear();
+  colourCache.set(name, idx);
+  return idx;
+}
+
+// ------------------------------------------------------------------------------------------ parsing
+
+function f64(values: readonly number[] | undefined): Float64Array {
+  return Float64Array.from(values ?? []);
+}
+
+function i32(values: readonly number[] | undefined): Int32Array {
+  return Int32Array.from(values ?? []);
+}
+
+function colours(nameIdx: Int32Array, nameColours: Uint8Array): Uint8Array {
+  const out = new Uint8Array(nameIdx.length);
+  for (let i = 0; i < nameIdx.length; i++) out[i] = nameColours[nameIdx[i] ?? 0] ?? 0;
+  return out;
+}
+
+function parseTrack(t: WindowTrack, nameColours: Uint8Array, counts: { events: number; boxes: number }): TrackData {
+  const lanes: (Lane | undefined)[] = [];
+  for (const l of Array.isArray(t.lanes) ? t.lanes : []) {
+    const en = i32(l.events.n);
+    const bn = i32(l.boxes.n);
+    const lane: Lane = {
+      depth: l.depth,
+      et: f64(l.events.t),
+      ed: f64(l.events.d),
+      en,
+      ec: colours(en, nameColours),
+      eid: f64(l.events.id),
+      bt: f64(l.boxes.t),
+      bd: f64(l.boxes.d),
+      bcount: f64(l.boxes.count),
+      bbusy: f64(l.boxes.busy),
+      bn,
+      bc: colours(bn, nameColours),
+    };
+    counts.events += lane.et.length;
+    counts.boxes += lane.bt.length;
+    lanes[l.depth] = lane;
+  }
+  return {
+    id: t.id,
+    kind: t.kind === "gpu" ? "gpu" : "cpu",
+    label: t.label,
+    process: t.process,
+    depths: Math.max(1, t.depths | 0),
+    collapsed: t.collapsed,
+    lanes,
+  };
+}
+
+export function parseWindow(resp: TraceWindowResponse, collapsedKey: string): WindowData {
+  const names = Array.isArray(resp.names) ? resp.names.map(String) : [];
+  const nameColours = Uint8Array.from(names.map(colourOf));
+  const counts = { events: 0, boxes: 0 };
+  const tracks = (Array.isArray(resp.tracks) ? resp.tracks : []).map((t) => parseTrack(t, nameColours, counts));
+  const t0 = resp.t0;
+  return {
+    t0,
+    t1: resp.t1,
+    pxUs: resp.px_us,
+    bounds: [resp.bounds[0], resp.bounds[1]],
+    names,
+    tracks,
+    trackById: new Map(tracks.map((t) => [t.id, t])),
+    flows: Array.isArray(resp.flows) ? resp.flows : [],
+    flowsTruncated: resp.flows_truncated,
+    steps: (Array.isArray(resp.steps) ? resp.steps : []).map(([name, t, d]) => ({ name, start: t0 + t, dur: d })),
+    counters: (Array.isArray(resp.counters) ? resp.counters : []).map((c) => {
+      const values = Float64Array.from(c.values, (v) => (v === null ? NaN : v));
+      let max = 0;
+      for (const v of values) if (v > max) max = v;
+      return { name: c.name, unit: c.unit, values, max };
+    }),
+    collapsedKey,
+    eventCount: counts.events,
+    boxCount: counts.boxes,
+    index: null,
+  };
+}
+
+/** Where an event of the window is (null when it is not drawn as an event in this window). */
+export function locate(data: WindowData, id: number): EventLocation | null {
+  if (!data.index) {
+    const index = new Map<number, EventLocation>();
+    for (const track of data.tracks) {
+      for (const lane of track.lanes) {
+        if (!lane) continue;
+        for (let i = 0; i < lane.eid.length; i++) {
+          index.set(lane.eid[i] ?? -1, {
+            id: lane.eid[i] ?? -1,
+            track: track.id,
+            depth: lane.depth,
+            start: data.t0 + (lane.et[i] ?? 0),
+            dur: lane.ed[i] ?? 0,
+            name: data.names[lane.en[i] ?? 0] ?? "",
+          });
+        }
+      }
+    }
+    data.index = index;
+  }
+  return data.index.get(id) ?? null;
+}
+
+/** First index i with arr[i] >= value (arr sorted ascending). */
+export function lowerBound(arr: Float64Array, value: number): number {
+  let lo = 0;
+  let hi = arr.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((arr[mid] ?? 0) < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// ------------------------------------------------------------------------------------------ formatting
+
+const grouped = (digits: number): Intl.NumberFormat =>
+  new Intl.NumberFormat("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const FORMATS = [0, 1, 2, 3, 4, 5, 6].map(grouped);
+
+function fixed(value: number, digits: number): string {
+  const fmt = FORMATS[Math.min(6, Math.max(0, digits))] ?? grouped(digits);
+  return fmt.format(value);
+}
+
+/** A duration for people: "850 ns", "12.35 µs", "1.234 ms", "2.500 s". */
+export function formatTime(us: number): string {
+  if (!Number.isFinite(us)) return "—";
+  const a = Math.abs(us);
+  if (a === 0) return "0 µs";
+  if (a < 1) return `${fixed(us * 1000, 0)} ns`;
+  if (a < 1000) return `${fixed(us, a < 100 ? 3 : 2)} µs`;
+  if (a < 1_000_000) return `${fixed(us / 1000, 3)} ms`;
+  return `${fixed(us / 1_000_000, 3)} s`;
+}
+
+/** A ruler step in µs: 1, 2 or 5 × 10^k, at least `minUs`. */
+export function niceStep(minUs: number): number {
+  if (!(minUs > 0) || !Number.isFinite(minUs)) return 1;
+  const exp = Math.floor(Math.log10(minUs));
+  const base = 10 ** exp;
+  for (const m of [1, 2, 5, 10]) if (m * base >= minUs) return m * base;
+  return 10 * base;
+}
+
+/** The unit of ruler labels for a view reaching `maxOffsetUs` past the trace start: s, ms or µs. */
+export function tickUnit(maxOffsetUs: number): { us: number; suffix: string } {
+  if (maxOffsetUs >= 1_000_000) return { us: 1_000_000, suffix: "s" };
+  if (maxOffsetUs >= 1000) return { us: 1000, suffix: "ms" };
+  return { us: 1, suffix: "µs" };
+}
+
+/** A ruler label for an offset from the trace start, with the decimals the step needs in that unit. */
+export function formatTick(offsetUs: number, stepUs: number, unit: { us: number; suffix: string }): string {
+  const digits = Math.min(6, Math.max(0, Math.ceil(-Math.log10(stepUs / unit.us) - 1e-9)));
+  return `${fixed(offsetUs / unit.us, digits)} ${unit.suffix}`;
+}
+
+export function formatBytesShort(bytes: number): string {
+  if (!Number.isFinite(bytes)) return "—";
+  const a = Math.abs(bytes);
+  if (a >= 1024 ** 3) return `${fixed(bytes / 1024 ** 3, 2)} GiB`;
+  if (a >= 1024 ** 2) return `${fixed(bytes / 1024 ** 2, 1)} MiB`;
+  if (a >= 1024) return `${fixed(bytes / 1024, 1)} KiB`;
+  return `${fixed(bytes, 0)} B`;
+}
+
+export function formatCounter(value: number, unit: string): string {
+  if (!Number.isFinite(value)) return "—";
+  if (unit === "fraction") return `${fixed(value * 100, 1)}%`;
+  if (unit === "bytes") return formatBytesShort(value);
+  return fixed(value, 2);
+}

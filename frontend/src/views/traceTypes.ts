@@ -1,0 +1,116 @@
+/**
+ * The JSON contract of the Trace view's routes (`./trace/window`, `./trace/event`, `./trace/search`,
+ * `./trace/range`; see docs/api/openapi.yaml). Times are microseconds: absolute in requests, briefs
+ * and details, relative to `t0` inside a window answer.
+ */
+
+/** Events at least one pixel wide, columnar. */
+export interface LaneEvents {
+  t: number[];
+  d: number[];
+  /** index into `names` */
+  n: number[];
+  id: number[];
+}
+
+/** Merged runs of sub-pixel events, columnar. */
+export interface LaneBoxes {
+  t: number[];
+  d: number[];
+  count: number[];
+  /** share of the box's span covered by events, 0..1 */
+  busy: number[];
+  /** the most common name, index into `names` */
+  n: number[];
+}
+
+export interface WindowLane {
+  depth: number;
+  events: LaneEvents;
+  boxes: LaneBoxes;
+}
+
+export interface WindowTrack {
+  id: number;
+  kind: "cpu" | "gpu";
+  pid?: number;
+  tid?: number;
+  label: string;
+  process: string;
+  /** nesting depths of the whole track (not only of this window) */
+  depths: number;
+  collapsed: boolean;
+  lanes: WindowLane[];
+}
+
+export interface WindowCounter {
+  name: string;
+  /** "fraction" (0..1) or "bytes" */
+  unit: string;
+  /** one per pixel column of the window; null where nothing is known */
+  values: (number | null)[];
+}
+
+/** [src_id, src_track, src_t, dst_id, dst_track, dst_t], times relative to t0 */
+export type WindowFlow = [number, number, number, number, number, number];
+
+/** [name, t (relative to t0), duration] */
+export type WindowStep = [string, number, number];
+
+export interface TraceWindowResponse {
+  t0: number;
+  t1: number;
+  px_us: number;
+  /** [trace start, trace end], absolute µs */
+  bounds: [number, number];
+  names: string[];
+  tracks: WindowTrack[];
+  flows: WindowFlow[];
+  flows_truncated: boolean;
+  steps: WindowStep[];
+  counters: WindowCounter[];
+}
+
+export interface EventBrief {
+  id: number;
+  name: string;
+  /** absolute µs */
+  start_us: number;
+  dur_us: number;
+  track: number | null;
+}
+
+export interface TraceEventResponse extends EventBrief {
+  category: string | null;
+  kind: string;
+  pid: number;
+  tid: number;
+  args: Record<string, unknown>;
+  launched_by?: EventBrief | null;
+  operator?: EventBrief | null;
+  launched?: EventBrief[];
+  /** frames "path(line): function", innermost first */
+  call_stack?: string[];
+}
+
+export interface TraceSearchResponse {
+  query: string;
+  total: number;
+  offset: number;
+  items: EventBrief[];
+}
+
+export interface TraceRangeRow {
+  name: string;
+  count: number;
+  total_us: number;
+  self_us: number;
+}
+
+export interface TraceRangeResponse {
+  start_us: number;
+  end_us: number;
+  events: number;
+  groups: number;
+  rows: TraceRangeRow[];
+}
