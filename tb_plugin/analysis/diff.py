@@ -174,6 +174,14 @@ def _has_anchor(phases: list[tuple[str, list[int]]]) -> bool:
     return any(key not in ("Operators", "Backward") for key, _ in phases)
 
 
+def _pair_label(a: _Side, left: list[int], b: _Side, right: list[int]) -> str:
+    """One name for an aligned entry; both when the two sides differ (e.g. two DataLoader iterator classes)."""
+    la, lb = _label(a, left), _label(b, right)
+    if la and lb and la != lb:
+        return f"{la} ⇄ {lb}"
+    return la or lb
+
+
 def _align(a: _Side, left: list[int], b: _Side, right: list[int]) -> list[tuple[list[int], list[int]]]:
     """Pairs of (baseline nodes, experiment nodes): matched entries and the groups between them.
 
@@ -227,7 +235,7 @@ def diff_node(base: TraceModel, exp: TraceModel, path: str = "0") -> dict[str, A
         if k >= len(pairs):
             raise KeyError(path)
         left, right = pairs[k]
-        name = _label(a, left) or _label(b, right)
+        name = _pair_label(a, left, b, right)
         pairs = _expand(a, left, b, right)
     return {
         "path": path,
@@ -235,7 +243,7 @@ def diff_node(base: TraceModel, exp: TraceModel, path: str = "0") -> dict[str, A
         "baseline": _stats(a, left), "experiment": _stats(b, right),
         "children": [{
             "path": f"{path}-{i}",
-            "name": _label(a, lft) or _label(b, rgt),
+            "name": _pair_label(a, lft, b, rgt),
             "baseline": _stats(a, lft), "experiment": _stats(b, rgt),
             "matched": bool(lft and rgt and _key(a, lft[0]) == _key(b, rgt[0])),
             "expandable": _expandable(a, lft, b, rgt),

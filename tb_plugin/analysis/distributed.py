@@ -15,6 +15,7 @@ waiting for the others (sync).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,6 +172,11 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
     """``traces``: (worker name, model) of one span for every worker of a run."""
     ranks = sorted(((_rank_of(m, w, i), w, m) for i, (w, m) in enumerate(sorted(traces))), key=lambda t: t[0])
     notes: list[str] = []
+    seen = Counter(rank for rank, _, _ in ranks)
+    repeated = sorted(r for r, n in seen.items() if n > 1)
+    if repeated:
+        notes.append(f"Several workers report the same rank ({', '.join(map(str, repeated))}): copied traces, or "
+                     "traces of different jobs in one run? Ranks are shown per worker.")
     per_rank = [collectives(m) for _, _, m in ranks]
     # Match instances across ranks by (group, seq): the fastest rank's duration is the transfer time.
     durations: dict[tuple[str, int], list[float]] = {}
@@ -283,7 +289,8 @@ def _backend(ranks: list[tuple[int, str, TraceModel]]) -> str | None:
     return None
 
 
-_SYNC_CALL = re.compile(r"^(?:cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|cudaStreamWaitEvent"
+# Calls that block the host until the GPU catches up (cudaStreamWaitEvent does not: it makes a stream wait).
+_SYNC_CALL = re.compile(r"^(?:cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize"
                         r"|aten::_local_scalar_dense)$")
 
 
