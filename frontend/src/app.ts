@@ -560,7 +560,7 @@ export class App {
       return;
     }
     if (!sel) {
-      replaceChildren(pane, emptyState(this.runs.logdir, this.runs.scanning));
+      replaceChildren(pane, emptyState(this.runs.logdir, this.runs.scanning, (this.runs.errors ?? []).length > 0));
       return;
     }
     const at = where(sel.run.name, sel.worker.name, sel.span.span);

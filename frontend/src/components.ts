@@ -85,7 +85,15 @@ with torch.profiler.profile(
 `;
 
 /** Shown when the logdir holds no trace yet: how a new user produces one. */
-export function emptyState(logdir: string, scanning: boolean): HTMLElement {
+export function emptyState(logdir: string, scanning: boolean, unreadable = false): HTMLElement {
+  if (unreadable) {
+    // The logdir could not be listed (its error card is shown above): "no traces" would mislead.
+    return card(
+      { class: "ptp-empty", testid: "empty-state" },
+      h("p", {}, "No runs to show: ", h("code", { class: "ptp-break" }, logdir || "the log directory"),
+        " could not be read. Fix the problem above; the plugin tries again at every rescan."),
+    );
+  }
   if (scanning) {
     return card(
       { class: "ptp-empty", testid: "empty-state", title: "Looking for profiler traces…" },

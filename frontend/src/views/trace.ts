@@ -171,6 +171,8 @@ class TraceView {
     fetches: 0,
     windows: 0,
     lastFetchMs: 0,
+    /** main-thread time to take in the last answer (parse into typed arrays, layout, steps) */
+    lastAcceptMs: 0,
     frames: 0,
     drawMsTotal: 0,
     lastDraw: { events: 0, boxes: 0, labels: 0, ms: 0 },
@@ -536,9 +538,11 @@ class TraceView {
         this.stats.lastFetchMs = performance.now() - started;
         this.stats.windows++;
         this.el.error.hidden = true;
+        const t = performance.now();
         const data = parseWindow(resp, collapsedKey);
         this.stats.lastWindow = { t0: data.t0, t1: data.t1, px_us: data.pxUs, events: data.eventCount, boxes: data.boxCount, width_px: Number(params["width_px"]) };
         this.accept(data);
+        this.stats.lastAcceptMs = performance.now() - t;
       })
       .catch((err: unknown) => {
         if (controller.signal.aborted || this.ctx.signal.aborted) return;
@@ -618,10 +622,13 @@ class TraceView {
   }
 
   private mergeSteps(steps: Step[], complete: boolean): void {
-    const known = new Map(this.steps.map((s) => [`${s.name}@${s.start.toFixed(3)}`, s]));
-    for (const s of steps) known.set(`${s.name}@${s.start.toFixed(3)}`, s);
-    this.steps = [...known.values()].sort((a, b) => a.start - b.start);
     if (complete) this.stepsComplete = true;
+    const key = (s: Step): string => `${s.name}@${s.start.toFixed(3)}`;
+    const known = new Map(this.steps.map((s) => [key(s), s]));
+    const before = known.size;
+    for (const s of steps) known.set(key(s), s);
+    if (known.size === before && this.el.stepSelect.options.length > 0) return; // nothing new
+    this.steps = [...known.values()].sort((a, b) => a.start - b.start);
     const select = this.el.stepSelect;
     replaceChildren(
       select,
