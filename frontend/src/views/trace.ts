@@ -1257,7 +1257,7 @@ class TraceView {
 
   private showFallback(testid: string, message: string): void {
     const url = absoluteUrl(this.ctx.api.url("trace/file", this.ids));
-    const link = h("input", { class: "ptp-trace-link-input ptp-mono", testid: "trace-file-link", attrs: { type: "text", readonly: true, "aria-label": "Direct link to the trace file" } });
+    const link = h("input", { class: "ptp-trace-file-input ptp-mono", testid: "trace-file-link", attrs: { type: "text", readonly: true, "aria-label": "Direct link to the trace file" } });
     link.value = url;
     link.addEventListener("focus", () => { link.select(); });
     this.showNotice(

@@ -40,7 +40,7 @@ function briefButton(b: EventBrief, hooks: DetailsHooks, testid: string): HTMLEl
   return h(
     "button",
     {
-      class: "ptp-trace-link",
+      class: "ptp-trace-partner",
       testid,
       title: `${b.name}\n${hooks.trackLabel(b.track)} · +${formatTime(b.start_us - hooks.traceStart)} · ${formatTime(b.dur_us)}`,
       dataset: { id: String(b.id) },
@@ -49,8 +49,8 @@ function briefButton(b: EventBrief, hooks: DetailsHooks, testid: string): HTMLEl
         hooks.reveal(b);
       },
     },
-    h("span", { class: "ptp-trace-link-name" }, b.name),
-    h("span", { class: "ptp-trace-link-meta" }, `${formatTime(b.dur_us)} · ${hooks.trackLabel(b.track)}`),
+    h("span", { class: "ptp-trace-partner-name" }, b.name),
+    h("span", { class: "ptp-trace-partner-meta" }, `${formatTime(b.dur_us)} · ${hooks.trackLabel(b.track)}`),
   );
 }
 
@@ -141,7 +141,7 @@ export function detailsPanel(ev: TraceEventResponse, hooks: DetailsHooks): HTMLE
       ? section(
           launched.length === 1 ? "Launched kernel" : `Launched GPU events (${launched.length})`,
           "trace-launched",
-          h("div", { class: "ptp-trace-links" }, launched.map((b) => briefButton(b, hooks, "trace-launched-link"))),
+          h("div", { class: "ptp-trace-partners" }, launched.map((b) => briefButton(b, hooks, "trace-launched-link"))),
         )
       : null,
     args.length
