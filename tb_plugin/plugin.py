@@ -10,8 +10,11 @@ from typing import Any
 
 from tensorboard.plugins import base_plugin
 
+from .analysis.overview import overview
 from .api.routes import Api
 from .catalog.catalog import parse_logdir_spec
+from .model.tables import TraceModel
+from .timeline.index import timeline_index
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,12 @@ def roots_from_flags(flags: Any) -> list[tuple[str | None, str]]:
     return parse_logdir_spec(getattr(flags, "logdir_spec", None) or "")
 
 
+def precompute(model: TraceModel) -> None:
+    """Build what the first page views need as soon as a trace is loaded (in a background thread)."""
+    overview(model)
+    timeline_index(model)
+
+
 class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
     plugin_name = PLUGIN_NAME
 
@@ -51,6 +60,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
             workers=getattr(flags, "profiler_workers", None),
             rescan_seconds=float(getattr(flags, "profiler_rescan_interval", 10.0)),
             cache_max_bytes=int(getattr(flags, "profiler_cache_max_mb", 4096)) << 20,
+            on_ready=precompute,
         ).start()
         self._api = Api(self.workspace, PLUGIN_NAME)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,14 +41,15 @@ class LoadedTrace:
 
 class Workspace:
     def __init__(self, roots: list[tuple[str | None, str]], *, cache_dir: str | None = None,
-                 workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30) -> None:
+                 workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30,
+                 on_ready: Callable[[TraceModel], None] | None = None) -> None:
         self._roots_spec = roots
         self._catalog: Catalog | None = None
         self._root_errors: list[str] = []
         self._unopened: list[tuple[str | None, str]] = []  # logdirs whose storage could not be opened yet
         self._lasting_errors: list[str] = []  # logdirs that cannot open until a restart (a package is missing)
         self.rescan_seconds = rescan_seconds
-        self.scheduler = LoadScheduler(ParseCache(cache_dir, cache_max_bytes), workers)
+        self.scheduler = LoadScheduler(ParseCache(cache_dir, cache_max_bytes), workers, on_ready=on_ready)
         self._files: dict[Key, TraceFile] = {}
         self._lock = threading.Lock()
         self._scanned = threading.Event()

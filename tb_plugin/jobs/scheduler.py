@@ -11,12 +11,13 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import queue
 import shutil
 import signal
 import sys
 import threading
 import types
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -86,8 +87,10 @@ class JobStatus:
 class LoadScheduler:
     """Parses files in the background; ``status`` and ``model`` answer at once and never wait for parsing."""
 
-    def __init__(self, cache: ParseCache, max_workers: int | None = None) -> None:
+    def __init__(self, cache: ParseCache, max_workers: int | None = None,
+                 on_ready: Callable[[TraceModel], None] | None = None) -> None:
         self.cache = cache
+        self._warm = _Warmer(on_ready) if on_ready is not None else None
         self.max_workers = max(1, max_workers or default_workers())
         self._ctx = _context()
         self._jobs: dict[Hashable, _Job] = {}
@@ -200,6 +203,8 @@ class LoadScheduler:
         self.cache.touch(job.entry)
         with self._lock:
             job.model, job.state, job.done_progress = model, READY, 1.0
+        if self._warm is not None:
+            self._warm.submit(model)
 
     def _spawn(self, job: _Job) -> None:
         from .worker import run_job
@@ -253,11 +258,34 @@ class LoadScheduler:
             return
         with self._lock:
             job.model, job.state, job.done_progress, job.extra = model, READY, 1.0, dict(payload)
+        if self._warm is not None:
+            self._warm.submit(model)
         self.cache.evict(keep=self._entries())
 
     def _entries(self) -> set[Path]:
         with self._lock:
             return {job.entry for job in self._jobs.values()}
+
+
+class _Warmer:
+    """Runs a callback on each newly loaded model in one background thread (e.g. to build the timeline index
+    before anyone opens the Trace view), so the loader's loop and requests never wait for it."""
+
+    def __init__(self, callback: Callable[[TraceModel], None]) -> None:
+        self._callback = callback
+        self._queue: queue.Queue[TraceModel] = queue.Queue()
+        threading.Thread(target=self._run, name="pytorch-profiler-warm", daemon=True).start()
+
+    def submit(self, model: TraceModel) -> None:
+        self._queue.put(model)
+
+    def _run(self) -> None:
+        while True:
+            model = self._queue.get()
+            try:
+                self._callback(model)
+            except Exception:
+                log.exception("precomputing views of %s failed", model.meta.get("source"))
 
 
 def _death_reason(url: str, code: int | None) -> str:

@@ -93,13 +93,14 @@ def counters(model: TraceModel, t0: float, t1: float, width_px: int) -> list[dic
     for device, (busy, levels) in _kernel_spans(model).items():
         util = iv.lengths_within(busy, edges[:-1], edges[1:]) / px
         sm = np.diff(_integral(levels, edges)) / px
-        out.append({"name": f"GPU {device} utilization", "unit": "fraction",
+        out.append({"name": f"GPU {device} utilization", "unit": "fraction", "max": 1.0,
                     "values": np.round(util, 3).tolist()})
-        out.append({"name": f"GPU {device} est. SM efficiency", "unit": "fraction",
+        out.append({"name": f"GPU {device} est. SM efficiency", "unit": "fraction", "max": 1.0,
                     "values": np.round(sm, 3).tolist()})
     for label, (ts, allocated, reserved) in _memory_series(model).items():
         for kind, series in (("allocated", allocated), ("reserved", reserved)):
             values = _max_per_pixel(ts, series, edges)
             out.append({"name": f"{label} memory {kind}", "unit": "bytes",
+                        "max": int(series.max()) if len(series) else 0,  # over the whole trace: a stable scale
                         "values": [None if np.isnan(v) else int(v) for v in values.tolist()]})
     return out

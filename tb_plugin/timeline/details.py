@@ -11,7 +11,7 @@ from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.optree import host_tree
 from ..model.tables import SCHEMAS, TraceModel
-from .index import timeline_index
+from .index import depth_of_rows, timeline_index
 
 _SOURCE_FRAME = re.compile(r"\(\d+\): ")
 _SIDE_TABLES = ("device_events", "ops", "comms", "python", "memory")
@@ -48,9 +48,11 @@ def _value(model: TraceModel, table: str, col: str, value: Any) -> Any:
 
 def _brief(model: TraceModel, row: int) -> dict[str, Any]:
     ev = model["events"]
+    depth = int(depth_of_rows(model)[row])
     return {"id": row, "name": model.strings[int(ev["name"][row])], "start_us": float(ev["ts"][row]),
             "dur_us": float(np.nan_to_num(ev["dur"][row])),
-            "track": _track_lookup(model).get((int(ev["pid"][row]), int(ev["tid"][row])))}
+            "track": _track_lookup(model).get((int(ev["pid"][row]), int(ev["tid"][row]))),
+            "depth": depth if depth >= 0 else None}
 
 
 def python_stack(model: TraceModel, row: int) -> list[str]:

@@ -142,3 +142,13 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
                          max_end=max_end, self_time=self_time[lane_order].astype(np.float32),
                          name=ev["name"][rows][lane_order].astype(np.int32),
                          row=rows[lane_order].astype(np.int32), t_min=t_min, t_max=t_max)
+
+
+@memoized
+def depth_of_rows(model: TraceModel) -> np.ndarray:
+    """Lane depth of every event row in the timeline (-1 for rows not drawn)."""
+    ix = timeline_index(model)
+    depth = np.full(model.n_events, -1, dtype=np.int16)
+    sizes = np.diff(ix.lane_offsets)
+    depth[ix.row] = np.repeat(ix.lane_depth, sizes)
+    return depth

@@ -17,7 +17,7 @@ from ..model.kinds import Kind
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
 from .counters import counters
-from .index import TimelineIndex, timeline_index
+from .index import TimelineIndex, depth_of_rows, timeline_index
 
 MAX_FLOWS = 4000
 
@@ -127,7 +127,6 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
     rows = np.concatenate(visible_rows) if visible_rows else np.empty(0, dtype=np.int32)
     flows, truncated = _flows(model, ix, rows, t0)
     steps = find_steps(model)
-    in_view = (steps.end > t0) & (steps.start < t1)
     return {
         "t0": t0, "t1": t1, "px_us": px,
         "bounds": [ix.t_min, ix.t_max],
@@ -135,8 +134,9 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
         "tracks": tracks_out,
         "flows": flows,
         "flows_truncated": truncated,
+        # every step (there are few), so a client can offer "fit step N" from any window
         "steps": [[steps.names[i], round(float(steps.start[i] - t0), 3), round(float(steps.duration[i]), 3)]
-                  for i in np.flatnonzero(in_view).tolist()],
+                  for i in range(steps.count)],
         "counters": counters(model, t0, t1, width_px),
     }
 
@@ -163,8 +163,11 @@ def _flows(model: TraceModel, ix: TimelineIndex, visible: np.ndarray, t0: float)
     src, dst = launch_rows[pick], dev["row"][pick]
     ev = model["events"]
     src_track, dst_track = _track_of_rows(ix, model, src), _track_of_rows(ix, model, dst)
-    flows = [[int(a), int(ta), round(float(ev["ts"][a] - t0), 3), int(b), int(tb), round(float(ev["ts"][b] - t0), 3)]
-             for a, ta, b, tb in zip(src.tolist(), src_track.tolist(), dst.tolist(), dst_track.tolist())]
+    depth = depth_of_rows(model)
+    flows = [[int(a), int(ta), round(float(ev["ts"][a] - t0), 3), int(b), int(tb), round(float(ev["ts"][b] - t0), 3),
+              int(da), int(db)]
+             for a, ta, b, tb, da, db in zip(src.tolist(), src_track.tolist(), dst.tolist(), dst_track.tolist(),
+                                             depth[src].tolist(), depth[dst].tolist())]
     return flows, truncated
 
 

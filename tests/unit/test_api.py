@@ -201,3 +201,22 @@ def test_old_plugin_conflict_is_reported(monkeypatch: pytest.MonkeyPatch, capsys
     assert plugin.ProfilerLoader().load(base_plugin.TBContext(logdir="/nonexistent")) is None
     err = capsys.readouterr().err
     assert "torch-tb-profiler" in err and "pip uninstall torch-tb-profiler" in err
+
+
+def test_loaded_traces_are_precomputed_in_the_background(tensorboard_app: Any, tmp_path: Path) -> None:
+    """The plugin builds the Overview and the timeline index as soon as a trace is ready, before any request."""
+    import time
+
+    from tb_plugin.timeline.index import timeline_index
+
+    write_trace(tmp_path / "ld" / "r" / "w.1.pt.trace.json", [cpu_op("aten::add", 0, 5), cpu_op("aten::mul", 10, 5)])
+    client = tensorboard_app(tmp_path / "ld")
+    wait_until_settled(client, expect_spans=1)
+    plugin = next(p for p in client.application._plugins if getattr(p, "plugin_name", "") == "pytorch_profiler")
+    model = plugin.workspace.trace("r", "w", "1").model
+    deadline = time.time() + 20
+    while time.time() < deadline and not any("timeline_index" in str(k) for k in model.memo):
+        time.sleep(0.05)
+    assert any("timeline_index" in str(k) for k in model.memo)
+    assert any("overview" in str(k) for k in model.memo)
+    assert len(timeline_index(model).start) == 2

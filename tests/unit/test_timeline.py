@@ -82,7 +82,7 @@ def test_flows_join_launches_to_their_kernels(transformer: tuple[Path, Any]) -> 
     answer = window(model, ix.t_min, ix.t_max, 2000)
     assert answer["flows"]
     ev = model["events"]
-    for src, _, _, dst, _, _ in answer["flows"]:
+    for src, _, _, dst, _, _, _, _ in answer["flows"]:
         corr = int(ev["correlation"][dst])
         assert int(ev["correlation"][src]) == corr
         assert model.strings[int(ev["name"][src])] == launches[corr]["name"]
