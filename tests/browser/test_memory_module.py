@@ -67,6 +67,9 @@ def fmt_ms(rel_us: float) -> str:
 
 
 def curve_origin(curve: dict[str, Any]) -> float:
+    """Time zero of the page: the trace start when the API gives it, else the first memory sample."""
+    if curve.get("start_us") is not None:
+        return float(curve["start_us"])
     return float(min(d["points"][0][0] for d in curve["devices"].values() if d["points"]))
 
 

@@ -248,10 +248,3 @@ def s3_env(clean_env: pytest.MonkeyPatch, moto: Moto) -> pytest.MonkeyPatch:
     clean_env.setenv("AWS_DEFAULT_REGION", "us-east-1")
     clean_env.setenv("AWS_ENDPOINT_URL", moto.endpoint)
     return clean_env
-
-
-# --------------------------------------------------------------------------------------------- browser
-
-# The browser fixtures (Chromium through playwright, console-error checks, the frontend bundle) are the browser
-# suite's own, reused here.
-from tests.browser.conftest import browser, chromium_path, console, frontend_built, page  # noqa: E402, F401

@@ -6,10 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from tests.browser.conftest import PLUGIN, open_plugin, start_tensorboard, stop_tensorboard
-from tests.remote.conftest import sample_runs
+
+# The emulator fixtures live with the remote tests; imported here so this browser test shares the browser
+# suite's single playwright session (two sync playwright sessions in one process cannot coexist).
+from tests.remote.conftest import azure_env, azurite, clean_env, sample_runs  # noqa: F401
 
 
-def test_runs_from_azure_blob_appear_and_overview_renders(page: Any, azure_env: Any, frontend_built: Path,
+def test_runs_from_azure_blob_appear_and_overview_renders(page: Any, azure_env: Any, frontend_built: Path,  # noqa: F811
                                                           tmp_path: Path) -> None:
     # The CLI gets the connection string from its environment, as a user's shell would give it.
     tb = start_tensorboard("az://profiles/shared", tmp_path, "--profiler_rescan_interval", "2")  # type: ignore[arg-type]
