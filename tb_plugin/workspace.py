@@ -188,10 +188,15 @@ class Workspace:
     def open_file(self, trace_file: TraceFile) -> Any:
         """The original file, unchanged, as a binary stream (for download and hand-off to other viewers).
 
-        Remote files are opened with the credentials the listing used and streamed, not copied. A missing file
-        raises ``OSError``; a store that refuses or cannot be reached raises ``LookupFailed(502)`` with the reason.
+        A remote file loaded by this server comes from the copy its loader kept in the parse cache; otherwise it
+        is opened with the credentials the listing used and streamed. A missing file raises ``OSError``; a store
+        that refuses or cannot be reached raises ``LookupFailed(502)`` with the reason.
         """
         from .catalog.storage import open_url
+
+        cached = self.scheduler.cached_source(trace_file.key)
+        if cached is not None:
+            return open(cached, "rb")
 
         try:
             stream, _ = open_url(trace_file.url, trace_file.access)

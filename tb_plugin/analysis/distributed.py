@@ -231,6 +231,7 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
             "collectives": table,
             "devices": _devices(model),
             "host": worker.rsplit("_", 1)[0] if re.search(r"_\d+$", worker) else worker,
+            "process": _process_id(model),
         })
     straggler = _straggler(rows)
     return {
@@ -242,6 +243,16 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
         "straggler": straggler,
         "notes": notes,
     }
+
+
+def _process_id(model: TraceModel) -> int | None:
+    """The host process of the trace: the pid of most host operators."""
+    ev = model["events"]
+    pids = ev["pid"][np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION)) & (ev["pid"] >= 0)]
+    if not len(pids):
+        return None
+    values, counts = np.unique(pids, return_counts=True)
+    return int(values[np.argmax(counts)])
 
 
 def _kernels(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:

@@ -16,6 +16,9 @@ from pathlib import Path
 
 from ..loader import MODEL_VERSION
 
+# A remote trace's original bytes, kept in its cache entry (counted in the cache's size bound).
+SOURCE_FILE = "source.bin"
+
 
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

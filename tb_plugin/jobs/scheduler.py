@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model.tables import TraceModel, load
-from .cache import ParseCache
+from .cache import SOURCE_FILE, ParseCache
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +137,15 @@ class LoadScheduler:
             if job.state == LOADING and job.progress is not None:
                 progress = float(job.progress.value)
             return JobStatus(job.state, round(progress, 3), job.error)
+
+    def cached_source(self, key: Hashable) -> Path | None:
+        """The cached original bytes of a loaded remote file, if the worker kept them."""
+        with self._lock:
+            job = self._jobs.get(key)
+        if job is None or job.state != READY:
+            return None
+        path = job.entry / SOURCE_FILE
+        return path if path.is_file() else None
 
     def model(self, key: Hashable) -> TraceModel | None:
         with self._lock:

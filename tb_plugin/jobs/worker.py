@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import traceback
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from ..catalog.remote import scrub
 from ..loader import TraceLoadError, default_parts, load_trace
 from ..model.tables import save
+from .cache import SOURCE_FILE
 
 
 def run_job(url: str, entry: str, progress: Any, conn: Connection, access: Any = None) -> None:
@@ -29,8 +31,13 @@ def run_job(url: str, entry: str, progress: Any, conn: Connection, access: Any =
     try:
         if access is not None:
             access.apply()
-        model = load_trace(url, report, parts=default_parts(), access=access)
+        source: list[bytes] = []
+        remote = "://" in url and not url.startswith("file://")
+        model = load_trace(url, report, parts=default_parts(), access=access,
+                           keep_source=source.append if remote else None)
         save(model, entry)
+        if source:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
+            (Path(entry) / SOURCE_FILE).write_bytes(source[0])
         progress.value = 1.0
         message = ("ok", {"events": model.n_events, "bytes": model.nbytes()})
     except TraceLoadError as err:

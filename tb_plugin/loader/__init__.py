@@ -36,7 +36,7 @@ def load_bytes(raw: bytes, name: str, progress: Callable[[float], None] | None =
 
 
 def load_trace(url: str, progress: Callable[[float], None] | None = None, parts: int = 1,
-               access: Any = None) -> TraceModel:
+               access: Any = None, keep_source: Callable[[bytes], None] | None = None) -> TraceModel:
     """Load one trace file from a local path or an fsspec URL.
 
     ``access`` (``catalog.storage.Access``) holds the credentials a remote URL is opened with (the environment's
@@ -60,6 +60,8 @@ def load_trace(url: str, progress: Callable[[float], None] | None = None, parts:
         raise TraceLoadError(f"{name}: cannot read the file ({reason})") from None
     except Exception as err:  # noqa: BLE001 - a storage SDK's own errors (refused, unreachable): say why
         raise TraceLoadError(f"{name}: cannot read the file ({_remote_reason(err, url, access)})") from None
+    if keep_source is not None:
+        keep_source(raw)  # the file's bytes as read (e.g. to cache a remote original next to its parse)
     return load_bytes(raw, name, progress=report, parts=parts)
 
 

@@ -315,6 +315,14 @@ def test_original_file_of_a_remote_span_and_its_failures(tensorboard_app: Any, a
     finally:
         ws.close()
 
+    # The loader kept the original beside its parse: the download needs no new fetch, even once the blob is gone.
     azurite.delete(container, f"run/{cpu.name}")
     r = client.get(f"{API}/trace/file?{query('run', worker)}")
-    assert r.status_code == 404 and isinstance(r.get_json()["error"], str)
+    assert r.status_code == 200 and r.data == cpu.read_bytes()
+    # Without that copy (a workspace that never loaded it) a deleted blob is a 404 at the route (FileNotFoundError).
+    ws = Workspace([(None, f"az://{container}")], rescan_seconds=0)
+    try:
+        with pytest.raises(FileNotFoundError):
+            ws.open_file(f)
+    finally:
+        ws.close()

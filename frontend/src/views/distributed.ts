@@ -52,6 +52,7 @@ export interface RankStats {
   collectives: CollectiveStats[];
   devices?: RankDevice[];
   host?: string;
+  process?: number | null;
 }
 
 export interface Straggler {
@@ -225,6 +226,7 @@ function rankColumns(labels: Map<RankStats, string>): Column<RankStats>[] {
     },
     { key: "worker", label: "Worker", value: (r) => r.worker, cls: "ptp-nowrap" },
     { key: "host", label: "Host", value: (r) => r.host ?? null, cls: "ptp-nowrap" },
+    { key: "process", label: "Process", help: "The host process id (pid) of the rank.", numeric: true, value: (r) => r.process ?? null },
     { key: "gpu", label: "GPU", value: (r) => gpuNames(r), title: gpuTitle, cls: "ptp-nowrap" },
     durationColumn("step_us", "Step time", HELP.step),
     durationColumn("computation_us", "Computation", HELP.computation),
