@@ -19,7 +19,7 @@ from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import host_tree, innermost_containing, nest
 from ..model.tables import TraceModel
-from .operators import operator_nodes
+from .operators import operator_nodes, subtree_device_time
 
 MODULE_PREFIX = "nn.Module: "
 _PL_MODULE = re.compile(r"^\[pl\]\[module\](?:[\w.]+: )?(?P<path>[\w.]+)$")
@@ -70,9 +70,12 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
     has_parent = parent >= 0
     child_time = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=n)
     device_total = device_self.copy()
+    bwd_host, bwd_device = _backward_of_modules(model, op_module, n)
     for k in range(n - 1, -1, -1):  # preorder reversed: children before their parents
         if parent[k] >= 0:
             device_total[parent[k]] += device_total[k]
+            bwd_host[parent[k]] += bwd_host[k]
+            bwd_device[parent[k]] += bwd_device[k]
     return {
         "frame": frames,
         "name": ev["name"][rows],
@@ -84,7 +87,58 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
         "operators": direct_ops,
         "device_self": device_self,
         "device_total": device_total,
+        "backward_host": bwd_host,
+        "backward_device": bwd_device,
     }
+
+
+def _backward_of_modules(model: TraceModel, op_module: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Host and device time of the backward pass of each module occurrence's own operators.
+
+    A ``fwdbwd`` flow joins a forward operator to the backward operator that differentiates it; the backward work
+    is that operator's root on the autograd thread (``autograd::engine::evaluate_function: …``). Each root counts
+    once per module occurrence.
+    """
+    host = np.zeros(n)
+    device = np.zeros(n)
+    flows = model["flows"]
+    code = model.code("fwdbwd")
+    if code < 0 or n == 0:
+        return host, device
+    ev = model["events"]
+    tree = host_tree(model)
+    ops = operator_nodes(model)
+    is_flow = flows["cat"] == code
+    start_code, finish_code = model.code("s"), model.code("f")
+    starts = np.flatnonzero(is_flow & (flows["ph"] == start_code))
+    finishes = np.flatnonzero(is_flow & (flows["ph"] == finish_code))
+    if not len(starts) or not len(finishes):
+        return host, device
+    op_rows = tree.rows[ops.node]
+    op_end = tree.end[ops.node]
+    fwd = innermost_containing(ev["pid"][op_rows], ev["tid"][op_rows], tree.start[ops.node], op_end,
+                               flows["pid"][starts], flows["tid"][starts], flows["ts"][starts])
+    cpu = np.flatnonzero((tree.kind == Kind.CPU_OP) & (tree.parent >= -1))
+    bwd = innermost_containing(ev["pid"][tree.rows[cpu]], ev["tid"][tree.rows[cpu]], tree.start[cpu], tree.end[cpu],
+                               flows["pid"][finishes], flows["tid"][finishes], flows["ts"][finishes])
+    # The root (top-level node) above each backward operator.
+    root = np.arange(tree.size)
+    for d in range(1, int(tree.depth.max(initial=0)) + 1):
+        level = np.flatnonzero((tree.depth == d) & (tree.parent >= 0))
+        root[level] = root[tree.parent[level]]
+    backward_root = dict(zip(flows["id"][finishes].tolist(),
+                             np.where(bwd >= 0, root[cpu[np.maximum(bwd, 0)]], -1).tolist()))
+    device_time = subtree_device_time(model)
+    seen: set[tuple[int, int]] = set()
+    for flow_id, op_pos in zip(flows["id"][starts].tolist(), fwd.tolist()):
+        r = backward_root.get(flow_id, -1)
+        module = int(op_module[op_pos]) if op_pos >= 0 else -1
+        if r < 0 or module < 0 or (module, r) in seen:
+            continue
+        seen.add((module, r))
+        host[module] += float(tree.end[r] - tree.start[r])
+        device[module] += float(device_time[r])
+    return host, device
 
 
 def _module_label(text: str) -> str:
@@ -110,6 +164,7 @@ def module_tree(model: TraceModel) -> list[dict[str, Any]]:
     occurrences = np.bincount(group, minlength=m)
     host_total, host_self = total(occ["dur"]), total(occ["host_self"])
     dev_total, dev_self = total(occ["device_total"]), total(occ["device_self"])
+    bwd_host, bwd_device = total(occ["backward_host"]), total(occ["backward_device"])
     operators = total(occ["operators"])
     first_start = occ["start"][first]
     nodes: list[dict[str, Any]] = []
@@ -122,6 +177,7 @@ def module_tree(model: TraceModel) -> list[dict[str, Any]]:
             "operators": int(operators[g]),
             "host_total_us": float(host_total[g]), "host_self_us": float(host_self[g]),
             "device_total_us": float(dev_total[g]), "device_self_us": float(dev_self[g]),
+            "backward_host_us": float(bwd_host[g]), "backward_device_us": float(bwd_device[g]),
             "avg_us": float(mean),
             "children": [],
         })

@@ -164,3 +164,37 @@ def test_lightning_module_names_give_the_hierarchy(tmp_path: Path) -> None:
     (root,) = view["lightning_modules"]
     assert root["name"] == "model" and [c["name"] for c in root["children"]] == ["model.0", "model.2"]
     assert root["children"][0]["occurrences"] == 2 and root["children"][0]["host_total_us"] == 50
+
+
+def test_module_backward_time_through_fwdbwd_flows(shared_traces: Path) -> None:
+    """Backward time of a module = its operators' autograd roots, found through fwdbwd flows (recomputed here)."""
+    path = next((shared_traces / "h200" / "transformer_bf16").glob("*.gz"))
+    events = raw(path)
+    frames = [e for e in events if e.get("cat") == "python_function" and e["name"] == "nn.Module: Linear_0"]
+    cpu_ops = [e for e in events if e.get("cat") == "cpu_op"]
+    starts = {(e["pid"], e["tid"], e["ts"]): e["id"] for e in events if e.get("cat") == "fwdbwd" and e["ph"] == "s"}
+    finishes = {e["id"]: e for e in events if e.get("cat") == "fwdbwd" and e["ph"] == "f"}
+
+    def inside(e: dict[str, Any], f: dict[str, Any]) -> bool:
+        return e["pid"] == f["pid"] and e["tid"] == f["tid"] and f["ts"] <= e["ts"] < f["ts"] + f["dur"]
+
+    roots: set[tuple[float, float]] = set()
+    for frame in frames:
+        for op in (o for o in cpu_ops if inside(o, frame)):
+            flow = starts.get((op["pid"], op["tid"], op["ts"]))
+            if flow is None or flow not in finishes:
+                continue
+            f = finishes[flow]
+            enclosing = [o for o in cpu_ops if o["pid"] == f["pid"] and o["tid"] == f["tid"]
+                         and o["ts"] <= f["ts"] < o["ts"] + o["dur"]]
+            top = min(enclosing, key=lambda o: (o["ts"], -o["dur"]))
+            roots.add((top["ts"], top["dur"]))
+    expected = sum(d for _, d in roots)
+    assert expected > 0
+
+    def walk(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [x for n in nodes for x in [n, *walk(n["children"])]]
+
+    node = next(n for n in walk(module_view(load_trace(str(path)))["modules"]) if n["name"] == "Linear_0")
+    assert node["backward_host_us"] == pytest.approx(expected, rel=1e-6)
+    assert node["backward_device_us"] > 0

@@ -24,6 +24,8 @@ export interface ModuleNode {
   host_self_us: number;
   device_total_us: number;
   device_self_us: number;
+  backward_host_us?: number;
+  backward_device_us?: number;
   avg_us: number;
   children: ModuleNode[];
 }
@@ -62,6 +64,8 @@ export const MODULE_HELP = {
   hostSelf: "Host total minus the sub-modules and the operators called directly in the module: the module's own Python overhead.",
   deviceTotal: "GPU time of the kernels launched inside the module, sub-modules included, summed over occurrences.",
   deviceSelf: "GPU time of the kernels launched by operators called directly in the module (not in its sub-modules).",
+  backwardHost: "Host time of the backward pass of this module's operators (autograd roots joined through the trace's forward→backward flows), sub-modules included.",
+  backwardDevice: "GPU time of that backward pass, sub-modules included.",
   mean: "Mean time per occurrence: device total / occurrences when the module ran GPU work, else host total / occurrences.",
   hookCalls: "How many times Lightning ran the hook.",
   hookTotal: "Host time spent in the hook, summed over its calls.",
@@ -103,6 +107,10 @@ function moduleColumns(hasDevice: boolean): TreeColumn<ModuleNode>[] {
       durCol("device_total", "Device total", MODULE_HELP.deviceTotal, (n) => num(n.device_total_us)),
       durCol("device_self", "Device self", MODULE_HELP.deviceSelf, (n) => num(n.device_self_us)),
     );
+  }
+  cols.push(durCol("backward_host", "Backward host", MODULE_HELP.backwardHost, (n) => num(n.backward_host_us ?? 0)));
+  if (hasDevice) {
+    cols.push(durCol("backward_device", "Backward device", MODULE_HELP.backwardDevice, (n) => num(n.backward_device_us ?? 0)));
   }
   cols.push(durCol("mean", "Mean", MODULE_HELP.mean, (n) => num(n.avg_us)));
   return cols;
