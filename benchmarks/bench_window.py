@@ -22,9 +22,9 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tb_plugin.loader import default_parts, load_trace  # noqa: E402
-from tb_plugin.timeline.index import depth_of_rows, timeline_index  # noqa: E402
-from tb_plugin.timeline.window import window  # noqa: E402
+from tb_plugin.loader import default_parts, load_trace
+from tb_plugin.timeline.index import depth_of_rows, timeline_index
+from tb_plugin.timeline.window import window
 
 
 def machine() -> str:
