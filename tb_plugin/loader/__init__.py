@@ -12,7 +12,7 @@ from typing import Any
 from ..catalog.remote import RemoteError, explain, resolve
 from ..catalog.storage import open_url
 from ..model.tables import TraceModel
-from .columns import build_model, default_parts
+from .columns import ParallelBuildFailed, build_model, default_parts
 from .errors import TraceLoadError
 from .read import decode_outline, decompress, read_bytes
 
@@ -22,11 +22,15 @@ __all__ = ["MODEL_VERSION", "TraceLoadError", "default_parts", "load_bytes", "lo
 MODEL_VERSION = 1
 
 
-def load_bytes(raw: bytes, name: str, progress: Callable[[float], None] | None = None,
+def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], None] | None = None,
                parts: int = 1) -> TraceModel:
-    """Decode already-read file bytes (gzip or plain JSON); ``parts`` processes may build a large file."""
+    """Decode already-read file bytes (gzip or plain JSON); ``parts`` processes may build a large file.
+
+    ``raw`` may be a one-item list that this function empties: then the caller holds no reference and the file's
+    bytes are freed as soon as they are inflated (they would otherwise sit in every forked part's memory).
+    """
     report = progress or (lambda _f: None)
-    data = decompress(raw, name)
+    data = decompress(raw.pop() if isinstance(raw, list) else raw, name)
     del raw
     report(0.45)
     doc = decode_outline(data, name)  # raw event slices still point into data
@@ -45,10 +49,22 @@ def load_trace(url: str, progress: Callable[[float], None] | None = None, parts:
     """
     report = progress or (lambda _f: None)
     name = posixpath.basename(url.rstrip("/"))
+    raw = _read(url, name, access, report)
+    if keep_source is not None:
+        keep_source(raw)  # the file's bytes as read (e.g. to cache a remote original next to its parse)
+    holder = [raw]
+    del raw  # load_bytes empties the holder: the bytes go once inflated, before any part is forked
+    try:
+        return load_bytes(holder, name, progress=report, parts=parts)
+    except ParallelBuildFailed:  # a part died (memory?): once more in one process, which needs less
+        return load_bytes([_read(url, name, access, report)], name, progress=report, parts=1)
+
+
+def _read(url: str, name: str, access: Any, report: Callable[[float], None]) -> bytes:
     try:
         stream, size = open_url(url, access)
         with stream:
-            raw = read_bytes(stream, size, lambda f: report(0.3 * f))
+            return read_bytes(stream, size, lambda f: report(0.3 * f))
     except (TraceLoadError, MemoryError):
         raise
     except RemoteError as err:
@@ -60,9 +76,6 @@ def load_trace(url: str, progress: Callable[[float], None] | None = None, parts:
         raise TraceLoadError(f"{name}: cannot read the file ({reason})") from None
     except Exception as err:  # noqa: BLE001 - a storage SDK's own errors (refused, unreachable): say why
         raise TraceLoadError(f"{name}: cannot read the file ({_remote_reason(err, url, access)})") from None
-    if keep_source is not None:
-        keep_source(raw)  # the file's bytes as read (e.g. to cache a remote original next to its parse)
-    return load_bytes(raw, name, progress=report, parts=parts)
 
 
 def _remote_reason(err: BaseException, url: str, access: Any) -> str:

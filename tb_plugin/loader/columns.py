@@ -266,27 +266,28 @@ class ModelBuilder:
                              for col, dtype in SCHEMAS[name].items()}
         return out
 
-    def absorb(self, strings: list[str], tables: dict[str, Columns]) -> None:
-        """Append the tables another builder made from the events that follow ours (a parallel part).
+    def absorb(self, strings: list[str], parts: dict[str, list[Columns]]) -> None:
+        """Append the chunk tables another builder made from the events that follow ours (a parallel part).
 
         Its string codes are translated into our string table and its event rows shifted after ours.
         """
         lut = np.fromiter(map(self.strings.add, strings), dtype=np.int64, count=len(strings))
-        n_events = len(tables["events"]["ts"])
-        for name, cols in tables.items():
-            moved: Columns = {}
-            for col, values in cols.items():
-                if SCHEMAS[name][col] == "i4":  # every int32 column holds string codes
-                    values = np.where(values >= 0, lut[np.maximum(values, 0)], -1).astype(np.int32)
-                elif col in ("pid", "tid"):  # textual ids are -(2 + code)
-                    text = values < -1
-                    if text.any():
-                        values = values.copy()
-                        values[text] = -(2 + lut[-(values[text] + 2)])
-                elif col == "row":
-                    values = values + self.n_events
-                moved[col] = values
-            self.parts[name].append(moved)
+        n_events = sum(len(p["ts"]) for p in parts["events"])
+        for name, chunks in parts.items():
+            for cols in chunks:
+                moved: Columns = {}
+                for col, values in cols.items():
+                    if SCHEMAS[name][col] == "i4":  # every int32 column holds string codes
+                        values = np.where(values >= 0, lut[np.maximum(values, 0)], -1).astype(np.int32)
+                    elif col in ("pid", "tid"):  # textual ids are -(2 + code)
+                        text = values < -1
+                        if text.any():
+                            values = values.copy()
+                            values[text] = -(2 + lut[-(values[text] + 2)])
+                    elif col == "row":
+                        values = values + self.n_events
+                    moved[col] = values
+                self.parts[name].append(moved)
         self.n_events += n_events
 
     def finish(self, doc: TraceDocument, source: str) -> TraceModel:
@@ -399,7 +400,8 @@ def _fork_part(doc: TraceDocument, lo: int, hi: int) -> tuple[int, int]:
             os.close(read_fd)
             builder = _build_range(doc, lo, hi, None)
             with os.fdopen(write_fd, "wb") as out:
-                pickle.dump((builder.strings.values, builder.tables()), out, protocol=pickle.HIGHEST_PROTOCOL)
+                # the chunks as built: concatenating here would hold a second copy at the memory peak
+                pickle.dump((builder.strings.values, builder.parts), out, protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException:  # noqa: BLE001 - the parent sees a short read and builds the range itself
             code = 1
         finally:
@@ -408,10 +410,14 @@ def _fork_part(doc: TraceDocument, lo: int, hi: int) -> tuple[int, int]:
     return pid, read_fd
 
 
-def _collect_part(pid: int, read_fd: int) -> tuple[list[str], dict[str, Columns]] | None:
+class ParallelBuildFailed(RuntimeError):
+    """A forked part died (e.g. killed for memory); the caller may build the file again in one process."""
+
+
+def _collect_part(pid: int, read_fd: int) -> tuple[list[str], dict[str, list[Columns]]] | None:
     try:
         with os.fdopen(read_fd, "rb") as src:
-            part: tuple[list[str], dict[str, Columns]] = pickle.load(src)
+            part: tuple[list[str], dict[str, list[Columns]]] = pickle.load(src)
     except (EOFError, pickle.UnpicklingError, OSError):
         part = None  # type: ignore[assignment]
     finally:
@@ -434,11 +440,17 @@ def build_model(doc: TraceDocument, source: str, progress: Callable[[float], Non
     bounds = np.linspace(0, total, parts + 1).astype(int).tolist()
     children = [(_fork_part(doc, lo, hi), lo, hi) for lo, hi in itertools.pairwise(bounds[1:])]
     builder = _build_range(doc, 0, bounds[1], progress)
-    for (pid, fd), lo, hi in children:
+    # The children hold their own (copy-on-write) view of the buffer: free ours before receiving their parts,
+    # which lowers the peak of the process tree by the size of the decoded JSON.
+    doc.traceEvents = None
+    failed = False
+    for (pid, fd), _, _ in children:
         part = _collect_part(pid, fd)
-        if part is None:  # the child died (e.g. killed for memory): build its range here instead
-            extra = _build_range(doc, lo, hi, None)
-            part = (extra.strings.values, extra.tables())
-        builder.absorb(*part)
-    doc.traceEvents = None  # the raw slices pin the whole decoded buffer: let it go before concatenating
+        if part is None:
+            failed = True
+            continue
+        if not failed:
+            builder.absorb(*part)
+    if failed:
+        raise ParallelBuildFailed("a parallel loader process died (out of memory?)")
     return builder.finish(doc, source)
