@@ -228,6 +228,13 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
             "step_us": float(total.mean()) if steps.count else 0.0,
             "host_wait_us": host_wait,
             "host_idle_us": host_idle,
+            # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded
+            "per_step": {
+                "computation_us": c_comp.tolist(), "communication_us": c_comm.tolist(),
+                "overlap_us": c_overlap.tolist(), "other_us": (total - busy).clip(min=0).tolist(),
+                "transfer_us": c_transfer.tolist(), "sync_us": (c_comm - c_transfer).clip(min=0).tolist(),
+                "step_us": total.tolist(),
+            },
             "collectives": table,
             "devices": _devices(model),
             "host": worker.rsplit("_", 1)[0] if re.search(r"_\d+$", worker) else worker,

@@ -375,3 +375,22 @@ def test_screenshots(page: Any, tb_dist_diff: TensorBoard) -> None:
     frame.wait_for_selector("[data-testid=drill-chart] .main-svg", timeout=60_000)
     save_screenshot(page, "diff.png")
     assert page.wait_for_selector(PLUGIN_IFRAME)
+
+
+def test_distributed_step_selector_shows_one_step(page: Any, tb_dist_diff: TensorBoard) -> None:
+    data = tb_dist_diff.get_json("distributed?" + urlencode({"run": "ddp", "span": "1"}))
+    frame = open_view(page, tb_dist_diff, "ddp", "Distributed")
+    frame.wait_for_selector("[data-testid=overlap-chart] .main-svg", timeout=30_000)
+    options = frame.eval_on_selector_all("[data-testid=step-select] option", "os => os.map(o => o.textContent)")
+    assert options == ["Mean of all steps"] + [f"Step {s}" for s in data["steps"]]
+    frame.select_option("[data-testid=step-select]", "1")
+    expected = [r["per_step"]["sync_us"][1] / 1000 for r in data["ranks"]]
+    frame.wait_for_function(
+        """exp => { const gd = document.querySelector('[data-testid=wait-chart]');
+                    const t = gd && gd.data && gd.data.find(d => d.name === 'Sync (wait)');
+                    return t && t.y.every((v, i) => Math.abs(v - exp[i]) < 1e-6); }""", arg=expected)
+    frame.select_option("[data-testid=step-select]", "")
+    means = [r["sync_us"] / 1000 for r in data["ranks"]]
+    frame.wait_for_function(
+        """exp => { const t = document.querySelector('[data-testid=wait-chart]').data.find(d => d.name === 'Sync (wait)');
+                    return t.y.every((v, i) => Math.abs(v - exp[i]) < 1e-6); }""", arg=means)

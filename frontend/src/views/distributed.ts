@@ -53,6 +53,18 @@ export interface RankStats {
   devices?: RankDevice[];
   host?: string;
   process?: number | null;
+  per_step?: Partial<Record<StepMetric, number[]>>;
+}
+
+type StepMetric = "computation_us" | "communication_us" | "overlap_us" | "other_us" | "transfer_us" | "sync_us";
+
+/** A rank's value of a metric: the mean per step, or one step's value when a step is chosen. */
+function at(r: RankStats, key: StepMetric, step: number | null): number {
+  if (step !== null) {
+    const v = r.per_step?.[key]?.[step];
+    if (typeof v === "number") return v;
+  }
+  return us(r[key]);
 }
 
 export interface Straggler {
@@ -316,12 +328,12 @@ function stackTrace(name: string, labels: string[], values: number[], color: str
   };
 }
 
-function overlapFigure(data: DistributedResponse, labels: string[]): Figure {
+function overlapFigure(data: DistributedResponse, labels: string[], step: number | null = null): Figure {
   const r = data.ranks;
-  const comp = r.map((x) => us(x.computation_us));
-  const overlap = r.map((x) => us(x.overlap_us));
-  const commOnly = r.map((x) => Math.max(0, us(x.communication_us) - us(x.overlap_us)));
-  const other = r.map((x) => us(x.other_us));
+  const comp = r.map((x) => at(x, "computation_us", step));
+  const overlap = r.map((x) => at(x, "overlap_us", step));
+  const commOnly = r.map((x) => Math.max(0, at(x, "communication_us", step) - at(x, "overlap_us", step)));
+  const other = r.map((x) => at(x, "other_us", step));
   return {
     data: [
       stackTrace("Computation only", labels, comp, COLORS.computation, r),
@@ -333,12 +345,12 @@ function overlapFigure(data: DistributedResponse, labels: string[]): Figure {
   };
 }
 
-function waitFigure(data: DistributedResponse, labels: string[]): Figure {
+function waitFigure(data: DistributedResponse, labels: string[], step: number | null = null): Figure {
   const r = data.ranks;
   return {
     data: [
-      stackTrace("Transfer", labels, r.map((x) => us(x.transfer_us)), COLORS.transfer, r),
-      stackTrace("Sync (wait)", labels, r.map((x) => us(x.sync_us)), COLORS.sync, r),
+      stackTrace("Transfer", labels, r.map((x) => at(x, "transfer_us", step)), COLORS.transfer, r),
+      stackTrace("Sync (wait)", labels, r.map((x) => at(x, "sync_us", step)), COLORS.sync, r),
     ],
     layout: barLayout(labels, "ms per step", r.length),
   };
@@ -459,6 +471,13 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   };
   showCollectives();
 
+  // The two per-rank charts show the mean step, or one step.
+  const stepSelect = h(
+    "select",
+    { testid: "step-select", attrs: { "aria-label": "Step shown in the per-rank charts" } },
+    h("option", { attrs: { value: "" } }, "Mean of all steps"),
+    data.steps.map((name, i) => h("option", { attrs: { value: String(i) } }, `Step ${name}`)),
+  );
   const overlapChart = chartDiv("overlap-chart", 320);
   const waitChart = chartDiv("wait-chart", 320);
   const n = data.ranks.length;
@@ -499,6 +518,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
         h("p", { class: "ptp-muted ptp-card-sub" }, "Means per step. Hover a header for how each number is computed."),
         rankTable.el,
       ),
+      h("div", { class: "ptp-controls" }, h("label", { class: "ptp-picker" }, "Step", stepSelect)),
       h(
         "div",
         { class: "ptp-grid" },
@@ -531,8 +551,14 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     const Plotly = await ctx.loadPlotly();
     if (left(ctx)) return undefined;
     charts = new Charts(Plotly, ctx);
-    await charts.draw(overlapChart, () => overlapFigure(data, labels));
-    await charts.draw(waitChart, () => waitFigure(data, labels));
+    const drawn = charts;
+    const drawRankCharts = async (): Promise<void> => {
+      const step = stepSelect.value === "" ? null : Number(stepSelect.value);
+      await drawn.draw(overlapChart, () => overlapFigure(data, labels, step));
+      await drawn.draw(waitChart, () => waitFigure(data, labels, step));
+    };
+    stepSelect.addEventListener("change", () => { void drawRankCharts(); });
+    await drawRankCharts();
     if (data.steps.length && data.communication_by_step.length) {
       await charts.draw(heatChart, (theme) => heatmapFigure(data, labels, theme));
     } else {
