@@ -424,3 +424,52 @@ def tb_dist_diff(tb_factory: Callable[..., TensorBoard], dist_diff_logdir: Path)
     tb = tb_factory(dist_diff_logdir)
     tb.wait_settled(timeout=300)
     return tb
+
+
+# --------------------------------------------------------------------------------------------- shared page helpers
+
+ARTIFACTS = REPO / "test-artifacts"
+DOCS_IMAGES = REPO / "docs" / "images"
+
+
+def table_rows(frame: Any, testid: str) -> list[dict[str, str]]:
+    """The shown rows of a data table: {column key: cell text} (+ '_value:<key>' for numeric data-value)."""
+    rows: list[dict[str, str]] = frame.evaluate(
+        """id => [...document.querySelectorAll(`[data-testid=${id}] tbody tr[data-testid=row]`)].map(tr => {
+            const out = {};
+            for (const td of tr.querySelectorAll('td[data-col]')) {
+                out[td.dataset.col] = td.innerText.trim();
+                if (td.dataset.value !== undefined) out['_value:' + td.dataset.col] = td.dataset.value;
+            }
+            return out;
+        })""",
+        testid,
+    )
+    return rows
+
+
+def read_csv(text: str) -> list[dict[str, str]]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def save_screenshot(page: Any, name: str, full_height: bool = False) -> None:
+    """test-artifacts/<name> always; docs/images/<name> when missing or with PTP_UPDATE_SCREENSHOT=1 (1400 wide;
+    900 high, or the whole page with ``full_height``)."""
+    if full_height:
+        frame = page.wait_for_selector('iframe[src*="plugin_entry.html"]').content_frame()
+        height = frame.evaluate("() => document.documentElement.scrollHeight")
+        page.set_viewport_size({"width": 1400, "height": max(900, min(int(height) + 170, 2400))})
+    else:
+        page.set_viewport_size({"width": 1400, "height": 900})
+    page.wait_for_timeout(800)  # plotly resizes on the next frame
+    targets = [ARTIFACTS / name]
+    docs = DOCS_IMAGES / name
+    if os.environ.get("PTP_UPDATE_SCREENSHOT") or not docs.exists():
+        targets.append(docs)
+    for target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(target))
+        assert target.stat().st_size > 20_000

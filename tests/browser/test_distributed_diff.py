@@ -22,19 +22,19 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.browser.conftest import (
+    ARTIFACTS,
     PLUGIN,
     PLUGIN_IFRAME,
-    REPO,
     TensorBoard,
     make_ranks_logdir,
     open_plugin,
+    save_screenshot,
+    table_rows,
     top_hash,
 )
 
 pytestmark = pytest.mark.browser
 
-ARTIFACTS = REPO / "test-artifacts"
-DOCS_IMAGES = REPO / "docs" / "images"
 BASE = ("resnet50_num_workers_0", "worker0", "1")
 EXP = ("resnet50_num_workers_4", "worker0", "1")
 SCALE_RANKS = int(os.environ.get("PTP_DIST_SCALE_RANKS", "16"))
@@ -65,19 +65,6 @@ def open_view(page: Any, tb: TensorBoard, run: str, view: str, worker: str | Non
     return frame
 
 
-def table_rows(frame: Any, testid: str) -> list[dict[str, str]]:
-    """Shown rows of a data table: {column key: cell text} and '_value:<key>' for numeric data-value."""
-    return frame.evaluate(
-        """id => [...document.querySelectorAll(`[data-testid=${id}] tbody tr[data-testid=row]`)].map(tr => {
-            const out = {};
-            for (const td of tr.querySelectorAll('td[data-col]')) {
-                out[td.dataset.col] = td.innerText.trim();
-                if (td.dataset.value !== undefined) out['_value:' + td.dataset.col] = td.dataset.value;
-            }
-            return out;
-        })""",
-        testid,
-    )
 
 
 def plot_data(frame: Any, testid: str) -> list[dict[str, Any]]:
@@ -89,18 +76,6 @@ def plot_data(frame: Any, testid: str) -> list[dict[str, Any]]:
     )
 
 
-def save_screenshot(page: Any, name: str) -> None:
-    """test-artifacts/<name> always; docs/images/<name> when missing or with PTP_UPDATE_SCREENSHOT=1 (1400x900)."""
-    page.set_viewport_size({"width": 1400, "height": 900})
-    page.wait_for_timeout(800)  # plotly resizes on the next frame
-    targets = [ARTIFACTS / name]
-    docs = DOCS_IMAGES / name
-    if os.environ.get("PTP_UPDATE_SCREENSHOT") or not docs.exists():
-        targets.append(docs)
-    for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(target))
-        assert target.stat().st_size > 20_000
 
 
 def diff_query(**extra: str) -> str:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import os
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
@@ -12,15 +9,20 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.browser.conftest import PLUGIN, REPO, TensorBoard, open_plugin
+from tests.browser.conftest import (
+    ARTIFACTS,
+    PLUGIN,
+    TensorBoard,
+    open_plugin,
+    read_csv,
+    save_screenshot,
+)
 
 pytestmark = pytest.mark.browser
 
 TRANSFORMER = ("transformer_bf16", "vm_699")
 LIGHTNING = ("lightning_mlp", "vm_1144")
 V100 = ("v100_resnet50", "worker0")
-ARTIFACTS = REPO / "test-artifacts"
-DOCS_IMAGES = REPO / "docs" / "images"
 VIEW = "[data-testid=memory-view]"
 EVENTS = "memory-events-table"
 STATS = "memory-stats-table"
@@ -110,22 +112,8 @@ def relayout(frame: Any, update: dict[str, Any]) -> None:
     )
 
 
-def read_csv(text: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(text)))
 
 
-def save_screenshot(page: Any, name: str) -> None:
-    """test-artifacts/<name> always; docs/images/<name> when missing or with PTP_UPDATE_SCREENSHOT=1 (1400x900)."""
-    page.set_viewport_size({"width": 1400, "height": 900})
-    page.wait_for_timeout(800)  # plotly resizes on the next frame
-    targets = [ARTIFACTS / name]
-    docs = DOCS_IMAGES / name
-    if os.environ.get("PTP_UPDATE_SCREENSHOT") or not docs.exists():
-        targets.append(docs)
-    for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(target))
-        assert target.stat().st_size > 20_000
 
 
 def dark_screenshot(page: Any, tb: TensorBoard, view: str, chart: str) -> None:

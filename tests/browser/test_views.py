@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -13,15 +10,23 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.browser.conftest import PLUGIN, PLUGIN_IFRAME, REPO, ConsoleLog, TensorBoard, open_plugin
+from tests.browser.conftest import (
+    ARTIFACTS,
+    PLUGIN,
+    PLUGIN_IFRAME,
+    ConsoleLog,
+    TensorBoard,
+    open_plugin,
+    read_csv,
+    save_screenshot,
+    table_rows,
+)
 
 pytestmark = pytest.mark.browser
 
 TRANSFORMER = ("transformer_bf16", "vm_699")
 RESNET = ("resnet_slow_dataloader", "vm_618")
 CPU = ("cpu_only", "vm_9609")
-ARTIFACTS = REPO / "test-artifacts"
-DOCS_IMAGES = REPO / "docs" / "images"
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -81,19 +86,6 @@ def legend_texts(frame: Any, testid: str) -> list[str]:
     return frame.eval_on_selector_all(f"[data-testid={testid}] .legendtext", "els => els.map(e => e.textContent)")
 
 
-def table_rows(frame: Any, testid: str) -> list[dict[str, str]]:
-    """The shown rows of a data table: {column key: cell text} (+ '_value:<key>' for numeric data-value)."""
-    return frame.evaluate(
-        """id => [...document.querySelectorAll(`[data-testid=${id}] tbody tr[data-testid=row]`)].map(tr => {
-            const out = {};
-            for (const td of tr.querySelectorAll('td[data-col]')) {
-                out[td.dataset.col] = td.innerText.trim();
-                if (td.dataset.value !== undefined) out['_value:' + td.dataset.col] = td.dataset.value;
-            }
-            return out;
-        })""",
-        testid,
-    )
 
 
 def header_keys(frame: Any, testid: str) -> list[str]:
@@ -104,22 +96,6 @@ def set_search(frame: Any, testid: str, text: str) -> None:
     frame.fill(f"[data-testid={testid}]", text)
 
 
-def save_screenshot(page: Any, name: str, full_height: bool = True) -> None:
-    """test-artifacts/<name> always; docs/images/<name> when missing or with PTP_UPDATE_SCREENSHOT=1."""
-    frame = page.wait_for_selector(PLUGIN_IFRAME).content_frame()
-    if full_height:
-        height = frame.evaluate("() => document.documentElement.scrollHeight")
-        page.set_viewport_size({"width": 1400, "height": max(900, min(int(height) + 170, 2400))})
-        page.wait_for_timeout(800)  # plotly resizes on the next frame
-    targets = [ARTIFACTS / name]
-    docs = DOCS_IMAGES / name
-    if os.environ.get("PTP_UPDATE_SCREENSHOT") or not docs.exists():
-        targets.append(docs)
-    for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(target))
-        assert target.stat().st_size > 20_000
-    page.set_viewport_size({"width": 1400, "height": 900})
 
 
 # --------------------------------------------------------------------------------------------- Overview
@@ -384,8 +360,6 @@ def test_frame_click_inside_vscode_posts_to_the_editor(page: Any, tb_samples: Te
 # --------------------------------------------------------------------------------------------- CSV export
 
 
-def read_csv(text: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(text)))
 
 
 def test_csv_download_is_the_shown_rows(page: Any, tb_samples: TensorBoard, tmp_path: Path) -> None:
@@ -547,17 +521,17 @@ def test_charts_follow_theme_and_hidden_tab(page: Any, tb_samples: TensorBoard) 
 def test_screenshots(page: Any, tb_samples: TensorBoard) -> None:
     frame = open_view(page, tb_samples, RESNET, "Overview")
     wait_charts(frame, "step-chart", "breakdown-pie")
-    save_screenshot(page, "overview.png")
+    save_screenshot(page, "overview.png", full_height=True)
 
     frame = open_view(page, tb_samples, TRANSFORMER, "Operator")
     wait_charts(frame, "pie-device_self", "pie-device_total", "pie-host_self", "pie-host_total")
     row_named(frame, "operator-table", "aten::mm").locator("[data-testid=row-expand]").click()
     frame.wait_for_selector("[data-testid=call-stack]")
-    save_screenshot(page, "operator.png")
+    save_screenshot(page, "operator.png", full_height=True)
 
     frame = open_view(page, tb_samples, TRANSFORMER, "Kernel")
     wait_charts(frame, "pie-kernels", "pie-tensor-cores")
-    save_screenshot(page, "kernel.png")
+    save_screenshot(page, "kernel.png", full_height=True)
 
     # Dark theme, for a look (artifacts only).
     page.emulate_media(color_scheme="dark")
