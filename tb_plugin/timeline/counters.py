@@ -102,5 +102,5 @@ def counters(model: TraceModel, t0: float, t1: float, width_px: int) -> list[dic
             values = _max_per_pixel(ts, series, edges)
             out.append({"name": f"{label} memory {kind}", "unit": "bytes",
                         "max": int(series.max()) if len(series) else 0,  # over the whole trace: a stable scale
-                        "values": [None if np.isnan(v) else int(v) for v in values.tolist()]})
+                        "values": [None if v != v else v for v in np.round(values).tolist()]})  # NaN: no sample
     return out

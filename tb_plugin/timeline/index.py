@@ -32,6 +32,24 @@ class Track:
     lanes: range  # lane numbers of this track, depth 0 first
 
 
+# Lanes with more events than this get a coarse summary, so windows over much of a big trace cost O(width).
+SUMMARY_MIN_EVENTS = 32768
+SUMMARY_BUCKETS = 32768  # over the whole trace: a whole-trace window at 2000 px spans ~16 buckets a pixel
+
+
+@dataclass(frozen=True)
+class LaneSummary:
+    """Fixed-width time buckets of one lane: events starting in each, their busy time, most common name, and
+    the lane's long events (at least a bucket wide), which a coarse window may have to draw one by one."""
+
+    bucket: np.ndarray  # int32 bucket numbers that hold events, ascending
+    count: np.ndarray  # int32 events starting in the bucket
+    busy: np.ndarray  # float64 summed durations
+    top: np.ndarray  # int32 most common name code
+    top_count: np.ndarray  # int32 how many events carry it
+    long_pos: np.ndarray  # int64 positions (in the index arrays) of events at least one bucket long
+
+
 @dataclass(frozen=True)
 class TimelineIndex:
     tracks: list[Track]
@@ -46,10 +64,35 @@ class TimelineIndex:
     row: np.ndarray  # int32 event rows (ids for details)
     t_min: float
     t_max: float
+    bucket_us: float = 0.0  # width of the summary buckets (from t_min)
+    summaries: dict[int, LaneSummary] | None = None  # by lane, for lanes with many events
 
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.lane_track, self.lane_depth, self.lane_offsets, self.start, self.dur,
-                                      self.max_end, self.self_time, self.name, self.row))
+        arrays = [self.lane_track, self.lane_depth, self.lane_offsets, self.start, self.dur, self.max_end,
+                  self.self_time, self.name, self.row]
+        for summary in (self.summaries or {}).values():
+            arrays += [summary.bucket, summary.count, summary.busy, summary.top, summary.top_count, summary.long_pos]
+        return sum(a.nbytes for a in arrays)
+
+
+def _summarize(start: np.ndarray, dur: np.ndarray, name: np.ndarray, lo: int, t_min: float,
+               width: float) -> LaneSummary:
+    bucket = np.minimum(((start - t_min) / width).astype(np.int64), SUMMARY_BUCKETS - 1).astype(np.int32)
+    first = np.flatnonzero(np.concatenate([[True], bucket[1:] != bucket[:-1]]))  # start-sorted: runs per bucket
+    count = np.diff(np.append(first, len(bucket))).astype(np.int32)
+    busy = np.add.reduceat(dur.astype(np.float64), first)
+    group = np.repeat(np.arange(len(first)), count)
+    order = np.lexsort((name, group))
+    sg, sn = group[order], name[order]
+    change = np.concatenate([[True], (sg[1:] != sg[:-1]) | (sn[1:] != sn[:-1])])
+    run_start = np.flatnonzero(change)
+    run_len = np.diff(np.append(run_start, len(sg)))
+    by_group = np.lexsort((-run_len, sg[run_start]))
+    _, first_run = np.unique(sg[run_start][by_group], return_index=True)
+    best = by_group[first_run]
+    return LaneSummary(bucket=bucket[first], count=count, busy=busy, top=sn[run_start[best]].astype(np.int32),
+                       top_count=run_len[best].astype(np.int32),
+                       long_pos=(lo + np.flatnonzero(dur >= width)).astype(np.int64))
 
 
 def _labels(model: TraceModel) -> tuple[dict[int, str], dict[tuple[int, int], str], dict[int, int]]:
@@ -137,11 +180,18 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
                             lanes=range(int(lane_pos[t]), int(lane_pos[t + 1]))))
     t_min = float(start.min()) if len(start) else 0.0
     t_max = float((start + dur).max()) if len(start) else 0.0
+    names = ev["name"][rows][lane_order].astype(np.int32)
+    bucket_us = max(t_max - t_min, 1e-3) / SUMMARY_BUCKETS
+    summaries = {}
+    for k in range(len(lane_ids)):
+        lo, hi = int(lane_offsets[k]), int(lane_offsets[k + 1])
+        if hi - lo > SUMMARY_MIN_EVENTS:
+            summaries[k] = _summarize(s[lo:hi], d[lo:hi], names[lo:hi], lo, t_min, bucket_us)
     return TimelineIndex(tracks=sorted(tracks, key=lambda tr: tr.sort_key), lane_track=lane_track,
                          lane_depth=lane_depth, lane_offsets=lane_offsets, start=s, dur=d.astype(np.float32),
-                         max_end=max_end, self_time=self_time[lane_order].astype(np.float32),
-                         name=ev["name"][rows][lane_order].astype(np.int32),
-                         row=rows[lane_order].astype(np.int32), t_min=t_min, t_max=t_max)
+                         max_end=max_end, self_time=self_time[lane_order].astype(np.float32), name=names,
+                         row=rows[lane_order].astype(np.int32), t_min=t_min, t_max=t_max, bucket_us=bucket_us,
+                         summaries=summaries)
 
 
 @memoized

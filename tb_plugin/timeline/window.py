@@ -17,9 +17,11 @@ from ..model.kinds import Kind
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
 from .counters import counters
-from .index import TimelineIndex, depth_of_rows, timeline_index
+from .index import SUMMARY_BUCKETS, LaneSummary, TimelineIndex, depth_of_rows, timeline_index
 
 MAX_FLOWS = 4000
+# A lane window holding more events than this many per pixel is answered from the lane's bucket summary.
+SUMMARY_FACTOR = 8
 
 
 class _Names:
@@ -87,6 +89,65 @@ def _boxes(start: np.ndarray, dur: np.ndarray, name: np.ndarray, t0: float, px: 
             "busy": np.round(np.minimum(busy / width, 1.0), 3).tolist(), "n": name_idx.tolist()}
 
 
+def _runs(pixel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start positions and lengths of runs of adjacent pixels in a sorted pixel array."""
+    new = np.concatenate([[True], pixel[1:] > pixel[:-1] + 1])
+    starts = np.flatnonzero(new)
+    return starts, np.diff(np.append(starts, len(pixel)))
+
+
+def _lane_from_summary(ix: TimelineIndex, summary: LaneSummary, t0: float, t1: float, px: float, width_px: int,
+                       names: _Names) -> tuple[dict[str, list[Any]], dict[str, list[Any]], np.ndarray]:
+    """A coarse window of a big lane from its bucket summary: O(buckets in the window), not O(events).
+
+    Events at least a pixel wide come from the lane's list of long events; every other event starting in the
+    window's buckets is counted in the box of its bucket's pixel (boxes still account for exactly the events they
+    stand for). The box's name is its buckets' most common one.
+    """
+    long_pos = summary.long_pos
+    l_start = ix.start[long_pos]
+    l_dur = ix.dur[long_pos].astype(np.float64)
+    big = long_pos[(l_dur >= px) & (l_start < t1) & (l_start + l_dur > t0)]
+    width = ix.bucket_us
+    b_lo = int(np.floor((t0 - ix.t_min) / width))
+    b_hi = int(np.ceil((t1 - ix.t_min) / width))
+    first, last = np.searchsorted(summary.bucket, [b_lo, b_hi])
+    bucket = summary.bucket[first:last]
+    count = summary.count[first:last].astype(np.int64)
+    busy = summary.busy[first:last].copy()
+    top, top_count = summary.top[first:last], summary.top_count[first:last]
+    if len(big):  # drawn one by one: take them out of their buckets
+        own = np.minimum(((ix.start[big] - ix.t_min) / width).astype(np.int64), SUMMARY_BUCKETS - 1)
+        pos = np.searchsorted(bucket, own)
+        inside = pos < len(bucket)
+        inside[inside] &= bucket[pos[inside]] == own[inside]
+        np.subtract.at(count, pos[inside], 1)
+        np.subtract.at(busy, pos[inside], ix.dur[big][inside].astype(np.float64))
+    keep = count > 0
+    bucket, count, busy, top, top_count = bucket[keep], count[keep], busy[keep], top[keep], top_count[keep]
+    pixel = np.clip(np.floor((ix.t_min + bucket * width - t0) / px), 0, width_px - 1).astype(np.int64)
+    starts, lengths = _runs(pixel)
+    boxes: dict[str, list[Any]] = {"t": [], "d": [], "count": [], "busy": [], "n": []}
+    if len(starts):
+        box = np.repeat(np.arange(len(starts)), lengths)
+        b_count = np.bincount(box, weights=count).astype(np.int64)
+        b_busy = np.bincount(box, weights=busy)
+        b_first = pixel[starts]
+        b_last = np.maximum.reduceat(pixel, starts)
+        span = (b_last - b_first + 1) * px
+        # per box, the bucket whose top name is most common: a segmented argmax (count high, position low)
+        # (bucket positions < 2**20: there are at most SUMMARY_BUCKETS buckets)
+        low = (1 << 20) - 1 - np.arange(len(top_count), dtype=np.int64)
+        key = top_count.astype(np.int64) * (1 << 20) + low
+        best = top[(1 << 20) - 1 - np.maximum.reduceat(key, starts) % (1 << 20)]
+        boxes = {"t": np.round(b_first * px, 3).tolist(), "d": np.round(span, 3).tolist(),
+                 "count": b_count.tolist(), "busy": np.round(np.minimum(b_busy / span, 1.0), 3).tolist(),
+                 "n": names.index(best).tolist()}
+    events = {"t": np.round(ix.start[big] - t0, 3).tolist(), "d": np.round(ix.dur[big].astype(np.float64), 3).tolist(),
+              "n": names.index(ix.name[big]).tolist(), "id": ix.row[big].tolist()}
+    return events, boxes, ix.row[big]
+
+
 def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: frozenset[int] = frozenset()
            ) -> dict[str, Any]:
     """The visible slice of the timeline; times in the answer are µs relative to ``t0`` (``t0`` is absolute).
@@ -108,6 +169,12 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
                 continue
             lo, hi = _lane_window(ix, lane, t0, t1)
             if hi <= lo:
+                continue
+            summary = (ix.summaries or {}).get(lane)
+            if summary is not None and px >= ix.bucket_us and hi - lo > SUMMARY_FACTOR * width_px:
+                events_s, boxes_s, shown = _lane_from_summary(ix, summary, t0, t1, px, width_px, names)
+                visible_rows.append(shown)
+                lanes_out.append({"depth": depth, "events": events_s, "boxes": boxes_s})
                 continue
             start, dur = ix.start[lo:hi], ix.dur[lo:hi].astype(np.float64)
             big = dur >= px

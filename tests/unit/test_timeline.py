@@ -166,3 +166,30 @@ def test_range_summary_counts_and_clips(tmp_path: Path) -> None:
     assert rows["outer"]["self_us"] == pytest.approx(60 * 60 / 100)  # self 60 µs of 100, 60 % selected
     assert rows["inner"]["count"] == 2 and rows["inner"]["total_us"] == 30  # 20 + the first 10 of the second
     assert "late" not in rows
+
+
+def test_coarse_windows_of_big_lanes_come_from_bucket_summaries(transformer: tuple[Path, Any],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """With summaries forced on every lane, a whole-trace window still accounts for every event exactly, long
+    events are drawn one by one, and the busy time in the boxes is the events' own time."""
+    from tb_plugin.timeline import index as index_module
+    from tb_plugin.timeline import window as window_module
+
+    _, model = transformer
+    monkeypatch.setattr(index_module, "SUMMARY_MIN_EVENTS", 10)
+    monkeypatch.setattr(window_module, "SUMMARY_FACTOR", 0)
+    ix = index_module.timeline_index.__wrapped__(model)  # a fresh index with summaries, not the memoised one
+    assert ix.summaries
+    monkeypatch.setattr(window_module, "timeline_index", lambda _m: ix)
+    width = 500
+    answer = window_module.window(model, ix.t_min, ix.t_max, width)
+    px = answer["px_us"]
+    assert px >= ix.bucket_us
+    shown = sum(len(lane["events"]["id"]) for tr in answer["tracks"] for lane in tr["lanes"])
+    merged = sum(sum(lane["boxes"]["count"]) for tr in answer["tracks"] for lane in tr["lanes"])
+    assert shown + merged == len(ix.start)
+    assert shown == int((ix.dur.astype(np.float64) >= px).sum())
+    busy = sum(b * d for tr in answer["tracks"] for lane in tr["lanes"]
+               for b, d in zip(lane["boxes"]["busy"], lane["boxes"]["d"]))
+    small = float(ix.dur[ix.dur.astype(np.float64) < px].astype(np.float64).sum())
+    assert busy == pytest.approx(small, rel=0.02)  # busy shares are rounded to 3 decimals and capped at 1
