@@ -12,7 +12,7 @@ import { csvFileName } from "./common/csv";
 import { type Item, pieLayout, pieTrace, topN } from "./common/pie";
 import { clampedName, type Column, DataTable } from "./common/table";
 import { traceLinker, type TraceLinker } from "./common/traceLink";
-import { fetchFor, left, loadErrorCard } from "./common/ui";
+import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
 import type { ViewContext } from "./types";
 
 export const KERNEL_HELP = {
@@ -255,26 +255,10 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       rowKey,
     });
   };
-  const setGrouping = async (g: KernelGrouping): Promise<void> => {
+  const setGrouping = groupingSwitch(ctx, "kernels", cache, select, tableStatus, (g: KernelGrouping, resp: KernelsResponse) => {
     grouping = g;
-    let resp = cache.get(g);
-    if (!resp) {
-      select.disabled = true;
-      tableStatus.textContent = "Loading…";
-      try {
-        resp = await fetchFor<KernelsResponse>(ctx, "kernels", { group_by: g });
-        cache.set(g, resp);
-        tableStatus.textContent = "";
-      } catch (err) {
-        if (left(ctx)) return;
-        tableStatus.textContent = `Could not load this grouping: ${err instanceof Error ? err.message : String(err)}`;
-        return;
-      } finally {
-        select.disabled = false;
-      }
-    }
-    if (grouping === g && !left(ctx)) setData(g, resp);
-  };
+    setData(g, resp);
+  });
   setData("name", byName);
 
   replaceChildren(

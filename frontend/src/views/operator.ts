@@ -13,7 +13,7 @@ import { csvFileName } from "./common/csv";
 import { type Item, pieLayout, pieTrace, topN } from "./common/pie";
 import { type Column, DataTable } from "./common/table";
 import { type TraceLinker, traceLinker } from "./common/traceLink";
-import { fetchFor, left, loadErrorCard } from "./common/ui";
+import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
 import type { ViewContext } from "./types";
 
@@ -273,26 +273,10 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       rowKey,
     });
   };
-  const setGrouping = async (g: OperatorGrouping): Promise<void> => {
+  const setGrouping = groupingSwitch(ctx, "operators", cache, select, tableStatus, (g: OperatorGrouping, resp: OperatorsResponse) => {
     grouping = g;
-    let resp = cache.get(g);
-    if (!resp) {
-      select.disabled = true;
-      tableStatus.textContent = "Loading…";
-      try {
-        resp = await fetchFor<OperatorsResponse>(ctx, "operators", { group_by: g });
-        cache.set(g, resp);
-        tableStatus.textContent = "";
-      } catch (err) {
-        if (left(ctx)) return;
-        tableStatus.textContent = `Could not load this grouping: ${err instanceof Error ? err.message : String(err)}`;
-        return;
-      } finally {
-        select.disabled = false;
-      }
-    }
-    if (grouping === g && !left(ctx)) setData(g, resp);
-  };
+    setData(g, resp);
+  });
   setData("name", byName);
   // A link from another page (Diff, Trace) may name an operator to search for.
   const linked = readViewUrlState().q?.trim();

@@ -150,3 +150,38 @@ export function showTextOverlay(opts: { title: string; message: string; text: st
   area.select();
   return overlay;
 }
+
+/**
+ * The group-by switch of a table page: loads each grouping once (kept in `cache`), shows "Loading…" or the error in
+ * `status`, disables `select` meanwhile, and shows only the grouping chosen last.
+ */
+export function groupingSwitch<G extends string, R>(
+  ctx: ViewContext,
+  route: string,
+  cache: Map<G, R>,
+  select: HTMLSelectElement,
+  status: HTMLElement,
+  show: (grouping: G, resp: R) => void,
+): (grouping: G) => Promise<void> {
+  let wanted: G | null = null;
+  return async (g) => {
+    wanted = g;
+    let resp = cache.get(g);
+    if (!resp) {
+      select.disabled = true;
+      status.textContent = "Loading…";
+      try {
+        resp = await fetchFor<R>(ctx, route, { group_by: g });
+        cache.set(g, resp);
+        status.textContent = "";
+      } catch (err) {
+        if (left(ctx)) return;
+        status.textContent = `Could not load this grouping: ${err instanceof Error ? err.message : String(err)}`;
+        return;
+      } finally {
+        select.disabled = false;
+      }
+    }
+    if (wanted === g && !left(ctx)) show(g, resp);
+  };
+}
