@@ -16,6 +16,7 @@ from tests.browser.conftest import (
     open_plugin,
     read_csv,
     save_screenshot,
+    table_rows,
 )
 
 pytestmark = pytest.mark.browser
@@ -85,19 +86,6 @@ def table_count(frame: Any, testid: str) -> str:
     return str(frame.inner_text(f"[data-testid={testid}] [data-testid=table-count]"))
 
 
-def shown_rows(frame: Any, testid: str) -> list[dict[str, str]]:
-    rows: list[dict[str, str]] = frame.evaluate(
-        """id => [...document.querySelectorAll(`[data-testid=${id}] tbody tr[data-testid=row]`)].map(tr => {
-            const out = {};
-            for (const td of tr.querySelectorAll('td[data-col]')) {
-                out[td.dataset.col] = td.innerText.trim();
-                if (td.dataset.value !== undefined) out['_value:' + td.dataset.col] = td.dataset.value;
-            }
-            return out;
-        })""",
-        testid,
-    )
-    return rows
 
 
 def relayout(frame: Any, update: dict[str, Any]) -> None:
@@ -235,7 +223,7 @@ def test_memory_event_row_marks_the_curve(page: Any, tb_memory_module: TensorBoa
     frame = open_view(page, tb, TRANSFORMER, "Memory")
     frame.wait_for_selector("[data-testid=memory-curve] .main-svg")
     wait_memory_settled(frame)
-    rows = shown_rows(frame, EVENTS)
+    rows = table_rows(frame, EVENTS)
     first = rows[0]
     assert first["alloc"] == fmt_ms(float(first["_value:alloc"]))
 
@@ -269,7 +257,7 @@ def test_memory_search_sort_and_size_filter(page: Any, tb_memory_module: TensorB
     table = f"[data-testid={EVENTS}]"
 
     # Default: by allocation time.
-    allocs = [float(r["_value:alloc"]) for r in shown_rows(frame, EVENTS)]
+    allocs = [float(r["_value:alloc"]) for r in table_rows(frame, EVENTS)]
     assert allocs == sorted(allocs)
 
     # Search by operator name.
@@ -277,16 +265,16 @@ def test_memory_search_sort_and_size_filter(page: Any, tb_memory_module: TensorB
     matching = [r for r in gpu if "resize_" in r["name"].lower()]
     assert matching
     assert table_count(frame, EVENTS) == f"{len(matching):,} of {len(gpu):,} rows match"
-    assert all("resize_" in r["name"].lower() for r in shown_rows(frame, EVENTS))
+    assert all("resize_" in r["name"].lower() for r in table_rows(frame, EVENTS))
     frame.fill(f"{table} [data-testid=search-name]", "")
 
     # Sort by size: largest first, then smallest first.
     frame.click(f"{table} [data-testid=sort-size]")
-    sizes = [int(r["_value:size"]) for r in shown_rows(frame, EVENTS)]
+    sizes = [int(r["_value:size"]) for r in table_rows(frame, EVENTS)]
     assert sizes[0] == max(r["size_bytes"] for r in gpu) and sizes == sorted(sizes, reverse=True)
-    assert shown_rows(frame, EVENTS)[0]["size"] == fmt_bytes(sizes[0])
+    assert table_rows(frame, EVENTS)[0]["size"] == fmt_bytes(sizes[0])
     frame.click(f"{table} [data-testid=sort-size]")
-    sizes = [int(r["_value:size"]) for r in shown_rows(frame, EVENTS)]
+    sizes = [int(r["_value:size"]) for r in table_rows(frame, EVENTS)]
     assert sizes[0] == min(r["size_bytes"] for r in gpu) and sizes == sorted(sizes)
 
     # Minimum size: 1 MiB.
@@ -295,28 +283,28 @@ def test_memory_search_sort_and_size_filter(page: Any, tb_memory_module: TensorB
     big = [r for r in gpu if r["size_bytes"] >= 1024 * 1024]
     frame.wait_for_function(f"n => document.querySelector('{VIEW}').dataset.events === String(n)", arg=len(big))
     assert table_count(frame, EVENTS) == f"{len(big):,} rows"
-    assert min(int(r["_value:size"]) for r in shown_rows(frame, EVENTS)) >= 1024 * 1024
+    assert min(int(r["_value:size"]) for r in table_rows(frame, EVENTS)) >= 1024 * 1024
     frame.fill("[data-testid=memory-min-size]", "0")
     frame.wait_for_function(f"n => document.querySelector('{VIEW}').dataset.events === String(n)", arg=len(gpu))
 
     # Paging.
-    assert len(shown_rows(frame, EVENTS)) == 20
+    assert len(table_rows(frame, EVENTS)) == 20
     frame.click(f"{table} [data-testid=table-next]")
     assert frame.inner_text(f"{table} [data-testid=table-range]") == f"21–40 of {len(gpu):,}"
 
     # Statistics: search, sort, and the explanations on the headers.
     stats = f"[data-testid={STATS}]"
     gpu_stats = [r for r in api(tb, "memory/stats", TRANSFORMER)["rows"] if r["device"] == "GPU0"]
-    first = shown_rows(frame, STATS)[0]
+    first = table_rows(frame, STATS)[0]
     top = max(gpu_stats, key=lambda r: r["allocation_size_bytes"])
     assert int(first["_value:allocation_size"]) == top["allocation_size_bytes"]
     frame.click(f"{stats} [data-testid=sort-self_size_increase]")
-    values = [int(r["_value:self_size_increase"]) for r in shown_rows(frame, STATS)]
+    values = [int(r["_value:self_size_increase"]) for r in table_rows(frame, STATS)]
     assert values == sorted(values, reverse=True) and values[0] == max(r["self_size_increase_bytes"] for r in gpu_stats)
     negative = [r for r in gpu_stats if r["size_increase_bytes"] < 0]
     if negative:
         frame.fill(f"{stats} [data-testid=search-name]", negative[0]["name"])
-        row = next(r for r in shown_rows(frame, STATS) if r["name"] == negative[0]["name"])
+        row = next(r for r in table_rows(frame, STATS) if r["name"] == negative[0]["name"])
         assert row["size_increase"] == "−" + fmt_bytes(-negative[0]["size_increase_bytes"])
     helps = frame.eval_on_selector_all(f"{stats} thead th[data-col]", "ths => Object.fromEntries(ths.map(t => [t.dataset.col, t.title]))")
     assert "not in the operators it calls" in helps["self_size_increase"]
@@ -356,7 +344,7 @@ def test_memory_csv_export_and_fallback(page: Any, tb_memory_module: TensorBoard
     assert len(rows) == len(big)
     assert [int(r["Size (bytes)"]) for r in rows] == [r["size_bytes"] for r in big]
     assert [r["Operator"] for r in rows] == [r["name"] for r in big]
-    shown = shown_rows(frame, EVENTS)
+    shown = table_rows(frame, EVENTS)
     assert [r["name"] for r in shown] == [r["Operator"] for r in rows[: len(shown)]]
     for csv_row, row in zip(rows, shown, strict=False):
         assert float(csv_row["Allocation time (us from trace start)"]) == pytest.approx(float(row["_value:alloc"]))
@@ -550,7 +538,7 @@ def test_lightning_run(page: Any, tb_memory_module: TensorBoard) -> None:
     assert frame.inner_text("[data-testid=module-title]") == "Lightning"
     hooks = sorted(data["hooks"], key=lambda h: -h["host_total_us"])
     assert table_count(frame, "lightning-hooks-table") == f"{len(hooks)} rows"
-    shown = shown_rows(frame, "lightning-hooks-table")
+    shown = table_rows(frame, "lightning-hooks-table")
     assert [r["name"] for r in shown] == [h["name"] for h in hooks[: len(shown)]]
     assert int(shown[0]["_value:calls"]) == hooks[0]["calls"]
     assert float(shown[0]["_value:total"]) == pytest.approx(hooks[0]["host_total_us"])

@@ -9,7 +9,7 @@ import { formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, for
 import type { KernelGrouping, KernelRow, KernelsResponse } from "./common/apiTypes";
 import { Charts, chartDiv, ColorMap, type Figure } from "./common/charts";
 import { csvFileName } from "./common/csv";
-import { type Item, pieLayout, pieTrace, topN } from "./common/pie";
+import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
 import { clampedName, type Column, DataTable } from "./common/table";
 import { traceLinker, type TraceLinker } from "./common/traceLink";
 import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
@@ -182,19 +182,10 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   const ratio = typeof byName.tensor_core_ratio === "number" && Number.isFinite(byName.tensor_core_ratio) ? byName.tensor_core_ratio : null;
 
   // ---- pies
-  let topCount = 10;
   const kernelPie = chartDiv("pie-kernels", 320);
   const tcPie = chartDiv("pie-tensor-cores", 320);
-  const topInput = h("input", {
-    testid: "top-n",
-    attrs: { type: "number", min: 1, max: 50, value: topCount, "aria-label": "Kernels shown in the pie" },
-    onChange: () => {
-      const n = Math.round(Number(topInput.value));
-      topCount = Number.isFinite(n) ? Math.min(50, Math.max(1, n)) : 10;
-      topInput.value = String(topCount);
-      void drawKernelPie();
-    },
-  });
+  const top = topNInput("Kernels shown in the pie", () => { void drawKernelPie(); });
+  const topInput = top.input;
   const piesCard = card(
     { testid: "card-kernel-pies" },
     h(
@@ -276,7 +267,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   const drawKernelPie = async (): Promise<void> => {
     if (!charts) return;
     const items: Item[] = rows.map((r) => ({ name: r.name, value: r.total_us }));
-    const slices = topN(items, topCount);
+    const slices = topN(items, top.value());
     colors.assign(slices.filter((s) => !s.other).map((s) => s.name));
     await charts.draw(kernelPie, () => ({
       data: [pieTrace(slices, { format: formatDuration, colors, what: "total", labelMax: 44 })],

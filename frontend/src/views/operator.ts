@@ -10,7 +10,7 @@ import type { OperatorGrouping, OperatorRow, OperatorsResponse } from "./common/
 import { frameList, parseStack } from "./common/callStack";
 import { Charts, chartDiv, ColorMap } from "./common/charts";
 import { csvFileName } from "./common/csv";
-import { type Item, pieLayout, pieTrace, topN } from "./common/pie";
+import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
 import { type Column, DataTable } from "./common/table";
 import { type TraceLinker, traceLinker } from "./common/traceLink";
 import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
@@ -197,18 +197,9 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   });
 
   // ---- pies
-  let topCount = 10;
   const pieDivs = PIES.filter((p) => device || !p.device).map((p) => ({ p, div: chartDiv(`pie-${p.key}`, 300) }));
-  const topInput = h("input", {
-    testid: "top-n",
-    attrs: { type: "number", min: 1, max: 50, value: topCount, "aria-label": "Operators shown in the pies" },
-    onChange: () => {
-      const n = Math.round(Number(topInput.value));
-      topCount = Number.isFinite(n) ? Math.min(50, Math.max(1, n)) : 10;
-      topInput.value = String(topCount);
-      void drawPies();
-    },
-  });
+  const top = topNInput("Operators shown in the pies", () => { void drawPies(); });
+  const topInput = top.input;
   const piesCard = card(
     { testid: "card-operator-pies" },
     h(
@@ -335,7 +326,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     if (!charts) return;
     for (const { p, div } of pieDivs) {
       const items: Item[] = rows.map((r) => ({ name: r.name, value: p.get(r) }));
-      const slices = topN(items, topCount);
+      const slices = topN(items, top.value());
       colors.assign(slices.filter((s) => !s.other).map((s) => s.name));
       await charts.draw(div, () => ({
         data: [pieTrace(slices, { format: formatDuration, colors, what: p.title.toLowerCase(), labelMax: 52 })],

@@ -2,6 +2,7 @@
  * "Top N + Other" pies: the N largest items get their own slice, the rest one "Other" slice, so the
  * shares stay true (a slice is its share of the whole, not of the top N).
  */
+import { h } from "../../dom";
 import { type ColorMap, type Data, type Layout, OTHER_COLOR, plotlyText, shorten } from "./charts";
 
 export const OTHER = "Other";
@@ -93,4 +94,23 @@ export function pieLayout(extra: Layout = {}): Layout {
     uniformtext: { minsize: 9, mode: "hide" },
     ...extra,
   };
+}
+
+/**
+ * The "Top N" number input of a pie card: 1..50 (10 by default); `onChange` gets the clamped value.
+ * Returns the input and a getter for the current N.
+ */
+export function topNInput(label: string, onChange: (n: number) => void): { input: HTMLInputElement; value: () => number } {
+  let current = 10;
+  const input = h("input", {
+    testid: "top-n",
+    attrs: { type: "number", min: 1, max: 50, value: current, "aria-label": label },
+    onChange: () => {
+      const n = Math.round(Number(input.value));
+      current = Number.isFinite(n) ? Math.min(50, Math.max(1, n)) : 10;
+      input.value = String(current);
+      onChange(current);
+    },
+  });
+  return { input, value: () => current };
 }
