@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh machine:
 #   make run   - install, build the frontend, serve samples/ on http://127.0.0.1:6006/#pytorch_profiler
 #   make test  - install dev dependencies (Python, npm, Chromium) and run every test
+#   make screenshots - regenerate docs/images/*.png from the samples in headless Chromium (not a test)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ LOGDIR ?= samples
 BUNDLE := tb_plugin/static/index.js
 FRONTEND_SRC := $(shell find frontend/src -type f 2>/dev/null) frontend/build.mjs frontend/package.json
 
-.PHONY: run test install install-dev build lint typecheck pytest clean
+.PHONY: run test install install-dev build lint typecheck pytest screenshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +49,9 @@ pytest: install-dev
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 test: lint typecheck pytest
+
+screenshots: install-dev
+	$(PY) -m pytest -q -p no:cacheprovider -s -o python_files='shots_*.py' -o python_functions='shot_*' tests/browser
 
 clean:
 	rm -rf $(VENV) frontend/node_modules tb_plugin/static build dist *.egg-info

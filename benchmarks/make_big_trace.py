@@ -37,7 +37,7 @@ Examples::
 
     # ~164 MB (uncompressed JSON, MB = 10**6 bytes) from the bf16 transformer trace
     .venv/bin/python benchmarks/make_big_trace.py \
-        /work/shared/traces/h200/transformer_bf16/vm_562.1795654446295758078.pt.trace.json.gz --target-mb 164
+        tests/data/h200/transformer_bf16/vm_562.1795654446295758078.pt.trace.json.gz --target-mb 164
 
     # exactly 5 copies, plain JSON, into a chosen run dir
     .venv/bin/python benchmarks/make_big_trace.py SRC --copies 5 --no-gzip --out-dir /tmp/run1

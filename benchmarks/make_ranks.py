@@ -4,7 +4,7 @@ Each new rank is a copy of one of the source ranks (round robin) with ``distribu
 the process groups' rank lists rewritten, written as ``rank<N>.<stamp>.pt.trace.json.gz``. Event contents are not
 changed, so collective counts stay consistent across ranks.
 
-    python benchmarks/make_ranks.py ../shared/traces/h200/ddp_resnet50 --ranks 64 --out .bench/runs/ddp_x64
+    python benchmarks/make_ranks.py tests/data/h200/ddp_resnet50 --ranks 64 --out .bench/runs/ddp_x64
 """
 
 from __future__ import annotations

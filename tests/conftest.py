@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -14,13 +13,15 @@ from typing import Any
 
 import pytest
 
+from tests import outside_guard
+
 REPO = Path(__file__).resolve().parent.parent
-SHARED_TRACES = Path(os.environ.get("TB_PLUGIN_SHARED_TRACES", REPO.parent / "shared" / "traces"))
+REAL_TRACES = REPO / "tests" / "data"  # real traces copied into the repository: see tests/data/README.md
 SAMPLES = REPO / "samples"
 
 
-def shared_trace_files() -> list[Path]:
-    return sorted(SHARED_TRACES.glob("**/*.pt.trace.json*")) if SHARED_TRACES.is_dir() else []
+def real_trace_files() -> list[Path]:
+    return sorted(REAL_TRACES.glob("**/*.pt.trace.json*"))
 
 
 def sample_trace_files() -> list[Path]:
@@ -28,20 +29,19 @@ def sample_trace_files() -> list[Path]:
 
 
 def pytest_report_header(config: Any) -> str:
-    if not SHARED_TRACES.is_dir():
-        banner = (f"WARNING: the real traces in {SHARED_TRACES} are ABSENT: tests that need them FAIL "
-                  "(set TB_PLUGIN_SHARED_TRACES to their folder)")
-        print(banner, file=sys.stderr)
-        return banner
-    return f"real traces: {SHARED_TRACES} ({len(shared_trace_files())} files)"
+    return f"real traces: {REAL_TRACES} ({len(real_trace_files())} files); {outside_guard.describe()}"
+
+
+def pytest_configure(config: Any) -> None:
+    outside_guard.install()
 
 
 @pytest.fixture(scope="session")
-def shared_traces() -> Path:
-    """The read-only real traces beside the checkout; absent means a broken setup, so fail loudly, never skip."""
-    if not SHARED_TRACES.is_dir():
-        pytest.fail(f"real traces not found at {SHARED_TRACES}; CI provides ../shared/traces beside the checkout")
-    return SHARED_TRACES
+def real_traces() -> Path:
+    """The real traces in tests/data; absent means a broken checkout, so fail loudly, never skip."""
+    if not real_trace_files():
+        pytest.fail(f"real traces not found in {REAL_TRACES}")
+    return REAL_TRACES
 
 
 def write_trace(path: Path, events: list[dict[str, Any]] | None = None, *, raw: bytes | None = None,

@@ -28,7 +28,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 FRONTEND = REPO / "frontend"
 STATIC = REPO / "tb_plugin" / "static"
-SHARED_TRACES = Path(os.environ.get("TB_PLUGIN_SHARED_TRACES", REPO.parent / "shared" / "traces"))
+REAL_TRACES = REPO / "tests" / "data"  # real traces copied into the repository: see tests/data/README.md
 SAMPLES = REPO / "samples"
 CHROMIUM = os.environ.get("PTP_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -46,7 +46,7 @@ PLUGIN = "pytorch_profiler"
 PLUGIN_IFRAME = 'iframe[src*="plugin_entry.html"]'
 
 # The known trace used for exact checks: torchvision ResNet-18 on an H200, two spans of one worker.
-RESNET_DIR = SHARED_TRACES / "h200" / "resnet18_workers0"
+RESNET_DIR = REAL_TRACES / "h200" / "resnet18_workers0"
 RESNET_SPAN_FILES = sorted(RESNET_DIR.glob("*.pt.trace.json.gz")) if RESNET_DIR.is_dir() else []
 CORRUPT_FILE = "bad_worker.1234.pt.trace.json.gz"
 
@@ -88,7 +88,7 @@ def frontend_built() -> Path:
 @pytest.fixture(scope="session")
 def resnet_files() -> list[Path]:
     if len(RESNET_SPAN_FILES) < 2:
-        pytest.fail(f"the shared traces are not beside the checkout ({RESNET_DIR})")
+        pytest.fail(f"the real traces are missing from tests/data ({RESNET_DIR})")
     return RESNET_SPAN_FILES
 
 
@@ -348,7 +348,7 @@ def tb_samples(tb_factory: Callable[..., TensorBoard], samples_logdir: Path) -> 
 
 # --------------------------------------------------------------------------------------------- Memory and Module pages
 
-V100_RESNET_DIR = SHARED_TRACES / "kineto_v100" / "resnet50_num_workers_0"
+V100_RESNET_DIR = REAL_TRACES / "kineto_v100" / "resnet50_num_workers_0"
 
 
 @pytest.fixture(scope="session")
@@ -364,7 +364,7 @@ def memory_module_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             link_or_copy(f, root / run / f.name)
     old = sorted(V100_RESNET_DIR.glob("*.pt.trace.json.gz")) if V100_RESNET_DIR.is_dir() else []
     if not old:
-        pytest.fail(f"the shared traces are not beside the checkout ({V100_RESNET_DIR})")
+        pytest.fail(f"the real traces are missing from tests/data ({V100_RESNET_DIR})")
     link_or_copy(old[0], root / "v100_resnet50" / old[0].name)
     return root
 
@@ -378,14 +378,14 @@ def tb_memory_module(tb_factory: Callable[..., TensorBoard], memory_module_logdi
 
 # --------------------------------------------------------------------------------------------- Distributed / Diff pages
 
-DDP_DIR = SHARED_TRACES / "h200" / "ddp_resnet50"
-KINETO_DIR = SHARED_TRACES / "kineto_v100"
+DDP_DIR = REAL_TRACES / "h200" / "ddp_resnet50"
+KINETO_DIR = REAL_TRACES / "kineto_v100"
 
 
 def _first_trace(folder: Path) -> Path:
     files = sorted(folder.glob("*.pt.trace.json.gz"))
     if not files:
-        pytest.fail(f"the shared traces are not beside the checkout ({folder})")
+        pytest.fail(f"the real traces are missing from tests/data ({folder})")
     return files[0]
 
 
@@ -456,8 +456,7 @@ def read_csv(text: str) -> list[dict[str, str]]:
 
 
 def save_screenshot(page: Any, name: str, full_height: bool = False) -> None:
-    """test-artifacts/<name> always; docs/images/<name> when missing or with PTP_UPDATE_SCREENSHOT=1 (1400 wide;
-    900 high, or the whole page with ``full_height``)."""
+    """docs/images/<name> (1400 wide; 900 high, or the whole page with ``full_height``), for ``make screenshots``."""
     if full_height:
         frame = page.wait_for_selector('iframe[src*="plugin_entry.html"]').content_frame()
         height = frame.evaluate("() => document.documentElement.scrollHeight")
@@ -465,11 +464,7 @@ def save_screenshot(page: Any, name: str, full_height: bool = False) -> None:
     else:
         page.set_viewport_size({"width": 1400, "height": 900})
     page.wait_for_timeout(800)  # plotly resizes on the next frame
-    targets = [ARTIFACTS / name]
-    docs = DOCS_IMAGES / name
-    if os.environ.get("PTP_UPDATE_SCREENSHOT") or not docs.exists():
-        targets.append(docs)
-    for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(target))
-        assert target.stat().st_size > 20_000
+    target = DOCS_IMAGES / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(target))
+    print(f"wrote {target.relative_to(REPO)}")

@@ -24,11 +24,9 @@ import pytest
 from tests.browser.conftest import (
     ARTIFACTS,
     PLUGIN,
-    PLUGIN_IFRAME,
     TensorBoard,
     make_ranks_logdir,
     open_plugin,
-    save_screenshot,
     table_rows,
     top_hash,
 )
@@ -337,19 +335,6 @@ def test_diff_kineto_pair(page: Any, tb_dist_diff: TensorBoard, console: Any) ->
                             "?.value === n", arg=name, timeout=60_000)
     assert f"p.{PLUGIN}.exp_run" not in state  # the Diff page's own keys left with it
     assert not console.unexpected()
-
-
-def test_screenshots(page: Any, tb_dist_diff: TensorBoard) -> None:
-    frame = open_view(page, tb_dist_diff, "ddp", "Distributed")
-    for testid in ("overlap-chart", "wait-chart", "comm-heatmap"):
-        frame.wait_for_selector(f"[data-testid={testid}] .main-svg", timeout=60_000)
-    save_screenshot(page, "distributed.png")
-
-    frame = open_view(page, tb_dist_diff, BASE[0], "Diff", worker=BASE[1])
-    frame.wait_for_selector("[data-testid=diff-breakdown-chart] .main-svg", timeout=120_000)
-    frame.wait_for_selector("[data-testid=drill-chart] .main-svg", timeout=60_000)
-    save_screenshot(page, "diff.png")
-    assert page.wait_for_selector(PLUGIN_IFRAME)
 
 
 def test_distributed_step_selector_shows_one_step(page: Any, tb_dist_diff: TensorBoard) -> None:

@@ -10,12 +10,10 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.browser.conftest import (
-    ARTIFACTS,
     PLUGIN,
     TensorBoard,
     open_plugin,
     read_csv,
-    save_screenshot,
     table_rows,
 )
 
@@ -98,22 +96,6 @@ def relayout(frame: Any, update: dict[str, Any]) -> None:
         }""",
         update,
     )
-
-
-
-
-
-
-def dark_screenshot(page: Any, tb: TensorBoard, view: str, chart: str) -> None:
-    """The page in the dark theme, for a look (test-artifacts only)."""
-    page.emulate_media(color_scheme="dark")
-    frame = open_view(page, tb, TRANSFORMER, view)
-    frame.wait_for_function("() => document.documentElement.dataset.theme === 'dark'")
-    frame.wait_for_selector(f"[data-testid={chart}] .main-svg")
-    page.wait_for_timeout(500)
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{view.lower()}-dark.png"))
-    page.emulate_media(color_scheme="light")
 
 
 # --------------------------------------------------------------------------------------------- Memory
@@ -398,22 +380,6 @@ def test_memory_old_trace_shows_the_reason_and_statistics(page: Any, tb_memory_m
     assert frame.inner_text("[data-testid=memory-reason]") == curve["reason"]
 
 
-def test_memory_screenshot(page: Any, tb_memory_module: TensorBoard) -> None:
-    frame = open_view(page, tb_memory_module, TRANSFORMER, "Memory")
-    frame.wait_for_selector("[data-testid=memory-curve] .main-svg")
-    wait_memory_settled(frame)
-    # A long-lived large allocation marked on the curve.
-    frame.select_option("[data-testid=memory-min-size-unit]", label="MiB")
-    frame.fill("[data-testid=memory-min-size]", "8")
-    frame.click(f"[data-testid={EVENTS}] [data-testid=sort-lifetime]")
-    frame.click(f"[data-testid={EVENTS}] tbody tr[data-testid=row] >> nth=0")
-    frame.wait_for_selector("[data-testid=memory-marked]")
-    page.mouse.move(5, 300)
-    page.wait_for_timeout(300)
-    save_screenshot(page, "memory.png")
-    dark_screenshot(page, tb_memory_module, "Memory", "memory-curve")
-
-
 # --------------------------------------------------------------------------------------------- Module
 
 
@@ -567,14 +533,3 @@ def test_module_empty_state(page: Any, tb_memory_module: TensorBoard) -> None:
     text = empty.inner_text()
     assert "with_stack=True" in text and "with_modules=True" in text
     assert frame.query_selector("[data-testid=module-icicle]") is None
-
-
-def test_module_screenshot(page: Any, tb_memory_module: TensorBoard) -> None:
-    frame = open_view(page, tb_memory_module, TRANSFORMER, "Module")
-    frame.wait_for_selector("[data-testid=module-icicle] .main-svg")
-    frame.wait_for_selector("[data-testid=module-timeline] .main-svg")
-    frame.click("[data-testid=module-tree] tr[data-name=TransformerEncoder_0] [data-testid=tree-toggle]")
-    page.mouse.move(5, 300)
-    page.wait_for_timeout(300)
-    save_screenshot(page, "module.png")
-    dark_screenshot(page, tb_memory_module, "Module", "module-timeline")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 import urllib.request
 from pathlib import Path
@@ -549,30 +548,3 @@ def test_hidden_tab_theme_and_no_console_errors(page: Any, tb: TensorBoard, cons
     light = pixel(frame, 5, 5)
     assert sum(light[:3]) > 3 * 180
     assert not console.unexpected()
-
-
-def test_screenshot(page: Any, tb: TensorBoard) -> None:
-    """docs/images/trace.png: part of a forward pass, a GEMM kernel selected with its launch arrow and details."""
-    hit, details = kernel_with_launcher(tb, "nvjet")
-    launcher = details["launched_by"]
-    start = launcher["start_us"] - 650
-    end = hit["start_us"] + hit["dur_us"] + 900
-    frame = open_trace(page, tb, f"&{P}.start={start:.3f}&{P}.end={end:.3f}")
-    # Collapse the CPU threads other than the launching one (idle here), so the launch and the kernel fit.
-    box = canvas_box(frame)
-    for r in hook(frame, "rows"):
-        if r["kind"] == "track" and r["track"] != launcher["track"] and r["h"] > 40 and "GPU" not in r["label"]:
-            page.mouse.click(box["x"] + 20, box["y"] + r["y"] + 10)
-    wait_idle(frame)
-    click_event(page, frame, on_screen(frame, hit["id"]))
-    frame.wait_for_function("id => window.__ptpTrace.selected()?.details && window.__ptpTrace.selected().id === id", arg=hit["id"])
-    wait_idle(frame)
-    page.mouse.move(5, 890)
-    page.wait_for_timeout(300)
-    targets = [REPO / "test-artifacts" / "trace.png"]
-    if os.environ.get("PTP_UPDATE_SCREENSHOT") or not SCREENSHOT.exists():
-        targets.append(SCREENSHOT)
-    for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(target))
-        assert target.stat().st_size > 30_000

@@ -11,14 +11,12 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.browser.conftest import (
-    ARTIFACTS,
     PLUGIN,
     PLUGIN_IFRAME,
     ConsoleLog,
     TensorBoard,
     open_plugin,
     read_csv,
-    save_screenshot,
     table_rows,
 )
 
@@ -516,33 +514,6 @@ def test_charts_follow_theme_and_hidden_tab(page: Any, tb_samples: TensorBoard) 
 
 
 # --------------------------------------------------------------------------------------------- screenshots
-
-
-def test_screenshots(page: Any, tb_samples: TensorBoard) -> None:
-    frame = open_view(page, tb_samples, RESNET, "Overview")
-    wait_charts(frame, "step-chart", "breakdown-pie")
-    save_screenshot(page, "overview.png", full_height=True)
-
-    frame = open_view(page, tb_samples, TRANSFORMER, "Operator")
-    wait_charts(frame, "pie-device_self", "pie-device_total", "pie-host_self", "pie-host_total")
-    row_named(frame, "operator-table", "aten::mm").locator("[data-testid=row-expand]").click()
-    frame.wait_for_selector("[data-testid=call-stack]")
-    save_screenshot(page, "operator.png", full_height=True)
-
-    frame = open_view(page, tb_samples, TRANSFORMER, "Kernel")
-    wait_charts(frame, "pie-kernels", "pie-tensor-cores")
-    save_screenshot(page, "kernel.png", full_height=True)
-
-    # Dark theme, for a look (artifacts only).
-    page.emulate_media(color_scheme="dark")
-    for run, view, charts in ((RESNET, "Overview", "step-chart"), (TRANSFORMER, "Operator", "pie-host_total"),
-                              (TRANSFORMER, "Kernel", "pie-kernels")):
-        frame = open_view(page, tb_samples, run, view)
-        frame.wait_for_function("() => document.documentElement.dataset.theme === 'dark'")
-        wait_charts(frame, charts)
-        page.wait_for_timeout(300)
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / f"{view.lower()}-dark.png"))
 
 
 def test_operator_and_kernel_rows_link_to_their_occurrences_in_the_trace(page: Any, tb_samples: TensorBoard) -> None:

@@ -21,11 +21,11 @@ BAD_FILES: dict[str, bytes] = {
 
 
 @pytest.fixture
-def mixed_logdir(tmp_path: Path, shared_traces: Path) -> Path:
+def mixed_logdir(tmp_path: Path, real_traces: Path) -> Path:
     logdir = tmp_path / "logdir"
     good = logdir / "good"
     good.mkdir(parents=True)
-    for f in (shared_traces / "h200" / "resnet18_workers0").glob("*.gz"):
+    for f in (real_traces / "h200" / "resnet18_workers0").glob("*.gz"):
         shutil.copy(f, good / f.name)
     for name, raw in BAD_FILES.items():
         write_trace(logdir / "bad" / name, raw=raw, gz=False)
@@ -60,14 +60,14 @@ def test_good_runs_stay_ready_beside_broken_files(tensorboard_app: Any, mixed_lo
     assert r.get_json()["devices"][0]["name"] == "NVIDIA H200"
 
 
-def test_summary_numbers_come_from_the_trace(tensorboard_app: Any, shared_traces: Path) -> None:
-    path = next((shared_traces / "h200" / "transformer_bf16").glob("*.gz"))
+def test_summary_numbers_come_from_the_trace(tensorboard_app: Any, real_traces: Path) -> None:
+    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     with gzip.open(path) as fh:
         doc = json.load(fh)
     events = doc["traceEvents"]
     timed = [e for e in events if e.get("ph") in ("X", "i") and isinstance(e.get("ts"), (int, float))]
     expected_duration = max(e["ts"] + max(e.get("dur", 0), 0) for e in timed) - min(e["ts"] for e in timed)
-    client = tensorboard_app(shared_traces / "h200" / "transformer_bf16")
+    client = tensorboard_app(real_traces / "h200" / "transformer_bf16")
     wait_until_settled(client)
     body = client.get(f"{API}/summary?run=transformer_bf16&worker=vm_562&span=1").get_json()
     assert body["event_counts"]["kernel"] == sum(1 for e in events if e.get("cat") == "kernel")

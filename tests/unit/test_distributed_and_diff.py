@@ -22,8 +22,8 @@ def raw(path: Path) -> list[dict[str, Any]]:
     return events
 
 
-def test_ddp_ranks_collectives_and_straggler(shared_traces: Path) -> None:
-    files = sorted((shared_traces / "h200" / "ddp_resnet50").glob("*.gz"))
+def test_ddp_ranks_collectives_and_straggler(real_traces: Path) -> None:
+    files = sorted((real_traces / "h200" / "ddp_resnet50").glob("*.gz"))
     result = distributed([(f.name.split(".")[0], load_trace(str(f))) for f in files])
     assert result["world_size"] == 2 and result["backend"] == "nccl"
     assert [r["rank"] for r in result["ranks"]] == [0, 1]
@@ -96,9 +96,9 @@ def test_sixty_four_ranks(tmp_path: Path) -> None:
     assert all(r["sync_us"] == pytest.approx(40) for i, r in enumerate(result["ranks"]) if i != 13)
 
 
-def test_diff_of_the_dataloader_pair(shared_traces: Path) -> None:
-    base = load_trace(str(next((shared_traces / "kineto_v100" / "resnet50_num_workers_0").glob("*.gz"))))
-    exp = load_trace(str(next((shared_traces / "kineto_v100" / "resnet50_num_workers_4").glob("*.gz"))))
+def test_diff_of_the_dataloader_pair(real_traces: Path) -> None:
+    base = load_trace(str(next((real_traces / "kineto_v100" / "resnet50_num_workers_0").glob("*.gz"))))
+    exp = load_trace(str(next((real_traces / "kineto_v100" / "resnet50_num_workers_4").glob("*.gz"))))
     summary = diff_summary(base, exp)
     b = summary["breakdown"]
     assert b["delta"]["DataLoader"] < -0.9 * b["baseline"]["DataLoader"]  # data loading time drops

@@ -15,7 +15,7 @@ import pytest
 from tb_plugin.loader import TraceLoadError, load_trace
 from tb_plugin.model import Kind, TraceModel
 from tb_plugin.model.tables import load, save
-from tests.conftest import SHARED_TRACES, cpu_op, sample_trace_files, shared_trace_files, write_trace
+from tests.conftest import REAL_TRACES, cpu_op, real_trace_files, sample_trace_files, write_trace
 
 
 def plain_counts(path: Path) -> tuple[Counter[tuple[str, str | None]], int]:
@@ -37,12 +37,12 @@ def model_counts(model: TraceModel) -> tuple[Counter[tuple[str, str | None]], in
     return counts, len(model["metadata_events"]["name"])
 
 
-REAL = shared_trace_files() + sample_trace_files()
+REAL = real_trace_files() + sample_trace_files()
 
 
 def test_real_traces_are_present() -> None:
-    assert SHARED_TRACES.is_dir(), f"real traces missing at {SHARED_TRACES}"
-    assert len(shared_trace_files()) >= 10
+    assert REAL_TRACES.is_dir(), f"real traces missing at {REAL_TRACES}"
+    assert len(real_trace_files()) >= 10
 
 
 @pytest.mark.parametrize("path", REAL, ids=[str(p.relative_to(p.parents[2])) for p in REAL])
@@ -59,8 +59,8 @@ def test_every_event_of_real_traces_is_kept(path: Path) -> None:
         assert (ev["correlation"][kernels] >= 0).all()
 
 
-def test_h200_kernel_args_match_the_json(shared_traces: Path) -> None:
-    path = next((shared_traces / "h200" / "transformer_bf16").glob("*.gz"))
+def test_h200_kernel_args_match_the_json(real_traces: Path) -> None:
+    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     with gzip.open(path) as fh:
         raw = [e for e in json.load(fh)["traceEvents"] if e.get("cat") == "kernel"]
     model = load_trace(str(path))
@@ -109,8 +109,8 @@ def test_synthetic_trace_columns(tmp_path: Path) -> None:
     assert m.meta["deviceProperties"] == [{"id": 0, "name": "G"}]
 
 
-def test_saved_model_maps_back_identically(tmp_path: Path, shared_traces: Path) -> None:
-    path = next((shared_traces / "h200" / "resnet18_workers0").glob("*.gz"))
+def test_saved_model_maps_back_identically(tmp_path: Path, real_traces: Path) -> None:
+    path = next((real_traces / "h200" / "resnet18_workers0").glob("*.gz"))
     model = load_trace(str(path))
     save(model, tmp_path / "entry")
     back = load(tmp_path / "entry")
@@ -207,11 +207,11 @@ def test_unreadable_file_fails_with_a_reason(tmp_path: Path) -> None:
         load_trace(str(link))
 
 
-def test_parallel_build_equals_sequential(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parallel_build_equals_sequential(real_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tb_plugin.loader import columns
 
     monkeypatch.setattr(columns, "PARALLEL_MIN_EVENTS", 1000)
-    path = next((shared_traces / "h200" / "ddp_resnet50").glob("rank0.*.gz"))
+    path = next((real_traces / "h200" / "ddp_resnet50").glob("rank0.*.gz"))
     one, three = load_trace(str(path), parts=1), load_trace(str(path), parts=3)
     for name, cols in one.tables.items():
         for col, values in cols.items():

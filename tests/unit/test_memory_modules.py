@@ -27,8 +27,8 @@ def memory_records(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("run", ["transformer_bf16", "resnet18_workers0", "ddp_resnet50"])
-def test_memory_peaks_and_pairs_match_the_json(shared_traces: Path, run: str) -> None:
-    path = sorted((shared_traces / "h200" / run).glob("*.gz"))[0]
+def test_memory_peaks_and_pairs_match_the_json(real_traces: Path, run: str) -> None:
+    path = sorted((real_traces / "h200" / run).glob("*.gz"))[0]
     records = memory_records(raw(path))
     model = load_trace(str(path))
     curve = memory_curve(model)
@@ -60,9 +60,9 @@ def test_memory_peaks_and_pairs_match_the_json(shared_traces: Path, run: str) ->
     assert sum(1 for r in rows if r["alloc_us"] is None) == early_free
 
 
-def test_memory_statistics_allocation_totals(shared_traces: Path) -> None:
+def test_memory_statistics_allocation_totals(real_traces: Path) -> None:
     """Self allocation sizes per device add up to every allocation the trace records (owned by an operator)."""
-    path = next((shared_traces / "h200" / "transformer_bf16").glob("*.gz"))
+    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     records = memory_records(raw(path))
     stats = memory_statistics(load_trace(str(path)))
     gpu_alloc = sum(r["args"]["Bytes"] for r in records if r["args"]["Device Type"] == 1 and r["args"]["Bytes"] > 0)
@@ -72,8 +72,8 @@ def test_memory_statistics_allocation_totals(shared_traces: Path) -> None:
     assert empty["allocation_count"] == empty["self_allocation_count"] > 0
 
 
-def test_old_traces_get_statistics_but_no_curve(shared_traces: Path) -> None:
-    path = next((shared_traces / "kineto_v100" / "resnet50_num_workers_0").glob("*.gz"))
+def test_old_traces_get_statistics_but_no_curve(real_traces: Path) -> None:
+    path = next((real_traces / "kineto_v100" / "resnet50_num_workers_0").glob("*.gz"))
     model = load_trace(str(path))
     curve = memory_curve(model)
     assert curve["devices"] == {} and "PyTorch < 1.10" in curve["reason"]
@@ -116,8 +116,8 @@ def test_allocator_primitives_are_named_after_their_caller(tmp_path: Path) -> No
     assert ("aten::ones", "GPU0") not in {(r["name"], r["device"]) for r in memory_statistics(model, 35, 60)}
 
 
-def test_module_totals_on_the_transformer(shared_traces: Path) -> None:
-    path = next((shared_traces / "h200" / "transformer_bf16").glob("*.gz"))
+def test_module_totals_on_the_transformer(real_traces: Path) -> None:
+    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     events = raw(path)
     frames = [e for e in events if e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ")]
     occurrences = Counter(e["name"][len("nn.Module: "):] for e in frames)
@@ -166,9 +166,9 @@ def test_lightning_module_names_give_the_hierarchy(tmp_path: Path) -> None:
     assert root["children"][0]["occurrences"] == 2 and root["children"][0]["host_total_us"] == 50
 
 
-def test_module_backward_time_through_fwdbwd_flows(shared_traces: Path) -> None:
+def test_module_backward_time_through_fwdbwd_flows(real_traces: Path) -> None:
     """Backward time of a module = its operators' autograd roots, found through fwdbwd flows (recomputed here)."""
-    path = next((shared_traces / "h200" / "transformer_bf16").glob("*.gz"))
+    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     events = raw(path)
     frames = [e for e in events if e.get("cat") == "python_function" and e["name"] == "nn.Module: Linear_0"]
     cpu_ops = [e for e in events if e.get("cat") == "cpu_op"]

@@ -42,13 +42,13 @@ def test_spec_is_valid_openapi(spec: dict[str, Any]) -> None:
     assert json_routes <= set(spec["paths"]), json_routes - set(spec["paths"])
 
 
-def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, shared_traces: Path,
+def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, real_traces: Path,
                                   tmp_path: Path) -> None:
     logdir = tmp_path / "ld"
     (logdir / "bad").mkdir(parents=True)
     (logdir / "bad" / "x.1.pt.trace.json").write_text("{")
     for sub in ("ddp_resnet50", "transformer_bf16"):
-        (logdir / sub).symlink_to(shared_traces / "h200" / sub)
+        (logdir / sub).symlink_to(real_traces / "h200" / sub)
     client = tensorboard_app(logdir)
     body = wait_until_settled(client, expect_spans=4)
     check(spec, "/runs", 200, body)

@@ -58,14 +58,14 @@ def test_cuda_core_kernels(name: str) -> None:
     assert not kernel_uses_tensor_cores(name)
 
 
-def test_every_gemm_like_kernel_of_the_h200_transformer_is_classified(shared_traces) -> None:  # type: ignore[no-untyped-def]
+def test_every_gemm_like_kernel_of_the_h200_transformer_is_classified(real_traces) -> None:  # type: ignore[no-untyped-def]
     """The bf16 transformer's matmuls and attention run on tensor cores; its elementwise kernels do not."""
     import numpy as np
 
     from tb_plugin.loader import load_trace
     from tb_plugin.model import Kind
 
-    path = next((shared_traces / "h200" / "transformer_bf16").glob("*.gz"))
+    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     model = load_trace(str(path))
     ev = model["events"]
     names = {model.strings[c] for c in np.unique(ev["name"][ev["kind"] == Kind.KERNEL]).tolist()}

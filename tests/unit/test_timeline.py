@@ -27,8 +27,8 @@ def raw(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def transformer(shared_traces: Path) -> tuple[Path, Any]:
-    path = next((shared_traces / "h200" / "transformer_bf16").glob("*.gz"))
+def transformer(real_traces: Path) -> tuple[Path, Any]:
+    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     return path, load_trace(str(path))
 
 
@@ -136,8 +136,8 @@ def test_event_details_and_search(transformer: tuple[Path, Any]) -> None:
     assert launch["call_stack"] and all("): " in frame for frame in launch["call_stack"])
 
 
-def test_trace_routes(tensorboard_app: Any, shared_traces: Path, tmp_path: Path) -> None:
-    run = shared_traces / "h200" / "transformer_bf16"
+def test_trace_routes(tensorboard_app: Any, real_traces: Path, tmp_path: Path) -> None:
+    run = real_traces / "h200" / "transformer_bf16"
     client = tensorboard_app(run)
     wait_until_settled(client)
     q = "run=transformer_bf16&worker=vm_562&span=1"

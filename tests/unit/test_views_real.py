@@ -23,9 +23,9 @@ def raw_events(path: Path) -> list[dict[str, Any]]:
     return events
 
 
-def test_v100_resnet50_matches_the_old_plugin(shared_traces: Path) -> None:
+def test_v100_resnet50_matches_the_old_plugin(real_traces: Path) -> None:
     """kineto_anatomy.md §6.1 lists the old plugin's figures for this span; ours agree within 0.5 %."""
-    path = shared_traces / "kineto_v100" / "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz"
+    path = real_traces / "kineto_v100" / "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz"
     o = overview(load_trace(str(path)))
     assert len(o["steps"]) == 6
     assert o["average"]["duration_us"] == pytest.approx(177_592, rel=0.005)
@@ -45,8 +45,8 @@ def test_v100_resnet50_matches_the_old_plugin(shared_traces: Path) -> None:
     assert "%" in amp["text"] and amp["link"].startswith("https://")
 
 
-def test_more_loader_workers_cut_data_loading(shared_traces: Path) -> None:
-    base = shared_traces / "kineto_v100"
+def test_more_loader_workers_cut_data_loading(real_traces: Path) -> None:
+    base = real_traces / "kineto_v100"
     zero = overview(load_trace(str(next((base / "resnet50_num_workers_0").glob("*.gz")))))
     four = overview(load_trace(str(next((base / "resnet50_num_workers_4").glob("*.gz")))))
     assert four["average"]["breakdown_us"]["DataLoader"] < 0.05 * zero["average"]["breakdown_us"]["DataLoader"]
@@ -54,8 +54,8 @@ def test_more_loader_workers_cut_data_loading(shared_traces: Path) -> None:
 
 
 @pytest.mark.parametrize("run", ["resnet18_workers0", "transformer_bf16", "mlp_compiled", "ddp_resnet50"])
-def test_h200_steps_kernels_and_operators_match_the_json(shared_traces: Path, run: str) -> None:
-    path = sorted((shared_traces / "h200" / run).glob("*.gz"))[0]
+def test_h200_steps_kernels_and_operators_match_the_json(real_traces: Path, run: str) -> None:
+    path = sorted((real_traces / "h200" / run).glob("*.gz"))[0]
     events = raw_events(path)
     model = load_trace(str(path))
     o = overview(model)
@@ -92,9 +92,9 @@ def test_h200_steps_kernels_and_operators_match_the_json(shared_traces: Path, ru
     assert sum(r["device_self_us"] for r in ops.values()) > 0.5 * sum(total.values())
 
 
-def test_h200_gpu_utilization_recomputed(shared_traces: Path) -> None:
+def test_h200_gpu_utilization_recomputed(real_traces: Path) -> None:
     """Utilization = union of kernel intervals inside [first step start, last step end] / that span."""
-    path = sorted((shared_traces / "h200" / "resnet18_workers0").glob("*.gz"))[0]
+    path = sorted((real_traces / "h200" / "resnet18_workers0").glob("*.gz"))[0]
     events = raw_events(path)
     model = load_trace(str(path))
     o = overview(model)
@@ -114,8 +114,8 @@ def test_h200_gpu_utilization_recomputed(shared_traces: Path) -> None:
     assert o["gpus"][0]["utilization"] == pytest.approx(busy / (hi - lo), rel=1e-6)
 
 
-def test_transformer_uses_tensor_cores_and_gets_no_amp_advice(shared_traces: Path) -> None:
-    path = next((shared_traces / "h200" / "transformer_bf16").glob("*.gz"))
+def test_transformer_uses_tensor_cores_and_gets_no_amp_advice(real_traces: Path) -> None:
+    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     model = load_trace(str(path))
     o = overview(model)
     assert o["gpus"][0]["tensor_core_ratio"] > 0.2
@@ -124,9 +124,9 @@ def test_transformer_uses_tensor_cores_and_gets_no_amp_advice(shared_traces: Pat
     assert mm["tc_eligible"] and mm["tc_self_ratio"] > 0.9
 
 
-def test_triton_kernels_launched_by_the_driver_are_attributed(shared_traces: Path) -> None:
+def test_triton_kernels_launched_by_the_driver_are_attributed(real_traces: Path) -> None:
     """torch.compile launches Triton kernels with cuLaunchKernel (cuda_driver); they still belong to an operator."""
-    path = next((shared_traces / "h200" / "mlp_compiled").glob("*.gz"))
+    path = next((real_traces / "h200" / "mlp_compiled").glob("*.gz"))
     rows = kernel_table(load_trace(str(path)), "name_op")
     triton = [r for r in rows if r["name"].startswith("triton_")]
     attributed = sum(r["calls"] for r in triton if r["operator"] != "(no operator)")
@@ -137,16 +137,16 @@ def test_triton_kernels_launched_by_the_driver_are_attributed(shared_traces: Pat
     assert all(r["operator"] != "(no operator)" for r in rows if r["name"].startswith("triton_"))
 
 
-def test_ddp_collectives_count_as_communication(shared_traces: Path) -> None:
-    path = next((shared_traces / "h200" / "ddp_resnet50").glob("rank0.*.gz"))
+def test_ddp_collectives_count_as_communication(real_traces: Path) -> None:
+    path = next((real_traces / "h200" / "ddp_resnet50").glob("rank0.*.gz"))
     o = overview(load_trace(str(path)))
     assert o["average"]["breakdown_us"]["Communication"] > 0
     nccl = [r for r in kernel_table(load_trace(str(path))) if r["name"].startswith("nccl")]
     assert nccl
 
 
-def test_call_stacks_come_from_python_functions_on_2x_traces(shared_traces: Path) -> None:
-    path = next((shared_traces / "h200" / "transformer_bf16").glob("*.gz"))
+def test_call_stacks_come_from_python_functions_on_2x_traces(real_traces: Path) -> None:
+    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     rows = operator_table(load_trace(str(path)), "name_stack")
     assert rows
     linear = [r for r in rows if r["name"] == "aten::linear"]
