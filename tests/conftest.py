@@ -116,3 +116,36 @@ def wait_until_settled(client: Any, timeout: float = 60.0, expect_spans: int | N
 def spans_by_file(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["file"]: {**s, "run": r["name"], "worker": w["name"]}
             for r in body["runs"] for w in r["workers"] for s in w["spans"]}
+
+
+# Every per-span route, with default parameters (some need more: /trace/range a range, /trace/event an id).
+SPAN_ROUTES = ("summary", "overview", "operators", "kernels", "memory/curve", "memory/events", "memory/stats",
+               "modules", "modules/timeline", "trace/window", "trace/search?q=a", "trace/file")
+
+
+def every_span_route(client: Any, body: dict[str, Any]) -> dict[str, int]:
+    """GET every per-span route (and /views, /distributed, /trace/range, /trace/event) of every span in a /runs
+    answer; returns {url: status}. What a property test asserts over: no 5xx, whatever the trace."""
+    statuses: dict[str, int] = {}
+
+    def get(url: str) -> Any:
+        r = client.get(f"{API}/{url}")
+        statuses[url] = r.status_code
+        return r
+
+    for run in body["runs"]:
+        get(f"views?run={run['name']}")
+        get(f"distributed?run={run['name']}&span=1")
+        for worker in run["workers"]:
+            for span in worker["spans"]:
+                q = f"run={run['name']}&worker={worker['name']}&span={span['span']}"
+                for route in SPAN_ROUTES:
+                    get(f"{route}{'&' if '?' in route else '?'}{q}")
+                w = get(f"trace/window?{q}&width_px=400")
+                if w.status_code == 200:
+                    t0, t1 = w.get_json()["t0"], w.get_json()["t1"]
+                    get(f"trace/range?{q}&start_us={t0}&end_us={max(t1, t0 + 1)}")
+                    ids = [e for t in w.get_json()["tracks"] for lane in t["lanes"] for e in lane["events"]["id"]]
+                    if ids:
+                        get(f"trace/event?{q}&id={ids[0]}")
+    return statuses

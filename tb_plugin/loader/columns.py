@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from ..model import ids
 from ..model.kinds import DEVICE_KINDS, Kind, kind_of
 from ..model.tables import SCHEMAS, Columns, TraceModel, empty_table
 from .schema import Args, Event, TraceDocument
@@ -130,7 +131,7 @@ def raw_texts(items: Sequence[msgspec.Raw]) -> list[bytes | None]:
 
 
 class _Ids:
-    """pid/tid columns: numbers stay numbers; a textual id (``"Spans"``) gets a negative id ``-(2 + code)``."""
+    """pid/tid columns in the encoding of :mod:`tb_plugin.model.ids` (numbers as themselves, text interned)."""
 
     def __init__(self, interner: Interner) -> None:
         self.interner = interner
@@ -146,15 +147,21 @@ class _Ids:
 
     def _one(self, value: Any) -> int:
         if value is None:
-            return -1
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            return ids.MISSING
+        number = ids.numeric(value)
+        if number is not None:
+            return number
         if isinstance(value, float) and value.is_integer():
-            return int(value)
-        text = _as_text(value)
-        if text.lstrip("-").isdigit():
-            return int(text)
-        return -(2 + self.interner.add(text))
+            text = str(int(value))  # a float-valued 64-bit id reads as the integer it stands for
+        else:
+            text = _as_text(value)
+        stripped = text.strip()
+        if stripped.lstrip("-").isdigit():
+            number = ids.numeric(int(stripped))
+            if number is not None:
+                return number
+            text = stripped
+        return ids.encode_text(self.interner.add(text))
 
 
 def _fields(items: Sequence[Any], names: tuple[str, ...]) -> list[list[Any]]:
@@ -279,11 +286,11 @@ class ModelBuilder:
                 for col, values in cols.items():
                     if SCHEMAS[name][col] == "i4":  # every int32 column holds string codes
                         values = np.where(values >= 0, lut[np.maximum(values, 0)], -1).astype(np.int32)
-                    elif col in ("pid", "tid"):  # textual ids are -(2 + code)
-                        text = values < -1
+                    elif col in ("pid", "tid"):  # textual ids carry string codes too
+                        text = ids.is_text(values)
                         if text.any():
                             values = values.copy()
-                            values[text] = -(2 + lut[-(values[text] + 2)])
+                            values[text] = ids.TEXT_BASE + lut[values[text] - ids.TEXT_BASE]
                     elif col == "row":
                         values = values + self.n_events
                     moved[col] = values

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model import ids
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.optree import host_tree
@@ -90,8 +91,8 @@ def event_details(model: TraceModel, row: int) -> dict[str, Any]:
     out.update({
         "category": model.text(int(ev["cat"][row])),
         "kind": kind.name.lower(),
-        "pid": int(ev["pid"][row]),
-        "tid": int(ev["tid"][row]),
+        "pid": ids.for_json(model.strings, int(ev["pid"][row])),
+        "tid": ids.for_json(model.strings, int(ev["tid"][row])),
         "args": {},
     })
     if ev["external_id"][row] >= 0:

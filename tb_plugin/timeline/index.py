@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model import ids
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.optree import nest
@@ -123,15 +124,11 @@ def _labels(model: TraceModel) -> tuple[dict[int, str], dict[tuple[int, int], st
     return names, threads, sort_index
 
 
-def _id_text(model: TraceModel, value: int) -> str:
-    return model.strings[-(value + 2)] if value < -1 else str(value)
-
-
 @memoized
 def timeline_index(model: TraceModel) -> TimelineIndex:
     ev = model["events"]
     # Kineto's bookkeeping rows (textual pids such as "Spans" and "Traces") are not part of the program.
-    keep = np.isfinite(ev["ts"]) & ~np.isin(ev["kind"], _SKIPPED) & (ev["pid"] >= -1)
+    keep = np.isfinite(ev["ts"]) & ~np.isin(ev["kind"], _SKIPPED) & ~ids.is_text(ev["pid"])
     rows = np.flatnonzero(keep)
     start = ev["ts"][rows]
     dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
@@ -170,8 +167,8 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
     lane_pos = np.searchsorted(lane_track, np.arange(len(pairs) + 1))
     for t, (p, th) in enumerate(pairs.tolist()):
         gpu = bool(gpu_track[t])
-        process_label = processes.get(p, f"{'GPU' if gpu else 'process'} {_id_text(model, p)}")
-        default = f"stream {_id_text(model, th)}" if gpu else f"thread {_id_text(model, th)}"
+        process_label = processes.get(p, f"{'GPU' if gpu else 'process'} {ids.display(model.strings, p)}")
+        default = f"stream {ids.display(model.strings, th)}" if gpu else f"thread {ids.display(model.strings, th)}"
         label = threads.get((p, th), default)
         rank = 1 if gpu else 0
         tracks.append(Track(id=t, pid=p, tid=th, kind="gpu" if gpu else "cpu", process_label=process_label,

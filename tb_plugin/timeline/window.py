@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.steps import find_steps
+from ..model import ids
 from ..model import intervals as iv
 from ..model.kinds import Kind
 from ..model.optree import host_tree
@@ -187,7 +188,8 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
             boxes = _boxes(start[small], dur[small], ix.name[lo:hi][small], t0, px, names)
             lanes_out.append({"depth": depth, "events": events, "boxes": boxes})
         tracks_out.append({
-            "id": track.id, "kind": track.kind, "pid": track.pid, "tid": track.tid, "label": track.label,
+            "id": track.id, "kind": track.kind, "pid": ids.for_json(model.strings, track.pid),
+            "tid": ids.for_json(model.strings, track.tid), "label": track.label,
             "process": track.process_label, "depths": len(track.lanes), "collapsed": track.id in collapsed,
             "lanes": lanes_out,
         })

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tb_plugin.loader import TraceLoadError, load_trace
-from tb_plugin.model import Kind, TraceModel
+from tb_plugin.model import Kind, TraceModel, ids
 from tb_plugin.model.tables import load, save
 from tests.conftest import REAL_TRACES, cpu_op, real_trace_files, sample_trace_files, write_trace
 
@@ -150,7 +150,7 @@ def test_wrong_field_types_are_tolerated(tmp_path: Path) -> None:
     assert [m.strings[c] for c in ev["name"]] == ["a", "42", "k"]
     assert ev["ts"].tolist() == [5.0, 6.0, 7.0] and math.isnan(ev["dur"][0])
     assert ev["external_id"].tolist() == [12, -1, -1]
-    assert ev["pid"][0] == 100 and ev["tid"][0] < -1 and m.strings[-(int(ev["tid"][0]) + 2)] == "main"
+    assert ev["pid"][0] == 100 and ids.is_text(ev["tid"][:1])[0] and ids.display(m.strings, int(ev["tid"][0])) == "main"
     assert m.text(int(m["ops"]["input_dims"][0])) == '"not a list"' and m["ops"]["seq"][0] == -1
     assert m["device_events"]["device"].tolist() == [-1]
 
@@ -217,8 +217,8 @@ def test_parallel_build_equals_sequential(real_traces: Path, monkeypatch: pytest
         for col, values in cols.items():
             other = three[name][col]
             if col in ("pid", "tid"):  # textual ids are string codes too
-                values = [one.strings[-(v + 2)] if v < -1 else v for v in values.tolist()]
-                other = [three.strings[-(v + 2)] if v < -1 else v for v in other.tolist()]
+                values = [ids.display(one.strings, v) for v in values.tolist()]
+                other = [ids.display(three.strings, v) for v in other.tolist()]
             elif values.dtype == np.int32:  # string codes: compare the strings
                 values = [one.text(v) for v in values.tolist()]
                 other = [three.text(v) for v in other.tolist()]

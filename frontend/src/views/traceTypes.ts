@@ -33,8 +33,8 @@ export interface WindowLane {
 export interface WindowTrack {
   id: number;
   kind: "cpu" | "gpu";
-  pid?: number;
-  tid?: number;
+  pid?: number | string;
+  tid?: number | string;
   label: string;
   process: string;
   /** nesting depths of the whole track (not only of this window) */
@@ -83,8 +83,8 @@ export interface EventBrief {
 export interface TraceEventResponse extends EventBrief {
   category: string | null;
   kind: string;
-  pid: number;
-  tid: number;
+  pid: number | string;
+  tid: number | string;
   args: Record<string, unknown>;
   launched_by?: EventBrief | null;
   operator?: EventBrief | null;
