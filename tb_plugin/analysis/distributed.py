@@ -35,7 +35,7 @@ _DTYPE_BYTES = {
     "float64": 8, "half": 2, "c10::half": 2, "bfloat16": 2, "c10::bfloat16": 2, "short": 2, "byte": 1,
     "unsigned char": 1, "char": 1, "bool": 1, "uint8": 1, "int8": 1,
 }
-_KERNEL_COLLECTIVE = re.compile(r"nccl(?:DevKernel|Kernel)_([A-Za-z]+)", re.IGNORECASE)
+_KERNEL_COLLECTIVE = re.compile(r"(?:nccl(?:DevKernel|Kernel)_|hccl::)([A-Za-z]+)", re.IGNORECASE)
 _NOT_COLLECTIVES = {"wait", "barrier_wait", ""}
 
 

@@ -123,9 +123,9 @@ def test_saved_model_maps_back_identically(tmp_path: Path, shared_traces: Path) 
 # ---- tolerated oddities ---------------------------------------------------------------------------------------------
 
 def test_non_json_number_tokens_are_tolerated_per_field(tmp_path: Path) -> None:
-    text = (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 2, '
+    text = (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 3, "tid": 7, "ts": 5, "dur": 2, '
             b'"args": {"blocks per SM": Infinity, "est. achieved occupancy %": NaN, "correlation": 3}},'
-            b'{"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 8, "dur": 1, '
+            b'{"ph": "X", "cat": "kernel", "name": "k2", "pid": 3, "tid": 7, "ts": 8, "dur": 1, '
             b'"args": {"blocks per SM": inf, "est. achieved occupancy %": nan, "device": N/A}},'
             b'{"ph": "X", "cat": "kernel", "name": "k3", "pid": 0, "tid": 7, "ts": 9, "dur": 1, '
             b'"args": {"blocks per SM": "inf", "est. achieved occupancy %": "N/A", "grid": "bad", "device": 0}}]}')
@@ -133,7 +133,8 @@ def test_non_json_number_tokens_are_tolerated_per_field(tmp_path: Path) -> None:
     dev = m["device_events"]
     assert np.isinf(dev["blocks_per_sm"]).tolist() == [True, True, True]
     assert np.isnan(dev["occupancy"]).all()
-    assert dev["device"].tolist() == [-1, -1, 0] and dev["grid_x"].tolist() == [-1, -1, -1]
+    # a missing or unreadable device arg falls back to the pid, which Kineto writes as the device
+    assert dev["device"].tolist() == [3, 3, 0] and dev["grid_x"].tolist() == [-1, -1, -1]
     assert m["events"]["correlation"].tolist() == [3, -1, -1]
 
 
@@ -152,7 +153,7 @@ def test_wrong_field_types_are_tolerated(tmp_path: Path) -> None:
     assert ev["external_id"].tolist() == [12, -1, -1]
     assert ev["pid"][0] == 100 and ev["tid"][0] < -1 and m.strings[-(int(ev["tid"][0]) + 2)] == "main"
     assert m.text(int(m["ops"]["input_dims"][0])) == '"not a list"' and m["ops"]["seq"][0] == -1
-    assert m["device_events"]["device"].tolist() == [-1]
+    assert m["device_events"]["device"].tolist() == [0]  # no device arg: the pid (Kineto's device) stands in
 
 
 def test_bare_array_is_a_trace(tmp_path: Path) -> None:
