@@ -156,6 +156,19 @@ def test_wrong_field_types_are_tolerated(tmp_path: Path) -> None:
     assert m["device_events"]["device"].tolist() == [0]  # no device arg: the pid (Kineto's device) stands in
 
 
+def test_empty_trace_stays_loadable(tmp_path: Path) -> None:
+    """``traceEvents: []`` is a valid trace with nothing in it, not a broken file (only entries that are all unusable
+    fail)."""
+    assert load_trace(str(write_trace(tmp_path / "e.1.pt.trace.json", []))).n_events == 0
+    assert load_trace(str(write_trace(tmp_path / "a.1.pt.trace.json", raw=b"[]"))).n_events == 0
+
+
+def test_some_unusable_events_cost_only_themselves(tmp_path: Path) -> None:
+    events = [cpu_op("aten::add", 0, 3), {"ph": "X", "cat": "kernel", "name": 5, "ts": "x", "dur": None}]
+    m = load_trace(str(write_trace(tmp_path / "p.1.pt.trace.json", events)))
+    assert m.n_events == 2 and np.isfinite(m["events"]["ts"]).sum() == 1
+
+
 def test_bare_array_is_a_trace(tmp_path: Path) -> None:
     events = [cpu_op("aten::add", 0, 3), cpu_op("aten::mul", 4, 3)]
     path = write_trace(tmp_path / "cpu.pt.trace.json", raw=json.dumps(events).encode())
@@ -180,9 +193,17 @@ BROKEN = {
     "truncated_gzip": (None, True, "gzip data is cut short"),
     "cut_json": (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1', False, "JSON is cut short"),
     "not_gzip": (b"\x00\x01garbage bytes that are not gzip", True, "not gzip data"),
-    "no_trace_events": (b'{"schemaVersion": 1, "events": []}', False, "without 'traceEvents'"),
+    "no_trace_events": (b'{"schemaVersion": 1, "events": []}', False, "not a Kineto trace: a JSON object without "
+                        "'traceEvents' (keys: 'events', 'schemaVersion')"),
     "not_json": (b"hello world", False, "not valid JSON"),
-    "trace_events_not_a_list": (b'{"traceEvents": 5}', False, "traceEvents"),
+    "trace_events_not_a_list": (b'{"traceEvents": 5}', False, "not a Kineto trace: 'traceEvents' is not a list"),
+    "array_of_arrays": (b"[[1, 2], [3]]", False, "not a Kineto trace: none of its 2 trace entries is an event"),
+    "events_of_strings": (b'{"traceEvents": ["a", 1]}', False, "not a Kineto trace: none of its 2 trace entries"),
+    "execution_trace": (b'{"schema": "1.1.1-chakra.0.0.4", "pid": 7, "nodes": [{"id": 1, "name": "[pytorch|profiler'
+                        b'|execution_trace|thread]"}]}', False, "not a Kineto trace: a PyTorch execution trace"),
+    "number": (b"5", False, "not a Kineto trace: the top level is neither an object nor a list"),
+    "no_usable_ts": (b'{"traceEvents":[{"ph":"X","cat":"kernel","name":5,"ts":"x","dur":null}]}', False,
+                     "no usable event: none of its 1 trace entries has a numeric timestamp"),
 }
 
 
