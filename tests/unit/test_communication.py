@@ -126,3 +126,17 @@ def test_null_overlap_matches_the_api_spec(tmp_path: Path) -> None:
     spec = yaml.safe_load(SPEC_PATH.read_text())
     r0, r1 = gloo_rank(tmp_path, 0, wait=50), gloo_rank(tmp_path, 1, wait=0)
     check(spec, "/distributed", 200, distributed([("rank0", r0), ("rank1", r1)]))
+
+
+def test_ddp_overview_communication_is_the_distributed_one_not_hidden_behind_gpu_work(shared_traces: Path) -> None:
+    """On a GPU run each microsecond counts once in the Overview, GPU work first: its Communication is the
+    Distributed view's communication minus what kernels (the overlap), copies and sets covered."""
+    files = sorted((shared_traces / "h200" / "ddp_resnet50").glob("*.gz"))
+    models = [(f.name.split(".")[0], load_trace(str(f))) for f in files]
+    result = distributed(models)
+    for (_, model), row in zip(models, result["ranks"]):
+        assert row["overlap_note"] is None and row["overlap_us"] is not None
+        b = overview(model)["average"]["breakdown_us"]
+        exposed = row["communication_us"] - row["overlap_us"]
+        assert 0 < b["Communication"] <= exposed + 1e-6
+        assert b["Communication"] >= exposed - b["Memcpy"] - b["Memset"] - 1e-6
