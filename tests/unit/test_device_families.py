@@ -97,7 +97,7 @@ def test_device_work_is_recognised_by_kind(tmp_path: Path, family: str) -> None:
     assert breakdown["Runtime"] == pytest.approx(20)  # the two launches, before the kernel starts
     assert o["environment"]["device_type"] == "GPU"
     assert [g["id"] for g in o["gpus"]] == [DEVICE]
-    assert o["gpus"][0]["utilization"] == pytest.approx(0.4)
+    assert o["gpus"][0]["utilization"] == pytest.approx(0.4) and o["gpus"][0]["gpu_busy"] == pytest.approx(0.5)
 
     assert "Kernel" in available_views([model])
     (row,) = kernel_table(model, "name_op")
