@@ -1,11 +1,15 @@
 """Distributed view: ranks of one job, their computation/communication overlap, data transfer versus waiting, and
 collectives matched across ranks by process group and sequence.
 
-A collective instance is one NCCL (or other) kernel, joined through its launch to the host operator that issued
-it (``record_param_comms`` in PyTorch 2.x carries the collective's name, sizes, dtype and process group); a host
-collective without a GPU kernel (Gloo, CPU) is its host span. Instances are matched across ranks by
-(process group, sequence number within that group), never by list position, so a rank with a missing or extra
-collective gets a note instead of a blank view.
+Collective instances and communication time come from ``analysis.communication``, the definition the Overview's
+Communication category uses too: a collective kernel (joined through its launch to the host operator that carries
+the collective's name, sizes, dtype and process group), or, for a collective without one (Gloo, CPU-only jobs), its
+host span. Instances are matched across ranks by (process group, sequence number within that group), never by list
+position, so a rank with a missing or extra collective gets a note instead of a blank view.
+
+Overlap of computation and communication is only measured on one timeline: device collectives against device
+kernels. Where a rank's communication includes host spans (host-only collectives on a GPU rank) or the rank has no
+kernels (CPU-only), the overlap is n/a (``None``) with the reason, never a number mixing host and device time.
 
 Transfer versus synchronisation (the old plugin's heuristic): for each matched instance, the fastest rank's
 duration is the pure transfer time; on every rank the last ``min_dur`` of its instance is transfer and the rest is
@@ -16,149 +20,18 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..model import intervals as iv
-from ..model.derived import memoized
 from ..model.kinds import Kind
-from ..model.names import is_collective_kernel, name_mask
-from ..model.optree import host_tree
+from ..model.names import name_mask
 from ..model.tables import TraceModel
-from ..timeline.details import side_row
+from .communication import Collectives, collectives, communication_intervals, dtype_size, normalize_collective
 from .steps import find_steps, role_intervals
 
-_DTYPE_BYTES = {
-    "float": 4, "float32": 4, "int": 4, "int32": 4, "long": 8, "long int": 8, "int64": 8, "double": 8,
-    "float64": 8, "half": 2, "c10::half": 2, "bfloat16": 2, "c10::bfloat16": 2, "short": 2, "byte": 1,
-    "unsigned char": 1, "char": 1, "bool": 1, "uint8": 1, "int8": 1,
-}
-_KERNEL_COLLECTIVE = re.compile(r"nccl(?:DevKernel|Kernel)_([A-Za-z]+)", re.IGNORECASE)
-_NOT_COLLECTIVES = {"wait", "barrier_wait", ""}
-
-
-def dtype_size(dtype: str | None) -> int:
-    if not dtype:
-        return 0
-    key = dtype.lower()
-    if key.startswith("float8"):
-        return 1
-    return _DTYPE_BYTES.get(key, 0)
-
-
-def normalize_collective(name: str) -> str:
-    """``_allgather_base``, ``all_gather_into_tensor``, ``AllGather`` → ``allgather`` (one name per kind)."""
-    key = name.lower().lstrip("_").replace("_", "")
-    for suffix in ("intotensor", "base", "tensor", "coalesced"):
-        if key.endswith(suffix) and key != suffix:
-            key = key[: -len(suffix)]
-    return key
-
-
-@dataclass(frozen=True)
-class Collectives:
-    name: list[str]
-    group: list[str]
-    seq: np.ndarray
-    start: np.ndarray  # the communication itself (kernel, or host span without a kernel)
-    end: np.ndarray
-    issued: np.ndarray  # host time the rank issued it (orders instances within a group)
-    nbytes: np.ndarray
-
-
-@memoized
-def collectives(model: TraceModel) -> Collectives:
-    ev = model["events"]
-    dev = model["device_events"]
-    comms = model["comms"]
-    tree = host_tree(model)
-    comm_row = side_row(model, "comms")
-    names: list[str] = []
-    groups: list[str] = []
-    start: list[float] = []
-    end: list[float] = []
-    issued: list[float] = []
-    nbytes: list[int] = []
-
-    def describe(event_row: int, fallback: str) -> tuple[str, str, int]:
-        k = int(comm_row[event_row]) if event_row >= 0 else -1
-        if k < 0:
-            return normalize_collective(fallback), "default", 0
-        name = model.text(int(comms["collective_name"][k])) or fallback
-        group = model.text(int(comms["pg_name"][k])) or model.text(int(comms["pg_desc"][k])) or "default"
-        size = dtype_size(model.text(int(comms["dtype"][k])))
-        count = max(int(comms["in_nelems"][k]), int(comms["out_nelems"][k]), 0)
-        return normalize_collective(name), group, count * size
-
-    kernel = (ev["kind"][dev["row"]] == Kind.KERNEL) & name_mask(model, ev["name"][dev["row"]], is_collective_kernel)
-    used_ops: set[int] = set()
-    for i in np.flatnonzero(kernel).tolist():
-        row = int(dev["row"][i])
-        kname = model.strings[int(ev["name"][row])]
-        m = _KERNEL_COLLECTIVE.search(kname)
-        fallback = m.group(1) if m else kname
-        op = int(tree.device_op[i])
-        # The op carrying the collective's args may be the launching op or one of its ancestors.
-        desc_row = -1
-        node = op
-        while node >= 0:
-            r = int(tree.rows[node])
-            if comm_row[r] >= 0:
-                desc_row = r
-                break
-            parent = int(tree.parent[node])
-            node = int(tree.op_of[parent]) if parent >= 0 else -1
-        if desc_row < 0 and int(comm_row[row]) >= 0:
-            desc_row = row  # the kernel itself carries the args (some PyTorch versions)
-        name, group, size = describe(desc_row, fallback)
-        if desc_row >= 0:
-            used_ops.add(desc_row)
-        s = float(ev["ts"][row])
-        names.append(name)
-        groups.append(group)
-        start.append(s)
-        end.append(s + float(np.nan_to_num(ev["dur"][row])))
-        launch = int(tree.device_launch[i])
-        issued.append(float(tree.start[launch]) if launch >= 0 else s)
-        nbytes.append(size)
-    # Host collectives that launched no GPU kernel (Gloo, CPU-only jobs).
-    for k, row in enumerate(comms["row"].tolist()):
-        if row in used_ops or ev["kind"][row] not in (Kind.CPU_OP, Kind.USER_ANNOTATION):
-            continue
-        raw_name = model.text(int(comms["collective_name"][k])) or ""
-        if raw_name.lower() in _NOT_COLLECTIVES:
-            continue
-        if model.strings[int(ev["name"][row])] == "record_param_comms" and _launched_kernel(model, row):
-            continue
-        name, group, size = describe(row, raw_name)
-        s = float(ev["ts"][row])
-        names.append(name)
-        groups.append(group)
-        start.append(s)
-        end.append(s + float(np.nan_to_num(ev["dur"][row])))
-        issued.append(s)
-        nbytes.append(size)
-    order = np.argsort(np.asarray(issued), kind="stable")
-    seq = np.zeros(len(order), dtype=np.int64)
-    counters: dict[str, int] = {}
-    for pos, k in enumerate(order.tolist()):
-        seq[pos] = counters.get(groups[k], 0)
-        counters[groups[k]] = seq[pos] + 1
-    take = order.tolist()
-    return Collectives(name=[names[k] for k in take], group=[groups[k] for k in take], seq=seq,
-                       start=np.asarray(start)[order], end=np.asarray(end)[order],
-                       issued=np.asarray(issued)[order], nbytes=np.asarray(nbytes, dtype=np.int64)[order])
-
-
-def _launched_kernel(model: TraceModel, row: int) -> bool:
-    """Did this host operator launch a GPU kernel itself (then the kernel is the collective instance)?"""
-    from ..timeline.details import tree_node_of_row
-
-    node = int(tree_node_of_row(model)[row])
-    return bool(node >= 0 and (host_tree(model).device_op == node).any())
-
+__all__ = ["Collectives", "collectives", "distributed", "dtype_size", "normalize_collective"]
 
 def _rank_of(model: TraceModel, worker: str, fallback: int) -> int:
     info = model.meta.get("distributedInfo")
@@ -198,7 +71,7 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
     for (rank, worker, model), col in zip(ranks, per_rank):
         steps = find_steps(model)
         roles = role_intervals(model)
-        comm = iv.union(col.start, col.end)
+        comm = communication_intervals(model)
         real_start = np.array([max(a, b - min_dur.get((g, s), b - a)) if (g, s) in complete else a
                                for g, s, a, b in zip(col.group, col.seq.tolist(), col.start.tolist(),
                                                      col.end.tolist())])
@@ -208,7 +81,8 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
         lo, hi = steps.start, steps.end
         c_comp = iv.lengths_within(compute, lo, hi)
         c_comm = iv.lengths_within(comm, lo, hi)
-        c_overlap = iv.lengths_within(iv.intersect(iv.union(*_kernels(model)), comm), lo, hi)
+        no_overlap = _overlap_unmeasurable(model, col)
+        c_overlap = None if no_overlap else iv.lengths_within(iv.intersect(roles["Kernel"], comm), lo, hi)
         c_transfer = iv.lengths_within(transfer, lo, hi)
         total = steps.duration
         busy = iv.lengths_within(iv.union(np.concatenate([compute[0], comm[0]]),
@@ -221,7 +95,8 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
             "steps": steps.count,
             "computation_us": float(c_comp.mean()) if steps.count else 0.0,
             "communication_us": float(c_comm.mean()) if steps.count else 0.0,
-            "overlap_us": float(c_overlap.mean()) if steps.count else 0.0,
+            "overlap_us": None if c_overlap is None else float(c_overlap.mean()) if steps.count else 0.0,
+            "overlap_note": no_overlap,
             "other_us": float((total - busy).mean()) if steps.count else 0.0,
             "transfer_us": float(c_transfer.mean()) if steps.count else 0.0,
             "sync_us": float((c_comm - c_transfer).clip(min=0).mean()) if steps.count else 0.0,
@@ -231,7 +106,8 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
             # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded
             "per_step": {
                 "computation_us": c_comp.tolist(), "communication_us": c_comm.tolist(),
-                "overlap_us": c_overlap.tolist(), "other_us": (total - busy).clip(min=0).tolist(),
+                "overlap_us": None if c_overlap is None else c_overlap.tolist(),
+                "other_us": (total - busy).clip(min=0).tolist(),
                 "transfer_us": c_transfer.tolist(), "sync_us": (c_comm - c_transfer).clip(min=0).tolist(),
                 "step_us": total.tolist(),
             },
@@ -262,9 +138,19 @@ def _process_id(model: TraceModel) -> int | None:
     return int(values[np.argmax(counts)])
 
 
-def _kernels(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
-    roles = role_intervals(model)
-    return roles["Kernel"]
+def _overlap_unmeasurable(model: TraceModel, col: Collectives) -> str | None:
+    """Why this rank's computation/communication overlap is n/a (None where it is measured).
+
+    Overlap is kernels ∩ device collectives, both on the device timeline. A host span overlapping a kernel says
+    nothing about hidden communication (the host merely waited while the GPU computed), so it is never counted.
+    """
+    if not len(role_intervals(model)["Kernel"][0]):
+        return ("n/a on a CPU-only rank: computation and communication both run on the host, and overlap is "
+                "measured between GPU kernels and device-side collectives.")
+    if col.on_host.any():
+        return ("n/a: some collectives of this rank have no GPU kernel (host-side spans only), and host time "
+                "cannot be overlapped with GPU kernels, which run on another timeline.")
+    return None
 
 
 def _collective_table(col: Collectives, transfer: iv.Intervals) -> list[dict[str, Any]]:

@@ -1,8 +1,10 @@
-"""GPU summary per device: utilization, estimated SM efficiency and achieved occupancy, tensor-core share.
+"""GPU summary per device: utilization, GPU busy, estimated SM efficiency and achieved occupancy, tensor-core share.
 
 Formulas (the old plugin's, with its crashes on ``inf`` and missing values fixed):
 - S = [first step start, last step end]; T = |S|; K = union of the device's kernel intervals (copies excluded).
-- utilization = |K ∩ S| / T.
+- utilization = |K ∩ S| / T: kernels only, as the old plugin defined it.
+- gpu_busy = |D ∩ S| / T, D = union of all the device's work (kernels, memcpy, memset). HTA, Nsight Systems' "GPU
+  busy" and others report this under the same word "utilization", so both are given, side by side, named apart.
 - est. SM efficiency = Σ over elementary intervals of min(Σ blocks-per-SM of running kernels, 1) · length, / T.
   Kernels without a finite, positive ``blocks per SM`` are left out.
 - est. achieved occupancy = Σ occ_k · |k ∩ S| / Σ |k ∩ S| over kernels with a finite occupancy (a fraction).
@@ -40,6 +42,16 @@ def _sm_efficiency(start: np.ndarray, end: np.ndarray, bps: np.ndarray, lo: floa
     return float((np.minimum(np.clip(level, 0.0, None), 1.0) * widths).sum() / (hi - lo))
 
 
+def _device_work(model: TraceModel) -> dict[int, iv.Intervals]:
+    """Per device: the union of every device event (kernel, memcpy, memset) on it."""
+    ev = model["events"]
+    dev = model["device_events"]
+    start = ev["ts"][dev["row"]]
+    end = start + np.nan_to_num(ev["dur"][dev["row"]], nan=0.0).clip(min=0.0)
+    return {gpu: iv.union(start[dev["device"] == gpu], end[dev["device"] == gpu])
+            for gpu in np.unique(dev["device"]).tolist()}
+
+
 @memoized
 def gpu_summary(model: TraceModel) -> list[dict[str, Any]]:
     ev = model["events"]
@@ -54,6 +66,7 @@ def gpu_summary(model: TraceModel) -> list[dict[str, Any]]:
     start = ev["ts"][rows]
     end = start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
     device = dev["device"][kernels]
+    work = _device_work(model)
     tc = tensor_core_mask(model, ev["name"][rows])
     props = {d["id"]: d for d in device_properties(model)}
     out = []
@@ -72,6 +85,7 @@ def gpu_summary(model: TraceModel) -> list[dict[str, Any]]:
             "memory_bytes": info.get("memory_bytes"),
             "compute_capability": info.get("compute_capability"),
             "utilization": iv.length_within(busy, lo, hi) / span if span > 0 else None,
+            "gpu_busy": iv.length_within(work.get(gpu, iv.EMPTY), lo, hi) / span if span > 0 else None,
             "sm_efficiency": _sm_efficiency(s, e, dev["blocks_per_sm"][kernels][on], lo, hi) if span > 0 else None,
             "achieved_occupancy": float((occ[occ_ok] * inside[occ_ok]).sum() / inside[occ_ok].sum() / 100.0)
             if occ_ok.any() else None,

@@ -15,9 +15,10 @@ import numpy as np
 from ..model import intervals as iv
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
-from ..model.names import is_collective_host, is_collective_kernel, is_dataloader, name_mask, step_number
+from ..model.names import is_dataloader, name_mask, step_number
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
+from .communication import collective_kernel_mask, communication_intervals
 
 CATEGORIES = ("Kernel", "Memcpy", "Memset", "Communication", "Runtime", "DataLoader", "CPU Exec", "Other")
 HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
@@ -153,24 +154,25 @@ def _kind_union(model: TraceModel, mask: np.ndarray) -> iv.Intervals:
 
 @memoized
 def role_intervals(model: TraceModel) -> dict[str, iv.Intervals]:
-    """The raw time ranges of each category before priorities are applied."""
+    """The raw time ranges of each category before priorities are applied.
+
+    Communication is ``communication_intervals``, the definition the Distributed view uses too: collective kernels,
+    and host collective spans only where no collective kernel did the work. A host collective span that launched
+    a kernel is CPU work (the host issuing it), as any other operator.
+    """
     ev = model["events"]
     kind, names = ev["kind"], ev["name"]
-    comm_kernel = (kind == Kind.KERNEL) & name_mask(model, names, is_collective_kernel)
-    comm_rows = model["comms"]["row"]
-    comm_kernel[comm_rows[kind[comm_rows] == Kind.KERNEL]] = True
     host = np.isin(kind, HOST_KINDS)
-    comm_host = host & name_mask(model, names, is_collective_host)
     loader = host & name_mask(model, names, is_dataloader)
     steps = host & name_mask(model, names, lambda s: s.startswith("ProfilerStep#"))
     return {
-        "Kernel": _kind_union(model, (kind == Kind.KERNEL) & ~comm_kernel),
+        "Kernel": _kind_union(model, (kind == Kind.KERNEL) & ~collective_kernel_mask(model)),
         "Memcpy": _kind_union(model, kind == Kind.MEMCPY),
         "Memset": _kind_union(model, kind == Kind.MEMSET),
-        "Communication": _kind_union(model, comm_kernel | comm_host | (kind == Kind.COMMUNICATION)),
+        "Communication": communication_intervals(model),
         "Runtime": _kind_union(model, (kind == Kind.RUNTIME) | (kind == Kind.DRIVER)),
         "DataLoader": _kind_union(model, loader),
-        "CPU Exec": _kind_union(model, host & ~comm_host & ~loader & ~steps),
+        "CPU Exec": _kind_union(model, host & ~loader & ~steps),
     }
 
 

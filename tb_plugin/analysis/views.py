@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..model.kinds import Kind
+from ..model.kinds import HOST_OP_KINDS, Kind
+from ..model.names import is_collective_host, name_mask
 from ..model.tables import TraceModel
 from .modules import has_modules
 
@@ -32,10 +33,14 @@ def _has_trace(model: TraceModel) -> bool:
 
 
 def _is_distributed(model: TraceModel) -> bool:
+    """A multi-rank job, or any collective: CPU-only Gloo runs may record only ``gloo:…`` spans, without args."""
     info = model.meta.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("world_size"), int) and info["world_size"] > 1:
         return True
-    return len(model["comms"]["row"]) > 0
+    if len(model["comms"]["row"]) > 0:
+        return True
+    ev = model["events"]
+    return bool((np.isin(ev["kind"], HOST_OP_KINDS) & name_mask(model, ev["name"], is_collective_host)).any())
 
 
 # View name -> predicate over one loaded trace. Views register here as their analyses land.

@@ -9,6 +9,8 @@ import posixpath
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ..catalog.remote import RemoteError, explain, resolve
 from ..catalog.storage import open_url
 from ..model.tables import TraceModel
@@ -19,7 +21,7 @@ from .read import decode_outline, decompress, read_bytes
 __all__ = ["MODEL_VERSION", "TraceLoadError", "default_parts", "load_bytes", "load_trace"]
 
 # Bumped whenever the model's tables change, so cached parses of older versions are not reused.
-MODEL_VERSION = 2
+MODEL_VERSION = 3
 
 
 def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], None] | None = None,
@@ -36,7 +38,27 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
     doc = decode_outline(data, name)  # raw event slices still point into data
     del data
     report(0.5)
-    return build_model(doc, name, lambda f: report(0.5 + 0.5 * f), parts=parts)
+    entries = len(doc.traceEvents or [])
+    model = build_model(doc, name, lambda f: report(0.5 + 0.5 * f), parts=parts)
+    require_usable(model, entries, name)
+    return model
+
+
+def require_usable(model: TraceModel, entries: int, name: str) -> None:
+    """Fail a file whose ``traceEvents`` has entries but nothing any view can place in time.
+
+    Loading it would show ``ready`` with empty pages (or answer errors later): an array of arrays, of strings, or
+    events whose every ``ts`` is unusable. An empty ``traceEvents`` is a valid, empty trace and stays loadable.
+    """
+    if entries == 0:
+        return
+    found = model.n_events + len(model["flows"]["ts"]) + len(model["metadata_events"]["name"])
+    if found == 0:
+        raise TraceLoadError(f"{name}: not a Kineto trace: none of its {entries:,} trace entries is an event object "
+                             "(an array of arrays or of plain values?)")
+    if not np.isfinite(model["events"]["ts"]).any():
+        raise TraceLoadError(f"{name}: no usable event: none of its {entries:,} trace entries has a numeric "
+                             "timestamp ('ts')")
 
 
 def load_trace(url: str, progress: Callable[[float], None] | None = None, parts: int = 1,

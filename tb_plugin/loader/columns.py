@@ -47,6 +47,10 @@ class Interner:
             self.values.append(text)
         return code
 
+    def find(self, text: str) -> int:
+        """The code of ``text``, -1 if the trace never wrote it (without adding it)."""
+        return self._index.get(text, -1)
+
     def codes(self, items: Sequence[Any]) -> np.ndarray:
         """Codes for a list of values; ``None`` becomes -1, non-strings their JSON text.
 
@@ -216,12 +220,13 @@ class ModelBuilder:
         missing = external < 0
         if missing.any():
             external = np.where(missing, ints(ext_lower), external)
+        pids, tids = self.ids.column(c_pid), self.ids.column(c_tid)
         self.parts["events"].append({
             "kind": kinds, "ph": phases[core], "cat": cats[core], "name": names,
-            "pid": self.ids.column(c_pid), "tid": self.ids.column(c_tid),
+            "pid": pids, "tid": tids,
             "ts": floats(c_ts), "dur": floats(c_dur), "external_id": external, "correlation": ints(corr),
         })
-        for table, cols in _side_tables(c_args, kinds, strings).items():
+        for table, cols in _side_tables(c_args, kinds, strings, pids, tids).items():
             cols["row"] = cols["row"] + self.n_events
             self.parts[table].append(cols)
         self.n_events += len(core)
@@ -301,11 +306,49 @@ class ModelBuilder:
         meta = {key: getattr(doc, key) for key in _META_KEYS}
         meta["pytorch_version"] = doc.pytorch_version or doc.pytorch_version_alt
         meta["source"] = source
-        return TraceModel(strings=self.strings.values, tables=self.tables(), meta=meta)
+        tables = self.tables()
+        correlation_from_flows(tables, self.strings.find("ac2g"))
+        return TraceModel(strings=self.strings.values, tables=tables, meta=meta)
 
 
-def _side_tables(args: list[Args], kinds: np.ndarray, strings: Interner) -> dict[str, Columns]:
-    """Per-kind tables of the args only some events carry; ``row`` is the event's index in this chunk."""
+_CORRELATED_KINDS = (Kind.RUNTIME, Kind.DRIVER, *DEVICE_KINDS)
+
+
+def correlation_from_flows(tables: dict[str, Columns], ac2g: int) -> None:
+    """Give launches and device events without a ``correlation`` arg the id of their ``ac2g`` flow end.
+
+    Kineto writes the launch-to-device flow for every family (its id is the correlation id, at the event's own
+    pid, tid and ts), but only some families repeat it as an arg (CUPTI, ROCm, XPU do; MTIA need not), so launches
+    still correlate where the arg is missing. Events that have the arg keep it.
+    """
+    ev, fl = tables["events"], tables["flows"]
+    need = np.flatnonzero((ev["correlation"] < 0) & np.isin(ev["kind"], _CORRELATED_KINDS))
+    flows = np.flatnonzero((fl["cat"] == ac2g) & (fl["id"] >= 0)) if ac2g >= 0 else np.empty(0, np.int64)
+    if not len(need) or not len(flows):
+        return
+    key = np.empty(len(flows) + len(need), dtype=[("pid", "i8"), ("tid", "i8"), ("ts", "f8")])
+    for col in ("pid", "tid", "ts"):
+        key[col] = np.concatenate([fl[col][flows], ev[col][need]])
+    _, inverse = np.unique(key, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    flow_id = np.full(int(inverse.max()) + 1, -1, dtype=np.int64)
+    flow_id[inverse[:len(flows)]] = fl["id"][flows]
+    ev["correlation"][need] = flow_id[inverse[len(flows):]]
+
+
+def _or_id(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``values`` where known, else the event's numeric pid/tid (textual ids, negative, stay unknown)."""
+    return np.where((values < 0) & (ids >= 0), ids, values)
+
+
+def _side_tables(args: list[Args], kinds: np.ndarray, strings: Interner, pids: np.ndarray,
+                 tids: np.ndarray) -> dict[str, Columns]:
+    """Per-kind tables of the args only some events carry; ``row`` is the event's index in this chunk.
+
+    A device event's device and stream fall back to its pid and tid: Kineto writes every device activity with
+    pid = device and tid = stream (or queue), while only CUPTI repeats them as ``device``/``stream`` args; ROCm,
+    XPU (``sycl queue``) and MTIA events may carry neither, or a stream that is a pointer string.
+    """
     out: dict[str, Columns] = {}
 
     rows = np.flatnonzero(np.isin(kinds, DEVICE_KINDS))
@@ -314,7 +357,8 @@ def _side_tables(args: list[Args], kinds: np.ndarray, strings: Interner) -> dict
             _take(args, rows), ("device", "stream", "grid", "block", "registers", "shared_memory",
                                 "blocks_per_sm", "warps_per_sm", "occupancy", "nbytes", "bandwidth"))
         out["device_events"] = {
-            "row": rows.astype(np.int64), "device": ints(device), "stream": ints(stream),
+            "row": rows.astype(np.int64), "device": _or_id(ints(device), pids[rows]),
+            "stream": _or_id(ints(stream), tids[rows]),
             "grid_x": ints(_grid(grid, 0)), "grid_y": ints(_grid(grid, 1)), "grid_z": ints(_grid(grid, 2)),
             "block_x": ints(_grid(block, 0)), "block_y": ints(_grid(block, 1)), "block_z": ints(_grid(block, 2)),
             "registers": ints(registers), "shared_memory": ints(smem), "blocks_per_sm": floats(bps),

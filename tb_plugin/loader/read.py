@@ -152,8 +152,8 @@ def _outline_once(data: bytes, name: str) -> TraceDocument:
         return _DOC_DECODER.decode(data)
     except msgspec.ValidationError as err:
         if "traceEvents" in str(err):
-            raise TraceLoadError(f"{name}: 'traceEvents' is not a list") from None
-        raise TraceLoadError(f"{name}: not a Kineto trace (the top level is neither an object nor a list)") from None
+            raise TraceLoadError(f"{name}: not a Kineto trace: 'traceEvents' is not a list") from None
+        raise TraceLoadError(f"{name}: not a Kineto trace: the top level is neither an object nor a list") from None
 
 
 def decode_outline(data: bytes, name: str) -> TraceDocument:
@@ -170,8 +170,17 @@ def decode_outline(data: bytes, name: str) -> TraceDocument:
         except msgspec.DecodeError:
             raise _describe_json_error(err, name, len(data)) from None
     if doc.traceEvents is None:
-        raise TraceLoadError(f"{name}: a JSON object without 'traceEvents': not a Kineto trace")
+        raise TraceLoadError(f"{name}: not a Kineto trace: {_what_else(data)}")
     return doc
+
+
+def _what_else(data: bytes) -> str:
+    """What a JSON object without ``traceEvents`` is, as far as its top-level keys tell."""
+    keys = set(msgspec.json.decode(data, type=dict[str, msgspec.Raw]))
+    if "nodes" in keys:
+        return "a PyTorch execution trace ('nodes', no 'traceEvents'); open the Kineto trace recorded beside it"
+    shown = ", ".join(repr(k) for k in sorted(keys)[:5]) + (", …" if len(keys) > 5 else "")
+    return f"a JSON object without 'traceEvents' (keys: {shown or 'none'})"
 
 
 def decode_events(raws: list[msgspec.Raw]) -> list[Event]:

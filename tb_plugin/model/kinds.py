@@ -1,7 +1,20 @@
-"""Event kinds: one small integer per role an event plays, shared by both trace formats.
+"""Event kinds: one small integer per role an event plays, shared by every trace format and device family.
 
 The raw category strings differ between PyTorch 1.8 (``Operator``, ``Runtime``, ``Kernel``) and 2.x (``cpu_op``,
-``cuda_runtime``, ``kernel``); analyses switch on these kinds and never on category spellings.
+``cuda_runtime``, ``kernel``), and between device families; analyses switch on these kinds and never on category
+spellings, so device work is recognised by what it is, not by CUDA's names for it.
+
+What each family's Kineto writes (libkineto ``ActivityType.cpp`` and its ROCm, XPU and MTIA activity sources):
+
+- CUDA: ``cuda_runtime``/``cuda_driver`` launches; ``kernel``, ``gpu_memcpy``, ``gpu_memset`` on the device.
+- ROCm/HIP: the HIP API is written as ``cuda_runtime`` (Kineto reuses the CUDA activity type); kernels and copies
+  as CUDA's. ``hip_runtime`` (other tools) is a ``*_runtime`` like any other.
+- XPU: ``xpu_runtime``/``xpu_driver`` launches; ``kernel``, ``gpu_memcpy``, ``gpu_memset`` on the device.
+- MTIA: ``mtia_runtime`` launches; ``mtia_ccp_events`` is the device work (newer Kineto aliases it to the kernel
+  type, and its ``hccl::`` events are collectives). ``mtia_insight`` holds device diagnostics whose timing
+  semantics are not documented, so they stay ``OTHER`` rather than risk counting device time twice.
+- HPU: ``hpu_op`` is the host-side runtime call (newer Kineto aliases it to the runtime type).
+- Newer Kineto may write the accelerator-agnostic ``runtime`` and ``driver``.
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ _BY_CATEGORY = {
     "python_function": Kind.PYTHON_FUNCTION,
     "python": Kind.PYTHON_FUNCTION,
     "kernel": Kind.KERNEL,
+    "mtia_ccp_events": Kind.KERNEL,  # MTIA on-device (CCP) events: the device work of an MTIA trace
     "memcpy": Kind.MEMCPY,
     "gpu_memcpy": Kind.MEMCPY,
     "memset": Kind.MEMSET,
@@ -44,6 +58,8 @@ _BY_CATEGORY = {
     "cuda_sync": Kind.OVERHEAD,
     "cuda_event": Kind.OVERHEAD,
     "collective_comm": Kind.COMMUNICATION,
+    "hpu_op": Kind.RUNTIME,
+    "driver": Kind.DRIVER,
 }
 
 DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)

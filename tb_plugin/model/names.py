@@ -16,7 +16,8 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _COLLECTIVE_HOST = re.compile(
     r"^(?:nccl:|gloo:|c10d::|c10d_functional::|_c10d_functional::|record_param_comms$|ProcessGroup\w*::)"
 )
-_COLLECTIVE_KERNEL = re.compile(r"^(?:nccl|ncclDevKernel|ncclKernel|ncclDev)")
+# Device-side collectives: NCCL and RCCL kernels (RCCL keeps NCCL's names), MTIA's ``hccl::`` device events.
+_COLLECTIVE_KERNEL = re.compile(r"^(?:nccl|ncclDevKernel|ncclKernel|ncclDev|hccl::)")
 
 
 def step_number(name: str) -> int | None:

@@ -144,6 +144,7 @@ def test_overview_matches_the_api(page: Any, tb_samples: TensorBoard) -> None:
     gpu = data["gpus"][0]
     for testid, key, words in [
         ("gpu-utilization", "utilization", "at least one kernel ran"),
+        ("gpu-busy", "gpu_busy", "any kernel, memcpy or memset"),
         ("gpu-sm-efficiency", "sm_efficiency", "blocks-per-SM"),
         ("gpu-occupancy", "achieved_occupancy", "weighted by kernel time"),
         ("gpu-tensor-cores", "tensor_core_ratio", "tensor cores"),

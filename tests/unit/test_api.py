@@ -60,6 +60,34 @@ def test_good_runs_stay_ready_beside_broken_files(tensorboard_app: Any, mixed_lo
     assert r.get_json()["devices"][0]["name"] == "NVIDIA H200"
 
 
+NOT_KINETO: dict[str, tuple[bytes, str]] = {
+    "arrays.1.pt.trace.json": (b"[[1, 2, 3], [4]]", "not a Kineto trace: none of its 2 trace entries"),
+    "et.1.pt.trace.json": (b'{"schema": "1.1.1-chakra.0.0.4", "nodes": [{"id": 1}]}',
+                           "not a Kineto trace: a PyTorch execution trace"),
+    "object.1.pt.trace.json": (b'{"version": 3, "data": []}', "not a Kineto trace: a JSON object without"),
+    "nots.1.pt.trace.json": (b'{"traceEvents":[{"ph":"X","cat":"kernel","name":5,"ts":"x","dur":null}]}',
+                             "no usable event"),
+}
+
+
+def test_json_that_is_not_a_kineto_trace_fails_with_a_reason(tensorboard_app: Any, tmp_path: Path) -> None:
+    logdir = tmp_path / "ld"
+    for name, (raw, _) in NOT_KINETO.items():
+        write_trace(logdir / "odd" / name, raw=raw, gz=False)
+    write_trace(logdir / "odd" / "empty.1.pt.trace.json", [])  # valid, just empty
+    write_trace(logdir / "odd" / "bare.1.pt.trace.json", raw=json.dumps([cpu_op("aten::add", 0, 5)]).encode())
+    client = tensorboard_app(logdir)
+    spans = spans_by_file(wait_until_settled(client, expect_spans=len(NOT_KINETO) + 2))
+    for name, (_, reason) in NOT_KINETO.items():
+        span = spans[name]
+        assert span["state"] == "failed" and reason in span["error"], span
+        worker = name.split(".")[0]
+        r = client.get(f"{API}/overview?run=odd&worker={worker}&span=1")
+        assert r.status_code == 422 and reason in r.get_json()["error"]
+    assert spans["empty.1.pt.trace.json"]["state"] == "ready" and spans["bare.1.pt.trace.json"]["state"] == "ready"
+    assert client.get(f"{API}/overview?run=odd&worker=bare&span=1").status_code == 200
+
+
 def test_summary_numbers_come_from_the_trace(tensorboard_app: Any, real_traces: Path) -> None:
     path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     with gzip.open(path) as fh:

@@ -123,9 +123,9 @@ def test_saved_model_maps_back_identically(tmp_path: Path, real_traces: Path) ->
 # ---- tolerated oddities ---------------------------------------------------------------------------------------------
 
 def test_non_json_number_tokens_are_tolerated_per_field(tmp_path: Path) -> None:
-    text = (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 2, '
+    text = (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 3, "tid": 7, "ts": 5, "dur": 2, '
             b'"args": {"blocks per SM": Infinity, "est. achieved occupancy %": NaN, "correlation": 3}},'
-            b'{"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 8, "dur": 1, '
+            b'{"ph": "X", "cat": "kernel", "name": "k2", "pid": 3, "tid": 7, "ts": 8, "dur": 1, '
             b'"args": {"blocks per SM": inf, "est. achieved occupancy %": nan, "device": N/A}},'
             b'{"ph": "X", "cat": "kernel", "name": "k3", "pid": 0, "tid": 7, "ts": 9, "dur": 1, '
             b'"args": {"blocks per SM": "inf", "est. achieved occupancy %": "N/A", "grid": "bad", "device": 0}}]}')
@@ -133,7 +133,8 @@ def test_non_json_number_tokens_are_tolerated_per_field(tmp_path: Path) -> None:
     dev = m["device_events"]
     assert np.isinf(dev["blocks_per_sm"]).tolist() == [True, True, True]
     assert np.isnan(dev["occupancy"]).all()
-    assert dev["device"].tolist() == [-1, -1, 0] and dev["grid_x"].tolist() == [-1, -1, -1]
+    # a missing or unreadable device arg falls back to the pid, which Kineto writes as the device
+    assert dev["device"].tolist() == [3, 3, 0] and dev["grid_x"].tolist() == [-1, -1, -1]
     assert m["events"]["correlation"].tolist() == [3, -1, -1]
 
 
@@ -152,7 +153,20 @@ def test_wrong_field_types_are_tolerated(tmp_path: Path) -> None:
     assert ev["external_id"].tolist() == [12, -1, -1]
     assert ev["pid"][0] == 100 and ids.is_text(ev["tid"][:1])[0] and ids.display(m.strings, int(ev["tid"][0])) == "main"
     assert m.text(int(m["ops"]["input_dims"][0])) == '"not a list"' and m["ops"]["seq"][0] == -1
-    assert m["device_events"]["device"].tolist() == [-1]
+    assert m["device_events"]["device"].tolist() == [0]  # no device arg: the pid (Kineto's device) stands in
+
+
+def test_empty_trace_stays_loadable(tmp_path: Path) -> None:
+    """``traceEvents: []`` is a valid trace with nothing in it, not a broken file (only entries that are all unusable
+    fail)."""
+    assert load_trace(str(write_trace(tmp_path / "e.1.pt.trace.json", []))).n_events == 0
+    assert load_trace(str(write_trace(tmp_path / "a.1.pt.trace.json", raw=b"[]"))).n_events == 0
+
+
+def test_some_unusable_events_cost_only_themselves(tmp_path: Path) -> None:
+    events = [cpu_op("aten::add", 0, 3), {"ph": "X", "cat": "kernel", "name": 5, "ts": "x", "dur": None}]
+    m = load_trace(str(write_trace(tmp_path / "p.1.pt.trace.json", events)))
+    assert m.n_events == 2 and np.isfinite(m["events"]["ts"]).sum() == 1
 
 
 def test_bare_array_is_a_trace(tmp_path: Path) -> None:
@@ -179,9 +193,17 @@ BROKEN = {
     "truncated_gzip": (None, True, "gzip data is cut short"),
     "cut_json": (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1', False, "JSON is cut short"),
     "not_gzip": (b"\x00\x01garbage bytes that are not gzip", True, "not gzip data"),
-    "no_trace_events": (b'{"schemaVersion": 1, "events": []}', False, "without 'traceEvents'"),
+    "no_trace_events": (b'{"schemaVersion": 1, "events": []}', False, "not a Kineto trace: a JSON object without "
+                        "'traceEvents' (keys: 'events', 'schemaVersion')"),
     "not_json": (b"hello world", False, "not valid JSON"),
-    "trace_events_not_a_list": (b'{"traceEvents": 5}', False, "traceEvents"),
+    "trace_events_not_a_list": (b'{"traceEvents": 5}', False, "not a Kineto trace: 'traceEvents' is not a list"),
+    "array_of_arrays": (b"[[1, 2], [3]]", False, "not a Kineto trace: none of its 2 trace entries is an event"),
+    "events_of_strings": (b'{"traceEvents": ["a", 1]}', False, "not a Kineto trace: none of its 2 trace entries"),
+    "execution_trace": (b'{"schema": "1.1.1-chakra.0.0.4", "pid": 7, "nodes": [{"id": 1, "name": "[pytorch|profiler'
+                        b'|execution_trace|thread]"}]}', False, "not a Kineto trace: a PyTorch execution trace"),
+    "number": (b"5", False, "not a Kineto trace: the top level is neither an object nor a list"),
+    "no_usable_ts": (b'{"traceEvents":[{"ph":"X","cat":"kernel","name":5,"ts":"x","dur":null}]}', False,
+                     "no usable event: none of its 1 trace entries has a numeric timestamp"),
 }
 
 

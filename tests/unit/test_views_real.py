@@ -114,6 +114,34 @@ def test_h200_gpu_utilization_recomputed(real_traces: Path) -> None:
     assert o["gpus"][0]["utilization"] == pytest.approx(busy / (hi - lo), rel=1e-6)
 
 
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """Length of the union of [s, e) spans."""
+    busy, end = 0.0, float("-inf")
+    for s, e in sorted(spans):
+        if e <= max(s, end):
+            continue
+        busy += e - max(s, end)
+        end = e
+    return busy
+
+
+@pytest.mark.parametrize("run", ["resnet18_workers0", "transformer_bf16"])
+def test_h200_gpu_busy_recomputed(real_traces: Path, run: str) -> None:
+    """GPU busy = union of kernel, memcpy and memset intervals inside the step span / that span; never below the
+    (kernel-only) utilization."""
+    path = sorted((real_traces / "h200" / run).glob("*.gz"))[0]
+    events = raw_events(path)
+    o = overview(load_trace(str(path)))
+    lo = o["steps"][0]["start_us"]
+    hi = o["steps"][-1]["start_us"] + o["steps"][-1]["duration_us"]
+    work = [(max(e["ts"], lo), min(e["ts"] + e["dur"], hi)) for e in events
+            if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    (gpu,) = o["gpus"]
+    assert gpu["gpu_busy"] == pytest.approx(_covered(work) / (hi - lo), rel=1e-6)
+    assert gpu["utilization"] <= gpu["gpu_busy"] <= 1.0
+    assert any(e.get("cat") == "gpu_memcpy" for e in events)
+
+
 def test_transformer_uses_tensor_cores_and_gets_no_amp_advice(real_traces: Path) -> None:
     path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     model = load_trace(str(path))

@@ -109,6 +109,19 @@ def test_gpu_metrics_formulas(tmp_path: Path) -> None:
     assert gpu["achieved_occupancy"] == pytest.approx((20 * 0.4 + 20 * 0.8) / 40)
 
 
+def test_gpu_busy_counts_copies_and_sets_utilization_only_kernels(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100), op("aten::mm", 0, 50), launch(1, 1, corr=1), launch(3, 1, corr=2), launch(5, 1, corr=3),
+        kernel("gemm", 10, 20, corr=1),  # [10,30)
+        kernel("Memcpy HtoD (Pageable -> Device)", 25, 15, corr=2, cat="gpu_memcpy"),  # [25,40): 10 µs beyond
+        kernel("Memset (Device)", 60, 5, corr=3, cat="gpu_memset"),  # [60,65)
+        kernel("Memcpy DtoH (Device -> Pageable)", 150, 10, corr=99, cat="gpu_memcpy"),  # after the step
+    ]
+    (gpu,) = overview(model_of(tmp_path, events, deviceProperties=PROPS))["gpus"]
+    assert gpu["utilization"] == pytest.approx(20 / 100)
+    assert gpu["gpu_busy"] == pytest.approx((20 + 10 + 5) / 100)
+
+
 def test_concurrent_streams_sum_versus_wall_time(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100), op("aten::mm", 0, 50), launch(1, 1, corr=1), launch(3, 1, corr=2),

@@ -42,7 +42,9 @@ export interface RankStats {
   steps?: number;
   computation_us: number;
   communication_us: number;
-  overlap_us: number;
+  /** null where overlap cannot be measured on one timeline (CPU-only rank, host-only collectives): see overlap_note */
+  overlap_us: number | null;
+  overlap_note?: string | null;
   other_us?: number;
   transfer_us: number;
   sync_us: number;
@@ -53,7 +55,7 @@ export interface RankStats {
   devices?: RankDevice[];
   host?: string;
   process?: number | null;
-  per_step?: Partial<Record<StepMetric, number[]>>;
+  per_step?: Partial<Record<StepMetric, number[] | null>>;
 }
 
 type StepMetric = "computation_us" | "communication_us" | "overlap_us" | "other_us" | "transfer_us" | "sync_us";
@@ -90,8 +92,8 @@ export interface DistributedResponse {
 export const HELP = {
   step: "Mean wall time of a step on this rank (ProfilerStep start to the end of the GPU work it launched).",
   computation: "GPU kernel time (CPU work on CPU-only ranks) that does not overlap communication, mean per step.",
-  communication: "Time in which a collective (NCCL kernel or host collective) ran, mean per step.",
-  overlap: "Time in which computation kernels ran while a collective was running (communication hidden behind computation), mean per step.",
+  communication: "Time in which a collective ran, mean per step: its NCCL (or other device) kernel, or its host span when it launched none (Gloo, CPU-only runs). The Overview's Communication category uses the same definition.",
+  overlap: "Time in which computation kernels ran while a device collective was running (communication hidden behind computation), mean per step. n/a on CPU-only ranks and where collectives ran on the host only: host time cannot be overlapped with GPU kernels.",
   other: "Step time with neither computation nor communication (host-side work, data loading, idle), mean per step.",
   transfer: "The fastest rank's duration of each collective: time really spent moving data (mean per step).",
   sync: "Time waiting in collectives for other ranks: the collective's time on this rank beyond the fastest rank's (mean per step).",
@@ -226,6 +228,27 @@ function durationColumn(key: keyof RankStats, label: string, help: string): Colu
   };
 }
 
+/** Overlap, or "n/a" with the server's reason where it cannot be measured. */
+function overlapColumn(): Column<RankStats> {
+  const column = durationColumn("overlap_us", "Overlap", HELP.overlap);
+  return {
+    ...column,
+    text: (r) => (r.overlap_us === null ? "n/a" : formatDuration(num(r.overlap_us))),
+    title: (r) => (r.overlap_us === null ? (r.overlap_note ?? "n/a") : `${formatExactUs(num(r.overlap_us))}\n${HELP.overlap}`),
+  };
+}
+
+/** One line per distinct reason why some ranks have no overlap number (empty when every rank has one). */
+export function overlapNotes(ranks: readonly RankStats[], labels: readonly string[]): string[] {
+  const byReason = new Map<string, string[]>();
+  ranks.forEach((r, i) => {
+    if (r.overlap_us !== null) return;
+    const reason = r.overlap_note ?? "n/a";
+    byReason.set(reason, [...(byReason.get(reason) ?? []), labels[i] ?? String(r.rank)]);
+  });
+  return [...byReason].map(([reason, who]) => `Overlap on rank${who.length > 1 ? "s" : ""} ${who.join(", ")}: ${reason} The chart shows their communication as not overlapped.`);
+}
+
 function rankColumns(labels: Map<RankStats, string>): Column<RankStats>[] {
   return [
     {
@@ -243,7 +266,7 @@ function rankColumns(labels: Map<RankStats, string>): Column<RankStats>[] {
     durationColumn("step_us", "Step time", HELP.step),
     durationColumn("computation_us", "Computation", HELP.computation),
     durationColumn("communication_us", "Communication", HELP.communication),
-    durationColumn("overlap_us", "Overlap", HELP.overlap),
+    overlapColumn(),
     durationColumn("other_us", "Other", HELP.other),
     durationColumn("transfer_us", "Transfer", HELP.transfer),
     durationColumn("sync_us", "Sync (wait)", HELP.sync),
@@ -525,6 +548,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
         card(
           { title: "Computation and communication per rank", testid: "card-overlap" },
           h("p", { class: "ptp-muted ptp-card-sub" }, "Each bar is one rank's average step: computation only, computation overlapping communication, communication only, and other. ", infoIcon(HELP.overlap)),
+          ...overlapNotes(data.ranks, labels).map((note) => h("p", { class: "ptp-muted", testid: "overlap-na" }, note)),
           overlapChart,
         ),
         card(

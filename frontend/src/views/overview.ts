@@ -13,7 +13,10 @@ import { fetchFor, left, loadErrorCard } from "./common/ui";
 import type { ViewContext } from "./types";
 
 export const HELP = {
-  utilization: "Share of the step span (first step start to last step end) in which at least one kernel ran on this GPU.",
+  utilization:
+    "Kernels only: share of the step span (first step start to last step end) in which at least one kernel ran on this GPU. Memory copies and sets are not counted (see GPU busy).",
+  gpuBusy:
+    "All GPU work: share of the step span in which any kernel, memcpy or memset ran on this GPU. HTA and other tools call this number \"GPU utilization\".",
   smEfficiency:
     "Estimated: for each moment, the sum of blocks-per-SM of the running kernels capped at 1, averaged over the step span.",
   occupancy: "Estimated achieved occupancy of the kernels (from Kineto), weighted by kernel time inside the steps.",
@@ -121,7 +124,8 @@ function gpuCard(g: GpuSummary): HTMLElement {
     h(
       "div",
       { class: "ptp-metrics" },
-      metric("GPU utilization", formatPercent1(g.utilization), HELP.utilization, "gpu-utilization", num(g.utilization)),
+      metric("GPU utilization (kernels)", formatPercent1(g.utilization), HELP.utilization, "gpu-utilization", num(g.utilization)),
+      metric("GPU busy (all GPU work)", formatPercent1(num(g.gpu_busy)), HELP.gpuBusy, "gpu-busy", num(g.gpu_busy)),
       metric("Est. SM efficiency", formatPercent1(g.sm_efficiency), HELP.smEfficiency, "gpu-sm-efficiency", num(g.sm_efficiency)),
       metric("Est. achieved occupancy", formatPercent1(g.achieved_occupancy), HELP.occupancy, "gpu-occupancy", num(g.achieved_occupancy)),
       metric("Kernel time using tensor cores", formatPercent1(g.tensor_core_ratio), HELP.tensorCores, "gpu-tensor-cores", num(g.tensor_core_ratio)),

@@ -17,7 +17,10 @@ export interface GpuSummary {
   name: string | null;
   memory_bytes?: number | null;
   compute_capability?: string | null;
+  /** kernels only */
   utilization: number | null;
+  /** all GPU work: kernels, memcpy, memset (what HTA calls utilization); absent from older servers */
+  gpu_busy?: number | null;
   sm_efficiency: number | null;
   achieved_occupancy: number | null;
   tensor_core_ratio: number | null;
