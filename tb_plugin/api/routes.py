@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from werkzeug.utils import send_file
 from werkzeug.wrappers import Request, Response
 
 from ..analysis import kernels, operators
@@ -23,11 +24,13 @@ from . import params
 from .http import ApiError, json_response, json_route, secure
 from .static import relative_path, serve
 
+_CONTROL = dict.fromkeys(range(32), "_") | {127: "_"}
 
-def _chunks(stream: Any, size: int = 1 << 20) -> Iterator[bytes]:
-    with stream:
-        while chunk := stream.read(size):
-            yield chunk
+
+def _download_name(filename: str) -> str:
+    """The name a download is saved under: the file's, with control characters (a newline) as ``_``, which no
+    header value may hold."""
+    return filename.translate(_CONTROL)
 
 
 def kernels_device_sum(model: Any) -> float:
@@ -227,20 +230,23 @@ class Api:
         return json_response(request, range_summary(loaded.model, start, end, frozenset(tracks) if tracks else None))
 
     def trace_file(self, request: Request) -> Response:
-        run, worker, span = params.span_key(request)
+        # only a span that loaded as a trace: a file that failed may be anything a link points to (/etc/passwd)
+        trace_file = self._trace(request).file
+        run, worker, span = trace_file.key
         try:
-            trace_file = self.workspace.file(run, worker, span)
             stream = self.workspace.open_file(trace_file)
         except LookupFailed as err:
             raise ApiError(err.status, str(err)) from None
         except OSError as err:
             raise ApiError(404, f"cannot read {run}/{worker}/{span}: {err.strerror or err}") from None
         gz = trace_file.filename.endswith(".gz")
-        response = Response(_chunks(stream), content_type="application/gzip" if gz else "application/json",
-                            direct_passthrough=True)
-        response.headers["Content-Disposition"] = f'attachment; filename="{trace_file.filename}"'
+        # send_file writes Content-Disposition per RFC 6266: quoted, and filename*=UTF-8''... beside an ASCII
+        # fallback for names a header cannot hold as they are
+        response = send_file(stream, request.environ, mimetype="application/gzip" if gz else "application/json",
+                             as_attachment=True, download_name=_download_name(trace_file.filename),
+                             conditional=False, etag=False)
         if trace_file.size:
-            response.headers["Content-Length"] = str(trace_file.size)
+            response.content_length = trace_file.size
         return secure(response)
 
     def static(self, request: Request) -> Response:
