@@ -199,7 +199,8 @@ class Api:
         loaded = self._trace(request)
         index = timeline_index(loaded.model)
         start = params.number(request, "start_us", required=False, default=index.t_min)
-        end = params.number(request, "end_us", required=False, default=index.t_max)
+        # the whole trace by default, at least 1 µs of it: an empty trace or a lone instant is an empty window
+        end = params.number(request, "end_us", required=False, default=max(index.t_max, start + 1.0))
         width = int(params.number(request, "width_px", required=False, default=1000, minimum=1, maximum=8192))
         if end <= start:
             raise ApiError(400, "end_us must be greater than start_us")

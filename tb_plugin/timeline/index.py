@@ -124,6 +124,9 @@ def _labels(model: TraceModel) -> tuple[dict[int, str], dict[tuple[int, int], st
 
 
 def _id_text(model: TraceModel, value: int) -> str:
+    """A pid or tid as text: textual ids are string codes; -1 (missing) is unknown, never shown as "-1"."""
+    if value == -1:
+        return "(unknown)"
     return model.strings[-(value + 2)] if value < -1 else str(value)
 
 

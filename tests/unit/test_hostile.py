@@ -173,3 +173,57 @@ def test_download_names_survive_any_characters(tensorboard_app: Any, tmp_path: P
     disposition, options = parse_options_header(header)
     assert disposition == "attachment" and options["filename"] == saved_as
     assert json.dumps(header).count("\\n") == 0
+
+
+# ---- 5. empty traces, odd device ids --------------------------------------------------------------------------
+
+VIEW_ROUTES = ("summary", "overview", "operators", "kernels", "memory/curve", "memory/events", "memory/stats",
+               "modules", "modules/timeline", "trace/window", "trace/search?q=a", "trace/range?start_us=0&end_us=9",
+               "trace/file")
+
+
+@pytest.mark.parametrize("events", [[], [{"ph": "i", "name": "x", "ts": 5, "pid": 1, "tid": 1, "s": "t"}]],
+                         ids=["no_events", "one_instant"])
+def test_an_empty_trace_answers_every_route(tensorboard_app: Any, tmp_path: Path, events: list[Any]) -> None:
+    write_trace(tmp_path / "ld" / "run" / "w.1.pt.trace.json", events)
+    client = tensorboard_app(tmp_path / "ld")
+    assert spans_by_file(wait_until_settled(client, expect_spans=1))["w.1.pt.trace.json"]["state"] == "ready"
+    for route in VIEW_ROUTES:
+        sep = "&" if "?" in route else "?"
+        r = client.get(f"{API}/{route}{sep}{_query('run', 'w')}")
+        assert r.status_code == 200, (route, r.data[:300])
+    window = client.get(f"{API}/trace/window?{_query('run', 'w')}").get_json()
+    assert window["t1"] > window["t0"] and not any(lane for t in window["tracks"] for lane in t["lanes"])
+
+
+def test_a_non_numeric_device_is_an_unknown_device_not_gpu_minus_1(tensorboard_app: Any, tmp_path: Path) -> None:
+    import yaml
+
+    from tests.unit.test_openapi import SPEC_PATH, check
+
+    events = [
+        cpu_op("aten::mm", 0, 50, **{"External id": 1}),
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 1, "ts": 1, "dur": 2,
+         "args": {"correlation": 7, "External id": 1}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10, "dur": 20,
+         "args": {"device": "x", "stream": 7, "correlation": 7, "External id": 1}},
+        {"ph": "X", "cat": "kernel", "name": "gemm2", "tid": 7, "ts": 40, "dur": 20, "args": {"device": 0}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 100, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 100, "tid": 1, "ts": 3, "s": "t",
+         "args": {"Device Type": 1, "Device Id": "x", "Addr": 1, "Bytes": 100, "Total Allocated": 100,
+                  "Total Reserved": 200}},
+    ]
+    write_trace(tmp_path / "ld" / "run" / "w.1.pt.trace.json", events)
+    client = tensorboard_app(tmp_path / "ld")
+    wait_until_settled(client, expect_spans=1)
+    q = _query("run", "w")
+    overview = client.get(f"{API}/overview?{q}").get_json()
+    check(yaml.safe_load(SPEC_PATH.read_text()), "/overview", 200, overview)
+    assert sorted(g["id"] is None for g in overview["gpus"]) == [False, True]
+    counters = [c["name"] for c in client.get(f"{API}/trace/window?{q}").get_json()["counters"]]
+    assert "GPU (unknown device) utilization" in counters and "GPU (unknown device) memory allocated" in counters
+    assert list(client.get(f"{API}/memory/curve?{q}").get_json()["devices"]) == ["GPU (unknown device)"]
+    for route in VIEW_ROUTES[:-1]:
+        sep = "&" if "?" in route else "?"
+        body = client.get(f"{API}/{route}{sep}{q}").get_data(as_text=True)
+        assert "GPU -1" not in body and "GPU-1" not in body and "process -1" not in body, route
