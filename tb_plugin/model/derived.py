@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from concurrent.futures import Future
 from typing import Any, ParamSpec, TypeVar
 
@@ -31,35 +31,40 @@ def memoized(fn: Callable[..., R]) -> Callable[..., R]:
     @functools.wraps(fn)
     def wrapper(model: TraceModel, *args: Any) -> R:
         key = (fn.__module__, fn.__qualname__, args)
-        try:
-            return model.memo[key]  # type: ignore[no-any-return]
-        except KeyError:
-            pass
-        with _LOCK:
-            if key in model.memo:
-                return model.memo[key]  # type: ignore[no-any-return]
-            running: Future[R] | None = model.computing.get(key)
-            if running is None:
-                mine: Future[R] = Future()
-                model.computing[key] = mine
-        if running is not None:
-            return running.result()  # raises the computing caller's exception, if any
-        return _compute(model, key, mine, lambda: fn(model, *args))
+        return compute_once(model.memo, model.computing, key, lambda: fn(model, *args))
 
     return wrapper
 
 
-def _compute(model: TraceModel, key: Any, future: Future[R], compute: Callable[[], R]) -> R:
-    """Run the one computation of ``key``, publish its value (or exception) to the callers waiting on ``future``."""
+def compute_once(memo: MutableMapping[Any, Any], computing: dict[Any, Future[Any]], key: Any,
+                 compute: Callable[[], R]) -> R:
+    """``memo[key]``, computed by ``compute()`` only once however many threads ask for it at the same moment.
+
+    ``computing`` holds the futures of the keys being computed; the first caller computes, the others wait on
+    its future. ``memo`` may be any mapping, also one that forgets (the API's bounded cache of answers).
+    """
+    try:
+        return memo[key]  # type: ignore[no-any-return]
+    except KeyError:
+        pass
+    with _LOCK:
+        if key in memo:
+            return memo[key]  # type: ignore[no-any-return]
+        running: Future[R] | None = computing.get(key)
+        if running is None:
+            mine: Future[R] = Future()
+            computing[key] = mine
+    if running is not None:
+        return running.result()  # raises the computing caller's exception, if any
     try:
         value = compute()
     except BaseException as err:
         with _LOCK:
-            del model.computing[key]
-        future.set_exception(err)
+            del computing[key]
+        mine.set_exception(err)
         raise
     with _LOCK:
-        model.memo[key] = value
-        del model.computing[key]
-    future.set_result(value)
+        memo[key] = value
+        del computing[key]
+    mine.set_result(value)
     return value
