@@ -13,6 +13,7 @@ from tensorboard.plugins import base_plugin
 from .analysis.overview import overview
 from .api.routes import Api
 from .catalog.catalog import parse_logdir_spec
+from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT
 from .model.tables import TraceModel
 from .timeline.index import timeline_index
 from .workspace import Workspace
@@ -61,6 +62,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
             rescan_seconds=float(getattr(flags, "profiler_rescan_interval", 10.0)),
             cache_max_bytes=int(getattr(flags, "profiler_cache_max_mb", 4096)) << 20,
             on_ready=precompute,
+            load_timeout=float(getattr(flags, "profiler_load_timeout", DEFAULT_LOAD_TIMEOUT)),
         ).start()
         self._api = Api(self.workspace, PLUGIN_NAME)
 
@@ -91,12 +93,17 @@ class ProfilerLoader(base_plugin.TBLoader):  # type: ignore[misc]
                            help="Where parsed traces are cached (default: ~/.cache/pytorch-tb-profiler).")
         group.add_argument("--profiler_cache_max_mb", type=int, default=4096, metavar="MB",
                            help="Size bound of the parse cache; least recently used parses go first.")
+        group.add_argument("--profiler_load_timeout", type=float, default=DEFAULT_LOAD_TIMEOUT, metavar="SECONDS",
+                           help="A trace still loading after this long is stopped and shown as failed, which frees "
+                                f"its loader process for the others (0: no limit). Default {DEFAULT_LOAD_TIMEOUT:g}.")
 
     def fix_flags(self, flags: argparse.Namespace) -> None:
         if getattr(flags, "profiler_workers", None) is not None and flags.profiler_workers < 1:
             raise base_plugin.FlagsError("--profiler_workers must be at least 1")
         if getattr(flags, "profiler_rescan_interval", 0) < 0:
             raise base_plugin.FlagsError("--profiler_rescan_interval must not be negative")
+        if getattr(flags, "profiler_load_timeout", 0) < 0:
+            raise base_plugin.FlagsError("--profiler_load_timeout must not be negative")
 
     def load(self, context: base_plugin.TBContext) -> ProfilerPlugin | None:
         if old_plugin_installed():

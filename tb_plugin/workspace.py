@@ -17,7 +17,7 @@ from .catalog import remote
 from .catalog.catalog import Catalog, Root, TraceFile
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
-from .jobs.scheduler import FAILED, READY, LoadScheduler
+from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, READY, LoadScheduler
 from .model.tables import TraceModel
 
 log = logging.getLogger(__name__)
@@ -42,14 +42,16 @@ class LoadedTrace:
 class Workspace:
     def __init__(self, roots: list[tuple[str | None, str]], *, cache_dir: str | None = None,
                  workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30,
-                 on_ready: Callable[[TraceModel], None] | None = None) -> None:
+                 on_ready: Callable[[TraceModel], None] | None = None,
+                 load_timeout: float | None = DEFAULT_LOAD_TIMEOUT) -> None:
         self._roots_spec = roots
         self._catalog: Catalog | None = None
         self._root_errors: list[str] = []
         self._unopened: list[tuple[str | None, str]] = []  # logdirs whose storage could not be opened yet
         self._lasting_errors: list[str] = []  # logdirs that cannot open until a restart (a package is missing)
         self.rescan_seconds = rescan_seconds
-        self.scheduler = LoadScheduler(ParseCache(cache_dir, cache_max_bytes), workers, on_ready=on_ready)
+        self.scheduler = LoadScheduler(ParseCache(cache_dir, cache_max_bytes), workers, on_ready=on_ready,
+                                       load_timeout=load_timeout)
         self._files: dict[Key, TraceFile] = {}
         self._lock = threading.Lock()
         self._scanned = threading.Event()
@@ -112,7 +114,7 @@ class Workspace:
         for key in gone:
             self.scheduler.forget(key)
         for key, f in fresh.items():
-            self.scheduler.request(key, f.url, f.size, f.mtime, etag=f.etag, access=f.access)
+            self.scheduler.request(key, f.url, f.size, f.mtime, etag=f.etag, access=f.access, problem=f.problem)
         self._scanned.set()
 
     def _scan_loop(self) -> None:
@@ -188,6 +190,9 @@ class Workspace:
     def open_file(self, trace_file: TraceFile) -> Any:
         """The original file, unchanged, as a binary stream (for download and hand-off to other viewers).
 
+        Callers serve only spans that loaded as traces (a file that failed to parse may be anything a link under
+        a trace's name points to, ``/etc/passwd``). A local file must still be the regular file, of the size and
+        mtime, that was listed (else ``LookupFailed(409)``): never a FIFO, which would hang the request.
         A remote file loaded by this server comes from the copy its loader kept in the parse cache; otherwise it
         is opened with the credentials the listing used and streamed. A missing file raises ``OSError``; a store
         that refuses or cannot be reached raises ``LookupFailed(502)`` with the reason.
@@ -197,11 +202,12 @@ class Workspace:
         cached = self.scheduler.cached_source(trace_file.key)
         if cached is not None:
             return open(cached, "rb")
-
+        if not remote.is_url(trace_file.url):
+            return _open_listed_local(trace_file)
         try:
             stream, _ = open_url(trace_file.url, trace_file.access)
         except OSError as err:
-            if isinstance(err, FileNotFoundError) or "://" not in trace_file.url:
+            if isinstance(err, FileNotFoundError):
                 raise
             raise LookupFailed(502, self._open_failure(err, trace_file)) from None
         except Exception as err:  # noqa: BLE001 - SDK errors of a remote store: a message, never a 500
@@ -241,6 +247,22 @@ class Workspace:
             if model is not None:
                 out.append(LoadedTrace(f, model))
         return out
+
+
+def _open_listed_local(trace_file: TraceFile) -> Any:
+    """Open a local trace file only if it is still the regular file, of the size and mtime, that was listed: a
+    link retargeted since (to ``/etc/passwd``, to a FIFO) is refused, not served."""
+    from .catalog.storage import NotRegularFile, open_local
+
+    changed = f"{trace_file.filename} changed since it was loaded; try again when its state is 'ready'"
+    try:
+        stream, st = open_local(trace_file.url)
+    except NotRegularFile as err:
+        raise LookupFailed(409, f"{changed} (it is {err.strerror} now)") from None
+    if (st.st_size, st.st_mtime) != (trace_file.size, trace_file.mtime):
+        stream.close()
+        raise LookupFailed(409, changed)
+    return stream
 
 
 def _span_order(f: TraceFile) -> tuple[int, str]:

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from ..model.derived import memoized
 from ..model.kinds import Kind
-from ..model.names import step_number
+from ..model.names import name_mask, step_number
 from ..model.optree import HostTree, host_tree
 from ..model.tables import TraceModel
 from .kernels import kernel_table
@@ -88,6 +89,7 @@ class _Side:
     children: dict[int, list[int]]
 
 
+@memoized
 def _side(model: TraceModel) -> _Side:
     tree = host_tree(model)
     keep = (tree.parent >= -1) & np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION))
@@ -114,22 +116,29 @@ def _key(side: _Side, node: int) -> str:
     return name
 
 
+@memoized
+def _root(model: TraceModel) -> tuple[list[int], list[tuple[str, list[int]]]]:
+    """The drill-down's top level of one trace and its phases: the start of every ``/diff/node`` request, so it
+    is computed once per trace (it visits every host operator: seconds on a large trace)."""
+    side = _side(model)
+    nodes = _top_level(side)
+    return nodes, _phases(side, nodes)
+
+
 def _top_level(side: _Side) -> list[int]:
     """Host activity inside the steps: the children of each step, then top-level work of other threads
     (the autograd thread's backward) that falls inside the steps, in time order."""
     steps = breakdown(side.model).steps
     tree = side.tree
-    step_nodes = [n for n in np.flatnonzero(tree.parent >= -1).tolist()
-                  if tree.kind[n] in (Kind.CPU_OP, Kind.USER_ANNOTATION) and _key(side, n) == "ProfilerStep"]
+    host = np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION))
+    names = side.model["events"]["name"][tree.rows]
+    is_step = (tree.parent >= -1) & host & name_mask(side.model, names, lambda s: step_number(s) is not None)
+    step_nodes = np.flatnonzero(is_step).tolist()
     out = [c for s in step_nodes for c in side.children.get(s, [])]
     if not step_nodes or not steps.count:
-        return [n for n in np.flatnonzero(tree.parent == -1).tolist()
-                if tree.kind[n] in (Kind.CPU_OP, Kind.USER_ANNOTATION)]
+        return np.flatnonzero((tree.parent == -1) & host).tolist()  # type: ignore[no-any-return]
     lo, hi = float(steps.start[0]), float(steps.end[-1])
-    step_set = set(step_nodes)
-    roots = [n for n in np.flatnonzero(tree.parent == -1).tolist()
-             if n not in step_set and tree.kind[n] in (Kind.CPU_OP, Kind.USER_ANNOTATION)
-             and lo <= tree.start[n] < hi]
+    roots = np.flatnonzero((tree.parent == -1) & host & ~is_step & (tree.start >= lo) & (tree.start < hi)).tolist()
     return sorted(out + roots, key=lambda n: float(tree.start[n]))
 
 
@@ -183,11 +192,14 @@ def _pair_label(a: _Side, left: list[int], b: _Side, right: list[int]) -> str:
 
 
 def _align(a: _Side, left: list[int], b: _Side, right: list[int]) -> list[tuple[list[int], list[int]]]:
-    """Pairs of (baseline nodes, experiment nodes): matched entries and the groups between them.
+    """Pairs of (baseline nodes, experiment nodes): matched entries and the groups between them."""
+    return _align_phases(a, left, _phases(a, left), b, right, _phases(b, right))
 
-    Sequences with anchors align phase by phase; plain operator sequences align operator by operator.
-    """
-    pa, pb = _phases(a, left), _phases(b, right)
+
+def _align_phases(a: _Side, left: list[int], pa: list[tuple[str, list[int]]], b: _Side, right: list[int],
+                  pb: list[tuple[str, list[int]]]) -> list[tuple[list[int], list[int]]]:
+    """:func:`_align` with the phases of both sides given: sequences with anchors align phase by phase; plain
+    operator sequences align operator by operator."""
     if _has_anchor(pa) or _has_anchor(pb):
         ka, kb = [k for k, _ in pa], [k for k, _ in pb]
         ga, gb = [g for _, g in pa], [g for _, g in pb]
@@ -226,9 +238,9 @@ def diff_node(base: TraceModel, exp: TraceModel, path: str = "0") -> dict[str, A
     parts = path.split("-")
     if parts[0] != "0" or not all(p.isdigit() for p in parts):
         raise KeyError(path)
-    left, right = _top_level(a), _top_level(b)
+    (left, pa), (right, pb) = _root(base), _root(exp)
     # The root is a group even when it holds a single node.
-    pairs = _align(a, left, b, right)
+    pairs = _align_phases(a, left, pa, b, right, pb)
     name = "All steps"
     for p in parts[1:]:
         k = int(p)

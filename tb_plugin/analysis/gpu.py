@@ -9,6 +9,8 @@ Formulas (the old plugin's, with its crashes on ``inf`` and missing values fixed
   Kernels without a finite, positive ``blocks per SM`` are left out.
 - est. achieved occupancy = Σ occ_k · |k ∩ S| / Σ |k ∩ S| over kernels with a finite occupancy (a fraction).
 - tensor-core share = time of tensor-core kernels / time of all kernels on the device (whole trace).
+
+Kernels without a usable ``device`` (missing, ``"x"``) are summarised together under ``id: null`` (unknown device).
 """
 
 from __future__ import annotations
@@ -78,9 +80,9 @@ def gpu_summary(model: TraceModel) -> list[dict[str, Any]]:
         occ = dev["occupancy"][kernels][on]
         occ_ok = np.isfinite(occ) & (occ >= 0) & (inside > 0)
         kernel_time = float((e - s).sum())
-        info = props.get(gpu, {})
+        info = props.get(gpu, {}) if gpu >= 0 else {}
         out.append({
-            "id": int(gpu),
+            "id": int(gpu) if gpu >= 0 else None,  # kernels whose device is missing or not a number: not "GPU -1"
             "name": info.get("name"),
             "memory_bytes": info.get("memory_bytes"),
             "compute_capability": info.get("compute_capability"),

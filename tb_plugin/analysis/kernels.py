@@ -40,7 +40,9 @@ def _dims(x: int, y: int, z: int) -> str | None:
     return None if x < 0 else f"[{x}, {y}, {z}]"
 
 
+@memoized
 def kernel_table(model: TraceModel, group_by: str = "name") -> list[dict[str, Any]]:
+    """One row per kernel group; kept on the model (the Kernel view and Diff both read it): never modify it."""
     ev = model["events"]
     dev = model["device_events"]
     k = _kernel_rows(model)

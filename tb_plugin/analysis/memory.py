@@ -24,10 +24,11 @@ UNKNOWN = "<unknown>"
 
 
 def device_name(device_type: int, device_id: int) -> str:
+    """``GPU0``, ``CPU``; a missing or non-numeric device id (stored as -1) is unknown, never ``GPU-1``."""
     if device_type == 0:
         return "CPU"
     base = _DEVICE_TYPES.get(device_type, f"device type {device_type} #")
-    return f"{base}{device_id}"
+    return f"{base}{device_id}" if device_id >= 0 else f"{base.rstrip(' #')} (unknown device)"
 
 
 @dataclass(frozen=True)

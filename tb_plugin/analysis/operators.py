@@ -206,8 +206,9 @@ def _python_stacks(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
         chain_code[frame] = code
         return code
 
-    out = np.fromiter((code_of(f) if f >= 0 else -1 for f in innermost.tolist()), dtype=np.int64,
-                      count=len(innermost))
+    frames, inverse = np.unique(innermost, return_inverse=True)  # a chain per distinct frame, not per operator
+    codes = np.fromiter((code_of(f) if f >= 0 else -1 for f in frames.tolist()), dtype=np.int64, count=len(frames))
+    out: np.ndarray = codes[inverse.reshape(-1)]
     if extra:  # new strings join the model's string table (append-only, so existing codes stay valid)
         model.strings.extend(sorted(extra, key=extra.__getitem__))
         model._index = None
@@ -221,7 +222,9 @@ def _group(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return first, inverse.reshape(-1)
 
 
+@memoized
 def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, Any]]:
+    """One row per operator group; kept on the model (the Operator view and Diff both read it): never modify it."""
     ops = operator_nodes(model)
     if len(ops.node) == 0:
         return []

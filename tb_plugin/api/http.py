@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -31,16 +32,45 @@ def secure(response: Response) -> Response:
     return response
 
 
+@dataclass(frozen=True)
+class Encoded:
+    """A JSON answer, encoded, and gzipped where that pays (what :mod:`.answers` keeps per trace)."""
+
+    body: bytes
+    gzipped: bytes | None
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.body) + len(self.gzipped or b"")
+
+
+def encode(payload: Any) -> Encoded:
+    body = _ENCODER.encode(payload)
+    return Encoded(body, gzip.compress(body, compresslevel=1) if len(body) >= _GZIP_MIN_BYTES else None)
+
+
 def json_response(request: Request, payload: Any, status: int = 200) -> Response:
     body = _ENCODER.encode(payload)
+    gzipped = None
+    if len(body) >= _GZIP_MIN_BYTES and _accepts_gzip(request):
+        gzipped = gzip.compress(body, compresslevel=1)
+    return encoded_response(request, Encoded(body, gzipped), status)
+
+
+def encoded_response(request: Request, encoded: Encoded, status: int = 200) -> Response:
     response = Response(status=status, content_type="application/json")
-    if len(body) >= _GZIP_MIN_BYTES and "gzip" in request.headers.get("Accept-Encoding", ""):
-        body = gzip.compress(body, compresslevel=1)
+    if encoded.gzipped is not None and _accepts_gzip(request):
+        response.set_data(encoded.gzipped)
         response.headers["Content-Encoding"] = "gzip"
         response.headers["Vary"] = "Accept-Encoding"
-    response.set_data(body)
+    else:
+        response.set_data(encoded.body)
     response.headers["Cache-Control"] = "no-store"
     return secure(response)
+
+
+def _accepts_gzip(request: Request) -> bool:
+    return "gzip" in request.headers.get("Accept-Encoding", "")
 
 
 def error_response(request: Request, status: int, message: str) -> Response:

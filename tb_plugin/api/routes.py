@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable
 from typing import Any
 
+from werkzeug.utils import send_file
 from werkzeug.wrappers import Request, Response
 
 from ..analysis import kernels, operators
@@ -18,16 +19,19 @@ from ..analysis.views import available_views
 from ..timeline.details import event_details, range_summary, search
 from ..timeline.index import timeline_index
 from ..timeline.window import window
-from ..workspace import LookupFailed, Workspace
+from ..workspace import LoadedTrace, LookupFailed, Workspace
 from . import params
-from .http import ApiError, json_response, json_route, secure
+from .answers import answer
+from .http import ApiError, encoded_response, json_response, json_route, secure
 from .static import relative_path, serve
 
+_CONTROL = dict.fromkeys(range(32), "_") | {127: "_"}
 
-def _chunks(stream: Any, size: int = 1 << 20) -> Iterator[bytes]:
-    with stream:
-        while chunk := stream.read(size):
-            yield chunk
+
+def _download_name(filename: str) -> str:
+    """The name a download is saved under: the file's, with control characters (a newline) as ``_``, which no
+    header value may hold."""
+    return filename.translate(_CONTROL)
 
 
 def kernels_device_sum(model: Any) -> float:
@@ -52,6 +56,12 @@ class Api:
         except LookupFailed as err:
             raise ApiError(err.status, str(err)) from None
 
+    def _answer(self, request: Request, loaded: LoadedTrace, compute: Callable[[], Any], *more: Hashable) -> Response:
+        """The answer to this request on this trace, computed and encoded once (see :mod:`.answers`); ``more``
+        is what else it depends on (the experiment trace of a diff)."""
+        key = (request.path, tuple(sorted(request.args.items(multi=True))), *more)
+        return encoded_response(request, answer(loaded.model, key, compute))
+
     def runs(self, request: Request) -> Response:
         ws = self.workspace
         return json_response(request, {
@@ -71,25 +81,33 @@ class Api:
 
     def summary(self, request: Request) -> Response:
         loaded = self._trace(request)
-        payload = {"file": loaded.file.filename, "size_bytes": loaded.file.size, **summary(loaded.model)}
-        return json_response(request, payload)
+        return self._answer(request, loaded, lambda: {"file": loaded.file.filename, "size_bytes": loaded.file.size,
+                                                      **summary(loaded.model)})
 
     def overview(self, request: Request) -> Response:
         loaded = self._trace(request)
-        payload = dict(overview(loaded.model))
         run = self.workspace.listing_of(loaded.file.run)
-        payload["environment"] = {**payload["environment"], "workers": len(run["workers"]) if run else 1}
-        return json_response(request, payload)
+        workers = len(run["workers"]) if run else 1
+
+        def compute() -> dict[str, Any]:
+            payload = dict(overview(loaded.model))
+            payload["environment"] = {**payload["environment"], "workers": workers}
+            return payload
+
+        return self._answer(request, loaded, compute, workers)
 
     def operators(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=operators.GROUPINGS)
         name = params.text(request, "name", required=False)
         loaded = self._trace(request)
-        rows = operators.operator_table(loaded.model, group_by)
+        return self._answer(request, loaded, lambda: self._operators(loaded.model, group_by, name))
+
+    @staticmethod
+    def _operators(model: Any, group_by: str, name: str) -> dict[str, Any]:
+        rows = operators.operator_table(model, group_by)
         if name:
             rows = [r for r in rows if r["name"] == name]
-        model = loaded.model
-        return json_response(request, {
+        return {
             "group_by": group_by,
             "device_time": "sum",
             "rows": rows,
@@ -99,18 +117,18 @@ class Api:
             },
             "has_call_stacks": bool((model["ops"]["call_stack"] >= 0).any() or len(model["python"]["row"])),
             "has_input_shapes": bool((model["ops"]["input_dims"] >= 0).any()),
-        })
+        }
 
     def kernels(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=kernels.GROUPINGS)
         loaded = self._trace(request)
-        rows = kernels.kernel_table(loaded.model, group_by)
-        return json_response(request, {
-            "group_by": group_by,
-            "rows": rows,
-            "total_us": float(sum(r["total_us"] for r in rows)),
-            "tensor_core_ratio": kernels.tensor_core_share(loaded.model),
-        })
+
+        def compute() -> dict[str, Any]:
+            rows = kernels.kernel_table(loaded.model, group_by)
+            return {"group_by": group_by, "rows": rows, "total_us": float(sum(r["total_us"] for r in rows)),
+                    "tensor_core_ratio": kernels.tensor_core_share(loaded.model)}
+
+        return self._answer(request, loaded, compute)
 
     def _range(self, request: Request) -> tuple[float | None, float | None]:
         start = params.number(request, "start_us", required=False, default=float("nan"))
@@ -125,28 +143,32 @@ class Api:
         max_points = int(params.number(request, "max_points", required=False, default=4000, minimum=16,
                                        maximum=100_000))
         loaded = self._trace(request)
-        return json_response(request, memory_curve(loaded.model, max_points))
+        return self._answer(request, loaded, lambda: memory_curve(loaded.model, max_points))
 
     def memory_events(self, request: Request) -> Response:
         lo, hi = self._range(request)
         device = params.text(request, "device", required=False) or None
         loaded = self._trace(request)
-        return json_response(request, {"rows": memory_events(loaded.model, lo, hi, device)})
+        return self._answer(request, loaded, lambda: {"rows": memory_events(loaded.model, lo, hi, device)})
 
     def memory_stats(self, request: Request) -> Response:
         lo, hi = self._range(request)
         loaded = self._trace(request)
-        return json_response(request, {"rows": memory_statistics(loaded.model, lo, hi)})
+        return self._answer(request, loaded, lambda: {"rows": memory_statistics(loaded.model, lo, hi)})
 
     def modules(self, request: Request) -> Response:
         loaded = self._trace(request)
-        return json_response(request, module_view(loaded.model))
+        return self._answer(request, loaded, lambda: module_view(loaded.model))
 
     def modules_timeline(self, request: Request) -> Response:
         limit = int(params.number(request, "limit", required=False, default=20000, minimum=1, maximum=200_000))
         loaded = self._trace(request)
-        occurrences = module_timeline(loaded.model, limit + 1)
-        return json_response(request, {"occurrences": occurrences[:limit], "truncated": len(occurrences) > limit})
+
+        def compute() -> dict[str, Any]:
+            occurrences = module_timeline(loaded.model, limit + 1)
+            return {"occurrences": occurrences[:limit], "truncated": len(occurrences) > limit}
+
+        return self._answer(request, loaded, compute)
 
     def distributed(self, request: Request) -> Response:
         run = params.text(request, "run")
@@ -182,13 +204,13 @@ class Api:
 
     def diff(self, request: Request) -> Response:
         base, exp = self._pair(request)
-        return json_response(request, diff_summary(base.model, exp.model))
+        return self._answer(request, base, lambda: diff_summary(base.model, exp.model), exp.file.identity)
 
     def diff_node(self, request: Request) -> Response:
         path = params.text(request, "path", required=False, default="0")
         base, exp = self._pair(request)
         try:
-            return json_response(request, diff_node(base.model, exp.model, path))
+            return self._answer(request, base, lambda: diff_node(base.model, exp.model, path), exp.file.identity)
         except KeyError:
             raise ApiError(404, f"no diff entry at path {path!r}") from None
 
@@ -196,26 +218,27 @@ class Api:
         loaded = self._trace(request)
         index = timeline_index(loaded.model)
         start = params.number(request, "start_us", required=False, default=index.t_min)
-        end = params.number(request, "end_us", required=False, default=index.t_max)
+        # the whole trace by default, at least 1 µs of it: an empty trace or a lone instant is an empty window
+        end = params.number(request, "end_us", required=False, default=max(index.t_max, start + 1.0))
         width = int(params.number(request, "width_px", required=False, default=1000, minimum=1, maximum=8192))
         if end <= start:
             raise ApiError(400, "end_us must be greater than start_us")
         collapsed = params.int_list(request, "collapsed")
-        return json_response(request, window(loaded.model, start, end, width, frozenset(collapsed)))
+        return self._answer(request, loaded, lambda: window(loaded.model, start, end, width, frozenset(collapsed)))
 
     def trace_event(self, request: Request) -> Response:
         loaded = self._trace(request)
         row = int(params.number(request, "id", minimum=0))
         if row >= loaded.model.n_events:
             raise ApiError(404, f"no event with id {row} in this trace")
-        return json_response(request, event_details(loaded.model, row))
+        return self._answer(request, loaded, lambda: event_details(loaded.model, row))
 
     def trace_search(self, request: Request) -> Response:
         loaded = self._trace(request)
         query = params.text(request, "q")
         offset = int(params.number(request, "offset", required=False, default=0, minimum=0))
         limit = int(params.number(request, "limit", required=False, default=100, minimum=1, maximum=1000))
-        return json_response(request, search(loaded.model, query, offset, limit))
+        return self._answer(request, loaded, lambda: search(loaded.model, query, offset, limit))
 
     def trace_range(self, request: Request) -> Response:
         loaded = self._trace(request)
@@ -224,23 +247,27 @@ class Api:
         if end <= start:
             raise ApiError(400, "end_us must be greater than start_us")
         tracks = params.int_list(request, "tracks")
-        return json_response(request, range_summary(loaded.model, start, end, frozenset(tracks) if tracks else None))
+        selected = frozenset(tracks) if tracks else None
+        return self._answer(request, loaded, lambda: range_summary(loaded.model, start, end, selected))
 
     def trace_file(self, request: Request) -> Response:
-        run, worker, span = params.span_key(request)
+        # only a span that loaded as a trace: a file that failed may be anything a link points to (/etc/passwd)
+        trace_file = self._trace(request).file
+        run, worker, span = trace_file.key
         try:
-            trace_file = self.workspace.file(run, worker, span)
             stream = self.workspace.open_file(trace_file)
         except LookupFailed as err:
             raise ApiError(err.status, str(err)) from None
         except OSError as err:
             raise ApiError(404, f"cannot read {run}/{worker}/{span}: {err.strerror or err}") from None
         gz = trace_file.filename.endswith(".gz")
-        response = Response(_chunks(stream), content_type="application/gzip" if gz else "application/json",
-                            direct_passthrough=True)
-        response.headers["Content-Disposition"] = f'attachment; filename="{trace_file.filename}"'
+        # send_file writes Content-Disposition per RFC 6266: quoted, and filename*=UTF-8''... beside an ASCII
+        # fallback for names a header cannot hold as they are
+        response = send_file(stream, request.environ, mimetype="application/gzip" if gz else "application/json",
+                             as_attachment=True, download_name=_download_name(trace_file.filename),
+                             conditional=False, etag=False)
         if trace_file.size:
-            response.headers["Content-Length"] = str(trace_file.size)
+            response.content_length = trace_file.size
         return secure(response)
 
     def static(self, request: Request) -> Response:

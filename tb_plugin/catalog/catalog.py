@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .names import number_spans, parse_trace_name
+from .names import file_name, number_spans, parse_trace_name
 from .storage import Access, FileInfo, Storage
 
 _URL = re.compile(r"[a-zA-Z][0-9a-zA-Z.+-]*://")
@@ -33,6 +33,7 @@ class TraceFile:
     size: int
     mtime: float
     etag: str | None = None  # the store's content tag, when it gives one
+    problem: str | None = None  # why the listing already knows it cannot be loaded (not a regular file)
     # credentials and endpoints the loader opens ``url`` with (the same the listing used); not part of equality
     access: Access | None = field(default=None, compare=False, repr=False)
 
@@ -42,7 +43,7 @@ class TraceFile:
 
     @property
     def filename(self) -> str:
-        return posixpath.basename(self.url.replace("\\", "/"))
+        return file_name(self.url)
 
     @property
     def identity(self) -> tuple[str, int, float, str | None]:
@@ -151,5 +152,6 @@ def _files_of_root(root: Root, infos: list[FileInfo]) -> list[TraceFile]:
             info = unique[stamp]
             files.append(TraceFile(run=_run_name(root, directory), worker=worker, span=span,
                                    url=root.storage.display(info.path), size=info.size, mtime=info.mtime,
-                                   etag=info.etag, access=None if root.storage.is_local else root.storage.access))
+                                   etag=info.etag, problem=info.problem,
+                                   access=None if root.storage.is_local else root.storage.access))
     return files

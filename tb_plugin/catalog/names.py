@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
 from dataclasses import dataclass
 
 # The worker is the shortest prefix; the optional stamp is all digits (milliseconds in 2021, 19 digits in 2026).
-_TRACE_NAME = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?$")
+# Matched whole (``fullmatch``, ``.`` matching newlines too): a name is a trace's or not, whatever odd characters
+# it holds, so none is silently left out of the listing.
+_TRACE_NAME = re.compile(r"(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?", re.DOTALL)
 DEFAULT_SPAN = "default"
 
 
@@ -18,7 +22,7 @@ class TraceName:
 
 def parse_trace_name(filename: str) -> TraceName | None:
     """Worker and stamp of a trace file name, or None when the name is not a trace file's."""
-    m = _TRACE_NAME.match(filename)
+    m = _TRACE_NAME.fullmatch(filename)
     if not m:
         return None
     stamp = m.group("stamp")
@@ -26,7 +30,7 @@ def parse_trace_name(filename: str) -> TraceName | None:
 
 
 def is_trace_file(filename: str) -> bool:
-    return _TRACE_NAME.match(filename) is not None
+    return _TRACE_NAME.fullmatch(filename) is not None
 
 
 def number_spans(stamps: list[int | None]) -> list[str]:
@@ -37,3 +41,9 @@ def number_spans(stamps: list[int | None]) -> list[str]:
     ranked = sorted({s for s in stamps if s is not None})
     position = {stamp: str(i + 1) for i, stamp in enumerate(ranked)}
     return [DEFAULT_SPAN if s is None else position[s] for s in stamps]
+
+
+def file_name(url: str) -> str:
+    """The file name of a local path or a URL: local paths split as the OS splits them (a backslash is a character
+    of a name on POSIX, a separator on Windows), URLs at ``/``."""
+    return posixpath.basename(url) if "://" in url else os.path.basename(url)

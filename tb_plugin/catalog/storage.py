@@ -9,6 +9,7 @@ gets the :class:`~.remote.Access` captured when the logdir was opened). Nothing 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -17,17 +18,39 @@ import fsspec
 from . import remote
 from .remote import Access, Location, RemoteError
 
-__all__ = ["Access", "FileInfo", "RemoteError", "Storage", "open_url"]
+__all__ = ["Access", "FileInfo", "NotRegularFile", "RemoteError", "Storage", "open_url"]
 
 
 @dataclass(frozen=True)
 class FileInfo:
-    """One file found by a listing: its full path in the filesystem, size, modification stamp and etag if any."""
+    """One file found by a listing: its full path in the filesystem, size, modification stamp and etag if any.
+
+    ``problem`` says why the listing already knows the file cannot be loaded (a FIFO or a device under a trace
+    file's name): such a file is shown as failed at once and never opened.
+    """
 
     path: str
     size: int
     mtime: float
     etag: str | None = None
+    problem: str | None = None
+
+
+class NotRegularFile(OSError):
+    """A local path that is a FIFO, socket, device or directory: reading it may block forever or never end."""
+
+
+_SPECIAL_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                  (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                  (stat.S_ISDIR, "a directory"))
+
+
+def not_regular(mode: int) -> str | None:
+    """Why a file of this ``st_mode`` is not read (``None`` for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((text for test, text in _SPECIAL_KINDS if test(mode)), "a special file")
+    return f"not a regular file but {kind}"
 
 
 class Storage:
@@ -106,8 +129,27 @@ def _walk_local(root: str) -> list[FileInfo]:
             except OSError:  # a dangling link still shows up, so the loader can report it as unreadable
                 out.append(FileInfo(path=path, size=0, mtime=0.0))
                 continue
-            out.append(FileInfo(path=path, size=st.st_size, mtime=st.st_mtime))
+            out.append(FileInfo(path=path, size=st.st_size, mtime=st.st_mtime, problem=not_regular(st.st_mode)))
     return out
+
+
+def open_local(path: str) -> tuple[BinaryIO, os.stat_result]:
+    """Open a local file for reading, refusing anything but a regular file, without ever blocking.
+
+    Opening a FIFO waits for a writer forever, and a device may never end; a listing that saw a regular file
+    does not make the path one when it is opened (it may have been replaced since), so the check is on the
+    opened descriptor. Returns the stream and the descriptor's ``stat`` (what was really opened).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        problem = not_regular(st.st_mode)
+        if problem is not None:
+            raise NotRegularFile(0, problem, path)
+        return os.fdopen(fd, "rb"), st
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _mtime(info: dict[str, Any]) -> float:
@@ -151,6 +193,9 @@ def open_url(url: str, access: Access | None = None) -> tuple[BinaryIO, int | No
         known = getattr(handle, "size", None)
         size = int(known) if known is not None else None
         return handle, size
+    if loc.store == "local":
+        handle, st = open_local(loc.path)
+        return handle, st.st_size
     try:
         size = int(loc.fs.size(loc.path) or 0)
     except (OSError, TypeError, ValueError):

@@ -16,19 +16,26 @@ import shutil
 import signal
 import sys
 import threading
+import time
 import types
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from ..catalog.names import file_name
 from ..model.tables import TraceModel, load
 from .cache import SOURCE_FILE, ParseCache
 
 log = logging.getLogger(__name__)
 
 QUEUED, LOADING, READY, FAILED = "queued", "loading", "ready", "failed"
+
+# How long one load may take before it is stopped and its span fails (``--profiler_load_timeout``). A 2 GB trace
+# loads in well under a minute on 2 cores; a load that takes this long is stuck (a stalled network mount or store)
+# and would hold one of the few loader slots for good.
+DEFAULT_LOAD_TIMEOUT = 600.0
 
 
 def default_workers() -> int:
@@ -67,6 +74,7 @@ class _Job:
     entry: Path
     etag: str | None = None
     access: Any = None  # catalog.storage.Access: the credentials the worker opens ``url`` with
+    problem: str | None = None  # known before loading: why it cannot be loaded (then it never takes a slot)
     state: str = QUEUED
     error: str | None = None
     model: TraceModel | None = None
@@ -74,6 +82,7 @@ class _Job:
     process: Any = None
     conn: Connection | None = None
     done_progress: float = 0.0
+    started: float = 0.0  # time.monotonic() when its loader process started
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -88,8 +97,10 @@ class LoadScheduler:
     """Parses files in the background; ``status`` and ``model`` answer at once and never wait for parsing."""
 
     def __init__(self, cache: ParseCache, max_workers: int | None = None,
-                 on_ready: Callable[[TraceModel], None] | None = None) -> None:
+                 on_ready: Callable[[TraceModel], None] | None = None,
+                 load_timeout: float | None = DEFAULT_LOAD_TIMEOUT) -> None:
         self.cache = cache
+        self.load_timeout = load_timeout or None  # seconds; None or 0: no limit
         self._warm = _Warmer(on_ready) if on_ready is not None else None
         self.max_workers = max(1, max_workers or default_workers())
         self._ctx = _context()
@@ -102,20 +113,25 @@ class LoadScheduler:
 
     # ---- requests -------------------------------------------------------------------------------------------
     def request(self, key: Hashable, url: str, size: int, mtime: float, *, etag: str | None = None,
-                access: Any = None) -> None:
+                access: Any = None, problem: str | None = None) -> None:
         """Make sure ``key`` shows this exact file version; a changed file is parsed again.
 
         ``access`` (a picklable ``catalog.storage.Access``) carries the credentials and endpoints the listing used,
-        so the worker process opens a remote ``url`` the same way.
+        so the worker process opens a remote ``url`` the same way. ``problem`` (the listing found it is not a
+        regular file) fails the span at once with that reason, without a loader process.
         """
         with self._lock:
             job = self._jobs.get(key)
-            if job is not None and (job.url, job.size, job.mtime, job.etag) == (url, size, mtime, etag):
+            if job is not None and (job.url, job.size, job.mtime, job.etag, job.problem) == (
+                    url, size, mtime, etag, problem):
                 return
             if job is not None:
                 self._stop(job)
-            self._jobs[key] = _Job(url=url, size=size, mtime=mtime, entry=self.cache.entry(url, size, mtime, etag),
-                                   etag=etag, access=access)
+            job = _Job(url=url, size=size, mtime=mtime, entry=self.cache.entry(url, size, mtime, etag), etag=etag,
+                       access=access, problem=problem)
+            if problem is not None:
+                job.state, job.error = FAILED, f"{file_name(url)}: {problem}; it is not loaded"
+            self._jobs[key] = job
         self._wake()
 
     def forget(self, key: Hashable) -> None:
@@ -178,12 +194,34 @@ class LoadScheduler:
             with self._lock:
                 running = {job.process.sentinel: job for job in self._jobs.values()
                            if job.state == LOADING and job.process is not None}
-            ready = wait([self._wake_r, *running], timeout=1.0)
+            ready = wait([self._wake_r, *running], timeout=self._next_deadline(running.values()))
             for obj in ready:
                 if obj in running:
                     self._finish(running[obj])  # type: ignore[index]
                 else:
                     self._drain_wakeups()
+            self._expire()
+
+    def _next_deadline(self, running: Iterable[_Job]) -> float:
+        """Seconds the loop may sleep: at most 1, less when a load's time limit runs out sooner."""
+        if self.load_timeout is None:
+            return 1.0
+        now = time.monotonic()
+        return max(0.0, min([1.0, *(job.started + self.load_timeout - now for job in running)]))
+
+    def _expire(self) -> None:
+        """Stop loads that ran past the time limit: their span fails with the reason and the slot is free."""
+        if self.load_timeout is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            for job in self._jobs.values():
+                if job.state == LOADING and job.process is not None and now - job.started > self.load_timeout:
+                    self._stop(job)
+                    job.state = FAILED
+                    job.error = (f"{file_name(job.url)}: loading took longer than {self.load_timeout:g} s and was "
+                                 "stopped (is the file on a stalled mount or store? the limit is "
+                                 "--profiler_load_timeout)")
 
     def _drain_wakeups(self) -> None:
         while self._wake_r.poll():
@@ -234,7 +272,7 @@ class LoadScheduler:
         finally:
             send.close()
         with self._lock:
-            job.process = process
+            job.process, job.started = process, time.monotonic()
 
     def _finish(self, job: _Job) -> None:
         message: tuple[str, Any] | None = None
@@ -263,7 +301,7 @@ class LoadScheduler:
             model = load(job.entry)
         except Exception as err:  # noqa: BLE001
             with self._lock:
-                job.state, job.error = FAILED, f"{Path(job.url).name}: cannot open the parsed result ({err})"
+                job.state, job.error = FAILED, f"{file_name(job.url)}: cannot open the parsed result ({err})"
             return
         with self._lock:
             job.model, job.state, job.done_progress, job.extra = model, READY, 1.0, dict(payload)
@@ -298,7 +336,7 @@ class _Warmer:
 
 
 def _death_reason(url: str, code: int | None) -> str:
-    name = url.replace("\\", "/").rsplit("/", 1)[-1]
+    name = file_name(url)
     if code is not None and code < 0:
         try:
             signame = signal.Signals(-code).name

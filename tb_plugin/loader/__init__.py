@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import posixpath
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -35,11 +36,15 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
     data = decompress(raw.pop() if isinstance(raw, list) else raw, name)
     del raw
     report(0.45)
-    doc = decode_outline(data, name)  # raw event slices still point into data
-    del data
-    report(0.5)
-    entries = len(doc.traceEvents or [])
-    model = build_model(doc, name, lambda f: report(0.5 + 0.5 * f), parts=parts)
+    try:
+        doc = decode_outline(data, name)  # raw event slices still point into data
+        del data
+        report(0.5)
+        entries = len(doc.traceEvents or [])
+        model = build_model(doc, name, lambda f: report(0.5 + 0.5 * f), parts=parts)
+    except RecursionError:  # msgspec recurses per nesting level, also to skip a value: bad input, not a bug
+        raise TraceLoadError(f"{name}: the JSON is nested too deeply (about {sys.getrecursionlimit()} levels of "
+                             "arrays or objects or more; a Kineto trace nests a few)") from None
     require_usable(model, entries, name)
     return model
 

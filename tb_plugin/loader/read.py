@@ -1,8 +1,8 @@
 """Bytes in: read a trace file, gunzip it and decode it with the typed schema, a chunk of events at a time.
 
-Why here and not in the model: this is the only module that knows about gzip, broken JSON and the non-JSON tokens
-some Kineto versions write (bare ``Infinity``, ``NaN``, ``inf``, ``nan``, ``N/A``). Everything after it sees
-well-typed :class:`~tb_plugin.loader.schema.Event` structs.
+Why here and not in the model: this is the only module that knows about gzip, broken JSON, invalid UTF-8 and the
+non-JSON tokens some Kineto versions write (bare ``Infinity``, ``NaN``, ``inf``, ``nan``, ``N/A``). Everything after
+it sees well-typed :class:`~tb_plugin.loader.schema.Event` structs.
 """
 
 from __future__ import annotations
@@ -162,11 +162,11 @@ def decode_outline(data: bytes, name: str) -> TraceDocument:
     The fast path handles well-formed files; the repairs cost a regex pass and run only after it failed.
     """
     try:
-        doc = _outline_once(data, name)
+        doc = _outline_tolerant(data, name)
     except msgspec.DecodeError as err:
         repaired = _quote_bare_tokens(data.translate(_CONTROL_TABLE))
         try:
-            doc = _outline_once(repaired, name)
+            doc = _outline_tolerant(repaired, name)
         except msgspec.DecodeError:
             raise _describe_json_error(err, name, len(data)) from None
     if doc.traceEvents is None:
@@ -176,16 +176,42 @@ def decode_outline(data: bytes, name: str) -> TraceDocument:
 
 def _what_else(data: bytes) -> str:
     """What a JSON object without ``traceEvents`` is, as far as its top-level keys tell."""
-    keys = set(msgspec.json.decode(data, type=dict[str, msgspec.Raw]))
+    try:
+        keys = set(msgspec.json.decode(data, type=dict[str, msgspec.Raw]))
+    except (msgspec.DecodeError, UnicodeDecodeError):  # odd bytes or tokens: the keys are not worth a repair pass
+        return "a JSON object without 'traceEvents'"
     if "nodes" in keys:
         return "a PyTorch execution trace ('nodes', no 'traceEvents'); open the Kineto trace recorded beside it"
     shown = ", ".join(repr(k) for k in sorted(keys)[:5]) + (", …" if len(keys) > 5 else "")
     return f"a JSON object without 'traceEvents' (keys: {shown or 'none'})"
 
 
+def _outline_tolerant(data: bytes, name: str) -> TraceDocument:
+    try:
+        return _outline_once(data, name)
+    except UnicodeDecodeError:  # invalid UTF-8 in a top-level string (events are raw slices: not checked here)
+        return _outline_once(valid_utf8(data), name)
+
+
+def valid_utf8(data: bytes) -> bytes:
+    """``data`` with invalid UTF-8 sequences replaced by U+FFFD: an odd byte in a string costs that character.
+
+    JSON's structure is ASCII and invalid bytes are all >= 0x80, so the replacement never changes the structure.
+    It copies the buffer twice, so it runs only after a decode failed on it.
+    """
+    return str(data, "utf-8", "replace").encode()
+
+
 def decode_events(raws: list[msgspec.Raw]) -> list[Event]:
     """Typed events from raw slices; an event of unexpected shape costs only its odd fields."""
     buffer = b"[" + b",".join(raws) + b"]"
+    try:
+        return _decode_typed(buffer)
+    except UnicodeDecodeError:  # msgspec checks UTF-8 while decoding strings; only this chunk is repaired
+        return _decode_typed(valid_utf8(buffer))
+
+
+def _decode_typed(buffer: bytes) -> list[Event]:
     try:
         return _EVENTS_DECODER.decode(buffer)
     except msgspec.ValidationError:

@@ -49,7 +49,9 @@ def numeric(value: Any) -> int | None:
 
 
 def display(strings: list[str], value: int) -> str:
-    """How an id reads on screen: its number, or its text."""
+    """How an id reads on screen: its number, or its text ("(unknown)" when missing, never "-1")."""
+    if value == MISSING:
+        return "(unknown)"
     return strings[text_code(value)] if value < -NUMERIC_LIMIT else str(value)
 
 

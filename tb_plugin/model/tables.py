@@ -68,6 +68,7 @@ class TraceModel:
     meta: dict[str, Any] = field(default_factory=dict)
     _index: dict[str, int] | None = field(default=None, repr=False)
     memo: dict[Any, Any] = field(default_factory=dict, repr=False)  # derived results, see model.derived
+    computing: dict[Any, Any] = field(default_factory=dict, repr=False)  # memo keys being computed: their futures
 
     def __getitem__(self, table: str) -> Columns:
         return self.tables[table]

@@ -52,6 +52,15 @@ def _integral(levels: Levels, t: np.ndarray) -> np.ndarray:
     return value
 
 
+def gpu_label(device: int) -> str:
+    """``GPU 0``; a missing or non-numeric device id (stored as -1) is unknown, never "GPU -1"."""
+    return f"GPU {_device_text(device)}"
+
+
+def _device_text(device: int) -> str:
+    return str(device) if device >= 0 else "(unknown device)"
+
+
 @memoized
 def _memory_series(model: TraceModel) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     mem = model["memory"]
@@ -62,7 +71,7 @@ def _memory_series(model: TraceModel) -> dict[str, tuple[np.ndarray, np.ndarray,
                                                                 mem["device_id"][ok].tolist())}):
         on = ok & (mem["device_type"] == dtype) & (mem["device_id"] == did)
         order = np.argsort(ts[on], kind="stable")
-        label = "CPU" if dtype == 0 else (f"GPU {did}" if dtype == 1 else f"device type {dtype} #{did}")
+        label = "CPU" if dtype == 0 else (gpu_label(did) if dtype == 1 else f"device type {dtype} #{_device_text(did)}")
         out[label] = (ts[on][order], mem["total_allocated"][on][order].astype(np.float64),
                       mem["total_reserved"][on][order].astype(np.float64))
     return out
@@ -93,9 +102,9 @@ def counters(model: TraceModel, t0: float, t1: float, width_px: int) -> list[dic
     for device, (busy, levels) in _kernel_spans(model).items():
         util = iv.lengths_within(busy, edges[:-1], edges[1:]) / px
         sm = np.diff(_integral(levels, edges)) / px
-        out.append({"name": f"GPU {device} utilization", "unit": "fraction", "max": 1.0,
+        out.append({"name": f"{gpu_label(device)} utilization", "unit": "fraction", "max": 1.0,
                     "values": np.round(util, 3).tolist()})
-        out.append({"name": f"GPU {device} est. SM efficiency", "unit": "fraction", "max": 1.0,
+        out.append({"name": f"{gpu_label(device)} est. SM efficiency", "unit": "fraction", "max": 1.0,
                     "values": np.round(sm, 3).tolist()})
     for label, (ts, allocated, reserved) in _memory_series(model).items():
         for kind, series in (("allocated", allocated), ("reserved", reserved)):

@@ -181,6 +181,46 @@ def test_control_characters_in_strings_are_tolerated(tmp_path: Path) -> None:
     assert m.strings[int(m["events"]["name"][0])] == "a b "
 
 
+def test_invalid_utf8_costs_only_the_odd_characters(tmp_path: Path) -> None:
+    """Invalid UTF-8 in an event name, an args string and a top-level string: those bytes become U+FFFD."""
+    raw = (b'{"traceName": "run\xff", "traceEvents": ['
+           b'{"ph": "X", "cat": "cpu_op", "name": "ok", "pid": 1, "tid": 1, "ts": 0, "dur": 1},'
+           b'{"ph": "X", "cat": "cpu_op", "name": "bad\xc3\x28name", "pid": 1, "tid": 1, "ts": 2, "dur": 1,'
+           b' "args": {"Call stack": "f\xfe.py", "ignored": "\xff"}},'
+           b'{"ph": "X", "cat": "cpu_op", "name": "caf\xc3\xa9", "pid": 1, "tid": 1, "ts": 4, "dur": 1}]}')
+    for gz in (False, True):
+        m = load_trace(str(write_trace(tmp_path / f"u{int(gz)}.pt.trace.json", raw=raw, gz=gz)))
+        names = [m.strings[c] for c in m["events"]["name"].tolist()]
+        assert names == ["ok", "bad\ufffd(name", "caf\u00e9"]
+        assert m.text(int(m["ops"]["call_stack"][1])) == "f\ufffd.py"
+        assert m.meta["traceName"] == "run\ufffd"
+
+
+def test_invalid_utf8_beside_non_json_tokens(tmp_path: Path) -> None:
+    raw = b'{"traceEvents": [{"ph": "X", "name": "n\xff", "ts": 0, "dur": NaN, "pid": 1, "tid": 1}], "x": "\xff"}'
+    m = load_trace(str(write_trace(tmp_path / "t.pt.trace.json", raw=raw)))
+    assert m.strings[int(m["events"]["name"][0])] == "n\ufffd" and math.isnan(m["events"]["dur"][0])
+
+
+DEEP = b"[" * 200_000 + b"]" * 200_000
+
+
+@pytest.mark.parametrize("where", ["whole_file", "an_event", "an_ignored_arg", "a_used_arg", "top_level_key"])
+def test_deep_nesting_fails_with_a_reason(tmp_path: Path, where: str) -> None:
+    raw = {
+        "whole_file": DEEP,
+        "an_event": b'{"traceEvents": [' + DEEP + b"]}",
+        "an_ignored_arg": b'{"traceEvents": [{"ph": "X", "args": {"zz": ' + DEEP + b"}}]}",
+        "a_used_arg": b'{"traceEvents": [{"ph": "X", "args": {"Input Dims": ' + DEEP + b"}}]}",
+        "top_level_key": b'{"traceEvents": [], "foo": {"a": ' + DEEP + b"}}",
+    }[where]
+    path = write_trace(tmp_path / f"deep_{where}.1.pt.trace.json", raw=raw)
+    with pytest.raises(TraceLoadError) as err:
+        load_trace(str(path))
+    message = str(err.value)
+    assert message.startswith(path.name) and "nested too deeply" in message and "\n" not in message
+
+
 def test_plain_json_inside_a_gz_name_is_read(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "p.pt.trace.json.gz", [cpu_op("x", 0, 1)], gz=False)
     assert load_trace(str(path)).n_events == 1

@@ -16,8 +16,15 @@ def test_worker_names_with_dots_and_no_stamp() -> None:
 
 
 def test_non_trace_names_are_ignored() -> None:
-    for name in ("events.out.tfevents.1.host", "a.pt.trace.json.bak", "trace.json", "x.pt.trace.jsonl"):
+    for name in ("events.out.tfevents.1.host", "a.pt.trace.json.bak", "trace.json", "x.pt.trace.jsonl",
+                 "x.pt.trace.json\n"):
         assert parse_trace_name(name) is None, name
+
+
+def test_names_with_newlines_and_other_odd_characters_are_traces() -> None:
+    for worker in ("new\nline", "\n", "工作者", 'q"uote', "back\\slash", "tab\there"):
+        parsed = parse_trace_name(f"{worker}.5.pt.trace.json.gz")
+        assert parsed is not None and (parsed.worker, parsed.stamp) == (worker, 5), worker
 
 
 def test_spans_are_numbered_by_numeric_stamp_not_text() -> None:

@@ -149,10 +149,13 @@ def test_trace_routes(tensorboard_app: Any, real_traces: Path, tmp_path: Path) -
     assert hit["total"] >= 2 and len(hit["items"]) == 2
     assert client.get(f"{API}/trace/event?{q}&id={hit['items'][0]['id']}").get_json()["name"] == "aten::mm"
     assert client.get(f"{API}/trace/event?{q}&id=99999999").status_code == 404
-    original = next(run.glob("*.gz")).read_bytes()
+    original_path = next(run.glob("*.gz"))
+    original, original_name = original_path.read_bytes(), original_path.name
     r = client.get(f"{API}/trace/file?{q}")
     assert r.status_code == 200 and r.data == original
-    assert r.headers["Content-Disposition"].endswith('.pt.trace.json.gz"')
+    from werkzeug.http import parse_options_header
+
+    assert parse_options_header(r.headers["Content-Disposition"]) == ("attachment", {"filename": original_name})
 
 
 def test_range_summary_counts_and_clips(tmp_path: Path) -> None:

@@ -119,7 +119,7 @@ function gpuCard(g: GpuSummary): HTMLElement {
   if (num(g.memory_bytes) !== null) sub.push(formatBytes(g.memory_bytes));
   if (g.compute_capability) sub.push(`compute capability ${g.compute_capability}`);
   const el = card(
-    { title: `GPU ${g.id}${g.name ? ` · ${g.name}` : ""}`, testid: "gpu-card", class: "ptp-gpu-card" },
+    { title: `GPU ${g.id ?? "(unknown device)"}${g.name ? ` · ${g.name}` : ""}`, testid: "gpu-card", class: "ptp-gpu-card" },
     sub.length ? h("p", { class: "ptp-muted ptp-card-sub" }, sub.join(" · ")) : null,
     h(
       "div",
@@ -134,7 +134,7 @@ function gpuCard(g: GpuSummary): HTMLElement {
       ? h("p", { class: "ptp-muted ptp-card-foot", title: `${formatExactUs(g.kernel_time_us)}\n${HELP.kernelTime}` }, `Kernel time: ${formatDuration(g.kernel_time_us)} in the whole trace`)
       : null,
   );
-  el.dataset["gpu"] = String(g.id);
+  el.dataset["gpu"] = g.id === null ? "unknown" : String(g.id);
   return el;
 }
 

@@ -13,7 +13,8 @@ export interface Step {
 }
 
 export interface GpuSummary {
-  id: number;
+  /** null: kernels whose device was missing or not a number */
+  id: number | null;
   name: string | null;
   memory_bytes?: number | null;
   compute_capability?: string | null;

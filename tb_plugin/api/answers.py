@@ -1,0 +1,76 @@
+"""Encoded answers, kept per trace: the same request on the same trace is computed, encoded and gzipped once.
+
+A model never changes, so an answer is a pure function of (model, route, query). When a trace turns ready, every
+open tab asks the same questions at the same moment; without this, each of N requests would build its table,
+encode it and gzip it, N times the work for the one GIL. The first request computes; the others wait for it
+(:func:`~tb_plugin.model.derived.compute_once`). Kept within a byte budget per trace, least recently used first
+out: the Trace view's windows and the searches are endless. An error is never kept: the next request tries again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, MutableMapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model.derived import compute_once, memoized
+from ..model.tables import TraceModel
+from .http import Encoded, encode
+
+ANSWER_BYTES = 32 << 20  # per trace: every page's default answers of a 2 GB trace fit many times over
+
+
+class _Recent(MutableMapping[Hashable, Encoded]):
+    """The most recently used answers within a byte budget (an answer larger than the budget is kept alone)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[Hashable, Encoded] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key: Hashable) -> Encoded:
+        with self._lock:
+            value = self._items[key]
+            self._items.move_to_end(key)
+            return value
+
+    def __setitem__(self, key: Hashable, value: Encoded) -> None:
+        with self._lock:
+            old = self._items.pop(key, None)
+            self._bytes += value.nbytes - (old.nbytes if old is not None else 0)
+            self._items[key] = value
+            while self._bytes > self.max_bytes and len(self._items) > 1:
+                _, gone = self._items.popitem(last=False)
+                self._bytes -= gone.nbytes
+
+    def __delitem__(self, key: Hashable) -> None:
+        with self._lock:
+            self._bytes -= self._items.pop(key).nbytes
+
+    def __iter__(self) -> Iterator[Hashable]:
+        with self._lock:
+            return iter(list(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass
+class _Answers:
+    recent: _Recent
+    computing: dict[Any, Future[Any]] = field(default_factory=dict)
+
+
+@memoized
+def _answers(model: TraceModel) -> _Answers:
+    return _Answers(_Recent(ANSWER_BYTES))
+
+
+def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any]) -> Encoded:
+    """The encoded payload ``compute()`` returns for ``key`` (route and query) on ``model``, computed once."""
+    cache = _answers(model)
+    return compute_once(cache.recent, cache.computing, key, lambda: encode(compute()))

@@ -1,0 +1,230 @@
+"""Hostile and odd files and clients (issue 10): each costs one span or one answer, with a one-line reason; never a
+hang, a 500, a stack trace or a file from outside the catalog."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from werkzeug.http import parse_options_header
+
+from tests.conftest import API, cpu_op, spans_by_file, wait_until_settled, write_trace
+
+
+def _old(path: Path) -> Path:
+    """Make a path look finished to the catalog (older than its settle time); works on FIFOs and links too."""
+    old = time.time() - 60
+    os.utime(path, (old, old), follow_symlinks=False)
+    return path
+
+
+def _query(run: str, worker: str, span: str = "1") -> str:
+    return urlencode({"run": run, "worker": worker, "span": span})
+
+
+def _plugin(client: Any) -> Any:
+    return next(p for p in client.application._plugins if getattr(p, "plugin_name", "") == "pytorch_profiler")
+
+
+# ---- 1. non-regular files and stuck loads -------------------------------------------------------------------------
+
+def test_fifos_fail_at_once_and_leave_the_loader_free(tensorboard_app: Any, tmp_path: Path) -> None:
+    """Two FIFOs named like traces and one loader process: the good run still loads (they never take the slot)."""
+    logdir = tmp_path / "ld"
+    write_trace(logdir / "good" / "w.1.pt.trace.json", [cpu_op("aten::add", 0, 5)])
+    (logdir / "pipes").mkdir()
+    for name in ("a.1.pt.trace.json", "b.1.pt.trace.json.gz"):
+        os.mkfifo(logdir / "pipes" / name)
+        _old(logdir / "pipes" / name)
+    client = tensorboard_app(logdir, profiler_workers=1)
+    spans = spans_by_file(wait_until_settled(client, expect_spans=3, timeout=30))
+    assert spans["w.1.pt.trace.json"]["state"] == "ready"
+    for name in ("a.1.pt.trace.json", "b.1.pt.trace.json.gz"):
+        span = spans[name]
+        assert span["state"] == "failed" and span["progress"] == 0.0
+        assert span["error"] == f"{name}: not a regular file but a FIFO (named pipe); it is not loaded"
+    started = time.monotonic()
+    r = client.get(f"{API}/trace/file?{_query('pipes', 'a')}")
+    assert r.status_code == 422 and "not a regular file" in r.get_json()["error"]
+    assert time.monotonic() - started < 5
+
+
+def test_the_loader_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
+    """Should a FIFO replace a file after the listing, opening it neither blocks nor reads it."""
+    from tb_plugin.loader import TraceLoadError, load_trace
+
+    os.mkfifo(tmp_path / "p.1.pt.trace.json")
+    with pytest.raises(TraceLoadError, match=r"^p\.1\.pt\.trace\.json: cannot read the file \(not a regular file"):
+        load_trace(str(tmp_path / "p.1.pt.trace.json"))
+
+
+def test_a_load_past_the_time_limit_fails_and_frees_its_slot(tensorboard_app: Any, tmp_path: Path) -> None:
+    logdir = tmp_path / "ld"
+    write_trace(logdir / "big" / "w.1.pt.trace.json", [cpu_op(f"op{i % 50}", i, 1) for i in range(200_000)])
+    client = tensorboard_app(logdir, profiler_workers=1, profiler_load_timeout=0.2)
+    span = spans_by_file(wait_until_settled(client, expect_spans=1, timeout=30))["w.1.pt.trace.json"]
+    assert span["state"] == "failed"
+    assert span["error"].startswith("w.1.pt.trace.json: loading took longer than 0.2 s and was stopped")
+    assert "--profiler_load_timeout" in span["error"]
+    scheduler = _plugin(client).workspace.scheduler
+    job = next(iter(scheduler._jobs.values()))
+    assert job.process is None  # killed: the one loader slot is free again
+    scheduler.load_timeout = None
+    write_trace(logdir / "small" / "w.1.pt.trace.json", [cpu_op("aten::add", 0, 5)])
+    spans = spans_by_file(wait_until_settled(client, expect_spans=2, timeout=30))
+    assert [s["state"] for s in spans.values()].count("ready") == 1
+
+
+def test_a_negative_load_timeout_is_refused() -> None:
+    import argparse
+
+    from tensorboard.plugins import base_plugin
+
+    from tb_plugin.plugin import ProfilerLoader
+
+    with pytest.raises(base_plugin.FlagsError, match="--profiler_load_timeout"):
+        ProfilerLoader().fix_flags(argparse.Namespace(profiler_load_timeout=-1))
+
+
+# ---- 2. /trace/file serves only what loaded as a trace ------------------------------------------------------------
+
+SECRET = b"root:x:0:0:root:/root:/bin/bash\n"
+
+
+def test_a_link_to_a_non_trace_is_never_served(tensorboard_app: Any, tmp_path: Path) -> None:
+    secret = tmp_path / "outside" / "passwd"
+    secret.parent.mkdir()
+    secret.write_bytes(SECRET)
+    logdir = tmp_path / "ld"
+    (logdir / "run").mkdir(parents=True)
+    os.symlink(secret, logdir / "run" / "x.1.pt.trace.json")
+    _old(secret)
+    client = tensorboard_app(logdir)
+    span = spans_by_file(wait_until_settled(client, expect_spans=1))["x.1.pt.trace.json"]
+    assert span["state"] == "failed" and "not valid JSON" in span["error"]
+    r = client.get(f"{API}/trace/file?{_query('run', 'x')}")
+    assert r.status_code == 422 and SECRET not in r.data and r.get_json()["error"].startswith("x.1.pt.trace.json")
+
+
+def test_a_link_retargeted_after_loading_is_not_served(tensorboard_app: Any, tmp_path: Path) -> None:
+    secret = tmp_path / "outside" / "passwd"
+    secret.parent.mkdir()
+    secret.write_bytes(SECRET)
+    good = write_trace(tmp_path / "outside" / "good.json", [cpu_op("aten::add", 0, 5)])
+    logdir = tmp_path / "ld"
+    (logdir / "run").mkdir(parents=True)
+    link = logdir / "run" / "x.1.pt.trace.json"
+    os.symlink(good, link)
+    client = tensorboard_app(logdir, profiler_rescan_interval=0)  # scan once: the listing keeps the old version
+    wait_until_settled(client, expect_spans=1)
+    assert client.get(f"{API}/trace/file?{_query('run', 'x')}").data == good.read_bytes()
+    for target in (secret, tmp_path / "outside" / "fifo"):
+        if target.name == "fifo":
+            os.mkfifo(target)
+        os.unlink(link)
+        os.symlink(target, link)
+        r = client.get(f"{API}/trace/file?{_query('run', 'x')}")
+        assert r.status_code == 409 and SECRET not in r.data
+        assert r.get_json()["error"].startswith("x.1.pt.trace.json changed since it was loaded")
+
+
+def test_trace_file_answers_409_while_loading_and_404_for_unknown(tensorboard_app: Any, tmp_path: Path) -> None:
+    from tb_plugin.workspace import LookupFailed, Workspace
+
+    write_trace(tmp_path / "run" / "w.1.pt.trace.json", [cpu_op("x", 0, 1)])
+    ws = Workspace([(None, str(tmp_path))], cache_dir=str(tmp_path / "cache"), rescan_seconds=0)
+    try:
+        ws.scan_once()
+        with pytest.raises(LookupFailed) as err:
+            ws.trace("run", "w", "1")
+        assert err.value.status == 409
+    finally:
+        ws.close()
+    client = tensorboard_app(tmp_path)
+    assert client.get(f"{API}/trace/file?{_query('nope', 'w')}").status_code == 404
+
+
+# ---- 3. download names: RFC 6266 -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("worker", "saved_as"), [
+    ("工作者", "工作者.1.pt.trace.json.gz"),
+    ('say "hi"; x=1', 'say "hi"; x=1.1.pt.trace.json.gz'),
+    ("new\nline", "new_line.1.pt.trace.json.gz"),
+    ("back\\slash", "back\\slash.1.pt.trace.json.gz"),
+])
+def test_download_names_survive_any_characters(tensorboard_app: Any, tmp_path: Path, worker: str,
+                                               saved_as: str) -> None:
+    """A name the header cannot hold as it is gets ``filename*=UTF-8''...`` and an ASCII fallback; a newline (which
+    no header may hold) is listed like any name and saved as ``_``."""
+    path = write_trace(tmp_path / "ld" / "run" / f"{worker}.1.pt.trace.json.gz", [cpu_op("aten::add", 0, 5)])
+    client = tensorboard_app(tmp_path / "ld")
+    span = spans_by_file(wait_until_settled(client, expect_spans=1))[path.name]
+    assert span["state"] == "ready" and span["worker"] == worker
+    r = client.get(f"{API}/trace/file?{_query('run', worker)}")
+    assert r.status_code == 200 and r.data == path.read_bytes()
+    assert r.headers["Content-Type"] == "application/gzip" and r.headers["Content-Length"] == str(len(r.data))
+    header = r.headers["Content-Disposition"]
+    header.encode("ascii")  # any server can send it
+    disposition, options = parse_options_header(header)
+    assert disposition == "attachment" and options["filename"] == saved_as
+    assert json.dumps(header).count("\\n") == 0
+
+
+# ---- 5. empty traces, odd device ids --------------------------------------------------------------------------
+
+VIEW_ROUTES = ("summary", "overview", "operators", "kernels", "memory/curve", "memory/events", "memory/stats",
+               "modules", "modules/timeline", "trace/window", "trace/search?q=a", "trace/range?start_us=0&end_us=9",
+               "trace/file")
+
+
+@pytest.mark.parametrize("events", [[], [{"ph": "i", "name": "x", "ts": 5, "pid": 1, "tid": 1, "s": "t"}]],
+                         ids=["no_events", "one_instant"])
+def test_an_empty_trace_answers_every_route(tensorboard_app: Any, tmp_path: Path, events: list[Any]) -> None:
+    write_trace(tmp_path / "ld" / "run" / "w.1.pt.trace.json", events)
+    client = tensorboard_app(tmp_path / "ld")
+    assert spans_by_file(wait_until_settled(client, expect_spans=1))["w.1.pt.trace.json"]["state"] == "ready"
+    for route in VIEW_ROUTES:
+        sep = "&" if "?" in route else "?"
+        r = client.get(f"{API}/{route}{sep}{_query('run', 'w')}")
+        assert r.status_code == 200, (route, r.data[:300])
+    window = client.get(f"{API}/trace/window?{_query('run', 'w')}").get_json()
+    assert window["t1"] > window["t0"] and not any(lane for t in window["tracks"] for lane in t["lanes"])
+
+
+def test_a_non_numeric_device_is_an_unknown_device_not_gpu_minus_1(tensorboard_app: Any, tmp_path: Path) -> None:
+    import yaml
+
+    from tests.unit.test_openapi import SPEC_PATH, check
+
+    events = [
+        cpu_op("aten::mm", 0, 50, **{"External id": 1}),
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 1, "ts": 1, "dur": 2,
+         "args": {"correlation": 7, "External id": 1}},
+        # no numeric device and no pid to take it from (a device event's pid is its device): unknown
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": "?", "tid": 7, "ts": 10, "dur": 20,
+         "args": {"device": "x", "stream": 7, "correlation": 7, "External id": 1}},
+        {"ph": "X", "cat": "kernel", "name": "gemm2", "tid": 7, "ts": 40, "dur": 20, "args": {"device": 0}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 100, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 100, "tid": 1, "ts": 3, "s": "t",
+         "args": {"Device Type": 1, "Device Id": "x", "Addr": 1, "Bytes": 100, "Total Allocated": 100,
+                  "Total Reserved": 200}},
+    ]
+    write_trace(tmp_path / "ld" / "run" / "w.1.pt.trace.json", events)
+    client = tensorboard_app(tmp_path / "ld")
+    wait_until_settled(client, expect_spans=1)
+    q = _query("run", "w")
+    overview = client.get(f"{API}/overview?{q}").get_json()
+    check(yaml.safe_load(SPEC_PATH.read_text()), "/overview", 200, overview)
+    assert sorted(g["id"] is None for g in overview["gpus"]) == [False, True]
+    counters = [c["name"] for c in client.get(f"{API}/trace/window?{q}").get_json()["counters"]]
+    assert "GPU (unknown device) utilization" in counters and "GPU (unknown device) memory allocated" in counters
+    assert list(client.get(f"{API}/memory/curve?{q}").get_json()["devices"]) == ["GPU (unknown device)"]
+    for route in VIEW_ROUTES[:-1]:
+        sep = "&" if "?" in route else "?"
+        body = client.get(f"{API}/{route}{sep}{q}").get_data(as_text=True)
+        assert "GPU -1" not in body and "GPU-1" not in body and "process -1" not in body, route
