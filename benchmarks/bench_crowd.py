@@ -45,7 +45,8 @@ from bench_load import (  # noqa: E402
     machine_info,
 )
 
-SOURCE = Path(__file__).resolve().parent.parent / "tests/data/h200/transformer_bf16/vm_562.1795654446295758078.pt.trace.json.gz"
+SOURCE = (Path(__file__).resolve().parent.parent / "tests" / "data" / "h200" / "transformer_bf16"
+          / "vm_562.1795654446295758078.pt.trace.json.gz")
 DEFAULT_TRACE = BENCH_DIR / "runs" / "transformer_bf16_x22" / SOURCE.name
 API = "/data/plugin/pytorch_profiler"
 

@@ -7,7 +7,7 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,21 +61,24 @@ def cpu_op(name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict[
     return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
-@pytest.fixture
-def tensorboard_app(tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """Build the real TensorBoard WSGI app (core plugin + ours) on a logdir; yields a factory of test clients."""
-    from tensorboard import program
-    from tensorboard.backend import application
-    from tensorboard.plugins.core import core_plugin
-    from werkzeug.test import Client
+class AppFactory:
+    """Builds the real TensorBoard WSGI app (core plugin + ours) on a logdir, as test clients; ``close`` stops the
+    plugin's worker processes and threads."""
 
-    from tb_plugin.plugin import ProfilerLoader
+    def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = cache_dir
+        self.apps: list[Any] = []
 
-    made: list[Any] = []
+    def __call__(self, logdir: Path | str | None = None, **flags: Any) -> Any:
+        from tensorboard import program
+        from tensorboard.backend import application
+        from tensorboard.plugins.core import core_plugin
+        from werkzeug.test import Client
 
-    def make(logdir: Path | str | None = None, **flags: Any) -> Any:
+        from tb_plugin.plugin import ProfilerLoader
+
         tb = program.TensorBoard(plugins=[core_plugin.CorePluginLoader(), ProfilerLoader()])
-        options: dict[str, Any] = {"load_fast": "false", "profiler_cache_dir": str(tmp_path / "cache"),
+        options: dict[str, Any] = {"load_fast": "false", "profiler_cache_dir": str(self.cache_dir),
                                    "profiler_rescan_interval": 0.5}
         if logdir is not None:
             options["logdir"] = str(logdir)
@@ -84,16 +87,25 @@ def tensorboard_app(tmp_path: Path) -> Iterator[Callable[..., Any]]:
             warnings.simplefilter("ignore")
             tb.configure(**options)
             app = application.TensorBoardWSGIApp(tb.flags, tb.plugin_loaders)
+        self.apps.append(app)
         client = Client(app)
-        made.append(app)
+        client.wsgi_app = app
         return client
 
-    yield make
-    for app in made:  # stop the plugin's worker processes and threads
-        for plugin in getattr(app, "_plugins", []) or []:
-            ws = getattr(plugin, "workspace", None)
-            if ws is not None:
-                ws.close()
+    def close(self) -> None:
+        for app in self.apps:
+            for plugin in getattr(app, "_plugins", []) or []:
+                ws = getattr(plugin, "workspace", None)
+                if ws is not None:
+                    ws.close()
+
+
+@pytest.fixture
+def tensorboard_app(tmp_path: Path) -> Iterator[AppFactory]:
+    """A factory of test clients of the real TensorBoard app (see :class:`AppFactory`)."""
+    factory = AppFactory(tmp_path / "cache")
+    yield factory
+    factory.close()
 
 
 API = "/data/plugin/pytorch_profiler"

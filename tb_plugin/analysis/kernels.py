@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.arrays import take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import host_tree
@@ -56,7 +57,7 @@ def kernel_table(model: TraceModel, group_by: str = "name") -> list[dict[str, An
     if group_by == "name_op":
         tree = host_tree(model)
         op_node = tree.device_op[k]
-        op_names = np.where(op_node >= 0, ev["name"][tree.rows[np.maximum(op_node, 0)]], -1).astype(np.int64)
+        op_names = take(ev["name"][tree.rows], op_node, -1).astype(np.int64)
         keys += [op_names] + [dev[c][k] for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                                                   "registers", "shared_memory")]
     stacked = np.stack(keys, axis=1)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.arrays import take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import host_tree, innermost_containing
@@ -59,7 +60,7 @@ def memory_records(model: TraceModel) -> MemoryRecords:
     ev_pid, ev_tid = ev["pid"], ev["tid"]
     inner = innermost_containing(ev_pid[tree.rows[ops]], ev_tid[tree.rows[ops]], tree.start[ops], tree.end[ops],
                                  ev_pid[rows], ev_tid[rows], ts)
-    owner = np.where(inner >= 0, ops[np.maximum(inner, 0)], -1)
+    owner = take(ops, inner, -1)
     labels: dict[tuple[int, int], str] = {}
     dtype, did = mem["device_type"][order], mem["device_id"][order]
     device = [labels.setdefault((a, b), device_name(a, b)) for a, b in zip(dtype.tolist(), did.tolist())]

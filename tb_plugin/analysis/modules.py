@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.arrays import take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import host_tree, innermost_containing, nest
@@ -58,9 +59,9 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
     # Direct operators: those whose enclosing operator is in another module (or none).
     node_pos = np.full(tree.size, -1, dtype=np.int64)
     node_pos[ops.node] = np.arange(len(ops.node))
-    parent_op = np.where(tree.parent[ops.node] >= 0, tree.op_of[np.maximum(tree.parent[ops.node], 0)], -1)
-    parent_pos = np.where(parent_op >= 0, node_pos[np.maximum(parent_op, 0)], -1)
-    parent_module_of_op = np.where(parent_pos >= 0, op_module[np.maximum(parent_pos, 0)], -2)
+    parent_op = take(tree.op_of, tree.parent[ops.node], -1)
+    parent_pos = take(node_pos, parent_op, -1)
+    parent_module_of_op = take(op_module, parent_pos, -2)
     direct = (op_module >= 0) & (parent_module_of_op != op_module)
 
     direct_ops = np.bincount(op_module[direct], minlength=n)
@@ -127,7 +128,7 @@ def _backward_of_modules(model: TraceModel, op_module: np.ndarray, n: int) -> tu
         level = np.flatnonzero((tree.depth == d) & (tree.parent >= 0))
         root[level] = root[tree.parent[level]]
     backward_root = dict(zip(flows["id"][finishes].tolist(),
-                             np.where(bwd >= 0, root[cpu[np.maximum(bwd, 0)]], -1).tolist()))
+                             take(root[cpu], bwd, -1).tolist()))
     device_time = subtree_device_time(model)
     seen: set[tuple[int, int]] = set()
     for flow_id, op_pos in zip(flows["id"][starts].tolist(), fwd.tolist()):

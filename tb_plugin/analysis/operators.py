@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..model import intervals as iv
+from ..model.arrays import take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import HostTree, host_tree
@@ -233,7 +234,7 @@ def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, 
     if group_by == "name_shape":
         rows = host_tree(model).rows[ops.node]
         ops_row = _ops_row_of_event(model)[rows]
-        shapes = np.where(ops_row >= 0, model["ops"]["input_dims"][np.maximum(ops_row, 0)], -1).astype(np.int64)
+        shapes = take(model["ops"]["input_dims"], ops_row, -1).astype(np.int64)
         keys.append(shapes)
     elif group_by == "name_stack":
         stacks = call_stacks(model)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..model import intervals as iv
+from ..model.arrays import take
 from ..model.kinds import Kind
 from ..model.names import name_mask
 from ..model.optree import host_tree
@@ -57,6 +58,12 @@ def _step_share(model: TraceModel, category: str) -> tuple[float, float]:
     total = float(b.steps.duration.mean()) if b.steps.count else 0.0
     value = float(b.per_step[category].mean()) if b.steps.count else 0.0
     return (value / total if total > 0 else 0.0), value
+
+
+def _share_of_steps(time_us: float, b: Any) -> float:
+    """``time_us`` as a share of the summed step time (0 when the steps take no time, as zero-length ones do)."""
+    total = float(b.steps.duration.sum())
+    return time_us / total if total > 0 else 0.0
 
 
 def _rule_dataloader(model: TraceModel) -> Recommendation | None:
@@ -169,7 +176,7 @@ def _in_steps(model: TraceModel, rows: np.ndarray) -> np.ndarray:
     steps = breakdown(model).steps
     ts = model["events"]["ts"][rows]
     k = np.searchsorted(steps.start, ts, side="right") - 1
-    inside: np.ndarray = (k >= 0) & (ts < steps.end[np.maximum(k, 0)])
+    inside: np.ndarray = ts < take(steps.end, k, -np.inf)  # before the first step: -inf, so outside
     return inside
 
 
@@ -226,7 +233,7 @@ def _rule_synchronization(model: TraceModel) -> Recommendation | None:
     if len(rows) == 0 or b.steps.count == 0:
         return None
     time_us = float(np.nan_to_num(ev["dur"][rows], nan=0.0).sum())
-    share = time_us / float(b.steps.duration.sum())
+    share = _share_of_steps(time_us, b)
     if share < 0.01:
         return None
     kinds = sorted({model.strings[c] for c in ev["name"][rows].tolist()})
@@ -255,7 +262,7 @@ def _rule_cpu_bound(model: TraceModel) -> Recommendation | None:
     host_busy = iv.union(h_start, h_start + np.nan_to_num(ev["dur"][host], nan=0.0))
     loader = b.per_step["DataLoader"].sum()
     waste = iv.total(iv.intersect(idle, host_busy)) - float(loader)
-    share = waste / float(b.steps.duration.sum())
+    share = _share_of_steps(waste, b)
     if share < 0.2:
         return None
     return {"id": "cpu_bound", "link": DOCS["cpu_bound"],

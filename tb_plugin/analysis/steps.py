@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import intervals as iv
+from ..model.arrays import take
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.names import is_dataloader, name_mask, step_number
@@ -98,8 +99,8 @@ def _device_aware(model: TraceModel, names: list[str], host_start: np.ndarray, h
     # Step of each launch: the step whose host span fully holds it.
     launch = tree.device_launch
     has_launch = launch >= 0
-    l_start = np.where(has_launch, tree.start[np.maximum(launch, 0)], np.nan)
-    l_end = np.where(has_launch, tree.end[np.maximum(launch, 0)], np.nan)
+    l_start = take(tree.start, launch, np.nan)
+    l_end = take(tree.end, launch, np.nan)
     k = np.searchsorted(host_start, l_start, side="right") - 1
     inside = has_launch & (k >= 0)
     inside[inside] &= (l_start[inside] >= host_start[k[inside]]) & (l_end[inside] <= host_end[k[inside]])

@@ -48,7 +48,7 @@ def span_key(request: Request) -> tuple[str, str, str]:
     return text(request, "run"), text(request, "worker"), text(request, "span")
 
 
-def int_list(request: Request, name: str, *, limit: int = 4096) -> list[int]:
+def int_list(request: Request, name: str, *, limit: int = 32768) -> list[int]:
     """A comma-separated list of non-negative integers (empty when absent)."""
     raw = text(request, name, required=False)
     if not raw:
@@ -57,3 +57,24 @@ def int_list(request: Request, name: str, *, limit: int = 4096) -> list[int]:
     if len(parts) > limit or not all(p.strip().isdigit() for p in parts):
         raise ApiError(400, f"query parameter '{name}' must be a comma-separated list of non-negative integers")
     return [int(p) for p in parts]
+
+
+EMPTY_RANGE_US = 0.001  # an empty range is read as 1 ns wide, so every window and filter has a width
+
+
+def time_range(request: Request, default_start: float | None = None,
+               default_end: float | None = None, *, required: bool = False) -> tuple[float | None, float | None]:
+    """``start_us``/``end_us`` (absolute µs): a range given backwards is read forwards and an empty one is 1 ns
+    wide, so every pair of finite numbers is a valid range; either bound may be absent (None) unless required."""
+    start = _optional_number(request, "start_us", required, default_start)
+    end = _optional_number(request, "end_us", required, default_end)
+    if start is not None and end is not None:
+        start, end = min(start, end), max(start, end)
+        end = max(end, start + EMPTY_RANGE_US)
+    return start, end
+
+
+def _optional_number(request: Request, name: str, required: bool, default: float | None) -> float | None:
+    if not required and request.args.get(name, "") == "":
+        return default
+    return number(request, name)

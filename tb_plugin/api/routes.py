@@ -130,15 +130,6 @@ class Api:
 
         return self._answer(request, loaded, compute)
 
-    def _range(self, request: Request) -> tuple[float | None, float | None]:
-        start = params.number(request, "start_us", required=False, default=float("nan"))
-        end = params.number(request, "end_us", required=False, default=float("nan"))
-        lo = None if start != start else start
-        hi = None if end != end else end
-        if lo is not None and hi is not None and hi <= lo:
-            raise ApiError(400, "end_us must be greater than start_us")
-        return lo, hi
-
     def memory_curve(self, request: Request) -> Response:
         max_points = int(params.number(request, "max_points", required=False, default=4000, minimum=16,
                                        maximum=100_000))
@@ -146,13 +137,13 @@ class Api:
         return self._answer(request, loaded, lambda: memory_curve(loaded.model, max_points))
 
     def memory_events(self, request: Request) -> Response:
-        lo, hi = self._range(request)
+        lo, hi = params.time_range(request)
         device = params.text(request, "device", required=False) or None
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: {"rows": memory_events(loaded.model, lo, hi, device)})
 
     def memory_stats(self, request: Request) -> Response:
-        lo, hi = self._range(request)
+        lo, hi = params.time_range(request)
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: {"rows": memory_statistics(loaded.model, lo, hi)})
 
@@ -217,12 +208,10 @@ class Api:
     def trace_window(self, request: Request) -> Response:
         loaded = self._trace(request)
         index = timeline_index(loaded.model)
-        start = params.number(request, "start_us", required=False, default=index.t_min)
         # the whole trace by default, at least 1 µs of it: an empty trace or a lone instant is an empty window
-        end = params.number(request, "end_us", required=False, default=max(index.t_max, start + 1.0))
+        start, end = params.time_range(request, index.t_min, max(index.t_max, index.t_min + 1.0))
+        assert start is not None and end is not None
         width = int(params.number(request, "width_px", required=False, default=1000, minimum=1, maximum=8192))
-        if end <= start:
-            raise ApiError(400, "end_us must be greater than start_us")
         collapsed = params.int_list(request, "collapsed")
         return self._answer(request, loaded, lambda: window(loaded.model, start, end, width, frozenset(collapsed)))
 
@@ -242,10 +231,8 @@ class Api:
 
     def trace_range(self, request: Request) -> Response:
         loaded = self._trace(request)
-        start = params.number(request, "start_us")
-        end = params.number(request, "end_us")
-        if end <= start:
-            raise ApiError(400, "end_us must be greater than start_us")
+        start, end = params.time_range(request, required=True)
+        assert start is not None and end is not None
         tracks = params.int_list(request, "tracks")
         selected = frozenset(tracks) if tracks else None
         return self._answer(request, loaded, lambda: range_summary(loaded.model, start, end, selected))

@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 
 from ..model import ids
+from ..model.arrays import take
 from ..model.kinds import DEVICE_KINDS, Kind, kind_of
 from ..model.tables import SCHEMAS, Columns, TraceModel, empty_table
 from .schema import Args, Event, TraceDocument
@@ -94,9 +95,12 @@ def _to_float(value: Any) -> float:
 def floats(items: Sequence[Any]) -> np.ndarray:
     """float64 column; None, "N/A" and other non-numbers become NaN, "inf"/"Infinity" stay infinite."""
     try:
-        return np.array(items, dtype=np.float64)
+        out = np.array(items, dtype=np.float64)
     except (TypeError, ValueError):
-        return np.fromiter(map(_to_float, items), dtype=np.float64, count=len(items))
+        out = None
+    if out is None or out.ndim != 1:  # odd values; equal-length lists ([[], []]) would make a 2-D array
+        out = np.fromiter(map(_to_float, items), dtype=np.float64, count=len(items))
+    return out
 
 
 def _to_int(value: Any) -> int:
@@ -112,6 +116,13 @@ def _to_int(value: Any) -> int:
 _INT_LIMIT = float(1 << 62)
 
 
+def times(items: Sequence[Any]) -> np.ndarray:
+    """A time column (``ts``, ``dur``): like :func:`floats`, but an infinite time is as unusable as a missing one."""
+    out = floats(items)
+    out[~np.isfinite(out)] = np.nan
+    return out
+
+
 def ints(items: Sequence[Any]) -> np.ndarray:
     """int64 column; None and non-numbers become -1.
 
@@ -121,6 +132,8 @@ def ints(items: Sequence[Any]) -> np.ndarray:
     try:
         as_float = np.array(items, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
+        as_float = None
+    if as_float is None or as_float.ndim != 1:  # odd values; equal-length lists would make a 2-D array
         return np.fromiter(map(_to_int, items), dtype=np.int64, count=len(items))
     bad = ~np.isfinite(as_float) | (np.abs(as_float) >= _INT_LIMIT)
     if bad.any():
@@ -224,7 +237,7 @@ class ModelBuilder:
         self.parts["events"].append({
             "kind": kinds, "ph": phases[core], "cat": cats[core], "name": names,
             "pid": pids, "tid": tids,
-            "ts": floats(c_ts), "dur": floats(c_dur), "external_id": external, "correlation": ints(corr),
+            "ts": times(c_ts), "dur": times(c_dur), "external_id": external, "correlation": ints(corr),
         })
         for table, cols in _side_tables(c_args, kinds, strings, pids, tids).items():
             cols["row"] = cols["row"] + self.n_events
@@ -237,7 +250,7 @@ class ModelBuilder:
             f_id, f_bp = _fields(flows, ("id", "bp"))
             self.parts["flows"].append({
                 "ph": phases[rows], "cat": cats[rows], "name": strings.codes(f_name), "id": ints(f_id),
-                "pid": self.ids.column(f_pid), "tid": self.ids.column(f_tid), "ts": floats(f_ts),
+                "pid": self.ids.column(f_pid), "tid": self.ids.column(f_tid), "ts": times(f_ts),
                 "bp": strings.codes(f_bp),
             })
         if is_meta.any():
@@ -290,7 +303,7 @@ class ModelBuilder:
                 moved: Columns = {}
                 for col, values in cols.items():
                     if SCHEMAS[name][col] == "i4":  # every int32 column holds string codes
-                        values = np.where(values >= 0, lut[np.maximum(values, 0)], -1).astype(np.int32)
+                        values = take(lut, values, -1).astype(np.int32)
                     elif col in ("pid", "tid"):  # textual ids carry string codes too
                         text = ids.is_text(values)
                         if text.any():

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .arrays import take
 from .derived import memoized
 from .kinds import Kind
 from .tables import TraceModel
@@ -100,15 +101,14 @@ def build_host_tree(model: TraceModel) -> HostTree:
     for level in levels:
         fold = level[merged[level]]
         target[fold] = target[parent[fold]]
-    has_parent = parent >= 0
-    parent = np.where(has_parent, target[np.maximum(parent, 0)], -1)
+    parent = take(target, parent, -1)
     parent[merged] = -2  # folded nodes are out of the tree
 
     is_op = (kind == Kind.CPU_OP) & ~merged
     op_of = np.full(len(rows), -1, dtype=np.int64)
     for level in levels:
         up = parent[level]
-        inherited = np.where(up >= 0, op_of[np.maximum(up, 0)], -1)
+        inherited = take(op_of, up, -1)
         op_of[level] = np.where(is_op[level], level, inherited)
     op_of[merged] = op_of[target[merged]]
 
@@ -150,7 +150,7 @@ def _correlate(model: TraceModel, rows: np.ndarray, kind: np.ndarray,
     found[pos_ok] &= launch_corr[pos[pos_ok]] == dev_corr[pos_ok]
     device_launch = np.where(found, launch_nodes[np.minimum(pos, max(len(launch_nodes) - 1, 0))], -1) \
         if len(launch_nodes) else np.full(len(dev_rows), -1, dtype=np.int64)
-    device_op = np.where(device_launch >= 0, op_of[np.maximum(device_launch, 0)], -1) \
+    device_op = take(op_of, device_launch, -1) \
         if len(op_of) else np.full(len(dev_rows), -1, dtype=np.int64)
     return device_launch.astype(np.int64), device_op.astype(np.int64)
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..model import intervals as iv
+from ..model.arrays import take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.tables import TraceModel
@@ -80,7 +81,7 @@ def _memory_series(model: TraceModel) -> dict[str, tuple[np.ndarray, np.ndarray,
 def _max_per_pixel(ts: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Per pixel [edges[i], edges[i+1]): the largest value held at any moment in it (the step function's max)."""
     before = np.searchsorted(ts, edges[:-1], side="right") - 1  # value in force at the pixel's start
-    held = np.where(before >= 0, values[np.maximum(before, 0)], np.nan)
+    held = take(values, before, np.nan)
     first = np.searchsorted(ts, edges[:-1], side="left")
     last = np.searchsorted(ts, edges[1:], side="left")
     has = last > first

@@ -14,6 +14,7 @@ import numpy as np
 from ..analysis.steps import find_steps
 from ..model import ids
 from ..model import intervals as iv
+from ..model.arrays import take
 from ..model.kinds import Kind
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
@@ -221,7 +222,7 @@ def _flows(model: TraceModel, ix: TimelineIndex, visible: np.ndarray, t0: float)
     """Launch → GPU event arrows where either end is drawn as an event in this window."""
     tree = host_tree(model)
     dev = model["device_events"]
-    launch_rows = np.where(tree.device_launch >= 0, tree.rows[np.maximum(tree.device_launch, 0)], -1)
+    launch_rows = take(tree.rows, tree.device_launch, -1)
     visible_set = np.zeros(model.n_events, dtype=bool)
     visible_set[visible] = True
     has = launch_rows >= 0

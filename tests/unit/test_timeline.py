@@ -143,7 +143,10 @@ def test_trace_routes(tensorboard_app: Any, real_traces: Path, tmp_path: Path) -
     q = "run=transformer_bf16&worker=vm_562&span=1"
     r = client.get(f"{API}/trace/window?{q}&width_px=1500")
     assert r.status_code == 200 and r.get_json()["tracks"]
-    assert client.get(f"{API}/trace/window?{q}&start_us=5&end_us=1").status_code == 400
+    backwards = client.get(f"{API}/trace/window?{q}&start_us=5&end_us=1").get_json()  # read forwards
+    assert (backwards["t0"], backwards["t1"]) == (1, 5)
+    empty = client.get(f"{API}/trace/window?{q}&start_us=5&end_us=5").get_json()  # 1 ns wide
+    assert (empty["t0"], empty["t1"]) == (5, 5.001)
     assert client.get(f"{API}/trace/window?{q}&collapsed=1,x").status_code == 400
     hit = client.get(f"{API}/trace/search?{q}&q=aten::mm&limit=2").get_json()
     assert hit["total"] >= 2 and len(hit["items"]) == 2
