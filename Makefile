@@ -22,7 +22,7 @@ frontend/node_modules/.package-lock.json: frontend/package-lock.json
 	@touch $@
 
 $(BUNDLE): frontend/node_modules/.package-lock.json $(FRONTEND_SRC)
-	cd frontend && npm run build
+	cd frontend && npm run --silent build
 
 build: $(BUNDLE)
 
@@ -35,6 +35,7 @@ install-dev: install
 	@command -v chromium >/dev/null 2>&1 || test -x /usr/bin/chromium || sh scripts/install-chromium.sh
 
 run: install
+	@echo "pytorch-tb-profiler: serving $(LOGDIR) at http://$(HOST):$(PORT)/#pytorch_profiler (Ctrl+C stops)"
 	$(VENV)/bin/tensorboard --logdir $(LOGDIR) --host $(HOST) --port $(PORT)
 
 lint: install-dev

@@ -82,6 +82,5 @@ setup(
     classifiers=[
         "Programming Language :: Python :: 3",
         "Environment :: Web Environment",
-        "License :: OSI Approved :: BSD License",
     ],
 )

@@ -5,7 +5,7 @@
 // plotly.js) is split into lazily imported chunk-*.js files served from the same folder.
 import * as esbuild from "esbuild";
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -36,7 +36,6 @@ function dropVendorMaps(metafile) {
     writeFileSync(path, code);
     rmSync(`${path}.map`, { force: true });
     delete metafile.outputs[`${file}.map`];
-    console.log(`dropped the source map of ${basename(file)} (third-party, already minified)`);
   }
 }
 
@@ -75,7 +74,11 @@ if (watch) {
     console.error("build.mjs: index.js does not export render()");
     process.exit(1);
   }
-  for (const [file, out] of Object.entries(result.metafile.outputs)) {
-    console.log(`${(out.bytes / 1024).toFixed(1).padStart(9)} KiB  ${file}`);
+  // One line, not one per chunk: `--verbose` lists every output file with its size.
+  const outputs = Object.entries(result.metafile.outputs).filter(([file]) => !file.endsWith(".map"));
+  if (process.argv.includes("--verbose")) {
+    for (const [file, out] of outputs) console.log(`${(out.bytes / 1024).toFixed(1).padStart(9)} KiB  ${file}`);
   }
+  const total = outputs.reduce((sum, [, out]) => sum + out.bytes, 0);
+  console.log(`frontend built: ${outputs.length} files, ${(total / 2 ** 20).toFixed(1)} MiB in ${outdir}`);
 }
