@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .names import file_name, number_spans, parse_trace_name
-from .storage import Access, FileInfo, Storage
+from .storage import Access, FileInfo, Storage, local_fingerprint
 
 _URL = re.compile(r"[a-zA-Z][0-9a-zA-Z.+-]*://")
 
@@ -124,6 +124,14 @@ def _version(info: FileInfo) -> tuple[int, float, str | None]:
     return (info.size, info.mtime, info.etag)
 
 
+def _content_tag(root: Root, info: FileInfo) -> str | None:
+    """The store's etag; for a local regular file, a cheap content fingerprint in its place, so that a file changed
+    without a new size or mtime gets a new parse (and an unchanged one keeps its cached parse when touched)."""
+    if info.etag is not None or not root.storage.is_local or info.problem is not None:
+        return info.etag
+    return local_fingerprint(info.path, info.size)
+
+
 def _run_name(root: Root, directory: str) -> str:
     rel = root.storage.relative(directory) if directory != root.storage.root.rstrip("/") else ""
     if root.name is not None:
@@ -152,6 +160,6 @@ def _files_of_root(root: Root, infos: list[FileInfo]) -> list[TraceFile]:
             info = unique[stamp]
             files.append(TraceFile(run=_run_name(root, directory), worker=worker, span=span,
                                    url=root.storage.display(info.path), size=info.size, mtime=info.mtime,
-                                   etag=info.etag, problem=info.problem,
+                                   etag=_content_tag(root, info), problem=info.problem,
                                    access=None if root.storage.is_local else root.storage.access))
     return files

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from tb_plugin.catalog.catalog import SETTLE_SECONDS, Catalog, Root, parse_logdir_spec
 from tb_plugin.catalog.storage import Storage
-from tests.conftest import cpu_op, write_trace
+from tests.conftest import API, cpu_op, wait_until_settled, write_trace
 
 
 def keys(files: list) -> set[tuple[str, str, str]]:
@@ -88,3 +89,26 @@ def test_a_file_still_being_written_waits_for_the_next_scan(tmp_path: Path) -> N
 def test_missing_logdir_is_empty_not_an_error(tmp_path: Path) -> None:
     catalog = Catalog([Root(None, Storage(str(tmp_path / "nope")))])
     assert catalog.scan() == [] and catalog.errors == {}
+
+
+def test_a_file_changed_without_a_new_size_or_mtime_is_parsed_again(tensorboard_app: Any, tmp_path: Path) -> None:
+    """The parse cache and the loaded model follow the content, not only (size, mtime): a trace rewritten with the
+    same size and the same mtime (``cp -p``, a coarse clock) must not keep serving the old parse."""
+    path = write_trace(tmp_path / "ld" / "run" / "w.1.pt.trace.json", [cpu_op("aten::aaaa", 0, 10)])
+    client = tensorboard_app(tmp_path / "ld")
+    wait_until_settled(client, expect_spans=1)
+    q = f"{API}/operators?run=run&worker=w&span=1"
+    assert [r["name"] for r in client.get(q).get_json()["rows"]] == ["aten::aaaa"]
+    stat = path.stat()
+    path.write_bytes(path.read_bytes().replace(b"aten::aaaa", b"aten::bbbb"))  # same size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime
+    deadline = time.time() + 30
+    names: list[str] = []
+    while time.time() < deadline:
+        r = client.get(q)
+        if r.status_code == 200:
+            names = [row["name"] for row in r.get_json()["rows"]]
+            if names == ["aten::bbbb"]:
+                break
+        time.sleep(0.2)
+    assert names == ["aten::bbbb"]
