@@ -88,7 +88,8 @@ class ProfilerLoader(base_plugin.TBLoader):  # type: ignore[misc]
                            help="How often the PyTorch Profiler plugin rescans the logdir for new or removed "
                                 "traces (0: scan once). Default 10.")
         group.add_argument("--profiler_workers", type=int, default=None, metavar="N",
-                           help="Processes that parse traces in parallel (default: CPU cores, at most 4).")
+                           help="Processes that parse traces in parallel (default: the cores but one, as many "
+                                "as memory allows).")
         group.add_argument("--profiler_cache_dir", default=None, metavar="DIR",
                            help="Where parsed traces are cached (default: ~/.cache/pytorch-tb-profiler).")
         group.add_argument("--profiler_cache_max_mb", type=int, default=4096, metavar="MB",

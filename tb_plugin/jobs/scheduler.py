@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
-import os
 import queue
 import shutil
 import signal
@@ -26,6 +25,7 @@ from typing import Any
 
 from ..catalog.names import file_name
 from ..model.tables import TraceModel, load
+from . import budget
 from .cache import SOURCE_FILE, ParseCache
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ DEFAULT_LOAD_TIMEOUT = 600.0
 
 
 def default_workers() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+    return budget.loader_slots()
 
 
 @contextlib.contextmanager
@@ -258,7 +258,10 @@ class LoadScheduler:
 
         recv, send = self._ctx.Pipe(duplex=False)
         progress = self._ctx.Value("d", 0.0, lock=False)
-        process = self._ctx.Process(target=run_job, args=(job.url, str(job.entry), progress, send, job.access),
+        with self._lock:
+            loading = 1 + sum(1 for other in self._jobs.values() if other.state in (LOADING, QUEUED))
+        parts = budget.parts_for(job.size, job.url.endswith(".gz"), min(loading, self.max_workers))
+        process = self._ctx.Process(target=run_job, args=(job.url, str(job.entry), progress, send, job.access, parts),
                                     name="pytorch-profiler-parse", daemon=True)
         with self._lock:
             job.state, job.progress, job.conn = LOADING, progress, recv

@@ -17,11 +17,13 @@ from ..model.tables import save
 from .cache import SOURCE_FILE
 
 
-def run_job(url: str, entry: str, progress: Any, conn: Connection, access: Any = None) -> None:
+def run_job(url: str, entry: str, progress: Any, conn: Connection, access: Any = None,
+            parts: int | None = None) -> None:
     """Entry point of a worker process. Sends ``("ok", stats)`` or ``("error", reason)`` on ``conn``.
 
     ``access`` (``catalog.storage.Access``) is the environment's credentials as the server captured them: the fork
-    server may have started before they were set, and some libraries read them from the environment.
+    server may have started before they were set, and some libraries read them from the environment. ``parts``
+    is how many processes may build this file (the scheduler's share of the machine, ``jobs.budget``).
     """
 
     def report(fraction: float) -> None:
@@ -33,7 +35,7 @@ def run_job(url: str, entry: str, progress: Any, conn: Connection, access: Any =
             access.apply()
         source: list[bytes] = []
         remote = "://" in url and not url.startswith("file://")
-        model = load_trace(url, report, parts=default_parts(), access=access,
+        model = load_trace(url, report, parts=min(parts, default_parts()) if parts else default_parts(), access=access,
                            keep_source=source.append if remote else None)
         save(model, entry)
         if source:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch

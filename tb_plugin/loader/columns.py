@@ -426,17 +426,18 @@ def _side_tables(args: list[Args], kinds: np.ndarray, strings: Interner, pids: n
 
 # Below this many events a file is built in one process: forking costs more than it saves.
 PARALLEL_MIN_EVENTS = 150_000
+MIN_PART_EVENTS = 40_000
 
 
 def default_parts() -> int:
-    """How many processes may build one file: the cores, at most 4, and 1 wherever forking is unsafe.
+    """How many processes may build one file: the cores, and 1 wherever forking is unsafe.
 
     Forking is only safe from a single-threaded process (the loader's worker processes are); a server or a test
-    process with threads builds in-process.
+    process with threads builds in-process. The scheduler narrows this to its share of the machine.
     """
     if not hasattr(os, "fork") or threading.active_count() > 1:
         return 1
-    return max(1, min(4, os.cpu_count() or 1))
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def _build_range(doc: TraceDocument, lo: int, hi: int, progress: Callable[[float], None] | None) -> ModelBuilder:
@@ -497,6 +498,7 @@ def build_model(doc: TraceDocument, source: str, progress: Callable[[float], Non
     (they share the decoded buffer copy-on-write) and merged in order.
     """
     total = len(doc.traceEvents or [])
+    parts = min(parts, total // MIN_PART_EVENTS)  # a part smaller than this costs more to fork than it saves
     if parts <= 1 or total < PARALLEL_MIN_EVENTS:
         builder = _build_range(doc, 0, total, progress)
         doc.traceEvents = None  # the raw slices pin the whole decoded buffer: let it go before concatenating

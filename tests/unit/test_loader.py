@@ -273,6 +273,7 @@ def test_parallel_build_equals_sequential(real_traces: Path, monkeypatch: pytest
     from tb_plugin.loader import columns
 
     monkeypatch.setattr(columns, "PARALLEL_MIN_EVENTS", 1000)
+    monkeypatch.setattr(columns, "MIN_PART_EVENTS", 1000)
     path = next((real_traces / "h200" / "ddp_resnet50").glob("rank0.*.gz"))
     one, three = load_trace(str(path), parts=1), load_trace(str(path), parts=3)
     for name, cols in one.tables.items():
