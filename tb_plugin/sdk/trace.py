@@ -146,7 +146,7 @@ class Trace:
                 walk(node["children"], path, depth + 1)
 
         walk(module_view(self.model)["modules"], "", 0)
-        return frame(rows)
+        return frame(rows, columns=None if rows else ["path", "depth", "name"])
 
     def _ranks(self) -> list[tuple[str, TraceModel]]:
         """(worker, model) for every worker of this span, the others loaded on first use."""
