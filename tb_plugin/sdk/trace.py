@@ -100,6 +100,11 @@ class Trace:
     def span(self) -> str:
         return self.file.span
 
+    @property
+    def workers(self) -> list[str]:
+        """Every worker (rank) that recorded this span in this run; more than one for a distributed run."""
+        return [f.worker for f in self._selection.peers]
+
     def summary(self) -> dict[str, Any]:
         """What the trace holds: duration, event counts per category, devices, versions, profiler settings."""
         return {"file": self.file.filename, "size_bytes": self.file.size, **summary_view(self.model)}
