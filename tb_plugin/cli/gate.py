@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..sdk import TraceDiff
 from ..sdk import diff as diff_runs
+from .summary import records
 
 EXIT_SLOWER = 1
 _PERCENT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*%?\s*")
@@ -63,7 +64,7 @@ def run_diff(args: argparse.Namespace, progress: Any) -> int:
             "metric": args.metric, "baseline_us": base, "new_us": new,
             "change": None if change == float("inf") else change,
             "threshold": limit, "failed": failed,
-            "slower": {k: json.loads(v.reset_index().to_json(orient="records")) for k, v in parts.items()},
+            "slower": {k: records(v.reset_index()) for k, v in parts.items()},
         }, indent=2))
     else:
         _print(args.metric, base, new, change, limit, failed, parts)

@@ -60,15 +60,15 @@ def summary_data(trace: Trace, top: int) -> dict[str, Any]:
     return {
         "file": trace.file.filename, "run": trace.run, "worker": trace.worker, "span": trace.span,
         "verdict": verdict_text(o.verdict),
-        "findings": _records(o.findings),
+        "findings": records(o.findings),
         "steps": len(o.steps),
         "step_time_us": o.step_time_us,
         "breakdown": {c: {"time_us": r["time_us"], "share": r["share"]} for c, r in o.breakdown.iterrows()},
         "device_type": o.environment.get("device_type"),
-        "operators": _records(top_operators(trace, top)),
-        "kernels": _records(top_kernels(trace, top)),
+        "operators": records(top_operators(trace, top)),
+        "kernels": records(top_kernels(trace, top)),
         "notes": o.notes,
-        "ranks": _records(rank_table(trace)) if len(trace.workers) > 1 else None,
+        "ranks": records(rank_table(trace)) if len(trace.workers) > 1 else None,
     }
 
 
@@ -79,9 +79,9 @@ def rank_table(trace: Trace) -> pd.DataFrame:
     return table
 
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows as JSON-safe dicts (NaN as null), through pandas' own JSON writer."""
-    rows: list[dict[str, Any]] = json.loads(frame.to_json(orient="records"))
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as JSON-safe dicts, NaN as null, every float whole (``to_json`` would round to 10 digits)."""
+    rows: list[dict[str, Any]] = frame.astype(object).where(frame.notna(), None).to_dict("records")
     return rows
 
 
