@@ -26,8 +26,9 @@ $(BUNDLE): frontend/node_modules/.package-lock.json $(FRONTEND_SRC)
 
 build: $(BUNDLE)
 
+# PYTHONWARNINGS: setuptools' build-time notices (editable mode) are not for the person running make
 install: $(PY) build
-	TB_PLUGIN_SKIP_FRONTEND=1 $(PY) -m pip install --quiet -e .
+	PYTHONWARNINGS=ignore TB_PLUGIN_SKIP_FRONTEND=1 $(PY) -m pip install --quiet -e .
 
 install-dev: install
 	$(PY) -m pip install --quiet -r requirements-dev.txt

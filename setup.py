@@ -67,6 +67,11 @@ setup(
         "numpy>=1.24",
         "pyarrow>=14",
         "fsspec>=2023.1",
+        # the Python API's tables and the CLI's terminal tables (tb_plugin.sdk, tb_plugin.cli), imported lazily:
+        # TensorBoard loading the plugin never imports them
+        "pandas>=2.1",
+        # the offline HTML report's charts (pytorch-tb-profiler report), plotly.js embedded in the file
+        "plotly>=5.18",
         "isal>=1.5; platform_machine=='x86_64' or platform_machine=='AMD64' or platform_machine=='aarch64'",
     ],
     # Remote logdirs (see docs/guide/remote-azure.md, remote-s3.md): one extra per store, [all] for every one.
@@ -77,7 +82,10 @@ setup(
         "hdfs": ["pyarrow>=14"],
         "all": ["adlfs>=2024.2", "azure-storage-blob>=12.19", "s3fs>=2024.2", "gcsfs>=2024.2", "pyarrow>=14"],
     },
-    entry_points={"tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerLoader"]},
+    entry_points={
+        "tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerLoader"],
+        "console_scripts": ["pytorch-tb-profiler = tb_plugin.cli:console"],
+    },
     cmdclass={"build_py": BuildPyWithFrontend},
     classifiers=[
         "Programming Language :: Python :: 3",

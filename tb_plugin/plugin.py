@@ -63,6 +63,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
             cache_max_bytes=int(getattr(flags, "profiler_cache_max_mb", 4096)) << 20,
             on_ready=precompute,
             load_timeout=float(getattr(flags, "profiler_load_timeout", DEFAULT_LOAD_TIMEOUT)),
+            any_json=bool(getattr(flags, "profiler_any_json", False)),
         ).start()
         self._api = Api(self.workspace, PLUGIN_NAME)
 
@@ -97,6 +98,10 @@ class ProfilerLoader(base_plugin.TBLoader):  # type: ignore[misc]
         group.add_argument("--profiler_load_timeout", type=float, default=DEFAULT_LOAD_TIMEOUT, metavar="SECONDS",
                            help="A trace still loading after this long is stopped and shown as failed, which frees "
                                 f"its loader process for the others (0: no limit). Default {DEFAULT_LOAD_TIMEOUT:g}.")
+        group.add_argument("--profiler_any_json", action="store_true", default=False,
+                           help="Also show *.json and *.json.gz files not named *.pt.trace.json (export_chrome_trace "
+                                "output, HTA's rank-0.json.gz) whose content is a Chrome/Kineto trace; other JSON "
+                                "files are left out.")
 
     def fix_flags(self, flags: argparse.Namespace) -> None:
         if getattr(flags, "profiler_workers", None) is not None and flags.profiler_workers < 1:

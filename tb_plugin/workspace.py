@@ -43,8 +43,9 @@ class Workspace:
     def __init__(self, roots: list[tuple[str | None, str]], *, cache_dir: str | None = None,
                  workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30,
                  on_ready: Callable[[TraceModel], None] | None = None,
-                 load_timeout: float | None = DEFAULT_LOAD_TIMEOUT) -> None:
+                 load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, any_json: bool = False) -> None:
         self._roots_spec = roots
+        self._any_json = any_json
         self._catalog: Catalog | None = None
         self._root_errors: list[str] = []
         self._unopened: list[tuple[str | None, str]] = []  # logdirs whose storage could not be opened yet
@@ -76,7 +77,7 @@ class Workspace:
 
     # ---- scanning ---------------------------------------------------------------------------------------------
     def _make_catalog(self) -> Catalog:
-        catalog = Catalog([])
+        catalog = Catalog([], any_json=self._any_json)
         self._unopened, self._lasting_errors = list(self._roots_spec), []
         self._open_roots(catalog)
         return catalog

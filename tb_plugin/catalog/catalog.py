@@ -13,7 +13,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .names import file_name, number_spans, parse_trace_name
+from .names import TraceName, file_name, number_spans, parse_any_json_name, parse_trace_name
+from .sniff import sniff_file
 from .storage import Access, FileInfo, Storage, local_fingerprint
 
 _URL = re.compile(r"[a-zA-Z][0-9a-zA-Z.+-]*://")
@@ -75,18 +76,24 @@ def parse_logdir_spec(spec: str) -> list[tuple[str | None, str]]:
 class Catalog:
     """Lists trace files under the roots; each ``scan()`` returns the files that are ready to be loaded."""
 
-    def __init__(self, roots: list[Root]) -> None:
+    def __init__(self, roots: list[Root], any_json: bool = False) -> None:
         self.roots = roots
+        # also any *.json[.gz] whose content is a trace (``--profiler_any_json``); sniffed once per file version
+        self.any_json = any_json
+        self._sniffed: dict[str, tuple[tuple[int, float, str | None], str | None]] = {}
+        self.rejected: dict[str, str] = {}  # path -> why a sniffed *.json file is not a trace (last scan)
         self._previous: dict[str, FileInfo] = {}
         self._last_listing: dict[str, list[FileInfo]] = {}  # root url -> its last successful listing
         self.errors: dict[str, str] = {}  # root url -> reason the last listing failed
         self.pending: int = 0  # files seen but still settling
 
     def scan(self, now: float | None = None) -> list[TraceFile]:
+        """The files ready to load; ``now=math.inf`` takes every file as finished (a CLI run after profiling)."""
         now = time.time() if now is None else now
         seen: dict[str, FileInfo] = {}
         files: list[TraceFile] = []
         pending = 0
+        self.rejected = {}
         for root in self.roots:
             url = root.storage.url
             try:
@@ -100,19 +107,53 @@ class Catalog:
                 self._last_listing[url] = listing
             stable = []
             for info in listing:
-                if parse_trace_name(posixpath.basename(info.path)) is None:
+                named = self._name(info.path)
+                if named is None:
                     continue
                 seen[info.path] = info
                 before = self._previous.get(info.path)
                 unchanged = before is not None and _version(before) == _version(info)
-                if unchanged or (now - info.mtime) >= SETTLE_SECONDS or info.mtime == 0.0:
-                    stable.append(info)
-                else:
+                if not (unchanged or (now - info.mtime) >= SETTLE_SECONDS or info.mtime == 0.0):
                     pending += 1
+                elif named.sniff and (reason := self._sniff(root, info)) is not None:
+                    self.rejected[info.path] = reason
+                else:
+                    stable.append((named.name, info))
             files.extend(_files_of_root(root, stable))
         self._previous = seen
+        self._sniffed = {p: v for p, v in self._sniffed.items() if p in seen}
         self.pending = pending
         return files
+
+    def _name(self, path: str) -> _Named | None:
+        """How a listed file is named as a trace, and whether its content must be sniffed first."""
+        base = posixpath.basename(path)
+        parsed = parse_trace_name(base)
+        if parsed is not None:
+            return _Named(parsed, sniff=False)
+        if self.any_json:
+            other = parse_any_json_name(base)
+            if other is not None:
+                return _Named(other, sniff=True)
+        return None
+
+    def _sniff(self, root: Root, info: FileInfo) -> str | None:
+        """Why this ``*.json`` file is not a trace (``None``: it is); remembered per file version."""
+        if info.problem is not None:
+            return info.problem
+        known = self._sniffed.get(info.path)
+        if known is not None and known[0] == _version(info):
+            return known[1]
+        access = None if root.storage.is_local else root.storage.access
+        reason = sniff_file(root.storage.display(info.path), access)
+        self._sniffed[info.path] = (_version(info), reason)
+        return reason
+
+
+@dataclass(frozen=True)
+class _Named:
+    name: TraceName
+    sniff: bool
 
 
 def _version(info: FileInfo) -> tuple[int, float, str | None]:
@@ -142,11 +183,9 @@ def _run_name(root: Root, directory: str) -> str:
     return base or root.storage.url
 
 
-def _files_of_root(root: Root, infos: list[FileInfo]) -> list[TraceFile]:
+def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]]) -> list[TraceFile]:
     by_worker: dict[tuple[str, str], list[tuple[int | None, FileInfo]]] = defaultdict(list)
-    for info in infos:
-        parsed = parse_trace_name(posixpath.basename(info.path))
-        assert parsed is not None
+    for parsed, info in infos:
         directory = posixpath.dirname(info.path)
         by_worker[(directory, parsed.worker)].append((parsed.stamp, info))
     files: list[TraceFile] = []

@@ -29,6 +29,19 @@ def parse_trace_name(filename: str) -> TraceName | None:
     return TraceName(worker=m.group("worker"), stamp=int(stamp) if stamp is not None else None)
 
 
+_ANY_JSON_NAME = re.compile(r"(?P<worker>.+?)\.json(?:\.gz)?", re.DOTALL)
+
+
+def parse_any_json_name(filename: str) -> TraceName | None:
+    """Worker of a ``*.json[.gz]`` file sniffed as a trace (``rank-0.json.gz`` → ``rank-0``, one span each);
+    ``*.pt.trace.json`` names keep their own rule (:func:`parse_trace_name`)."""
+    parsed = parse_trace_name(filename)
+    if parsed is not None:
+        return parsed
+    m = _ANY_JSON_NAME.fullmatch(filename)
+    return TraceName(worker=m.group("worker"), stamp=None) if m else None
+
+
 def is_trace_file(filename: str) -> bool:
     return _TRACE_NAME.fullmatch(filename) is not None
 

@@ -28,3 +28,4 @@ def test_wheel_contains_the_frontend_and_the_entry_point(tmp_path: Path) -> None
         entry = next(n for n in names if n.endswith("entry_points.txt"))
         text = zf.read(entry).decode()
     assert "[tensorboard_plugins]" in text and "pytorch_profiler = tb_plugin.plugin:ProfilerLoader" in text
+    assert "[console_scripts]" in text and "pytorch-tb-profiler = tb_plugin.cli:console" in text

@@ -1,0 +1,132 @@
+"""The ``pytorch-tb-profiler`` command: ``summary``, ``report`` and ``diff`` (a CI regression gate) on any trace,
+outside TensorBoard. A thin shell over the Python API (:mod:`tb_plugin.sdk`): it parses arguments, shows progress
+on stderr and turns errors into messages and exit codes.
+
+Exit codes: 0 success (and no regression), 1 ``diff --fail-if-slower`` found the new run slower beyond the
+threshold, 2 bad arguments or a path with no trace, 3 a trace that cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .. import __version__
+from ..sdk.locate import EXIT_NO_TRACE, ProfilerError
+
+PROG = "pytorch-tb-profiler"
+
+
+class StderrProgress:
+    """Loading progress on stderr, only for loads that take a while (a cached parse shows nothing): a line
+    rewritten in place on a terminal, a line at start and end otherwise (CI logs)."""
+
+    def __init__(self, stream: TextIO | None = None, after: float = 1.0) -> None:
+        self.stream = stream or sys.stderr
+        self.after = after
+        self._started: dict[str, float] = {}
+        self._shown: dict[str, float] = {}
+
+    def __call__(self, name: str, fraction: float) -> None:
+        now = time.monotonic()
+        start = self._started.setdefault(name, now)
+        if now - start < self.after:
+            return
+        tty = self.stream.isatty()
+        last = self._shown.get(name)
+        if fraction >= 1.0:
+            prefix = "\r" if tty else ""
+            self._write(f"{prefix}loaded {name} in {now - start:.1f} s\n")
+            self._started.pop(name, None)
+            self._shown.pop(name, None)
+        elif last is None or (tty and now - last >= 0.2):
+            self._write(f"\rloading {name}: {fraction:.0%}" if tty else f"loading {name}...\n")
+            self._shown[name] = now
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+
+def _selection_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", help="the run in a logdir (default: the first)")
+    parser.add_argument("--worker", help="the worker (rank) in the run (default: the first)")
+    parser.add_argument("--span", help="the span of the worker (default: the first)")
+    parser.add_argument("--cache-dir", help="where parsed traces are cached (default: ~/.cache/pytorch-tb-profiler)")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog=PROG, description="Summaries, offline HTML reports and a regression gate "
+                                  "for torch.profiler (Kineto) traces. PATH is a trace file (*.pt.trace.json[.gz] or "
+                                  "any Chrome/Kineto *.json[.gz]), a run directory or a logdir, local or a URL.")
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = commands.add_parser("summary", help="verdict, step breakdown, top operators and kernels")
+    s.add_argument("path", metavar="PATH")
+    _selection_args(s)
+    s.add_argument("--top", type=int, default=10, help="operators and kernels shown (default 10)")
+    s.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+    r = commands.add_parser("report", help="a self-contained, offline HTML report with plotly charts")
+    r.add_argument("path", metavar="PATH")
+    _selection_args(r)
+    r.add_argument("-o", "--output", default="report.html", help="the HTML file to write (default report.html)")
+
+    d = commands.add_parser("diff", help="compare two runs; with --fail-if-slower, a CI regression gate")
+    d.add_argument("base", metavar="BASE")
+    d.add_argument("new", metavar="NEW")
+    d.add_argument("--cache-dir", help="where parsed traces are cached")
+    d.add_argument("--fail-if-slower", metavar="PCT", help="exit 1 when the metric grew by more than this, "
+                   "e.g. 5%% (a bare number is percent too)")
+    d.add_argument("--metric", default="step_time", help="what is compared, per step: step_time (default), "
+                   "kernel_time, memcpy_time, memset_time, communication_time, runtime_time, dataloader_time, "
+                   "cpu_exec_time, other_time")
+    d.add_argument("--top", type=int, default=5, help="operators and kernels listed as slower (default 5)")
+    d.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit code (the console script exits with it)."""
+    args = parser().parse_args(argv)
+    progress = StderrProgress()
+    try:
+        return _run(args, progress)
+    except ProfilerError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except ValueError as err:  # a bad option value (metric, threshold)
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return EXIT_NO_TRACE
+    except BrokenPipeError:  # `... | head`: the reader left, nothing more to say
+        return 0
+
+
+def console() -> None:
+    """The ``pytorch-tb-profiler`` console script."""
+    sys.exit(main())
+
+
+def _run(args: argparse.Namespace, progress: Any) -> int:
+    from ..sdk import open as open_trace
+
+    if args.command == "diff":
+        from .gate import run_diff
+
+        return run_diff(args, progress)
+    trace = open_trace(args.path, run=args.run, worker=args.worker, span=args.span, cache_dir=args.cache_dir,
+                       progress=progress)
+    if args.command == "summary":
+        from .summary import print_summary
+
+        print_summary(trace, args.top, args.json)
+        return 0
+    from .report import write_report
+
+    write_report(trace, args.output)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0

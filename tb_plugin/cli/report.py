@@ -1,0 +1,153 @@
+"""``report PATH -o report.html``: one self-contained HTML file with plotly charts of the Overview, Operator,
+Kernel, Memory and Distributed views, plotly.js embedded once: it opens offline, from an email or a CI artifact.
+
+Charts are plotly figures built from the Python API's DataFrames (plotly express); tables are pandas' HTML.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from ..sdk import Trace
+from .summary import finding_texts, top_kernels, top_operators, verdict_text
+
+TOP = 20
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 24px auto; max-width: 1200px; color: #222; }
+h1 { font-size: 22px; } h2 { font-size: 18px; border-bottom: 1px solid #ddd; padding-bottom: 4px; margin-top: 32px; }
+table.dataframe { border-collapse: collapse; font-size: 12px; }
+table.dataframe td, table.dataframe th { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
+table.dataframe td:first-child { text-align: left; max-width: 520px; overflow-wrap: anywhere; }
+.note { color: #666; } .verdict { font-size: 16px; font-weight: 600; }
+"""
+
+
+class Page:
+    """The report's body: sections of headings, charts and tables; plotly.js goes in with the first chart."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.charts = 0
+
+    def heading(self, text: str) -> None:
+        self.parts.append(f"<h2>{html.escape(text)}</h2>")
+
+    def text(self, text: str, css: str = "") -> None:
+        self.parts.append(f'<p class="{css}">{html.escape(text)}</p>')
+
+    def chart(self, figure: go.Figure) -> None:
+        figure.update_layout(template="plotly_white", margin={"l": 40, "r": 20, "t": 50, "b": 40})
+        self.parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=self.charts == 0,
+                                      config={"displaylogo": False}, div_id=f"chart-{self.charts}"))
+        self.charts += 1
+
+    def table(self, frame: pd.DataFrame) -> None:
+        self.parts.append(frame.to_html(index=False, float_format="{:,.3f}".format, border=0))
+
+    def html(self, title: str) -> str:
+        return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+                f"<style>{_STYLE}</style></head><body>{''.join(self.parts)}</body></html>")
+
+
+def _short(names: pd.Series) -> pd.Series:
+    return names.map(lambda s: s if len(s) <= 60 else s[:59] + "…")
+
+
+def _overview(page: Page, trace: Trace) -> None:
+    o = trace.overview()
+    verdict = verdict_text(o.verdict)
+    if verdict:
+        page.text(verdict, "verdict")
+    page.heading(f"Overview: {o.step_time_us / 1000:.2f} ms per step ({len(o.steps)} steps)")
+    if not o.steps.empty:
+        per_step = o.steps.drop(columns=["start_us", "duration_us"]) / 1000.0
+        per_step.columns = list(o.breakdown.index)
+        long = per_step.reset_index().melt(id_vars="step", var_name="category", value_name="ms")
+        page.chart(px.bar(long, x="step", y="ms", color="category", title="Step time breakdown (ms)"))
+    shares = o.breakdown[o.breakdown["time_us"] > 0].reset_index()
+    if not shares.empty:
+        page.chart(px.pie(shares, names="category", values="time_us", title="Average step, by category"))
+    findings = finding_texts(o.findings)
+    if findings:
+        page.parts.append("<ol>" + "".join(f"<li>{html.escape(t)}</li>" for t in findings) + "</ol>")
+    for note in o.notes:
+        page.text(note, "note")
+    if not o.gpus.empty:
+        page.table(o.gpus)
+
+
+def _operators(page: Page, trace: Trace) -> None:
+    page.heading("Operators")
+    ops = top_operators(trace, TOP)
+    if ops.empty:
+        page.text("No operators in this trace.", "note")
+        return
+    key = "device_self_us" if ops["device_self_us"].sum() > 0 else "host_self_us"
+    shown = ops.assign(name=_short(ops["name"]), ms=ops[key] / 1000.0)
+    page.chart(px.bar(shown.iloc[::-1], x="ms", y="name", orientation="h", height=200 + 22 * len(shown),
+                      title=f"Top {len(shown)} operators by {key.removesuffix('_us').replace('_', ' ')} (ms)"))
+    page.table(ops)
+
+
+def _kernels(page: Page, trace: Trace) -> None:
+    page.heading("Kernels")
+    kernels = top_kernels(trace, TOP)
+    if kernels.empty:
+        page.text("No GPU kernels in this trace (a CPU-only run?).", "note")
+        return
+    shown = kernels.assign(name=_short(kernels["name"]), ms=kernels["total_us"] / 1000.0)
+    page.chart(px.bar(shown.iloc[::-1], x="ms", y="name", orientation="h", height=200 + 22 * len(shown),
+                      title=f"Top {len(shown)} kernels by total time (ms)"))
+    page.table(kernels)
+
+
+def _memory(page: Page, trace: Trace) -> None:
+    page.heading("Memory")
+    curve = trace.memory_curve()
+    if curve.empty:
+        page.text("No memory curve: profile with profile_memory=True (PyTorch 1.10 or later).", "note")
+        return
+    long = curve.melt(id_vars=["device", "time_us"], value_vars=["allocated_bytes", "reserved_bytes"],
+                      var_name="series", value_name="bytes")
+    long["time_ms"] = (long["time_us"] - curve["time_us"].min()) / 1000.0
+    long["MB"] = long["bytes"] / 1e6
+    long["line"] = long["device"] + " " + long["series"].str.removesuffix("_bytes")
+    page.chart(px.line(long, x="time_ms", y="MB", color="line", line_shape="hv", title="Memory over time (MB)"))
+
+
+def _distributed(page: Page, trace: Trace) -> None:
+    page.heading("Distributed")
+    if len(trace.workers) < 2:
+        page.text("One worker recorded this span: nothing to compare across ranks.", "note")
+        return
+    ranks = trace.distributed()
+    parts = ["computation_us", "overlap_us", "communication_us", "other_us"]
+    long = ranks.melt(id_vars=["worker"], value_vars=parts, var_name="part", value_name="us")
+    long["ms"] = long["us"] / 1000.0
+    long["part"] = long["part"].str.removesuffix("_us")
+    page.chart(px.bar(long, x="worker", y="ms", color="part", title="Per rank, average step (ms)"))
+    straggler = ranks.attrs.get("straggler")
+    if straggler:
+        page.text(str(straggler.get("text")), "verdict")
+    page.table(ranks.drop(columns=["overlap_note"], errors="ignore"))
+
+
+def render(trace: Trace) -> str:
+    """The report of ``trace`` as one HTML document."""
+    page = Page()
+    title = f"{trace.run} / {trace.worker} / span {trace.span}"
+    page.parts.append(f"<h1>PyTorch profiler report: {html.escape(title)}</h1>")
+    page.text(f"{trace.file.filename}: {trace.model.n_events:,} events", "note")
+    for section in (_overview, _operators, _kernels, _memory, _distributed):
+        section(page, trace)
+    return page.html(title)
+
+
+def write_report(trace: Trace, output: str) -> None:
+    Path(output).write_text(render(trace), encoding="utf-8")

@@ -1,0 +1,137 @@
+"""``summary PATH``: the verdict, the step breakdown and the top operators and kernels, as terminal tables
+(pandas formats them) or as JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from ..sdk import Overview, Trace
+
+NAME_WIDTH = 70  # kernel names run to hundreds of characters: cut for a terminal, whole in --json
+
+
+def verdict_text(verdict: Any) -> str | None:
+    """The verdict as one line, whether the Overview gives it as text or as an object with a text field."""
+    if verdict is None or isinstance(verdict, str):
+        return verdict
+    if isinstance(verdict, dict):
+        for key in ("text", "summary", "title", "headline"):
+            if isinstance(verdict.get(key), str):
+                return str(verdict[key])
+    return str(verdict)
+
+
+def finding_texts(findings: pd.DataFrame) -> list[str]:
+    """Each finding (ranked recommendation) as one line: its title, if it has one, then its text."""
+    lines = []
+    for row in findings.to_dict("records"):
+        title, text = row.get("title"), row.get("text")
+        parts = [str(p) for p in (title, text) if isinstance(p, str) and p]
+        lines.append(": ".join(parts) or str(row.get("id", "")))
+    return lines
+
+
+def top_operators(trace: Trace, n: int) -> pd.DataFrame:
+    """The operators that cost most: by device self time when the trace has device work, else host self."""
+    ops = trace.operators()
+    if ops.empty:
+        return ops
+    key = "device_self_us" if ops["device_self_us"].sum() > 0 else "host_self_us"
+    columns = ["name", "calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us"]
+    top: pd.DataFrame = ops.sort_values(key, ascending=False).head(n)[columns].reset_index(drop=True)
+    return top
+
+
+def top_kernels(trace: Trace, n: int) -> pd.DataFrame:
+    kernels = trace.kernels()
+    if kernels.empty:
+        return kernels
+    columns = ["name", "calls", "total_us", "mean_us", "achieved_occupancy", "tensor_cores"]
+    top: pd.DataFrame = kernels.sort_values("total_us", ascending=False).head(n)[columns].reset_index(drop=True)
+    return top
+
+
+def summary_data(trace: Trace, top: int) -> dict[str, Any]:
+    """Everything ``summary`` shows, as plain data (what ``--json`` prints)."""
+    o = trace.overview()
+    return {
+        "file": trace.file.filename, "run": trace.run, "worker": trace.worker, "span": trace.span,
+        "verdict": verdict_text(o.verdict),
+        "findings": records(o.findings),
+        "steps": len(o.steps),
+        "step_time_us": o.step_time_us,
+        "breakdown": {c: {"time_us": r["time_us"], "share": r["share"]} for c, r in o.breakdown.iterrows()},
+        "device_type": o.environment.get("device_type"),
+        "operators": records(top_operators(trace, top)),
+        "kernels": records(top_kernels(trace, top)),
+        "notes": o.notes,
+        "ranks": records(rank_table(trace)) if len(trace.workers) > 1 else None,
+    }
+
+
+def rank_table(trace: Trace) -> pd.DataFrame:
+    """Per rank of a distributed run: step time and what it is made of (the Distributed view)."""
+    columns = ["worker", "rank", "step_us", "computation_us", "communication_us", "overlap_us", "other_us"]
+    table: pd.DataFrame = trace.distributed()[columns]
+    return table
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as JSON-safe dicts, NaN as null, every float whole (``to_json`` would round to 10 digits)."""
+    rows: list[dict[str, Any]] = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    return rows
+
+
+def _ms(frame: pd.DataFrame) -> pd.DataFrame:
+    """``*_us`` columns as ``*_ms`` (what people read), names cut to the terminal."""
+    out: pd.DataFrame = frame.copy()
+    for col in [c for c in out.columns if c.endswith("_us")]:
+        out[col.removesuffix("_us") + "_ms"] = out.pop(col) / 1000.0
+    if "name" in out:
+        out["name"] = out["name"].map(lambda s: s if len(s) <= NAME_WIDTH else s[:NAME_WIDTH - 1] + "…")
+    return out
+
+
+def breakdown_table(o: Overview) -> pd.DataFrame:
+    table = pd.DataFrame({"ms/step": o.breakdown["time_us"] / 1000.0, "share": o.breakdown["share"]})
+    shown: pd.DataFrame = table[table["ms/step"] > 0]
+    return shown
+
+
+def print_summary(trace: Trace, top: int, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(summary_data(trace, top), indent=2))
+        return
+    o = trace.overview()
+    print(f"{trace.file.filename}: run {trace.run}, worker {trace.worker}, span {trace.span} "
+          f"({trace.model.n_events:,} events, {o.environment.get('device_type')})")
+    verdict = verdict_text(o.verdict)
+    if verdict:
+        print(f"\nVerdict: {verdict}")
+    print(f"\nStep time: {o.step_time_us / 1000.0:.2f} ms on average over {len(o.steps)} step(s)")
+    print(breakdown_table(o).to_string(formatters={"ms/step": "{:.2f}".format, "share": "{:.1%}".format}))
+    for note in o.notes:
+        print(f"note: {note}")
+    findings = finding_texts(o.findings)
+    if findings:
+        print("\nFindings:")
+        for i, text in enumerate(findings, 1):
+            print(f"{i:>2}. {text}")
+    if len(trace.workers) > 1:
+        ranks = trace.distributed()
+        print(f"\nRanks ({len(ranks)} workers of span {trace.span}; this summary is of {trace.worker}):")
+        print(_ms(rank_table(trace)).to_string(index=False, float_format="{:.2f}".format))
+        straggler = ranks.attrs.get("straggler")
+        if straggler:
+            print(straggler.get("text"))
+    ops = top_operators(trace, top)
+    if not ops.empty:
+        print(f"\nTop {len(ops)} operators:")
+        print(_ms(ops).to_string(index=False, float_format="{:.3f}".format))
+    kernels = top_kernels(trace, top)
+    if not kernels.empty:
+        print(f"\nTop {len(kernels)} kernels:")
+        print(_ms(kernels).to_string(index=False, float_format="{:.3f}".format))

@@ -1,0 +1,244 @@
+"""The Python API's objects: a loaded trace whose views come back as pandas DataFrames, and a diff of two.
+
+Every table is the analysis the TensorBoard view calls (``analysis/``, memoised on the model), turned into a
+DataFrame as it is: the same rows, the same numbers, units in the column names (``_us`` microseconds,
+``_bytes``). Nothing here computes a number of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import kernels as kernel_analysis
+from ..analysis import operators as operator_analysis
+from ..analysis.diff import diff_summary
+from ..analysis.distributed import distributed as distributed_view
+from ..analysis.memory import memory_curve, memory_events, memory_statistics
+from ..analysis.modules import module_view
+from ..analysis.overview import overview as overview_view
+from ..analysis.summary import summary as summary_view
+from ..catalog.catalog import TraceFile
+from ..model.tables import TraceModel
+from .locate import Progress, Selection, load, select
+
+
+def frame(rows: Any, columns: list[str] | None = None) -> pd.DataFrame:
+    """A DataFrame of an analysis's rows (a list of dicts or tuples), typed for mypy."""
+    result: pd.DataFrame = pd.DataFrame(rows, columns=columns)
+    return result
+
+
+def column(category: str) -> str:
+    """A step-breakdown category as a column name with its unit: ``CPU Exec`` → ``cpu_exec_us``."""
+    return category.lower().replace(" ", "_") + "_us"
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The Overview page's numbers: per-step breakdown, its average, GPUs, environment, verdict and findings."""
+
+    steps: pd.DataFrame  # one row per step (index: step name): start_us, duration_us, one <category>_us column each
+    breakdown: pd.DataFrame  # index: category; time_us (average per step) and share of the average step
+    step_time_us: float  # the average step's duration
+    gpus: pd.DataFrame  # one row per GPU: utilization, SM efficiency, occupancy, tensor core ratio, kernel time
+    environment: dict[str, Any]
+    verdict: Any  # the diagnosis in one line where the Overview gives one (None otherwise)
+    findings: pd.DataFrame  # the ranked recommendations, one row each (empty when there are none)
+    notes: list[str]
+    raw: dict[str, Any] = field(repr=False)  # the Overview exactly as the HTTP API answers it
+
+    @classmethod
+    def of(cls, payload: dict[str, Any]) -> Overview:
+        categories = payload["categories"]
+        steps = pd.DataFrame(
+            [{"step": s["name"], "start_us": s["start_us"], "duration_us": s["duration_us"],
+              **{column(c): s["breakdown_us"][c] for c in categories}} for s in payload["steps"]],
+            columns=["step", "start_us", "duration_us", *map(column, categories)],
+        ).set_index("step")
+        average = payload["average"]
+        breakdown = pd.DataFrame({"time_us": [average["breakdown_us"][c] for c in categories],
+                                  "share": [average["share"][c] for c in categories]},
+                                 index=pd.Index(categories, name="category"))
+        return cls(steps=steps, breakdown=breakdown, step_time_us=float(average["duration_us"]),
+                   gpus=pd.DataFrame(payload["gpus"]), environment=dict(payload["environment"]),
+                   verdict=payload.get("verdict"), findings=pd.DataFrame(payload.get("recommendations") or []),
+                   notes=list(payload.get("notes") or []), raw=payload)
+
+
+class Trace:
+    """One span of one worker, loaded (``tb_plugin.open``); each view is a method returning a DataFrame."""
+
+    def __init__(self, selection: Selection, model: TraceModel, cache_dir: str | None = None,
+                 progress: Progress | None = None) -> None:
+        self._selection = selection
+        self.model = model  # the columnar model every analysis reads (numpy columns, read-only)
+        self._cache_dir = cache_dir
+        self._progress = progress
+        self._peers: list[tuple[str, TraceModel]] | None = None
+
+    def __repr__(self) -> str:
+        return (f"<Trace {self.run}/{self.worker} span {self.span}: {self.file.filename}, "
+                f"{self.model.n_events:,} events>")
+
+    @property
+    def file(self) -> TraceFile:
+        return self._selection.file
+
+    @property
+    def run(self) -> str:
+        return self.file.run
+
+    @property
+    def worker(self) -> str:
+        return self.file.worker
+
+    @property
+    def span(self) -> str:
+        return self.file.span
+
+    @property
+    def workers(self) -> list[str]:
+        """Every worker (rank) that recorded this span in this run; more than one for a distributed run."""
+        return [f.worker for f in self._selection.peers]
+
+    def summary(self) -> dict[str, Any]:
+        """What the trace holds: duration, event counts per category, devices, versions, profiler settings."""
+        return {"file": self.file.filename, "size_bytes": self.file.size, **summary_view(self.model)}
+
+    def overview(self) -> Overview:
+        """The Overview page (its environment counts the run's workers, as the page does)."""
+        payload = dict(overview_view(self.model))
+        payload["environment"] = {**payload["environment"], "workers": self._selection.workers}
+        return Overview.of(payload)
+
+    def operators(self, group_by: str = "name") -> pd.DataFrame:
+        """The Operator view: one row per operator (``group_by`` also ``name_shape``, ``name_stack``)."""
+        _choose("group_by", group_by, operator_analysis.GROUPINGS)
+        return frame(operator_analysis.operator_table(self.model, group_by))
+
+    def kernels(self, group_by: str = "name") -> pd.DataFrame:
+        """The Kernel view: one row per kernel (``group_by="name_op"``: per kernel and launching operator)."""
+        _choose("group_by", group_by, kernel_analysis.GROUPINGS)
+        return frame(kernel_analysis.kernel_table(self.model, group_by))
+
+    def memory_events(self, start_us: float | None = None, end_us: float | None = None,
+                      device: str | None = None) -> pd.DataFrame:
+        """Allocations paired with their frees (the Memory view's events table), optionally in a time range."""
+        return frame(memory_events(self.model, start_us, end_us, device))
+
+    def memory_stats(self, start_us: float | None = None, end_us: float | None = None) -> pd.DataFrame:
+        """Per operator and device: allocation counts and sizes (the Memory view's statistics table)."""
+        return frame(memory_statistics(self.model, start_us, end_us))
+
+    def memory_curve(self, max_points: int = 4000) -> pd.DataFrame:
+        """Allocated and reserved bytes over time per device (the Memory view's curve, downsampled alike)."""
+        curve = memory_curve(self.model, max_points)
+        rows = [(device, t, a, r) for device, d in curve["devices"].items() for t, a, r in d["points"]]
+        return frame(rows, columns=["device", "time_us", "allocated_bytes", "reserved_bytes"])
+
+    def modules(self) -> pd.DataFrame:
+        """The Module view's tree, flattened in display order: ``path`` (names joined by ``/``) and ``depth``."""
+        rows: list[dict[str, Any]] = []
+
+        def walk(nodes: list[dict[str, Any]], prefix: str, depth: int) -> None:
+            for node in nodes:
+                path = f"{prefix}/{node['name']}" if prefix else node["name"]
+                rows.append({"path": path, "depth": depth, **{k: v for k, v in node.items() if k != "children"}})
+                walk(node["children"], path, depth + 1)
+
+        walk(module_view(self.model)["modules"], "", 0)
+        return frame(rows, columns=None if rows else ["path", "depth", "name"])
+
+    def _ranks(self) -> list[tuple[str, TraceModel]]:
+        """(worker, model) for every worker of this span, the others loaded on first use."""
+        if self._peers is None:
+            others = [f for f in self._selection.peers if f.key != self.file.key]
+            models = load(others, self._cache_dir, self._progress)
+            self._peers = [(self.worker, self.model), *((f.worker, m) for f, m in zip(others, models))]
+        return self._peers
+
+    def distributed_view(self) -> dict[str, Any]:
+        """The Distributed view exactly as the HTTP API answers it (every worker of this span)."""
+        return distributed_view(self._ranks())
+
+    def distributed(self) -> pd.DataFrame:
+        """One row per rank: computation, communication, overlap, other, transfer, sync and step time (average
+        per step). ``attrs`` holds ``world_size``, ``backend``, ``straggler`` and ``notes``."""
+        view = self.distributed_view()
+        scalar = [{k: v for k, v in r.items() if k not in ("per_step", "collectives", "devices")}
+                  for r in view["ranks"]]
+        ranks = frame(scalar)
+        ranks.attrs = {k: view[k] for k in ("world_size", "backend", "straggler", "notes")}
+        return ranks
+
+    def collectives(self) -> pd.DataFrame:
+        """Per rank and collective: calls, sizes and times (the Distributed view's per-rank tables, stacked)."""
+        rows = [{"rank": r["rank"], "worker": r["worker"], **c}
+                for r in self.distributed_view()["ranks"] for c in r["collectives"]]
+        return frame(rows)
+
+
+@dataclass(frozen=True)
+class TraceDiff:
+    """Baseline against experiment, as the Diff view shows it; ``metric()`` reads one number of each side."""
+
+    breakdown: pd.DataFrame  # index: category and "step"; baseline_us, experiment_us, delta_us, delta_pct
+    operators: pd.DataFrame  # joined by name: baseline_/experiment_/delta_/delta_pct_ per metric, status
+    kernels: pd.DataFrame
+    raw: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def of(cls, payload: dict[str, Any]) -> TraceDiff:
+        b = payload["breakdown"]
+        rows = [(c, b["baseline"][c], b["experiment"][c]) for c in b["categories"]]
+        rows.append(("step", b["step_baseline_us"], b["step_experiment_us"]))
+        table = frame(rows, columns=["category", "baseline_us", "experiment_us"]).set_index("category")
+        table["delta_us"] = table["experiment_us"] - table["baseline_us"]
+        table["delta_pct"] = table["delta_us"] / table["baseline_us"].where(table["baseline_us"] != 0)
+        return cls(breakdown=table, operators=frame(payload["operators"]), kernels=frame(payload["kernels"]),
+                   raw=payload)
+
+    def metric(self, name: str) -> tuple[float, float]:
+        """(baseline, experiment) per step of ``step_time`` or a category's time (``kernel_time``,
+        ``dataloader_time``, ``cpu_exec_time``…: :func:`metric_names`)."""
+        category = metric_category(name)
+        row = self.breakdown.loc[category]
+        return float(row["baseline_us"]), float(row["experiment_us"])
+
+
+def metric_names(categories: list[str]) -> dict[str, str]:
+    """Gate metric name → breakdown row: ``step_time`` → ``step``, ``cpu_exec_time`` → ``CPU Exec``."""
+    return {"step_time": "step", **{column(c).removesuffix("_us") + "_time": c for c in categories}}
+
+
+def metric_category(name: str) -> str:
+    from ..analysis.steps import CATEGORIES
+
+    names = metric_names(list(CATEGORIES))
+    _choose("metric", name, tuple(names))
+    return names[name]
+
+
+def _choose(what: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{what} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def open_trace(path: str | os.PathLike[str], *, run: str | None = None, worker: str | None = None,
+               span: str | None = None, cache_dir: str | None = None, progress: Progress | None = None) -> Trace:
+    """Open a trace file, a run directory or a logdir (local path or fsspec URL)."""
+    selection = select(os.fspath(path), run, worker, span)
+    [model] = load([selection.file], cache_dir, progress)
+    return Trace(selection, model, cache_dir, progress)
+
+
+def diff_traces(base: Trace | str | os.PathLike[str], new: Trace | str | os.PathLike[str], *,
+                cache_dir: str | None = None, progress: Progress | None = None) -> TraceDiff:
+    """What changed from ``base`` to ``new`` (each a :class:`Trace` or a path :func:`open_trace` takes)."""
+    a = base if isinstance(base, Trace) else open_trace(base, cache_dir=cache_dir, progress=progress)
+    b = new if isinstance(new, Trace) else open_trace(new, cache_dir=cache_dir, progress=progress)
+    return TraceDiff.of(diff_summary(a.model, b.model))

@@ -1,0 +1,154 @@
+"""The ``pytorch-tb-profiler`` command: summary on traces of 2021 and 2026, CPU-only and multi-rank; the diff
+regression gate's exit codes; reasons and exit codes for bad paths and bad traces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tb_plugin
+from tb_plugin.cli import main
+from tests.conftest import REPO, SAMPLES, cpu_op, write_trace
+from tests.unit.test_sniff import export_chrome_trace
+from tests.unit.test_views_synthetic import step
+
+V100 = "kineto_v100/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+RESNET18 = "h200/resnet18_workers0"
+SPAN1, SPAN2 = "vm_562.1795654441914410211.pt.trace.json.gz", "vm_562.1795654442665628614.pt.trace.json.gz"
+
+
+def run(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def summary_json(capsys: Any, path: Path, cache: Path) -> dict[str, Any]:
+    code, out, err = run(capsys, "summary", str(path), "--json", "--cache-dir", str(cache))
+    assert code == 0, err
+    data: dict[str, Any] = json.loads(out)
+    return data
+
+
+def test_summary_of_a_2021_trace(real_traces: Path, tmp_path: Path, capsys: Any) -> None:
+    s = summary_json(capsys, real_traces / V100, tmp_path)
+    assert (s["worker"], s["span"], s["steps"]) == ("worker0", "1", 6)
+    assert s["step_time_us"] == pytest.approx(177_592, rel=0.005)  # the old plugin's published 177.6 ms
+    assert s["breakdown"]["DataLoader"]["share"] == pytest.approx(0.334, abs=0.001)
+    assert "dataloader" in [f.get("id") for f in s["findings"]]
+    assert len(s["operators"]) == 10 and len(s["kernels"]) == 10 and s["ranks"] is None
+    code, out, _ = run(capsys, "summary", str(real_traces / V100), "--cache-dir", str(tmp_path))
+    assert code == 0
+    assert f"Step time: {s['step_time_us'] / 1000:.2f} ms on average over 6 step(s)" in out
+    assert "DataLoader" in out and "Top 10 operators:" in out and "Top 10 kernels:" in out
+
+
+def test_summary_of_a_2026_trace_and_the_verdict_when_the_overview_gives_one(
+        real_traces: Path, tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    path = real_traces / "h200/transformer_bf16"
+    s = summary_json(capsys, path, tmp_path)
+    t = tb_plugin.open(path, cache_dir=str(tmp_path))
+    assert s["step_time_us"] == t.overview().step_time_us
+    assert s["kernels"][0]["total_us"] == t.kernels()["total_us"].max()
+    assert s["verdict"] == t.overview().verdict  # None until the Overview gives a verdict
+
+    import tb_plugin.sdk.trace as sdk_trace
+
+    real = sdk_trace.overview_view
+
+    def diagnosed(model: Any) -> dict[str, Any]:
+        return {**real(model), "verdict": {"text": "GPU-bound: kernels fill 90 % of the step"},
+                "recommendations": [{"id": "x", "title": "Use CUDA graphs", "text": "Launches cost 1 ms."}]}
+
+    monkeypatch.setattr(sdk_trace, "overview_view", diagnosed)
+    code, out, _ = run(capsys, "summary", str(path), "--cache-dir", str(tmp_path))
+    assert code == 0
+    assert "Verdict: GPU-bound: kernels fill 90 % of the step" in out
+    assert " 1. Use CUDA graphs: Launches cost 1 ms." in out
+
+
+def test_summary_of_a_cpu_only_run(tmp_path: Path, capsys: Any) -> None:
+    s = summary_json(capsys, SAMPLES / "cpu_only", tmp_path)
+    assert s["device_type"] == "CPU" and s["kernels"] == []
+    assert s["operators"] and all(r["device_self_us"] == 0 for r in s["operators"])
+    hosts = [r["host_self_us"] for r in s["operators"]]
+    assert hosts == sorted(hosts, reverse=True) and hosts[0] > 0  # ranked by host time when there is no GPU
+
+
+def test_summary_of_a_multi_rank_run(real_traces: Path, tmp_path: Path, capsys: Any) -> None:
+    s = summary_json(capsys, real_traces / "h200/ddp_resnet50", tmp_path)
+    assert [r["worker"] for r in s["ranks"]] == ["rank0", "rank1"]
+    code, out, _ = run(capsys, "summary", str(real_traces / "h200/ddp_resnet50"), "--cache-dir", str(tmp_path))
+    assert code == 0 and "Ranks (2 workers of span 1; this summary is of rank0):" in out
+    assert "Rank 1 is the straggler" in out
+
+
+def test_summary_of_export_chrome_trace_output(real_traces: Path, tmp_path: Path, capsys: Any) -> None:
+    path = export_chrome_trace(real_traces, tmp_path / "trace.json")
+    s = summary_json(capsys, path, tmp_path / "cache")
+    assert (s["file"], s["worker"], s["steps"]) == ("trace.json", "trace", 6)
+
+
+def steps_of(tmp_path: Path, name: str, durations: list[float]) -> Path:
+    events, ts = [], 0.0
+    for i, dur in enumerate(durations, 1):
+        events += [step(i, ts, dur), cpu_op("aten::mm", ts, dur * 0.8)]
+        ts += dur
+    return write_trace(tmp_path / name / "w.1.pt.trace.json", events)
+
+
+def test_diff_fails_only_beyond_the_threshold(tmp_path: Path, capsys: Any) -> None:
+    # trailing host-only steps are kept (no GPU work to miss): average steps of 100 µs and 110 µs
+    base = steps_of(tmp_path, "base", [100, 100])
+    new = steps_of(tmp_path, "new", [110, 110])
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    code, out, _ = run(capsys, "diff", str(base), str(new), "--fail-if-slower", "5%", *cache)
+    assert code == 1
+    assert "step_time per step: 0.100 ms → 0.110 ms (+10.0%)" in out
+    assert "FAIL: step_time changed +10.0%, more than the allowed +5.0%" in out
+    assert "aten::mm" in out  # what got slower: the operator (80 → 88 µs host self a step, 2 steps)
+    assert run(capsys, "diff", str(base), str(new), "--fail-if-slower", "15", *cache)[0] == 0
+    assert run(capsys, "diff", str(new), str(base), "--fail-if-slower", "0%", *cache)[0] == 0  # faster
+    assert run(capsys, "diff", str(base), str(new), *cache)[0] == 0  # no gate: a report only
+    code, out, _ = run(capsys, "diff", str(base), str(new), "--fail-if-slower", "5%", "--json", *cache)
+    data = json.loads(out)
+    assert (code, data["failed"], data["change"]) == (1, True, pytest.approx(0.1))
+    assert data["slower"]["operators"][0]["name"] == "aten::mm"
+    assert data["slower"]["operators"][0]["delta_host_self_us"] == pytest.approx(2 * 8)  # 2 steps, 80 → 88 µs
+
+
+def test_diff_gate_on_real_traces_by_metric(real_traces: Path, tmp_path: Path, capsys: Any) -> None:
+    a, b = real_traces / RESNET18 / SPAN1, real_traces / RESNET18 / SPAN2
+    cache = ("--cache-dir", str(tmp_path))
+    # span 2's step is 5.2 % faster, its memcpy 9.5 % slower (1.592 → 1.744 ms per step)
+    assert run(capsys, "diff", str(a), str(b), "--fail-if-slower", "1%", *cache)[0] == 0
+    code, out, _ = run(capsys, "diff", str(a), str(b), "--fail-if-slower", "5%", "--metric", "memcpy_time", *cache)
+    assert code == 1 and "memcpy_time per step: 1.592 ms → 1.744 ms (+9.5%)" in out
+    assert run(capsys, "diff", str(a), str(b), "--fail-if-slower", "10%", "--metric", "memcpy_time", *cache)[0] == 0
+
+
+def test_bad_paths_and_traces_exit_with_a_reason(tmp_path: Path, capsys: Any) -> None:
+    code, _, err = run(capsys, "summary", str(tmp_path / "nowhere"))
+    assert (code, err.strip()) == (2, f"pytorch-tb-profiler: error: {tmp_path / 'nowhere'}: no such file or directory")
+    write_trace(tmp_path / "metrics.json", raw=b'{"loss": 1}')
+    code, _, err = run(capsys, "summary", str(tmp_path / "metrics.json"))
+    assert code == 2 and "metrics.json: not a trace: a JSON object without 'traceEvents'" in err
+    write_trace(tmp_path / "bad" / "w.1.pt.trace.json", raw=b'{"traceEvents": [1, 2')
+    code, _, err = run(capsys, "report", str(tmp_path / "bad"), "--cache-dir", str(tmp_path / "cache"))
+    assert code == 3 and "the JSON is cut short" in err
+    good = steps_of(tmp_path, "good", [100])
+    code, _, err = run(capsys, "diff", str(good), str(good), "--metric", "speed", "--cache-dir", str(tmp_path))
+    assert code == 2 and "metric must be one of step_time, kernel_time" in err
+    code, _, err = run(capsys, "diff", str(good), str(good), "--fail-if-slower", "fast")
+    assert code == 2 and "--fail-if-slower takes a percentage" in err
+
+
+def test_module_entry_point_runs() -> None:
+    out = subprocess.run([sys.executable, "-m", "tb_plugin.cli", "--version"], cwd=REPO, capture_output=True,
+                         text=True, check=True, timeout=60)
+    assert out.stdout.strip() == f"pytorch-tb-profiler {tb_plugin.__version__}"
