@@ -42,10 +42,6 @@ def parse_any_json_name(filename: str) -> TraceName | None:
     return TraceName(worker=m.group("worker"), stamp=None) if m else None
 
 
-def is_trace_file(filename: str) -> bool:
-    return _TRACE_NAME.fullmatch(filename) is not None
-
-
 def number_spans(stamps: list[int | None]) -> list[str]:
     """Span labels for one worker's files, in the given order: 1..N by numeric stamp, ``default`` without one.
 

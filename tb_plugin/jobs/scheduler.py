@@ -140,10 +140,6 @@ class LoadScheduler:
             if job is not None:
                 self._stop(job)
 
-    def keys(self) -> list[Hashable]:
-        with self._lock:
-            return list(self._jobs)
-
     def status(self, key: Hashable) -> JobStatus | None:
         with self._lock:
             job = self._jobs.get(key)

@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,9 +93,6 @@ class TraceModel:
 
     def nbytes(self) -> int:
         return sum(a.nbytes for t in self.tables.values() for a in t.values())
-
-    def iter_tables(self) -> Iterator[tuple[str, Columns]]:
-        return iter(self.tables.items())
 
 
 def save(model: TraceModel, directory: str | os.PathLike[str]) -> None:

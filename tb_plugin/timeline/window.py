@@ -13,9 +13,7 @@ import numpy as np
 
 from ..analysis.steps import find_steps
 from ..model import ids
-from ..model import intervals as iv
 from ..model.arrays import take
-from ..model.kinds import Kind
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
 from .counters import counters
@@ -239,11 +237,3 @@ def _flows(model: TraceModel, ix: TimelineIndex, visible: np.ndarray, t0: float)
              for a, ta, b, tb, da, db in zip(src.tolist(), src_track.tolist(), dst.tolist(), dst_track.tolist(),
                                              depth[src].tolist(), depth[dst].tolist())]
     return flows, truncated
-
-
-def gpu_busy(model: TraceModel, device: int) -> iv.Intervals:
-    ev = model["events"]
-    dev = model["device_events"]
-    on = (dev["device"] == device) & (ev["kind"][dev["row"]] == Kind.KERNEL)
-    s = ev["ts"][dev["row"][on]]
-    return iv.union(s, s + np.nan_to_num(ev["dur"][dev["row"][on]], nan=0.0))
