@@ -1,8 +1,10 @@
-"""Counter tracks reduced to the pixel grid: GPU utilization and est. SM efficiency per GPU, memory per device.
+"""Counter tracks reduced to the pixel grid: GPU utilization and est. SM efficiency per GPU, memory per device,
+queue length per stream and copy bandwidth per direction.
 
 Each counter is a value per pixel column of the window: utilization is the busy share of the pixel (union of
-kernels), SM efficiency the pixel's mean of min(Σ blocks-per-SM, 1), memory the pixel's maximum (so peaks
-survive any zoom level).
+kernels), SM efficiency the pixel's mean of min(Σ blocks-per-SM, 1), memory and queue length the pixel's maximum
+(so peaks survive any zoom level), bandwidth the pixel's mean GB/s. Queue length and bandwidth are the GPU
+view's analyses (``analysis/queues``, ``analysis/bandwidth``), drawn here over time.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.bandwidth import copy_rates
+from ..analysis.queues import queue_levels
 from ..model import intervals as iv
 from ..model.derived import memoized
 from ..model.kinds import Kind
@@ -72,6 +76,14 @@ def counters(model: TraceModel, t0: float, t1: float, width_px: int) -> list[dic
                     "values": np.round(util, 3).tolist()})
         out.append({"name": f"{gpu_label(device)} est. SM efficiency", "unit": "fraction", "max": 1.0,
                     "values": np.round(sm, 3).tolist()})
+    for (device, stream), levels in queue_levels(model).items():
+        out.append({"name": f"{gpu_label(device)} stream {stream} queue length", "unit": "count",
+                    "max": int(levels[2].max()) if len(levels[2]) else 0,
+                    "values": np.nan_to_num(max_per_bucket(levels[0], levels[2], edges), nan=0.0).tolist()})
+    for (device, direction), (_, levels) in copy_rates(model).items():
+        gbps = np.diff(integral(levels, edges)) / px
+        out.append({"name": f"{gpu_label(device)} {direction} bandwidth", "unit": "GB/s",
+                    "max": float(levels[2].max()) if len(levels[2]) else 0.0, "values": np.round(gbps, 4).tolist()})
     for label, (ts, allocated, reserved) in _memory_series(model).items():
         for kind, series in (("allocated", allocated), ("reserved", reserved)):
             values = max_per_bucket(ts, series, edges)

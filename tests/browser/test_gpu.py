@@ -77,3 +77,50 @@ def test_cpu_only_run_has_no_gpu_tab(page: Any, tb_samples: TensorBoard) -> None
     frame = open_view(page, tb_samples, CPU, "Overview")
     tabs = frame.eval_on_selector_all("[role=tab]", "els => els.map(e => e.dataset.view)")
     assert "GPU" not in tabs and "Operator" in tabs
+
+
+def test_trace_view_has_queue_and_bandwidth_tracks_and_the_critical_path_overlay(page: Any, tb_samples: TensorBoard) -> None:
+    from tests.browser.test_trace import hook, open_trace, wait_idle
+
+    queues = api(tb_samples, "queue_length", TRANSFORMER)
+    frame = open_trace(page, tb_samples)
+    counters = [r["label"] for r in hook(frame, "rows") if r["kind"] == "counter"]
+    (q,) = queues["streams"]
+    assert f"GPU {q['device']} stream {q['stream']} queue length" in counters
+    assert any(c.endswith("D2D bandwidth") for c in counters)
+    window = api(tb_samples, "trace/window", TRANSFORMER, width_px="400")
+    track = next(c for c in window["counters"] if c["name"].endswith("queue length"))
+    assert track["unit"] == "count" and track["max"] >= q["summary"]["max"]
+
+    # "Highlight critical path": the last step's path is outlined and summarised, shares as the API gives them.
+    steps = [s[0] for s in window["steps"]]
+    cp = api(tb_samples, "critical_path", TRANSFORMER, step=steps[-1])
+    assert abs(sum(s["us"] for s in cp["shares"]) - cp["duration_us"]) < 1e-6 * cp["duration_us"]
+    options = frame.eval_on_selector_all("[data-testid=trace-critical-path] option", "os => os.map(o => o.value)")
+    assert options == ["", *dict.fromkeys(steps)]
+    frame.select_option("[data-testid=trace-critical-path]", steps[-1])
+    top = max(cp["shares"], key=lambda s: s["us"])
+    frame.wait_for_function("t => document.querySelector('[data-testid=trace-critical-summary]').textContent.includes(t)",
+                            arg=f"{top['category'].replace('_', ' ')} {100 * top['share']:.1f}%")
+    wait_idle(frame)
+    frame.wait_for_function("() => window.__ptpTrace.stats().lastDraw.critical > 0", timeout=30_000)
+    r = hook(frame, "visibleRange")
+    assert r["start"] <= cp["start_us"] and r["end"] >= cp["end_us"]
+    assert r["end"] - r["start"] <= 1.1 * cp["duration_us"]
+    frame.select_option("[data-testid=trace-critical-path]", "")
+    frame.wait_for_function("() => window.__ptpTrace.stats().lastDraw.critical === 0")
+    assert frame.inner_text("[data-testid=trace-critical-summary]") == ""
+
+
+def test_operator_view_has_time_by_annotation(page: Any, tb_samples: TensorBoard) -> None:
+    data = api(tb_samples, "annotations", TRANSFORMER)
+    frame = open_view(page, tb_samples, TRANSFORMER, "Operator")
+    frame.wait_for_selector("[data-testid=annotation-table] tbody tr[data-testid=row]")
+    rows = table_rows(frame, "annotation-table")
+    assert [r["name"] for r in rows] == [r["name"] for r in data["rows"][:10]]
+    first = data["rows"][0]
+    assert_duration(rows[0]["host"], first["host_us"])
+    assert_duration(rows[0]["device"], first["device_us"])
+    nested = next(i for i, r in enumerate(data["rows"][:10]) if r["depth"] > 0)
+    indent = frame.eval_on_selector_all("[data-testid=annotation-table] .ptp-annotation", "els => els.map(e => e.style.paddingLeft)")
+    assert indent[0] == "0px" and indent[nested] == "16px"
