@@ -132,7 +132,8 @@ def spans_by_file(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 # Every per-span route, with default parameters (some need more: /trace/range a range, /trace/event an id).
 SPAN_ROUTES = ("summary", "overview", "operators", "kernels", "memory/curve", "memory/events", "memory/stats",
-               "modules", "modules/timeline", "trace/window", "trace/search?q=a", "trace/file")
+               "modules", "modules/timeline", "trace/window", "trace/search?q=a", "trace/file", "idle", "launch_stats",
+               "queue_length", "memory_bandwidth", "kernel_sequences", "critical_path", "annotations")
 
 
 def every_span_route(client: Any, body: dict[str, Any]) -> dict[str, int]:

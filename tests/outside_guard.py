@@ -44,12 +44,19 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder + os.sep)
 
 
+# The interpreter's own environment (a virtual environment shared by several worktrees may sit in a sibling
+# checkout) is where the test tools come from, not data a test reads.
+_ENVIRONMENT = tuple(sorted({os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix)}))
+
+
 def check(path: Any) -> None:
     """Raise :class:`OutsideRead` when ``path`` lies in a folder that sits beside the repository."""
     if not _forbidden or not isinstance(path, (str, bytes, os.PathLike)):
         return
     text = os.fsdecode(path)
     full = os.path.realpath(text) if os.path.isabs(text) or os.sep in text else os.path.abspath(text)
+    if any(_inside(full, env) for env in _ENVIRONMENT):
+        return
     for folder in _forbidden:
         if _inside(full, folder) or _inside(os.path.abspath(text), folder):
             raise OutsideRead(f"tests must not read outside the repository: {text} is beside the checkout "

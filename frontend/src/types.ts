@@ -41,6 +41,7 @@ export const VIEW_NAMES = [
   "Overview",
   "Operator",
   "Kernel",
+  "GPU",
   "Trace",
   "Memory",
   "Module",

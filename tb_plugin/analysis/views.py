@@ -24,6 +24,11 @@ def _has_kernels(model: TraceModel) -> bool:
     return bool(np.isin(model["events"]["kind"], (Kind.KERNEL,)).any())
 
 
+def _has_device_work(model: TraceModel) -> bool:
+    """The GPU view: idle time, launches, queues, bandwidth and sequences need device events."""
+    return len(model["device_events"]["row"]) > 0
+
+
 def _has_memory(model: TraceModel) -> bool:
     return len(model["memory"]["row"]) > 0
 
@@ -48,13 +53,14 @@ VIEW_PREDICATES: dict[str, Callable[[TraceModel], bool]] = {
     "Overview": _has_events,
     "Operator": _has_operators,
     "Kernel": _has_kernels,
+    "GPU": _has_device_work,
     "Trace": _has_trace,
     "Memory": _has_memory,
     "Module": has_modules,
     "Distributed": _is_distributed,
 }
 
-VIEW_ORDER = ("Overview", "Operator", "Kernel", "Trace", "Memory", "Module", "Distributed")
+VIEW_ORDER = ("Overview", "Operator", "Kernel", "GPU", "Trace", "Memory", "Module", "Distributed")
 
 
 def available_views(models: Sequence[TraceModel]) -> list[str]:

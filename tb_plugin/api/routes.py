@@ -9,11 +9,18 @@ from werkzeug.utils import send_file
 from werkzeug.wrappers import Request, Response
 
 from ..analysis import kernels, operators
+from ..analysis.annotations import annotation_times
+from ..analysis.bandwidth import memory_bandwidth
+from ..analysis.critical_path import critical_path
 from ..analysis.diff import diff_node, diff_summary
 from ..analysis.distributed import distributed
+from ..analysis.idle import KERNEL_WAIT_US, idle_time
+from ..analysis.launches import launch_stats
 from ..analysis.memory import memory_curve, memory_events, memory_statistics
 from ..analysis.modules import module_timeline, module_view
 from ..analysis.overview import overview
+from ..analysis.queues import queue_length
+from ..analysis.sequences import kernel_sequences
 from ..analysis.summary import summary
 from ..analysis.views import available_views
 from ..timeline.details import event_details, range_summary, search
@@ -205,6 +212,45 @@ class Api:
         except KeyError:
             raise ApiError(404, f"no diff entry at path {path!r}") from None
 
+    def idle(self, request: Request) -> Response:
+        wait = params.number(request, "kernel_wait_us", required=False, default=KERNEL_WAIT_US, minimum=0,
+                             maximum=1e6)
+        loaded = self._trace(request)
+        return self._answer(request, loaded, lambda: idle_time(loaded.model, wait))
+
+    def launch_stats(self, request: Request) -> Response:
+        limit = int(params.number(request, "limit", required=False, default=500, minimum=1, maximum=100_000))
+        loaded = self._trace(request)
+        return self._answer(request, loaded, lambda: launch_stats(loaded.model, limit))
+
+    def queue_length(self, request: Request) -> Response:
+        points = int(params.number(request, "max_points", required=False, default=500, minimum=16, maximum=10_000))
+        loaded = self._trace(request)
+        return self._answer(request, loaded, lambda: queue_length(loaded.model, points))
+
+    def memory_bandwidth(self, request: Request) -> Response:
+        points = int(params.number(request, "max_points", required=False, default=500, minimum=16, maximum=10_000))
+        loaded = self._trace(request)
+        return self._answer(request, loaded, lambda: memory_bandwidth(loaded.model, points))
+
+    def kernel_sequences(self, request: Request) -> Response:
+        length = int(params.number(request, "length", required=False, default=3, minimum=2, maximum=16))
+        top = int(params.number(request, "top", required=False, default=20, minimum=1, maximum=200))
+        loaded = self._trace(request)
+        return self._answer(request, loaded, lambda: kernel_sequences(loaded.model, length, top))
+
+    def critical_path(self, request: Request) -> Response:
+        step = params.text(request, "step", required=False) or None
+        loaded = self._trace(request)
+        try:
+            return self._answer(request, loaded, lambda: critical_path(loaded.model, step))
+        except KeyError:
+            raise ApiError(404, f"no step {step!r} in this trace") from None
+
+    def annotations(self, request: Request) -> Response:
+        loaded = self._trace(request)
+        return self._answer(request, loaded, lambda: annotation_times(loaded.model))
+
     def trace_window(self, request: Request) -> Response:
         loaded = self._trace(request)
         index = timeline_index(loaded.model)
@@ -279,6 +325,13 @@ class Api:
             "/distributed": json_route(self.distributed),
             "/diff": json_route(self.diff),
             "/diff/node": json_route(self.diff_node),
+            "/idle": json_route(self.idle),
+            "/launch_stats": json_route(self.launch_stats),
+            "/queue_length": json_route(self.queue_length),
+            "/memory_bandwidth": json_route(self.memory_bandwidth),
+            "/kernel_sequences": json_route(self.kernel_sequences),
+            "/critical_path": json_route(self.critical_path),
+            "/annotations": json_route(self.annotations),
             "/trace/window": json_route(self.trace_window),
             "/trace/event": json_route(self.trace_event),
             "/trace/search": json_route(self.trace_search),

@@ -81,3 +81,43 @@ def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, re
         r = client.get(url)
         assert r.status_code == status
         check(spec, url.split("?")[0][len(API):], status, r.get_json())
+
+
+GPU_ROUTES = ("idle", "launch_stats", "queue_length", "memory_bandwidth", "kernel_sequences", "critical_path",
+              "annotations")
+
+
+def test_gpu_insight_routes_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, real_traces: Path,
+                                           tmp_path: Path) -> None:
+    """Every GPU insight on a 2026 and a 2021 trace and on a CPU-only run (empty answers, never an error)."""
+    from tests.conftest import SAMPLES
+
+    logdir = tmp_path / "ld"
+    logdir.mkdir()
+    (logdir / "bf16").symlink_to(real_traces / "h200" / "transformer_bf16")
+    (logdir / "v100").symlink_to(real_traces / "kineto_v100" / "resnet50_num_workers_0")
+    (logdir / "cpu").symlink_to(SAMPLES / "cpu_only")
+    client = tensorboard_app(logdir)
+    body = wait_until_settled(client, expect_spans=4)
+    for run in body["runs"]:
+        worker = run["workers"][0]["name"]
+        q = f"run={run['name']}&worker={worker}&span=1"
+        answers = {}
+        for route in GPU_ROUTES:
+            r = client.get(f"{API}/{route}?{q}")
+            assert r.status_code == 200, (route, run["name"], r.get_json())
+            check(spec, f"/{route}", 200, r.get_json())
+            answers[route] = r.get_json()
+        if run["name"] == "cpu":
+            assert answers["idle"]["streams"] == [] and answers["queue_length"]["streams"] == []
+            assert answers["launch_stats"]["summary"]["kernels"] == 0
+        else:
+            assert answers["idle"]["streams"] and answers["launch_stats"]["rows"]
+            assert answers["kernel_sequences"]["sequences"]
+        steps = answers["critical_path"]["steps"]
+        last = client.get(f"{API}/critical_path?{q}&step={steps[-1]}").get_json()
+        assert last["step"] == steps[-1]
+        r = client.get(f"{API}/critical_path?{q}&step=nope")
+        assert r.status_code == 404
+        check(spec, "/critical_path", 404, r.get_json())
+    assert client.get(f"{API}/kernel_sequences?run=bf16&worker=vm_562&span=1&length=1").status_code == 400

@@ -15,6 +15,7 @@ import { type Column, DataTable } from "./common/table";
 import { type TraceLinker, traceLinker } from "./common/traceLink";
 import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
+import { annotationsCard } from "./annotations";
 import type { ViewContext } from "./types";
 
 export const OP_HELP = {
@@ -304,6 +305,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       { class: "ptp-view ptp-operators", testid: "operator-view" },
       piesCard,
       card({ title: "Operators", testid: "card-operator-table" }, note, table.el),
+      annotationsCard(ctx),
     ),
   );
 

@@ -19,6 +19,7 @@ export const VIEW_REGISTRY: Partial<Record<ViewName, ViewLoader>> = {
   Overview: () => import("./overview"),
   Operator: () => import("./operator"),
   Kernel: () => import("./kernel"),
+  GPU: () => import("./gpu"),
   Trace: () => import("./trace"),
   Memory: () => import("./memory"),
   Module: () => import("./module"),

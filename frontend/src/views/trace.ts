@@ -19,7 +19,8 @@ import { makePalette, parseWindow, locate, formatTime, formatBytesShort, formatC
 import { detailsPanel, errorPanel, hintPanel, loadingPanel, rangeLoading, rangePanel, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
 import { HEADER_H, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
-import { draw, eventsOnScreen, hitTest, plotWidth, xToTime, type Colours, type FlowArrow, type Hit, type RangeMark, type Scene, type ViewRange } from "./traceRenderer";
+import { draw, eventsOnScreen, hitTest, plotWidth, xToTime, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene, type ViewRange } from "./traceRenderer";
+import type { CriticalPathResponse } from "./common/apiTypes";
 import type { EventBrief, TraceEventResponse, TraceRangeResponse, TraceSearchResponse, TraceWindowResponse } from "./traceTypes";
 import type { ViewContext } from "./types";
 
@@ -132,6 +133,7 @@ class TraceView {
   private readonly collapsed = new Set<number>();
   private readonly folded = new Set<string>();
   private steps: Step[] = [];
+  private critical: CriticalMark[] = [];
   private readonly counterScale = new Map<string, number>();
   private selection: Selected | null = null;
   private arrows: FlowArrow[] = [];
@@ -203,6 +205,8 @@ class TraceView {
       side: h("aside", { class: "ptp-trace-side", testid: "trace-side" }),
       readout: h("span", { class: "ptp-trace-readout", testid: "trace-readout" }),
       stepSelect: h("select", { class: "ptp-trace-select", testid: "trace-step-select", attrs: { "aria-label": "Fit a step" } }),
+      pathSelect: h("select", { class: "ptp-trace-select", testid: "trace-critical-path", attrs: { "aria-label": "Highlight critical path", title: "Highlight the critical path of a step: the chain of host and GPU work that determined its duration" } }),
+      pathSummary: h("span", { class: "ptp-trace-readout", testid: "trace-critical-summary", attrs: { "aria-live": "polite" } }),
       searchInput: h("input", {
         class: "ptp-search ptp-trace-search",
         testid: "trace-search",
@@ -246,6 +250,8 @@ class TraceView {
         this.el.selectButton,
         this.el.zoomSelection,
         h("label", { class: "ptp-trace-check", title: "Draw every launch → GPU flow of the window (the selected event's flows are always drawn)" }, this.el.flowsToggle, "All flows"),
+        this.el.pathSelect,
+        this.el.pathSummary,
       ),
       h(
         "div",
@@ -391,6 +397,7 @@ class TraceView {
       if (s) this.animateTo({ start: s.start - s.dur * 0.02, end: s.start + s.dur * 1.02 });
       scroller.focus({ preventScroll: true });
     });
+    listen(this.el.pathSelect, "change", () => { void this.showCriticalPath(this.el.pathSelect.value); });
     listen(this.el.selectButton, "click", () => {
       this.mode = this.mode === "pan" ? "select" : "pan";
       this.el.selectButton.setAttribute("aria-pressed", String(this.mode === "select"));
@@ -637,6 +644,38 @@ class TraceView {
     );
     select.value = "";
     select.disabled = this.steps.length === 0;
+    const names = [...new Set(this.steps.map((s) => s.name))];
+    replaceChildren(
+      this.el.pathSelect,
+      h("option", { attrs: { value: "" } }, names.length ? "Critical path…" : "No steps"),
+      names.map((n) => h("option", { attrs: { value: n } }, `Critical path of step ${n}`)),
+    );
+    this.el.pathSelect.disabled = names.length === 0;
+  }
+
+  /** Fetch and overlay the critical path of step `name` (none: clear it), then fit the step. */
+  private async showCriticalPath(name: string): Promise<void> {
+    this.critical = [];
+    this.el.pathSummary.textContent = "";
+    this.markDirty();
+    if (!name) return;
+    let resp: CriticalPathResponse;
+    try {
+      resp = await this.ctx.api.getJSON<CriticalPathResponse>("critical_path", { ...this.ids, step: name }, { signal: this.ctx.signal });
+    } catch (err) {
+      if (!this.ctx.signal.aborted) this.el.pathSummary.textContent = `Critical path unavailable: ${err instanceof Error ? err.message : String(err)}`;
+      return;
+    }
+    if (this.ctx.signal.aborted || this.el.pathSelect.value !== name) return;
+    const side = (c: string): CriticalMark["side"] =>
+      c === "kernel" || c === "memcpy" || c === "memset" ? "gpu" : c === "cpu_op" || c === "annotation" || c === "runtime" || c === "launch" ? "host" : "wait";
+    this.critical = resp.segments.map((s) => ({ start: s.start_us, end: s.end_us, id: s.id, side: side(s.category) }));
+    const shares = [...resp.shares].sort((a, b) => b.us - a.us).slice(0, 4);
+    this.el.pathSummary.textContent = `Step ${resp.step}: ${shares.map((s) => `${s.category.replace("_", " ")} ${(100 * s.share).toFixed(1)}%`).join(" · ")}`;
+    this.el.pathSummary.title = resp.shares.map((s) => `${s.category}: ${formatTime(s.us)} (${(100 * s.share).toFixed(1)}%)`).join("\n");
+    const dur = resp.end_us - resp.start_us;
+    this.animateTo({ start: resp.start_us - dur * 0.02, end: resp.end_us + dur * 0.02 });
+    this.markDirty();
   }
 
   /** A deep link opened a part of the trace: ask once, coarsely, for the whole trace's steps. */
@@ -1336,6 +1375,7 @@ class TraceView {
       hover: this.hover,
       range: this.range,
       colours: this.colours,
+      critical: this.critical,
     };
   }
 

@@ -295,5 +295,7 @@ export function formatCounter(value: number, unit: string): string {
   if (!Number.isFinite(value)) return "—";
   if (unit === "fraction") return `${fixed(value * 100, 1)}%`;
   if (unit === "bytes") return formatBytesShort(value);
+  if (unit === "count") return fixed(value, 0);
+  if (unit === "GB/s") return `${fixed(value, 2)} GB/s`;
   return fixed(value, 2);
 }

@@ -9,6 +9,7 @@ import {
   PALETTE_SIZE,
   formatCounter,
   formatTick,
+  locate,
   lowerBound,
   niceStep,
   tickUnit,
@@ -100,12 +101,27 @@ export interface Scene {
   hover: Hit | null;
   range: RangeMark | null;
   colours: Colours;
+  /** the critical path overlay ("highlight critical path"), absolute µs */
+  critical: readonly CriticalMark[];
 }
+
+export interface CriticalMark {
+  start: number;
+  end: number;
+  /** Trace event id of the segment's event; null for waits and idle time */
+  id: number | null;
+  /** "gpu" (kernels, copies), "host" (operators, launches, runtime) or "wait" (gaps, sync, idle) */
+  side: "gpu" | "host" | "wait";
+}
+
+export const CRITICAL_COLOURS: Record<CriticalMark["side"], string> = { gpu: "#d81b60", host: "#1e88e5", wait: "#9e9e9e" };
 
 export interface DrawStats {
   events: number;
   boxes: number;
   labels: number;
+  /** events of the critical path outlined in this frame */
+  critical: number;
   ms: number;
 }
 
@@ -539,7 +555,7 @@ function outline(ctx: CanvasRenderingContext2D, scene: Scene, track: number | nu
 /** Draw a frame. The context is in CSS pixels (the caller set the devicePixelRatio transform). */
 export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
   const t0 = performance.now();
-  const stats: DrawStats = { events: 0, boxes: 0, labels: 0, ms: 0 };
+  const stats: DrawStats = { events: 0, boxes: 0, labels: 0, critical: 0, ms: 0 };
   const { colours, width, height, labelW, layout } = scene;
   const plotW = plotWidth(scene);
   ctx.fillStyle = colours.surface;
@@ -665,6 +681,7 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
     outline(ctx, scene, hover.track, hover.depth, hover.start, hover.dur, colours.fg, 1);
   }
   for (const arrow of scene.arrows) drawArrow(ctx, scene, arrow, colours.accent, 1.6);
+  if (data) stats.critical = drawCritical(ctx, scene, data);
   const sel = scene.selection;
   if (sel) outline(ctx, scene, sel.track, sel.depth, sel.start, sel.dur, colours.accent, 2.5);
   ctx.restore();
@@ -684,6 +701,24 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
   drawLabels(ctx, scene, visible);
   stats.ms = performance.now() - t0;
   return stats;
+}
+
+/** Outline the critical path's events of the window and mark every segment in a band under the ruler. */
+function drawCritical(ctx: CanvasRenderingContext2D, scene: Scene, data: WindowData): number {
+  let outlined = 0;
+  for (const m of scene.critical) {
+    const xa = Math.max(scene.labelW, timeToX(scene, m.start));
+    const xb = Math.min(scene.width, timeToX(scene, m.end));
+    if (xb < scene.labelW || xa > scene.width) continue;
+    ctx.fillStyle = CRITICAL_COLOURS[m.side];
+    ctx.fillRect(xa, HEADER_H - 4, Math.max(1, xb - xa), 4);
+    const at = m.id === null ? null : locate(data, m.id);
+    if (at) {
+      outline(ctx, scene, at.track, at.depth, at.start, at.dur, CRITICAL_COLOURS[m.side], 2);
+      outlined++;
+    }
+  }
+  return outlined;
 }
 
 function locateDepth(data: WindowData, id: number): number | null {

@@ -115,3 +115,157 @@ export interface KernelsResponse {
   tensor_core_ratio: number | null;
   rows: KernelRow[];
 }
+
+/** The step window GPU insights are measured in (absolute µs). */
+export interface Window {
+  start_us: number;
+  end_us: number;
+}
+
+export interface IdleStream {
+  device: number | null;
+  stream: number;
+  busy_us: number;
+  idle_us: number;
+  host_wait_us: number;
+  kernel_wait_us: number;
+  other_us: number;
+  events: number;
+  steps: { step: string; busy_us: number; host_wait_us: number; kernel_wait_us: number; other_us: number }[];
+  longest_gaps: { start_us: number; end_us: number; category: "host_wait" | "kernel_wait" | "other" }[];
+}
+
+export interface IdleResponse {
+  window: Window;
+  kernel_wait_threshold_us: number;
+  streams: IdleStream[];
+}
+
+export interface LaunchRow {
+  id: number;
+  name: string;
+  device: number | null;
+  stream: number;
+  start_us: number;
+  launch_id: number;
+  launch_name: string;
+  launch_start_us: number;
+  cpu_duration_us: number;
+  gpu_duration_us: number;
+  launch_delay_us: number;
+  short: boolean;
+  outlier: boolean;
+}
+
+export interface LaunchByName {
+  name: string;
+  count: number;
+  cpu_duration_mean_us: number;
+  gpu_duration_mean_us: number;
+  launch_delay_mean_us: number;
+  launch_delay_max_us: number;
+  short_kernels: number;
+}
+
+export interface LaunchStatsResponse {
+  window: Window;
+  summary: {
+    kernels: number;
+    launched: number;
+    unlaunched: number;
+    unlaunched_us: number;
+    launch_delay_p50_us: number | null;
+    launch_delay_p95_us: number | null;
+    launch_delay_max_us: number | null;
+    cpu_duration_mean_us: number | null;
+    gpu_duration_mean_us: number | null;
+    short_kernels: number;
+    short_kernels_us: number;
+    outliers: number;
+  };
+  by_name: LaunchByName[];
+  rows: LaunchRow[];
+  total_rows: number;
+}
+
+export interface QueueStream {
+  device: number | null;
+  stream: number;
+  summary: { max: number; mean: number; time_at_max_us: number; time_blocked_us: number };
+  series: { t_us: number[]; max: number[] };
+}
+
+export interface QueueLengthResponse {
+  window: Window;
+  bucket_us: number;
+  full_queue: number;
+  streams: QueueStream[];
+}
+
+export interface BandwidthRow {
+  device: number | null;
+  direction: string;
+  count: number;
+  without_bytes: number;
+  bytes: number;
+  busy_us: number;
+  mean_gbps: number | null;
+  peak_gbps: number;
+  series: { t_us: number[]; gbps: number[] };
+}
+
+export interface BandwidthResponse {
+  window: Window;
+  bucket_us: number;
+  rows: BandwidthRow[];
+}
+
+export interface KernelSequence {
+  device: number | null;
+  stream: number;
+  kernels: string[];
+  count: number;
+  total_us: number;
+  span_us: number;
+  gap_us: number;
+  occurrences: { id: number; start_us: number; end_us: number }[];
+}
+
+export interface KernelSequencesResponse {
+  window: Window;
+  length: number;
+  sequences: KernelSequence[];
+}
+
+export interface CriticalSegment {
+  start_us: number;
+  end_us: number;
+  category: string;
+  id: number | null;
+  name: string | null;
+}
+
+export interface CriticalPathResponse {
+  steps: string[];
+  step: string;
+  start_us: number;
+  end_us: number;
+  duration_us: number;
+  shares: { category: string; us: number; share: number }[];
+  segments: CriticalSegment[];
+}
+
+export interface AnnotationRow {
+  path: string[];
+  name: string;
+  depth: number;
+  count: number;
+  host_us: number;
+  device_us: number;
+  gpu_range_us: number | null;
+}
+
+export interface AnnotationsResponse {
+  rows: AnnotationRow[];
+  has_gpu_ranges: boolean;
+}

@@ -26,3 +26,26 @@ export function traceLinker(ctx: ViewContext): TraceLinker {
       },
     );
 }
+
+/**
+ * A link from a number to where it comes from: opens the Trace view on [start, end] (absolute µs, a little
+ * margin around) with `q` as its search (e.g. the kernel's name, so the event is highlighted and selectable).
+ */
+export function traceRangeLink(ctx: ViewContext, label: string, start: number, end: number, q?: string): HTMLElement {
+  const margin = Math.max((end - start) * 0.1, 1);
+  return h(
+    "button",
+    {
+      class: "ptp-link-button",
+      testid: "trace-range-link",
+      dataset: { start: String(start), end: String(end) },
+      attrs: { type: "button", title: `Show ${start.toFixed(1)}–${end.toFixed(1)} µs in the Trace view` },
+      onClick: (ev: Event) => {
+        ev.stopPropagation();
+        writeViewUrlState({ start: (start - margin).toFixed(3), end: (end + margin).toFixed(3), q });
+        ctx.navigate("Trace");
+      },
+    },
+    label,
+  );
+}

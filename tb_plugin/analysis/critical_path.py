@@ -1,0 +1,226 @@
+"""Critical path of a step: the chain of host and device work that determined when the step ended.
+
+Walked backwards from the step's end, always to the dependency that was satisfied last:
+- on the GPU, an event started when both its launch had been issued and the previous event on its stream had
+  finished: the later of the two is its predecessor (``gpu_wait`` is the stream's gap between them,
+  ``launch_delay`` the time from the end of the launch call to the start on the GPU);
+- on the host, a thread's time goes back piece by piece through the innermost event it was in (an operator,
+  an annotation, a runtime call; ``host_idle`` where it was in no recorded event), except that a synchronising
+  call (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``, ``cudaEventSynchronize``, blocking ``cudaMemcpy``)
+  waited for the device event that ended last before it returned: the path goes there (``sync``).
+
+So the segments tile the step exactly: their lengths add up to the step's duration, and each category's share
+says what the step was bound by (``cpu_op`` and ``launch`` heavy: CPU-bound; ``kernel`` heavy: GPU-bound;
+``sync``: the host waited for the GPU). Dependencies not in the trace (cross-stream waits on CUDA events,
+threads waiting on each other) are not followed: such a wait shows as ``gpu_wait`` or ``host_idle``.
+HTA builds the same kind of graph but needs its own trace augmentation; this walk needs only the trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..model.derived import memoized
+from ..model.kinds import Kind
+from ..model.names import STEP_PREFIX
+from ..model.optree import host_tree, innermost_containing
+from ..model.tables import TraceModel
+from .launches import DeviceWork, device_work
+from .steps import find_steps
+
+_SYNC_NAMES = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+               "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy")
+_DEVICE_CATEGORY = {int(Kind.KERNEL): "kernel", int(Kind.MEMCPY): "memcpy", int(Kind.MEMSET): "memset"}
+_HOST_CATEGORY = {int(Kind.CPU_OP): "cpu_op", int(Kind.USER_ANNOTATION): "annotation", int(Kind.RUNTIME): "runtime",
+                  int(Kind.DRIVER): "runtime"}
+CATEGORIES = ("kernel", "memcpy", "memset", "gpu_wait", "launch_delay", "launch", "cpu_op", "annotation",
+              "runtime", "sync", "host_idle")
+
+
+@memoized
+def _previous_on_stream(model: TraceModel) -> np.ndarray:
+    """Per device event: the one before it on its stream (by start), -1 for the first."""
+    work = device_work(model)
+    order = np.lexsort((work.start, work.stream, work.device))
+    prev = np.full(work.size, -1, dtype=np.int64)
+    if work.size > 1:
+        same = (work.device[order[1:]] == work.device[order[:-1]]) & (work.stream[order[1:]] == work.stream[order[:-1]])
+        prev[order[1:][same]] = order[:-1][same]
+    return prev
+
+
+@memoized
+def _by_end(model: TraceModel) -> np.ndarray:
+    """Device events ordered by end time."""
+    return np.argsort(device_work(model).end, kind="stable")
+
+
+@memoized
+def host_pieces(model: TraceModel, pid: int, tid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One host thread's time cut where any of its events starts or ends: each piece's innermost event (node)."""
+    tree = host_tree(model)
+    ev = model["events"]
+    on = np.flatnonzero((ev["pid"][tree.rows] == pid) & (ev["tid"][tree.rows] == tid))
+    points = np.unique(np.concatenate([tree.start[on], tree.end[on]]))
+    if len(points) < 2:
+        return np.empty(0), np.empty(0), np.empty(0, np.int64)
+    starts = points[:-1]
+    inner = innermost_containing(np.full(len(on), pid), np.full(len(on), tid), tree.start[on], tree.end[on],
+                                 np.full(len(starts), pid), np.full(len(starts), tid), starts)
+    owner = np.where(inner >= 0, on[np.maximum(inner, 0)], -1)
+    return starts, points[1:], owner
+
+
+def _step_thread(model: TraceModel, name: str, lo: float, hi: float) -> tuple[int, int]:
+    """The thread that ran ``ProfilerStep#name``; without steps, the thread of the longest host event."""
+    ev = model["events"]
+    tree = host_tree(model)
+    code = model.code(f"{STEP_PREFIX}{name}")
+    rows = tree.rows[ev["name"][tree.rows] == code] if code >= 0 else np.empty(0, np.int64)
+    if len(rows) == 0:
+        inside = np.flatnonzero((tree.end > lo) & (tree.start < hi))
+        if len(inside) == 0:
+            return -1, -1
+        rows = tree.rows[[inside[np.argmax((tree.end - tree.start)[inside])]]]
+    return int(ev["pid"][rows[0]]), int(ev["tid"][rows[0]])
+
+
+class _Walk:
+    """The backward walk over one step; ``segments`` are (start, end, category, event row or -1), latest first."""
+
+    def __init__(self, model: TraceModel, lo: float, hi: float) -> None:
+        self.model, self.lo, self.hi = model, lo, hi
+        self.work: DeviceWork = device_work(model)
+        self.prev = _previous_on_stream(model)
+        self.by_end = _by_end(model)
+        self.ends = self.work.end[self.by_end]
+        self.tree = host_tree(model)
+        ev = model["events"]
+        self.sync = np.isin(ev["name"][self.tree.rows], [model.code(n) for n in _SYNC_NAMES])
+        self.segments: list[tuple[float, float, str, int]] = []
+
+    def add(self, start: float, end: float, category: str, row: int) -> None:
+        start = max(start, self.lo)
+        if end > start:
+            self.segments.append((start, end, category, row))
+
+    def last_device_end(self, after: float, until: float) -> int:
+        """The device event that ended last in (after, until], -1 if none."""
+        k = int(np.searchsorted(self.ends, until + 1e-6, side="right")) - 1
+        return int(self.by_end[k]) if k >= 0 and self.ends[k] > after else -1
+
+    def gpu(self, g: int, t: float) -> tuple[str, int, float]:
+        """Account device event ``g`` up to ``t``; return the next state (``gpu``/``host``, where, time)."""
+        w = self.work
+        self.add(float(w.start[g]), t, _DEVICE_CATEGORY.get(int(w.kind[g]), "kernel"), int(w.row[g]))
+        t = float(w.start[g])
+        p = int(self.prev[g])
+        ready_stream = float(w.end[p]) if p >= 0 else -np.inf
+        ready_launch = float(w.launch_start[g]) if w.launch_row[g] >= 0 else -np.inf
+        if ready_stream == -np.inf and ready_launch == -np.inf:
+            return "main", -1, t
+        if ready_stream >= ready_launch:
+            self.add(min(ready_stream, t), t, "gpu_wait", -1)
+            return "gpu", p, min(ready_stream, t)
+        launch_end = min(float(w.launch_end[g]), t)
+        self.add(launch_end, t, "launch_delay", -1)
+        self.add(ready_launch, launch_end, "launch", int(w.launch_row[g]))
+        return "launch", g, min(ready_launch, t)
+
+    def host(self, pid: int, tid: int, t: float, main: bool) -> tuple[str, int, float]:
+        """Account the host thread's last piece before ``t``; return the next state. A thread other than the
+        step's (``main``) that was in no event had not been handed its work yet: the path goes back to the
+        step's thread at the same moment (autograd's backward thread waits for ``backward()`` on the main one)."""
+        starts, ends, owner = host_pieces(self.model, pid, tid)
+        k = int(np.searchsorted(starts, t, side="left")) - 1
+        idle = k < 0 or ends[k] < t or owner[k] < 0
+        if idle and not main:
+            return "main", -1, t
+        if k < 0:
+            self.add(self.lo, t, "host_idle", -1)
+            return "done", -1, self.lo
+        if ends[k] < t:
+            self.add(float(ends[k]), t, "host_idle", -1)
+            return "host", -1, float(ends[k])
+        node = int(owner[k])
+        if node < 0:
+            self.add(float(starts[k]), t, "host_idle", -1)
+            return "host", -1, float(starts[k])
+        row = int(self.tree.rows[node])
+        if self.sync[node]:
+            g = self.last_device_end(float(self.tree.start[node]), t)
+            if g >= 0:
+                end = min(float(self.work.end[g]), t)
+                self.add(end, t, "sync", row)
+                return "gpu", g, end
+        self.add(float(starts[k]), t, _HOST_CATEGORY.get(int(self.tree.kind[node]), "runtime"), row)
+        return "host", -1, float(starts[k])
+
+
+def _walk(model: TraceModel, name: str, lo: float, hi: float, host_end: float) -> list[tuple[float, float, str, int]]:
+    walk = _Walk(model, lo, hi)
+    work = walk.work
+    main = _step_thread(model, name, lo, hi)
+    pid, tid = main
+    last = walk.last_device_end(lo, hi)
+    state, where, t = ("gpu", last, hi) if last >= 0 and work.end[last] >= host_end else ("host", -1, hi)
+    if state == "gpu" and work.end[last] < hi:
+        walk.add(float(work.end[last]), hi, "host_idle", -1)
+        t = float(work.end[last])
+    budget = 4 * (work.size + host_tree(model).size) + 100
+    while t > lo and state != "done" and budget > 0:
+        budget -= 1
+        if state == "gpu":
+            state, where, t = walk.gpu(where, t)
+        elif state == "launch":
+            pid, tid = int(work.launch_pid[where]), int(work.launch_tid[where])
+            state = "host"
+        elif state == "main" or pid < 0:
+            pid, tid = main
+            state = "host"
+            if pid < 0:
+                walk.add(lo, t, "host_idle", -1)
+                break
+        else:
+            state, where, t = walk.host(pid, tid, t, (pid, tid) == main)
+    return walk.segments[::-1]
+
+
+def _merged(segments: list[tuple[float, float, str, int]]) -> list[tuple[float, float, str, int]]:
+    """Adjacent segments of the same event and category as one."""
+    out: list[tuple[float, float, str, int]] = []
+    for seg in segments:
+        if out and out[-1][2] == seg[2] and out[-1][3] == seg[3] and abs(out[-1][1] - seg[0]) < 1e-6:
+            out[-1] = (out[-1][0], seg[1], seg[2], seg[3])
+        else:
+            out.append(seg)
+    return out
+
+
+@memoized
+def critical_path(model: TraceModel, step: str | None = None) -> dict[str, Any]:
+    """The critical path of ``step`` (a step name; the first step when None) as segments and shares; plain data.
+
+    Raises ``KeyError`` for an unknown step name.
+    """
+    steps = find_steps(model)
+    i = 0 if step is None else steps.names.index(step) if step in steps.names else -1
+    if i < 0:
+        raise KeyError(step)
+    lo, hi = float(steps.start[i]), float(steps.end[i])
+    segments = _merged(_walk(model, steps.names[i], lo, hi, float(steps.host_end[i]))) if hi > lo else []
+    ev = model["events"]
+    shares = {c: 0.0 for c in CATEGORIES}
+    for s, e, c, _ in segments:
+        shares[c] += e - s
+    return {
+        "steps": steps.names,
+        "step": steps.names[i],
+        "start_us": lo, "end_us": hi, "duration_us": hi - lo,
+        "shares": [{"category": c, "us": us, "share": us / (hi - lo) if hi > lo else 0.0}
+                   for c, us in shares.items() if us > 0],
+        "segments": [{"start_us": s, "end_us": e, "category": c, "id": r if r >= 0 else None,
+                      "name": model.strings[int(ev["name"][r])] if r >= 0 else None} for s, e, c, r in segments],
+    }

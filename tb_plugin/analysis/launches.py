@@ -1,0 +1,173 @@
+"""Device work with its launches, and kernel launch statistics (HTA's ``get_cuda_kernel_launch_stats``, made right).
+
+``device_work`` is the one table the GPU insights (idle time, queue length, critical path, launch statistics)
+share: every kernel, memcpy and memset with its stream, its times and the host call that launched it.
+
+Launch statistics, per kernel with a known launch (the ``cudaLaunchKernel``/``cuLaunchKernel``… runtime or driver
+call with the same correlation id):
+- cpu duration = the launch call's duration; gpu duration = the kernel's;
+- launch delay = kernel start − launch call start (how long after the host began launching the GPU started it);
+- a short kernel runs for less time than its launch call took: a stream of them leaves the GPU starved
+  (launch-bound); fusion or CUDA graphs help.
+
+Kernels whose launch is not in the trace (launched before the profiled window, or by a thread the profiler did
+not record) are counted apart as ``unlaunched``, not dropped as HTA drops them: they ran inside the window, and
+leaving them out hides their GPU time. Only device events count: a host ``cpu_op`` that carries a ``stream`` arg
+(Triton's launcher) is host work, never a kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..model.arrays import take
+from ..model.derived import memoized
+from ..model.kinds import Kind
+from ..model.optree import host_tree
+from ..model.tables import TraceModel
+from .steps import find_steps
+
+OUTLIER_PERCENTILE = 95.0
+
+
+@dataclass(frozen=True)
+class DeviceWork:
+    """One entry per ``device_events`` row, in that order; launch fields are NaN / -1 where unknown."""
+
+    row: np.ndarray  # event row (the id the Trace view links to)
+    kind: np.ndarray
+    name: np.ndarray  # string code
+    device: np.ndarray
+    stream: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    launch_row: np.ndarray  # event row of the launching runtime/driver call, -1 if unknown
+    launch_start: np.ndarray
+    launch_end: np.ndarray
+    launch_pid: np.ndarray
+    launch_tid: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return len(self.row)
+
+    def streams(self) -> list[tuple[int, int]]:
+        """The (device, stream) pairs with work, sorted."""
+        if self.size == 0:
+            return []
+        pairs = np.unique(np.stack([self.device, self.stream], axis=1), axis=0)
+        return [(int(d), int(s)) for d, s in pairs.tolist()]
+
+    def on_stream(self, device: int, stream: int) -> np.ndarray:
+        """Positions of the stream's events, by start time."""
+        idx = np.flatnonzero((self.device == device) & (self.stream == stream))
+        return idx[np.argsort(self.start[idx], kind="stable")]
+
+
+@memoized
+def device_work(model: TraceModel) -> DeviceWork:
+    """Every device event with its launch; computed once per model."""
+    ev = model["events"]
+    dev = model["device_events"]
+    rows = dev["row"]
+    start = ev["ts"][rows]
+    end = start + np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0).clip(min=0.0)
+    tree = host_tree(model)
+    launch = tree.device_launch
+    launch_row = take(tree.rows, launch, -1).astype(np.int64)
+    return DeviceWork(row=rows, kind=ev["kind"][rows], name=ev["name"][rows], device=dev["device"],
+                      stream=dev["stream"], start=start, end=end, launch_row=launch_row,
+                      launch_start=take(tree.start, launch, np.nan), launch_end=take(tree.end, launch, np.nan),
+                      launch_pid=take(ev["pid"], launch_row, -1), launch_tid=take(ev["tid"], launch_row, -1))
+
+
+def step_window(model: TraceModel) -> tuple[float, float]:
+    """[first step start, last step end): the window every GPU insight is measured in."""
+    steps = find_steps(model)
+    return float(steps.start[0]), float(steps.end[-1])
+
+
+def _percentile(values: np.ndarray, q: float) -> float | None:
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+@memoized
+def launch_stats(model: TraceModel, limit: int = 500) -> dict[str, Any]:
+    """Per-kernel launch rows (the ``limit`` longest launch delays), per-name means and a summary; plain data.
+
+    Kernels that start in the step window count. Empty (no rows, counts 0) for a trace without kernels.
+    """
+    work = device_work(model)
+    lo, hi = step_window(model)
+    kernel = (work.kind == Kind.KERNEL) & (work.start >= lo) & (work.start < hi)
+    known = kernel & (work.launch_row >= 0)
+    idx = np.flatnonzero(known)
+    cpu = work.launch_end[idx] - work.launch_start[idx]
+    gpu = work.end[idx] - work.start[idx]
+    delay = work.start[idx] - work.launch_start[idx]
+    p95 = _percentile(delay, OUTLIER_PERCENTILE)
+    outlier = delay >= p95 if p95 is not None else np.zeros(0, bool)
+    short = gpu < cpu
+    order = np.argsort(-delay, kind="stable")[:limit]
+    rows = [{
+        "id": int(work.row[i]), "name": model.strings[int(work.name[i])], "device": _device(int(work.device[i])),
+        "stream": int(work.stream[i]), "start_us": float(work.start[i]), "launch_id": int(work.launch_row[i]),
+        "launch_name": model.strings[int(model["events"]["name"][work.launch_row[i]])],
+        "launch_start_us": float(work.launch_start[i]), "cpu_duration_us": float(c), "gpu_duration_us": float(g),
+        "launch_delay_us": float(d), "short": bool(s), "outlier": bool(o),
+    } for i, c, g, d, s, o in zip(idx[order].tolist(), cpu[order].tolist(), gpu[order].tolist(),
+                                  delay[order].tolist(), short[order].tolist(), outlier[order].tolist())]
+    return {
+        "window": {"start_us": lo, "end_us": hi},
+        "summary": {
+            "kernels": int(kernel.sum()),
+            "launched": len(idx),
+            "unlaunched": int((kernel & ~known).sum()),
+            "unlaunched_us": float((work.end - work.start)[kernel & ~known].sum()),
+            "launch_delay_p50_us": _percentile(delay, 50.0),
+            "launch_delay_p95_us": p95,
+            "launch_delay_max_us": float(delay.max()) if len(delay) else None,
+            "cpu_duration_mean_us": float(cpu.mean()) if len(cpu) else None,
+            "gpu_duration_mean_us": float(gpu.mean()) if len(gpu) else None,
+            "short_kernels": int(short.sum()),
+            "short_kernels_us": float(gpu[short].sum()),
+            "outliers": int(outlier.sum()),
+        },
+        "by_name": _by_name(model, work.name[idx], cpu, gpu, delay, short),
+        "rows": rows,
+        "total_rows": len(idx),
+    }
+
+
+def _device(device: int) -> int | None:
+    return device if device >= 0 else None
+
+
+def _by_name(model: TraceModel, names: np.ndarray, cpu: np.ndarray, gpu: np.ndarray, delay: np.ndarray,
+             short: np.ndarray) -> list[dict[str, Any]]:
+    """Means per kernel name, the names with the most short kernels first: where fusion pays off."""
+    if len(names) == 0:
+        return []
+    codes, group, count = np.unique(names, return_inverse=True, return_counts=True)
+
+    def mean(values: np.ndarray) -> list[float]:
+        means: list[float] = (np.bincount(group, weights=values, minlength=len(codes)) / count).tolist()
+        return means
+
+    n_short = np.bincount(group, weights=short.astype(np.float64), minlength=len(codes))
+    out: list[dict[str, Any]] = [{"name": model.strings[int(c)], "count": int(n), "cpu_duration_mean_us": float(cm),
+            "gpu_duration_mean_us": float(gm), "launch_delay_mean_us": float(dm),
+            "launch_delay_max_us": float(dx), "short_kernels": int(s)}
+           for c, n, cm, gm, dm, dx, s in zip(codes.tolist(), count.tolist(), mean(cpu), mean(gpu), mean(delay),
+                                             _group_max(group, delay, len(codes)).tolist(), n_short.tolist())]
+    out.sort(key=lambda r: (-int(r["short_kernels"]), -float(r["count"]) * float(r["launch_delay_mean_us"])))
+    return out
+
+
+def _group_max(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    out = np.full(n, -np.inf)
+    np.maximum.at(out, group, values)
+    return out

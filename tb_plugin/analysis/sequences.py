@@ -1,0 +1,71 @@
+"""Frequent kernel sequences: the repeated runs of ``length`` consecutive kernels on a stream that cost the most.
+
+A sequence is an n-gram of kernel names in start order on one (device, stream), counted where it occurs at least
+twice in the step window. Its total time is the GPU time of the distinct kernels in its occurrences (overlapping
+occurrences, as ``A A`` in ``A A A``, count each kernel once) and ``span_us`` the mean wall time from the first
+kernel's start to the last one's end. Long, frequent sequences of short kernels are fusion candidates: fused, they
+save the launches and the gaps between the kernels (``gap_us``, the span minus the kernels' own time).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..model.derived import memoized
+from ..model.kinds import Kind
+from ..model.tables import TraceModel
+from .launches import DeviceWork, device_work, step_window
+
+MAX_OCCURRENCES = 20  # occurrences listed per sequence (the links); ``count`` has them all
+
+
+def _ngrams(work: DeviceWork, on: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start positions (into ``on``) and the name codes of every n-gram of one stream, as rows."""
+    if len(on) < length:
+        return np.empty(0, np.int64), np.empty((0, length), np.int64)
+    names = work.name[on].astype(np.int64)
+    pos = np.arange(len(on) - length + 1)
+    return pos, np.stack([names[pos + k] for k in range(length)], axis=1)
+
+
+@memoized
+def kernel_sequences(model: TraceModel, length: int = 3, top: int = 20) -> dict[str, Any]:
+    """The ``top`` sequences of ``length`` kernels by total GPU time; plain data, empty without kernels."""
+    work = device_work(model)
+    lo, hi = step_window(model)
+    found: list[dict[str, Any]] = []
+    kernel = (work.kind == Kind.KERNEL) & (work.start >= lo) & (work.start < hi)
+    for device, stream in work.streams():
+        on = work.on_stream(device, stream)
+        on = on[kernel[on]]
+        pos, grams = _ngrams(work, on, length)
+        if len(pos) == 0:
+            continue
+        keys, group, count = np.unique(grams, axis=0, return_inverse=True, return_counts=True)
+        group = group.reshape(-1)
+        repeated = np.flatnonzero(count >= 2)
+        dur = work.end[on] - work.start[on]
+        # distinct kernels covered by each repeated sequence's occurrences
+        members = np.concatenate([pos + k for k in range(length)])
+        owner = np.tile(group, length)
+        pairs = np.unique(np.stack([owner, members], axis=1), axis=0)
+        total = np.bincount(pairs[:, 0], weights=dur[pairs[:, 1]], minlength=len(keys))
+        span = work.end[on][pos + length - 1] - work.start[on][pos]
+        span_sum = np.bincount(group, weights=span, minlength=len(keys))
+        own = np.bincount(group, weights=sum(dur[pos + k] for k in range(length)), minlength=len(keys))
+        for g in repeated[np.argsort(-total[repeated], kind="stable")[:top]].tolist():
+            where = pos[group == g]
+            found.append({
+                "device": device if device >= 0 else None, "stream": stream,
+                "kernels": [model.strings[int(c)] for c in keys[g].tolist()],
+                "count": int(count[g]), "total_us": float(total[g]),
+                "span_us": float(span_sum[g] / count[g]),
+                "gap_us": float((span_sum[g] - own[g]) / count[g]),
+                "occurrences": [{"id": int(work.row[on][p]), "start_us": float(work.start[on][p]),
+                                 "end_us": float(work.end[on][p + length - 1])}
+                                for p in where[:MAX_OCCURRENCES].tolist()],
+            })
+    found.sort(key=lambda r: -float(r["total_us"]))
+    return {"window": {"start_us": lo, "end_us": hi}, "length": length, "sequences": found[:top]}

@@ -1,0 +1,52 @@
+"""Step functions sampled on a grid: the one way to reduce a time series to pixels or buckets.
+
+Counter tracks, the queue-length series and the bandwidth series all turn a piecewise-constant function into a
+value per bucket; the maximum keeps peaks visible at any zoom, the integral gives exact per-bucket means.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .arrays import take
+
+Levels = tuple[np.ndarray, np.ndarray, np.ndarray]  # segment starts, ends, level (piecewise constant)
+
+
+def levels_of(points: np.ndarray, delta: np.ndarray) -> Levels:
+    """The piecewise-constant sum of ``delta`` changes at ``points`` (each +x at a start, -x at an end)."""
+    order = np.argsort(points, kind="stable")
+    points, delta = points[order], delta[order]
+    level = np.cumsum(delta)[:-1] if len(points) else np.empty(0)
+    return points[:-1], points[1:], level
+
+
+def integral(levels: Levels, t: np.ndarray) -> np.ndarray:
+    """∫ level from -inf to each t, for a piecewise-constant level on sorted segments."""
+    seg_start, seg_end, level = levels
+    if len(seg_start) == 0:
+        return np.zeros(len(t))
+    area = np.concatenate([[0.0], np.cumsum(level * (seg_end - seg_start))])
+    k = np.searchsorted(seg_start, t, side="right") - 1
+    inside = np.clip(t - seg_start[np.maximum(k, 0)], 0.0, (seg_end - seg_start)[np.maximum(k, 0)])
+    value: np.ndarray = np.where(k >= 0, area[np.maximum(k, 0)] + level[np.maximum(k, 0)] * inside, 0.0)
+    return value
+
+
+def max_per_bucket(ts: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Per bucket [edges[i], edges[i+1]): the largest value held at any moment in it (the step function's max);
+    ``values[j]`` holds from ``ts[j]`` (sorted) until the next sample; NaN before the first sample."""
+    before = np.searchsorted(ts, edges[:-1], side="right") - 1  # value in force at the bucket's start
+    held = take(values, before, np.nan)
+    first = np.searchsorted(ts, edges[:-1], side="left")
+    last = np.searchsorted(ts, edges[1:], side="left")
+    has = last > first
+    peak = np.full(len(held), np.nan)
+    if has.any():
+        # reduceat over each bucket's own sample range: starts are the buckets' first samples, and the end of each
+        # range is the next start (buckets with samples are disjoint and in order).
+        starts = first[has]
+        maxima = np.maximum.reduceat(values[: last[has][-1]], starts)
+        peak[has] = maxima
+    result: np.ndarray = np.fmax(held, peak)
+    return result
