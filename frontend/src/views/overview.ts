@@ -127,7 +127,7 @@ function gpuCard(g: GpuSummary): HTMLElement {
       metric("GPU utilization (kernels)", formatPercent1(g.utilization), HELP.utilization, "gpu-utilization", num(g.utilization)),
       metric("GPU busy (all GPU work)", formatPercent1(num(g.gpu_busy)), HELP.gpuBusy, "gpu-busy", num(g.gpu_busy)),
       metric("Est. SM efficiency", formatPercent1(g.sm_efficiency), HELP.smEfficiency, "gpu-sm-efficiency", num(g.sm_efficiency)),
-      metric("Est. achieved occupancy", formatPercent1(g.achieved_occupancy), HELP.occupancy, "gpu-occupancy", num(g.achieved_occupancy)),
+      metric("Est. achieved occupancy", g.achieved_occupancy === null ? "n/a" : formatPercent1(g.achieved_occupancy), HELP.occupancy, "gpu-occupancy", num(g.achieved_occupancy)),
       metric("Kernel time using tensor cores", formatPercent1(g.tensor_core_ratio), HELP.tensorCores, "gpu-tensor-cores", num(g.tensor_core_ratio)),
     ),
     num(g.kernel_time_us) !== null
