@@ -75,14 +75,15 @@ def creation_nodes(model: TraceModel) -> np.ndarray:
 
 @memoized
 def host_gap(model: TraceModel) -> PerStep:
-    """GPU idle while the host runs operators or Python, DataLoader waits and CPU tensor creation not counted (they
-    have findings of their own): the time a faster host would give back to the GPU."""
+    """GPU idle while the host runs operators or Python; DataLoader waits, CPU tensor creation and the bubbles after
+    host syncs not counted (they have findings of their own): the time a faster host would give back to the GPU."""
     ev = model["events"]
     host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION))
     host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
     busy = iv.subtract(_spans(model, host), loader_intervals(model))
     busy = iv.subtract(busy, creation_intervals(model))
-    return per_step(model, iv.intersect(gpu_idle(model), busy))
+    idle = iv.subtract(gpu_idle(model), host_syncs(model).bubbles)
+    return per_step(model, iv.intersect(idle, busy))
 
 
 @memoized
@@ -166,6 +167,7 @@ class Syncs:
     sources: list[str]  # the operators they ran in (aten::_local_scalar_dense is .item())
     calls: PerStep  # host synchronisations per step
     bubble: PerStep  # GPU idle right after each returns, until the next device work starts
+    bubbles: iv.Intervals  # the same as intervals
 
 
 @memoized
@@ -195,7 +197,7 @@ def host_syncs(model: TraceModel) -> Syncs:
     src = np.unique(take(ev["name"][tree.rows], op, -1))
     return Syncs(names=sorted({model.strings[c] for c in np.unique(ev["name"][rows]).tolist()}),
                  sources=sorted(model.strings[c] for c in src.tolist() if c >= 0),
-                 calls=calls.astype(np.float64), bubble=per_step(model, bubbles))
+                 calls=calls.astype(np.float64), bubble=per_step(model, bubbles), bubbles=bubbles)
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ def _gpu_busy(f: Facts) -> float:
 def cpu_bound(f: Facts) -> Finding | None:
     """GPU idle while the host runs operators/Python ≥ 20 % of the step; saving: that time. "CPU-bound" only where
     the GPU is busy < 50 % of the step; above, the same evidence is "GPU idle gaps" (the GPU is mostly busy)."""
-    if not f.gpu:
+    if not f.gpu or _launch_bound(f):
         return None
     gap = E.host_gap(f.model)
     mean = float(gap.mean()) if len(gap) else 0.0
@@ -215,15 +215,25 @@ def cpu_bound(f: Facts) -> Finding | None:
                    "while the host runs operators and Python", advice, mean, suggests, DOCS["compile"], links)
 
 
-def launch_bound(f: Facts) -> Finding | None:
-    """≥ 100 kernels in the steps, ≥ half of them shorter than their launch call, GPU busy < 80 %, overhead ≥ 5 %;
-    saving: Σ (launch − kernel) over the short kernels, at most the step's GPU idle time."""
+def _launch_bound(f: Facts) -> bool:
+    """≥ 100 kernels in the steps, ≥ half of them shorter than their launch call, GPU busy < 80 %, and
+    Σ (launch − kernel) over the short ones ≥ 5 % of the step."""
     if not f.gpu:
-        return None
+        return False
     lo = E.launch_overhead(f.model)
     mean = float(lo.overhead.mean()) if len(lo.overhead) else 0.0
-    if lo.kernels < 100 or lo.short < 0.5 * lo.kernels or _gpu_busy(f) >= 0.8 or f.share(mean) < 0.05:
+    return lo.kernels >= 100 and lo.short >= 0.5 * lo.kernels and _gpu_busy(f) < 0.8 and f.share(mean) >= 0.05
+
+
+def launch_bound(f: Facts) -> Finding | None:
+    """Launch-bound (see ``_launch_bound``): it replaces CPU-bound, whose evidence it explains; saving: the GPU
+    idle time while the host runs (as CPU-bound), at least the launch overhead."""
+    if not _launch_bound(f):
         return None
+    lo = E.launch_overhead(f.model)
+    gap = E.host_gap(f.model)
+    per = np.maximum(lo.overhead, gap)
+    mean = float(per.mean())
     if not f.uses("torch_compile"):
         advice, suggests = "Fuse the small operations with torch.compile, or batch the work into fewer kernels.", [
             "torch_compile"]
@@ -234,11 +244,12 @@ def launch_bound(f: Facts) -> Finding | None:
         advice, suggests = ("CUDA graphs are in use, yet these kernels are launched one by one outside them: capture "
                             "this part of the step too."), ["more_graph_capture"]
     n = max(find_steps(f.model).count, 1)
-    k = worst(lo.overhead)
+    k = worst(per)
     return Finding("launch_bound", f"{lo.short} of {lo.kernels} kernels ({pct(lo.short / lo.kernels)}; "
                    f"{lo.kernels / n:.0f} per step) ran shorter than the CPU call that launched them (median kernel "
-                   f"{lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs): {ms(mean)} per step of "
-                   "launch overhead", advice, mean, suggests, DOCS["graphs"],
+                   f"{lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs): the GPU idles "
+                   f"{ms(mean)} per step ({pct(f.share(mean))}) waiting for launches", advice, mean, suggests,
+                   DOCS["graphs"],
                    [trace_link(f, k, f"launches in {step_label(f, k)}"), kernel_link("Kernels")])
 
 
