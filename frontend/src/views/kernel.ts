@@ -13,6 +13,7 @@ import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
 import { clampedName, type Column, DataTable } from "./common/table";
 import { traceLinker, type TraceLinker } from "./common/traceLink";
 import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
+import { readViewUrlState, writeViewUrlState } from "../urlState";
 import type { ViewContext } from "./types";
 
 export const KERNEL_HELP = {
@@ -251,6 +252,12 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     setData(g, resp);
   });
   setData("name", byName);
+  // A link from another page (the Overview's evidence) may name a kernel to search for.
+  const linked = readViewUrlState().q?.trim();
+  if (linked) {
+    table.setQuery("name", linked);
+    writeViewUrlState({ q: undefined });
+  }
 
   replaceChildren(
     container,
