@@ -234,10 +234,12 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
   return h(
     "li",
     { testid: "recommendation", class: "ptp-finding", dataset: { id: r.id, kind: r.kind ?? r.id, saving: String(saving ?? 0), rank: String(rank) } },
-    h(
+    r.title === undefined
+      ? null
+      : h(
       "div",
       { class: "ptp-finding-head" },
-      h("strong", { class: "ptp-finding-title" }, r.title ?? r.id),
+      h("strong", { class: "ptp-finding-title" }, r.title),
       saving !== null && saving > 0
         ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: SAVING_HELP }, `est. −${formatDuration(saving)}/step${num(r.share) !== null ? ` (${formatPercent1(r.share)})` : ""}`)
         : null,
