@@ -26,7 +26,7 @@ import numpy as np
 
 from ..model import intervals as iv
 from ..model.kinds import Kind
-from ..model.names import name_mask
+from ..model.names import is_host_sync, name_mask
 from ..model.tables import TraceModel
 from .communication import Collectives, collectives, communication_intervals, dtype_size, normalize_collective
 from .steps import find_steps, role_intervals
@@ -193,18 +193,13 @@ def _backend(ranks: list[tuple[int, str, TraceModel]]) -> str | None:
     return None
 
 
-# Calls that block the host until the GPU catches up (cudaStreamWaitEvent does not: it makes a stream wait).
-_SYNC_CALL = re.compile(r"^(?:cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize"
-                        r"|aten::_local_scalar_dense)$")
-
-
 def _host_waits(model: TraceModel) -> tuple[float, float]:
     """Per step (mean): host time blocked in synchronisation calls, and host time with no recorded activity."""
     ev = model["events"]
     steps = find_steps(model)
     if not steps.count:
         return 0.0, 0.0
-    sync = name_mask(model, ev["name"], lambda s: _SYNC_CALL.match(s) is not None)
+    sync = name_mask(model, ev["name"], is_host_sync)
     sync &= np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER, Kind.CPU_OP))
     ts = ev["ts"]
     dur = np.nan_to_num(ev["dur"], nan=0.0).clip(min=0.0)

@@ -7,7 +7,8 @@ Formulas (the old plugin's, with its crashes on ``inf`` and missing values fixed
   busy" and others report this under the same word "utilization", so both are given, side by side, named apart.
 - est. SM efficiency = Σ over elementary intervals of min(Σ blocks-per-SM of running kernels, 1) · length, / T.
   Kernels without a finite, positive ``blocks per SM`` are left out.
-- est. achieved occupancy = Σ occ_k · |k ∩ S| / Σ |k ∩ S| over kernels with a finite occupancy (a fraction).
+- est. achieved occupancy = Σ occ_k · |k ∩ S| / Σ |k ∩ S| over kernels with a known occupancy (a fraction;
+  ``kernels.occupancy``: CUPTI's 0 for kernels it could not estimate is unknown, not 0).
 - tensor-core share = time of tensor-core kernels / time of all kernels on the device (whole trace).
 
 Kernels without a usable ``device`` (missing, ``"x"``) are summarised together under ``id: null`` (unknown device).
@@ -23,6 +24,7 @@ from ..model import intervals as iv
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.tables import TraceModel
+from .kernels import occupancy
 from .steps import find_steps
 from .summary import devices as device_properties
 from .tensor_cores import tensor_core_mask
@@ -77,7 +79,7 @@ def gpu_summary(model: TraceModel) -> list[dict[str, Any]]:
         s, e = start[on], end[on]
         busy = iv.union(s, e)
         inside = np.clip(np.minimum(e, hi) - np.maximum(s, lo), 0.0, None)
-        occ = dev["occupancy"][kernels][on]
+        occ = occupancy(model)[kernels][on]
         occ_ok = np.isfinite(occ) & (occ >= 0) & (inside > 0)
         kernel_time = float((e - s).sum())
         info = props.get(gpu, {}) if gpu >= 0 else {}

@@ -2,7 +2,10 @@
 
 All kernel events count, in steps or not, NCCL kernels included. Blocks per SM and achieved occupancy are
 duration-weighted means over the kernels that carry a finite value (missing or infinite values are left out,
-not counted as zero, which biased the old plugin's means down).
+not counted as zero, which biased the old plugin's means down). CUPTI writes an occupancy of 0 where it could not
+estimate one (cuBLAS ``nvjet_*``, cuDNN-generated kernels: a full block per SM, "0 %"): ``occupancy`` reads that
+as unknown, so such a kernel shows "n/a" and stays out of every mean; a 0 under a grid too small to fill one warp
+per SM is a real (rounded) value and stays.
 """
 
 from __future__ import annotations
@@ -27,6 +30,16 @@ def _kernel_rows(model: TraceModel) -> np.ndarray:
     """Positions in ``device_events`` of the kernels."""
     dev = model["device_events"]
     return np.flatnonzero(model["events"]["kind"][dev["row"]] == Kind.KERNEL)
+
+
+@memoized
+def occupancy(model: TraceModel) -> np.ndarray:
+    """Per ``device_events`` row: est. achieved occupancy in %, NaN where unknown (missing, or 0 while the launch
+    put at least one warp on every SM: CUPTI's "not estimated")."""
+    dev = model["device_events"]
+    occ = dev["occupancy"].astype(np.float64, copy=True)
+    occ[(occ <= 0) & (np.nan_to_num(dev["warps_per_sm"], nan=0.0) >= 1.0)] = np.nan
+    return occ
 
 
 def _weighted(values: np.ndarray, weights: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
@@ -71,7 +84,7 @@ def kernel_table(model: TraceModel, group_by: str = "name") -> list[dict[str, An
     np.minimum.at(mins, group, dur)
     np.maximum.at(maxs, group, dur)
     bps = _weighted(dev["blocks_per_sm"][k], dur, group, n)
-    occ = _weighted(dev["occupancy"][k], dur, group, n)
+    occ = _weighted(occupancy(model)[k], dur, group, n)
     tc = tensor_core_mask(model, names)
     streams: dict[int, set[int]] = {}
     for g, s in zip(group.tolist(), dev["stream"][k].tolist()):

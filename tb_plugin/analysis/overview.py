@@ -1,4 +1,5 @@
-"""Overview: steps with their time breakdown, the average, GPU summary, environment and recommendations."""
+"""Overview: steps with their time breakdown, the average, GPU summary, environment, and the diagnosis (context,
+verdict, ranked findings under ``recommendations``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import numpy as np
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.tables import TraceModel
+from .diagnosis import diagnose
 from .gpu import gpu_summary
-from .recommendations import recommendations
 from .steps import CATEGORIES, breakdown
 from .summary import devices
 
@@ -31,7 +32,7 @@ def _environment(model: TraceModel) -> dict[str, Any]:
 
 
 @memoized
-def overview(model: TraceModel) -> dict[str, Any]:
+def _steps_and_summary(model: TraceModel) -> dict[str, Any]:
     b = breakdown(model)
     steps = b.steps
     per_step = [
@@ -56,6 +57,13 @@ def overview(model: TraceModel) -> dict[str, Any]:
         "categories": list(CATEGORIES),
         "gpus": gpu_summary(model),
         "environment": _environment(model),
-        "recommendations": recommendations(model),
         "notes": list(steps.notes),
     }
+
+
+def overview(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None) -> dict[str, Any]:
+    """The Overview; ``job`` (the Distributed view's result for this span) and ``worker`` on multi-rank runs, so
+    the diagnosis knows the job-level picture."""
+    d = diagnose(model, job, worker)
+    return {**_steps_and_summary(model), "context": d["context"], "verdict": d["verdict"],
+            "recommendations": d["findings"]}

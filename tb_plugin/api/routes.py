@@ -95,13 +95,24 @@ class Api:
         loaded = self._trace(request)
         run = self.workspace.listing_of(loaded.file.run)
         workers = len(run["workers"]) if run else 1
+        ranks = self._span_ranks(loaded) if workers > 1 else []
 
         def compute() -> dict[str, Any]:
-            payload = dict(overview(loaded.model))
+            job = distributed([(t.file.worker, t.model) for t in ranks]) if len(ranks) > 1 else None
+            payload = dict(overview(loaded.model, job, loaded.file.worker))
             payload["environment"] = {**payload["environment"], "workers": workers}
             return payload
 
-        return self._answer(request, loaded, compute, workers)
+        # the job picture depends on the other ranks' traces: their identities are part of the answer's key
+        return self._answer(request, loaded, compute, workers, tuple(sorted(t.file.identity for t in ranks)))
+
+    def _span_ranks(self, loaded: LoadedTrace) -> list[LoadedTrace]:
+        """The loaded traces of every worker of this trace's run for the same span (this one included)."""
+        try:
+            traces = self.workspace.traces_of_run(loaded.file.run)
+        except LookupFailed:
+            return []
+        return [t for t in traces if t.file.span == loaded.file.span]
 
     def operators(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=operators.GROUPINGS)

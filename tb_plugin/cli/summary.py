@@ -13,15 +13,9 @@ from ..sdk import Overview, Trace
 NAME_WIDTH = 70  # kernel names run to hundreds of characters: cut for a terminal, whole in --json
 
 
-def verdict_text(verdict: Any) -> str | None:
-    """The verdict as one line, whether the Overview gives it as text or as an object with a text field."""
-    if verdict is None or isinstance(verdict, str):
-        return verdict
-    if isinstance(verdict, dict):
-        for key in ("text", "summary", "title", "headline"):
-            if isinstance(verdict.get(key), str):
-                return str(verdict[key])
-    return str(verdict)
+def verdict_text(verdict: dict[str, Any] | None) -> str | None:
+    """The Overview's verdict (``{kind, text, saving_us}``) as one line; None when the run has no steps."""
+    return str(verdict["text"]) if verdict else None
 
 
 def finding_texts(findings: pd.DataFrame) -> list[str]:
@@ -59,7 +53,7 @@ def summary_data(trace: Trace, top: int) -> dict[str, Any]:
     o = trace.overview()
     return {
         "file": trace.file.filename, "run": trace.run, "worker": trace.worker, "span": trace.span,
-        "verdict": verdict_text(o.verdict),
+        "verdict": o.verdict,
         "findings": records(o.findings),
         "steps": len(o.steps),
         "step_time_us": o.step_time_us,

@@ -20,6 +20,16 @@ _COLLECTIVE_HOST = re.compile(
 _COLLECTIVE_KERNEL = re.compile(r"^(?:nccl|ncclDevKernel|ncclKernel|ncclDev|hccl::)")
 
 
+# Calls that block the host until the GPU catches up (cudaStreamWaitEvent does not: it makes a stream wait), and
+# ``aten::_local_scalar_dense``, what ``.item()``, ``.tolist()`` and printing a GPU tensor run.
+_HOST_SYNC = re.compile(r"^(?:cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|hipDeviceSynchronize"
+                        r"|hipStreamSynchronize|hipEventSynchronize|aten::_local_scalar_dense)$")
+
+
+def is_host_sync(name: str) -> bool:
+    return _HOST_SYNC.match(name) is not None
+
+
 def step_number(name: str) -> int | None:
     m = _STEP.match(name)
     return int(m.group(1)) if m else None

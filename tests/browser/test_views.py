@@ -130,8 +130,8 @@ def test_overview_matches_the_api(page: Any, tb_samples: TensorBoard) -> None:
     # Recommendations: the DataLoader one first, with a docs link that opens a new tab.
     recs = frame.query_selector_all("[data-testid=recommendation]")
     assert [r.get_attribute("data-id") for r in recs] == [r["id"] for r in data["recommendations"]]
-    dataloader = next(r for r in recs if r.get_attribute("data-id") == "dataloader")
-    expected = next(r for r in data["recommendations"] if r["id"] == "dataloader")
+    dataloader = next(r for r in recs if r.get_attribute("data-id") == "input_bound")
+    expected = next(r for r in data["recommendations"] if r["id"] == "input_bound")
     assert expected["text"] in dataloader.inner_text()
     link = dataloader.query_selector("a")
     assert link.get_attribute("href") == expected["link"]
@@ -209,8 +209,10 @@ def test_overview_notes_and_missing_values(page: Any, tb_samples: TensorBoard) -
     card = frame.query_selector("[data-testid=gpu-card]")
     assert "GPU 3 · <b>GPU</b>" in card.inner_text()
     assert card.query_selector("[data-testid=gpu-utilization] .ptp-metric-value").inner_text() == "50.0%"
-    for testid in ("gpu-sm-efficiency", "gpu-occupancy", "gpu-tensor-cores"):
+    for testid in ("gpu-sm-efficiency", "gpu-tensor-cores"):
         assert card.query_selector(f"[data-testid={testid}] .ptp-metric-value").inner_text() == "—"
+    # occupancy the trace could not estimate is "n/a", never a number
+    assert card.query_selector("[data-testid=gpu-occupancy] .ptp-metric-value").inner_text() == "n/a"
     facts = frame.eval_on_selector_all("[data-testid=configuration] dd", "els => els.map(e => e.dataset.fact)")
     assert facts == ["Device type", "Workers", "PyTorch", "CUDA runtime"]  # missing ones hidden
     assert "12.4" in frame.inner_text("[data-testid=configuration]")

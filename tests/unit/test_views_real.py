@@ -40,8 +40,8 @@ def test_v100_resnet50_matches_the_old_plugin(real_traces: Path) -> None:
     assert gpu["achieved_occupancy"] == pytest.approx(0.4913, abs=0.005)
     assert gpu["tensor_core_ratio"] == 0.0
     ids = [r["id"] for r in o["recommendations"]]
-    assert "dataloader" in ids and "amp" in ids  # the two the old plugin fired
-    amp = next(r for r in o["recommendations"] if r["id"] == "amp")
+    assert "input_bound" in ids and "low_tensor_cores" in ids  # the two the old plugin fired (DataLoader, AMP)
+    amp = next(r for r in o["recommendations"] if r["id"] == "low_tensor_cores")
     assert "%" in amp["text"] and amp["link"].startswith("https://")
 
 
@@ -50,7 +50,7 @@ def test_more_loader_workers_cut_data_loading(real_traces: Path) -> None:
     zero = overview(load_trace(str(next((base / "resnet50_num_workers_0").glob("*.gz")))))
     four = overview(load_trace(str(next((base / "resnet50_num_workers_4").glob("*.gz")))))
     assert four["average"]["breakdown_us"]["DataLoader"] < 0.05 * zero["average"]["breakdown_us"]["DataLoader"]
-    assert "dataloader" not in [r["id"] for r in four["recommendations"]]
+    assert "input_bound" not in [r["id"] for r in four["recommendations"]]
 
 
 @pytest.mark.parametrize("run", ["resnet18_workers0", "transformer_bf16", "mlp_compiled", "ddp_resnet50"])
@@ -147,7 +147,7 @@ def test_transformer_uses_tensor_cores_and_gets_no_amp_advice(real_traces: Path)
     model = load_trace(str(path))
     o = overview(model)
     assert o["gpus"][0]["tensor_core_ratio"] > 0.2
-    assert "amp" not in [r["id"] for r in o["recommendations"]]
+    assert "low_tensor_cores" not in [r["id"] for r in o["recommendations"]]
     mm = next(r for r in operator_table(model) if r["name"] == "aten::mm")
     assert mm["tc_eligible"] and mm["tc_self_ratio"] > 0.9
 

@@ -17,6 +17,7 @@ import { Charts, chartDiv, type Data, type Figure, plotlyText } from "./common/c
 import { type Column, DataTable } from "./common/table";
 import { left, loadErrorCard } from "./common/ui";
 import { csvFileName } from "./common/csv";
+import { readViewUrlState, writeViewUrlState } from "../urlState";
 import type { ViewContext } from "./types";
 
 // ------------------------------------------------------------------------------------------- contract
@@ -492,6 +493,13 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       sort: { key: "total_us", dir: "desc" },
     });
   };
+  // A link from the Overview's evidence may name the rank to show.
+  const linkedRank = readViewUrlState().rank;
+  if (linkedRank !== undefined) {
+    const i = data.ranks.findIndex((r) => String(r.rank) === linkedRank);
+    if (i >= 0) rankSelect.value = String(i);
+    writeViewUrlState({ rank: undefined });
+  }
   showCollectives();
 
   // The two per-rank charts show the mean step, or one step.

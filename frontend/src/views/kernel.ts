@@ -13,6 +13,7 @@ import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
 import { clampedName, type Column, DataTable } from "./common/table";
 import { traceLinker, type TraceLinker } from "./common/traceLink";
 import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
+import { readViewUrlState, writeViewUrlState } from "../urlState";
 import type { ViewContext } from "./types";
 
 export const KERNEL_HELP = {
@@ -89,7 +90,7 @@ export function kernelColumns(grouping: KernelGrouping, link?: TraceLinker): Col
       help: KERNEL_HELP.blocksPerSm,
       numeric: true,
       value: (r) => r.blocks_per_sm,
-      text: (r) => formatFixed(r.blocks_per_sm, 2),
+      text: (r) => (r.blocks_per_sm === null ? "n/a" : formatFixed(r.blocks_per_sm, 2)),
       exact: (r) => (r.blocks_per_sm === null ? "Not recorded" : String(r.blocks_per_sm)),
     },
     {
@@ -98,8 +99,8 @@ export function kernelColumns(grouping: KernelGrouping, link?: TraceLinker): Col
       help: KERNEL_HELP.occupancy,
       numeric: true,
       value: (r) => r.achieved_occupancy,
-      text: (r) => formatPercent1(r.achieved_occupancy),
-      exact: (r) => (r.achieved_occupancy === null ? "Not recorded" : `${(r.achieved_occupancy * 100).toFixed(3)}%`),
+      text: (r) => (r.achieved_occupancy === null ? "n/a" : formatPercent1(r.achieved_occupancy)),
+      exact: (r) => (r.achieved_occupancy === null ? "Not estimated: the trace has no occupancy for these kernels (CUPTI writes 0 where it cannot estimate one, e.g. cuBLAS nvjet and cuDNN kernels)" : `${(r.achieved_occupancy * 100).toFixed(3)}%`),
       csvHeader: "Mean est. achieved occupancy (%)",
       csv: (r) => (r.achieved_occupancy === null ? null : r.achieved_occupancy * 100),
     },
@@ -251,6 +252,12 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     setData(g, resp);
   });
   setData("name", byName);
+  // A link from another page (the Overview's evidence) may name a kernel to search for.
+  const linked = readViewUrlState().q?.trim();
+  if (linked) {
+    table.setQuery("name", linked);
+    writeViewUrlState({ q: undefined });
+  }
 
   replaceChildren(
     container,

@@ -32,6 +32,7 @@ import {
   timeOrigin,
 } from "./memoryData";
 import type { Theme } from "../theme";
+import { readViewUrlState, writeViewUrlState } from "../urlState";
 import type { ViewContext } from "./types";
 
 const shortName = (name: string): string => (name.length > 48 ? `${name.slice(0, 47)}…` : name);
@@ -634,6 +635,19 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     });
   }
 
+  // A link from the Overview's evidence may name a device and a time range (absolute µs).
+  const linked = readViewUrlState();
+  if (linked.device !== undefined || linked.start !== undefined) {
+    if (linked.device !== undefined && linked.device in curve.devices) {
+      state.device = linked.device;
+      deviceSelect.value = linked.device;
+      root.dataset["device"] = state.device;
+    }
+    const lo = Number(linked.start);
+    const hi = Number(linked.end);
+    writeViewUrlState({ device: undefined, start: undefined, end: undefined });
+    if (Number.isFinite(lo) && Number.isFinite(hi) && hi > lo) setRange([lo, hi], false);
+  }
   updateRangeUi();
   applyEvents();
   applyStats();

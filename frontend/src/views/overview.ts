@@ -1,13 +1,15 @@
 /**
- * The Overview page (GET ./overview): configuration and GPU summary cards, the step-time breakdown
- * (stacked bars per step), the execution summary (average per step, table + pie), recommendations
- * and notes. Numbers carry tooltips saying how they are computed.
+ * The Overview page (GET ./overview): the diagnosis first (detected context, the verdict, findings
+ * ranked by estimated saving, each with links that open the evidence in its view), then configuration
+ * and GPU summary cards, the step-time breakdown (stacked bars per step), the execution summary
+ * (average per step, table + pie) and notes. Numbers carry tooltips saying how they are computed.
  */
 import { card, infoIcon } from "../components";
 import { type Child, h, replaceChildren } from "../dom";
 import { formatBytes, formatDuration, formatExactUs, formatInt, formatPercent1 } from "../format";
 import type { Theme } from "../theme";
-import type { EnvDevice, GpuSummary, OverviewResponse, Recommendation } from "./common/apiTypes";
+import { writeViewUrlState } from "../urlState";
+import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation } from "./common/apiTypes";
 import { Charts, chartDiv, type Figure, plotlyText } from "./common/charts";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
 import type { ViewContext } from "./types";
@@ -127,7 +129,7 @@ function gpuCard(g: GpuSummary): HTMLElement {
       metric("GPU utilization (kernels)", formatPercent1(g.utilization), HELP.utilization, "gpu-utilization", num(g.utilization)),
       metric("GPU busy (all GPU work)", formatPercent1(num(g.gpu_busy)), HELP.gpuBusy, "gpu-busy", num(g.gpu_busy)),
       metric("Est. SM efficiency", formatPercent1(g.sm_efficiency), HELP.smEfficiency, "gpu-sm-efficiency", num(g.sm_efficiency)),
-      metric("Est. achieved occupancy", formatPercent1(g.achieved_occupancy), HELP.occupancy, "gpu-occupancy", num(g.achieved_occupancy)),
+      metric("Est. achieved occupancy", g.achieved_occupancy === null ? "n/a" : formatPercent1(g.achieved_occupancy), HELP.occupancy, "gpu-occupancy", num(g.achieved_occupancy)),
       metric("Kernel time using tensor cores", formatPercent1(g.tensor_core_ratio), HELP.tensorCores, "gpu-tensor-cores", num(g.tensor_core_ratio)),
     ),
     num(g.kernel_time_us) !== null
@@ -197,27 +199,89 @@ function safeLink(url: string): string | null {
   }
 }
 
-function recommendationsCard(recs: Recommendation[], gpu: boolean): HTMLElement {
-  const items = recs.filter((r) => typeof r.text === "string" && r.text !== "");
+/** Open the view and place a finding's evidence points at (a step range, an operator, a rank, a memory range). */
+export function openEvidence(ctx: ViewContext, e: Evidence): void {
+  const p = e.params;
+  const us = (v: number | undefined): string | undefined => (typeof v === "number" && Number.isFinite(v) ? v.toFixed(3) : undefined);
+  switch (e.view) {
+    case "Trace":
+      writeViewUrlState({ start: us(p.start_us), end: us(p.end_us), q: p.q });
+      break;
+    case "Operator":
+    case "Kernel":
+      writeViewUrlState({ q: p.q });
+      break;
+    case "Distributed":
+      writeViewUrlState({ rank: p.rank === undefined ? undefined : String(p.rank) });
+      break;
+    case "Memory":
+      writeViewUrlState({ device: p.device, start: us(p.start_us), end: us(p.end_us) });
+      break;
+    case "Overview":
+      ctx.navigate("Overview", p.worker ? { worker: p.worker } : undefined);
+      return;
+  }
+  ctx.navigate(e.view);
+}
+
+const SAVING_HELP =
+  "Estimated saving per step if this cause were removed; each kind's formula is in the guide (docs/guide/overview.md). Findings are ranked by it.";
+
+function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLElement {
+  const href = safeLink(r.link);
+  const saving = num(r.saving_us);
+  const evidence = Array.isArray(r.evidence) ? r.evidence : [];
+  return h(
+    "li",
+    { testid: "recommendation", class: "ptp-finding", dataset: { id: r.id, kind: r.kind ?? r.id, saving: String(saving ?? 0), rank: String(rank) } },
+    r.title === undefined
+      ? null
+      : h(
+      "div",
+      { class: "ptp-finding-head" },
+      h("strong", { class: "ptp-finding-title" }, r.title),
+      saving !== null && saving > 0
+        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: SAVING_HELP }, `est. −${formatDuration(saving)}/step${num(r.share) !== null ? ` (${formatPercent1(r.share)})` : ""}`)
+        : null,
+    ),
+    h("span", { class: "ptp-rec-text" }, r.text),
+    h(
+      "div",
+      { class: "ptp-finding-links" },
+      evidence.map((e) =>
+        h(
+          "button",
+          {
+            class: "ptp-link-button ptp-evidence",
+            testid: "evidence-link",
+            dataset: { view: e.view },
+            attrs: { type: "button", title: `Open the ${e.view} view at this evidence` },
+            onClick: () => { openEvidence(ctx, e); },
+          },
+          `${e.label} →`,
+        ),
+      ),
+      href ? h("a", { class: "ptp-rec-link", testid: "recommendation-link", attrs: { href, target: "_blank", rel: "noopener noreferrer" }, title: href }, "Docs ↗") : null,
+    ),
+  );
+}
+
+function diagnosisCard(ctx: ViewContext, data: OverviewResponse, gpu: boolean): HTMLElement {
+  const items = data.recommendations.filter((r) => typeof r.text === "string" && r.text !== "");
+  const label = data.context?.label ?? "";
+  const verdict = data.verdict;
   return card(
-    { title: "Performance recommendations", testid: "card-recommendations" },
+    { title: "Diagnosis", testid: "card-recommendations" },
+    h(
+      "p",
+      { class: "ptp-muted ptp-card-sub", testid: "run-context", title: "What the run already does, detected in the trace; no advice suggests it again." },
+      "Detected: ",
+      h("span", { testid: "run-context-label" }, label !== "" ? label : "nothing special (eager, no DataLoader workers, full precision)"),
+    ),
+    verdict ? h("div", { class: "ptp-verdict", testid: "verdict", role: "status", dataset: { kind: verdict.kind } }, verdict.text) : null,
     items.length === 0
       ? h("p", { class: "ptp-muted", testid: "no-recommendations" }, `Nothing stood out in this trace${gpu ? "" : " (CPU only)"}.`)
-      : h(
-          "ul",
-          { class: "ptp-recs" },
-          items.map((r) => {
-            const href = safeLink(r.link);
-            return h(
-              "li",
-              { testid: "recommendation", dataset: { id: r.id } },
-              h("span", { class: "ptp-rec-text" }, r.text),
-              href
-                ? h("a", { class: "ptp-rec-link", testid: "recommendation-link", attrs: { href, target: "_blank", rel: "noopener noreferrer" }, title: href }, "Docs ↗")
-                : null,
-            );
-          }),
-        ),
+      : h("ol", { class: "ptp-recs" }, items.map((r, i) => findingItem(ctx, r, i + 1))),
   );
 }
 
@@ -317,6 +381,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     h(
       "div",
       { class: "ptp-view ptp-overview", testid: "overview" },
+      diagnosisCard(ctx, data, gpuTrace),
       data.notes.map((n) => h("div", { class: "ptp-note", testid: "overview-note", role: "note" }, infoIcon("A note from the analysis."), h("span", {}, n))),
       h("div", { class: "ptp-grid ptp-grid-cards" }, configurationCard(data), gpuTrace ? data.gpus.map(gpuCard) : null),
       card(
@@ -335,7 +400,6 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
         { title: "Execution summary", testid: "card-execution" },
         h("div", { class: "ptp-split" }, h("div", { class: "ptp-table-wrap" }, executionTable(data, gpuTrace)), pieChart),
       ),
-      recommendationsCard(data.recommendations, gpuTrace),
     ),
   );
 

@@ -47,10 +47,41 @@ export interface Environment {
   framework?: string | null;
 }
 
+/** A link from a finding to the place in another view that shows its evidence. */
+export interface Evidence {
+  view: "Trace" | "Operator" | "Kernel" | "Distributed" | "Memory" | "Overview";
+  params: { start_us?: number; end_us?: number; q?: string; rank?: number; device?: string; worker?: string };
+  label: string;
+}
+
+/** A finding of the diagnosis (kept under the old name: the API field is still `recommendations`). */
 export interface Recommendation {
   id: string;
   text: string;
   link: string;
+  kind?: string;
+  title?: string;
+  headline?: string;
+  advice?: string;
+  saving_us?: number;
+  share?: number;
+  cause?: boolean;
+  suggests?: string[];
+  evidence?: Evidence[];
+}
+
+export interface Verdict {
+  kind: string;
+  id: string | null;
+  text: string;
+  saving_us: number;
+}
+
+export interface RunContext {
+  label: string;
+  in_use: string[];
+  cpu_only: boolean;
+  job?: { rank: number; world_size: number; straggler_rank: number | null };
 }
 
 export interface OverviewResponse {
@@ -60,6 +91,8 @@ export interface OverviewResponse {
   gpus: GpuSummary[];
   environment: Environment;
   recommendations: Recommendation[];
+  context?: RunContext;
+  verdict?: Verdict;
   notes: string[];
 }
 

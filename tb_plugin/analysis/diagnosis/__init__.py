@@ -1,0 +1,75 @@
+"""Diagnosis: the run's context, ranked findings with evidence, and a one-line verdict (docs/guide/overview.md).
+
+``diagnose(model)`` for one trace; on multi-rank runs the API passes the Distributed view's result for the span
+(``job``) and this trace's worker, so every rank's Overview knows the job-level picture (the straggler, how much
+of this rank's communication is waiting). Pure: no files, no HTTP.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...model.tables import TraceModel
+from ..steps import find_steps
+from .context import run_context
+from .findings import RULES, TITLES, Facts, Finding, ms
+
+VERDICT_SHARE = 0.10  # a cause becomes the verdict when it saves at least this share of the step
+
+
+def job_picture(job: dict[str, Any] | None, worker: str | None) -> dict[str, Any] | None:
+    """This rank's view of the job, from the Distributed view's result: rank, world size, the straggler, and how
+    long this rank waits in collectives per step."""
+    if not job or worker is None:
+        return None
+    rows = job.get("ranks") or []
+    me = next((r for r in rows if r["worker"] == worker), None)
+    if me is None or len(rows) < 2:
+        return None
+    s = job.get("straggler") or {}
+    others = [r for r in rows if r["worker"] != s.get("worker")]
+    idle_others = sum(r["host_idle_us"] for r in others) / len(others) if others else 0.0
+    strag = next((r for r in rows if r["worker"] == s.get("worker")), None)
+    return {
+        "rank": me["rank"], "world_size": job.get("world_size") or len(rows),
+        "wait_us": me["sync_us"], "host_wait_us": me["host_wait_us"], "communication_us": me["communication_us"],
+        "straggler_rank": s.get("rank"), "straggler_worker": s.get("worker"),
+        "others_wait_us": s.get("others_wait_us"), "text": s.get("text"),
+        "extra_idle_us": (strag["host_idle_us"] - idle_others) if strag else None,
+    }
+
+
+def _verdict(found: list[Finding], facts: Facts) -> dict[str, Any]:
+    causes = [f for f in found if f.cause and not f.fallback and f.saving_us >= VERDICT_SHARE * facts.step_us]
+    pick = causes[0] if causes else next((f for f in found if f.fallback), None)
+    if pick is None:
+        return {"kind": "none", "id": None, "saving_us": 0.0,
+                "text": "No dominant bottleneck: no cause would save 10 % of the step."}
+    text = f"{TITLES[pick.kind]}: {pick.headline}"
+    if pick.saving_us > 0:
+        text += f"; est. −{ms(pick.saving_us)}/step"
+    job = facts.job or {}
+    if job.get("straggler_rank") is not None and job["straggler_rank"] == job.get("rank") and pick.kind != "straggler":
+        text += f". This rank is the job's straggler: the others wait {ms(float(job['others_wait_us']))}/step for it"
+    return {"kind": pick.kind, "id": pick.kind, "saving_us": float(pick.saving_us), "text": text}
+
+
+def diagnose(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None) -> dict[str, Any]:
+    """``{context, verdict, findings}``: findings sorted by estimated saving per step, largest first."""
+    steps = find_steps(model)
+    context = dict(run_context(model))
+    picture = job_picture(job, worker)
+    if picture:
+        context["job"] = picture
+        extra = f"rank {picture['rank']} of {picture['world_size']}"
+        if picture["straggler_rank"] is not None:
+            extra += f" · rank {picture['straggler_rank']} straggles"
+        context["label"] = " · ".join(p for p in (context["label"], extra) if p)
+    facts = Facts(model=model, context=context, step_us=float(steps.duration.mean()) if steps.count else 0.0,
+                  job=picture)
+    found = [f for rule in RULES if (f := rule(facts)) is not None]
+    # never suggest what the run already does: the rules word around it, and a rule that slips is left out
+    # (tests/unit/test_diagnosis.py checks every corpus run's advice, tags and words, against its context)
+    found = [f for f in found if not set(f.suggests) & set(context["in_use"])]
+    found.sort(key=lambda f: (-f.saving_us, not f.cause))
+    return {"context": context, "verdict": _verdict(found, facts), "findings": [f.as_dict(facts) for f in found]}

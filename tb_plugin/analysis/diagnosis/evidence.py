@@ -1,0 +1,299 @@
+"""The measured evidence behind each finding: one small function per finding kind, each returning numbers per
+step (µs), so a finding's rule only compares and words them. When the HTA-class analyses (idle time split into
+host/kernel wait, launch statistics, queue length) land, a function here switches to them and the rules stay.
+
+Intervals are unions over the whole trace (``model.intervals``); ``per_step`` turns them into one length per step
+(device-aware step bounds from ``steps.find_steps``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...model import intervals as iv
+from ...model.arrays import take
+from ...model.derived import memoized
+from ...model.kinds import DEVICE_KINDS, Kind
+from ...model.names import is_dataloader, is_host_sync, name_mask
+from ...model.optree import host_tree
+from ...model.tables import TraceModel
+from ...timeline.details import tree_node_of_row
+from ..operators import operator_nodes
+from ..steps import breakdown, find_steps, role_intervals
+
+PerStep = np.ndarray  # one value per step, µs
+_CREATION = re.compile(r"^aten::(?:normal_|uniform_|randn|rand|randint|randperm|random_|bernoulli_|exponential_|"
+                       r"multinomial|randn_like|rand_like|arange|linspace|full|ones|zeros|eye)$")
+
+
+def per_step(model: TraceModel, intervals: iv.Intervals) -> PerStep:
+    """Length of ``intervals`` inside each step."""
+    steps = find_steps(model)
+    return iv.lengths_within(intervals, steps.start, steps.end)
+
+
+def _spans(model: TraceModel, mask: np.ndarray) -> iv.Intervals:
+    ev = model["events"]
+    ts = ev["ts"][mask]
+    return iv.union(ts, ts + np.nan_to_num(ev["dur"][mask], nan=0.0, posinf=0.0).clip(min=0.0))
+
+
+@memoized
+def gpu_idle(model: TraceModel) -> iv.Intervals:
+    """Step time in which no device work (kernel, copy, set; any device) ran."""
+    steps = find_steps(model)
+    busy = _spans(model, np.isin(model["events"]["kind"], DEVICE_KINDS))
+    return iv.subtract(iv.union(steps.start, steps.end), busy)
+
+
+@memoized
+def loader_intervals(model: TraceModel) -> iv.Intervals:
+    ev = model["events"]
+    return _spans(model, np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
+                  & name_mask(model, ev["name"], is_dataloader))
+
+
+@memoized
+def creation_nodes(model: TraceModel) -> np.ndarray:
+    """Host-tree nodes of tensor-creation operators (``aten::normal_``, ``randn``, …) that ran on the CPU: they
+    launched no device work themselves."""
+    tree = host_tree(model)
+    ev = model["events"]
+    on_gpu = np.zeros(tree.size, dtype=bool)
+    launched = tree.device_op[tree.device_op >= 0]
+    on_gpu[launched] = True
+    creation = name_mask(model, ev["name"][tree.rows], lambda s: _CREATION.match(s) is not None)
+    nodes: np.ndarray = np.flatnonzero((tree.kind == Kind.CPU_OP) & ~tree.merged & ~on_gpu & creation)
+    # outermost only: randn calls normal_, both match
+    parent_op = take(tree.op_of, tree.parent[nodes], -1)
+    outer: np.ndarray = nodes[~np.isin(parent_op, nodes)]
+    return outer
+
+
+@memoized
+def host_gap(model: TraceModel) -> PerStep:
+    """GPU idle while the host runs operators or Python; DataLoader waits, CPU tensor creation and the bubbles after
+    host syncs not counted (they have findings of their own): the time a faster host would give back to the GPU."""
+    ev = model["events"]
+    host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION))
+    host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
+    busy = iv.subtract(_spans(model, host), loader_intervals(model))
+    busy = iv.subtract(busy, creation_intervals(model))
+    idle = iv.subtract(gpu_idle(model), host_syncs(model).bubbles)
+    return per_step(model, iv.intersect(idle, busy))
+
+
+@memoized
+def creation_intervals(model: TraceModel) -> iv.Intervals:
+    """CPU tensor creation outside the DataLoader (a Dataset that builds samples is data loading)."""
+    tree = host_tree(model)
+    nodes = creation_nodes(model)
+    return iv.subtract(iv.union(tree.start[nodes], tree.end[nodes]), loader_intervals(model))
+
+
+def creation_time(model: TraceModel) -> PerStep:
+    """CPU tensor creation inside steps."""
+    return per_step(model, creation_intervals(model))
+
+
+@dataclass(frozen=True)
+class HotOp:
+    name: str
+    gap_us: float  # per step: GPU-idle time while this operator itself (not an operator inside it) ran
+    region: str | None  # the innermost annotation around most of its calls (forward, optimizer, …)
+
+
+@memoized
+def hot_ops_in_gaps(model: TraceModel, limit: int = 3) -> list[HotOp]:
+    """The host operators that fill the GPU-idle gaps (DataLoader time aside): each operator's overlap with GPU
+    idle time minus that of the operators inside it (self), summed by name; the top ``limit``. CPU-only: the step
+    time is all "GPU idle", so this is the operators' self time."""
+    tree = host_tree(model)
+    steps = find_steps(model)
+    if not steps.count:
+        return []
+    ops = np.flatnonzero((tree.kind == Kind.CPU_OP) & ~tree.merged)
+    if not len(ops):
+        return []
+    idle = gpu_idle(model) if len(model["device_events"]["row"]) else iv.union(steps.start, steps.end)
+    idle = iv.subtract(idle, loader_intervals(model))
+    overlap = iv.lengths_within(idle, tree.start[ops], tree.end[ops])
+    parent_op = take(tree.op_of, tree.parent[ops], -1)
+    inner = np.zeros(tree.size)
+    has_parent = parent_op >= 0
+    np.add.at(inner, parent_op[has_parent], overlap[has_parent])
+    own = (overlap - inner[ops]).clip(min=0.0)
+    names = model["events"]["name"][tree.rows[ops]]
+    codes, group = np.unique(names, return_inverse=True)
+    totals = np.bincount(group.reshape(-1), weights=own, minlength=len(codes))
+    out = []
+    for g in np.argsort(-totals)[:limit].tolist():
+        if totals[g] <= 0:
+            break
+        members = ops[group.reshape(-1) == g]
+        out.append(HotOp(name=model.strings[int(codes[g])], gap_us=float(totals[g]) / steps.count,
+                         region=_region(model, members)))
+    return out
+
+
+def _region(model: TraceModel, nodes: np.ndarray) -> str | None:
+    """The most common innermost user annotation (not a step) around ``nodes``: where they are called from."""
+    tree = host_tree(model)
+    ev = model["events"]
+    is_region = (tree.kind == Kind.USER_ANNOTATION) & ~name_mask(model, ev["name"][tree.rows],
+                                                                 lambda s: s.startswith("ProfilerStep#"))
+    found = np.full(len(nodes), -1, dtype=np.int64)
+    cur = tree.parent[nodes].copy()
+    for _ in range(int(tree.depth.max(initial=0)) + 1):
+        open_ = (found < 0) & (cur >= 0)
+        if not open_.any():
+            break
+        hit = open_ & take(is_region, cur, False).astype(bool)
+        found[hit] = cur[hit]
+        cur = np.where(open_ & ~hit, take(tree.parent, cur, -1), -1)
+    found = found[found >= 0]
+    if not len(found):
+        return None
+    codes, counts = np.unique(ev["name"][tree.rows[found]], return_counts=True)
+    return model.strings[int(codes[np.argmax(counts)])]
+
+
+@dataclass(frozen=True)
+class Syncs:
+    names: list[str]  # the blocking calls
+    sources: list[str]  # the operators they ran in (aten::_local_scalar_dense is .item())
+    calls: PerStep  # host synchronisations per step
+    bubble: PerStep  # GPU idle right after each returns, until the next device work starts
+    bubbles: iv.Intervals  # the same as intervals
+
+
+@memoized
+def host_syncs(model: TraceModel) -> Syncs:
+    """Blocking runtime calls (cudaStreamSynchronize, …) inside steps and the GPU bubble each leaves: when a sync
+    returns the GPU has run dry, and it stays idle until the host has launched the next work. Only runtime calls
+    count: ``aten::_local_scalar_dense`` on a CPU tensor does not wait for anything."""
+    ev = model["events"]
+    steps = find_steps(model)
+    tree = host_tree(model)
+    mask = name_mask(model, ev["name"], is_host_sync) & np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER))
+    rows = np.flatnonzero(mask)
+    ends = ev["ts"][rows] + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
+    k = np.searchsorted(steps.start, ends, side="right") - 1
+    inside = (k >= 0) & (ends < take(steps.end, k, -np.inf))
+    rows, ends, k = rows[inside], ends[inside], k[inside]
+    dev = _spans(model, np.isin(ev["kind"], DEVICE_KINDS))
+    nxt = np.searchsorted(dev[0], ends, side="left")
+    next_start = take(dev[0], np.where(nxt < len(dev[0]), nxt, -1), np.inf)
+    stop = np.minimum(next_start, take(steps.end, k, 0.0))
+    running = iv.lengths_within(dev, ends, ends + 1e-3) > 0  # other device work still runs: no bubble
+    bubbles = iv.union(ends[~running], np.maximum(stop, ends)[~running])
+    n = steps.count
+    calls = np.bincount(k, minlength=n)[:n] if n else np.zeros(0)
+    node = tree_node_of_row(model)[rows]
+    op = take(tree.op_of, node, -1)
+    src = np.unique(take(ev["name"][tree.rows], op, -1))
+    return Syncs(names=sorted({model.strings[c] for c in np.unique(ev["name"][rows]).tolist()}),
+                 sources=sorted(model.strings[c] for c in src.tolist() if c >= 0),
+                 calls=calls.astype(np.float64), bubble=per_step(model, bubbles), bubbles=bubbles)
+
+
+@dataclass(frozen=True)
+class Launches:
+    kernels: int  # kernels launched inside steps
+    short: int  # of them, shorter than the host call that launched them
+    median_kernel_us: float
+    median_launch_us: float
+    overhead: PerStep  # Σ (launch − kernel) over the short ones, capped at the GPU idle time of the step
+
+
+@memoized
+def launch_overhead(model: TraceModel) -> Launches:
+    tree = host_tree(model)
+    ev = model["events"]
+    dev = model["device_events"]
+    steps = find_steps(model)
+    k = np.flatnonzero((ev["kind"][dev["row"]] == Kind.KERNEL) & (tree.device_launch >= 0))
+    launch = tree.device_launch[k]
+    l_start = tree.start[launch]
+    step = np.searchsorted(steps.start, l_start, side="right") - 1
+    inside = (step >= 0) & (l_start < take(steps.end, step, -np.inf))
+    k, launch, step = k[inside], launch[inside], step[inside]
+    k_dur = np.nan_to_num(ev["dur"][dev["row"][k]], nan=0.0)
+    l_dur = tree.end[launch] - tree.start[launch]
+    short = k_dur < l_dur
+    n = steps.count
+    extra = np.bincount(step[short], weights=(l_dur - k_dur)[short], minlength=n)[:n] if n else np.zeros(0)
+    overhead = np.minimum(extra, per_step(model, gpu_idle(model)))
+    return Launches(kernels=len(k), short=int(short.sum()),
+                    median_kernel_us=float(np.median(k_dur)) if len(k) else 0.0,
+                    median_launch_us=float(np.median(l_dur)) if len(k) else 0.0, overhead=overhead)
+
+
+@dataclass(frozen=True)
+class Copies:
+    pageable: int  # host-to-device copies from pageable memory inside steps
+    nbytes: int
+    time: PerStep  # their device time per step
+    pinned: int  # host-to-device copies from pinned memory
+
+
+@memoized
+def h2d_copies(model: TraceModel) -> Copies:
+    ev = model["events"]
+    dev = model["device_events"]
+    names = ev["name"][dev["row"]]
+    copies = ev["kind"][dev["row"]] == Kind.MEMCPY
+    pageable = copies & name_mask(model, names, lambda s: "HtoD" in s and "Pageable" in s)
+    pinned = copies & name_mask(model, names, lambda s: "HtoD" in s and "Pinned" in s)
+    rows = dev["row"][pageable]
+    mask = np.zeros(model.n_events, dtype=bool)
+    mask[rows] = True
+    return Copies(pageable=int(pageable.sum()), nbytes=int(dev["nbytes"][pageable].clip(min=0).sum()),
+                  time=per_step(model, _spans(model, mask)), pinned=int(pinned.sum()))
+
+
+@dataclass(frozen=True)
+class TensorCoreGap:
+    eligible: PerStep  # kernel time of tensor-core-eligible operators without tensor-core kernels, per step
+    share: float  # of all kernel time
+
+
+def tensor_core_gap(model: TraceModel) -> TensorCoreGap:
+    """Kernel time of the bottom-most tensor-core-eligible operators (matmul, convolution, attention) whose
+    kernels use no tensor cores."""
+    ops = operator_nodes(model)
+    tree = host_tree(model)
+    steps = find_steps(model)
+    eligible = set(ops.node[ops.eligible].tolist())
+    above = {int(tree.parent[n]) for n in eligible if tree.parent[n] in eligible}
+    bottom = np.fromiter((n not in above for n in ops.node.tolist()), dtype=bool, count=len(ops.node))
+    bottom &= ops.eligible
+    no_tc = bottom & (np.nan_to_num(ops.tc_self, nan=0.0) <= 0)
+    total = float(ops.device_self.sum())
+    time = float(ops.device_self[no_tc].sum())
+    n = max(steps.count, 1)
+    return TensorCoreGap(eligible=np.full(steps.count, time / n), share=time / total if total > 0 else 0.0)
+
+
+def step_times(model: TraceModel) -> np.ndarray:
+    return breakdown(model).steps.duration
+
+
+def communication(model: TraceModel) -> PerStep:
+    """Communication not hidden behind computation (the Overview's Communication category)."""
+    return breakdown(model).per_step["Communication"]
+
+
+def dataloader(model: TraceModel) -> PerStep:
+    return breakdown(model).per_step["DataLoader"]
+
+
+def host_busy_share(model: TraceModel) -> float:
+    """CPU-only runs: share of the step time in which host operators ran."""
+    steps = find_steps(model)
+    busy = per_step(model, role_intervals(model)["CPU Exec"])
+    total = float(steps.duration.sum())
+    return float(busy.sum()) / total if total > 0 else 0.0

@@ -1,0 +1,491 @@
+"""The rules: each reads its evidence (``evidence.py``), the run's context and, on multi-rank runs, the job, and
+returns a finding or ``None``. docs/guide/overview.md lists every rule's condition, formula and thresholds; keep
+the two in step.
+
+A finding says what the trace shows (numbers), what to change given what the run already does (``suggests``:
+technique tags, never one that ``context.in_use`` lists), an estimated saving per step and links that open the
+evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...model.optree import host_tree
+from ...model.tables import TraceModel
+from ..kernels import kernel_table
+from ..memory import memory_curve
+from ..steps import breakdown, find_steps
+from ..summary import devices
+from . import evidence as E
+
+DOCS = {
+    "dataloader": "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
+    "pin_memory": "https://pytorch.org/docs/stable/data.html#memory-pinning",
+    "compile": "https://pytorch.org/docs/stable/torch.compiler.html",
+    "graphs": "https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs",
+    "sync": "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#avoid-unnecessary-cpu-gpu-synchronization",
+    "amp": "https://pytorch.org/docs/stable/amp.html",
+    "ddp": "https://pytorch.org/docs/stable/ddp_comm_hooks.html",
+    "fsdp": "https://pytorch.org/docs/stable/fsdp.html",
+    "distributed": "https://pytorch.org/docs/stable/distributed.html",
+    "tuning": "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html",
+    "memory": "https://pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf",
+    "creation": "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#create-tensors-directly-on-the-target-device",
+}
+
+TITLES = {
+    "input_bound": "Input-bound", "cpu_tensor_creation": "CPU tensor creation", "cpu_bound": "CPU-bound",
+    "gpu_idle_gaps": "GPU idle gaps",
+    "launch_bound": "Launch-bound", "sync_bound": "Sync-bound", "pageable_copies": "Pageable copies",
+    "copy_bound": "Copy-bound", "low_tensor_cores": "Low tensor-core use", "communication_bound": "Communication-bound",
+    "straggler_wait": "Waiting for a straggler", "straggler": "Straggler", "outlier_steps": "Outlier steps",
+    "memory_pressure": "Memory pressure", "gpu_bound": "GPU-bound", "cpu_compute": "CPU compute-bound",
+}
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What every rule reads: the model, its context, the mean step and (multi-rank) this rank's job picture."""
+
+    model: TraceModel
+    context: dict[str, Any]
+    step_us: float
+    job: dict[str, Any] | None = None
+
+    def share(self, us: float) -> float:
+        return us / self.step_us if self.step_us > 0 else 0.0
+
+    @property
+    def gpu(self) -> bool:
+        return not self.context["cpu_only"]
+
+    def uses(self, tag: str) -> bool:
+        return tag in self.context["in_use"]
+
+
+@dataclass
+class Finding:
+    kind: str
+    headline: str  # the numbers, one clause: "DataLoader waits 114 ms of 130 ms per step (88 %)"
+    advice: str  # what to change, for this context
+    saving_us: float
+    suggests: list[str]
+    link: str
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    cause: bool = True  # False: says where to look (outliers, memory), never becomes the verdict
+    fallback: bool = False  # the verdict only when no cause saves ≥ 10 % (GPU-bound, CPU compute-bound)
+
+    def as_dict(self, facts: Facts) -> dict[str, Any]:
+        return {"id": self.kind, "kind": self.kind, "title": TITLES[self.kind],
+                "text": f"{self.headline}. {self.advice}", "headline": self.headline, "advice": self.advice,
+                "saving_us": float(self.saving_us), "share": facts.share(self.saving_us),
+                "evidence": self.evidence, "suggests": self.suggests, "link": self.link, "cause": self.cause}
+
+
+def ms(us: float) -> str:
+    return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us:.0f} µs"
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f} %" if x >= 0.1 else f"{100 * x:.1f} %"
+
+
+# ------------------------------------------------------------------------------------------------ evidence links
+
+def trace_link(facts: Facts, step: int, label: str, q: str | None = None) -> dict[str, Any]:
+    """Open the Trace view on one step (device-aware bounds), searching for ``q``."""
+    steps = find_steps(facts.model)
+    params: dict[str, Any] = {"start_us": float(steps.start[step]), "end_us": float(steps.end[step])}
+    if q:
+        params["q"] = q
+    return {"view": "Trace", "params": params, "label": label}
+
+
+def operator_link(name: str, label: str | None = None) -> dict[str, Any]:
+    return {"view": "Operator", "params": {"q": name}, "label": label or f"{name} in Operators"}
+
+
+def kernel_link(label: str, q: str | None = None) -> dict[str, Any]:
+    return {"view": "Kernel", "params": {"q": q} if q else {}, "label": label}
+
+
+def distributed_link(rank: int | None, label: str) -> dict[str, Any]:
+    return {"view": "Distributed", "params": {} if rank is None else {"rank": rank}, "label": label}
+
+
+def worst(values: np.ndarray) -> int:
+    return int(np.argmax(values)) if len(values) else 0
+
+
+def step_label(facts: Facts, step: int) -> str:
+    return f"step {find_steps(facts.model).names[step]}"
+
+
+# ------------------------------------------------------------------------------------------------ rules
+
+def input_bound(f: Facts) -> Finding | None:
+    """DataLoader wait ≥ 5 % of the step; saving: all of it (batches ready before they are asked for)."""
+    loader = E.dataloader(f.model)
+    mean = float(loader.mean()) if len(loader) else 0.0
+    if f.share(mean) < 0.05:
+        return None
+    if f.uses("dataloader_workers"):
+        n = f.context["dataloader"]["workers"]
+        who = f"{n} workers" if n else "The DataLoader's worker processes"
+        advice = (f"{who} still leave {pct(f.share(mean))} of the step waiting for data: raise num_workers "
+                  "(e.g. double it), set persistent_workers=True and a larger prefetch_factor, or move the "
+                  "transforms to the GPU.")
+        suggests = ["more_dataloader_workers", "gpu_transforms"]
+    else:
+        advice = "Load batches in background processes: DataLoader(num_workers=N), N up to the spare CPU cores"
+        suggests = ["dataloader_workers"]
+        if f.gpu and not f.uses("pin_memory"):
+            advice += ", with pin_memory=True"
+            suggests.append("pin_memory")
+        advice += "."
+    k = worst(loader)
+    return Finding("input_bound", f"DataLoader waits {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))})",
+                   advice, mean, suggests, DOCS["dataloader"],
+                   [trace_link(f, k, f"DataLoader in {step_label(f, k)}", "enumerate(DataLoader)")])
+
+
+def cpu_tensor_creation(f: Facts) -> Finding | None:
+    """Tensor-creation operators (normal_, randn, …) that ran on the CPU during a GPU run ≥ 5 % of the step;
+    saving: their time (created on the GPU they take microseconds)."""
+    if not f.gpu:
+        return None
+    per = E.creation_time(f.model)
+    mean = float(per.mean()) if len(per) else 0.0
+    if f.share(mean) < 0.05:
+        return None
+    nodes = E.creation_nodes(f.model)
+    tree = host_tree(f.model)
+    names = f.model["events"]["name"][tree.rows[nodes]]
+    codes, group = np.unique(names, return_inverse=True)
+    totals = np.bincount(group.reshape(-1), weights=(tree.end - tree.start)[nodes], minlength=len(codes))
+    top = f.model.strings[int(codes[int(np.argmax(totals))])]
+    region = E._region(f.model, nodes[names == codes[int(np.argmax(totals))]])
+    where = f" inside '{region}'" if region else ""
+    k = worst(per)
+    return Finding("cpu_tensor_creation",
+                   f"{top} creates tensors on the CPU{where}: {ms(mean)} of {ms(f.step_us)} per step "
+                   f"({pct(f.share(mean))}) while the GPU waits",
+                   "Create them on the GPU (torch.randn(..., device='cuda'), torch.empty(..., device='cuda')"
+                   ".normal_()) instead of on the CPU followed by a copy.",
+                   mean, ["gpu_tensor_creation"], DOCS["creation"],
+                   [operator_link(top), trace_link(f, k, f"{top} in {step_label(f, k)}", top)])
+
+
+def _gpu_busy(f: Facts) -> float:
+    idle = E.per_step(f.model, E.gpu_idle(f.model))
+    return 1.0 - f.share(float(idle.mean())) if len(idle) else 0.0
+
+
+def cpu_bound(f: Facts) -> Finding | None:
+    """GPU idle while the host runs operators/Python ≥ 20 % of the step; saving: that time. "CPU-bound" only where
+    the GPU is busy < 50 % of the step; above, the same evidence is "GPU idle gaps" (the GPU is mostly busy)."""
+    if not f.gpu or _launch_bound(f):
+        return None
+    gap = E.host_gap(f.model)
+    mean = float(gap.mean()) if len(gap) else 0.0
+    if f.share(mean) < 0.2:
+        return None
+    hot = E.hot_ops_in_gaps(f.model)
+    named = ", ".join(f"{h.name} ({ms(h.gap_us)}{f' in {h.region}' if h.region else ''})" for h in hot)
+    if not f.uses("torch_compile"):
+        advice, suggests = "Cut the host work per step: torch.compile the model, use larger batches", ["torch_compile",
+                                                                                                        "larger_batch"]
+    elif not f.uses("cuda_graphs"):
+        advice = ("The model is compiled, yet the host still leaves the GPU idle: replay the step as a CUDA graph "
+                  "(torch.compile(mode='reduce-overhead')), use larger batches")
+        suggests = ["cuda_graphs", "larger_batch"]
+    else:
+        advice, suggests = ("The run is compiled and replays CUDA graphs: the operators below run outside them; "
+                            "move them out of the step or into the captured region"), ["more_graph_capture"]
+    advice += f". Operators in the GPU-idle gaps: {named}." if named else "."
+    k = worst(gap)
+    links = [operator_link(h.name) for h in hot] + [trace_link(f, k, f"GPU-idle gaps in {step_label(f, k)}")]
+    kind = "cpu_bound" if _gpu_busy(f) < 0.5 else "gpu_idle_gaps"
+    return Finding(kind, f"The GPU is idle {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))}) "
+                   "while the host runs operators and Python", advice, mean, suggests, DOCS["compile"], links)
+
+
+def _launch_bound(f: Facts) -> bool:
+    """≥ 100 kernels in the steps, ≥ half of them shorter than their launch call, GPU busy < 80 %, and
+    Σ (launch − kernel) over the short ones ≥ 5 % of the step."""
+    if not f.gpu:
+        return False
+    lo = E.launch_overhead(f.model)
+    mean = float(lo.overhead.mean()) if len(lo.overhead) else 0.0
+    return lo.kernels >= 100 and lo.short >= 0.5 * lo.kernels and _gpu_busy(f) < 0.8 and f.share(mean) >= 0.05
+
+
+def launch_bound(f: Facts) -> Finding | None:
+    """Launch-bound (see ``_launch_bound``): it replaces CPU-bound, whose evidence it explains; saving: the GPU
+    idle time while the host runs (as CPU-bound), at least the launch overhead."""
+    if not _launch_bound(f):
+        return None
+    lo = E.launch_overhead(f.model)
+    gap = E.host_gap(f.model)
+    per = np.maximum(lo.overhead, gap)
+    mean = float(per.mean())
+    if not f.uses("torch_compile"):
+        advice, suggests = "Fuse the small operations with torch.compile, or batch the work into fewer kernels.", [
+            "torch_compile"]
+    elif not f.uses("cuda_graphs"):
+        advice, suggests = ("The model is compiled; replay it as a CUDA graph (torch.compile(mode='reduce-overhead')) "
+                            "so one launch replaces many."), ["cuda_graphs"]
+    else:
+        advice, suggests = ("CUDA graphs are in use, yet these kernels are launched one by one outside them: capture "
+                            "this part of the step too."), ["more_graph_capture"]
+    n = max(find_steps(f.model).count, 1)
+    k = worst(per)
+    return Finding("launch_bound", f"{lo.short} of {lo.kernels} kernels ({pct(lo.short / lo.kernels)}; "
+                   f"{lo.kernels / n:.0f} per step) ran shorter than the CPU call that launched them (median kernel "
+                   f"{lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs): the GPU idles "
+                   f"{ms(mean)} per step ({pct(f.share(mean))}) waiting for launches", advice, mean, suggests,
+                   DOCS["graphs"],
+                   [trace_link(f, k, f"launches in {step_label(f, k)}"), kernel_link("Kernels")])
+
+
+def sync_bound(f: Facts) -> Finding | None:
+    """GPU busy < 90 % and the GPU idle after host syncs ≥ 2 % of the step; saving: that idle time."""
+    if not f.gpu or _gpu_busy(f) >= 0.9:
+        return None
+    s = E.host_syncs(f.model)
+    mean = float(s.bubble.mean()) if len(s.bubble) else 0.0
+    if not len(s.calls) or s.calls.sum() == 0 or f.share(mean) < 0.02:
+        return None
+    item = "aten::_local_scalar_dense" in s.sources
+    within = f" inside {', '.join(s.sources[:3])}" if s.sources else ""
+    why = " (aten::_local_scalar_dense is .item(), .tolist() or printing a GPU tensor)" if item else ""
+    k = worst(s.bubble)
+    q = "aten::_local_scalar_dense" if item else s.names[0]
+    links = [trace_link(f, k, f"syncs in {step_label(f, k)}", q)]
+    if item:
+        links.append(operator_link("aten::_local_scalar_dense", ".item() calls in Operators"))
+    return Finding("sync_bound", f"The host waits for the GPU {float(s.calls.mean()):.1f} times per step "
+                   f"({', '.join(s.names)}{within}){why}; after each, the GPU idles until new work arrives: "
+                   f"{ms(mean)} per step ({pct(f.share(mean))})",
+                   "Keep values on the GPU: read losses and metrics every N steps (accumulate them in a GPU tensor), "
+                   "and avoid .item()/.cpu()/print on GPU tensors inside the step.",
+                   mean, ["fewer_syncs"], DOCS["sync"], links)
+
+
+def pageable_copies(f: Facts) -> Finding | None:
+    """Host-to-device copies from pageable memory ≥ 0.5 % of the step; saving: their time (pinned and
+    non-blocking, they overlap with compute)."""
+    if not f.gpu:
+        return None
+    c = E.h2d_copies(f.model)
+    mean = float(c.time.mean()) if len(c.time) else 0.0
+    if not c.pageable or f.share(mean) < 0.005:
+        return None
+    size = f", {c.nbytes / 2**20:.1f} MiB" if c.nbytes else ""
+    if f.uses("pin_memory"):
+        advice = (f"Pinned memory is in use ({c.pinned} pinned copies), but these are not: pin those tensors too "
+                  "(tensor.pin_memory()) and copy them with non_blocking=True.")
+        suggests = ["pin_more"]
+    else:
+        advice = "Pin the host memory (DataLoader(pin_memory=True)) and copy with .to(device, non_blocking=True)."
+        suggests = ["pin_memory"]
+    k = worst(c.time)
+    return Finding("pageable_copies", f"{c.pageable} host-to-device copies come from pageable memory{size}: "
+                   f"{ms(mean)} per step ({pct(f.share(mean))}); the host blocks on each", advice, mean, suggests,
+                   DOCS["pin_memory"], [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy HtoD (Pageable")])
+
+
+def copy_bound(f: Facts) -> Finding | None:
+    """Memcpy ≥ 10 % of the step (beyond the pageable copies, counted above); saving: that copy time."""
+    if not f.gpu:
+        return None
+    memcpy = breakdown(f.model).per_step["Memcpy"]
+    pageable = E.h2d_copies(f.model).time
+    extra = (memcpy - pageable).clip(min=0.0)
+    mean = float(extra.mean()) if len(extra) else 0.0
+    if f.share(float(memcpy.mean()) if len(memcpy) else 0.0) < 0.1 or mean <= 0:
+        return None
+    k = worst(memcpy)
+    return Finding("copy_bound", f"Memory copies not hidden by kernels take {ms(mean)} per step "
+                   f"({pct(f.share(mean))})", "Keep tensors on the GPU across steps (no .cpu()/.to() round trips), "
+                   "and overlap the remaining copies with compute (non_blocking=True on a side stream).",
+                   mean, ["fewer_copies"], DOCS["tuning"], [trace_link(f, k, f"copies in {step_label(f, k)}",
+                                                                       "Memcpy")])
+
+
+def low_tensor_cores(f: Facts) -> Finding | None:
+    """On compute capability ≥ 7.0: kernels of tensor-core-eligible operators (matmul, convolution, attention)
+    that use no tensor cores ≥ 10 % of kernel time; saving: half their time (tensor cores at least double it)."""
+    cc = f.context["compute_capability"]
+    if not f.gpu or not cc or float(cc) < 7.0:
+        return None
+    gap = E.tensor_core_gap(f.model)
+    mean = float(gap.eligible.mean()) if len(gap.eligible) else 0.0
+    if gap.share < 0.1 or mean <= 0:
+        return None
+    if f.uses("autocast"):
+        advice = (f"{f.context['precision']} is in use, yet these operators' kernels use no tensor cores: check "
+                  "that they run under autocast and that their sizes are multiples of 8.")
+        suggests = ["tensor_core_shapes"]
+    else:
+        advice = ("Enable mixed precision (torch.autocast(device_type='cuda', dtype=torch.bfloat16)) or TF32 "
+                  "(torch.backends.cuda.matmul.allow_tf32 = True).")
+        suggests = ["autocast"]
+    return Finding("low_tensor_cores", f"{pct(gap.share)} of the kernel time is in matmul/convolution/attention "
+                   f"kernels that use no tensor cores on {f.context['device']} (compute capability {cc}): "
+                   f"{ms(mean)} per step", advice, mean / 2, suggests, DOCS["amp"], [kernel_link("Kernels")])
+
+
+def _parallel_advice(f: Facts) -> tuple[str, list[str], str]:
+    par = f.context["parallelism"]
+    if par == "FSDP":
+        return ("FSDP: prefetch the next all-gather (forward_prefetch=True, backward_prefetch=BACKWARD_PRE), shard "
+                "within a node (HYBRID_SHARD), wrap fewer, larger units, or keep parameters gathered "
+                "(reshard_after_forward=False) if memory allows.", ["fsdp_prefetch", "hybrid_shard"], DOCS["fsdp"])
+    if par == "DDP":
+        return ("DDP: compress gradients with a communication hook (bf16_compress_hook), tune bucket_cap_mb so "
+                "all-reduces overlap the backward pass, or accumulate gradients with no_sync().",
+                ["ddp_comm_hooks", "gradient_accumulation"], DOCS["ddp"])
+    return ("Communicate less often (gradient accumulation, larger batches) and overlap collectives with compute.",
+            ["gradient_accumulation"], DOCS["distributed"])
+
+
+def straggler_wait(f: Facts) -> Finding | None:
+    """Multi-rank: another rank is the straggler and this one waits for it (in collectives beyond the fastest
+    rank's time, and in host synchronisation) ≥ 5 % of the step; saving: that wait."""
+    job = f.job or {}
+    other = job.get("straggler_rank")
+    if other is None or other == job.get("rank"):
+        return None
+    collective, host = float(job["wait_us"]), float(job["host_wait_us"])
+    wait = collective + host
+    if f.share(wait) < 0.05:
+        return None
+    k = worst(E.communication(f.model))
+    return Finding("straggler_wait", f"This rank waits {ms(wait)} of {ms(f.step_us)} per step ({pct(f.share(wait))}) "
+                   f"for rank {other}, the straggler ({ms(collective)} in collectives, {ms(host)} in host "
+                   "synchronisation)", f"Speed up rank {other} (its Overview says why it is slow); compressing or "
+                   "reordering this rank's communication would not help.", wait, ["fix_straggler"],
+                   DOCS["distributed"],
+                   [distributed_link(other, f"rank {other} in Distributed"),
+                    {"view": "Overview", "params": {"worker": job.get("straggler_worker")},
+                     "label": f"rank {other}'s Overview"},
+                    trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")])
+
+
+def communication(f: Facts) -> Finding | None:
+    """Communication not hidden by kernels, less the time spent waiting for a straggler (multi-rank), ≥ 10 % of
+    the step; saving: that time."""
+    comm = E.communication(f.model)
+    job = f.job or {}
+    waiting = job.get("straggler_rank") is not None and job.get("straggler_rank") != job.get("rank")
+    wait = float(job.get("wait_us") or 0.0) if waiting else 0.0
+    exposed = float(comm.mean()) if len(comm) else 0.0
+    mean = max(exposed - wait, 0.0)
+    if f.share(mean) < 0.1:
+        return None
+    advice, suggests, link = _parallel_advice(f)
+    k = worst(comm)
+    return Finding("communication_bound", f"Communication not hidden by computation takes {ms(mean)} of "
+                   f"{ms(f.step_us)} per step ({pct(f.share(mean))})", advice, mean, suggests, link,
+                   [distributed_link(job.get("rank"), "Distributed view"),
+                    trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")])
+
+
+def straggler(f: Facts) -> Finding | None:
+    """Multi-rank: this rank is the straggler; saving (for the job): the others' wait per step."""
+    job = f.job or {}
+    if job.get("straggler_rank") is None or job.get("straggler_rank") != job.get("rank"):
+        return None
+    others = float(job["others_wait_us"])
+    idle = float(job.get("extra_idle_us") or 0.0)
+    why = (f"; its host has {ms(idle)} per step more time with no recorded activity (sleep, I/O, unprofiled work) "
+           "than the others'") if idle > 500 else ""
+    return Finding("straggler", f"This rank is the straggler: the other ranks wait {ms(others)} per step for it{why}",
+                   "Find what this rank does that the others do not (data, host work, a slower device) and even it "
+                   "out; every rank gains the wait.", others, ["fix_straggler"], DOCS["distributed"],
+                   [distributed_link(job.get("rank"), "Distributed view")])
+
+
+def outlier_steps(f: Facts) -> Finding | None:
+    """Slowest step ≥ 1.3 × the median (≥ 3 steps); saving: Σ (step − median)⁺ / steps."""
+    d = E.step_times(f.model)
+    if len(d) < 3:
+        return None
+    median = float(np.median(d))
+    slow, fast = int(np.argmax(d)), int(np.argmin(d))
+    if median <= 0 or d[slow] < 1.3 * median:
+        return None
+    saving = float((d - median).clip(min=0.0).sum() / len(d))
+    return Finding("outlier_steps", f"Step times vary: {step_label(f, slow)} takes {ms(float(d[slow]))}, "
+                   f"{d[slow] / median:.1f}× the median {ms(median)}",
+                   "Compare the slowest step with the fastest to see what differs (data, synchronisation, a "
+                   "collective, garbage collection).", saving, [], DOCS["tuning"],
+                   [trace_link(f, slow, f"slowest: {step_label(f, slow)}"),
+                    trace_link(f, fast, f"fastest: {step_label(f, fast)}")], cause=False)
+
+
+def memory_pressure(f: Facts) -> Finding | None:
+    """Peak allocated > 90 % of a GPU's memory, or reserved ≥ 1.5 × allocated at peak while reserved > 50 % of
+    it (fragmentation); no time saving (it is a risk and a limit on the batch size)."""
+    cap = {f"GPU{d['id']}": d.get("memory_bytes") for d in devices(f.model) if d.get("memory_bytes")}
+    for label, dev in memory_curve(f.model)["devices"].items():
+        total = cap.get(label)
+        if not total:
+            continue
+        alloc, reserved, t = dev["peak_allocated_bytes"], dev["peak_reserved_bytes"], dev["peak_time_us"]
+        link = {"view": "Memory", "params": {"device": label, "start_us": t - 1000.0, "end_us": t + 1000.0},
+                "label": f"peak on {label}"}
+        gib = 2**30
+        if alloc > 0.9 * total:
+            return Finding("memory_pressure", f"Memory on {label} peaks at {alloc / gib:.1f} GiB, "
+                           f"{pct(alloc / total)} of its {total / gib:.1f} GiB", "Close to out-of-memory: activation "
+                           "checkpointing or lower precision frees memory.", 0.0, ["activation_checkpointing"],
+                           DOCS["memory"], [link], cause=False)
+        if reserved > 0.5 * total and alloc > 0 and reserved >= 1.5 * alloc:
+            return Finding("memory_pressure", f"The caching allocator on {label} reserves {reserved / gib:.1f} GiB "
+                           f"for a peak of {alloc / gib:.1f} GiB allocated: fragmentation", "Set "
+                           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or allocate tensors of steady sizes.",
+                           0.0, ["expandable_segments"], DOCS["memory"], [link], cause=False)
+    return None
+
+
+def gpu_bound(f: Facts) -> Finding | None:
+    """Computation on the GPU (kernels, copies, sets; collectives not: a collective kernel may be waiting) ≥ 80 %
+    of the step: the kernels set the pace (no saving estimate: it depends on the kernels)."""
+    if not f.gpu:
+        return None
+    per = breakdown(f.model).per_step
+    busy = f.share(float(sum(per[c].mean() for c in ("Kernel", "Memcpy", "Memset"))))
+    if busy < 0.8:
+        return None
+    top = kernel_table(f.model)[:3]
+    named = ", ".join(r["name"][:60] for r in top)
+    return Finding("gpu_bound", f"The GPU is busy {pct(busy)} of the step", f"The kernels set the pace: make them "
+                   f"faster or do less work (top kernels: {named}).", 0.0, [], DOCS["tuning"],
+                   [kernel_link("Kernels")], fallback=True)
+
+
+def cpu_compute(f: Facts) -> Finding | None:
+    """CPU-only runs: host operators fill the step (no saving estimate)."""
+    if f.gpu:
+        return None
+    share = E.host_busy_share(f.model)
+    hot = E.hot_ops_in_gaps(f.model)
+    named = ", ".join(f"{h.name} ({ms(h.gap_us)})" for h in hot)
+    suggests = ["threads", "larger_batch"] + ([] if f.uses("torch_compile") else ["torch_compile"])
+    advice = "Use more intra-op threads (torch.set_num_threads), larger batches"
+    advice += "." if f.uses("torch_compile") else ", or torch.compile the model."
+    return Finding("cpu_compute", f"CPU only: operators run {pct(share)} of the step"
+                   + (f"; the heaviest: {named}" if named else ""), advice, 0.0, suggests, DOCS["tuning"],
+                   [operator_link(h.name) for h in hot], fallback=True)
+
+
+RULES: tuple[Callable[[Facts], Finding | None], ...] = (
+    input_bound, cpu_tensor_creation, cpu_bound, launch_bound, sync_bound, pageable_copies, copy_bound,
+    low_tensor_cores, straggler_wait, communication, straggler, outlier_steps, memory_pressure, gpu_bound, cpu_compute)

@@ -1,0 +1,119 @@
+"""The Overview's diagnosis in the browser: context, verdict and ranked findings above the fold at 1600×1000, and
+every kind of evidence link lands where it says (Trace range and search, Operator and Kernel filters, Distributed
+rank, Memory device and range, another rank's Overview)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.browser.conftest import PLUGIN, TensorBoard, open_plugin, table_rows, top_hash
+
+pytestmark = pytest.mark.browser
+
+RESNET = ("resnet_slow_dataloader", "vm_618")
+TRANSFORMER = ("transformer_bf16", "vm_699")
+
+
+def open_overview(page: Any, tb: TensorBoard, run: str, worker: str) -> Any:
+    p = f"p.{PLUGIN}"
+    page.goto("about:blank")
+    frame = open_plugin(page, tb, f"&{p}.run={run}&{p}.worker={worker}&{p}.span=1&{p}.view=Overview")
+    frame.wait_for_selector("[data-testid=verdict]")
+    return frame
+
+
+def overview(tb: TensorBoard, run: str, worker: str) -> Any:
+    return tb.get_json("overview?" + urlencode({"run": run, "worker": worker, "span": "1"}))
+
+
+def click_evidence(frame: Any, kind: str, view: str) -> None:
+    frame.click(f"[data-testid=recommendation][data-kind={kind}] [data-testid=evidence-link][data-view={view}]")
+    frame.wait_for_selector(f"[data-testid=tab-{view}][aria-selected=true]")
+
+
+def test_diagnosis_above_the_fold_with_trace_and_operator_links(page: Any, tb_samples: TensorBoard) -> None:
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    data = overview(tb_samples, *RESNET)
+    frame = open_overview(page, tb_samples, *RESNET)
+    assert frame.inner_text("[data-testid=verdict]") == data["verdict"]["text"]
+    assert data["verdict"]["text"].startswith("Input-bound: DataLoader waits")
+    assert frame.inner_text("[data-testid=run-context-label]") == "DataLoader without workers"
+    items = frame.query_selector_all("[data-testid=recommendation]")
+    assert [i.get_attribute("data-kind") for i in items] == [r["kind"] for r in data["recommendations"]]
+    assert items[0].query_selector("[data-testid=finding-saving]").inner_text().startswith("est. −114")
+    iframe_top = page.eval_on_selector("iframe", "e => e.getBoundingClientRect().top")
+    for testid in ("run-context", "verdict", "recommendation"):  # above the fold of a 1000 px window
+        bottom = frame.eval_on_selector(f"[data-testid={testid}]", "e => e.getBoundingClientRect().bottom")
+        assert iframe_top + bottom <= 1000, testid
+
+    # Trace: the step with the longest DataLoader wait, searching for it
+    link = next(e for e in data["recommendations"][0]["evidence"] if e["view"] == "Trace")
+    click_evidence(frame, "input_bound", "Trace")
+    frame.wait_for_function("() => window.__ptpTrace && window.__ptpTrace.visibleRange() !== null")
+    shown = frame.evaluate("() => window.__ptpTrace.visibleRange()")
+    assert shown["start"] == pytest.approx(link["params"]["start_us"], abs=0.01)
+    assert shown["end"] == pytest.approx(link["params"]["end_us"], abs=0.01)
+    assert frame.input_value("[data-testid=trace-search]") == "enumerate(DataLoader)"
+
+    # Operator: the hot operator of the CPU-bound transformer, as the table's search
+    data = overview(tb_samples, *TRANSFORMER)
+    op = next(e for r in data["recommendations"] for e in r["evidence"] if e["view"] == "Operator")
+    kind = next(r["kind"] for r in data["recommendations"] if op in r["evidence"])
+    frame = open_overview(page, tb_samples, *TRANSFORMER)
+    frame.click(f"[data-testid=recommendation][data-kind={kind}] [data-testid=evidence-link][data-view=Operator]")
+    frame.wait_for_selector("[data-testid=tab-Operator][aria-selected=true]")
+    frame.wait_for_selector("[data-testid=operator-table] tbody tr[data-testid=row]")
+    names = [r["name"] for r in table_rows(frame, "operator-table")]
+    assert names and all(op["params"]["q"] in n for n in names)
+
+
+def test_memory_link_opens_the_device_and_range(page: Any, tb_samples: TensorBoard) -> None:
+    """A scripted finding with a Memory link (no sample reaches 90 % of an H200): the Memory view opens on that
+    device with that range selected."""
+    data = overview(tb_samples, *TRANSFORMER)
+    curve = tb_samples.get_json("memory/curve?" + urlencode({"run": TRANSFORMER[0], "worker": TRANSFORMER[1],
+                                                              "span": "1"}))
+    device = next(d for d in curve["devices"] if d != "CPU")
+    t = curve["devices"][device]["peak_time_us"]
+    finding = {"id": "memory_pressure", "kind": "memory_pressure", "title": "Memory pressure", "text": "Peak.",
+               "saving_us": 0, "evidence": [{"view": "Memory", "label": "peak",
+                                             "params": {"device": device, "start_us": t - 500, "end_us": t + 500}}],
+               "link": "https://pytorch.org", "cause": False}
+    body = {**data, "recommendations": [finding]}
+    page.route(f"**/data/plugin/{PLUGIN}/overview?*", lambda route: route.fulfill(
+        status=200, content_type="application/json", body=json.dumps(body)))
+    frame = open_overview(page, tb_samples, *TRANSFORMER)
+    click_evidence(frame, "memory_pressure", "Memory")
+    frame.wait_for_selector("[data-testid=memory-range]")
+    assert frame.input_value("[data-testid=memory-device]") == device
+    frame.wait_for_function("() => !document.querySelector('[data-testid=memory-range]').innerText.includes('whole')")
+    assert "whole trace" not in frame.inner_text("[data-testid=memory-range]")
+
+
+def test_distributed_kernel_and_rank_links(page: Any, tb_dist_diff: TensorBoard) -> None:
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    data = overview(tb_dist_diff, "ddp", "rank0")
+    assert data["verdict"]["kind"] == "straggler_wait" and "rank 1 straggles" in data["context"]["label"]
+    frame = open_overview(page, tb_dist_diff, "ddp", "rank0")
+    assert "rank 0 of 2 · rank 1 straggles" in frame.inner_text("[data-testid=run-context-label]")
+
+    click_evidence(frame, "straggler_wait", "Distributed")
+    frame.wait_for_selector("[data-testid=collectives-rank]")
+    ranks = tb_dist_diff.get_json("distributed?" + urlencode({"run": "ddp", "span": "1"}))["ranks"]
+    index = frame.input_value("[data-testid=collectives-rank]")
+    assert ranks[int(index)]["rank"] == 1
+    assert "p.pytorch_profiler.rank" not in top_hash(page)  # consumed
+
+    frame = open_overview(page, tb_dist_diff, "ddp", "rank0")
+    click_evidence(frame, "straggler_wait", "Overview")
+    frame.wait_for_function("() => document.querySelector('[data-testid=verdict]')?.dataset.kind === 'straggler'")
+    assert top_hash(page)[f"p.{PLUGIN}.worker"] == "rank1"
+
+    # Kernel: the V100 run's low tensor-core use opens the Kernel view
+    frame = open_overview(page, tb_dist_diff, "resnet50_num_workers_4", "worker0")
+    click_evidence(frame, "low_tensor_cores", "Kernel")
+    frame.wait_for_selector("[data-testid=kernel-table] tbody tr[data-testid=row]")

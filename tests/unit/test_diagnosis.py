@@ -1,0 +1,272 @@
+"""Diagnosis: one verdict per run, ranked findings that name the planted cause, and no advice the trace contradicts.
+
+The corpus table holds one line per labelled run (real traces in tests/data and samples/); a new corpus run is one
+more line. Bottlenecks the existing real traces lack (many tiny kernels, CUDA-graph replay with CPU tensor
+creation, FSDP collectives, DataLoader workers with heavy transforms, ``.item()`` syncs) are hand-built traces
+whose numbers are checked by hand below.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tb_plugin.analysis.distributed import distributed
+from tb_plugin.analysis.kernels import kernel_table
+from tb_plugin.analysis.overview import overview
+from tb_plugin.loader import load_trace
+from tests.conftest import REPO
+from tests.unit.test_views_synthetic import PROPS, kernel, launch, model_of, op, step
+
+# Advice that suggests a technique, by the context tag that shows it already in use.
+SUGGESTS = {
+    "dataloader_workers": re.compile(r"DataLoader\(num_workers=N\)"),
+    "torch_compile": re.compile(r"torch\.compile the model|with torch\.compile"),
+    "cuda_graphs": re.compile(r"reduce-overhead|replay the step as a CUDA graph"),
+    "autocast": re.compile(r"torch\.autocast"),
+    "pin_memory": re.compile(r"pin_memory=True"),
+    "fsdp": re.compile(r"bf16_compress_hook|DDP communication hook|no_sync\(\)"),
+    "cpu_only": re.compile(r"pin_memory|non_blocking|CUDA|tensor cores|GPU"),
+}
+
+
+def contradictions(o: dict[str, Any]) -> list[str]:
+    """Findings that suggest what the context shows in use (by tag, and by the words of the advice)."""
+    in_use = set(o["context"]["in_use"])
+    out = []
+    for f in o["recommendations"]:
+        out += [f"{f['kind']} suggests {t}" for t in set(f["suggests"]) & in_use]
+        out += [f"{f['kind']}: {f['advice']!r} ({t} in use)" for t in in_use
+                if t in SUGGESTS and SUGGESTS[t].search(f["advice"])]
+    return out
+
+
+def check_shape(o: dict[str, Any]) -> None:
+    recs = o["recommendations"]
+    assert [r["saving_us"] for r in recs] == sorted((r["saving_us"] for r in recs), reverse=True)
+    for r in recs:
+        assert {"id", "kind", "text", "saving_us", "evidence", "link"} <= set(r)
+        for e in r["evidence"]:
+            assert e["view"] in ("Trace", "Operator", "Kernel", "Distributed", "Memory", "Overview") and e["label"]
+            if e["view"] == "Trace":
+                assert e["params"]["start_us"] < e["params"]["end_us"]
+    assert contradictions(o) == []
+
+
+@dataclass(frozen=True)
+class Case:
+    run: str  # folder under the repository, every file a worker of one job
+    verdict: str
+    cause: str  # a regular expression the verdict's finding must match (the planted cause, in numbers)
+    context: tuple[str, ...] = ()  # tags the context must detect
+    also: tuple[str, ...] = ()  # other finding kinds that must be there
+    worker: int = 0  # which worker file (sorted) is diagnosed
+
+
+CORPUS = [
+    Case("samples/resnet_slow_dataloader", "input_bound", r"DataLoader waits 11\d\.\d ms of 1[23]\d\.\d ms per step "
+         r"\(8\d %\)", also=("pageable_copies",)),
+    Case("tests/data/kineto_v100/resnet50_num_workers_0", "input_bound", r"DataLoader waits 59\.3 ms of 177\.6 ms",
+         also=("low_tensor_cores", "pageable_copies")),
+    Case("tests/data/kineto_v100/resnet50_num_workers_4", "low_tensor_cores", r"66 % of the kernel time",
+         context=("dataloader_workers",), also=("launch_bound", "outlier_steps")),
+    Case("tests/data/h200/resnet18_workers0", "input_bound", r"DataLoader waits 3\d\.\d ms"),
+    Case("samples/transformer_bf16", "cpu_bound", r"aten::copy_ .* in forward", context=("autocast",),
+         also=("sync_bound",)),
+    Case("tests/data/h200/transformer_bf16", "gpu_idle_gaps", r"idle 7\.4 ms of 23\.5 ms", context=("autocast",)),
+    Case("samples/mlp_compiled", "cpu_bound", r"CompiledFunctionBackward", context=("torch_compile", "autocast")),
+    Case("tests/data/h200/mlp_compiled", "gpu_bound", r"busy 99 %", context=("torch_compile",)),
+    Case("samples/ddp_resnet", "straggler_wait", r"waits 17\.8 ms of 21\.8 ms per step \(82 %\) for rank 1",
+         context=("ddp",)),
+    Case("samples/ddp_resnet", "cpu_bound", r"GPU is idle", context=("ddp",), also=("straggler",), worker=1),
+    Case("tests/data/h200/ddp_resnet50", "straggler_wait", r"for rank 1, the straggler", context=("ddp",)),
+    Case("tests/data/h200/ddp_resnet50", "straggler", r"3\.6 ms per step more time with no recorded activity",
+         context=("ddp",), worker=1),
+    Case("samples/cpu_only", "cpu_compute", r"aten::mm", context=("cpu_only",), also=("input_bound",)),
+]
+
+
+def diagnosed(case: Case) -> dict[str, Any]:
+    files = sorted((REPO / case.run).glob("*.pt.trace.json*"))
+    models = [(f.name.split(".")[0], load_trace(str(f))) for f in files]
+    if case.run.endswith(("ddp_resnet", "ddp_resnet50")):
+        worker, model = models[case.worker]
+        return overview(model, distributed(models), worker)
+    return overview(models[case.worker][1])
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=lambda c: f"{c.run.rsplit('/', 1)[-1]}-{c.worker}")
+def test_corpus_verdicts(case: Case) -> None:
+    o = diagnosed(case)
+    check_shape(o)
+    kinds = [r["kind"] for r in o["recommendations"]]
+    assert o["verdict"]["kind"] == case.verdict, (o["verdict"], kinds)
+    top = next(r for r in o["recommendations"] if r["kind"] == case.verdict)
+    assert re.search(case.cause, top["text"]), top["text"]
+    assert o["verdict"]["text"].startswith(top["title"])
+    assert set(case.context) <= set(o["context"]["in_use"])
+    assert set(case.also) <= set(kinds), kinds
+
+
+def test_multi_rank_context_knows_the_job() -> None:
+    o = diagnosed(CORPUS[8])
+    job = o["context"]["job"]
+    assert (job["rank"], job["world_size"], job["straggler_rank"]) == (0, 2, 1)
+    assert "rank 0 of 2 · rank 1 straggles" in o["context"]["label"]
+    links = {e["view"]: e for e in o["recommendations"][0]["evidence"]}
+    assert links["Distributed"]["params"] == {"rank": 1}
+    assert links["Overview"]["params"] == {"worker": "rank1"}
+    # without the job, the same trace reads as communication-bound: the job picture changes the advice
+    alone = overview(load_trace(str(sorted((REPO / "samples/ddp_resnet").glob("*.gz"))[0])))
+    assert alone["verdict"]["kind"] == "communication_bound"
+
+
+# ------------------------------------------------------------------------------------------- synthetic traces
+
+def test_many_tiny_kernels_are_launch_bound(tmp_path: Path) -> None:
+    """200 aten::add of 20 µs, each launching (10 µs) a 2 µs kernel, in a 5 ms step: 200 short kernels, GPU busy
+    8 %; the GPU is idle while aten::add runs except the 2 µs its kernel overlaps it."""
+    events = [step(1, 0, 5000)]
+    for i in range(200):
+        t = i * 25
+        events += [op("aten::add", t, 20), launch(t + 5, 10, corr=i + 1), kernel("add_kernel", t + 16, 2, corr=i + 1)]
+    o = overview(model_of(tmp_path, events, deviceProperties=PROPS))
+    check_shape(o)
+    assert o["verdict"]["kind"] == "launch_bound"
+    f = o["recommendations"][0]
+    assert "200 of 200 kernels (100 %; 200 per step)" in f["text"] and "median kernel 2.0 µs, launch 10.0 µs" in f["text"]
+    # GPU idle while aten::add runs: 200 × 20 µs minus the 2 µs each kernel overlaps them (kernels end at t+18)
+    assert f["saving_us"] == pytest.approx(200 * 18)
+    assert "torch_compile" in f["suggests"] and "cpu_bound" not in [r["kind"] for r in o["recommendations"]]
+
+
+def _graph_replay_with_cpu_normal(tmp_path: Path) -> dict[str, Any]:
+    """A step that replays a CUDA graph (cudaGraphLaunch) after making its input on the CPU: aten::normal_
+    9180 µs inside a 'h2d' region that then copies it to the GPU."""
+    events: list[dict[str, Any]] = []
+    for n in range(3):
+        base = n * 10_000
+        events += [
+            step(n + 1, base, 10_000),
+            op("h2d", base + 100, 9_300, cat="user_annotation"),
+            op("aten::empty", base + 100, 10),
+            op("aten::normal_", base + 110, 9_180),
+            op("aten::to", base + 9_300, 90), op("aten::copy_", base + 9_300, 90),
+            launch(base + 9_305, 80, corr=100 * n + 1, name="cudaMemcpyAsync"),
+            kernel("Memcpy HtoD (Pinned -> Device)", base + 9_320, 60, corr=100 * n + 1, cat="gpu_memcpy"),
+            launch(base + 9_400, 20, corr=100 * n + 2, name="cudaGraphLaunch"),
+        ]
+        events += [kernel(f"graph_kernel_{k}", base + 9_430 + 100 * k, 90, corr=100 * n + 2) for k in range(5)]
+    return overview(model_of(tmp_path, events, deviceProperties=PROPS))
+
+
+def test_cuda_graph_replay_with_cpu_tensor_creation(tmp_path: Path) -> None:
+    o = _graph_replay_with_cpu_normal(tmp_path)
+    check_shape(o)
+    assert "cuda_graphs" in o["context"]["in_use"] and "CUDA graphs" in o["context"]["label"]
+    assert o["verdict"]["kind"] == "cpu_tensor_creation"
+    f = o["recommendations"][0]
+    assert f["saving_us"] == pytest.approx(9_180) and f["share"] == pytest.approx(0.918)
+    assert "aten::normal_ creates tensors on the CPU inside 'h2d': 9.2 ms of 10.0 ms per step (92 %)" in f["text"]
+    assert {"view": "Operator", "params": {"q": "aten::normal_"}, "label": "aten::normal_ in Operators"} in f["evidence"]
+    assert all("cuda_graphs" not in r["suggests"] for r in o["recommendations"])
+
+
+def _fsdp_step(n: int, corr: int) -> list[dict[str, Any]]:
+    """One 10 ms step: 1 ms of compute, then an all-gather (4 ms) and a reduce-scatter (4 ms), not overlapped."""
+    base = n * 10_000
+    out = [step(n + 1, base, 10_000), op("aten::mm", base, 50), launch(base + 10, 5, corr=corr),
+           kernel("gemm", base + 20, 1_000, corr=corr)]
+    for i, (name, kname) in enumerate((("_allgather_base", "ncclDevKernel_AllGather_RING_LL"),
+                                       ("_reduce_scatter_base", "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL"))):
+        t = base + 1_100 + 4_200 * i
+        out += [op("record_param_comms", t, 50) | {"args": {"Collective name": name, "dtype": "Float",
+                                                            "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20}},
+                launch(t + 10, 5, corr=corr + 1 + i), kernel(kname, t + 20, 4_000, corr=corr + 1 + i, stream=9)]
+    return out
+
+
+def test_fsdp_gets_fsdp_advice(tmp_path: Path) -> None:
+    events = [e for n in range(3) for e in _fsdp_step(n, 10 * n + 1)]
+    o = overview(model_of(tmp_path, events, deviceProperties=PROPS))
+    check_shape(o)
+    assert o["context"]["parallelism"] == "FSDP" and "fsdp" in o["context"]["in_use"]
+    assert o["verdict"]["kind"] == "communication_bound"
+    f = o["recommendations"][0]
+    assert f["saving_us"] == pytest.approx(8_000)
+    assert "forward_prefetch" in f["advice"] and "compress_hook" not in f["text"]
+
+
+def test_dataloader_workers_are_told_what_to_do_beyond_workers(tmp_path: Path) -> None:
+    events = [step(1, 0, 100), op("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, 40,
+                                  cat="user_annotation"), launch(50, 2, corr=1), kernel("k", 55, 40, corr=1)]
+    o = overview(model_of(tmp_path, events, deviceProperties=PROPS))
+    check_shape(o)
+    assert o["context"]["dataloader"] == {"iterator": "_MultiProcessingDataLoaderIter", "multiprocessing": True,
+                                          "workers": None}
+    f = o["recommendations"][0]
+    assert (o["verdict"]["kind"], f["saving_us"]) == ("input_bound", 40)
+    assert "still leave 40 % of the step waiting for data: raise num_workers" in f["text"]
+
+
+def test_item_sync_leaves_a_gpu_bubble(tmp_path: Path) -> None:
+    """Per 3000 µs step: a 1000 µs kernel, loss.item() waits for it (returns at 1005), the host then works 2000 µs
+    (Python, no kernels) before the next launch: the GPU bubble after the sync is 2995 − 1005 = 1990 µs."""
+    events: list[dict[str, Any]] = []
+    for n in range(3):
+        b = n * 3_000
+        events += [step(n + 1, b, 3_000), op("aten::mm", b, 8), launch(b + 1, 5, corr=2 * n + 1),
+                   kernel("gemm", b + 6, 999, corr=2 * n + 1),
+                   op("aten::item", b + 100, 910), op("aten::_local_scalar_dense", b + 100, 910),
+                   launch(b + 110, 895, corr=-1, name="cudaStreamSynchronize"),
+                   op("aten::cat", b + 1_010, 1_980),
+                   launch(b + 2_995, 2, corr=2 * n + 2), kernel("tail", b + 2_998, 1, corr=2 * n + 2)]
+    o = overview(model_of(tmp_path, events, deviceProperties=PROPS))
+    check_shape(o)
+    assert o["verdict"]["kind"] == "sync_bound"
+    f = o["recommendations"][0]
+    assert f["saving_us"] == pytest.approx(1_993)  # 1005 → the tail kernel at 2998
+    assert ".item()" in f["text"] and "1.0 times per step" in f["text"]
+
+
+def test_outlier_steps_link_the_slowest_and_fastest(tmp_path: Path) -> None:
+    events = [step(1, 0, 100), step(2, 100, 100), step(3, 200, 110), step(4, 310, 200), op("aten::mm", 0, 510)]
+    o = overview(model_of(tmp_path, events))
+    f = next(r for r in o["recommendations"] if r["kind"] == "outlier_steps")
+    assert f["saving_us"] == pytest.approx(((110 - 105) + (200 - 105)) / 4)  # median 105
+    assert [e["label"] for e in f["evidence"]] == ["slowest: step 4", "fastest: step 1"]
+    assert f["evidence"][0]["params"] == {"start_us": 310, "end_us": 510}
+    assert o["verdict"]["kind"] == "cpu_compute"  # outliers say where to look, never the verdict
+
+
+def test_cpu_only_gets_no_gpu_advice() -> None:
+    o = diagnosed(CORPUS[-1])
+    assert o["context"]["label"] == "DataLoader without workers · CPU only"
+    assert all("pin_memory" not in r["suggests"] for r in o["recommendations"])
+
+
+def test_occupancy_cupti_could_not_estimate_is_unknown(tmp_path: Path) -> None:
+    """0 % with 12 warps per SM (nvjet) is "not estimated"; 0 % with a tenth of a warp per SM is a real value."""
+    events = [step(1, 0, 100), op("aten::mm", 0, 50), launch(1, 1, corr=1), launch(3, 1, corr=2),
+              launch(5, 1, corr=3),
+              kernel("nvjet_sm90_tst", 10, 30, corr=1, **{"warps per SM": 12.0, "est. achieved occupancy %": 0}),
+              kernel("tiny", 50, 10, corr=2, **{"warps per SM": 0.06, "est. achieved occupancy %": 0}),
+              kernel("big", 70, 10, corr=3, **{"warps per SM": 64.0, "est. achieved occupancy %": 80})]
+    model = model_of(tmp_path, events, deviceProperties=PROPS)
+    rows = {r["name"]: r for r in kernel_table(model)}
+    assert rows["nvjet_sm90_tst"]["achieved_occupancy"] is None
+    assert rows["tiny"]["achieved_occupancy"] == 0.0
+    assert overview(model)["gpus"][0]["achieved_occupancy"] == pytest.approx(0.8 * 10 / 20)
+
+
+def test_real_nvjet_kernels_have_no_occupancy(real_traces: Path) -> None:
+    model = load_trace(str(next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))))
+    nvjet = [r for r in kernel_table(model) if r["name"].startswith("nvjet_")]
+    assert nvjet and all(r["achieved_occupancy"] is None for r in nvjet)
+
+
+
