@@ -103,7 +103,7 @@ class HeavyTransformImages(torch.utils.data.Dataset):
 
 
 def case_input_workers_heavy(args, device):
-    batch, raw, size, rounds = (8, 64, 32, 4) if args.tiny else (64, 256, 128, 12)
+    batch, raw, size, rounds = (8, 64, 32, 2) if args.tiny else (32, 256, 128, 4)
     n_steps = args.warmup_steps + 2 + args.active
     dataset = HeavyTransformImages((n_steps + 16) * batch, raw, size, rounds, args.seed)
     loader = torch.utils.data.DataLoader(

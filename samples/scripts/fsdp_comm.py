@@ -1,12 +1,14 @@
 """Two-rank FSDP (fully_shard) training whose all-gathers and reduce-scatters dominate the step.
 
 Run `fsdp_comm` (planted cause: communication-bound): torch.multiprocessing.spawn starts one process
-per rank (2 by default, one GPU each); each builds a stack of 8 wide Linear(4096, 4096)+ReLU blocks
-(16.8 M parameters, 67 MB fp32 each), applies `torch.distributed.fsdp.fully_shard` to every block and
-to the root (FSDP2, NCCL), and trains on a tiny batch (16 rows) with AdamW. Compute per block is a few
-microseconds while every block's parameters are all-gathered in forward and again in backward
+per rank (2 by default, one GPU each); each builds a stack of 4 wide Linear(8192, 8192)+ReLU blocks
+(67 M parameters, 268 MB fp32 each), applies `torch.distributed.fsdp.fully_shard` to every block and
+to the root (FSDP2, NCCL), and trains on a tiny batch (16 rows) with plain SGD. Compute per block is
+a few microseconds while every block's parameters are all-gathered in forward and again in backward
 (reshard_after_forward=True) and its gradients reduce-scattered: NCCL AllGather / ReduceScatter kernels
 fill the step. Worker names `rank0` / `rank1`. Schedule wait=1, warmup=1, active=2, repeat=1.
+Few blocks and SGD (not AdamW) on purpose: FSDP2's DTensor code is Python-heavy, and with_stack records
+every Python call (a 2-step trace of 4 tiny blocks is already ~0.4 MB gz; with AdamW ~0.6 MB).
 Use `--backend gloo --device cpu --tiny` for a CPU-only dry run.
 """
 import argparse
@@ -59,7 +61,7 @@ def worker(rank, args):
     for blk in model[:-1]:
         fully_shard(blk, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
 
     seed_all(args.seed + rank)
     gen = torch.Generator().manual_seed(args.seed + rank)
@@ -108,8 +110,8 @@ def main():
     p.add_argument("--device", default="cuda")
     p.add_argument("--backend", default="nccl")
     p.add_argument("--world-size", type=int, default=2)
-    p.add_argument("--width", type=int, default=4096)
-    p.add_argument("--blocks", type=int, default=8)
+    p.add_argument("--width", type=int, default=8192)
+    p.add_argument("--blocks", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--tiny", action="store_true", help="tiny sizes for a CPU dry run")
     p.add_argument("--warmup-steps", type=int, default=3, help="untraced steps before profiling")

@@ -1,8 +1,8 @@
 """Two-stage pipeline (P2P send/recv) plus a second process group over the same ranks; rank 1 straggles.
 
 Run `pp_two_groups` (issue 18; planted cause: straggler, rank 1): torch.multiprocessing.spawn starts
-2 processes, one GPU each (NCCL). Rank 0 holds stage 0 (token embedding + 4 MLP blocks), rank 1
-stage 1 (4 MLP blocks + LayerNorm + an output projection tied to the embedding, Megatron style).
+2 processes, one GPU each (NCCL). Rank 0 holds stage 0 (token embedding + 2 MLP blocks), rank 1
+stage 1 (2 MLP blocks + LayerNorm + an output projection tied to the embedding, Megatron style).
 Each step runs a GPipe schedule over 4 micro-batches: rank 0 sends every micro-batch's activations
 to rank 1 with `dist.isend`/`dist.irecv` on the default group, rank 1 runs all forwards, then all
 backwards and sends the activation gradients back the same way. After the backward, the tied
@@ -89,7 +89,7 @@ def worker(rank, args):
     # The second process group over the same two ranks: first and last stage share the embedding.
     embed_group = dist.new_group([0, 1], group_desc="embedding_group")
 
-    vocab, d, blocks, seq, mb, n_mb = (512, 32, 2, 16, 2, 4) if args.tiny else (8192, args.d_model, 4, args.seq_len, args.micro_batch, args.micro_batches)
+    vocab, d, blocks, seq, mb, n_mb = (512, 32, 2, 16, 2, 4) if args.tiny else (8192, args.d_model, args.blocks, args.seq_len, args.micro_batch, args.micro_batches)
     torch.manual_seed(args.seed)  # same embedding on both stages
     embed_init = torch.randn(vocab, d) * 0.02
     torch.manual_seed(args.seed + 1 + rank)
@@ -174,6 +174,7 @@ def main():
     p.add_argument("--device", default="cuda")
     p.add_argument("--backend", default="nccl")
     p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--blocks", type=int, default=2, help="MLP blocks per stage")
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--micro-batch", type=int, default=8)
     p.add_argument("--micro-batches", type=int, default=4)
