@@ -9,20 +9,23 @@ unless it IS the planted cause:
                        step waits in `_MultiProcessingDataLoaderIter.__next__`, the GPU mostly idle.
   cpu_tensor_creation  every step makes a big noise tensor on the CPU (`torch.randn(x.shape)`:
                        `aten::normal_` on the host) and copies it to the GPU; that dominates the step
-                       (the fix: `torch.randn(..., device=x.device)`).
+                       (the fix: `torch.randn(..., device=x.device)`). The tensor is made in pinned
+                       memory and copied non_blocking, so the copy is not a second (pageable) cause.
   tiny_kernels         a deep, narrow residual MLP (Linear 64x64, hand-written SiLU), batch 16, SGD with
                        foreach=False: ~1000 tiny kernels a step, each a few microseconds, so the step is
                        bound by the host's launch rate (GPU mostly idle between kernels).
-  item_sync            an MLP that logs `h.abs().max().item()` after each of its 12 blocks (plus
-                       `loss.item()`): 13 host-device syncs a step; at each the host waits for the GPU to
-                       drain, then the GPU waits for the host to launch the next block.
+  item_sync            an MLP (12 blocks of Linear 2048 + LayerNorm + GELU, batch 1024) that logs
+                       `h.abs().max().item()` after each block (plus `loss.item()`): 13 host-device syncs
+                       a step; at each the host waits for the GPU to drain, then the GPU waits for the
+                       host to launch the next block.
   pageable_h2d         a large batch (64 x 3 x 384 x 384 float32, 113 MB) in ordinary pageable host
                        memory is copied with `.to(device, non_blocking=False)` every step for a cheap
                        model: `Memcpy HtoD (Pageable -> Device)` dominates.
   cuda_graph           the whole training step (forward, backward, SGD) is captured once in a
                        `torch.cuda.CUDAGraph` and replayed (`cudaGraphLaunch`) each step; the remaining,
                        planted cost is outside the graph: each step's input is made on the CPU
-                       (`aten::normal_`) and copied host-to-device into the graph's static input.
+                       (`aten::normal_`) and copied host-to-device into the graph's static input
+                       (pinned, non_blocking: the copy itself is cheap).
 
 Profiler: CPU (+ CUDA) activities, record_shapes, profile_memory, with_stack, schedule wait=1,
 warmup=1, active=--active (per-case default, 2 or 3; 4 for input_workers_heavy so that the window
@@ -137,8 +140,10 @@ def case_cpu_tensor_creation(args, device):
 
     def step():
         with record_function("make_noise"):
-            noise = torch.randn(x.shape) * 0.01  # PLANTED: created on the CPU every step
-            noise = noise.to(device)
+            # PLANTED: created on the CPU every step (pinned and copied non_blocking, so that the copy
+            # itself is not a second cause: the host-side aten::normal_ is the cost).
+            noise = torch.randn(x.shape, pin_memory=device.type == "cuda")
+            noise = noise.to(device, non_blocking=True) * 0.01
         loss = F.cross_entropy(model(x + noise), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -195,7 +200,9 @@ class LoggedMLP(nn.Module):
 
 
 def case_item_sync(args, device):
-    width, blocks, batch = (64, 4, 16) if args.tiny else (1024, 12, 512)
+    # Each block is ~0.2 ms of GPU work (fp32 GEMM 1024x2048x2048): longer than its launches, so the step is
+    # not launch-bound, but short enough that the GPU idles visibly while the host relaunches after each sync.
+    width, blocks, batch = (64, 4, 16) if args.tiny else (2048, 12, 1024)
     gen = torch.Generator().manual_seed(args.seed)
     x = torch.randn(batch, width, generator=gen).to(device)
     y = torch.randint(0, 10, (batch,), generator=gen).to(device)
@@ -280,8 +287,10 @@ def case_cuda_graph(args, device):
 
     def step():
         with record_function("make_input"):
-            x = torch.randn(batch, dim)  # PLANTED: each step's input made on the CPU...
-            static_x.copy_(x)            # ...and copied host-to-device outside the graph
+            # PLANTED: each step's input made on the CPU (aten::normal_) and copied host-to-device outside
+            # the graph (from pinned memory, non_blocking, so that the copy is not a second cause).
+            x = torch.randn(batch, dim, pin_memory=device.type == "cuda")
+            static_x.copy_(x, non_blocking=True)
         run_graph()
 
     return step, None
