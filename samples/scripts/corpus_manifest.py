@@ -79,7 +79,7 @@ RUNS = {
         "8 CPU processes over gloo, TP=4 x DP=2: tp_group_0/1 ([0-3], [4-7]) all-reduce activations, "
         "dp_group_0..3 ([0,4] [1,5] [2,6] [3,7]) all-reduce gradients; rank 5 sleeps 100 ms every step; "
         "activities=[CPU] only.",
-        "Seven process groups in pg_config (each rank's trace lists the default group and its own two); "
+        "distributedInfo pg_count 7, each rank's pg_config listing the default group and its own TP and DP groups; "
         "every rank but 5 spends most of its step in all_reduce (straggler: rank 5).",
     ),
     "transformer_bf16_exports": (
