@@ -1,0 +1,358 @@
+"""Single-process training runs, each with ONE planted bottleneck (labelled corpus, issue 11).
+
+`--case NAME` picks the run; everything else in that run is kept clean on purpose (batches already on
+the device or copied from pinned memory with non_blocking=True, no `.item()`, no CPU-made tensors)
+unless it IS the planted cause:
+
+  input_workers_heavy  DataLoader(num_workers=4, persistent_workers=True, pin_memory=True) whose
+                       per-sample numpy transform is so heavy that even 4 workers cannot keep up: each
+                       step waits in `_MultiProcessingDataLoaderIter.__next__`, the GPU mostly idle.
+  cpu_tensor_creation  every step makes a big noise tensor on the CPU (`torch.randn(x.shape)`:
+                       `aten::normal_` on the host) and copies it to the GPU; that dominates the step
+                       (the fix: `torch.randn(..., device=x.device)`). The tensor is made in pinned
+                       memory and copied non_blocking, so the copy is not a second (pageable) cause.
+  tiny_kernels         a deep, narrow residual MLP (Linear 64x64, hand-written SiLU), batch 16, SGD with
+                       foreach=False: ~1000 tiny kernels a step, each a few microseconds, so the step is
+                       bound by the host's launch rate (GPU mostly idle between kernels).
+  item_sync            an MLP (12 blocks of Linear 2048 + LayerNorm + GELU, batch 1024) that logs
+                       `h.abs().max().item()` after each block (plus `loss.item()`): 13 host-device syncs
+                       a step; at each the host waits for the GPU to drain, then the GPU waits for the
+                       host to launch the next block.
+  pageable_h2d         a large batch (64 x 3 x 384 x 384 float32, 113 MB) in ordinary pageable host
+                       memory is copied with `.to(device, non_blocking=False)` every step for a cheap
+                       model: `Memcpy HtoD (Pageable -> Device)` dominates.
+  cuda_graph           the whole training step (forward, backward, SGD) is captured once in a
+                       `torch.cuda.CUDAGraph` and replayed (`cudaGraphLaunch`) each step; the remaining,
+                       planted cost is outside the graph: each step's input is made on the CPU
+                       (`aten::normal_`) and copied host-to-device into the graph's static input
+                       (pinned, non_blocking: the copy itself is cheap).
+
+Profiler: CPU (+ CUDA) activities, record_shapes, profile_memory, with_stack, schedule wait=1,
+warmup=1, active=--active (per-case default, 2 or 3; 4 for input_workers_heavy so that the window
+spans one round of the 4 workers), repeat=1: one trace file. Worker name `<short host>_<pid>`.
+`--device cpu --tiny` is a dry run without a GPU (cuda_graph then runs the step eagerly).
+"""
+import argparse
+import os
+import random
+import socket
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile, record_function, schedule, tensorboard_trace_handler
+
+CASES = ("input_workers_heavy", "cpu_tensor_creation", "tiny_kernels", "item_sync", "pageable_h2d", "cuda_graph")
+
+
+def seed_all(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class SmallCNN(nn.Module):
+    """Three strided convolutions and a classifier: cheap on a GPU."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 32, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(64, 128, 3, stride=2, padding=1), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        )
+        self.head = nn.Linear(128, num_classes)
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+def mlp(sizes):
+    layers = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
+
+
+# --------------------------------------------------------------------------- input_workers_heavy
+
+class HeavyTransformImages(torch.utils.data.Dataset):
+    """Deterministic synthetic uint8 'photos' with a deliberately heavy numpy transform per sample:
+    bilinear resize, `blur_rounds` 3x3 box blurs done with shifted slices, normalization."""
+
+    def __init__(self, length, raw_size, out_size, blur_rounds, seed):
+        self.length, self.raw_size, self.out_size, self.blur_rounds, self.seed = length, raw_size, out_size, blur_rounds, seed
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, idx):
+        rng = np.random.default_rng(self.seed + idx)
+        img = rng.integers(0, 256, size=(self.raw_size, self.raw_size, 3), dtype=np.uint8).astype(np.float32) / 255.0
+        ys = np.linspace(0, self.raw_size - 1, self.out_size).astype(np.int64)
+        img = img[ys][:, ys]  # nearest resize
+        for _ in range(self.blur_rounds):  # 3x3 box blur, the heavy part
+            p = np.pad(img, ((1, 1), (1, 1), (0, 0)), mode="edge")
+            acc = np.zeros_like(img)
+            for dy in range(3):
+                for dx in range(3):
+                    acc += p[dy:dy + self.out_size, dx:dx + self.out_size]
+            img = acc / 9.0
+        img = (img - 0.45) / 0.225
+        return torch.from_numpy(np.ascontiguousarray(img.transpose(2, 0, 1))), int(rng.integers(0, 10))
+
+
+def case_input_workers_heavy(args, device):
+    batch, raw, size, rounds = (8, 64, 32, 2) if args.tiny else (32, 256, 128, 4)
+    n_steps = args.warmup_steps + 2 + args.active
+    dataset = HeavyTransformImages((n_steps + 16) * batch, raw, size, rounds, args.seed)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=batch, shuffle=False, num_workers=args.workers, persistent_workers=True,
+        pin_memory=device.type == "cuda", prefetch_factor=2,
+    )
+    model = SmallCNN().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    it = iter(loader)
+
+    def step():
+        x, y = next(it)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step, loader
+
+
+# --------------------------------------------------------------------------- cpu_tensor_creation
+
+def case_cpu_tensor_creation(args, device):
+    batch, dim = (64, 256) if args.tiny else (2048, 4096)
+    gen = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(batch, dim, generator=gen).to(device)  # the clean data lives on the device
+    y = torch.randint(0, 10, (batch,), generator=gen).to(device)
+    model = mlp([dim, 1024 if not args.tiny else 64, 1024 if not args.tiny else 64, 10]).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        with record_function("make_noise"):
+            # PLANTED: created on the CPU every step (pinned and copied non_blocking, so that the copy
+            # itself is not a second cause: the host-side aten::normal_ is the cost).
+            noise = torch.randn(x.shape, pin_memory=device.type == "cuda")
+            noise = noise.to(device, non_blocking=True) * 0.01
+        loss = F.cross_entropy(model(x + noise), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step, None
+
+
+# --------------------------------------------------------------------------- tiny_kernels
+
+class NarrowBlock(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return x + h * torch.sigmoid(h)  # hand-written SiLU: 3 separate elementwise kernels
+
+
+def case_tiny_kernels(args, device):
+    blocks = 8 if args.tiny else args.blocks
+    width, batch = 64, 16
+    gen = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(batch, width, generator=gen).to(device)
+    y = torch.randint(0, 10, (batch,), generator=gen).to(device)
+    model = nn.Sequential(*[NarrowBlock(width) for _ in range(blocks)], nn.Linear(width, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=False)  # one kernel per op per param
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step, None
+
+
+# --------------------------------------------------------------------------- item_sync
+
+class LoggedMLP(nn.Module):
+    def __init__(self, width, blocks):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(width, width), nn.LayerNorm(width), nn.GELU()) for _ in range(blocks))
+        self.head = nn.Linear(width, 10)
+        self.stats = []
+
+    def forward(self, x):
+        self.stats = []
+        for blk in self.blocks:
+            x = x + blk(x)
+            self.stats.append(x.abs().max().item())  # PLANTED: host-device sync after every block
+        return self.head(x)
+
+
+def case_item_sync(args, device):
+    # Each block is ~0.2 ms of GPU work (fp32 GEMM 1024x2048x2048): longer than its launches, so the step is
+    # not launch-bound, but short enough that the GPU idles visibly while the host relaunches after each sync.
+    width, blocks, batch = (64, 4, 16) if args.tiny else (2048, 12, 1024)
+    gen = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(batch, width, generator=gen).to(device)
+    y = torch.randint(0, 10, (batch,), generator=gen).to(device)
+    model = LoggedMLP(width, blocks).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()  # and one more sync for the loss
+
+    return step, None
+
+
+# --------------------------------------------------------------------------- pageable_h2d
+
+class PooledCNN(SmallCNN):
+    def forward(self, x):
+        return super().forward(F.avg_pool2d(x, 4))
+
+
+def case_pageable_h2d(args, device):
+    batch, size = (8, 64) if args.tiny else (64, 384)
+    gen = torch.Generator().manual_seed(args.seed)
+    # Two big batches in ordinary (pageable) host memory, used in turn.
+    host = [torch.rand(batch, 3, size, size, generator=gen) for _ in range(2)]
+    labels = [torch.randint(0, 10, (batch,), generator=gen) for _ in range(2)]
+    model = PooledCNN().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    counter = [0]
+
+    def step():
+        i = counter[0] % 2
+        counter[0] += 1
+        x = host[i].to(device, non_blocking=False)  # PLANTED: pageable, synchronous, 113 MB a step
+        y = labels[i].to(device, non_blocking=False)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step, None
+
+
+# --------------------------------------------------------------------------- cuda_graph
+
+def case_cuda_graph(args, device):
+    batch, dim, hidden = (64, 256, 64) if args.tiny else (1024, 4096, 2048)
+    gen = torch.Generator().manual_seed(args.seed)
+    model = mlp([dim, hidden, hidden, 10]).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    static_x = torch.randn(batch, dim, generator=gen).to(device)
+    static_y = torch.randint(0, 10, (batch,), generator=gen).to(device)
+
+    def body():
+        loss = F.cross_entropy(model(static_x), static_y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    if device.type == "cuda":
+        # Warm up on a side stream (lazy state, momentum buffers), then capture the whole step.
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                body()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            body()
+        torch.cuda.synchronize()
+        run_graph = graph.replay
+    else:  # dry run: no graphs on the CPU, run the same step eagerly
+        def run_graph():
+            opt.zero_grad(set_to_none=True)
+            body()
+
+    def step():
+        with record_function("make_input"):
+            # PLANTED: each step's input made on the CPU (aten::normal_) and copied host-to-device outside
+            # the graph (from pinned memory, non_blocking, so that the copy is not a second cause).
+            x = torch.randn(batch, dim, pin_memory=device.type == "cuda")
+            static_x.copy_(x, non_blocking=True)
+        run_graph()
+
+    return step, None
+
+
+# --------------------------------------------------------------------------- main
+
+DEFAULT_ACTIVE = {"input_workers_heavy": 4, "tiny_kernels": 2}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--case", required=True, choices=CASES)
+    p.add_argument("--logdir", default=None, help="default samples/<case>")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--tiny", action="store_true", help="tiny sizes for a CPU dry run")
+    p.add_argument("--workers", type=int, default=4, help="input_workers_heavy: DataLoader workers")
+    p.add_argument("--blocks", type=int, default=40, help="tiny_kernels: number of narrow blocks")
+    p.add_argument("--warmup-steps", type=int, default=5, help="untraced steps before profiling")
+    p.add_argument("--active", type=int, default=None, help="active profiler steps (per-case default)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    if args.active is None:
+        args.active = DEFAULT_ACTIVE.get(args.case, 3)
+    logdir = args.logdir or os.path.join("samples", args.case)
+
+    seed_all(args.seed)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+    step, loader = globals()[f"case_{args.case}"](args, device)
+
+    t0 = time.perf_counter()
+    for _ in range(args.warmup_steps):
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t1 = time.perf_counter()
+
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    worker = f"{socket.gethostname().split('.')[0]}_{os.getpid()}"
+    prof_steps = 1 + 1 + args.active
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=1, warmup=1, active=args.active, repeat=1),
+        on_trace_ready=tensorboard_trace_handler(logdir, worker_name=worker, use_gzip=True),
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=True,
+    ) as prof:
+        for _ in range(prof_steps):
+            step()
+            prof.step()
+    t2 = time.perf_counter()
+    if loader is not None:
+        del loader  # stop the persistent workers
+    print(f"{args.case}: warm-up {args.warmup_steps} steps {t1 - t0:.2f}s, profiled {prof_steps} steps {t2 - t1:.2f}s; "
+          f"wrote {sorted(os.listdir(logdir))}")
+
+
+if __name__ == "__main__":
+    main()
