@@ -87,13 +87,30 @@ CORPUS = [
     Case("tests/data/h200/ddp_resnet50", "straggler", r"3\.6 ms per step more time with no recorded activity",
          context=("ddp",), worker=1),
     Case("samples/cpu_only", "cpu_compute", r"aten::mm", context=("cpu_only",), also=("input_bound",)),
+    # The labelled corpus recorded on 2 x H200 by samples/scripts/run_corpus.sh (samples/corpus_manifest.json):
+    Case("samples/input_workers_heavy", "input_bound", r"DataLoader waits \d+\.\d ms of \d+\.\d ms per step \(9\d %\)",
+         context=("dataloader_workers",)),
+    Case("samples/cpu_tensor_creation", "cpu_tensor_creation", r"aten::randn creates tensors on the CPU"),
+    Case("samples/tiny_kernels", "launch_bound", r"kernels \(100 %; \d+ per step\) ran shorter than the CPU call"),
+    Case("samples/pageable_h2d", "pageable_copies", r"host-to-device copies come from pageable memory"),
+    Case("samples/cuda_graph", "cpu_tensor_creation", r"aten::randn creates tensors on the CPU inside 'make_input'",
+         context=("cuda_graphs",)),
+    Case("samples/pp_two_groups", "straggler_wait", r"for rank 1, the straggler"),
+    Case("samples/pp_two_groups", "straggler", r"the other ranks wait", worker=1),
+    Case("samples/gloo_8proc_cpu", "straggler_wait", r"for rank 5, the straggler", context=("cpu_only",)),
+    Case("samples/gloo_8proc_cpu", "straggler", r"the other ranks wait", context=("cpu_only",), worker=5),
+    # Known gaps (see the session notes): the planted cause is found but not ranked first.
+    # item_sync: 13 .item() syncs a step; the GPU-idle gaps they leave rank first, the sync second.
+    Case("samples/item_sync", "gpu_idle_gaps", r"GPU is idle", also=("sync_bound",)),
+    # fsdp_comm: rank 1's host is slower, so rank 0's communication reads as waiting for it; FSDP advice is second.
+    Case("samples/fsdp_comm", "straggler_wait", r"for rank 1", context=("fsdp",), also=("communication_bound",)),
 ]
 
 
 def diagnosed(case: Case) -> dict[str, Any]:
     files = sorted((REPO / case.run).glob("*.pt.trace.json*"))
     models = [(f.name.split(".")[0], load_trace(str(f))) for f in files]
-    if case.run.endswith(("ddp_resnet", "ddp_resnet50")):
+    if len({name for name, _ in models}) > 1:  # several workers: a multi-rank job, every rank knows its picture
         worker, model = models[case.worker]
         return overview(model, distributed(models), worker)
     return overview(models[case.worker][1])
@@ -244,7 +261,7 @@ def test_outlier_steps_link_the_slowest_and_fastest(tmp_path: Path) -> None:
 
 
 def test_cpu_only_gets_no_gpu_advice() -> None:
-    o = diagnosed(CORPUS[-1])
+    o = diagnosed(next(c for c in CORPUS if c.run == "samples/cpu_only"))
     assert o["context"]["label"] == "DataLoader without workers · CPU only"
     assert all("pin_memory" not in r["suggests"] for r in o["recommendations"])
 

@@ -357,13 +357,16 @@ def _parallel_advice(f: Facts) -> tuple[str, list[str], str]:
 
 def straggler_wait(f: Facts) -> Finding | None:
     """Multi-rank: another rank is the straggler and this one waits for it (in collectives beyond the fastest
-    rank's time, and in host synchronisation) ≥ 5 % of the step; saving: that wait."""
+    rank's time, and in host synchronisation; the larger of the two where their sum exceeds the step, since they
+    then overlap) ≥ 5 % of the step; saving: that wait."""
     job = f.job or {}
     other = job.get("straggler_rank")
     if other is None or other == job.get("rank"):
         return None
     collective, host = float(job["wait_us"]), float(job["host_wait_us"])
-    wait = collective + host
+    # The host often blocks (cudaStreamSynchronize) on the very collective that waits on the device: when the two
+    # add up to more than the step they overlap, and the larger one is the wait (a P2P pipeline does this).
+    wait = collective + host if collective + host <= f.step_us else max(collective, host)
     if f.share(wait) < 0.05:
         return None
     k = worst(E.communication(f.model))
