@@ -17,6 +17,8 @@ from ..analysis import kernels as kernel_analysis
 from ..analysis import operators as operator_analysis
 from ..analysis.diff import diff_summary
 from ..analysis.distributed import distributed as distributed_view
+from ..analysis.idle import KERNEL_WAIT_US, idle_time
+from ..analysis.launches import launch_stats
 from ..analysis.memory import memory_curve, memory_events, memory_statistics
 from ..analysis.modules import module_view
 from ..analysis.overview import overview as overview_view
@@ -110,10 +112,29 @@ class Trace:
         return {"file": self.file.filename, "size_bytes": self.file.size, **summary_view(self.model)}
 
     def overview(self) -> Overview:
-        """The Overview page (its environment counts the run's workers, as the page does)."""
-        payload = dict(overview_view(self.model))
+        """The Overview page (its environment counts the run's workers, as the page does); in a multi-rank run
+        the diagnosis knows the job picture (straggler, waits), as the page's does."""
+        ranks = self._ranks() if self._selection.workers > 1 else []
+        job = distributed_view(ranks) if len(ranks) > 1 else None
+        payload = dict(overview_view(self.model, job, self.worker))
         payload["environment"] = {**payload["environment"], "workers": self._selection.workers}
         return Overview.of(payload)
+
+    def idle(self, kernel_wait_us: float = KERNEL_WAIT_US) -> pd.DataFrame:
+        """Idle time per GPU stream in the step window (the GPU view): busy and idle µs, idle split into host
+        wait, kernel wait (gaps shorter than ``kernel_wait_us``) and other. Empty for a CPU-only run."""
+        streams = idle_time(self.model, kernel_wait_us)["streams"]
+        keep = ["device", "stream", "busy_us", "idle_us", "host_wait_us", "kernel_wait_us", "other_us", "events"]
+        return frame([{k: s[k] for k in keep} for s in streams], columns=keep)
+
+    def launch_stats(self) -> pd.DataFrame:
+        """Kernel launch statistics per kernel name (the GPU view): launches, mean CPU launch and GPU durations,
+        launch delay, kernels shorter than their launch. ``attrs["summary"]`` holds the whole window's figures
+        (``launch_delay_p50_us``, ``launch_delay_p95_us``, ``short_kernels``, …)."""
+        stats = launch_stats(self.model)
+        out = frame(stats["by_name"])
+        out.attrs["summary"] = stats["summary"]
+        return out
 
     def operators(self, group_by: str = "name") -> pd.DataFrame:
         """The Operator view: one row per operator (``group_by`` also ``name_shape``, ``name_stack``)."""

@@ -81,6 +81,13 @@ def test_views_equal_the_http_api_on_real_traces(copied: Any, tmp_path: Path, te
         curve = get(client, f"memory/curve?{q}")["devices"]
         assert len(t.memory_curve()) == sum(len(d["points"]) for d in curve.values())
 
+        idle = get(client, f"idle?{q}")["streams"]
+        assert_rows(t.idle(), [{k: st[k] for k in t.idle().columns} for st in idle])
+        assert len(t.idle()) == len(idle) > 0
+        launches = get(client, f"launch_stats?{q}")
+        assert_rows(t.launch_stats(), launches["by_name"])
+        assert t.launch_stats().attrs["summary"] == launches["summary"]
+
         modules = get(client, f"modules?{q}")["modules"]
         flat = t.modules()
         assert list(flat.loc[flat["depth"] == 0, "name"]) == [m["name"] for m in modules]
@@ -105,6 +112,9 @@ def test_distributed_and_diff_equal_the_http_api(copied: Any, tmp_path: Path, te
     assert list(ranks["worker"]) == ["rank0", "rank1"]
     assert list(ranks["step_us"]) == [r["step_us"] for r in http["ranks"]]
     assert ranks.attrs["straggler"]["rank"] == 1  # rank 1 sleeps 5 ms a step
+    # the Overview of a rank knows the job picture, as the page's does
+    assert t.overview().raw == get(client, "overview?run=ddp_resnet50&worker=rank0&span=1")
+    assert t.overview().verdict["kind"] == "straggler_wait"
     assert len(t.collectives()) == sum(len(r["collectives"]) for r in http["ranks"])
 
     d = tb_plugin.diff(v100, tb_plugin.open(v100, span="2", cache_dir=str(tmp_path / "cache")),
