@@ -142,7 +142,11 @@ def hta_definitions(model: TraceModel) -> dict[str, Any]:
                      "short": int((dur < work.launch_end[launched] - work.launch_start[launched]).sum())}
     out["context"] = {"device_events": work.size, "kept": int(kept.sum()),
                       "unlaunched": int((work.launch_row < 0).sum()),
-                      "after_last_step": int(((work.launch_row >= 0) & ~kept).sum()), "last_step_start_us": last}
+                      "after_last_step": int(((work.launch_row >= 0) & ~kept).sum()), "last_step_start_us": last,
+                      "kernels": int((work.kind == Kind.KERNEL).sum()),
+                      "kept_kernels": int((kept & (work.kind == Kind.KERNEL)).sum()),
+                      "launch_kernels": int((launched & (work.kind == Kind.KERNEL)).sum()),
+                      "launch_copies": int((launched & (work.kind != Kind.KERNEL)).sum())}
     return out
 
 
@@ -221,11 +225,11 @@ def findings(results: list[dict[str, Any]]) -> list[str]:
     """The differences in numbers, measured on this run's traces."""
     share, inflation, lines = [], [], []
     for r in results:
-        count = _row(r, "launch count")
-        if count and count["hta_ns"] and r["ours_launch"]["kernels"]:
-            share.append((count["hta_ns"] / r["ours_launch"]["kernels"], r["trace"]))
+        ctx = r["recount_context"]
+        if ctx["kernels"]:
+            share.append(ctx["launch_kernels"] / ctx["kernels"])
         rounded, exact = _sum(r, ":kernel_wait (µs)", "hta"), _sum(r, ":kernel_wait (µs)", "hta_ns")
-        if rounded is not None and exact:
+        if rounded is not None and exact and rounded != exact:
             inflation.append(rounded / exact - 1)
     agree = [row for r in results for row in r["rows"] if row["agree"] is True]
     differ = [(r["trace"], row["metric"]) for r in results for row in r["rows"] if row["agree"] is False]
@@ -234,17 +238,18 @@ def findings(results: list[dict[str, Any]]) -> list[str]:
                  + (". Not: " + "; ".join(f"{t}: {m}" for t, m in differ) if differ else "; most are identical.")
                  + " Both tools read the same kernels, launches, streams and correlations.")
     if share:
-        lo, hi = min(s for s, _ in share), max(s for s, _ in share)
-        lines.append(f"- **HTA analyses {lo:.0%}–{hi:.0%} of the kernels** the plugin counts in the step window "
-                     "(HTA's launch count, which includes copies and memsets, over the plugin's kernels): it drops "
-                     "everything launched after the last `ProfilerStep` starts (the whole last step), every event "
-                     "whose launch is not in the trace, and kernels launched by `cuLaunchKernel` (Triton) from its "
-                     "launch statistics.")
+        lines.append(f"- **HTA's launch statistics cover {min(share):.0%}–{max(share):.0%} of the trace's kernels**: "
+                     "it drops everything launched after the last `ProfilerStep` starts (the whole last step), every "
+                     "event whose launch is not in the trace, and kernels launched by `cuLaunchKernel` (Triton, the "
+                     "compiled MLP); it adds copies and memsets launched by `cudaMemcpyAsync`/`cudaMemsetAsync`, "
+                     "which the plugin's launch statistics leave out (they are not kernels). The plugin counts every "
+                     "kernel that starts in the step window.")
     if inflation:
         lines.append(f"- **HTA's whole-µs rounding inflates kernel wait by {min(inflation):.0%}–{max(inflation):.0%}"
-                     "** (the `HTA (µs-rounded)` column against `HTA (ns)`): each start and end is rounded on its "
-                     "own, so gaps of a few hundred ns become 1 µs, and a few short kernels change sides. Kineto "
-                     "2021 traces (V100) have whole-µs timestamps already, and there the columns are equal.")
+                     "** on the traces with sub-µs timestamps (the `HTA (µs-rounded)` column against `HTA (ns)`): "
+                     "each start and end is rounded on its own, so gaps of a few hundred ns become 1 µs, and a few "
+                     "short kernels change sides. Kineto 2021 traces (V100) have whole-µs timestamps already, and "
+                     "there the columns are equal.")
     lines += [
         "- **Idle time**: HTA sums the gaps between consecutive events of a stream only, from its first to its "
         "last kept event; the plugin covers the whole step window, so the starved start and end of each step "
@@ -253,9 +258,13 @@ def findings(results: list[dict[str, Any]]) -> list[str]:
         f"documentation says ns); the plugin's is {KERNEL_WAIT_US:g} µs, so gaps of {KERNEL_WAIT_US:g}–30 µs "
         "already issued are kernel wait in HTA and other here.",
         "- **Launch delay**: HTA measures from the end of the launch call (clipped at 0), the plugin from its start "
-        "(what the host spent launching is part of the delay the GPU sees); over all the plugin's kernels, not the "
-        "subset HTA keeps, so p50 and p95 differ by the launch call's duration and the sample.",
-        "- **Short kernels**: same definition (GPU time < launch call time), counted over more kernels here.",
+        "(what the host spent launching is part of the delay the GPU sees), and over a different sample (the "
+        "plugin's kernels against HTA's kernels, copies and memsets, above), so p50 and p95 differ by the launch "
+        "call's duration and by the sample (on the DDP ranks a third of HTA's sample is copies and memsets).",
+        "- **Short kernels**: same definition (GPU time < launch call time), over different sets: the plugin "
+        "counts kernels only (more of them in most traces: the last step, Triton's launches), HTA kernels and also "
+        "copies and memsets (the per-trace lines below say how many), which is where its count is the higher one "
+        "(the DDP ranks).",
         "- **Queue length**: HTA lets an event leave its queue when it *starts* on the GPU, the plugin when it "
         "*ends* (it is still the GPU's to finish; this is also when CUDA frees the slot), so the plugin's maximum "
         "is the same or one or more higher; HTA also leaves out the last step and unlaunched events.",
@@ -284,7 +293,9 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, str]) -> str:
                   f"Plugin: step window {_fmt(r['ours_window_us'])} µs, {r['ours_launch']['kernels']} kernels in it "
                   f"({r['ours_launch']['unlaunched']} without a launch in the trace). HTA's filter keeps "
                   f"{ctx['kept']} of {ctx['device_events']} device events ({ctx['unlaunched']} without a launch, "
-                  f"{ctx['after_last_step']} launched after the last ProfilerStep starts).", ""]
+                  f"{ctx['after_last_step']} launched after the last ProfilerStep starts); its launch statistics "
+                  f"count {ctx['launch_kernels']} of the trace's {ctx['kernels']} kernels, plus "
+                  f"{ctx['launch_copies']} copies and memsets.", ""]
         if r["hta_errors"]:
             lines += [f"HTA raised: {'; '.join(f'{k}: `{v}`' for k, v in r['hta_errors'].items())}", ""]
         lines += ["| metric | HTA (µs-rounded) | HTA (ns) | ours, HTA's definition | ours | agree |",
