@@ -60,6 +60,14 @@ def shot_overview_operator_kernel(page: Any, tb_samples: TensorBoard) -> None:
         dark_screenshot(page, lambda r=run, v=view: views.open_view(page, tb_samples, r, v), view.lower(), chart)
 
 
+def shot_gpu(page: Any, tb_samples: TensorBoard) -> None:
+    """The GPU view of the bf16 transformer: idle time by cause, launches, queue length, bandwidth, sequences."""
+    frame = views.open_view(page, tb_samples, views.TRANSFORMER, "GPU")
+    frame.wait_for_selector("[data-testid=gpu-view]")
+    views.wait_charts(frame, "queue-chart")
+    save_screenshot(page, "gpu.png", full_height=True)
+
+
 def shot_trace(page: Any, tb: TensorBoard) -> None:  # noqa: F811
     """Part of a forward pass, a GEMM kernel selected with its launch arrow and details."""
     hit, details = trace.kernel_with_launcher(tb, "nvjet")
