@@ -102,7 +102,7 @@ function idleCard(ctx: ViewContext, resp: IdleResponse): HTMLElement {
 }
 
 function stat(testid: string, label: string, value: string, help: string, link?: Child): HTMLElement {
-  return h("div", { class: "ptp-metric", testid, attrs: { title: help } }, h("div", { class: "ptp-metric-label" }, label, infoIcon(help)), h("div", { class: "ptp-metric-value" }, value, link ?? null));
+  return h("div", { class: "ptp-metric", testid, attrs: { title: help } }, h("div", { class: "ptp-metric-label" }, label, infoIcon(help)), h("div", { class: "ptp-metric-value" }, value, link ? " · " : null, link ?? null));
 }
 
 function launchCard(ctx: ViewContext, resp: LaunchStatsResponse): HTMLElement {
@@ -115,7 +115,7 @@ function launchCard(ctx: ViewContext, resp: LaunchStatsResponse): HTMLElement {
     stat("launch-kernels", "Kernels", `${formatInt(s.kernels)} (${formatInt(s.unlaunched)} unlaunched)`, GPU_HELP.unlaunched),
     stat("launch-p50", "Launch delay p50", formatDuration(s.launch_delay_p50_us), GPU_HELP.delay),
     stat("launch-p95", "Launch delay p95", formatDuration(s.launch_delay_p95_us), GPU_HELP.outlier,
-      worst ? traceRangeLink(ctx, " worst", worst.launch_start_us, worst.start_us + worst.gpu_duration_us, worst.name) : null),
+      worst ? traceRangeLink(ctx, "worst", worst.launch_start_us, worst.start_us + worst.gpu_duration_us, worst.name) : null),
     stat("launch-short", "Short kernels", `${formatInt(s.short_kernels)} · ${formatDuration(s.short_kernels_us)}`, GPU_HELP.short),
     stat("launch-means", "Mean CPU launch / GPU kernel", `${formatDuration(s.cpu_duration_mean_us)} / ${formatDuration(s.gpu_duration_mean_us)}`, GPU_HELP.delay),
   );
