@@ -10,13 +10,10 @@ from typing import Any
 
 from tensorboard.plugins import base_plugin
 
-from .analysis.overview import overview
 from .api.routes import Api
 from .catalog.catalog import parse_logdir_spec
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT
-from .model.tables import TraceModel
-from .timeline.index import timeline_index
-from .workspace import Workspace
+from .workspace import Workspace, precompute
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +39,6 @@ def roots_from_flags(flags: Any) -> list[tuple[str | None, str]]:
     if logdir:
         return [(None, logdir)]
     return parse_logdir_spec(getattr(flags, "logdir_spec", None) or "")
-
-
-def precompute(model: TraceModel) -> None:
-    """Build what the first page views need as soon as a trace is loaded (in a background thread)."""
-    overview(model)
-    timeline_index(model)
 
 
 class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]

@@ -13,16 +13,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .analysis.overview import overview
 from .catalog import remote
 from .catalog.catalog import Catalog, Root, TraceFile
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, READY, LoadScheduler
 from .model.tables import TraceModel
+from .timeline.index import timeline_index
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]
+
+
+def precompute(model: TraceModel) -> None:
+    """Build what the first page views need as soon as a trace is loaded (in a background thread)."""
+    overview(model)
+    timeline_index(model)
 
 
 class LookupFailed(Exception):

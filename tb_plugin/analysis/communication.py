@@ -23,10 +23,10 @@ import numpy as np
 from ..model import intervals as iv
 from ..model.derived import memoized
 from ..model.kinds import Kind
+from ..model.lookups import side_row
 from ..model.names import is_collective_host, is_collective_kernel, name_mask
 from ..model.optree import host_tree, innermost_containing, nest
 from ..model.tables import TraceModel
-from ..timeline.details import side_row
 
 _DTYPE_BYTES = {
     "float": 4, "float32": 4, "int": 4, "int32": 4, "long": 8, "long int": 8, "int64": 8, "double": 8,

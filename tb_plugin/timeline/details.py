@@ -10,28 +10,13 @@ import numpy as np
 from ..model import ids
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
+from ..model.lookups import side_row, tree_node_of_row
 from ..model.optree import host_tree
 from ..model.tables import SCHEMAS, TraceModel
 from .index import depth_of_rows, timeline_index
 
 _SOURCE_FRAME = re.compile(r"\(\d+\): ")
 _SIDE_TABLES = ("device_events", "ops", "comms", "python", "memory")
-
-
-@memoized
-def side_row(model: TraceModel, table: str) -> np.ndarray:
-    """For each event row, its row in a side table (-1 if none)."""
-    lookup = np.full(model.n_events, -1, dtype=np.int64)
-    lookup[model[table]["row"]] = np.arange(len(model[table]["row"]))
-    return lookup
-
-
-@memoized
-def tree_node_of_row(model: TraceModel) -> np.ndarray:
-    tree = host_tree(model)
-    lookup = np.full(model.n_events, -1, dtype=np.int64)
-    lookup[tree.rows] = np.arange(tree.size)
-    return lookup
 
 
 @memoized

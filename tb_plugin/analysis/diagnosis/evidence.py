@@ -17,10 +17,10 @@ from ...model import intervals as iv
 from ...model.arrays import take
 from ...model.derived import memoized
 from ...model.kinds import DEVICE_KINDS, Kind
+from ...model.lookups import tree_node_of_row
 from ...model.names import is_dataloader, is_host_sync, name_mask
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
-from ...timeline.details import tree_node_of_row
 from ..operators import operator_nodes
 from ..steps import breakdown, find_steps, role_intervals
 

@@ -1,0 +1,27 @@
+"""Row lookups every layer above the model needs: from an event row to its row in a side table, or to its node in
+the host operator tree. Computed once per model (memoised), as arrays the size of the events table."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .derived import memoized
+from .optree import host_tree
+from .tables import TraceModel
+
+
+@memoized
+def side_row(model: TraceModel, table: str) -> np.ndarray:
+    """For each event row, its row in the side table ``table`` (-1 if none)."""
+    lookup = np.full(model.n_events, -1, dtype=np.int64)
+    lookup[model[table]["row"]] = np.arange(len(model[table]["row"]))
+    return lookup
+
+
+@memoized
+def tree_node_of_row(model: TraceModel) -> np.ndarray:
+    """For each event row, its node in the host operator tree (-1 if it is not a node)."""
+    tree = host_tree(model)
+    lookup = np.full(model.n_events, -1, dtype=np.int64)
+    lookup[tree.rows] = np.arange(tree.size)
+    return lookup
