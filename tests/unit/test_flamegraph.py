@@ -17,7 +17,7 @@ from tb_plugin.analysis.operators import operator_table
 from tb_plugin.analysis.stacks import FrameKind, frame_tree, function_name, python_frame_kind
 from tb_plugin.loader import load_trace
 from tb_plugin.model import TraceModel
-from tests.conftest import REPO, write_trace
+from tests.conftest import API, REPO, wait_until_settled, write_trace
 
 EXPORTS = REPO / "samples" / "exports" / "transformer_bf16_exports"
 EXPORTS_TRACE = REPO / "samples" / "transformer_bf16_exports" / "vm_1726.1795685563239202016.pt.trace.json.gz"
@@ -277,3 +277,27 @@ def test_folded_device_stacks_against_torch_export_stacks() -> None:
     assert weight - ours[top] == pytest.approx(step_spans, rel=0.01)  # torch's heaviest: the ProfilerStep spans
     shared = sum(v for k, v in ours.items() if k in torch_stacks)
     assert shared >= 0.99 * sum(ours.values())  # torch has the stacks of (nearly) all our device time
+
+
+# --------------------------------------------------------------------------------------------- the route
+
+def test_flamegraph_route_json_folded_and_errors(tensorboard_app: Any, tmp_path: Path) -> None:
+    write_trace(tmp_path / "logs" / "run" / "w.1.pt.trace.json", python_trace())
+    client = tensorboard_app(tmp_path / "logs")
+    wait_until_settled(client, expect_spans=1)
+    base = f"{API}/flamegraph?run=run&worker=w&span=1"
+    r = client.get(f"{base}&metric=self_device_us")
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/json")
+    body = r.get_json()
+    assert body["total"] == 70 and body["unit"] == "us" and body["python_stacks"] is True
+    r = client.get(f"{base}&metric=self_device_us&format=folded")
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/plain")
+    assert r.get_data(as_text=True) == ("train.py(10): main;site-packages/mylib/model.py(5): forward;"
+                                         "<built-in function linear>;aten::linear;aten::addmm;gemm_kernel 70\n")
+    r = client.get(f"{base}&merge=function&format=folded&operator=aten::relu")
+    assert r.get_data(as_text=True) == "aten::relu 5\n"
+    for query, status, words in (("&metric=wall", 400, "must be one of"), ("&format=svg", 400, "must be one of"),
+                                 ("&step=7", 404, "no step"), ("&min_share=2", 400, "at most")):
+        r = client.get(base + query)
+        assert r.status_code == status and words in r.get_json()["error"], query
+    assert "Flame" in client.get(f"{API}/views?run=run").get_json()["views"]
