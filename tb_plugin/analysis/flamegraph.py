@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from ..model.derived import memoized
-from ..model.kinds import Kind
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
 from .memory import memory_records
@@ -86,10 +85,9 @@ def _under_operator(model: TraceModel, name: str) -> np.ndarray:
     """Per host-tree node: whether it is, or runs inside, an operator or annotation named ``name``."""
     tree = host_tree(model)
     code = model.code(name)
-    flag = (tree.rows >= 0) & (model["events"]["name"][tree.rows] == code) if code >= 0 else np.zeros(0, bool)
     if code < 0:
         return np.zeros(tree.size, dtype=bool)
-    flag &= np.isin(tree.kind, WEIGHTED_HOST_KINDS)
+    flag: np.ndarray = (model["events"]["name"][tree.rows] == code) & np.isin(tree.kind, WEIGHTED_HOST_KINDS)
     parent = np.where(tree.parent >= 0, tree.parent, -1)
     for level in levels(parent)[1:]:
         flag[level] |= flag[parent[level]]
@@ -128,7 +126,7 @@ def _step_leaves(model: TraceModel, metric: str, merge: bool, step: str | None) 
 
 def total_weights(frames: FrameTree, self_weight: np.ndarray) -> np.ndarray:
     """Each frame's value: its self weight plus its descendants' (children are numbered after parents)."""
-    total = self_weight.astype(np.float64).copy()
+    total: np.ndarray = self_weight.astype(np.float64).copy()
     for level in reversed(levels(frames.parent)[1:]):
         np.add.at(total, frames.parent[level], total[level])
     return total

@@ -13,8 +13,8 @@ from ..analysis.annotations import annotation_times
 from ..analysis.bandwidth import memory_bandwidth
 from ..analysis.critical_path import critical_path
 from ..analysis.diff import diff_node, diff_summary
-from ..analysis.flamegraph import METRICS, flame_tree, folded_stacks
 from ..analysis.distributed import distributed
+from ..analysis.flamegraph import METRICS, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
 from ..analysis.memory import memory_curve, memory_events, memory_statistics

@@ -111,7 +111,7 @@ def test_the_tree_payload_adds_up_and_prunes(tmp_path: Path) -> None:
     assert value["train.py(10): main"] == pytest.approx(48 + 15 + 137)
     parents = tree["frames"]["parent"]
     assert all(p < i for i, p in enumerate(parents))  # parents first
-    for i, p in enumerate(parents):  # a value is its self plus its children's
+    for i in range(len(parents)):  # a value is its self plus its children's
         kids = sum(v for j, v in enumerate(tree["frames"]["value"]) if parents[j] == i)
         assert tree["frames"]["value"][i] == pytest.approx(tree["frames"]["self"][i] + kids)
     pruned = flame_tree(model, "self_host_us", min_share=0.1)  # 10 %: the 8 µs and 5 µs frames go
