@@ -301,3 +301,22 @@ def test_flamegraph_route_json_folded_and_errors(tensorboard_app: Any, tmp_path:
         r = client.get(base + query)
         assert r.status_code == status and words in r.get_json()["error"], query
     assert "Flame" in client.get(f"{API}/views?run=run").get_json()["views"]
+
+
+@pytest.mark.parametrize("path", [H200_TRANSFORMER, REPO / "tests" / "data" / "h200" / "mlp_compiled" /
+                                  "vm_814.1795654526231503865.pt.trace.json.gz"])
+def test_innermost_python_frame_is_the_sweeps_answer(path: Path) -> None:
+    """The vectorised lookup (searchsorted, then up the parent chain) against the model's time sweep."""
+    from tb_plugin.analysis.stacks import innermost_python
+    from tb_plugin.model.optree import host_tree, innermost_containing
+
+    model = load_trace(str(path))
+    ev, tree = model["events"], host_tree(model)
+    rows = model["python"]["row"]
+    start = ev["ts"][rows]
+    end = start + np.nan_to_num(ev["dur"][rows], nan=0.0)
+    pid, tid = ev["pid"][tree.rows], ev["tid"][tree.rows]
+    swept = innermost_containing(ev["pid"][rows], ev["tid"][rows], start, end, pid, tid, tree.start)
+    ours = innermost_python(model, pid, tid, tree.start)
+    assert (swept >= 0).sum() > 1000
+    assert np.array_equal(ours, swept)
