@@ -63,6 +63,9 @@ _LIBRARY = re.compile(r"(?:^|/)(?:torch|torchvision|torchaudio|torchtext|triton|
                       r"collections/__init__|concurrent/futures/\w+|multiprocessing/\w+)\.py$")
 _ADDRESS = re.compile(r" (?:of (?:[\w.]+ )?object )?at 0x[0-9a-fA-F]+")
 _LINE = re.compile(r"\(\d+\): ")
+# ';' separates frames and a line ends a stack in the folded format: both become '_', as export_stacks does (which
+# also turns spaces into '_'; flamegraph.pl and speedscope read spaces, so names keep theirs)
+_FOLDED_UNSAFE = str.maketrans(";\t\n\r", "____")
 
 
 def python_frame_kind(name: str) -> FrameKind:
@@ -115,7 +118,7 @@ class _Builder:
 
     def name_id(self, text: str, kind: FrameKind) -> int:
         text = function_name(text) if self.merge and kind <= FrameKind.MODULE else text
-        text = text.replace(";", ":").replace("\n", " ")  # ';' separates frames in the folded format
+        text = text.translate(_FOLDED_UNSAFE)
         found = self._name_ids.get(text)
         if found is None:
             found = self._name_ids[text] = len(self.names)

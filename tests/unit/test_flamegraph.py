@@ -169,7 +169,7 @@ def test_frame_names_and_kinds() -> None:
 
 def test_a_frame_name_with_a_semicolon_stays_one_frame(tmp_path: Path) -> None:
     model = model_of(tmp_path, [ev("cpu_op", "weird;name\nhere", 0, 5)])
-    assert folded_stacks(model, "self_host_us") == "weird:name here 5\n"
+    assert folded_stacks(model, "self_host_us") == "weird_name_here 5\n"
 
 
 # --------------------------------------------------------------------------------------------- real traces

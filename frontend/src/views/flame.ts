@@ -50,6 +50,11 @@ export function formatWeight(value: number, unit: FlameResponse["unit"]): string
   return `${formatInt(Math.round(value))} calls`;
 }
 
+/** 0.0005 → "0.05%": the pruning threshold with the digits it needs. */
+function formatMinShare(share: number): string {
+  return `${Number((share * 100).toPrecision(2))}%`;
+}
+
 function select<T extends string>(testid: string, label: string, options: { id: T; label: string }[], value: T, onChange: (v: T) => void): HTMLElement {
   const el = h(
     "select",
@@ -157,7 +162,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     canvas.orientation = state.orientation;
     canvas.rootLabel = `all (${formatWeight(data.total, data.unit)})`;
     canvas.matched = state.query.trim() ? searchFrames(data, state.query).matched : null;
-    canvas.draw(width, { dim: "rgba(160,160,160,0.35)", match: "#d63adf" });
+    canvas.draw(width, { match: "#c2185b" });
     renderCrumbs();
   };
   const zoomTo = (frame: number): void => {
@@ -202,7 +207,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     layout = layoutFrames(resp);
     canvas.setData(resp, layout);
     const hidden = resp.frames_total - resp.frames.name.length;
-    status.textContent = `${formatInt(resp.frames_total)} frames${hidden > 0 ? ` (${formatInt(hidden)} below ${formatPercent1(resp.min_share)} of the total not drawn)` : ""}`;
+    status.textContent = `${formatInt(resp.frames_total)} frames${hidden > 0 ? ` (${formatInt(hidden)} below ${formatMinShare(resp.min_share)} of the total not drawn)` : ""}`;
     replaceChildren(notices, resp.python_stacks ? null : noStacksNotice(), resp.total > 0 ? null : emptyNotice(resp));
     replaceChildren(filterChip, state.operator
       ? h("span", { class: "ptp-flame-chip" }, "Only stacks through ", h("b", {}, state.operator), " ",

@@ -3,7 +3,7 @@
  * into one frame, with search matches highlighted, and answers which frame is under the pointer.
  * Thousands of frames draw in a few milliseconds: frames narrower than half a pixel are skipped.
  */
-import { type FlameLayout, type FlameResponse, ancestry, frameColor, zoomRange } from "./flameData";
+import { type FlameLayout, type FlameResponse, type FrameKindName, ancestry, frameColor, zoomRange } from "./flameData";
 
 export const ROW_H = 18;
 const MIN_PX = 0.5;
@@ -56,7 +56,7 @@ export class FlameCanvas {
     return null;
   }
 
-  draw(width: number, colors: { dim: string; match: string }): void {
+  draw(width: number, colors: { match: string }): void {
     const data = this.data;
     const layout = this.layout;
     this.drawn = [];
@@ -84,14 +84,17 @@ export class FlameCanvas {
       const y = rowY(row);
       const searching = this.matched !== null;
       const hitMatch = frame >= 0 && searching && this.matched?.[frame] === 1;
-      g.fillStyle = hitMatch ? colors.match : searching && frame >= 0 ? colors.dim : frameColor(kind as never, name);
+      const faded = searching && frame >= 0 && !hitMatch; // a search fades the rest, keeping its colours
+      g.globalAlpha = faded ? 0.3 : 1;
+      g.fillStyle = hitMatch ? colors.match : frameColor(kind as FrameKindName, name);
       g.fillRect(x, y + 1, Math.max(w - 0.5, 0.5), ROW_H - 2);
       if (w >= TEXT_MIN_PX) {
         const chars = Math.floor((w - 6) / charW);
         const label = name.length > chars ? `${name.slice(0, Math.max(chars - 1, 1))}…` : name;
-        g.fillStyle = "#1b1b1b";
+        g.fillStyle = hitMatch ? "#ffffff" : "#1b1b1b";
         g.fillText(label, x + 3, y + ROW_H / 2, w - 4);
       }
+      g.globalAlpha = 1;
       this.drawn.push({ frame, name, kind, value, x, y: y + 1, w, h: ROW_H - 2 });
     };
     box(-1, this.rootLabel, "other", layout.total, 0, width, 0);
