@@ -1,8 +1,9 @@
-"""Flame graph on a large trace: the time from a loaded model (``ready``) to the view's JSON tree and the folded text.
+"""Flame graph on a large trace: the time from ``ready`` to the view's first answer and to the folded text.
 
-Usage: ``python benchmarks/bench_flame.py TRACE [TRACE ...]``. For each trace: load it (not timed), then time the
-first ``/flamegraph`` answer per metric (frame tree, weights, pruned tree, encoded as the API does) and the folded
-stacks, cold (nothing memoised but what loading computed) and warm. Prints one JSON line per trace.
+Usage: ``python benchmarks/bench_flame.py TRACE [TRACE ...]``. For each trace: load it and run what the server runs
+when a trace turns ready (``workspace.precompute``: the Overview and the Trace index), timed apart; then time the
+first ``/flamegraph`` answer per metric (frame tree, weights, pruned tree, JSON encoded and gzipped as the API does),
+the folded stacks and the merge-by-function tree, each the first time it is asked. Prints one JSON line per trace.
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ import time
 from tb_plugin.analysis.flamegraph import flame_tree, folded_stacks
 from tb_plugin.api.http import encode
 from tb_plugin.loader import load_trace
+from tb_plugin.workspace import precompute
 
 
 def bench(path: str) -> dict[str, object]:
     t0 = time.perf_counter()
     model = load_trace(path)
     out: dict[str, object] = {"trace": path, "events": model.n_events, "load_s": round(time.perf_counter() - t0, 2)}
+    t = time.perf_counter()
+    precompute(model)
+    out["precompute_s"] = round(time.perf_counter() - t, 2)
     for metric in ("self_host_us", "self_device_us"):
         t = time.perf_counter()
         body = encode(flame_tree(model, metric))

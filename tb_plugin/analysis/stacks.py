@@ -296,7 +296,9 @@ def _bases(model: TraceModel, b: _Builder, nodes: np.ndarray) -> tuple[np.ndarra
 
 @memoized
 def frame_tree(model: TraceModel, merge: bool = False) -> FrameTree:
-    """The frame tree of a trace (computed once per ``merge``)."""
+    """The frame tree of a trace (computed once per ``merge``; the merged one from the other, frame by frame)."""
+    if merge:
+        return _merged(frame_tree(model, False))
     b = _Builder(merge)
     tree = host_tree(model)
     ev = model["events"]
@@ -361,3 +363,21 @@ def _frame_depth(parent: np.ndarray) -> np.ndarray:
         up = parent[level]
         depth[level] = np.where(up >= 0, depth[np.maximum(up, 0)] + 1, 0)
     return depth
+
+
+def _merged(tree: FrameTree) -> FrameTree:
+    """The tree by function: each frame re-interned under its merged parent with its merged name, so frames that
+    differ only by line number or object address become one (a few thousand frames, not the events)."""
+    b = _Builder(True)
+    name_map = np.asarray([b.name_id(text, FrameKind(k)) for text, k in zip(tree.names, tree.name_kind.tolist())],
+                          dtype=np.int64)
+    new = np.full(tree.size, ROOT, dtype=np.int64)
+    for level in levels(tree.parent):
+        up = tree.parent[level]
+        new[level] = b.children(np.where(up >= 0, new[np.maximum(up, 0)], ROOT), name_map[tree.name[level]])
+    parent = np.asarray(b.parent, dtype=np.int64)
+    return FrameTree(names=b.names, name_kind=np.asarray(b.kinds, dtype=np.int8), name=np.asarray(b.name, np.int64),
+                     parent=parent, depth=_frame_depth(parent),
+                     node_frame=np.where(tree.node_frame >= 0, new[np.maximum(tree.node_frame, 0)], -1),
+                     device_frame=new[tree.device_frame] if len(new) else tree.device_frame,
+                     device_owner=tree.device_owner, python_stacks=tree.python_stacks)
