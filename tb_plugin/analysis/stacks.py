@@ -220,12 +220,14 @@ def _enclosing(pid: np.ndarray, tid: np.ndarray, start: np.ndarray,
     same = np.concatenate([[False], (pid[order][1:] == pid[order][:-1]) & (tid[order][1:] == tid[order][:-1])])
     up = np.where(same, np.arange(n) - 1, -1)
     tol = 1e-3
+    active = np.flatnonzero(up >= 0)  # only the pointers not yet at a container are looked at again
     for _ in range(4 * _MAX_PYTHON_DEPTH):
-        f = np.maximum(up, 0)
-        outside = np.flatnonzero((up >= 0) & ((e[f] <= s + tol) | (e[f] < e - tol)))
-        if not len(outside):
+        f = up[active]
+        active = active[(e[f] <= s[active] + tol) | (e[f] < e[active] - tol)]
+        if not len(active):
             break
-        up[outside] = up[up[outside]]
+        up[active] = up[up[active]]
+        active = active[up[active] >= 0]
     return order, up, np.flatnonzero(~same)
 
 
