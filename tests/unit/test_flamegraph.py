@@ -237,7 +237,7 @@ def _as_torch(model: TraceModel, weights: np.ndarray) -> Counter[str]:
 
 def test_folded_host_stacks_agree_with_torch_export_stacks() -> None:
     """The same run's ``export_stacks(metric="self_cpu_time_total")``. torch writes each event's self time cut to
-    whole µs (sub-µs events vanish): done the same way per event, the totals agree within 1.1 %; ours exact lies
+    whole µs (sub-µs events vanish): done the same way per event, the totals agree within 1 %; ours exact lies
     between torch's total and torch's plus 1 µs per event. The heaviest stack is the same, within 0.1 %."""
     model = load_trace(str(EXPORTS_TRACE))
     torch_stacks = _torch_stacks("stacks.self_cpu_time_total.txt.gz")
@@ -247,7 +247,7 @@ def test_folded_host_stacks_agree_with_torch_export_stacks() -> None:
     ours_total = sum(exact.values())
     assert torch_total <= ours_total <= torch_total + len(lv.weight)
     truncated = _as_torch(model, np.bincount(lv.frame, weights=np.floor(lv.weight), minlength=frame_tree(model).size))
-    assert sum(truncated.values()) == pytest.approx(torch_total, rel=0.011)
+    assert sum(truncated.values()) == pytest.approx(torch_total, rel=0.01)  # 78,916 against 78,555 µs
     (top, weight), = torch_stacks.most_common(1)
     assert exact.most_common(1)[0][0] == top and exact[top] == pytest.approx(weight, rel=0.001)
     # every heavy stack of torch's is one of ours
