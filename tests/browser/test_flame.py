@@ -192,3 +192,34 @@ def test_a_trace_without_stacks_says_how_to_record_them(page: Any, tb_flame: Ten
     assert "with_stack=True" in notice
     assert all(f["kind"] not in ("user", "library") for f in drawn(frame))
 
+
+
+def test_step_picker_hover_and_an_operator_with_no_stacks(page: Any, tb_flame: TensorBoard) -> None:
+    whole = api(tb_flame, EXPORTS)
+    steps = whole["steps"]
+    assert len(steps) >= 2
+    frame = open_flame(page, tb_flame, EXPORTS)
+    options = frame.eval_on_selector_all("[data-testid=flame-step] option", "els => els.map(e => e.textContent)")
+    assert options == ["All steps", *[f"Step {s}" for s in steps]]
+    one = api(tb_flame, EXPORTS, step=steps[-1])
+    assert 0 < one["total"] < whole["total"]
+    frame.select_option("[data-testid=flame-step]", steps[-1])
+    frame.wait_for_function(f"() => Math.abs(window.__ptpFlame.framesOnScreen()[0].value - {one['total']}) < 1e-6")
+
+    # hover: the frame's name, its share of the total and its self value
+    widest = max((f for f in drawn(frame) if f["frame"] >= 0), key=lambda f: f["w"])
+    box = frame.locator("[data-testid=flame-canvas]").bounding_box()
+    frame.page.mouse.move(box["x"] + widest["x"] + widest["w"] / 2, box["y"] + widest["y"] + widest["h"] / 2)
+    frame.wait_for_selector("[data-testid=flame-tooltip]:not([hidden])")
+    tip = frame.inner_text("[data-testid=flame-tooltip]")
+    assert widest["name"] in tip and f"{percent1(widest['value'] / one['total'])} of the total" in tip
+    assert "self " in tip and "Click to zoom in" in tip
+
+    # a link that names an operator the trace lacks: the empty state says so
+    p = f"p.{PLUGIN}"
+    page.goto("about:blank")
+    frame = open_plugin(page, tb_flame, f"&{p}.run={EXPORTS[0]}&{p}.worker={EXPORTS[1]}&{p}.span=1&{p}.view=Flame"
+                                         f"&{p}.flame_op=no%3A%3Asuch_op")
+    frame.wait_for_selector("[data-testid=flame-empty]")
+    assert frame.inner_text("[data-testid=flame-empty]") == "Nothing to show: no self host time inside no::such_op."
+    assert "no::such_op" in frame.inner_text("[data-testid=flame-operator-filter]")
