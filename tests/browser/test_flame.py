@@ -4,8 +4,10 @@ and the empty state of a trace without stacks. What is drawn is read from the pa
 
 from __future__ import annotations
 
+import gzip
 import re
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -159,6 +161,7 @@ def test_folded_export_link_and_the_text(page: Any, tb_flame: TensorBoard) -> No
         text = resp.read().decode()
     total = sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines())
     assert total == pytest.approx(api(tb_flame, EXPORTS)["total"], rel=0.002)
+    assert_agrees_with_export_stacks(tb_flame, text)
     frame.click("[data-testid=flame-copy-folded]")  # clipboard, or the in-page text box where copying is blocked
     frame.wait_for_selector("[data-testid=toast], [data-testid=flame-folded-overlay]")
     overlay = frame.locator("[data-testid=flame-folded-overlay] [data-testid=overlay-text]")
@@ -166,6 +169,31 @@ def test_folded_export_link_and_the_text(page: Any, tb_flame: TensorBoard) -> No
         assert overlay.input_value() == text
     else:
         assert re.match(r"Copied [\d,]+ folded stacks\.", frame.inner_text("[data-testid=toast]"))
+
+
+def assert_agrees_with_export_stacks(tb: TensorBoard, text: str) -> None:
+    """The served text against torch's ``export_stacks`` file of the same run, written alike: Python frames only
+    (kinds from the JSON answer), torch's dropped frames out, spaces as '_'. torch cuts each event to whole µs, so
+    its total is lower by less than 1 µs per event (the unit test does the per-event comparison)."""
+    tree = api(tb, EXPORTS, min_share=0)
+    python = {s for s, k in zip(tree["strings"], tree["kinds"]) if k in ("user", "library", "builtin", "module")}
+    drops = (("autograd/__init__", "_make_grads"), ("autograd/__init__", "backward"), ("torch/tensor", "backward"))
+    ours: Counter[str] = Counter()
+    for line in text.splitlines():
+        stack, weight = line.rsplit(" ", 1)
+        frames = [f.replace(" ", "_") for f in stack.split(";")
+                  if f in python and not any(a in f and b in f for a, b in drops)]
+        if frames:
+            ours[";".join(frames)] += int(weight)
+    torch: Counter[str] = Counter()
+    with gzip.open(SAMPLES / "exports" / "transformer_bf16_exports" / "stacks.self_cpu_time_total.txt.gz", "rt") as fh:
+        for line in fh:
+            stack, weight = line.rstrip("\n").rsplit(" ", 1)
+            torch[stack] += int(weight)
+    (top, weight), = torch.most_common(1)
+    assert ours.most_common(1)[0][0] == top and ours[top] == pytest.approx(weight, rel=0.001)
+    assert all(stack in ours for stack, _ in torch.most_common(15))
+    assert sum(torch.values()) <= sum(ours.values()) <= 1.05 * sum(torch.values())
 
 
 def test_operator_row_opens_its_stacks(page: Any, tb_flame: TensorBoard) -> None:
