@@ -285,15 +285,13 @@ def _bases(model: TraceModel, b: _Builder, nodes: np.ndarray) -> tuple[np.ndarra
     has_arg = arg >= 0
     if has_arg.any():
         base[has_arg] = _arg_frames(model, b, arg[has_arg])
-        return base, True
-    py = model["python"]
-    if not len(py["row"]):
-        return base, False
-    parent = python_parents(model)
-    py_frame = _python_frames(model, b, parent)
-    inner = innermost_python(model, ev["pid"][rows], ev["tid"][rows], tree.start[nodes])
-    base = np.where(inner >= 0, py_frame[np.maximum(inner, 0)], ROOT) if len(py_frame) else base
-    return base, bool((inner >= 0).any())
+    rest = np.flatnonzero(~has_arg)  # no arg of its own: the Python frames around it, if the trace has them
+    if not len(model["python"]["row"]) or not len(rest):
+        return base, bool(has_arg.any())
+    py_frame = _python_frames(model, b, python_parents(model))
+    inner = innermost_python(model, ev["pid"][rows[rest]], ev["tid"][rows[rest]], tree.start[nodes[rest]])
+    base[rest] = np.where(inner >= 0, py_frame[np.maximum(inner, 0)], ROOT)
+    return base, bool(has_arg.any() or (inner >= 0).any())
 
 
 @memoized

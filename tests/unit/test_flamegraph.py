@@ -320,3 +320,21 @@ def test_innermost_python_frame_is_the_sweeps_answer(path: Path) -> None:
     ours = innermost_python(model, pid, tid, tree.start)
     assert (swept >= 0).sum() > 1000
     assert np.array_equal(ours, swept)
+
+
+def test_an_operator_without_its_own_call_stack_takes_the_python_frames_around_it(tmp_path: Path) -> None:
+    """A 2.x trace may write a ``Call stack`` arg on some operators only; the others still get their stack from the
+    ``python_function`` frames, and both spell the same frames, so they meet in one tree."""
+    events = [
+        py("train.py(10): main", 0, 100, 1, None),
+        py("<built-in function linear>", 10, 30, 2, 1),
+        ev("cpu_op", "aten::linear", 11, 20, **{"Call stack": "<built-in function linear>;train.py(10): main"}),
+        py("<built-in function relu>", 50, 30, 3, 1),
+        ev("cpu_op", "aten::relu", 51, 20),
+    ]
+    model = model_of(tmp_path, events)
+    assert folded(folded_stacks(model, "self_host_us")) == {
+        "train.py(10): main;<built-in function linear>;aten::linear": 20,
+        "train.py(10): main;<built-in function relu>;aten::relu": 20}
+    assert flame_tree(model, "self_host_us")["frames"]["parent"][:1] == [-1]
+    assert sum(1 for p in flame_tree(model, "self_host_us")["frames"]["parent"] if p == -1) == 1  # one main
