@@ -40,6 +40,7 @@ export interface RunsResponse {
 export const VIEW_NAMES = [
   "Overview",
   "Operator",
+  "Flame",
   "Kernel",
   "GPU",
   "Trace",

@@ -52,6 +52,7 @@ def _is_distributed(model: TraceModel) -> bool:
 VIEW_PREDICATES: dict[str, Callable[[TraceModel], bool]] = {
     "Overview": _has_events,
     "Operator": _has_operators,
+    "Flame": _has_operators,  # without call stacks it shows operator nesting and says how to record stacks
     "Kernel": _has_kernels,
     "GPU": _has_device_work,
     "Trace": _has_trace,
@@ -60,7 +61,7 @@ VIEW_PREDICATES: dict[str, Callable[[TraceModel], bool]] = {
     "Distributed": _is_distributed,
 }
 
-VIEW_ORDER = ("Overview", "Operator", "Kernel", "GPU", "Trace", "Memory", "Module", "Distributed")
+VIEW_ORDER = ("Overview", "Operator", "Flame", "Kernel", "GPU", "Trace", "Memory", "Module", "Distributed")
 
 
 def available_views(models: Sequence[TraceModel]) -> list[str]:

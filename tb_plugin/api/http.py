@@ -69,6 +69,16 @@ def encoded_response(request: Request, encoded: Encoded, status: int = 200) -> R
     return secure(response)
 
 
+def text_response(request: Request, text: str) -> Response:
+    """A plain-text answer (folded stacks): shown as text by a browser, read as is by ``flamegraph.pl``."""
+    body = text.encode("utf-8")
+    gzipped = gzip.compress(body, compresslevel=1) if len(body) >= _GZIP_MIN_BYTES and _accepts_gzip(request) \
+        else None
+    response = encoded_response(request, Encoded(body, gzipped))
+    response.content_type = "text/plain; charset=utf-8"
+    return response
+
+
 def _accepts_gzip(request: Request) -> bool:
     return "gzip" in request.headers.get("Accept-Encoding", "")
 

@@ -14,6 +14,7 @@ from ..analysis.bandwidth import memory_bandwidth
 from ..analysis.critical_path import critical_path
 from ..analysis.diff import diff_node, diff_summary
 from ..analysis.distributed import distributed
+from ..analysis.flamegraph import METRICS, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
 from ..analysis.memory import memory_curve, memory_events, memory_statistics
@@ -29,7 +30,7 @@ from ..timeline.window import window
 from ..workspace import LoadedTrace, LookupFailed, Workspace
 from . import params
 from .answers import answer
-from .http import ApiError, encoded_response, json_response, json_route, secure
+from .http import ApiError, encoded_response, json_response, json_route, secure, text_response
 from .static import relative_path, serve
 
 _CONTROL = dict.fromkeys(range(32), "_") | {127: "_"}
@@ -258,6 +259,23 @@ class Api:
         except KeyError:
             raise ApiError(404, f"no step {step!r} in this trace") from None
 
+    def flamegraph(self, request: Request) -> Response:
+        metric = params.text(request, "metric", required=False, default="self_host_us", choices=METRICS)
+        fmt = params.text(request, "format", required=False, default="json", choices=("json", "folded"))
+        merge = params.text(request, "merge", required=False, default="line", choices=("line", "function"))
+        step = params.text(request, "step", required=False) or None
+        operator = params.text(request, "operator", required=False) or None
+        min_share = params.number(request, "min_share", required=False, default=0.0005, minimum=0, maximum=0.1)
+        loaded = self._trace(request)
+        by_function = merge == "function"
+        try:
+            if fmt == "folded":
+                return text_response(request, folded_stacks(loaded.model, metric, by_function, step, operator))
+            return self._answer(request, loaded, lambda: flame_tree(loaded.model, metric, by_function, step,
+                                                                    operator, min_share))
+        except KeyError:
+            raise ApiError(404, f"no step {step!r} in this trace") from None
+
     def annotations(self, request: Request) -> Response:
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: annotation_times(loaded.model))
@@ -343,6 +361,7 @@ class Api:
             "/kernel_sequences": json_route(self.kernel_sequences),
             "/critical_path": json_route(self.critical_path),
             "/annotations": json_route(self.annotations),
+            "/flamegraph": json_route(self.flamegraph),
             "/trace/window": json_route(self.trace_window),
             "/trace/event": json_route(self.trace_event),
             "/trace/search": json_route(self.trace_search),

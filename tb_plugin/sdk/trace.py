@@ -17,6 +17,7 @@ from ..analysis import kernels as kernel_analysis
 from ..analysis import operators as operator_analysis
 from ..analysis.diff import diff_summary
 from ..analysis.distributed import distributed as distributed_view
+from ..analysis.flamegraph import flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
 from ..analysis.memory import memory_curve, memory_events, memory_statistics
@@ -173,6 +174,27 @@ class Trace:
 
         walk(module_view(self.model)["modules"], "", 0)
         return frame(rows, columns=None if rows else ["path", "depth", "name"])
+
+    def stacks(self, metric: str = "self_host_us", *, merge_by_function: bool = False, step: str | None = None,
+               operator: str | None = None) -> pd.DataFrame:
+        """The Flame graph's frames, one row per call path: ``stack`` (frames joined by ``;``, outermost first),
+        ``frame``, ``kind`` (user, library, builtin, module, operator, annotation, runtime, device), ``depth``,
+        ``value`` (with descendants) and ``self``. Nothing is pruned; ``metric`` is ``self_host_us``,
+        ``self_device_us``, ``calls`` or ``alloc_bytes``."""
+        tree = flame_tree(self.model, metric, merge_by_function, step, operator, 0.0)
+        strings, kinds, f = tree["strings"], tree["kinds"], tree["frames"]
+        paths: list[str] = []
+        depth: list[int] = []
+        for name, parent in zip(f["name"], f["parent"]):  # parents come first
+            paths.append(f"{paths[parent]};{strings[name]}" if parent >= 0 else strings[name])
+            depth.append(depth[parent] + 1 if parent >= 0 else 0)
+        return frame({"stack": paths, "frame": [strings[n] for n in f["name"]], "kind": [kinds[n] for n in f["name"]],
+                      "depth": depth, "value": f["value"], "self": f["self"]})
+
+    def folded_stacks(self, metric: str = "self_host_us", *, merge_by_function: bool = False,
+                      step: str | None = None, operator: str | None = None) -> str:
+        """Folded stacks for ``flamegraph.pl`` or speedscope, as ``GET /flamegraph?format=folded`` answers them."""
+        return folded_stacks(self.model, metric, merge_by_function, step, operator)
 
     def _ranks(self) -> list[tuple[str, TraceModel]]:
         """(worker, model) for every worker of this span, the others loaded on first use."""

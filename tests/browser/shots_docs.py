@@ -60,6 +60,15 @@ def shot_overview_operator_kernel(page: Any, tb_samples: TensorBoard) -> None:
         dark_screenshot(page, lambda r=run, v=view: views.open_view(page, tb_samples, r, v), view.lower(), chart)
 
 
+def shot_flamegraph(page: Any, tb_samples: TensorBoard) -> None:
+    """The Flame graph of the bf16 transformer's self host time, with aten::mm searched."""
+    frame = views.open_view(page, tb_samples, views.TRANSFORMER, "Flame")
+    frame.wait_for_function("() => window.__ptpFlame && window.__ptpFlame.framesOnScreen().length > 1")
+    frame.fill("[data-testid=flame-search]", "aten::mm")
+    page.wait_for_timeout(200)
+    save_screenshot(page, "flamegraph.png", full_height=True)
+
+
 def shot_gpu(page: Any, tb_samples: TensorBoard) -> None:
     """The GPU view of the bf16 transformer: idle time by cause, launches, queue length, bandwidth, sequences."""
     frame = views.open_view(page, tb_samples, views.TRANSFORMER, "GPU")

@@ -151,7 +151,7 @@ def test_every_response_is_json_with_security_headers(tensorboard_app: Any, mixe
         assert r.status_code == 200, route
         assert r.headers["Content-Type"] == "application/json" and r.headers["X-Content-Type-Options"] == "nosniff"
     assert client.get(f"{API}/views?run=good").get_json() == {
-        "views": ["Overview", "Operator", "Kernel", "GPU", "Trace", "Memory", "Module"]}
+        "views": ["Overview", "Operator", "Flame", "Kernel", "GPU", "Trace", "Memory", "Module"]}
     # a CPU-only trace has no kernels, so no Kernel view is offered
     assert client.get(f"{API}/views?run=synthetic").get_json() == {"views": ["Overview", "Operator", "Trace"]}
 

@@ -88,6 +88,14 @@ def test_views_equal_the_http_api_on_real_traces(copied: Any, tmp_path: Path, te
         assert_rows(t.launch_stats(), launches["by_name"])
         assert t.launch_stats().attrs["summary"] == launches["summary"]
 
+        folded = client.get(f"/data/plugin/pytorch_profiler/flamegraph?{q}&format=folded&metric=self_device_us")
+        assert t.folded_stacks("self_device_us") == folded.get_data(as_text=True)
+        tree = get(client, f"flamegraph?{q}&min_share=0")
+        stacks = t.stacks()
+        assert list(stacks["value"]) == tree["frames"]["value"] and stacks["self"].sum() == pytest.approx(tree["total"])
+        assert set(stacks["kind"]) <= {"user", "library", "builtin", "module", "operator", "annotation", "runtime",
+                                       "device", "other"}
+
         modules = get(client, f"modules?{q}")["modules"]
         flat = t.modules()
         assert list(flat.loc[flat["depth"] == 0, "name"]) == [m["name"] for m in modules]

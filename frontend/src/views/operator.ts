@@ -86,13 +86,28 @@ function tcPercent(key: string, label: string, help: string, get: (r: OperatorRo
   };
 }
 
-export function operatorColumns(grouping: OperatorGrouping, flags: Flags, link?: TraceLinker): Column<OperatorRow>[] {
+/** "stacks": opens the Flame graph filtered to the stacks through this operator. */
+function stacksLinker(ctx: ViewContext): (name: string) => HTMLElement {
+  return (name) =>
+    h("button", {
+      class: "ptp-link-button ptp-flame-link",
+      testid: "operator-stacks",
+      attrs: { type: "button", title: `Show the call stacks of ${name} in the Flame graph`, "aria-label": `Show the stacks of ${name} in the Flame graph` },
+      onClick: (ev: Event) => {
+        ev.stopPropagation();
+        writeViewUrlState({ flame_op: name });
+        ctx.navigate("Flame");
+      },
+    });
+}
+
+export function operatorColumns(grouping: OperatorGrouping, flags: Flags, link?: TraceLinker, stacks?: (name: string) => HTMLElement): Column<OperatorRow>[] {
   const cols: Column<OperatorRow>[] = [
     {
       key: "name",
       label: "Name",
       value: (r) => r.name,
-      render: link ? (r) => h("span", {}, r.name, link(r.name)) : undefined,
+      render: link ? (r) => h("span", {}, r.name, link(r.name), stacks?.(r.name)) : undefined,
       cls: "ptp-name-col ptp-wrap",
     },
   ];
@@ -248,9 +263,10 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     emptyText: "This trace has no operators.",
   });
   const linkToTrace = traceLinker(ctx);
+  const linkToStacks = stacksLinker(ctx);
   const setData = (g: OperatorGrouping, resp: OperatorsResponse): void => {
     table.setData({
-      columns: operatorColumns(g, flagsFor(resp), linkToTrace),
+      columns: operatorColumns(g, flagsFor(resp), linkToTrace, linkToStacks),
       rows: Array.isArray(resp.rows) ? resp.rows : [],
       searches: [{ key: "name", label: "Search operators", placeholder: "Search operator names", text: (r) => r.name }],
       sort: { key: device ? "device_self" : "host_self", dir: "desc" },

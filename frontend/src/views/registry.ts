@@ -18,6 +18,7 @@ export type ViewLoader = () => Promise<ViewModule>;
 export const VIEW_REGISTRY: Partial<Record<ViewName, ViewLoader>> = {
   Overview: () => import("./overview"),
   Operator: () => import("./operator"),
+  Flame: () => import("./flame"),
   Kernel: () => import("./kernel"),
   GPU: () => import("./gpu"),
   Trace: () => import("./trace"),
@@ -34,7 +35,7 @@ export const VIEW_REGISTRY: Partial<Record<ViewName, ViewLoader>> = {
 export const ALWAYS_AVAILABLE: ReadonlySet<ViewName> = new Set<ViewName>(["Diff"]);
 
 /** Optional tab labels when they differ from the view name. */
-export const VIEW_LABELS: Partial<Record<ViewName, string>> = {};
+export const VIEW_LABELS: Partial<Record<ViewName, string>> = { Flame: "Flame graph" };
 
 export function viewLoader(name: string): ViewLoader | undefined {
   return Object.prototype.hasOwnProperty.call(VIEW_REGISTRY, name)
