@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", "../tb_plugin/static/**"] },
+  { ignores: ["node_modules/**", "../tb_plugin/static/**", "src/generated/**"] },
   {
     files: ["**/*.ts"],
     extends: [js.configs.recommended, ...tseslint.configs.strictTypeChecked],
