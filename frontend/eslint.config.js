@@ -22,6 +22,16 @@ export default tseslint.config(
     },
   },
   {
+    // node:test's describe/it return promises the runner itself awaits
+    files: ["test/**/*.ts"],
+    rules: {
+      "@typescript-eslint/no-floating-promises": [
+        "error",
+        { allowForKnownSafeCalls: [{ from: "package", package: "node:test", name: ["describe", "it", "test"] }] },
+      ],
+    },
+  },
+  {
     files: ["**/*.js", "**/*.mjs"],
     extends: [js.configs.recommended],
     languageOptions: {
