@@ -19,6 +19,7 @@ from .catalog.catalog import Catalog, Root, TraceFile
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler
+from .loader import read_failure
 from .model.tables import TraceModel
 from .timeline.index import timeline_index
 
@@ -223,23 +224,11 @@ class Workspace:
             return _open_listed_local(trace_file)
         try:
             stream, _ = open_url(trace_file.url, trace_file.access)
-        except OSError as err:
-            if isinstance(err, FileNotFoundError):
-                raise
-            raise LookupFailed(502, self._open_failure(err, trace_file)) from None
+        except FileNotFoundError:
+            raise
         except Exception as err:  # noqa: BLE001 - SDK errors of a remote store: a message, never a 500
-            raise LookupFailed(502, self._open_failure(err, trace_file)) from None
+            raise LookupFailed(502, read_failure(err, trace_file.url, trace_file.access)) from None
         return stream
-
-    @staticmethod
-    def _open_failure(err: BaseException, trace_file: TraceFile) -> str:
-        if isinstance(err, remote.RemoteError):
-            return remote.scrub(str(err), trace_file.access)
-        try:
-            location = remote.resolve(trace_file.url, trace_file.access)
-        except Exception:  # noqa: BLE001
-            location = None
-        return remote.explain(err, location, what="read")
 
     def trace(self, run: str, worker: str, span: str) -> LoadedTrace:
         """The loaded model of one span; 409 while it loads, 422 when it failed (with the reason)."""
