@@ -110,4 +110,5 @@ def read_failure(err: BaseException, url: str, access: Any) -> str:
         location = resolve(url, access)
     except Exception:  # noqa: BLE001 - the explanation must not fail
         location = None
-    return explain(err, location, what="read")
+    # the captured credentials too: a location that cannot be resolved would scrub only the environment's
+    return scrub(explain(err, location, what="read"), access)
