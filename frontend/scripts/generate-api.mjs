@@ -17,7 +17,8 @@ const HEADER = `// Generated from docs/api/openapi.yaml by frontend/scripts/gene
 
 /** Write src/generated/api.ts, touching it only when its text changes (a watch build does not loop). */
 export async function generateApiTypes() {
-  const text = HEADER + astToString(await openapiTS(pathToFileURL(spec)));
+  // arrayLength: an array of fixed length (minItems = maxItems) is a tuple, as the client reads it ([start, end])
+  const text = HEADER + astToString(await openapiTS(pathToFileURL(spec), { arrayLength: true }));
   if (existsSync(generatedApi) && readFileSync(generatedApi, "utf8") === text) return false;
   mkdirSync(dirname(generatedApi), { recursive: true });
   writeFileSync(generatedApi, text);
