@@ -1,6 +1,6 @@
 # Two commands set everything up on a fresh machine:
 #   make run   - install, build the frontend, serve samples/ on http://127.0.0.1:6006/#pytorch_profiler
-#   make test  - install dev dependencies (Python, npm, Chromium) and run every test
+#   make test  - install dev dependencies (Python, npm, Chromium) and run every test (pytest and npm test)
 #   make screenshots - regenerate docs/images/*.png from the samples in headless Chromium (not a test)
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,9 +9,11 @@ HOST ?= 127.0.0.1
 PORT ?= 6006
 LOGDIR ?= samples
 BUNDLE := tb_plugin/static/index.js
-FRONTEND_SRC := $(shell find frontend/src -type f 2>/dev/null) frontend/build.mjs frontend/package.json
+# the API types in frontend/src/generated/ are generated from docs/api/openapi.yaml by the build
+FRONTEND_SRC := $(shell find frontend/src -type f -not -path 'frontend/src/generated/*' 2>/dev/null) \
+	frontend/build.mjs frontend/scripts/generate-api.mjs frontend/package.json docs/api/openapi.yaml
 
-.PHONY: run test install install-dev build lint typecheck pytest screenshots clean
+.PHONY: run test install install-dev build lint typecheck pytest jstest screenshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +52,11 @@ typecheck: install-dev
 pytest: install-dev
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
-test: lint typecheck pytest
+# the frontend's unit tests (frontend/test/*.test.ts) under node's built-in test runner
+jstest: install-dev
+	cd frontend && npm test
+
+test: lint typecheck pytest jstest
 
 screenshots: install-dev
 	$(PY) -m pytest -q -p no:cacheprovider -s -o python_files='shots_*.py' -o python_functions='shot_*' tests/browser

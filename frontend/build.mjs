@@ -1,4 +1,4 @@
-// Bundles src/index.ts into ES modules under ../tb_plugin/static/ (git-ignored build output).
+// Generates src/generated/api.ts from docs/api/openapi.yaml, then bundles src/index.ts into ES modules under ../tb_plugin/static/ (git-ignored build output).
 //   node build.mjs            minified build with source maps
 //   node build.mjs --watch    rebuild on change (not minified)
 // TensorBoard imports ./index.js and calls its exported render(); everything else (view pages,
@@ -7,6 +7,7 @@ import * as esbuild from "esbuild";
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { generateApiTypes } from "./scripts/generate-api.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const outdir = join(here, "..", "tb_plugin", "static");
@@ -61,6 +62,7 @@ const options = {
   logLevel: "warning",
 };
 
+await generateApiTypes(); // src/generated/api.ts from docs/api/openapi.yaml (a watch build: restart after editing it)
 cleanOutdir();
 if (watch) {
   const ctx = await esbuild.context(options);

@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", "../tb_plugin/static/**"] },
+  { ignores: ["node_modules/**", "../tb_plugin/static/**", "src/generated/**"] },
   {
     files: ["**/*.ts"],
     extends: [js.configs.recommended, ...tseslint.configs.strictTypeChecked],
@@ -19,6 +19,16 @@ export default tseslint.config(
         { property: "insertAdjacentHTML", message: "Use the h() helper; never insertAdjacentHTML." },
       ],
       "@typescript-eslint/restrict-template-expressions": ["error", { allowNumber: true }],
+    },
+  },
+  {
+    // node:test's describe/it return promises the runner itself awaits
+    files: ["test/**/*.ts"],
+    rules: {
+      "@typescript-eslint/no-floating-promises": [
+        "error",
+        { allowForKnownSafeCalls: [{ from: "package", package: "node:test", name: ["describe", "it", "test"] }] },
+      ],
     },
   },
   {

@@ -18,7 +18,8 @@ from .catalog import remote
 from .catalog.catalog import Catalog, Root, TraceFile
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
-from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, READY, LoadScheduler
+from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler
+from .loader import read_failure
 from .model.tables import TraceModel
 from .timeline.index import timeline_index
 
@@ -45,6 +46,14 @@ class LookupFailed(Exception):
 class LoadedTrace:
     file: TraceFile
     model: TraceModel
+
+
+@dataclass(frozen=True)
+class SpanTraces:
+    """The workers of one span of a run: the traces that loaded, and the workers whose trace failed (sorted)."""
+
+    traces: list[LoadedTrace]
+    failed: list[str]
 
 
 class Workspace:
@@ -215,34 +224,51 @@ class Workspace:
             return _open_listed_local(trace_file)
         try:
             stream, _ = open_url(trace_file.url, trace_file.access)
-        except OSError as err:
-            if isinstance(err, FileNotFoundError):
-                raise
-            raise LookupFailed(502, self._open_failure(err, trace_file)) from None
+        except FileNotFoundError:
+            raise
         except Exception as err:  # noqa: BLE001 - SDK errors of a remote store: a message, never a 500
-            raise LookupFailed(502, self._open_failure(err, trace_file)) from None
+            raise LookupFailed(502, read_failure(err, trace_file.url, trace_file.access)) from None
         return stream
-
-    @staticmethod
-    def _open_failure(err: BaseException, trace_file: TraceFile) -> str:
-        if isinstance(err, remote.RemoteError):
-            return remote.scrub(str(err), trace_file.access)
-        try:
-            location = remote.resolve(trace_file.url, trace_file.access)
-        except Exception:  # noqa: BLE001
-            location = None
-        return remote.explain(err, location, what="read")
 
     def trace(self, run: str, worker: str, span: str) -> LoadedTrace:
         """The loaded model of one span; 409 while it loads, 422 when it failed (with the reason)."""
         f = self.file(run, worker, span)
+        loaded = self._loaded(f)
+        if isinstance(loaded, LoadedTrace):
+            return loaded
+        if loaded == FAILED:
+            status = self.scheduler.status(f.key)
+            raise LookupFailed(422, (status.error if status else None) or f"{f.filename} failed to load")
+        raise LookupFailed(409, f"{f.filename} is still loading; try again when its state is 'ready'")
+
+    def _loaded(self, f: TraceFile) -> LoadedTrace | str:
+        """The file's trace once it is ready, else its state: ``FAILED``, or ``LOADING`` (queued ones too)."""
         status = self.scheduler.status(f.key)
         model = self.scheduler.model(f.key)
         if status is not None and status.state == FAILED:
-            raise LookupFailed(422, status.error or f"{f.filename} failed to load")
+            return FAILED
         if model is None or status is None or status.state != READY:
-            raise LookupFailed(409, f"{f.filename} is still loading; try again when its state is 'ready'")
+            return LOADING
         return LoadedTrace(f, model)
+
+    def span_traces(self, run: str, span: str) -> SpanTraces:
+        """Every worker's trace of one span (the views that look across ranks): 404 when the run or the span is
+        unknown, 409 while any worker still loads (the answer would change), 422 when none loaded."""
+        with self._lock:
+            files = [f for f in self._files.values() if f.run == run]
+        if not files:
+            raise LookupFailed(404, f"unknown run {run!r}")
+        files = sorted((f for f in files if f.span == span), key=lambda f: f.worker)
+        if not files:
+            raise LookupFailed(404, f"run {run!r} has no span {span!r}")
+        states = [self._loaded(f) for f in files]
+        loading = sum(1 for s in states if s == LOADING)
+        if loading:
+            raise LookupFailed(409, f"{loading} of the {len(files)} workers of span {span} are still loading")
+        traces = [s for s in states if isinstance(s, LoadedTrace)]
+        if not traces:
+            raise LookupFailed(422, f"no worker of span {span} could be loaded")
+        return SpanTraces(traces, [f.worker for f, s in zip(files, states, strict=True) if s == FAILED])
 
     def traces_of_run(self, run: str) -> list[LoadedTrace]:
         """Every ready span of a run (views that look across spans or workers use this)."""

@@ -2,7 +2,11 @@
  * Typed access to the plugin's JSON routes. Every URL is relative ("./runs"), so it resolves
  * against the <base href> of TensorBoard's plugin_entry.html and survives --path_prefix,
  * reverse proxies and VS Code port forwarding. Never build "/data/plugin/..." URLs.
+ *
+ * `get("kernels", {...})` types the query and the answer from docs/api/openapi.yaml (src/generated/api.ts);
+ * `getJSON<T>` is the untyped form for callers that still declare their own answer types.
  */
+import type { Answer, Query, Route } from "./types";
 
 export type QueryValue = string | number | boolean | null | undefined;
 export type QueryParams = Record<string, QueryValue>;
@@ -42,6 +46,8 @@ export interface RequestOptions {
 }
 
 export interface Api {
+  /** GET a route of the contract; its query and its answer are the OpenAPI file's. Throws ApiError. */
+  get<R extends Route>(route: R, params: Query<R>, options?: RequestOptions): Promise<Answer<R>>;
   /** GET `./<route>?<params>` and parse JSON; throws ApiError. */
   getJSON<T>(route: string, params?: QueryParams, options?: RequestOptions): Promise<T>;
   /** The relative URL for a route, e.g. for links or downloads. */
@@ -70,64 +76,72 @@ function errorSentence(body: unknown): string | null {
 }
 
 export function createApi(fetchImpl: typeof fetch = window.fetch.bind(window)): Api {
+  const getJSON = <T>(route: string, params?: QueryParams, options: RequestOptions = {}): Promise<T> =>
+    requestJSON<T>(fetchImpl, route, params, options);
   return {
     url: buildUrl,
-    async getJSON<T>(route: string, params?: QueryParams, options: RequestOptions = {}): Promise<T> {
-      const url = buildUrl(route, params);
-      const controller = new AbortController();
-      const timeoutMs = options.timeoutMs ?? 30_000;
-      const timeout = { hit: false };
-      const timer = window.setTimeout(() => {
-        timeout.hit = true;
-        controller.abort();
-      }, timeoutMs);
-      const onAbort = (): void => {
-        controller.abort();
-      };
-      options.signal?.addEventListener("abort", onAbort, { once: true });
-      let response: Response;
-      try {
-        response = await fetchImpl(url, {
-          signal: controller.signal,
-          headers: { Accept: "application/json" },
-          credentials: "same-origin",
-        });
-      } catch {
-        if (options.signal?.aborted) throw new ApiError("The request was cancelled.", "aborted", 0, route);
-        throw new ApiError(
-          timeout.hit
-            ? `The TensorBoard server did not answer within ${Math.round(timeoutMs / 1000)} s.`
-            : "The TensorBoard server cannot be reached.",
-          "network",
-          0,
-          route,
-        );
-      } finally {
-        window.clearTimeout(timer);
-        options.signal?.removeEventListener("abort", onAbort);
-      }
-
-      const text = await response.text().catch(() => "");
-      let body: unknown = undefined;
-      let parsed = false;
-      if (text !== "") {
-        try {
-          body = JSON.parse(text);
-          parsed = true;
-        } catch {
-          parsed = false;
-        }
-      }
-      if (!response.ok) {
-        const sentence =
-          errorSentence(body) ??
-          `The server answered ${response.status}${response.statusText ? " " + response.statusText : ""} for ${route}.`;
-        throw new ApiError(sentence, "http", response.status, route);
-      }
-      if (!parsed) {
-        throw new ApiError(`The server sent a reply to ${route} that is not JSON.`, "parse", response.status, route);
-      }
-      return body as T;
-    },
+    getJSON,
+    get: <R extends Route>(route: R, params: Query<R>, options?: RequestOptions) =>
+      getJSON<Answer<R>>(route, params, options),
   };
+}
+
+/** Fetch with a time limit and the caller's abort signal; every failure becomes an ApiError saying which. */
+async function fetchWithin(fetchImpl: typeof fetch, url: string, route: string, options: RequestOptions): Promise<Response> {
+  const controller = new AbortController();
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const timeout = { hit: false };
+  const timer = window.setTimeout(() => {
+    timeout.hit = true;
+    controller.abort();
+  }, timeoutMs);
+  const onAbort = (): void => {
+    controller.abort();
+  };
+  options.signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    return await fetchImpl(url, {
+      signal: controller.signal,
+      headers: { Accept: "application/json" },
+      credentials: "same-origin",
+    });
+  } catch {
+    if (options.signal?.aborted) throw new ApiError("The request was cancelled.", "aborted", 0, route);
+    throw new ApiError(
+      timeout.hit
+        ? `The TensorBoard server did not answer within ${Math.round(timeoutMs / 1000)} s.`
+        : "The TensorBoard server cannot be reached.",
+      "network",
+      0,
+      route,
+    );
+  } finally {
+    window.clearTimeout(timer);
+    options.signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+async function requestJSON<T>(fetchImpl: typeof fetch, route: string, params: QueryParams | undefined, options: RequestOptions): Promise<T> {
+  const response = await fetchWithin(fetchImpl, buildUrl(route, params), route, options);
+  const text = await response.text().catch(() => "");
+  let body: unknown = undefined;
+  let parsed = false;
+  if (text !== "") {
+    try {
+      body = JSON.parse(text);
+      parsed = true;
+    } catch {
+      parsed = false;
+    }
+  }
+  if (!response.ok) {
+    const sentence =
+      errorSentence(body) ??
+      `The server answered ${response.status}${response.statusText ? " " + response.statusText : ""} for ${route}.`;
+    throw new ApiError(sentence, "http", response.status, route);
+  }
+  if (!parsed) {
+    throw new ApiError(`The server sent a reply to ${route} that is not JSON.`, "parse", response.status, route);
+  }
+  return body as T;
 }

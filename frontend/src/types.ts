@@ -1,40 +1,43 @@
 /**
- * Types of the backend's JSON contract (tb_plugin/). All routes are relative to the plugin's
- * route root (`./runs`, `./views`, `./summary`). Any field may be missing or null in practice:
- * render code treats everything defensively.
+ * Types of the backend's JSON contract, generated from docs/api/openapi.yaml (src/generated/api.ts, written
+ * by the build): the contract tests/unit/test_openapi.py checks on the server is the one compiled here. All
+ * routes are relative to the plugin's route root (`./runs`, `./views`, `./summary`).
  */
+import type { components, paths } from "./generated/api";
 
-export type SpanState = "queued" | "loading" | "ready" | "failed";
+/** A schema of the OpenAPI file by name ("Runs", "Summary", "Span", ...). */
+export type Schema<Name extends keyof components["schemas"]> = components["schemas"][Name];
 
-export interface SpanInfo {
-  /** "1", "2", ... or "default" */
-  span: string;
-  state: SpanState;
-  /** 0..1 */
-  progress: number;
-  /** one-line reason naming the file when state is "failed" */
-  error: string | null;
-  file: string;
-  size_bytes: number;
-}
+/** A route of the plugin, as `getRoute` takes it: "runs", "trace/window", ... (no leading slash). */
+export type Route = {
+  [P in keyof paths]: P extends `/${infer R}` ? (paths[P] extends { get: unknown } ? R : never) : never;
+}[keyof paths];
 
-export interface WorkerInfo {
-  name: string;
-  spans: SpanInfo[];
-}
+type Get<R extends Route> = paths[`/${R}`] extends { get: infer G } ? G : never;
 
-export interface RunInfo {
-  name: string;
-  workers: WorkerInfo[];
-}
+/** The JSON a route answers with 200. */
+export type Answer<R extends Route> = Get<R> extends { responses: { 200: { content: { "application/json": infer B } } } }
+  ? B
+  : never;
 
-export interface RunsResponse {
-  runs: RunInfo[];
-  logdir: string;
-  scanning: boolean;
-  /** logdir-level problems (unreadable root, bad --logdir_spec...), one sentence each */
-  errors?: string[];
-}
+/** The query parameters a route takes (an empty object for none). */
+export type Query<R extends Route> = Get<R> extends { parameters: { query?: infer Q } }
+  ? Q extends undefined ? Record<string, never> : NonNullable<Q>
+  : Record<string, never>;
+
+/**
+ * A contract type whose fields may each be null: the summary of an odd trace (or an older server) degrades
+ * one tile, never the page, so the code that renders it checks each field.
+ */
+export type Nullable<T> = { [K in keyof T]: T[K] | null };
+
+export type SpanInfo = Schema<"Span">;
+export type SpanState = SpanInfo["state"];
+/** `errors` is optional here as it was before the types were generated: app.ts still guards it (the lead drops
+ * the guard and this `Partial` after merging the Trace branch, which is rewriting app.ts). */
+export type RunsResponse = Omit<Answer<"runs">, "errors"> & Partial<Pick<Answer<"runs">, "errors">>;
+export type RunInfo = RunsResponse["runs"][number];
+export type WorkerInfo = RunInfo["workers"][number];
 
 /** View names the backend may list; the registry maps some of them to a page. */
 export const VIEW_NAMES = [
@@ -51,45 +54,12 @@ export const VIEW_NAMES = [
 ] as const;
 export type ViewName = (typeof VIEW_NAMES)[number];
 
-export interface ViewsResponse {
-  views: string[];
-}
+/** Names outside the contract's list (a newer server) are passed over by the registry, so they are typed as text. */
+export type ViewsResponse = Omit<Answer<"views">, "views"> & { views: string[] };
 
-export interface DeviceInfo {
-  id: number | string | null;
-  name: string | null;
-  memory_bytes: number | null;
-  compute_capability: string | null;
-  num_sms: number | null;
-}
+export type SummaryResponse = Nullable<Answer<"summary">>;
+export type DeviceInfo = NonNullable<NonNullable<SummaryResponse["devices"]>[number]>;
+export type TraceMetadata = NonNullable<SummaryResponse["metadata"]>;
+export type DistributedInfo = NonNullable<TraceMetadata["distributed"]>;
 
-export interface DistributedInfo {
-  backend: string | null;
-  rank: number | null;
-  world_size: number | null;
-}
-
-export interface TraceMetadata {
-  schema_version: string | number | null;
-  pytorch_version: string | null;
-  cuda_runtime_version: string | number | null;
-  cuda_driver_version: string | number | null;
-  framework: string | null;
-  with_stack: boolean | null;
-  record_shapes: boolean | null;
-  profile_memory: boolean | null;
-  distributed: DistributedInfo | null;
-}
-
-export interface SummaryResponse {
-  file: string | null;
-  size_bytes: number | null;
-  duration_us: number | null;
-  event_counts: Record<string, number> | null;
-  devices: DeviceInfo[] | null;
-  metadata: Partial<TraceMetadata> | null;
-}
-
-export interface ErrorResponse {
-  error: string;
-}
+export type ErrorResponse = Schema<"Error">;

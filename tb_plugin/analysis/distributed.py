@@ -41,24 +41,50 @@ def _rank_of(model: TraceModel, worker: str, fallback: int) -> int:
     return int(m.group(1)) if m else fallback
 
 
+Ranked = list[tuple[int, str, TraceModel]]  # (rank, worker, model), in rank order
+MatchKey = tuple[str, int]  # (process group, sequence number within it)
+
+
 def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
     """``traces``: (worker name, model) of one span for every worker of a run."""
     ranks = sorted(((_rank_of(m, w, i), w, m) for i, (w, m) in enumerate(sorted(traces))), key=lambda t: t[0])
-    notes: list[str] = []
+    per_rank = [collectives(m) for _, _, m in ranks]
+    complete, min_dur = _matched(per_rank)
+    rows = [_rank_row(rank, worker, model, col, _transfer(col, complete, min_dur))
+            for (rank, worker, model), col in zip(ranks, per_rank)]
+    return {
+        "world_size": _world_size(ranks),
+        "backend": _backend(ranks),
+        "ranks": rows,
+        "steps": [str(s) for s in find_steps(ranks[0][2]).names] if ranks else [],
+        "communication_by_step": [row["per_step"]["communication_us"] for row in rows],
+        "straggler": _straggler(rows),
+        "notes": _repeated_rank_notes(ranks) + _unmatched_notes(ranks, per_rank),
+    }
+
+
+def _repeated_rank_notes(ranks: Ranked) -> list[str]:
     seen = Counter(rank for rank, _, _ in ranks)
     repeated = sorted(r for r, n in seen.items() if n > 1)
-    if repeated:
-        notes.append(f"Several workers report the same rank ({', '.join(map(str, repeated))}): copied traces, or "
-                     "traces of different jobs in one run? Ranks are shown per worker.")
-    per_rank = [collectives(m) for _, _, m in ranks]
-    # Match instances across ranks by (group, seq): the fastest rank's duration is the transfer time.
-    durations: dict[tuple[str, int], list[float]] = {}
+    if not repeated:
+        return []
+    return [f"Several workers report the same rank ({', '.join(map(str, repeated))}): copied traces, or traces of "
+            "different jobs in one run? Ranks are shown per worker."]
+
+
+def _matched(per_rank: list[Collectives]) -> tuple[set[MatchKey], dict[MatchKey, float]]:
+    """Instances matched across ranks by (group, seq): those every rank has, and the fastest rank's duration of
+    each (the transfer time; the rest of a slower rank's duration is waiting for the others)."""
+    durations: dict[MatchKey, list[float]] = {}
     for col in per_rank:
         for g, s, a, b in zip(col.group, col.seq.tolist(), col.start.tolist(), col.end.tolist()):
             durations.setdefault((g, s), []).append(b - a)
-    n = len(ranks)
-    complete = {key for key, ds in durations.items() if len(ds) == n}
-    min_dur = {key: min(ds) for key, ds in durations.items()}
+    complete = {key for key, ds in durations.items() if len(ds) == len(per_rank)}
+    return complete, {key: min(ds) for key, ds in durations.items()}
+
+
+def _unmatched_notes(ranks: Ranked, per_rank: list[Collectives]) -> list[str]:
+    notes = []
     counts = [{g: int(np.sum(np.asarray(c.group) == g)) for g in set(c.group)} for c in per_rank]
     for g in sorted({g for c in counts for g in c}):
         per = [c.get(g, 0) for c in counts]
@@ -66,65 +92,59 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
             detail = ", ".join(f"rank {r}: {k}" for (r, _, _), k in zip(ranks, per))
             notes.append(f"Process group {g} has different numbers of collectives per rank ({detail}); the unmatched "
                          "ones count as transfer time on the ranks that have them.")
-    rows = []
-    steps_matrix = []
-    for (rank, worker, model), col in zip(ranks, per_rank):
-        steps = find_steps(model)
-        roles = role_intervals(model)
-        comm = communication_intervals(model)
-        real_start = np.array([max(a, b - min_dur.get((g, s), b - a)) if (g, s) in complete else a
-                               for g, s, a, b in zip(col.group, col.seq.tolist(), col.start.tolist(),
-                                                     col.end.tolist())])
-        transfer = iv.union(real_start, col.end) if len(col.start) else iv.EMPTY
-        compute = roles["Kernel"] if len(roles["Kernel"][0]) else roles["CPU Exec"]
-        compute = iv.subtract(compute, comm)
-        lo, hi = steps.start, steps.end
-        c_comp = iv.lengths_within(compute, lo, hi)
-        c_comm = iv.lengths_within(comm, lo, hi)
-        no_overlap = _overlap_unmeasurable(model, col)
-        c_overlap = None if no_overlap else iv.lengths_within(iv.intersect(roles["Kernel"], comm), lo, hi)
-        c_transfer = iv.lengths_within(transfer, lo, hi)
-        total = steps.duration
-        busy = iv.lengths_within(iv.union(np.concatenate([compute[0], comm[0]]),
-                                          np.concatenate([compute[1], comm[1]])), lo, hi)
-        steps_matrix.append(c_comm.tolist())
-        host_wait, host_idle = _host_waits(model)
-        table = _collective_table(col, transfer)
-        rows.append({
-            "worker": worker, "rank": rank,
-            "steps": steps.count,
-            "computation_us": float(c_comp.mean()) if steps.count else 0.0,
-            "communication_us": float(c_comm.mean()) if steps.count else 0.0,
-            "overlap_us": None if c_overlap is None else float(c_overlap.mean()) if steps.count else 0.0,
-            "overlap_note": no_overlap,
-            "other_us": float((total - busy).mean()) if steps.count else 0.0,
-            "transfer_us": float(c_transfer.mean()) if steps.count else 0.0,
-            "sync_us": float((c_comm - c_transfer).clip(min=0).mean()) if steps.count else 0.0,
-            "step_us": float(total.mean()) if steps.count else 0.0,
-            "host_wait_us": host_wait,
-            "host_idle_us": host_idle,
-            # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded
-            "per_step": {
-                "computation_us": c_comp.tolist(), "communication_us": c_comm.tolist(),
-                "overlap_us": None if c_overlap is None else c_overlap.tolist(),
-                "other_us": (total - busy).clip(min=0).tolist(),
-                "transfer_us": c_transfer.tolist(), "sync_us": (c_comm - c_transfer).clip(min=0).tolist(),
-                "step_us": total.tolist(),
-            },
-            "collectives": table,
-            "devices": _devices(model),
-            "host": worker.rsplit("_", 1)[0] if re.search(r"_\d+$", worker) else worker,
-            "process": _process_id(model),
-        })
-    straggler = _straggler(rows)
+    return notes
+
+
+def _transfer(col: Collectives, complete: set[MatchKey], min_dur: dict[MatchKey, float]) -> iv.Intervals:
+    """A rank's transfer time: each matched collective's last ``min_dur`` (it waited for the others before)."""
+    if not len(col.start):
+        return iv.EMPTY
+    real_start = np.array([max(a, b - min_dur.get((g, s), b - a)) if (g, s) in complete else a
+                           for g, s, a, b in zip(col.group, col.seq.tolist(), col.start.tolist(), col.end.tolist())])
+    return iv.union(real_start, col.end)
+
+
+def _rank_row(rank: int, worker: str, model: TraceModel, col: Collectives, transfer: iv.Intervals) -> dict[str, Any]:
+    """One rank's row: the mean per step of each part of the step, the same per step, and its collectives."""
+    steps = find_steps(model)
+    per_step = _per_step(model, col, transfer)
+    host_wait, host_idle = _host_waits(model)
+    row: dict[str, Any] = {"worker": worker, "rank": rank, "steps": steps.count}
+    for key, values in per_step.items():
+        row[key] = None if values is None else float(np.mean(values)) if steps.count else 0.0
+    row.update({
+        "overlap_note": _overlap_unmeasurable(model, col),
+        "host_wait_us": host_wait,
+        "host_idle_us": host_idle,
+        # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded
+        "per_step": {key: None if values is None else values.tolist() for key, values in per_step.items()},
+        "collectives": _collective_table(col, transfer),
+        "devices": _devices(model),
+        "host": worker.rsplit("_", 1)[0] if re.search(r"_\d+$", worker) else worker,
+        "process": _process_id(model),
+    })
+    return row
+
+
+def _per_step(model: TraceModel, col: Collectives, transfer: iv.Intervals) -> dict[str, np.ndarray | None]:
+    """Per step: computation (kernels, or CPU work without GPU, outside communication), communication, their
+    overlap (None where it cannot be measured), other (neither), transfer, synchronisation (communication not
+    transferring) and the step time."""
+    steps = find_steps(model)
+    roles = role_intervals(model)
+    comm = communication_intervals(model)
+    compute = iv.subtract(roles["Kernel"] if len(roles["Kernel"][0]) else roles["CPU Exec"], comm)
+    lo, hi = steps.start, steps.end
+    c_comm = iv.lengths_within(comm, lo, hi)
+    c_transfer = iv.lengths_within(transfer, lo, hi)
+    busy = iv.lengths_within(iv.union(np.concatenate([compute[0], comm[0]]),
+                                      np.concatenate([compute[1], comm[1]])), lo, hi)
+    overlap = None if _overlap_unmeasurable(model, col) else iv.lengths_within(iv.intersect(roles["Kernel"], comm),
+                                                                                lo, hi)
     return {
-        "world_size": _world_size(ranks),
-        "backend": _backend(ranks),
-        "ranks": rows,
-        "steps": [str(s) for s in find_steps(ranks[0][2]).names] if ranks else [],
-        "communication_by_step": steps_matrix,
-        "straggler": straggler,
-        "notes": notes,
+        "computation_us": iv.lengths_within(compute, lo, hi), "communication_us": c_comm, "overlap_us": overlap,
+        "other_us": (steps.duration - busy).clip(min=0), "transfer_us": c_transfer,
+        "sync_us": (c_comm - c_transfer).clip(min=0), "step_us": steps.duration,
     }
 
 

@@ -132,29 +132,48 @@ def _ops_row_of_event(model: TraceModel) -> np.ndarray:
     return lookup
 
 
+@dataclass(frozen=True)
+class CallStacks:
+    """Per operator node of :func:`operator_nodes`: ``codes`` indexes ``texts``, the distinct call stacks
+    (innermost frame first, ``;``-joined ``file(line): function`` frames), -1 where the call has none.
+
+    The stacks of 2.x traces are built here, not read from the trace, so they live in their own table: the model
+    (its string table included) never changes after loading.
+    """
+
+    codes: np.ndarray
+    texts: list[str]
+
+
 @memoized
-def call_stacks(model: TraceModel) -> np.ndarray:
-    """Per operator node of :func:`operator_nodes`: a string code of its call stack (innermost frame first,
-    ``;``-joined ``file(line): function`` frames), -1 when none.
+def call_stacks(model: TraceModel) -> CallStacks:
+    """The call stack of each operator call.
 
     PyTorch 1.x wrote a ``Call stack`` arg; 2.x writes ``python_function`` events instead, so there the stack is
     the chain of Python frames enclosing the operator on its thread.
     """
     ops = operator_nodes(model)
-    tree = host_tree(model)
-    rows = tree.rows[ops.node]
-    arg = model["ops"]["call_stack"][_ops_row_of_event(model)[rows]]
-    arg = np.where(_ops_row_of_event(model)[rows] >= 0, arg, -1)
+    rows = host_tree(model).rows[ops.node]
+    ops_row = _ops_row_of_event(model)[rows]
+    arg = take(model["ops"]["call_stack"], ops_row, -1).astype(np.int64)
     if (arg >= 0).any() or len(model["python"]["row"]) == 0:
-        return arg
+        return _own_table(arg, model.strings)
     return _python_stacks(model, rows)
 
 
-def _python_stacks(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
+def _own_table(string_codes: np.ndarray, strings: list[str]) -> CallStacks:
+    """Model string codes (-1: none) renumbered into a table of their own distinct texts."""
+    distinct, inverse = np.unique(string_codes, return_inverse=True)
+    texts = [strings[c] for c in distinct.tolist() if c >= 0]
+    shift = 1 if len(distinct) and distinct[0] < 0 else 0  # -1 sorts first: it stays -1
+    return CallStacks(inverse.reshape(-1).astype(np.int64) - shift, texts)
+
+
+def _innermost_frames(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
+    """Per operator row: the index (into the ``python`` table) of the innermost Python frame enclosing it on
+    its thread, -1 when none. One sweep per thread over frames and operators sorted by start."""
     ev = model["events"]
-    py = model["python"]
-    py_rows = py["row"]
-    # One sweep per thread over Python frames and operators sorted by start: the innermost open frame wins.
+    py_rows = model["python"]["row"]
     rows = np.concatenate([py_rows, op_rows])
     is_py = np.concatenate([np.ones(len(py_rows), bool), np.zeros(len(op_rows), bool)])
     which = np.concatenate([np.arange(len(py_rows)), np.arange(len(op_rows))])
@@ -178,17 +197,20 @@ def _python_stacks(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
             stack.append(i)
         elif stack:
             innermost[which_list[i]] = which_list[stack[-1]]
-    # Frame chains by Python parent id, memoised per frame.
+    return innermost
+
+
+def _python_stacks(model: TraceModel, op_rows: np.ndarray) -> CallStacks:
+    """Call stacks from ``python_function`` events: each operator's innermost enclosing frame, followed up its
+    chain of Python parents (source frames only), one chain per distinct frame."""
+    py = model["python"]
     by_id = {int(pid_): k for k, pid_ in enumerate(py["python_id"].tolist()) if pid_ >= 0}
     parent = py["parent_id"].tolist()
-    frame_name = [model.strings[c] for c in ev["name"][py_rows].tolist()]
-    chain_code: dict[int, int] = {}
-    intern = model.code
-    extra: dict[str, int] = {}
+    frame_name = [model.strings[c] for c in model["events"]["name"][py["row"]].tolist()]
+    texts: list[str] = []
+    index: dict[str, int] = {}
 
     def code_of(frame: int) -> int:
-        if frame in chain_code:
-            return chain_code[frame]
         frames: list[str] = []
         k: int | None = frame
         seen = 0
@@ -197,23 +219,17 @@ def _python_stacks(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
                 frames.append(frame_name[k])
             k = by_id.get(parent[k])
             seen += 1
+        if not frames:
+            return -1
         text = ";".join(frames)
-        if not text:
-            code = -1
-        else:
-            code = intern(text)
-            if code < 0:
-                code = extra.setdefault(text, len(model.strings) + len(extra))
-        chain_code[frame] = code
-        return code
+        if text not in index:
+            index[text] = len(texts)
+            texts.append(text)
+        return index[text]
 
-    frames, inverse = np.unique(innermost, return_inverse=True)  # a chain per distinct frame, not per operator
+    frames, inverse = np.unique(_innermost_frames(model, op_rows), return_inverse=True)
     codes = np.fromiter((code_of(f) if f >= 0 else -1 for f in frames.tolist()), dtype=np.int64, count=len(frames))
-    out: np.ndarray = codes[inverse.reshape(-1)]
-    if extra:  # new strings join the model's string table (append-only, so existing codes stay valid)
-        model.strings.extend(sorted(extra, key=extra.__getitem__))
-        model._index = None
-    return out
+    return CallStacks(codes[inverse.reshape(-1)], texts)
 
 
 def _group(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -238,7 +254,7 @@ def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, 
         keys.append(shapes)
     elif group_by == "name_stack":
         stacks = call_stacks(model)
-        keys.append(stacks)
+        keys.append(stacks.codes)
     first, group = _group(keys)
     n = len(first)
 
@@ -247,7 +263,7 @@ def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, 
 
     calls = np.bincount(group, minlength=n)
     eligible = np.bincount(group, weights=ops.eligible.astype(float), minlength=n) > 0
-    with_stack = np.bincount(group, weights=(call_stacks(model) >= 0).astype(float), minlength=n) > 0
+    with_stack = np.bincount(group, weights=(call_stacks(model).codes >= 0).astype(float), minlength=n) > 0
     columns = {
         "host_self_us": total(ops.host_self), "host_total_us": total(ops.host_total),
         "device_self_us": total(ops.device_self), "device_total_us": total(ops.device_total),
@@ -267,10 +283,10 @@ def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, 
         if shapes is not None:
             row["input_shape"] = model.text(int(shapes[first[g]])) or ""
         if stacks is not None:
-            code = int(stacks[first[g]])
+            code = int(stacks.codes[first[g]])
             if code < 0:
                 continue  # grouping by stack lists only calls that have one
-            row["call_stack"] = model.strings[code]
+            row["call_stack"] = stacks.texts[code]
         out.append(row)
     has_device = bool(len(model["device_events"]["row"]))
     out.sort(key=lambda r: (-(r["device_self_us"] if has_device else r["host_self_us"]), r["name"]))
@@ -307,3 +323,21 @@ def subtree_device_time(model: TraceModel) -> np.ndarray:
     everything = np.arange(tree.size)
     out: np.ndarray = prefix[np.searchsorted(node, last, side="right")] - prefix[np.searchsorted(node, everything)]
     return out
+
+
+def operator_view(model: TraceModel, group_by: str = "name", name: str = "") -> dict[str, Any]:
+    """The Operator view's answer: the table (only the rows of operator ``name`` when given), the device-time
+    totals its note compares (summed vs busy), and which groupings the trace can offer (the recording options)."""
+    rows = operator_table(model, group_by)
+    if name:
+        rows = [r for r in rows if r["name"] == name]
+    device_sum, device_busy = device_time_totals(model)
+    return {
+        "group_by": group_by,
+        "device_time": "sum",
+        "rows": rows,
+        "totals": {"device_sum_us": device_sum, "device_busy_us": device_busy},
+        # with_stack=True: a `Call stack` arg (1.x) or python_function events (2.x); record_shapes=True: Input Dims
+        "has_call_stacks": bool((model["ops"]["call_stack"] >= 0).any() or len(model["python"]["row"])),
+        "has_input_shapes": bool((model["ops"]["input_dims"] >= 0).any()),
+    }

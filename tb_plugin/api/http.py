@@ -12,6 +12,8 @@ import msgspec
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
+from ..workspace import LookupFailed
+
 log = logging.getLogger(__name__)
 
 _ENCODER = msgspec.json.Encoder()
@@ -91,7 +93,8 @@ Handler = Callable[[Request], Response]
 
 
 def json_route(handler: Handler) -> Callable[[Any, Any], Any]:
-    """Wrap a handler as a WSGI app: API errors become 4xx JSON, anything unexpected a logged 500 JSON."""
+    """Wrap a handler as a WSGI app: API errors and the workspace's refusals (unknown, still loading, failed)
+    become 4xx JSON, anything unexpected a logged 500 JSON."""
 
     @Request.application  # type: ignore[arg-type]
     def app(request: Request) -> Response:
@@ -99,6 +102,8 @@ def json_route(handler: Handler) -> Callable[[Any, Any], Any]:
             return handler(request)
         except ApiError as err:
             return error_response(request, err.status, err.message)
+        except LookupFailed as err:
+            return error_response(request, err.status, str(err))
         except HTTPException as err:
             return error_response(request, err.code or 500, err.description or err.name)
         except Exception as err:

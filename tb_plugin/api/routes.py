@@ -42,14 +42,6 @@ def _download_name(filename: str) -> str:
     return filename.translate(_CONTROL)
 
 
-def kernels_device_sum(model: Any) -> float:
-    return operators.device_time_totals(model)[0]
-
-
-def kernels_device_busy(model: Any) -> float:
-    return operators.device_time_totals(model)[1]
-
-
 class Api:
     """Handlers bound to one workspace."""
 
@@ -57,12 +49,8 @@ class Api:
         self.workspace = workspace
         self.plugin_name = plugin_name
 
-    def _trace(self, request: Request) -> Any:
-        run, worker, span = params.span_key(request)
-        try:
-            return self.workspace.trace(run, worker, span)
-        except LookupFailed as err:
-            raise ApiError(err.status, str(err)) from None
+    def _trace(self, request: Request) -> LoadedTrace:
+        return self.workspace.trace(*params.span_key(request))
 
     def _answer(self, request: Request, loaded: LoadedTrace, compute: Callable[[], Any], *more: Hashable) -> Response:
         """The answer to this request on this trace, computed and encoded once (see :mod:`.answers`); ``more``
@@ -80,11 +68,7 @@ class Api:
         })
 
     def views(self, request: Request) -> Response:
-        run = params.text(request, "run")
-        try:
-            traces = self.workspace.traces_of_run(run)
-        except LookupFailed as err:
-            raise ApiError(err.status, str(err)) from None
+        traces = self.workspace.traces_of_run(params.text(request, "run"))
         return json_response(request, {"views": available_views([t.model for t in traces])})
 
     def summary(self, request: Request) -> Response:
@@ -119,24 +103,7 @@ class Api:
         group_by = params.text(request, "group_by", required=False, default="name", choices=operators.GROUPINGS)
         name = params.text(request, "name", required=False)
         loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: self._operators(loaded.model, group_by, name))
-
-    @staticmethod
-    def _operators(model: Any, group_by: str, name: str) -> dict[str, Any]:
-        rows = operators.operator_table(model, group_by)
-        if name:
-            rows = [r for r in rows if r["name"] == name]
-        return {
-            "group_by": group_by,
-            "device_time": "sum",
-            "rows": rows,
-            "totals": {
-                "device_sum_us": kernels_device_sum(model),
-                "device_busy_us": kernels_device_busy(model),
-            },
-            "has_call_stacks": bool((model["ops"]["call_stack"] >= 0).any() or len(model["python"]["row"])),
-            "has_input_shapes": bool((model["ops"]["input_dims"] >= 0).any()),
-        }
+        return self._answer(request, loaded, lambda: operators.operator_view(loaded.model, group_by, name))
 
     def kernels(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=kernels.GROUPINGS)
@@ -181,35 +148,19 @@ class Api:
         return self._answer(request, loaded, compute)
 
     def distributed(self, request: Request) -> Response:
-        run = params.text(request, "run")
-        span = params.text(request, "span")
-        try:
-            traces = [t for t in self.workspace.traces_of_run(run) if t.file.span == span]
-            listing = self.workspace.listing_of(run)
-        except LookupFailed as err:
-            raise ApiError(err.status, str(err)) from None
-        states = [(w["name"], sp["state"]) for w in (listing or {}).get("workers", []) for sp in w["spans"]
-                  if sp["span"] == span]
-        if not states:
-            raise ApiError(404, f"run {run!r} has no span {span!r}")
-        loading = [w for w, state in states if state in ("queued", "loading")]
-        if loading:
-            raise ApiError(409, f"{len(loading)} of the {len(states)} workers of span {span} are still loading")
-        if not traces:
-            raise ApiError(422, f"no worker of span {span} could be loaded")
-        payload = distributed([(t.file.worker, t.model) for t in traces])
-        failed = [w for w, state in states if state == "failed"]
-        if failed:
-            payload["notes"].append(f"Left out because their traces failed to load: {', '.join(sorted(failed))}.")
+        ranks = self.workspace.span_traces(params.text(request, "run"), params.text(request, "span"))
+        payload = distributed([(t.file.worker, t.model) for t in ranks.traces])
+        if ranks.failed:
+            payload["notes"].append(f"Left out because their traces failed to load: {', '.join(ranks.failed)}.")
         return json_response(request, payload)
 
-    def _pair(self, request: Request) -> tuple[Any, Any]:
+    def _pair(self, request: Request) -> tuple[LoadedTrace, LoadedTrace]:
         base = self._trace(request)
-        exp_key = tuple(params.text(request, name) for name in ("exp_run", "exp_worker", "exp_span"))
+        exp_run, exp_worker, exp_span = (params.text(request, name) for name in ("exp_run", "exp_worker", "exp_span"))
         try:
-            exp = self.workspace.trace(exp_key[0], exp_key[1], exp_key[2])
-        except LookupFailed as err:
-            raise ApiError(err.status, f"experiment: {err}") from None
+            exp = self.workspace.trace(exp_run, exp_worker, exp_span)
+        except LookupFailed as err:  # the same answer, said to be about the experiment side
+            raise LookupFailed(err.status, f"experiment: {err}") from None
         return base, exp
 
     def diff(self, request: Request) -> Response:
@@ -318,8 +269,6 @@ class Api:
         run, worker, span = trace_file.key
         try:
             stream = self.workspace.open_file(trace_file)
-        except LookupFailed as err:
-            raise ApiError(err.status, str(err)) from None
         except OSError as err:
             raise ApiError(404, f"cannot read {run}/{worker}/{span}: {err.strerror or err}") from None
         gz = trace_file.filename.endswith(".gz")

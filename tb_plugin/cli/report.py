@@ -89,9 +89,7 @@ def _operators(page: Page, trace: Trace) -> None:
         page.text("No operators in this trace.", "note")
         return
     key = "device_self_us" if ops["device_self_us"].sum() > 0 else "host_self_us"
-    shown = ops.assign(name=_short(ops["name"]), ms=ops[key] / 1000.0)
-    page.chart(px.bar(shown.iloc[::-1], x="ms", y="name", orientation="h", height=200 + 22 * len(shown),
-                      title=f"Top {len(shown)} operators by {key.removesuffix('_us').replace('_', ' ')} (ms)"))
+    _top_bars(page, ops, key, f"operators by {key.removesuffix('_us').replace('_', ' ')}")
     page.table(ops)
 
 
@@ -101,10 +99,15 @@ def _kernels(page: Page, trace: Trace) -> None:
     if kernels.empty:
         page.text("No GPU kernels in this trace (a CPU-only run?).", "note")
         return
-    shown = kernels.assign(name=_short(kernels["name"]), ms=kernels["total_us"] / 1000.0)
-    page.chart(px.bar(shown.iloc[::-1], x="ms", y="name", orientation="h", height=200 + 22 * len(shown),
-                      title=f"Top {len(shown)} kernels by total time (ms)"))
+    _top_bars(page, kernels, "total_us", "kernels by total time")
     page.table(kernels)
+
+
+def _top_bars(page: Page, rows: pd.DataFrame, key: str, what: str) -> None:
+    """A horizontal bar per row (the largest on top) of ``key`` in ms, names shortened to fit."""
+    shown = rows.assign(name=_short(rows["name"]), ms=rows[key] / 1000.0)
+    page.chart(px.bar(shown.iloc[::-1], x="ms", y="name", orientation="h", height=200 + 22 * len(shown),
+                      title=f"Top {len(shown)} {what} (ms)"))
 
 
 def _memory(page: Page, trace: Trace) -> None:

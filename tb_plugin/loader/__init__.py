@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..catalog.remote import RemoteError, explain, resolve
+from ..catalog.remote import RemoteError, explain, resolve, scrub
 from ..catalog.storage import open_url
 from ..model.tables import TraceModel
 from .columns import ParallelBuildFailed, build_model, default_parts
@@ -94,20 +94,21 @@ def _read(url: str, name: str, access: Any, report: Callable[[float], None]) -> 
             return read_bytes(stream, size, lambda f: report(0.3 * f))
     except (TraceLoadError, MemoryError):
         raise
-    except RemoteError as err:
-        raise TraceLoadError(f"{name}: cannot read the file ({err})") from None
-    except (OSError, ValueError) as err:
-        if "://" in url and not isinstance(err, FileNotFoundError):
-            raise TraceLoadError(f"{name}: cannot read the file ({_remote_reason(err, url, access)})") from None
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise TraceLoadError(f"{name}: cannot read the file ({reason})") from None
-    except Exception as err:  # noqa: BLE001 - a storage SDK's own errors (refused, unreachable): say why
-        raise TraceLoadError(f"{name}: cannot read the file ({_remote_reason(err, url, access)})") from None
+    except Exception as err:  # noqa: BLE001 - a storage SDK's own errors (refused, unreachable) too: say why
+        raise TraceLoadError(f"{name}: cannot read the file ({read_failure(err, url, access)})") from None
 
 
-def _remote_reason(err: BaseException, url: str, access: Any) -> str:
+def read_failure(err: BaseException, url: str, access: Any) -> str:
+    """Why the trace file at ``url`` could not be opened or read, in one line for the user and never with a
+    secret: the system's reason for a local file (or a remote one that is gone), else the store's failure
+    explained (refused, unreachable, which credential to set). The loader and the download route both say it."""
+    if isinstance(err, RemoteError):
+        return scrub(str(err), access)
+    if isinstance(err, (OSError, ValueError)) and ("://" not in url or isinstance(err, FileNotFoundError)):
+        return err.strerror if isinstance(err, OSError) and err.strerror else str(err)
     try:
         location = resolve(url, access)
     except Exception:  # noqa: BLE001 - the explanation must not fail
         location = None
-    return explain(err, location, what="read")
+    # the captured credentials too: a location that cannot be resolved would scrub only the environment's
+    return scrub(explain(err, location, what="read"), access)

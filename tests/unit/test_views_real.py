@@ -175,8 +175,11 @@ def test_ddp_collectives_count_as_communication(real_traces: Path) -> None:
 
 def test_call_stacks_come_from_python_functions_on_2x_traces(real_traces: Path) -> None:
     path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
-    rows = operator_table(load_trace(str(path)), "name_stack")
+    model = load_trace(str(path))
+    strings = list(model.strings)
+    rows = operator_table(model, "name_stack")
     assert rows
+    assert model.strings == strings  # the stacks built from Python frames live in their own table, not the model's
     linear = [r for r in rows if r["name"] == "aten::linear"]
     assert any(r["call_stack"].startswith("torch/nn/modules/linear.py(") for r in linear)
     for r in rows:  # innermost first, source frames only ("file(line): function")

@@ -1,0 +1,47 @@
+/**
+ * The prologue every data page repeats: say what is loading, fetch what the page needs (in parallel), and
+ * put an error card in the page's place when a fetch fails ("Still loading" for a 409, the server's sentence
+ * otherwise). A page then renders from typed answers and never sees a half-loaded state:
+ *
+ *   const data = await loadView(ctx, container, {
+ *     idle: () => ctx.api.get("idle", { run: ctx.run, worker: ctx.worker, span: ctx.span }, { signal: ctx.signal }),
+ *     launches: () => fetchFor<LaunchStatsResponse>(ctx, "launch_stats"),
+ *   }, { what: "the GPU insights" });
+ *   if (!data) return undefined;
+ */
+import { h, replaceChildren } from "./dom";
+import { loadErrorCard } from "./views/common/ui";
+import type { ViewContext } from "./views/types";
+
+/** One request per answer the page needs, by the name the page reads it under. */
+export type Fetches<T> = { [K in keyof T]: () => Promise<T[K]> };
+
+export interface LoadViewOptions {
+  /** what the page loads, for the error card's title: "Could not load the kernels" */
+  what: string;
+  /** the line shown while loading; default "Loading the kernels…" */
+  loading?: string;
+}
+
+/**
+ * Show the loading line in `container`, run every fetch, and return their answers by name; null when one
+ * failed (its error card is shown instead) or the user left the page meanwhile (nothing is touched then).
+ */
+export async function loadView<T extends Record<string, unknown>>(
+  ctx: Pick<ViewContext, "signal">,
+  container: HTMLElement,
+  fetches: Fetches<T>,
+  options: LoadViewOptions,
+): Promise<T | null> {
+  replaceChildren(container, h("p", { class: "ptp-muted", testid: "view-loading" }, options.loading ?? `Loading ${options.what}…`));
+  const names = Object.keys(fetches) as (keyof T & string)[];
+  let values: unknown[];
+  try {
+    values = await Promise.all(names.map((name) => fetches[name]()));
+  } catch (err) {
+    if (!ctx.signal.aborted) replaceChildren(container, loadErrorCard(err, options.what));
+    return null;
+  }
+  if (ctx.signal.aborted) return null;
+  return Object.fromEntries(names.map((name, i) => [name, values[i]])) as T;
+}

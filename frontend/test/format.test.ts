@@ -1,0 +1,149 @@
+/** format.ts: the one "is this a number" and the formatters every page shows numbers with. */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import {
+  DASH,
+  formatBytes,
+  formatDuration,
+  formatDurationUs,
+  formatExactUs,
+  formatFixed,
+  formatInt,
+  formatMs,
+  formatPercent,
+  formatPercent1,
+  formatSignedBytes,
+  formatSignedDuration,
+  formatSignedPercent,
+  formatTime,
+  formatValue,
+  isNum,
+  num,
+} from "../src/format";
+import * as memoryData from "../src/views/memoryData";
+import * as traceData from "../src/views/traceData";
+
+const NOT_NUMBERS: unknown[] = [null, undefined, NaN, Infinity, -Infinity, "12", {}, [], true];
+
+describe("isNum and num", () => {
+  it("accept finite numbers only", () => {
+    for (const v of [0, -0, 1.5, -3, Number.MAX_SAFE_INTEGER, 1e-300]) {
+      assert.equal(isNum(v), true, String(v));
+      assert.equal(num(v), v);
+    }
+    for (const v of NOT_NUMBERS) {
+      assert.equal(isNum(v), false, String(v));
+      assert.equal(num(v), null);
+    }
+  });
+});
+
+describe("durations", () => {
+  it("formatDuration: µs under 1 ms, then ms with two decimals and grouping", () => {
+    assert.equal(formatDuration(0), "0 µs");
+    assert.equal(formatDuration(632), "632.0 µs");
+    assert.equal(formatDuration(999.94), "999.9 µs");
+    assert.equal(formatDuration(114_250), "114.25 ms");
+    assert.equal(formatDuration(1_234_567), "1,234.57 ms");
+    assert.equal(formatDuration(-1500), "-1.50 ms");
+  });
+
+  it("formatMs: always ms, the decimals asked for; formatDurationUs is formatMs(us, 3)", () => {
+    assert.equal(formatMs(12_345), "12.35 ms");
+    assert.equal(formatMs(12_345, 3), "12.345 ms");
+    assert.equal(formatMs(1_234_567.8, 1), "1,234.6 ms");
+    assert.equal(formatMs(0), "0.00 ms");
+    assert.equal(formatDurationUs(1_504_506), "1,504.506 ms");
+    assert.equal(formatDurationUs(null), DASH);
+  });
+
+  it("formatTime: ns, µs, ms or s at the precision a timeline needs", () => {
+    assert.equal(formatTime(0), "0 µs");
+    assert.equal(formatTime(0.85), "850 ns");
+    assert.equal(formatTime(12.3456), "12.346 µs");
+    assert.equal(formatTime(632.5), "632.50 µs");
+    assert.equal(formatTime(1234), "1.234 ms");
+    assert.equal(formatTime(2_500_000), "2.500 s");
+    assert.equal(formatTime(-1234), "-1.234 ms");
+  });
+
+  it("formatExactUs and formatSignedDuration", () => {
+    assert.equal(formatExactUs(1504.506), "1,504.506 µs");
+    assert.equal(formatExactUs(2), "2 µs");
+    assert.equal(formatSignedDuration(7470), "+7.47 ms");
+    assert.equal(formatSignedDuration(-58_080), "-58.08 ms");
+    assert.equal(formatSignedDuration(632), "+632.0 µs");
+    assert.equal(formatSignedDuration(0), "0 µs");
+  });
+});
+
+describe("bytes", () => {
+  it("formatBytes: binary units, fewer decimals as the value grows", () => {
+    assert.equal(formatBytes(0), "0 B");
+    assert.equal(formatBytes(1023), "1023 B");
+    assert.equal(formatBytes(1024), "1.00 KiB");
+    assert.equal(formatBytes(1.5 * 1024 ** 2), "1.50 MiB");
+    assert.equal(formatBytes(12.34 * 1024 ** 3), "12.3 GiB");
+    assert.equal(formatBytes(140 * 1024 ** 3), "140 GiB");
+    assert.equal(formatBytes(3 * 1024 ** 5), "3.00 PiB");
+    assert.equal(formatBytes(-1), DASH);
+  });
+
+  it("formatSignedBytes: a size change keeps its minus sign", () => {
+    assert.equal(formatSignedBytes(-1.5 * 1024 ** 2), "−1.50 MiB");
+    assert.equal(formatSignedBytes(2048), "2.00 KiB");
+    assert.equal(formatSignedBytes(null), DASH);
+  });
+});
+
+describe("other numbers", () => {
+  it("percentages, fixed decimals, integers", () => {
+    assert.equal(formatPercent(0.999), "99%");
+    assert.equal(formatPercent(1.7), "100%");
+    assert.equal(formatPercent(NaN), "0%");
+    assert.equal(formatPercent1(0.88), "88.0%");
+    assert.equal(formatPercent1(1.234), "123.4%");
+    assert.equal(formatSignedPercent(0.649), "+64.9%");
+    assert.equal(formatSignedPercent(-0.98), "-98.0%");
+    assert.equal(formatSignedPercent(0.0001), "0.0%");
+    assert.equal(formatSignedPercent(Infinity), DASH);
+    assert.equal(formatFixed(4.478), "4.48");
+    assert.equal(formatFixed(1234.5, 0), "1,235");
+    assert.equal(formatFixed(1, 4), "1.0000");
+    assert.equal(formatInt(1_234_567.4), "1,234,567");
+    assert.equal(formatInt(undefined), DASH);
+  });
+
+  it("formatValue: a backend scalar as text", () => {
+    assert.equal(formatValue(null), DASH);
+    assert.equal(formatValue(""), DASH);
+    assert.equal(formatValue(true), "yes");
+    assert.equal(formatValue(false), "no");
+    assert.equal(formatValue(12.5), "12.5");
+    assert.equal(formatValue(NaN), DASH);
+    assert.equal(formatValue("2.3.0"), "2.3.0");
+    assert.equal(formatValue({ a: 1 }), '{"a":1}');
+  });
+
+  it("every formatter answers a dash for what is not a number", () => {
+    const formatters = [formatBytes, formatDuration, formatMs, formatTime, formatExactUs, formatSignedDuration,
+      formatPercent1, formatSignedPercent, formatFixed, formatInt, formatSignedBytes];
+    for (const f of formatters) {
+      for (const v of [null, undefined, NaN, Infinity]) assert.equal(f(v), DASH, `${f.name}(${String(v)})`);
+    }
+  });
+});
+
+describe("the copies inside views/ say the same (the lead replaces them by these after merging)", () => {
+  const values = [0, 0.0004, 0.85, 1, 12.3456, 99.99, 100, 632.5, 999.9, 1000, 1234, 98_765.4, 999_999, 1e6,
+    2_500_000, 86_400e6, -0.5, -1234, -2_500_000];
+  it("traceData.formatTime is formatTime", () => {
+    for (const v of values) assert.equal(traceData.formatTime(v), formatTime(v), String(v));
+  });
+  it("memoryData.formatMs is formatMs(us, 2); memoryData.formatSignedBytes is formatSignedBytes", () => {
+    for (const v of values) {
+      assert.equal(memoryData.formatMs(v), formatMs(v), String(v));
+      assert.equal(memoryData.formatSignedBytes(v * 1000), formatSignedBytes(v * 1000), String(v));
+    }
+  });
+});
