@@ -54,9 +54,12 @@ done
 ARGS=(); for mb in $TRACES; do ARGS+=(--trace "$mb=${TRACE[$mb]}"); done
 
 if [[ " $STEPS " == *" profile "* ]]; then
-  say "profile (ours) on 164 MB"
-  (cd "$CODE" && timeout 240 $PY benchmarks/profile_load.py "${TRACE[164]}" --parts "${PARTS:-1,4,8,15}" \
-     --cprofile --workspace --views --json "$OUT/profile.json" > "$OUT/profile.txt" 2>&1) || say "profile failed"
+  for mb in ${PROFILE_MB:-164}; do
+    say "profile (ours) on $mb MB"
+    (cd "$CODE" && timeout 300 $PY benchmarks/profile_load.py "${TRACE[$mb]}" --parts "${PARTS:-1,4,8,15}" \
+       --cprofile ${PROFILE_FLAGS---workspace --views} --json "$OUT/profile_$mb.json" > "$OUT/profile_$mb.txt" 2>&1) \
+       || say "profile $mb failed"
+  done
 fi
 OLD=(); [[ " $STEPS " == *" old "* ]] && OLD=(--old /tmp/old/bin/python --old-timeout "${OLD_TIMEOUT:-90}")
 if [[ " $STEPS " == *" base "* && -n "$BASE" ]]; then
