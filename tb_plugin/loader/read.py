@@ -96,6 +96,9 @@ def _gunzip(raw: bytes) -> bytes:
     view = memoryview(raw)
     if expected < len(raw) // 2 or expected > 400 * len(raw):
         return _gunzip_plain(view)
+    whole = _gunzip_whole(raw, expected)
+    if whole is not None:
+        return whole
     out = bytearray(expected)
     inflater = _zlib.decompressobj(wbits=31)
     pos = 0
@@ -112,6 +115,22 @@ def _gunzip(raw: bytes) -> bytes:
     if pos != expected or inflater.unused_data:
         return _gunzip_plain(view)
     return out  # type: ignore[return-value]  # a bytearray: every consumer takes any bytes-like buffer
+
+
+def _gunzip_whole(raw: bytes, expected: int) -> bytes | None:
+    """One ISA-L call into a buffer of the trailer's size: half the time of inflating step by step (no copy of
+    each piece, no page faults for pieces). ISA-L stops after the first gzip member, so the result counts only
+    when it also matches the trailer's CRC (a single-member file); None sends the caller down the checked path,
+    which also words the errors (a cut-short or corrupt file)."""
+    if _zlib is zlib:
+        return None
+    try:
+        out = _zlib.decompress(raw, wbits=31, bufsize=expected)
+    except Exception:  # noqa: BLE001 - ISA-L's own error types; the stepwise path reports what is wrong
+        return None
+    if len(out) != expected or _zlib.crc32(out) != int.from_bytes(raw[-8:-4], "little"):
+        return None
+    return out
 
 
 def _gunzip_plain(view: memoryview) -> bytes:
