@@ -1,0 +1,151 @@
+"""The loader's fast paths give exactly what the usual ones give: the parse cache without pandas, gunzip in one
+call, and parallel parts that split the trace's text instead of decoding the whole array first."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tb_plugin.loader as loader
+from tb_plugin.loader import columns, load_trace
+from tb_plugin.loader.read import _gunzip_whole, decompress, outline_by_text, split_text
+from tb_plugin.model import ids
+from tb_plugin.model.tables import TraceModel
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+RANK0 = next((DATA / "h200" / "ddp_resnet50").glob("rank0.*.gz"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+def assert_same_model(one: TraceModel, other: TraceModel) -> None:
+    assert one.meta == other.meta
+    for name, cols in one.tables.items():
+        for col, values in cols.items():
+            theirs = other[name][col]
+            if col in ("pid", "tid"):  # textual ids are string codes too
+                values = [ids.display(one.strings, v) for v in values.tolist()]
+                theirs = [ids.display(other.strings, v) for v in theirs.tolist()]
+            elif values.dtype == np.int32:  # string codes: compare the strings
+                values = [one.text(v) for v in values.tolist()]
+                theirs = [other.text(v) for v in theirs.tolist()]
+            np.testing.assert_array_equal(theirs, values, err_msg=f"{name}.{col}")
+
+
+@pytest.fixture
+def text_split(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Parallel text parts for any size; records which path built each load."""
+    taken: list[str] = []
+    real = columns.build_model_from_text
+
+    def spy(*args: object, **kwargs: object) -> TraceModel:
+        taken.append("text")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(loader, "build_model_from_text", spy)
+    return taken
+
+
+def test_text_parts_equal_the_usual_path_on_a_real_trace(text_split: list[str]) -> None:
+    one = load_trace(str(RANK0), parts=1)
+    three = load_trace(str(RANK0), parts=3)
+    assert text_split == ["text"]
+    assert three.n_events == one.n_events == 29630
+    assert_same_model(one, three)
+
+
+def kineto_text(events: list[dict[str, object]], **top: object) -> str:
+    """Kineto's layout: one event over several lines, "},\\n  {" between events."""
+    body = ",\n  ".join(json.dumps(ev, indent=2).replace("\n", "\n  ") for ev in events)
+    head = "".join(f'  "{k}": {json.dumps(v)},\n' for k, v in top.items())
+    return '{\n' + head + '  "traceEvents": [\n  ' + body + '\n  ],\n  "traceName": "x]y"\n}'
+
+
+def events(n: int, nested: bool = False) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for i in range(n):
+        args: dict[str, object] = {"External id": i}
+        if nested:
+            args["list"] = [{"a": i}, {"b": [i, i]}]  # objects inside an event: their separators are no split
+        out.append({"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1, "tid": 2, "ts": 10.0 * i,
+                    "dur": 5.0, "args": args})
+    return out
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_text_parts_equal_the_usual_path_on_synthetic_layouts(tmp_path: Path, text_split: list[str],
+                                                              nested: bool) -> None:
+    path = tmp_path / "w.1.pt.trace.json"
+    path.write_text(kineto_text(events(400, nested), schemaVersion=1, deviceProperties=[{"name": "H100"}]))
+    one, many = load_trace(str(path), parts=1), load_trace(str(path), parts=5)
+    assert text_split == ["text"]
+    assert many.n_events == 400 and many.meta["traceName"] == "x]y"
+    assert many.meta["deviceProperties"] == [{"name": "H100"}]
+    assert_same_model(one, many)
+
+
+def test_bare_tokens_are_repaired_in_each_part(tmp_path: Path, text_split: list[str]) -> None:
+    evs = events(300)
+    text = kineto_text(evs).replace('"dur": 5.0', '"dur": NaN', 3)
+    path = tmp_path / "w.1.pt.trace.json"
+    path.write_text(text)
+    one, many = load_trace(str(path), parts=1), load_trace(str(path), parts=4)
+    assert text_split == ["text"]
+    assert int(np.isnan(many["events"]["dur"]).sum()) == 3
+    assert_same_model(one, many)
+
+
+def test_split_text_cuts_only_at_separators() -> None:
+    data = kineto_text(events(50)).encode()
+    doc_and_range = outline_by_text(data)
+    assert doc_and_range is not None
+    doc, lo, hi = doc_and_range
+    assert doc.traceName == "x]y" and data[lo:lo + 1] == b"{" and data[hi - 1:hi] == b"}"
+    ranges = split_text(data, lo, hi, 4)
+    assert len(ranges) == 4 and ranges[0][0] == lo and ranges[-1][1] == hi
+    decoded = [json.loads(b"[" + data[a:b] + b"]") for a, b in ranges]
+    assert sum(len(d) for d in decoded) == 50 and [d[0]["name"] for d in decoded][0] == "op0"
+    # compact JSON has no line breaks between events: nothing to cut at, one range
+    compact = json.dumps({"traceEvents": events(50)}).encode()
+    found = outline_by_text(compact)
+    assert found is not None and len(split_text(compact, found[1], found[2], 4)) == 1
+
+
+def test_gunzip_in_one_call_only_for_a_single_member() -> None:
+    text = kineto_text(events(2000)).encode()
+    single = gzip.compress(text)
+    assert _gunzip_whole(single, len(text)) == text
+    # two members whose last one has the size of the first: the trailer's size matches, its CRC does not
+    a, b = b"A" * 100_000, b"B" * 100_000
+    double = gzip.compress(a) + gzip.compress(b)
+    assert _gunzip_whole(double, len(b)) is None
+    assert decompress(double, "t.json.gz") == a + b
+
+
+def test_parse_cache_round_trip_does_not_import_pandas(tmp_path: Path) -> None:
+    """pyarrow's pa.array and to_numpy import pandas (0.3-0.5 s) on first use: the loader process and the server
+    must not pay that to write and map a parse."""
+    code = (
+        "import sys, numpy as np\n"
+        "from tb_plugin.loader import load_trace\n"
+        "from tb_plugin.model.tables import save, load\n"
+        f"m = load_trace({str(RANK0)!r})\n"
+        f"save(m, {str(tmp_path / 'entry')!r})\n"
+        f"back = load({str(tmp_path / 'entry')!r})\n"
+        "assert 'pandas' not in sys.modules, 'pandas was imported'\n"
+        "for t, cols in m.tables.items():\n"
+        "    for c, v in cols.items():\n"
+        "        w = back[t][c]\n"
+        "        assert w.dtype == v.dtype and np.array_equal(v, w, equal_nan=True), (t, c)\n"
+        "assert back.strings == m.strings and back.meta == m.meta and back.n_events == 29630\n"
+        "assert not back['events']['ts'].flags.writeable\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO),
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
