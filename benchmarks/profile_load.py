@@ -4,7 +4,8 @@
     python benchmarks/profile_load.py TRACE [--parts 1,4,8,16] [--cprofile] [--views] [--workspace]
 
 - **phases** (per ``--parts`` value, each in a fresh child process, as the loader worker runs them): read, gunzip,
-  top-level decode (raw slices), building the tables (``parts`` forked processes; ``MIN_PART_EVENTS`` is lowered
+  the top-level outline (the text split into parts' byte ranges, or with one part the decode into raw slices),
+  building the tables (``parts`` forked processes; ``MIN_PART_EVENTS`` is lowered
   so that the value asked for is what runs), writing the parse cache (Arrow IPC) and memory-mapping it back.
 - ``--cprofile``: the same with the largest ``--parts`` under cProfile in the parent (the merge of the parts, the
   finish), top functions by cumulative time.
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def phases(path: str, parts: int, profile: bool) -> dict[str, Any]:
     """The loader worker's pipeline, step by step (run in a fresh, single-threaded child)."""
     from tb_plugin.loader import columns
-    from tb_plugin.loader.read import decode_outline, decompress, read_bytes
+    from tb_plugin.loader.read import decode_outline, decompress, outline_by_text, read_bytes
     from tb_plugin.model.tables import load, save
 
     columns.MIN_PART_EVENTS = 1000  # let the number of parts asked for run
@@ -50,13 +51,18 @@ def phases(path: str, parts: int, profile: bool) -> dict[str, Any]:
     data = decompress(raw, path)
     del raw
     out["gunzip_s"], t = time.perf_counter() - t, time.perf_counter()
-    doc = decode_outline(data, path)
-    del data
+    text = outline_by_text(data) if parts > 1 and len(data) >= columns.PARALLEL_MIN_BYTES else None
+    doc = text[0] if text else decode_outline(data, path)  # as load_bytes: split the text where it can
+    out["path"] = "text parts" if text else "outline"
     out["outline_s"], t = time.perf_counter() - t, time.perf_counter()
     prof = cProfile.Profile() if profile else None
     if prof:
         prof.enable()
-    model = columns.build_model(doc, path, parts=parts)
+    if text:
+        model = columns.build_model_from_text(data, doc, text[1], text[2], path, parts=parts)
+    else:
+        model = columns.build_model(doc, path, parts=parts)
+    del data
     if prof:
         prof.disable()
         text = io.StringIO()

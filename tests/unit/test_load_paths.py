@@ -110,7 +110,7 @@ def test_split_text_cuts_only_at_separators() -> None:
     ranges = split_text(data, lo, hi, 4)
     assert len(ranges) == 4 and ranges[0][0] == lo and ranges[-1][1] == hi
     decoded = [json.loads(b"[" + data[a:b] + b"]") for a, b in ranges]
-    assert sum(len(d) for d in decoded) == 50 and [d[0]["name"] for d in decoded][0] == "op0"
+    assert sum(len(d) for d in decoded) == 50 and decoded[0][0]["name"] == "op0"
     # compact JSON has no line breaks between events: nothing to cut at, one range
     compact = json.dumps({"traceEvents": events(50)}).encode()
     found = outline_by_text(compact)

@@ -7,6 +7,7 @@ starts, zero durations, children a fraction of the tolerance past their parent, 
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ def walk_all(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarra
     parent = np.full(len(start), -1, dtype=np.int64)
     depth = np.zeros(len(start), dtype=np.int32)
     bounds = np.flatnonzero(np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1]), [True]]))
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         p, d = _nest_walk(start[lo:hi], end[lo:hi])
         parent[lo:hi] = np.where(p >= 0, p + lo, -1)
         depth[lo:hi] = d
@@ -121,6 +122,6 @@ def test_host_trees_of_recent_traces_are_nested_with_numpy(path: str) -> None:
     dur = np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
     pid, tid, start, end = sorted_intervals(ev["pid"][rows], ev["tid"][rows], ev["ts"][rows], dur)
     bounds = np.flatnonzero(np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1]), [True]]))
-    walked = [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])
+    walked = [(lo, hi) for lo, hi in itertools.pairwise(bounds)
               if hi - lo >= optree._VECTOR_MIN and _nest_vectorized(start[lo:hi], end[lo:hi]) is None]
     assert len(rows) > 1000 and walked == []
