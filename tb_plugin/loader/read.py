@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 import msgspec
+import numpy as np
 
 from .errors import TraceLoadError
 from .schema import Args, Event, TraceDocument
@@ -291,11 +292,15 @@ def outline_by_text(data: bytes) -> tuple[TraceDocument, int, int] | None:
     return None
 
 
-def split_text(data: bytes, lo: int, hi: int, pieces: int) -> list[tuple[int, int]]:
-    """``[lo, hi)`` cut at separators into about ``pieces`` ranges of whole elements, each ``start`` at a ``{``."""
+def split_text(data: bytes, lo: int, hi: int, pieces: int,
+               weights: list[float] | None = None) -> list[tuple[int, int]]:
+    """``[lo, hi)`` cut at separators into about ``pieces`` ranges of whole elements, each ``start`` at a ``{``;
+    range k gets about ``weights[k]`` shares of the bytes (equal shares by default)."""
+    shares = weights or [1.0] * pieces
+    edges = np.cumsum(shares) / sum(shares)
     bounds = [(lo, lo)]
     for k in range(1, pieces):
-        target = max(bounds[-1][1] + 1, lo + (hi - lo) * k // pieces)
+        target = max(bounds[-1][1] + 1, lo + int((hi - lo) * edges[k - 1]))
         found = _SEPARATOR.search(data, target, hi)
         if found is None:
             break
