@@ -541,8 +541,10 @@ def _merge(builder: ModelBuilder, children: list[tuple[int, int]]) -> ModelBuild
     return builder
 
 
-# Below this many bytes of JSON a file is built in one process (about PARALLEL_MIN_EVENTS Kineto events).
+# Below this many bytes of JSON a file is built in one process (about PARALLEL_MIN_EVENTS Kineto events), and no
+# part of a larger one is smaller than MIN_PART_BYTES (about 25k events).
 PARALLEL_MIN_BYTES = 48 << 20
+MIN_PART_BYTES = 8 << 20
 
 
 # How much more each forked part builds than the one before it (a fraction of a part): the parent merges the parts
@@ -566,6 +568,7 @@ def build_model_from_text(data: bytes, doc: TraceDocument, lo: int, hi: int, sou
     """
     from .read import split_text
 
+    parts = max(1, min(parts, (hi - lo) // MIN_PART_BYTES))  # a smaller part costs more to fork than it saves
     ranges = split_text(data, lo, hi, parts, staggered(parts))
     children = [_fork_part(functools.partial(_build_text, data, start, stop, None)) for start, stop in ranges[1:]]
     try:

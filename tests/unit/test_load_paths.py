@@ -47,7 +47,15 @@ def text_split(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         taken.append("text")
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
+    real_fork = columns._fork_part
+
+    def fork(*args: object) -> tuple[int, int]:
+        taken.append("fork")
+        return real_fork(*args)  # type: ignore[arg-type]
+
     monkeypatch.setattr(loader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(columns, "MIN_PART_BYTES", 1)
+    monkeypatch.setattr(columns, "_fork_part", fork)
     monkeypatch.setattr(loader, "build_model_from_text", spy)
     return taken
 
@@ -55,7 +63,7 @@ def text_split(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_text_parts_equal_the_usual_path_on_a_real_trace(text_split: list[str]) -> None:
     one = load_trace(str(RANK0), parts=1)
     three = load_trace(str(RANK0), parts=3)
-    assert text_split == ["text"]
+    assert text_split == ["text", "fork", "fork"]
     assert three.n_events == one.n_events == 29630
     assert_same_model(one, three)
 
@@ -84,7 +92,7 @@ def test_text_parts_equal_the_usual_path_on_synthetic_layouts(tmp_path: Path, te
     path = tmp_path / "w.1.pt.trace.json"
     path.write_text(kineto_text(events(400, nested), schemaVersion=1, deviceProperties=[{"name": "H100"}]))
     one, many = load_trace(str(path), parts=1), load_trace(str(path), parts=5)
-    assert text_split == ["text"]
+    assert text_split == ["text", *["fork"] * 4]
     assert many.n_events == 400 and many.meta["traceName"] == "x]y"
     assert many.meta["deviceProperties"] == [{"name": "H100"}]
     assert_same_model(one, many)
@@ -96,7 +104,7 @@ def test_bare_tokens_are_repaired_in_each_part(tmp_path: Path, text_split: list[
     path = tmp_path / "w.1.pt.trace.json"
     path.write_text(text)
     one, many = load_trace(str(path), parts=1), load_trace(str(path), parts=4)
-    assert text_split == ["text"]
+    assert text_split == ["text", *["fork"] * 3]
     assert int(np.isnan(many["events"]["dur"]).sum()) == 3
     assert_same_model(one, many)
 
