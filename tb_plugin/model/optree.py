@@ -231,9 +231,70 @@ def innermost_containing(span_pid: np.ndarray, span_tid: np.ndarray, span_start:
                          pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """For each point (pid, tid, ts): the index of the innermost span on the same thread with start ≤ ts < end.
 
-    One sweep over spans and points sorted by thread and time, with a stack of open spans; -1 where none.
-    Spans should nest (host operators do); for overlapping ones the latest-starting open span wins.
+    -1 where none. Spans should nest (host operators do); for overlapping ones the latest-starting open span wins
+    (in the order thread, start, longest first): that is the rule of the stack sweep :func:`_innermost_walk`,
+    computed here with numpy. From the last span starting at or before the point, follow "previous span ending
+    later" links (each skips only spans that end sooner, so closed ones) until one is still open at the point.
+    The links and the follow are pointer jumps; a pathological input that needs too many falls back to the sweep.
     """
+    n_spans = len(span_start)
+    if n_spans == 0 or len(ts) == 0:
+        return np.full(len(ts), -1, dtype=np.int64)
+    kind = np.concatenate([np.zeros(n_spans, np.int8), np.ones(len(ts), np.int8)])  # spans before points at ties
+    t = np.concatenate([span_start, ts])
+    length = np.concatenate([span_end - span_start, np.zeros(len(ts))])
+    all_pid, all_tid = np.concatenate([span_pid, pid]), np.concatenate([span_tid, tid])
+    order = np.lexsort((-length, kind, t, all_tid, all_pid))
+    is_span = kind[order] == 0
+    thread = np.cumsum(np.concatenate([[True], (all_pid[order][1:] != all_pid[order][:-1])
+                                       | (all_tid[order][1:] != all_tid[order][:-1])]))
+    spans = order[is_span]  # span indices in sweep order
+    span_thread = thread[is_span]
+    ends = span_end[spans]
+    later = _previous_later_end(ends, span_thread)
+    if later is None:
+        return _innermost_walk(span_pid, span_tid, span_start, span_end, pid, tid, ts)
+    # the last span before each point in sweep order, if it is on the point's thread
+    last = np.cumsum(is_span)[~is_span] - 1
+    point_thread = thread[~is_span]
+    cand = np.where((last >= 0) & (span_thread[np.maximum(last, 0)] == point_thread), last, -1)
+    when = t[order][~is_span]
+    for _ in range(_MAX_JUMPS):
+        closed = np.flatnonzero(cand >= 0)
+        closed = closed[ends[cand[closed]] <= when[closed]]
+        if not len(closed):
+            out = np.full(len(ts), -1, dtype=np.int64)
+            out[order[~is_span] - n_spans] = np.where(cand >= 0, spans[np.maximum(cand, 0)], -1)
+            return out
+        cand[closed] = later[cand[closed]]
+    return _innermost_walk(span_pid, span_tid, span_start, span_end, pid, tid, ts)
+
+
+_MAX_JUMPS = 512
+
+
+def _previous_later_end(ends: np.ndarray, thread: np.ndarray) -> np.ndarray | None:
+    """Per span (in sweep order): the nearest earlier span of its thread that ends strictly later, -1 if none.
+
+    Pointer jumping: each link starts at the span before and jumps along links while the target ends no later; a
+    target's own link only skips spans ending no later than the target, so every jump keeps the answer ahead.
+    """
+    n = len(ends)
+    link = np.arange(n) - 1
+    link[np.flatnonzero(np.concatenate([[True], thread[1:] != thread[:-1]]))] = -1
+    for _ in range(_MAX_JUMPS):
+        open_ = np.flatnonzero(link >= 0)
+        open_ = open_[ends[link[open_]] <= ends[open_]]
+        if not len(open_):
+            return link
+        link[open_] = link[link[open_]]
+    return None
+
+
+def _innermost_walk(span_pid: np.ndarray, span_tid: np.ndarray, span_start: np.ndarray, span_end: np.ndarray,
+                         pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """The reference rule of :func:`innermost_containing`: one sweep over spans and points sorted by thread and
+    time, with a stack of open spans."""
     n_spans = len(span_start)
     kind = np.concatenate([np.zeros(n_spans, np.int8), np.ones(len(ts), np.int8)])  # spans before points at ties
     t = np.concatenate([span_start, ts])

@@ -16,7 +16,7 @@ import pytest
 from tb_plugin.loader import load_trace
 from tb_plugin.model import optree
 from tb_plugin.model.kinds import Kind
-from tb_plugin.model.optree import _nest_vectorized, _nest_walk, nest
+from tb_plugin.model.optree import _innermost_walk, _nest_vectorized, _nest_walk, innermost_containing, nest
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRACES = sorted(str(p) for p in DATA.rglob("*.pt.trace.json*"))
@@ -125,3 +125,53 @@ def test_host_trees_of_recent_traces_are_nested_with_numpy(path: str) -> None:
     walked = [(lo, hi) for lo, hi in itertools.pairwise(bounds)
               if hi - lo >= optree._VECTOR_MIN and _nest_vectorized(start[lo:hi], end[lo:hi]) is None]
     assert len(rows) > 1000 and walked == []
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_innermost_containing_matches_the_sweep(seed: int) -> None:
+    """Spans nested, overlapping, zero-length and repeated, on three threads; points on span edges, inside, outside
+    and on a thread without spans: the numpy answer is the stack sweep's, point for point."""
+    rng = np.random.default_rng(seed)
+    starts, durs = [], []
+    for thread in range(3):
+        s, d = random_forest(rng, int(rng.integers(5, 300)), jitter=[0.0, 0.0, 3.0][thread])
+        starts.append(s)
+        durs.append(d)
+    s_pid = np.concatenate([np.full(len(s), 1) for s in starts])
+    s_tid = np.concatenate([np.full(len(s), k) for k, s in enumerate(starts)])
+    s_start, s_dur = np.concatenate(starts), np.concatenate(durs)
+    dup = rng.integers(0, len(s_start), 10)  # exact duplicates
+    s_pid, s_tid = np.append(s_pid, s_pid[dup]), np.append(s_tid, s_tid[dup])
+    s_start, s_dur = np.append(s_start, s_start[dup]), np.append(s_dur, s_dur[dup])
+    perm = rng.permutation(len(s_start))  # any input order
+    s_pid, s_tid, s_start, s_end = s_pid[perm], s_tid[perm], s_start[perm], s_start[perm] + s_dur[perm]
+    n = 600
+    p_tid = rng.integers(0, 4, n)  # thread 3 has no spans
+    edges = np.concatenate([s_start, s_end])
+    p_ts = np.where(rng.random(n) < 0.4, rng.choice(edges, n), rng.uniform(-10, 1010, n))
+    p_pid = np.full(n, 1)
+    got = innermost_containing(s_pid, s_tid, s_start, s_end, p_pid, p_tid, p_ts)
+    want = _innermost_walk(s_pid, s_tid, s_start, s_end, p_pid, p_tid, p_ts)
+    # equal spans (duplicates) are interchangeable: compare the spans' intervals, not their indices
+    for answer in (got, want):
+        assert answer.dtype == np.int64
+    assert ((got >= 0) == (want >= 0)).all()
+    both = want >= 0
+    np.testing.assert_array_equal(s_start[got[both]], s_start[want[both]])
+    np.testing.assert_array_equal(s_end[got[both]], s_end[want[both]])
+    assert both.sum() > n // 4 and (~both).sum() > 10
+
+
+@pytest.mark.parametrize("path", [p for p in TRACES if "/h200/" in p][:3], ids=lambda p: Path(p).parent.name)
+def test_innermost_operator_of_each_kernel_launch_matches_the_sweep(path: str) -> None:
+    """As the Module and Memory views ask: which host operator encloses each runtime call."""
+    model = load_trace(path)
+    tree = optree.host_tree(model)
+    ev = model["events"]
+    ops = np.flatnonzero(tree.kind == Kind.CPU_OP)
+    calls = np.flatnonzero(tree.kind == Kind.RUNTIME)
+    args = (ev["pid"][tree.rows[ops]], ev["tid"][tree.rows[ops]], tree.start[ops], tree.end[ops],
+            ev["pid"][tree.rows[calls]], ev["tid"][tree.rows[calls]], tree.start[calls])
+    got, want = innermost_containing(*args), _innermost_walk(*args)
+    np.testing.assert_array_equal(got, want)
+    assert (got >= 0).mean() > 0.9
