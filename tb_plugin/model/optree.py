@@ -259,14 +259,15 @@ def innermost_containing(span_pid: np.ndarray, span_tid: np.ndarray, span_start:
     point_thread = thread[~is_span]
     cand = np.where((last >= 0) & (span_thread[np.maximum(last, 0)] == point_thread), last, -1)
     when = t[order][~is_span]
+    active = np.flatnonzero(cand >= 0)  # points whose candidate may still be closed
     for _ in range(_MAX_JUMPS):
-        closed = np.flatnonzero(cand >= 0)
-        closed = closed[ends[cand[closed]] <= when[closed]]
-        if not len(closed):
+        active = active[ends[cand[active]] <= when[active]]
+        if not len(active):
             out = np.full(len(ts), -1, dtype=np.int64)
             out[order[~is_span] - n_spans] = np.where(cand >= 0, spans[np.maximum(cand, 0)], -1)
             return out
-        cand[closed] = later[cand[closed]]
+        cand[active] = later[cand[active]]
+        active = active[cand[active] >= 0]
     return _innermost_walk(span_pid, span_tid, span_start, span_end, pid, tid, ts)
 
 
@@ -282,12 +283,13 @@ def _previous_later_end(ends: np.ndarray, thread: np.ndarray) -> np.ndarray | No
     n = len(ends)
     link = np.arange(n) - 1
     link[np.flatnonzero(np.concatenate([[True], thread[1:] != thread[:-1]]))] = -1
+    active = np.flatnonzero(link >= 0)  # links that may still point at a span ending no later
     for _ in range(_MAX_JUMPS):
-        open_ = np.flatnonzero(link >= 0)
-        open_ = open_[ends[link[open_]] <= ends[open_]]
-        if not len(open_):
+        active = active[ends[link[active]] <= ends[active]]
+        if not len(active):
             return link
-        link[open_] = link[link[open_]]
+        link[active] = link[link[active]]
+        active = active[link[active] >= 0]
     return None
 
 
