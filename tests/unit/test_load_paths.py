@@ -157,3 +157,35 @@ def test_parse_cache_round_trip_does_not_import_pandas(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO),
                             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_span_turns_ready_on_the_workers_answer_not_its_exit(tmp_path: Path) -> None:
+    """A loader process answers, then frees the inflated trace (seconds for gigabytes): the span must not wait for
+    that. Here the "worker" has answered and would sleep a minute before exiting; finishing the job makes the span
+    ready at once and stops the process (killed, not exited)."""
+    import multiprocessing
+    import time
+
+    from tb_plugin.jobs.cache import ParseCache
+    from tb_plugin.jobs.scheduler import LOADING, READY, LoadScheduler, _Job
+    from tb_plugin.model.tables import save
+
+    scheduler = LoadScheduler(ParseCache(tmp_path / "cache"), max_workers=1)
+    try:
+        entry = tmp_path / "cache" / "entry"
+        save(load_trace(str(RANK0)), entry)
+        ctx = multiprocessing.get_context("spawn")
+        recv, send = ctx.Pipe(duplex=False)
+        process = ctx.Process(target=time.sleep, args=(60,), daemon=True)
+        process.start()
+        send.send(("ok", {"events": 29630}))
+        joined: list[object] = []
+        process.join = lambda timeout=None: joined.append(timeout)  # type: ignore[method-assign]
+        job = _Job(url=str(RANK0), size=1, mtime=0.0, entry=entry, state=LOADING, process=process, conn=recv)
+        scheduler._finish(job)
+        assert job.state == READY and job.model is not None and job.model.n_events == 29630
+        assert joined == []  # never waited for the process
+        multiprocessing.process.BaseProcess.join(process, 10)
+        assert process.exitcode is not None and process.exitcode < 0  # stopped, not exited by itself
+    finally:
+        scheduler.close()
