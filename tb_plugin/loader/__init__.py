@@ -40,7 +40,10 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
         found = outline_by_text(data)
         if found is not None:  # each part decodes its own bytes: no serial decode of the whole array first
             doc, lo, hi = found
-            return build_model_from_text(data, doc, lo, hi, name, lambda f: report(0.45 + 0.55 * f), parts=parts)
+            try:
+                return build_model_from_text(data, doc, lo, hi, name, lambda f: report(0.45 + 0.55 * f), parts)
+            except ParallelBuildFailed:  # a range did not parse (or a part died): the usual parts, same bytes
+                pass
     try:
         doc = decode_outline(data, name)  # raw event slices still point into data
         del data

@@ -86,6 +86,28 @@ def events(n: int, nested: bool = False) -> list[dict[str, object]]:
     return out
 
 
+def test_a_range_that_does_not_parse_falls_back_to_the_usual_parts(tmp_path: Path, text_split: list[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects nested in an event's args, written across lines, hold separators too: a cut there fails the text
+    parts, and the same bytes are built by the usual parallel path (not re-read and built in one process)."""
+    usual: list[int] = []
+    real = columns.build_model
+
+    def spy(doc: object, source: str, progress: object = None, parts: int = 1) -> TraceModel:
+        usual.append(parts)
+        return real(doc, source, progress, parts=parts)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "build_model", spy)
+    evs = events(300)
+    for ev in evs:  # one big nested list of objects per event: most cuts land inside one
+        ev["args"] = {"External id": 1, "list": [{"k": i} for i in range(40)]}
+    path = tmp_path / "w.1.pt.trace.json"
+    path.write_text(kineto_text(evs))
+    many = load_trace(str(path), parts=4)
+    assert text_split[0] == "text" and usual == [4]
+    assert many.n_events == 300
+
+
 @pytest.mark.parametrize("nested", [False, True])
 def test_text_parts_equal_the_usual_path_on_synthetic_layouts(tmp_path: Path, text_split: list[str],
                                                               nested: bool) -> None:
