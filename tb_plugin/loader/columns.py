@@ -564,7 +564,7 @@ def build_model_from_text(data: bytes, doc: TraceDocument, lo: int, hi: int, sou
 
     Each of ``parts`` processes decodes and builds its own byte range, so nothing decodes the whole array first.
     A range that does not parse (a separator inside a nested value) raises :class:`ParallelBuildFailed`, and
-    the caller builds the file the usual way.
+    the caller builds the same bytes the usual way (:func:`build_model` after one outline decode).
     """
     from .read import split_text
 
