@@ -29,9 +29,22 @@ Key = tuple[str, str, str]
 
 
 def precompute(model: TraceModel) -> None:
-    """Build what the first page views need as soon as a trace is loaded (in a background thread)."""
+    """Build what the first page views need as soon as a trace is loaded (in a background thread).
+
+    The Overview (the landing page) and the Trace view's index are built side by side, so neither page waits for
+    the other's: the index is mostly numpy sorts, which release the GIL, so the two overlap on two cores.
+    """
+    index = threading.Thread(target=_build_index, args=(model,), name="pytorch-profiler-index", daemon=True)
+    index.start()
     overview(model)
-    timeline_index(model)
+    index.join()
+
+
+def _build_index(model: TraceModel) -> None:
+    try:
+        timeline_index(model)
+    except Exception:  # a request for the Trace view computes it again and reports the error there
+        log.exception("building the timeline index of %s failed", model.meta.get("source"))
 
 
 class LookupFailed(Exception):

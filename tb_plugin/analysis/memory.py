@@ -61,13 +61,22 @@ def memory_records(model: TraceModel) -> MemoryRecords:
     inner = innermost_containing(ev_pid[tree.rows[ops]], ev_tid[tree.rows[ops]], tree.start[ops], tree.end[ops],
                                  ev_pid[rows], ev_tid[rows], ts)
     owner = take(ops, inner, -1)
-    labels: dict[tuple[int, int], str] = {}
-    dtype, did = mem["device_type"][order], mem["device_id"][order]
-    device = [labels.setdefault((a, b), device_name(a, b)) for a, b in zip(dtype.tolist(), did.tolist())]
+    device = _device_labels(mem["device_type"][order], mem["device_id"][order])
     addr = mem["addr"][order]
     return MemoryRecords(ts=ts, nbytes=mem["bytes"][order], addr=addr, allocated=mem["total_allocated"][order],
                          reserved=mem["total_reserved"][order], device=device, owner=owner,
                          has_addresses=bool((addr >= 0).any()))
+
+
+def _device_labels(device_type: np.ndarray, device_id: np.ndarray) -> list[str]:
+    """The device label of each record, named once per distinct (type, id) pair, not once per record."""
+    types, type_of = np.unique(device_type, return_inverse=True)
+    ids, id_of = np.unique(device_id, return_inverse=True)
+    pairs, pair_of = np.unique(type_of.reshape(-1) * len(ids) + id_of.reshape(-1), return_inverse=True)
+    names = np.array([device_name(int(types[p // len(ids)]), int(ids[p % len(ids)])) for p in pairs.tolist()],
+                     dtype=object)
+    labels: list[str] = names[pair_of.reshape(-1)].tolist() if len(pairs) else []
+    return labels
 
 
 def _downsample(t: np.ndarray, alloc: np.ndarray, res: np.ndarray, max_points: int) -> np.ndarray:

@@ -188,14 +188,17 @@ class LoadScheduler:
         while not self._closed:
             self._start_jobs()
             with self._lock:
-                running = {job.process.sentinel: job for job in self._jobs.values()
-                           if job.state == LOADING and job.process is not None}
-            ready = wait([self._wake_r, *running], timeout=self._next_deadline(running.values()))
-            for obj in ready:
-                if obj in running:
-                    self._finish(running[obj])  # type: ignore[index]
-                else:
-                    self._drain_wakeups()
+                loading = [job for job in self._jobs.values() if job.state == LOADING and job.process is not None]
+            # A worker's answer (its conn) arrives before the process has exited: the exit frees the inflated
+            # trace (gigabytes for a large one), which the span need not wait for. Its sentinel tells of a death.
+            running = {job.process.sentinel: job for job in loading}
+            running.update({job.conn: job for job in loading if job.conn is not None})
+            ready = wait([self._wake_r, *running], timeout=self._next_deadline(loading))
+            if self._wake_r in ready:
+                self._drain_wakeups()
+            done = {id(job): job for obj, job in running.items() if obj in ready}  # conn and sentinel: once
+            for job in done.values():
+                self._finish(job)
             self._expire()
 
     def _next_deadline(self, running: Iterable[_Job]) -> float:
@@ -282,8 +285,8 @@ class LoadScheduler:
         except (EOFError, OSError):
             message = None
         process = job.process
-        if process is not None:
-            process.join(timeout=5)
+        if process is not None and message is None:
+            process.join(timeout=5)  # no answer: the exit code says why it died
         with self._lock:
             if job.process is not process:  # replaced or forgotten meanwhile
                 return

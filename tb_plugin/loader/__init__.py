@@ -15,9 +15,9 @@ import numpy as np
 from ..catalog.remote import RemoteError, explain, resolve, scrub
 from ..catalog.storage import open_url
 from ..model.tables import TraceModel
-from .columns import ParallelBuildFailed, build_model, default_parts
+from .columns import PARALLEL_MIN_BYTES, ParallelBuildFailed, build_model, build_model_from_text, default_parts
 from .errors import TraceLoadError
-from .read import decode_outline, decompress, read_bytes
+from .read import decode_outline, decompress, outline_by_text, read_bytes
 
 __all__ = ["MODEL_VERSION", "TraceLoadError", "default_parts", "load_bytes", "load_trace"]
 
@@ -36,6 +36,14 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
     data = decompress(raw.pop() if isinstance(raw, list) else raw, name)
     del raw
     report(0.45)
+    if parts > 1 and len(data) >= PARALLEL_MIN_BYTES:
+        found = outline_by_text(data)
+        if found is not None:  # each part decodes its own bytes: no serial decode of the whole array first
+            doc, lo, hi = found
+            try:
+                return build_model_from_text(data, doc, lo, hi, name, lambda f: report(0.45 + 0.55 * f), parts)
+            except ParallelBuildFailed:  # a range did not parse (or a part died): the usual parts, same bytes
+                pass
     try:
         doc = decode_outline(data, name)  # raw event slices still point into data
         del data

@@ -7,6 +7,7 @@ strings for numbers, lists), so an odd value costs that one field of that one ev
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -451,8 +452,20 @@ def _build_range(doc: TraceDocument, lo: int, hi: int, progress: Callable[[float
     return builder
 
 
-def _fork_part(doc: TraceDocument, lo: int, hi: int) -> tuple[int, int]:
-    """Fork a child that builds events [lo, hi) and pickles (strings, tables) into a pipe; returns (pid, fd).
+def _build_text(data: bytes, lo: int, hi: int, progress: Callable[[float], None] | None) -> ModelBuilder:
+    from .read import text_chunks
+
+    builder = ModelBuilder()
+    for done, chunk in text_chunks(data, lo, hi):
+        builder.add(chunk)
+        if progress:
+            progress(min((done - lo) / max(1, hi - lo), 1.0))
+    return builder
+
+
+def _fork_part(build: Callable[[], ModelBuilder]) -> tuple[int, int]:
+    """Fork a child that runs ``build`` (one range of events) and pickles (strings, tables) into a pipe; returns
+    (pid, fd).
 
     A plain fork, not multiprocessing: the loader's worker processes are daemons, which multiprocessing forbids
     to have children, and the child needs nothing but the decoded buffer it inherits copy-on-write.
@@ -463,7 +476,7 @@ def _fork_part(doc: TraceDocument, lo: int, hi: int) -> tuple[int, int]:
         code = 0
         try:
             os.close(read_fd)
-            builder = _build_range(doc, lo, hi, None)
+            builder = build()
             with os.fdopen(write_fd, "wb") as out:
                 # the chunks as built: concatenating here would hold a second copy at the memory peak
                 pickle.dump((builder.strings.values, builder.parts), out, protocol=pickle.HIGHEST_PROTOCOL)
@@ -504,13 +517,19 @@ def build_model(doc: TraceDocument, source: str, progress: Callable[[float], Non
         doc.traceEvents = None  # the raw slices pin the whole decoded buffer: let it go before concatenating
         return builder.finish(doc, source)
     bounds = np.linspace(0, total, parts + 1).astype(int).tolist()
-    children = [(_fork_part(doc, lo, hi), lo, hi) for lo, hi in itertools.pairwise(bounds[1:])]
+    children = [_fork_part(functools.partial(_build_range, doc, lo, hi, None))
+                for lo, hi in itertools.pairwise(bounds[1:])]
     builder = _build_range(doc, 0, bounds[1], progress)
     # The children hold their own (copy-on-write) view of the buffer: free ours before receiving their parts,
     # which lowers the peak of the process tree by the size of the decoded JSON.
     doc.traceEvents = None
+    return _merge(builder, children).finish(doc, source)
+
+
+def _merge(builder: ModelBuilder, children: list[tuple[int, int]]) -> ModelBuilder:
+    """Absorb the children's parts in order; every child is waited for, and any that failed fails the build."""
     failed = False
-    for (pid, fd), _, _ in children:
+    for pid, fd in children:
         part = _collect_part(pid, fd)
         if part is None:
             failed = True
@@ -518,5 +537,47 @@ def build_model(doc: TraceDocument, source: str, progress: Callable[[float], Non
         if not failed:
             builder.absorb(*part)
     if failed:
-        raise ParallelBuildFailed("a parallel loader process died (out of memory?)")
-    return builder.finish(doc, source)
+        raise ParallelBuildFailed("a parallel loader process died (out of memory?) or its range did not parse")
+    return builder
+
+
+# Below this many bytes of JSON a file is built in one process (about PARALLEL_MIN_EVENTS Kineto events), and no
+# part of a larger one is smaller than MIN_PART_BYTES (about 25k events).
+PARALLEL_MIN_BYTES = 48 << 20
+MIN_PART_BYTES = 8 << 20
+
+
+# How much more each forked part builds than the one before it (a fraction of a part): the parent merges the parts
+# one after another as they finish (unpickling and remapping a part costs about 3 % of building it), so parts that
+# finish a little apart keep it busy instead of all arriving at once.
+MERGE_STAGGER = 0.03
+
+
+def staggered(parts: int) -> list[float]:
+    """Byte shares of the parts: the parent's own range first, then the children's, each slightly larger."""
+    return [1.0] + [1.0 + MERGE_STAGGER * k for k in range(parts - 1)]
+
+
+def build_model_from_text(data: bytes, doc: TraceDocument, lo: int, hi: int, source: str,
+                          progress: Callable[[float], None] | None = None, parts: int = 1) -> TraceModel:
+    """Build every table from the text of ``traceEvents`` (``data[lo:hi]``, see ``read.outline_by_text``).
+
+    Each of ``parts`` processes decodes and builds its own byte range, so nothing decodes the whole array first.
+    A range that does not parse (a separator inside a nested value) raises :class:`ParallelBuildFailed`, and
+    the caller builds the same bytes the usual way (:func:`build_model` after one outline decode).
+    """
+    from .read import split_text
+
+    parts = max(1, min(parts, (hi - lo) // MIN_PART_BYTES))  # a smaller part costs more to fork than it saves
+    ranges = split_text(data, lo, hi, parts, staggered(parts))
+    children = [_fork_part(functools.partial(_build_text, data, start, stop, None)) for start, stop in ranges[1:]]
+    try:
+        builder = _build_text(data, *ranges[0], progress) if ranges else ModelBuilder()
+    except ValueError as err:  # read.TextSplitFailed: our own range did not parse
+        for pid, fd in children:
+            _collect_part(pid, fd)
+        raise ParallelBuildFailed(f"the trace's text could not be split into events ({err})") from None
+    model = _merge(builder, children).finish(doc, source)
+    if not model.n_events:  # nothing usable: the usual path says precisely what is wrong with the file
+        raise ParallelBuildFailed("no events in the trace's text")
+    return model

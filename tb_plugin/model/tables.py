@@ -102,10 +102,10 @@ def save(model: TraceModel, directory: str | os.PathLike[str]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
     try:
         for name, cols in model.tables.items():
-            batch = pa.record_batch({c: pa.array(v) for c, v in cols.items()})
+            batch = pa.record_batch([_to_arrow(v) for v in cols.values()], names=list(cols))
             with pa.OSFile(str(tmp / f"{name}.arrow"), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as w:
                 w.write_batch(batch)
-        strings = pa.record_batch({"s": pa.array(model.strings, type=pa.large_string())})
+        strings = pa.record_batch([_strings_to_arrow(model.strings)], names=["s"])
         with pa.OSFile(str(tmp / "strings.arrow"), "wb") as sink, pa.ipc.new_file(sink, strings.schema) as w:
             w.write_batch(strings)
         (tmp / "meta.json").write_text(json.dumps(model.meta, default=_json_default))
@@ -117,8 +117,27 @@ def save(model: TraceModel, directory: str | os.PathLike[str]) -> None:
         raise
 
 
+# Columns cross into and out of Arrow as raw buffers, never through ``pa.array`` or ``to_numpy``: those import
+# pandas on first use (0.3-0.5 s), which every loader process paid before it could write its parse and the server
+# paid before its first trace turned ready.
+
+
+def _to_arrow(values: np.ndarray) -> pa.Array:
+    """A numeric column as an Arrow array over the same bytes (no nulls: missing values are -1 or NaN)."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+
+
+def _strings_to_arrow(strings: list[str]) -> pa.Array:
+    encoded = [s.encode() for s in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    return pa.Array.from_buffers(pa.large_string(), len(encoded),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+
+
 def load(directory: str | os.PathLike[str]) -> TraceModel:
-    """Memory-map a saved model: columns are zero-copy views of the files."""
+    """Memory-map a saved model: columns are zero-copy (read-only) views of the files."""
     src = Path(directory)
     meta = json.loads((src / "meta.json").read_text())
     tables: dict[str, Columns] = {}
@@ -135,8 +154,18 @@ def load(directory: str | os.PathLike[str]) -> TraceModel:
 
 
 def _to_numpy(col: pa.ChunkedArray) -> np.ndarray:
-    array: np.ndarray = col.chunk(0).to_numpy(zero_copy_only=False) if col.num_chunks == 1 else col.to_numpy()
-    return array
+    """The column's values buffer as numpy, without a copy (one chunk, as ``save`` writes) or concatenated."""
+    dtype = np.dtype(col.type.to_pandas_dtype())
+    pieces = []
+    for chunk in col.chunks:
+        if chunk.null_count:
+            raise ValueError(f"column {col.type} has nulls; a saved model never has")
+        data = chunk.buffers()[1]
+        pieces.append(np.frombuffer(data, dtype=dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize)
+                      if data is not None else np.empty(0, dtype))
+    if len(pieces) == 1:
+        return pieces[0]
+    return np.concatenate(pieces) if pieces else np.empty(0, dtype)
 
 
 def _json_default(value: Any) -> Any:

@@ -141,9 +141,11 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
     np.add.at(child_time, parent[nested], dur[nested])
     self_time = np.clip(dur - child_time, 0.0, None)
 
-    # Tracks: one per (pid, tid); GPU tracks are those holding device events.
-    pairs, track_of = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
-    track_of = track_of.reshape(-1)
+    # Tracks: one per (pid, tid); GPU tracks are those holding device events. The rows are sorted by pid and tid
+    # already, so a track starts where either changes (np.unique(axis=0) would sort them again, slowly).
+    first = np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]) if len(pid) else np.empty(0, bool)
+    track_of = np.cumsum(first) - 1
+    pairs = np.stack([pid[first], tid[first]], axis=1)
     is_device = np.isin(ev["kind"][rows], (*DEVICE_KINDS, Kind.GPU_USER_ANNOTATION))
     gpu_track = np.bincount(track_of, weights=is_device.astype(float), minlength=len(pairs)) > 0
     processes, threads, sort_index = _labels(model)
@@ -152,7 +154,9 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
     lane_key = track_of.astype(np.int64) * 4096 + np.minimum(depth, 4095)
     lane_order = np.lexsort((start, lane_key))
     lane_key = lane_key[lane_order]
-    lane_ids, lane_starts = np.unique(lane_key, return_index=True)
+    lane_starts = np.flatnonzero(np.concatenate([[True], lane_key[1:] != lane_key[:-1]])) if len(lane_key) else \
+        np.empty(0, np.int64)  # lane_key is sorted: each lane starts where it changes
+    lane_ids = lane_key[lane_starts]
     lane_offsets = np.append(lane_starts, len(lane_key)).astype(np.int64)
     s, d = start[lane_order], dur[lane_order]
     ends = s + d

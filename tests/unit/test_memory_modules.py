@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tb_plugin.analysis.memory import memory_curve, memory_events, memory_statistics
@@ -198,3 +199,14 @@ def test_module_backward_time_through_fwdbwd_flows(real_traces: Path) -> None:
     node = next(n for n in walk(module_view(load_trace(str(path)))["modules"]) if n["name"] == "Linear_0")
     assert node["backward_host_us"] == pytest.approx(expected, rel=1e-6)
     assert node["backward_device_us"] > 0
+
+
+def test_device_labels_are_named_per_distinct_device() -> None:
+    """Labels computed once per (type, id) pair equal naming every record (unknown ids, other device types)."""
+    from tb_plugin.analysis.memory import _device_labels, device_name
+
+    rng = np.random.default_rng(3)
+    types = rng.choice([0, 1, 6, 12, 99], 5000)
+    ids_ = rng.choice([-1, 0, 1, 7], 5000)
+    assert _device_labels(types, ids_) == [device_name(t, i) for t, i in zip(types.tolist(), ids_.tolist())]
+    assert _device_labels(np.empty(0, np.int64), np.empty(0, np.int64)) == []
