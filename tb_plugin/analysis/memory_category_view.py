@@ -38,7 +38,7 @@ def base_us(model: TraceModel) -> float:
 
 def export_overlap(model: TraceModel, export: MemoryExport) -> float:
     """µs of the export's time range that fall in the trace's (0 when none): how an export finds its trace."""
-    span, trace = export.span_us, time_range_us(model)
+    span, trace = export.span_us, _trace_range(model)
     if span is None or trace is None:
         return 0.0
     lo, hi = trace[0] + base_us(model), trace[1] + base_us(model)
@@ -46,13 +46,18 @@ def export_overlap(model: TraceModel, export: MemoryExport) -> float:
 
 
 @memoized
+def _trace_range(model: TraceModel) -> tuple[float, float] | None:
+    return time_range_us(model)
+
+
+@memoized
 def inferred_series(model: TraceModel, device: int) -> tuple[np.ndarray, np.ndarray]:
     """(times µs, live bytes per category after each time) on one device, from the inferred allocations."""
     a = allocations(model)
     mine = a.device == device
-    start = a.first_us[device]
-    if not np.isfinite(start):
+    if device >= len(a.devices) or not np.isfinite(a.first_us[device]):
         return np.empty(0), np.empty((0, len(CATEGORIES)), dtype=np.int64)
+    start = a.first_us[device]
     alloc_t = np.where(np.isfinite(a.alloc_us[mine]), a.alloc_us[mine], start)
     free_t = a.free_us[mine]
     gone = np.isfinite(free_t)
@@ -147,26 +152,31 @@ def _at(times: np.ndarray, sizes: np.ndarray, at_us: float) -> np.ndarray:
     return sizes[i] if i >= 0 else np.zeros(len(CATEGORIES), dtype=np.int64)
 
 
-def category_view(model: TraceModel, export: MemoryExport | None, device: int,
-                  max_points: int = 2000) -> dict[str, Any]:
+def category_view(model: TraceModel, device: int, export: MemoryExport | None = None,
+                  raw: MemoryExport | None = None, max_points: int = 2000) -> dict[str, Any]:
     """The card's payload for one device: series (downsampled, peaks kept), the peak and its allocations.
 
     ``export`` (of this device) makes torch's series the source; the inferred bytes at the same peak come along
-    so that the two can be compared where both exist.
+    so that the two can be compared where both exist. ``raw`` (a raw export of this device, may be ``export``
+    itself) gives the peak's allocations torch's categories.
     """
     inferred_t, inferred_s = inferred_series(model, device)
     times, sizes = export_series(model, export) if export is not None else (inferred_t, inferred_s)
+    devices = allocations(model).devices
     payload: dict[str, Any] = {"source": "export" if export is not None else "inferred",
-                               "categories": list(CATEGORIES), "device": allocations(model).devices[device],
-                               "series": {"times_us": [], "bytes": []}, "peak": None, "inferred_at_peak": None}
+                               "categories": list(CATEGORIES), "device": devices[device] if devices else None,
+                               "series": {"times_us": [], "bytes": []}, "peak": None, "inferred_at_peak": None,
+                               "start_us": (_trace_range(model) or (None,))[0], "reason": None}
     if not len(times):
+        payload["reason"] = ("The trace has no memory records: profile with profile_memory=True." if not devices
+                             else "This device's memory records have no addresses or totals (PyTorch < 1.10).")
         return payload
     total = sizes.sum(axis=1).astype(np.float64)
     keep = _downsample(times, total, total, max_points)
     payload["series"] = {"times_us": times[keep].tolist(), "bytes": sizes[keep].tolist()}
     p = int(np.argmax(total))
     at = float(times[p])
-    labels = raw_categories(model, export) if export is not None else np.full(len(allocations(model).nbytes), -1)
+    labels = raw_categories(model, raw) if raw is not None else np.full(len(allocations(model).nbytes), -1)
     by_cat = _by_category(sizes[p])
     payload["peak"] = {"time_us": at, "total_bytes": int(total[p]), "by_category": by_cat,
                        "dominant": max(by_cat, key=lambda k: by_cat[k]),
