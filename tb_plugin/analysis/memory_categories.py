@@ -90,8 +90,10 @@ def _top_operator(model: TraceModel) -> np.ndarray:
     whole = np.isin(names, model.codes_where(lambda s: s.startswith(BACKWARD_PREFIX)))
     plain = (tree.kind == Kind.CPU_OP) & ~whole
     top = np.full(tree.size, -1, dtype=np.int64)
-    for d in range(int(tree.depth.max(initial=-1)) + 1):
-        level = np.flatnonzero(tree.depth == d)
+    by_depth = np.argsort(tree.depth, kind="stable")
+    bounds = np.searchsorted(tree.depth[by_depth], np.arange(int(tree.depth.max(initial=-1)) + 2))
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # parents before children, a level at a time
+        level = by_depth[lo:hi]
         parent = tree.parent[level]
         inherit = (parent >= 0) & plain[np.clip(parent, 0, None)]
         top[level] = np.where(plain[level], np.where(inherit, top[np.clip(parent, 0, None)], level), -1)
