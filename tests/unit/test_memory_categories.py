@@ -288,3 +288,29 @@ def test_memory_categories_route(tmp_path: Path, real_traces: Path, tensorboard_
     assert get("transformer", "&device=GPU7").status_code == 404
     assert "devices: CPU, GPU0" in get("transformer", "&device=GPU7").get_json()["error"]
     assert get("transformer", "&max_points=3").status_code == 400
+
+
+@pytest.mark.parametrize(("head", "kind"), [
+    (b"[[1, 2, 3, 4], [[0, 1, 2, 3, 4, 5, 6, 7, 8]]]", TIMELINE),  # 4 times: still a timeline, not a raw row
+    (b"[[], []]", TIMELINE),                                       # torch's export of an idle device
+    (b" \n[[1795685563004418, 1795685563004418", TIMELINE),          # a head cut inside the times
+    (b"[[-1, 1, 16777216, 0], [-1, 1, 2048, 0]]", RAW),
+    (b"[[1795685563064213323, 4, -512, 2]]", RAW),
+    (b"[[1, 2, 3, 4], [5, 6, 7, 8]]", RAW),
+    (b'[{"ph": "X", "ts": 1}]', None),                             # a trace
+    (b'{"traceEvents": []}', None),
+    (b'[["a", 1]]', None),
+    (b"[1, 2, 3]", None),
+    (b"", None),
+])
+def test_export_shapes_are_recognised_from_the_first_bytes(head: bytes, kind: str | None) -> None:
+    from tb_plugin.catalog.sniff import export_kind
+
+    assert export_kind(head) == kind
+    assert export_kind(gzip.compress(head)) == kind
+
+
+def test_catalog_and_model_name_the_export_kinds_alike() -> None:
+    from tb_plugin.catalog import sniff
+
+    assert (sniff.MEMORY_TIMELINE, sniff.MEMORY_RAW) == (TIMELINE, RAW)  # catalog imports nothing of ours
