@@ -314,3 +314,19 @@ def test_catalog_and_model_name_the_export_kinds_alike() -> None:
     from tb_plugin.catalog import sniff
 
     assert (sniff.MEMORY_TIMELINE, sniff.MEMORY_RAW) == (TIMELINE, RAW)  # catalog imports nothing of ours
+
+
+def test_python_api_gives_the_same_series(tmp_path: Path) -> None:
+    from tb_plugin.sdk.trace import open_trace
+
+    trace = open_trace(SAMPLE, cache_dir=str(tmp_path / "cache"))
+    exported = trace.memory_categories(export=EXPORTS / "memory_timeline.raw.json.gz")
+    assert exported.attrs["source"] == "export" and exported.attrs["device"] == "GPU0"
+    assert list(exported.columns) == ["time_us", *(f"{c}_bytes" for c in CATEGORIES)]
+    assert len(exported) == 1852 and int(exported.drop(columns="time_us").sum(axis=1).max()) == 638_784_632
+    assert exported.attrs["peak"]["top_allocations"][0]["category_source"] == "export"
+    inferred = trace.memory_categories()
+    assert inferred.attrs["source"] == "inferred"
+    assert inferred.attrs["peak"]["total_bytes"] == 706_943_488
+    with pytest.raises(ValueError, match="devices: CPU, GPU0"):
+        trace.memory_categories(device="GPU3")
