@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model.arrays import take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.memory_categories import CATEGORIES
@@ -117,15 +118,13 @@ def allocations(model: TraceModel) -> Allocations:
     """Every allocation of the trace with its inferred category (rules 1–7 of the module docstring)."""
     rec = memory_records(model)
     devices, dev, alloc_rec, free_rec, nbytes = _pairs(model)
-    alloc_us = np.where(alloc_rec >= 0, rec.ts[np.clip(alloc_rec, 0, None)], -np.inf)
-    free_us = np.where(free_rec >= 0, rec.ts[np.clip(free_rec, 0, None)], np.inf)
-    owner = np.where(alloc_rec >= 0, rec.owner[np.clip(alloc_rec, 0, None)], -1) if len(rec.ts) else alloc_rec
+    alloc_us = take(rec.ts, alloc_rec, -np.inf)
+    free_us = take(rec.ts, free_rec, np.inf)
+    owner = take(rec.owner, alloc_rec, -1)
     phases = training_phases(model)
     top = _top_operator(model)
-    top_of = np.where(owner >= 0, top[np.clip(owner, 0, None)], -1) if len(top) else np.full(len(owner), -1)
-    tree = host_tree(model)
-    top_end = np.where(top_of >= 0, tree.end[np.clip(top_of, 0, None)], -np.inf) if len(top) else np.full(
-        len(owner), -np.inf)
+    top_of = take(top, owner, -1)
+    top_end = take(host_tree(model).end, top_of, -np.inf)
     category = _label(phases, alloc_us, free_us, free_us <= top_end,
                       np.isin(top_of, _host_to_device_copiers(model, top)) & (top_of >= 0))
     first_us, baseline = _baselines(model, phases, len(devices), dev, alloc_us, nbytes, category)
