@@ -29,6 +29,7 @@ from .read import decompress, read_bytes
 _N = len(CATEGORIES)
 _CREATE_ACTIONS = (1, 2)
 _DESTROY = 4
+_NS_EPOCH = 10**17  # a time beyond this is ns since the epoch (µs since the epoch stay below it until year 5138)
 
 
 class ExportError(Exception):
@@ -70,6 +71,8 @@ def _decode_timeline(data: bytes, name: str) -> MemoryExport:
         raise ExportError(f"{name}: size rows of {sorted(widths)} values; torch writes {_N + 1} (a leading 0, then "
                           f"{', '.join(CATEGORIES)})")
     s = np.asarray(sizes, dtype=np.int64).reshape(len(sizes), _N + 1)[:, 1:]
+    if len(t) and int(t.max()) > _NS_EPOCH:  # an export that kept torch's ns: µs as torch's own export makes them
+        t = np.fromiter((int(v / 1000) if v > 0 else v for v in times), dtype=np.int64, count=len(times))
     if len(t) > 1 and (np.diff(t) < 0).any():
         raise ExportError(f"{name}: its times go backwards; torch writes them in order")
     empty = np.empty(0, dtype=np.int64)

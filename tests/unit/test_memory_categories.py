@@ -53,6 +53,13 @@ def test_timeline_decodes_as_torch_wrote_it(timeline: Any) -> None:
     assert timeline.sizes[0].tolist() == [67_239_976, 134_479_952, 0, 0, 0, 0, 0, 0]
 
 
+def test_timeline_times_in_ns_are_read_as_us() -> None:
+    row = "[0, 1, 2, 3, 4, 5, 6, 7, 8]"
+    ns = decode_export(f"[[1795685563004418652, 1795685563004597999], [{row}, {row}]]".encode(), "m.json", TIMELINE)
+    # torch's own int(t / 1000): the float quotient rounds ...597.999 up to ...598
+    assert ns.times_us.tolist() == [1795685563004418, 1795685563004598]
+
+
 def test_raw_export_coalesces_to_torchs_own_timeline(timeline: Any, raw_export: Any) -> None:
     """torch's _coalesce_timeline, redone over the raw events, gives its .json export exactly (every row)."""
     assert np.array_equal(raw_export.times_us, timeline.times_us)
