@@ -56,11 +56,10 @@ class TraceFile:
 class ExportFile:
     """A ``prof.export_memory_timeline`` file (``kind`` ``"timeline"`` or ``"raw"``) found under a logdir.
 
-    ``folder`` is the run name its folder would have; ``root`` the logdir it was found in (an export is matched
-    to a trace of the same logdir by time, see ``workspace.exports_of``). Never loaded as a trace.
+    ``folder`` is the run name its folder would have (an export is matched to a trace of that run, or of any run
+    when no trace sits in its folder, by time: see ``Workspace.exports_of``). Never loaded as a trace.
     """
 
-    root: str
     folder: str
     url: str
     kind: str
@@ -220,7 +219,7 @@ def _run_name(root: Root, directory: str) -> str:
 
 
 def _export_file(root: Root, info: FileInfo, kind: str) -> ExportFile:
-    return ExportFile(root=root.storage.url, folder=_run_name(root, posixpath.dirname(info.path)),
+    return ExportFile(folder=_run_name(root, posixpath.dirname(info.path)),
                       url=root.storage.display(info.path), kind=kind, size=info.size, mtime=info.mtime,
                       etag=info.etag, access=None if root.storage.is_local else root.storage.access)
 
