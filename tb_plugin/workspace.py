@@ -13,13 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .analysis.memory_category_view import export_overlap
 from .analysis.overview import overview
 from .catalog import remote
-from .catalog.catalog import Catalog, Root, TraceFile
+from .catalog.catalog import Catalog, ExportFile, Root, TraceFile
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler
 from .loader import read_failure
+from .loader.memory_export import ExportError, load_export
+from .model.memory_categories import MemoryExport
 from .model.tables import TraceModel
 from .timeline.index import timeline_index
 
@@ -69,6 +72,18 @@ class SpanTraces:
     failed: list[str]
 
 
+MAX_EXPORT_BYTES = 512 << 20  # a memory timeline export beyond this is not read (a scan must stay short)
+
+
+@dataclass(frozen=True)
+class ExportEntry:
+    """A listed memory timeline export and what became of it: decoded, or why not (shown, never raised)."""
+
+    file: ExportFile
+    export: MemoryExport | None
+    error: str | None
+
+
 class Workspace:
     def __init__(self, roots: list[tuple[str | None, str]], *, cache_dir: str | None = None,
                  workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30,
@@ -84,6 +99,7 @@ class Workspace:
         self.scheduler = LoadScheduler(ParseCache(cache_dir, cache_max_bytes), workers, on_ready=on_ready,
                                        load_timeout=load_timeout)
         self._files: dict[Key, TraceFile] = {}
+        self._exports: dict[tuple[str, int, float, str | None], ExportEntry] = {}  # by file identity
         self._lock = threading.Lock()
         self._scanned = threading.Event()
         self._stop = threading.Event()
@@ -146,7 +162,20 @@ class Workspace:
             self.scheduler.forget(key)
         for key, f in fresh.items():
             self.scheduler.request(key, f.url, f.size, f.mtime, etag=f.etag, access=f.access, problem=f.problem)
+        self._decode_exports(self._catalog.exports)
         self._scanned.set()
+
+    def _decode_exports(self, listed: list[ExportFile]) -> None:
+        """Decode new memory timeline exports in the scan thread (small files; a bad one gets its error)."""
+        known = self._exports
+        fresh: dict[tuple[str, int, float, str | None], ExportEntry] = {}
+        for f in listed:
+            entry = known.get(f.identity)
+            if entry is None:
+                entry = _decode_export(f)
+            fresh[f.identity] = entry
+        with self._lock:
+            self._exports = fresh
 
     def _scan_loop(self) -> None:
         while not self._stop.is_set():
@@ -283,6 +312,21 @@ class Workspace:
             raise LookupFailed(422, f"no worker of span {span} could be loaded")
         return SpanTraces(traces, [f.worker for f, s in zip(files, states, strict=True) if s == FAILED])
 
+    def exports_of(self, loaded: LoadedTrace) -> tuple[list[ExportEntry], list[ExportEntry]]:
+        """(exports that belong to this trace, exports beside it that could not be read).
+
+        An export belongs to a trace when it sits in the trace's run folder or in a folder holding no trace (an
+        ``exports/`` folder beside the runs), and its times fall in the trace's time range (µs since the epoch
+        against the trace's ``baseTimeNanoseconds`` + ``ts``): a folder of several spans gets each export right.
+        """
+        with self._lock:
+            entries = list(self._exports.values())
+            runs = {f.run for f in self._files.values()}
+        near = [e for e in entries if e.file.folder == loaded.file.run or e.file.folder not in runs]
+        mine = [e for e in near if e.export is not None and export_overlap(loaded.model, e.export) > 0]
+        broken = [e for e in near if e.error is not None and e.file.folder == loaded.file.run]
+        return mine, broken
+
     def traces_of_run(self, run: str) -> list[LoadedTrace]:
         """Every ready span of a run (views that look across spans or workers use this)."""
         with self._lock:
@@ -295,6 +339,18 @@ class Workspace:
             if model is not None:
                 out.append(LoadedTrace(f, model))
         return out
+
+
+def _decode_export(f: ExportFile) -> ExportEntry:
+    if f.size > MAX_EXPORT_BYTES:
+        return ExportEntry(f, None, f"{f.filename}: {f.size / 2**20:,.0f} MiB is more than the "
+                                    f"{MAX_EXPORT_BYTES >> 20} MiB a memory timeline export is read up to")
+    try:
+        return ExportEntry(f, load_export(f.url, f.kind, f.access), None)
+    except ExportError as err:
+        return ExportEntry(f, None, str(err))
+    except MemoryError:
+        return ExportEntry(f, None, f"{f.filename}: not enough memory to read it")
 
 
 def _open_listed_local(trace_file: TraceFile) -> Any:

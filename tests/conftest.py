@@ -132,6 +132,7 @@ def spans_by_file(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 # Every per-span route, with default parameters (some need more: /trace/range a range, /trace/event an id).
 SPAN_ROUTES = ("summary", "overview", "operators", "kernels", "memory/curve", "memory/events", "memory/stats",
+               "memory_categories",
                "modules", "modules/timeline", "trace/window", "trace/search?q=a", "trace/file", "idle", "launch_stats",
                "queue_length", "memory_bandwidth", "kernel_sequences", "critical_path", "annotations")
 

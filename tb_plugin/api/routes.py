@@ -18,16 +18,19 @@ from ..analysis.flamegraph import METRICS, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
 from ..analysis.memory import memory_curve, memory_events, memory_statistics
+from ..analysis.memory_categories import allocations
+from ..analysis.memory_category_view import category_view, export_device
 from ..analysis.modules import module_timeline, module_view
 from ..analysis.overview import overview
 from ..analysis.queues import queue_length
 from ..analysis.sequences import kernel_sequences
 from ..analysis.summary import summary
 from ..analysis.views import available_views
+from ..model.memory_categories import RAW
 from ..timeline.details import event_details, range_summary, search
 from ..timeline.index import timeline_index
 from ..timeline.window import window
-from ..workspace import LoadedTrace, LookupFailed, Workspace
+from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace
 from . import params
 from .answers import answer
 from .http import ApiError, encoded_response, json_response, json_route, secure, text_response
@@ -132,6 +135,44 @@ class Api:
         lo, hi = params.time_range(request)
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: {"rows": memory_statistics(loaded.model, lo, hi)})
+
+    def memory_categories(self, request: Request) -> Response:
+        device = params.text(request, "device", required=False) or None
+        max_points = int(params.number(request, "max_points", required=False, default=2000, minimum=16,
+                                       maximum=100_000))
+        loaded = self._trace(request)
+        mine, broken = self.workspace.exports_of(loaded)
+        devices = allocations(loaded.model).devices
+        if device is not None and device not in devices:
+            raise ApiError(404, f"no memory records on device {device!r}; devices: {', '.join(devices) or 'none'}")
+        keys = tuple(sorted(e.file.identity for e in mine + broken))
+        return self._answer(request, loaded, lambda: self._memory_categories(loaded, mine, broken, device,
+                                                                             max_points), keys)
+
+    @staticmethod
+    def _memory_categories(loaded: LoadedTrace, mine: list[ExportEntry], broken: list[ExportEntry],
+                           device: str | None, max_points: int) -> dict[str, Any]:
+        model = loaded.model
+        devices = allocations(model).devices
+        by_device = [(e, export_device(model, e.export)) for e in mine if e.export is not None]
+        if device is None:
+            gpus = [i for i, d in enumerate(devices) if d != "CPU"]
+            index = by_device[0][1] if by_device else (gpus[0] if gpus else 0)
+        else:
+            index = devices.index(device)
+        here = sorted((e for e, d in by_device if d == index), key=lambda e: (e.file.kind == RAW, e.file.url))
+        series = here[0] if here else None
+        raw = next((e for e in here if e.file.kind == RAW), None)
+        payload = category_view(model, index, series.export if series else None, raw.export if raw else None,
+                                max_points)
+        payload.update({
+            "devices": devices, "trace_file": loaded.file.filename,
+            "export": None if series is None else {"file": series.file.filename, "folder": series.file.folder,
+                                                   "kind": series.file.kind,
+                                                   "raw_file": raw.file.filename if raw else None},
+            "export_errors": [{"file": e.file.filename, "error": e.error} for e in broken],
+        })
+        return payload
 
     def modules(self, request: Request) -> Response:
         loaded = self._trace(request)
@@ -298,6 +339,7 @@ class Api:
             "/memory/curve": json_route(self.memory_curve),
             "/memory/events": json_route(self.memory_events),
             "/memory/stats": json_route(self.memory_stats),
+            "/memory_categories": json_route(self.memory_categories),
             "/modules": json_route(self.modules),
             "/modules/timeline": json_route(self.modules_timeline),
             "/distributed": json_route(self.distributed),

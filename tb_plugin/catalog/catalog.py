@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .names import TraceName, file_name, number_spans, parse_any_json_name, parse_trace_name
-from .sniff import sniff_file
+from .sniff import classify_file, is_json_name
 from .storage import Access, FileInfo, Storage, local_fingerprint
 
 _URL = re.compile(r"[a-zA-Z][0-9a-zA-Z.+-]*://")
@@ -53,6 +53,31 @@ class TraceFile:
 
 
 @dataclass(frozen=True)
+class ExportFile:
+    """A ``prof.export_memory_timeline`` file (``kind`` ``"timeline"`` or ``"raw"``) found under a logdir.
+
+    ``folder`` is the run name its folder would have (an export is matched to a trace of that run, or of any run
+    when no trace sits in its folder, by time: see ``Workspace.exports_of``). Never loaded as a trace.
+    """
+
+    folder: str
+    url: str
+    kind: str
+    size: int
+    mtime: float
+    etag: str | None = None
+    access: Access | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def filename(self) -> str:
+        return file_name(self.url)
+
+    @property
+    def identity(self) -> tuple[str, int, float, str | None]:
+        return (self.url, self.size, self.mtime, self.etag)
+
+
+@dataclass(frozen=True)
 class Root:
     """One logdir: an optional name (from ``--logdir_spec``) and its storage."""
 
@@ -80,8 +105,9 @@ class Catalog:
         self.roots = roots
         # also any *.json[.gz] whose content is a trace (``--profiler_any_json``); sniffed once per file version
         self.any_json = any_json
-        self._sniffed: dict[str, tuple[tuple[int, float, str | None], str | None]] = {}
+        self._sniffed: dict[str, tuple[tuple[int, float, str | None], str | None, str | None]] = {}
         self.rejected: dict[str, str] = {}  # path -> why a sniffed *.json file is not a trace (last scan)
+        self.exports: list[ExportFile] = []  # torch memory timeline exports (last scan)
         self._previous: dict[str, FileInfo] = {}
         self._last_listing: dict[str, list[FileInfo]] = {}  # root url -> its last successful listing
         self.errors: dict[str, str] = {}  # root url -> reason the last listing failed
@@ -94,6 +120,7 @@ class Catalog:
         files: list[TraceFile] = []
         pending = 0
         self.rejected = {}
+        exports: list[ExportFile] = []
         for root in self.roots:
             url = root.storage.url
             try:
@@ -108,18 +135,25 @@ class Catalog:
             stable = []
             for info in listing:
                 named = self._name(info.path)
-                if named is None:
+                if named is None and not is_json_name(posixpath.basename(info.path)):
                     continue
                 seen[info.path] = info
                 before = self._previous.get(info.path)
                 unchanged = before is not None and _version(before) == _version(info)
                 if not (unchanged or (now - info.mtime) >= SETTLE_SECONDS or info.mtime == 0.0):
-                    pending += 1
-                elif named.sniff and (reason := self._sniff(root, info)) is not None:
-                    self.rejected[info.path] = reason
+                    pending += int(named is not None)
+                elif named is None or named.sniff:
+                    export, reason = self._classify(root, info)
+                    if export is not None:
+                        exports.append(_export_file(root, info, export))
+                    elif named is not None and reason is not None:
+                        self.rejected[info.path] = reason
+                    elif named is not None:
+                        stable.append((named.name, info))
                 else:
                     stable.append((named.name, info))
             files.extend(_files_of_root(root, stable))
+        self.exports = exports
         self._previous = seen
         self._sniffed = {p: v for p, v in self._sniffed.items() if p in seen}
         self.pending = pending
@@ -137,17 +171,18 @@ class Catalog:
                 return _Named(other, sniff=True)
         return None
 
-    def _sniff(self, root: Root, info: FileInfo) -> str | None:
-        """Why this ``*.json`` file is not a trace (``None``: it is); remembered per file version."""
+    def _classify(self, root: Root, info: FileInfo) -> tuple[str | None, str | None]:
+        """(memory export kind, why it is not a trace) of a ``*.json`` file (see ``sniff.classify_file``);
+        remembered per file version, so each version is read once."""
         if info.problem is not None:
-            return info.problem
+            return None, info.problem
         known = self._sniffed.get(info.path)
         if known is not None and known[0] == _version(info):
-            return known[1]
+            return known[1], known[2]
         access = None if root.storage.is_local else root.storage.access
-        reason = sniff_file(root.storage.display(info.path), access)
-        self._sniffed[info.path] = (_version(info), reason)
-        return reason
+        kind, reason = classify_file(root.storage.display(info.path), access)
+        self._sniffed[info.path] = (_version(info), kind, reason)
+        return kind, reason
 
 
 @dataclass(frozen=True)
@@ -181,6 +216,12 @@ def _run_name(root: Root, directory: str) -> str:
         return rel
     base = posixpath.basename(root.storage.root.rstrip("/"))
     return base or root.storage.url
+
+
+def _export_file(root: Root, info: FileInfo, kind: str) -> ExportFile:
+    return ExportFile(folder=_run_name(root, posixpath.dirname(info.path)),
+                      url=root.storage.display(info.path), kind=kind, size=info.size, mtime=info.mtime,
+                      etag=info.etag, access=None if root.storage.is_local else root.storage.access)
 
 
 def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]]) -> list[TraceFile]:

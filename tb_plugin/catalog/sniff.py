@@ -4,6 +4,10 @@
 The name cannot tell them from configs and metrics beside them, so the first bytes are read instead: a trace is a
 JSON object with a ``traceEvents`` key near its top (Kineto writes it after a few KB of metadata) or a JSON array
 whose first entry is an event object. Anything else is rejected with a reason a person can act on.
+
+The same first bytes also recognise ``prof.export_memory_timeline`` output (:func:`export_kind`): an array of two
+arrays, times then size rows (``*.json``), or an array of ``[t_ns, action, bytes, category]`` rows
+(``*.raw.json``). Such a file is listed beside the traces for the Memory view, never loaded as a trace.
 """
 
 from __future__ import annotations
@@ -21,6 +25,14 @@ _ANY_JSON = re.compile(r".+\.json(?:\.gz)?", re.DOTALL)
 _BOM = b"\xef\xbb\xbf"
 _TRACE_KEY = re.compile(rb'"traceEvents"\s*:')
 _FIRST_EVENT = re.compile(rb'\[\s*\{[^{}]*?"(?:ph|ts|name)"\s*:', re.DOTALL)
+# torch's memory timeline exports (see loader/memory_export.py); the kind names are the model's
+MEMORY_TIMELINE, MEMORY_RAW = "timeline", "raw"
+_INT = rb"-?\d+\s*"
+# a row of 4 integers followed by another row or the end: the raw export
+_RAW_EXPORT = re.compile(rb"\[\s*\[\s*" + rb",\s*".join([_INT] * 4) + rb"\]\s*(?:,\s*\[\s*-?\d|\]|$)")
+# a list of integers (the times) closed and followed by a list of rows, or cut off by the head's end: the timeline
+_TIMELINE_EXPORT = re.compile(rb"\[\s*\[\s*(?:" + _INT + rb",\s*)*(?:" + _INT + rb")?(?:\]\s*,\s*\[\s*[\[\]]|$)")
+_EXPORT_HEAD = 1 << 16  # export heads are numbers only: a few KiB tell
 
 
 def is_json_name(filename: str) -> bool:
@@ -37,6 +49,17 @@ def _inflate(head: bytes) -> tuple[bytes | None, str | None]:
     except zlib.error as err:
         return None, f"corrupt gzip data ({err})"
     return (text, None) if text else (None, "gzip data that inflates to nothing (cut short?)")
+
+
+def export_kind(head: bytes) -> str | None:
+    """``"timeline"`` or ``"raw"`` when ``head`` (a file's first bytes) starts a torch memory timeline export."""
+    text, _ = _inflate(head)
+    if text is None:
+        return None
+    text = text[:_EXPORT_HEAD].removeprefix(_BOM).lstrip()
+    if _RAW_EXPORT.match(text):
+        return MEMORY_RAW
+    return MEMORY_TIMELINE if _TIMELINE_EXPORT.match(text) else None
 
 
 def sniff(head: bytes, complete: bool = False) -> str | None:
@@ -65,12 +88,22 @@ def sniff(head: bytes, complete: bool = False) -> str | None:
 
 def sniff_file(url: str, access: Any = None) -> str | None:
     """Sniff a local path or fsspec URL (see :func:`sniff`); a file that cannot be read is rejected with why."""
+    return classify_file(url, access)[1]
+
+
+def classify_file(url: str, access: Any = None) -> tuple[str | None, str | None]:
+    """(export kind, why it is not a trace) of a local path or fsspec URL: ``(None, None)`` for a trace,
+    ``("timeline" | "raw", reason)`` for a memory timeline export, ``(None, reason)`` for anything else."""
     try:
         stream, size = open_url(url, access)
         with stream:
             head = stream.read(HEAD_BYTES)
     except OSError as err:
-        return f"cannot read {file_name(url)} ({err.strerror or err})"
+        return None, f"cannot read {file_name(url)} ({err.strerror or err})"
     except Exception as err:  # noqa: BLE001 - a store's own errors: a reason, never a failed listing
-        return f"cannot read {file_name(url)} ({type(err).__name__}: {err})"
-    return sniff(head, complete=size is not None and size <= len(head))
+        return None, f"cannot read {file_name(url)} ({type(err).__name__}: {err})"
+    reason = sniff(head, complete=size is not None and size <= len(head))
+    kind = export_kind(head) if reason is not None else None
+    if kind is not None:
+        reason = "a torch memory timeline export (export_memory_timeline), shown in the Memory view of its trace"
+    return kind, reason

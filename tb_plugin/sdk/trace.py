@@ -21,10 +21,14 @@ from ..analysis.flamegraph import flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
 from ..analysis.memory import memory_curve, memory_events, memory_statistics
+from ..analysis.memory_categories import allocations
+from ..analysis.memory_category_view import category_view, export_device
 from ..analysis.modules import module_view
 from ..analysis.overview import overview as overview_view
 from ..analysis.summary import summary as summary_view
 from ..catalog.catalog import TraceFile
+from ..catalog.sniff import MEMORY_RAW, export_kind
+from ..loader.memory_export import load_export
 from ..model.tables import TraceModel
 from .locate import Progress, Selection, load, select
 
@@ -161,6 +165,31 @@ class Trace:
         curve = memory_curve(self.model, max_points)
         rows = [(device, t, a, r) for device, d in curve["devices"].items() for t, a, r in d["points"]]
         return frame(rows, columns=["device", "time_us", "allocated_bytes", "reserved_bytes"])
+
+    def memory_categories(self, device: str | None = None, export: str | os.PathLike[str] | None = None,
+                          max_points: int = 2000) -> pd.DataFrame:
+        """Bytes per category over time (the Memory view's "Memory by category"): ``time_us`` and one
+        ``<category>_bytes`` column each, in torch's order. Inferred from the trace, or torch's own series when
+        ``export`` names a ``prof.export_memory_timeline`` file (``.json[.gz]`` or ``.raw.json[.gz]``) of it.
+        ``attrs["peak"]`` holds the peak (time, bytes by category, largest live allocations), as the view shows."""
+        devices = allocations(self.model).devices
+        if device is not None and device not in devices:
+            raise ValueError(f"no memory records on device {device!r}; devices: {', '.join(devices) or 'none'}")
+        data = None
+        if export is not None:
+            with open(export, "rb") as fh:
+                kind = export_kind(fh.read(1 << 16)) or "timeline"
+            data = load_export(os.fspath(export), kind)
+        index = devices.index(device) if device is not None else (
+            export_device(self.model, data) if data is not None else next(
+                (i for i, d in enumerate(devices) if d != "CPU"), 0))
+        view = category_view(self.model, index, data, data if data is not None and data.kind == MEMORY_RAW else None,
+                             max_points)
+        names = [f"{c}_bytes" for c in view["categories"]]
+        result = frame([[t, *row] for t, row in zip(view["series"]["times_us"], view["series"]["bytes"])],
+                       columns=["time_us", *names])
+        result.attrs.update({"source": view["source"], "device": view["device"], "peak": view["peak"]})
+        return result
 
     def modules(self) -> pd.DataFrame:
         """The Module view's tree, flattened in display order: ``path`` (names joined by ``/``) and ``depth``."""

@@ -11,11 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from tests.browser import test_distributed_diff as dist
+from tests.browser import test_memory_categories_view as memcat
 from tests.browser import test_memory_module as mm
 from tests.browser import test_shell as shell
 from tests.browser import test_trace as trace
 from tests.browser import test_views as views
-from tests.browser.conftest import ARTIFACTS, PLUGIN, TensorBoard, open_plugin, save_screenshot
+from tests.browser.conftest import ARTIFACTS, DOCS_IMAGES, PLUGIN, TensorBoard, open_plugin, save_screenshot
+from tests.browser.test_memory_categories_view import tb_memcat  # noqa: F401 - a fixture the memcat shot uses
 from tests.browser.test_shell import settled  # noqa: F401 - a fixture the shell shot uses
 from tests.browser.test_trace import tb  # noqa: F401 - a fixture the trace shot uses
 
@@ -114,6 +116,21 @@ def shot_memory(page: Any, tb_memory_module: TensorBoard) -> None:
     save_screenshot(page, "memory.png")
     dark_screenshot(page, lambda: mm.open_view(page, tb_memory_module, mm.TRANSFORMER, "Memory"), "memory",
                     "memory-curve")
+
+
+def shot_memory_categories(page: Any, tb_memcat: TensorBoard) -> None:  # noqa: F811
+    """The "Memory by category" card of the run with torch's export, its top allocation's stack open."""
+    frame = mm.open_view(page, tb_memcat, memcat.EXPORTED, "Memory")
+    memcat.card_settled(frame, "GPU0")
+    memcat.chart(frame)
+    frame.click("[data-testid=memcat-allocations] tbody tr[data-testid=row] [data-testid=row-expand]")
+    page.set_viewport_size({"width": 1400, "height": 1600})
+    page.wait_for_timeout(800)  # plotly resizes on the next frame
+    # the card's top below the shell's sticky bar, then the card alone
+    frame.evaluate(f"() => window.scrollBy(0, document.querySelector('{memcat.CARD}').getBoundingClientRect().top - 64)")
+    page.wait_for_timeout(200)
+    box = frame.locator(memcat.CARD).bounding_box()
+    page.screenshot(path=str(DOCS_IMAGES / "memory_categories.png"), clip=box)
 
 
 def shot_module(page: Any, tb_memory_module: TensorBoard) -> None:

@@ -14,6 +14,7 @@ import { Charts, chartDiv, type Data, type Figure, type Layout, plotlyText } fro
 import { csvFileName } from "./common/csv";
 import { clampedName, type Column, DataTable } from "./common/table";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
+import { memoryCategoriesCard } from "./memoryCategories";
 import {
   axisUnit,
   type CurveDevice,
@@ -133,6 +134,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
         state.device = deviceSelect.value;
         state.marked = null;
         root.dataset["device"] = state.device;
+        categories.setDevice(state.device);
         updateCurve();
         applyEvents();
         applyStats();
@@ -349,10 +351,12 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     statsTable.el,
   );
 
+  const categories = memoryCategoriesCard(ctx, state.device, origin);
   const root = h(
     "div",
     { class: "ptp-view ptp-memory", testid: "memory-view", dataset: { device: state.device, loading: "false", startUs: "", endUs: "" } },
     curveCard,
+    categories.el,
     hasCurves || allEvents.length > 0 ? eventsCard : null,
     statsCard,
   );
@@ -642,6 +646,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       state.device = linked.device;
       deviceSelect.value = linked.device;
       root.dataset["device"] = state.device;
+      categories.setDevice(state.device);
     }
     const lo = Number(linked.start);
     const hi = Number(linked.end);
@@ -669,5 +674,6 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     window.clearTimeout(reloadTimer);
     reloadCtl?.abort();
     charts?.dispose();
+    categories.dispose();
   };
 }
