@@ -337,3 +337,25 @@ def test_python_api_gives_the_same_series(tmp_path: Path) -> None:
     assert inferred.attrs["peak"]["total_bytes"] == 706_943_488
     with pytest.raises(ValueError, match="devices: CPU, GPU0"):
         trace.memory_categories(device="GPU3")
+
+
+# Two more recordings (H100, torch 2.11, samples/scripts/memory_categories_runs.py): SGD with momentum and pageable
+# inputs; Adam with zero_grad at the start of the step (gradients live across the step boundary). Torch's export and
+# the inference agree on the peak's dominant category, and within 1 % on parameters, optimizer state, activations and
+# gradients; what differs (inputs resident before profiling, allocator blocks torch leaves unknown) is in the guide.
+@pytest.mark.parametrize(("run", "dominant", "input_bytes"), [
+    ("cnn_sgd_memcat", "activation", 3_538_944),
+    ("mlp_adam_memcat", "optimizer_state", 0),
+])
+def test_inference_matches_torch_on_other_optimizers(run: str, dominant: str, input_bytes: int) -> None:
+    trace = next((REPO / "samples" / run).glob("*.pt.trace.json.gz"))
+    export = load_export(str(REPO / "samples" / "exports" / run / "memory_timeline.json.gz"), TIMELINE)
+    model = load_trace(str(trace))
+    assert export_overlap(model, export) > 0
+    view = category_view(model, export_device(model, export), export)
+    torch_bytes, ours = view["peak"]["by_category"], view["inferred_at_peak"]
+    assert view["peak"]["dominant"] == dominant
+    assert max(ours, key=lambda c: ours[c]) == dominant
+    for name in ("parameter", "optimizer_state", "activation", "gradient"):
+        assert ours[name] == pytest.approx(torch_bytes[name], rel=0.01), name
+    assert ours["input"] == input_bytes
