@@ -89,6 +89,10 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
                                           np.concatenate([compute[1], comm[1]])), lo, hi)
         steps_matrix.append(c_comm.tolist())
         host_wait, host_idle = _host_waits(model)
+        stalled = _stalled(model, iv.union(np.concatenate([compute[0], transfer[0]]),
+                                           np.concatenate([compute[1], transfer[1]])),
+                           iv.subtract(iv.union(col.start[col.on_host], col.end[col.on_host]), transfer))
+        exposed = iv.lengths_within(iv.subtract(transfer, compute), lo, hi)
         table = _collective_table(col, transfer)
         rows.append({
             "worker": worker, "rank": rank,
@@ -103,13 +107,15 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
             "step_us": float(total.mean()) if steps.count else 0.0,
             "host_wait_us": host_wait,
             "host_idle_us": host_idle,
+            "stalled_us": float(stalled.mean()) if steps.count else 0.0,
+            "exposed_transfer_us": float(exposed.mean()) if steps.count else 0.0,
             # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded
             "per_step": {
                 "computation_us": c_comp.tolist(), "communication_us": c_comm.tolist(),
                 "overlap_us": None if c_overlap is None else c_overlap.tolist(),
                 "other_us": (total - busy).clip(min=0).tolist(),
                 "transfer_us": c_transfer.tolist(), "sync_us": (c_comm - c_transfer).clip(min=0).tolist(),
-                "step_us": total.tolist(),
+                "step_us": total.tolist(), "stalled_us": stalled.tolist(), "exposed_transfer_us": exposed.tolist(),
             },
             "collectives": table,
             "devices": _devices(model),
@@ -212,6 +218,26 @@ def _host_waits(model: TraceModel) -> tuple[float, float]:
     return float(wait.mean()), float(idle.clip(min=0).mean())
 
 
+def _stalled(model: TraceModel, device_work: iv.Intervals, waiting: iv.Intervals) -> np.ndarray:
+    """Per step: time in which this rank makes no progress of its own: no computation or data transfer runs and
+    the host is idle, blocked in a synchronisation call or waiting inside a host-side collective (``waiting``).
+    Waiting for a peer costs a rank only this much: a wait that the host or the device spends working on something
+    else is hidden."""
+    ev = model["events"]
+    steps = find_steps(model)
+    if not steps.count:
+        return np.zeros(0)
+    ts, dur = ev["ts"], np.nan_to_num(ev["dur"], nan=0.0).clip(min=0.0)
+    sync = name_mask(model, ev["name"], is_host_sync) & np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER, Kind.CPU_OP))
+    host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
+    host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
+    working = iv.subtract(iv.union(ts[host], ts[host] + dur[host]), iv.union(ts[sync], ts[sync] + dur[sync]))
+    working = iv.subtract(working, waiting)
+    busy = iv.union(np.concatenate([working[0], device_work[0]]), np.concatenate([working[1], device_work[1]]))
+    stalled: np.ndarray = (steps.duration - iv.lengths_within(busy, steps.start, steps.end)).clip(min=0.0)
+    return stalled
+
+
 def _straggler(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The rank the others wait for: it waits least (in collectives and in host synchronisation) while the others
     wait clearly more (over 1 ms and 5 % of the step more)."""
@@ -231,5 +257,6 @@ def _straggler(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     if extra_idle > 500:
         text += (f" Rank {rank['rank']}'s host has {extra_idle / 1000:.2f} ms more time per step with no recorded "
                  "activity (sleep, I/O or unprofiled work) than the others.")
+    stalled = float(np.mean([r["stalled_us"] for i, r in enumerate(rows) if i != k]))
     return {"rank": rank["rank"], "worker": rank["worker"], "others_wait_us": others, "own_wait_us": float(waits[k]),
-            "text": text}
+            "others_stalled_us": stalled, "text": text}

@@ -97,7 +97,8 @@ def test_memory_link_opens_the_device_and_range(page: Any, tb_samples: TensorBoa
 def test_distributed_kernel_and_rank_links(page: Any, tb_dist_diff: TensorBoard) -> None:
     page.set_viewport_size({"width": 1600, "height": 1000})
     data = overview(tb_dist_diff, "ddp", "rank0")
-    assert data["verdict"]["kind"] == "straggler_wait" and "rank 1 straggles" in data["context"]["label"]
+    assert data["verdict"]["kind"] == "gpu_bound" and "rank 1 straggles" in data["context"]["label"]
+    assert "straggler_wait" in [r["kind"] for r in data["recommendations"]]
     frame = open_overview(page, tb_dist_diff, "ddp", "rank0")
     assert "rank 0 of 2 · rank 1 straggles" in frame.inner_text("[data-testid=run-context-label]")
 
@@ -110,7 +111,7 @@ def test_distributed_kernel_and_rank_links(page: Any, tb_dist_diff: TensorBoard)
 
     frame = open_overview(page, tb_dist_diff, "ddp", "rank0")
     click_evidence(frame, "straggler_wait", "Overview")
-    frame.wait_for_function("() => document.querySelector('[data-testid=verdict]')?.dataset.kind === 'straggler'")
+    frame.wait_for_selector("[data-testid=recommendation][data-kind=straggler]")
     assert top_hash(page)[f"p.{PLUGIN}.worker"] == "rank1"
 
     # Kernel: the V100 run's low tensor-core use opens the Kernel view

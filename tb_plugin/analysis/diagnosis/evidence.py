@@ -23,6 +23,9 @@ from ...model.optree import host_tree
 from ...model.tables import TraceModel
 from ..operators import operator_nodes
 from ..steps import breakdown, find_steps, role_intervals
+from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
+from .gpu_time import spans as _spans
+from .sync_cost import sync_cost as sync_cost
 
 PerStep = np.ndarray  # one value per step, µs
 _CREATION = re.compile(r"^aten::(?:normal_|uniform_|randn|rand|randint|randperm|random_|bernoulli_|exponential_|"
@@ -33,20 +36,6 @@ def per_step(model: TraceModel, intervals: iv.Intervals) -> PerStep:
     """Length of ``intervals`` inside each step."""
     steps = find_steps(model)
     return iv.lengths_within(intervals, steps.start, steps.end)
-
-
-def _spans(model: TraceModel, mask: np.ndarray) -> iv.Intervals:
-    ev = model["events"]
-    ts = ev["ts"][mask]
-    return iv.union(ts, ts + np.nan_to_num(ev["dur"][mask], nan=0.0, posinf=0.0).clip(min=0.0))
-
-
-@memoized
-def gpu_idle(model: TraceModel) -> iv.Intervals:
-    """Step time in which no device work (kernel, copy, set; any device) ran."""
-    steps = find_steps(model)
-    busy = _spans(model, np.isin(model["events"]["kind"], DEVICE_KINDS))
-    return iv.subtract(iv.union(steps.start, steps.end), busy)
 
 
 @memoized
@@ -75,14 +64,15 @@ def creation_nodes(model: TraceModel) -> np.ndarray:
 
 @memoized
 def host_gap(model: TraceModel) -> PerStep:
-    """GPU idle while the host runs operators or Python; DataLoader waits, CPU tensor creation and the bubbles after
-    host syncs not counted (they have findings of their own): the time a faster host would give back to the GPU."""
+    """GPU idle while the host runs operators or Python; DataLoader waits, CPU tensor creation and the GPU-idle
+    time charged to host syncs (``sync_cost``) not counted (they have findings of their own): the time a faster
+    host would give back to the GPU."""
     ev = model["events"]
     host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION))
     host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
     busy = iv.subtract(_spans(model, host), loader_intervals(model))
     busy = iv.subtract(busy, creation_intervals(model))
-    idle = iv.subtract(gpu_idle(model), host_syncs(model).bubbles)
+    idle = iv.subtract(gpu_idle(model), sync_cost(model).charged)
     return per_step(model, iv.intersect(idle, busy))
 
 
