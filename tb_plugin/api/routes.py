@@ -12,7 +12,7 @@ from ..analysis import kernels, operators
 from ..analysis.annotations import annotation_times
 from ..analysis.bandwidth import memory_bandwidth
 from ..analysis.critical_path import critical_path
-from ..analysis.diff import diff_node, diff_summary
+from ..analysis.diff import diff_node, diff_summary, step_index
 from ..analysis.distributed import distributed
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
@@ -21,6 +21,7 @@ from ..analysis.modules import module_timeline, module_view
 from ..analysis.overview import overview
 from ..analysis.queues import queue_length
 from ..analysis.sequences import kernel_sequences
+from ..analysis.steps import find_steps
 from ..analysis.summary import summary
 from ..analysis.views import available_views
 from ..timeline.details import event_details, range_summary, search
@@ -211,15 +212,34 @@ class Api:
             raise ApiError(err.status, f"experiment: {err}") from None
         return base, exp
 
+    def _pair_steps(self, request: Request, base: LoadedTrace, exp: LoadedTrace) -> tuple[str | None, str | None]:
+        """``step`` / ``exp_step``: one step of each side (both or neither), each one the trace has."""
+        step = params.text(request, "step", required=False) or None
+        exp_step = params.text(request, "exp_step", required=False) or None
+        if (step is None) != (exp_step is None):
+            raise ApiError(400, "query parameters 'step' and 'exp_step' go together: give both or neither")
+        for name, value, side in (("step", step, base), ("exp_step", exp_step, exp)):
+            try:
+                step_index(side.model, value)
+            except KeyError:
+                names = ", ".join(find_steps(side.model).names[:50]) or "none"
+                raise ApiError(400, f"query parameter '{name}': the trace has no step {value!r} (its steps: "
+                                    f"{names})") from None
+        return step, exp_step
+
     def diff(self, request: Request) -> Response:
         base, exp = self._pair(request)
-        return self._answer(request, base, lambda: diff_summary(base.model, exp.model), exp.file.identity)
+        step, exp_step = self._pair_steps(request, base, exp)
+        return self._answer(request, base, lambda: diff_summary(base.model, exp.model, step, exp_step),
+                            exp.file.identity)
 
     def diff_node(self, request: Request) -> Response:
         path = params.text(request, "path", required=False, default="0")
         base, exp = self._pair(request)
+        step, exp_step = self._pair_steps(request, base, exp)
         try:
-            return self._answer(request, base, lambda: diff_node(base.model, exp.model, path), exp.file.identity)
+            return self._answer(request, base, lambda: diff_node(base.model, exp.model, path, step, exp_step),
+                                exp.file.identity)
         except KeyError:
             raise ApiError(404, f"no diff entry at path {path!r}") from None
 

@@ -53,7 +53,8 @@ def check_shape(o: dict[str, Any]) -> None:
     for r in recs:
         assert {"id", "kind", "text", "saving_us", "evidence", "link"} <= set(r)
         for e in r["evidence"]:
-            assert e["view"] in ("Trace", "Operator", "Kernel", "Distributed", "Memory", "Overview") and e["label"]
+            assert e["view"] in ("Trace", "Operator", "Kernel", "Distributed", "Memory", "Overview", "Diff", "GPU")
+            assert e["label"]
             if e["view"] == "Trace":
                 assert e["params"]["start_us"] < e["params"]["end_us"]
     assert contradictions(o) == []
@@ -290,8 +291,13 @@ def test_outlier_steps_link_the_slowest_and_fastest(tmp_path: Path) -> None:
     o = overview(model_of(tmp_path, events))
     f = next(r for r in o["recommendations"] if r["kind"] == "outlier_steps")
     assert f["saving_us"] == pytest.approx(((110 - 105) + (200 - 105)) / 4)  # median 105
-    assert [e["label"] for e in f["evidence"]] == ["slowest: step 4", "fastest: step 1"]
-    assert f["evidence"][0]["params"] == {"start_us": 310, "end_us": 510}
+    assert [e["label"] for e in f["evidence"]] == ["compare step 4 (slowest) with step 1 (fastest)",
+                                                   "slowest: step 4", "fastest: step 1"]
+    assert f["evidence"][0] == {"view": "Diff", "params": {"step": "1", "exp_step": "4"},
+                                "label": "compare step 4 (slowest) with step 1 (fastest)"}
+    assert f["evidence"][1]["params"] == {"start_us": 310, "end_us": 510}
+    assert f["headline"] == ("Step times vary: 1 of 4 steps take ≥ 1.3× the median 105 µs: step 4 200 µs (1.9×); "
+                             "the fastest, step 1, 100 µs")
     assert o["verdict"]["kind"] == "cpu_compute"  # outliers say where to look, never the verdict
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,8 @@ from ...model.lookups import tree_node_of_row
 from ...model.names import is_dataloader, is_host_sync, name_mask
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
+from ..idle import idle_time
+from ..launches import launch_stats
 from ..operators import operator_nodes
 from ..steps import breakdown, find_steps, role_intervals
 from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
@@ -287,3 +290,28 @@ def host_busy_share(model: TraceModel) -> float:
     busy = per_step(model, role_intervals(model)["CPU Exec"])
     total = float(steps.duration.sum())
     return float(busy.sum()) / total if total > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class HostWait:
+    device: int | None
+    stream: int
+    host_wait: float  # per step, µs: idle gaps of the stream that ended when the host launched the next work
+    idle: float  # per step, µs: all idle time of the stream
+
+
+def host_wait(model: TraceModel) -> HostWait | None:
+    """The GPU insights' idle-time split (``idle.idle_time``) on the busiest stream: how much of its idle time per
+    step the host caused (the next work was not yet launched when the gap began)."""
+    streams = idle_time(model)["streams"]
+    n = max(find_steps(model).count, 1)
+    if not streams:
+        return None
+    s = max(streams, key=lambda r: r["busy_us"])
+    return HostWait(device=s["device"], stream=s["stream"], host_wait=s["host_wait_us"] / n, idle=s["idle_us"] / n)
+
+
+def launch_summary(model: TraceModel) -> dict[str, Any]:
+    """The GPU insights' launch statistics (``launches.launch_stats``): launch delay p50/p95, short kernels."""
+    summary: dict[str, Any] = launch_stats(model)["summary"]
+    return summary

@@ -115,6 +115,11 @@ def kernel_link(label: str, q: str | None = None) -> dict[str, Any]:
     return {"view": "Kernel", "params": {"q": q} if q else {}, "label": label}
 
 
+def gpu_link(card: str, label: str) -> dict[str, Any]:
+    """Open the GPU view at one of its cards (``idle``: idle time by stream; ``launch``: launch statistics)."""
+    return {"view": "GPU", "params": {"card": card}, "label": label}
+
+
 def distributed_link(rank: int | None, label: str) -> dict[str, Any]:
     return {"view": "Distributed", "params": {} if rank is None else {"rank": rank}, "label": label}
 
@@ -211,9 +216,16 @@ def cpu_bound(f: Facts) -> Finding | None:
     advice += f". Operators in the GPU-idle gaps: {named}." if named else "."
     k = worst(gap)
     links = [operator_link(h.name) for h in hot] + [trace_link(f, k, f"GPU-idle gaps in {step_label(f, k)}")]
+    hw = E.host_wait(f.model)
+    split = ""
+    if hw is not None and hw.idle > 0:
+        where = f"GPU {hw.device} stream {hw.stream}" if hw.device is not None else f"stream {hw.stream}"
+        split = (f"; on {where}, {ms(hw.host_wait)} of its {ms(hw.idle)} idle per step is host wait (the next "
+                 "kernel not yet launched)")
+        links.append(gpu_link("idle", "idle time by stream in GPU insights"))
     kind = "cpu_bound" if _gpu_busy(f) < 0.5 else "gpu_idle_gaps"
     return Finding(kind, f"The GPU is idle {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))}) "
-                   "while the host runs operators and Python", advice, mean, suggests, DOCS["compile"], links)
+                   f"while the host runs operators and Python{split}", advice, mean, suggests, DOCS["compile"], links)
 
 
 def _launch_bound(f: Facts) -> bool:
@@ -246,12 +258,16 @@ def launch_bound(f: Facts) -> Finding | None:
                             "this part of the step too."), ["more_graph_capture"]
     n = max(find_steps(f.model).count, 1)
     k = worst(per)
+    st = E.launch_summary(f.model)
+    delay = (f"; launch delay p50 {st['launch_delay_p50_us']:.1f} µs, p95 {st['launch_delay_p95_us']:.1f} µs"
+             if st["launch_delay_p50_us"] is not None else "")
     return Finding("launch_bound", f"{lo.short} of {lo.kernels} kernels ({pct(lo.short / lo.kernels)}; "
                    f"{lo.kernels / n:.0f} per step) ran shorter than the CPU call that launched them (median kernel "
-                   f"{lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs): the GPU idles "
+                   f"{lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs{delay}): the GPU idles "
                    f"{ms(mean)} per step ({pct(f.share(mean))}) waiting for launches", advice, mean, suggests,
                    DOCS["graphs"],
-                   [trace_link(f, k, f"launches in {step_label(f, k)}"), kernel_link("Kernels")])
+                   [trace_link(f, k, f"launches in {step_label(f, k)}"), kernel_link("Kernels"),
+                    gpu_link("launch", "launch statistics in GPU insights")])
 
 
 def sync_bound(f: Facts) -> Finding | None:
@@ -447,8 +463,17 @@ def straggler(f: Facts) -> Finding | None:
                    DOCS["distributed"], [distributed_link(job.get("rank"), "Distributed view")])
 
 
+def diff_link(f: Facts, slow: int, fast: int) -> dict[str, Any]:
+    """Open the Diff view on two steps of this trace: the fastest as the baseline, the slowest as the experiment,
+    so what the slow step adds reads as a positive Δ."""
+    names = find_steps(f.model).names
+    return {"view": "Diff", "params": {"step": names[fast], "exp_step": names[slow]},
+            "label": f"compare {step_label(f, slow)} (slowest) with {step_label(f, fast)} (fastest)"}
+
+
 def outlier_steps(f: Facts) -> Finding | None:
-    """Slowest step ≥ 1.3 × the median (≥ 3 steps); saving: Σ (step − median)⁺ / steps."""
+    """Slowest step ≥ 1.3 × the median (≥ 3 steps); names the steps that are, by how much; saving:
+    Σ (step − median)⁺ / steps (what the step average would lose if every step ran at the median)."""
     d = E.step_times(f.model)
     if len(d) < 3:
         return None
@@ -457,11 +482,14 @@ def outlier_steps(f: Facts) -> Finding | None:
     if median <= 0 or d[slow] < 1.3 * median:
         return None
     saving = float((d - median).clip(min=0.0).sum() / len(d))
-    return Finding("outlier_steps", f"Step times vary: {step_label(f, slow)} takes {ms(float(d[slow]))}, "
-                   f"{d[slow] / median:.1f}× the median {ms(median)}",
+    outliers = [int(i) for i in np.argsort(-d, kind="stable") if d[i] >= 1.3 * median]
+    named = ", ".join(f"{step_label(f, i)} {ms(float(d[i]))} ({d[i] / median:.1f}×)" for i in outliers[:3])
+    more = f" and {len(outliers) - 3} more" if len(outliers) > 3 else ""
+    return Finding("outlier_steps", f"Step times vary: {len(outliers)} of {len(d)} steps take ≥ 1.3× the median "
+                   f"{ms(median)}: {named}{more}; the fastest, {step_label(f, fast)}, {ms(float(d[fast]))}",
                    "Compare the slowest step with the fastest to see what differs (data, synchronisation, a "
                    "collective, garbage collection).", saving, [], DOCS["tuning"],
-                   [trace_link(f, slow, f"slowest: {step_label(f, slow)}"),
+                   [diff_link(f, slow, fast), trace_link(f, slow, f"slowest: {step_label(f, slow)}"),
                     trace_link(f, fast, f"fastest: {step_label(f, fast)}")], cause=False)
 
 
