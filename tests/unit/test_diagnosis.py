@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from tb_plugin.analysis.distributed import distributed
+from tb_plugin.analysis.idle import idle_time
 from tb_plugin.analysis.kernels import kernel_table
+from tb_plugin.analysis.launches import launch_stats
 from tb_plugin.analysis.overview import overview
 from tb_plugin.loader import load_trace
 from tests.conftest import REPO
@@ -328,3 +330,24 @@ def test_real_nvjet_kernels_have_no_occupancy(real_traces: Path) -> None:
 
 
 
+
+
+def test_launch_and_host_wait_findings_cite_the_gpu_insights() -> None:
+    """Launch-bound quotes launch_stats (launch delay p50/p95 of tiny_kernels: 6.8 / 9.1 µs), GPU-idle gaps quote
+    idle_time's host-wait split of the busiest stream (item_sync: 3.9 of 4.4 ms a step); both link the GPU view."""
+    o = diagnosed(next(c for c in CORPUS if c.run == "samples/tiny_kernels"))
+    f = o["recommendations"][0]
+    model = load_trace(str(next((REPO / "samples/tiny_kernels").glob("*.gz"))))
+    s = launch_stats(model)["summary"]
+    assert f"launch delay p50 {s['launch_delay_p50_us']:.1f} µs, p95 {s['launch_delay_p95_us']:.1f} µs" in f["text"]
+    assert "launch delay p50 6.8 µs, p95 9.1 µs" in f["text"]
+    assert {"view": "GPU", "params": {"card": "launch"}, "label": "launch statistics in GPU insights"} in f["evidence"]
+
+    o = diagnosed(next(c for c in CORPUS if c.run == "samples/item_sync"))
+    f = next(r for r in o["recommendations"] if r["kind"] == "gpu_idle_gaps")
+    model = load_trace(str(next((REPO / "samples/item_sync").glob("*.gz"))))
+    stream = max(idle_time(model)["streams"], key=lambda r: r["busy_us"])
+    assert stream["host_wait_us"] / 3 == pytest.approx(3_900, abs=50) and stream["idle_us"] / 3 == pytest.approx(
+        4_400, abs=50)
+    assert "on GPU 0 stream 7, 3.9 ms of its 4.4 ms idle per step is host wait" in f["text"]
+    assert {"view": "GPU", "params": {"card": "idle"}, "label": "idle time by stream in GPU insights"} in f["evidence"]
