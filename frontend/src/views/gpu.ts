@@ -26,6 +26,7 @@ import { clampedName, type Column, DataTable } from "./common/table";
 import { traceRangeLink } from "./common/traceLink";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
 import type { ViewContext } from "./types";
+import { readViewUrlState, writeViewUrlState } from "../urlState";
 
 export const GPU_HELP = {
   busy: "Time in the step window during which at least one kernel, memcpy or memset ran on the stream.",
@@ -252,6 +253,21 @@ function sequencesCard(ctx: ViewContext, resp: KernelSequencesResponse, onLength
     h("label", { class: "ptp-picker" }, "Length", length)), table.el);
 }
 
+/**
+ * Bring the card a link asked for (the Overview's evidence: `card` = idle or launch) into view and mark it;
+ * the request is consumed so that a reload or a later visit starts at the top.
+ */
+function focusRequestedCard(container: HTMLElement): void {
+  const want = readViewUrlState().card;
+  if (want === undefined) return;
+  writeViewUrlState({ card: undefined });
+  const el = container.querySelector<HTMLElement>(`[data-testid="card-${want === "launch" ? "launch" : "idle"}"]`);
+  if (!el) return;
+  el.classList.add("ptp-card-focus");
+  el.dataset["focused"] = "true";
+  el.scrollIntoView({ block: "start" });
+}
+
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading GPU insights…"));
   let idle: IdleResponse, launches: LaunchStatsResponse, queues: QueueLengthResponse, bandwidth: BandwidthResponse, sequences: KernelSequencesResponse;
@@ -294,6 +310,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       sequenceSlot,
     ),
   );
+  focusRequestedCard(container);
   let charts: Charts | null = null;
   try {
     const Plotly = await ctx.loadPlotly();

@@ -220,6 +220,13 @@ export function openEvidence(ctx: ViewContext, e: Evidence): void {
     case "Overview":
       ctx.navigate("Overview", p.worker ? { worker: p.worker } : undefined);
       return;
+    case "Diff":
+      // two steps of this very trace: the experiment is the trace itself
+      writeViewUrlState({ exp_run: ctx.run, exp_worker: ctx.worker, exp_span: ctx.span, step: p.step, exp_step: p.exp_step });
+      break;
+    case "GPU":
+      writeViewUrlState({ card: p.card });
+      break;
   }
   ctx.navigate(e.view);
 }

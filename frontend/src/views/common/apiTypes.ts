@@ -49,8 +49,20 @@ export interface Environment {
 
 /** A link from a finding to the place in another view that shows its evidence. */
 export interface Evidence {
-  view: "Trace" | "Operator" | "Kernel" | "Distributed" | "Memory" | "Overview";
-  params: { start_us?: number; end_us?: number; q?: string; rank?: number; device?: string; worker?: string };
+  view: "Trace" | "Operator" | "Kernel" | "Distributed" | "Memory" | "Overview" | "Diff" | "GPU";
+  params: {
+    start_us?: number;
+    end_us?: number;
+    q?: string;
+    rank?: number;
+    device?: string;
+    worker?: string;
+    /** Diff: two steps of this trace (baseline, experiment). */
+    step?: string;
+    exp_step?: string;
+    /** GPU: the card to open at (idle, launch). */
+    card?: string;
+  };
   label: string;
 }
 
