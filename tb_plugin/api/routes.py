@@ -12,6 +12,7 @@ from ..analysis import kernels, operators
 from ..analysis.annotations import annotation_times
 from ..analysis.bandwidth import memory_bandwidth
 from ..analysis.critical_path import critical_path
+from ..analysis.cupti_counters import cupti_counters
 from ..analysis.diff import diff_node, diff_summary, step_index
 from ..analysis.distributed import distributed
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
@@ -254,6 +255,11 @@ class Api:
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: launch_stats(loaded.model, limit))
 
+    def cupti_counters(self, request: Request) -> Response:
+        limit = int(params.number(request, "limit", required=False, default=500, minimum=1, maximum=100_000))
+        loaded = self._trace(request)
+        return self._answer(request, loaded, lambda: cupti_counters(loaded.model, limit))
+
     def queue_length(self, request: Request) -> Response:
         points = int(params.number(request, "max_points", required=False, default=500, minimum=16, maximum=10_000))
         loaded = self._trace(request)
@@ -358,6 +364,7 @@ class Api:
             "/diff/node": json_route(self.diff_node),
             "/idle": json_route(self.idle),
             "/launch_stats": json_route(self.launch_stats),
+            "/cupti_counters": json_route(self.cupti_counters),
             "/queue_length": json_route(self.queue_length),
             "/memory_bandwidth": json_route(self.memory_bandwidth),
             "/kernel_sequences": json_route(self.kernel_sequences),
