@@ -8,6 +8,7 @@ import { type Child, h, replaceChildren } from "../dom";
 import { formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../format";
 import type {
   BandwidthResponse,
+  CuptiCountersResponse,
   BandwidthRow,
   IdleResponse,
   IdleStream,
@@ -25,6 +26,7 @@ import { csvFileName } from "./common/csv";
 import { clampedName, type Column, DataTable } from "./common/table";
 import { traceRangeLink } from "./common/traceLink";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
+import { countersCard } from "./gpuCounters";
 import type { ViewContext } from "./types";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
 
@@ -271,13 +273,15 @@ function focusRequestedCard(container: HTMLElement): void {
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading GPU insights…"));
   let idle: IdleResponse, launches: LaunchStatsResponse, queues: QueueLengthResponse, bandwidth: BandwidthResponse, sequences: KernelSequencesResponse;
+  let counters: CuptiCountersResponse;
   try {
-    [idle, launches, queues, bandwidth, sequences] = await Promise.all([
+    [idle, launches, queues, bandwidth, sequences, counters] = await Promise.all([
       fetchFor<IdleResponse>(ctx, "idle"),
       fetchFor<LaunchStatsResponse>(ctx, "launch_stats"),
       fetchFor<QueueLengthResponse>(ctx, "queue_length"),
       fetchFor<BandwidthResponse>(ctx, "memory_bandwidth"),
       fetchFor<KernelSequencesResponse>(ctx, "kernel_sequences"),
+      fetchFor<CuptiCountersResponse>(ctx, "cupti_counters"),
     ]);
   } catch (err) {
     if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the GPU insights"));
@@ -308,6 +312,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       queueCard(ctx, queues, queueChart),
       bandwidthCard(ctx, bandwidth, bandwidthChart),
       sequenceSlot,
+      countersCard(ctx, counters),
     ),
   );
   focusRequestedCard(container);

@@ -314,3 +314,34 @@ export interface AnnotationsResponse {
   rows: AnnotationRow[];
   has_gpu_ranges: boolean;
 }
+
+/** GET ./cupti_counters: CUPTI range-profiler counters per kernel and per operator (empty without counters). */
+export interface CuptiCounterRow {
+  id: number;
+  name: string;
+  start_us: number;
+  dur_us: number;
+  kernel_id: number | null;
+  operator: string | null;
+  top_operator: string | null;
+  /** one value per `metrics` entry; null where the range lacks it */
+  values: (number | null)[];
+  sass_flops: number | null;
+}
+
+export interface CuptiCounterOperator {
+  operator: string | null;
+  kernels: number;
+  values: (number | null)[];
+  sass_flops: number | null;
+}
+
+export interface CuptiCountersResponse {
+  metrics: string[];
+  rows: CuptiCounterRow[];
+  total_rows: number;
+  matched: number;
+  join: "kernel name order" | "launch order" | "none";
+  operators: CuptiCounterOperator[];
+  has_sass_flops: boolean;
+}
