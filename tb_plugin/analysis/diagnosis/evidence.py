@@ -17,9 +17,9 @@ import numpy as np
 from ...model import intervals as iv
 from ...model.arrays import take
 from ...model.derived import memoized
-from ...model.kinds import DEVICE_KINDS, Kind
+from ...model.kinds import Kind
 from ...model.lookups import tree_node_of_row
-from ...model.names import is_dataloader, is_host_sync, name_mask
+from ...model.names import is_dataloader, name_mask
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
 from ..idle import idle_time
@@ -159,38 +159,22 @@ class Syncs:
     names: list[str]  # the blocking calls
     sources: list[str]  # the operators they ran in (aten::_local_scalar_dense is .item())
     calls: PerStep  # host synchronisations per step
-    bubble: PerStep  # GPU idle right after each returns, until the next device work starts
-    bubbles: iv.Intervals  # the same as intervals
 
 
 @memoized
 def host_syncs(model: TraceModel) -> Syncs:
-    """Blocking runtime calls (cudaStreamSynchronize, …) inside steps and the GPU bubble each leaves: when a sync
-    returns the GPU has run dry, and it stays idle until the host has launched the next work. Only runtime calls
-    count: ``aten::_local_scalar_dense`` on a CPU tensor does not wait for anything."""
+    """The blocking calls inside steps that ``sync_cost`` replays (a sync nested in another's ``.item()`` counts
+    once), by name and by the operator they ran in. Only runtime/driver calls count: ``aten::_local_scalar_dense``
+    on a CPU tensor does not wait for anything."""
     ev = model["events"]
-    steps = find_steps(model)
     tree = host_tree(model)
-    mask = name_mask(model, ev["name"], is_host_sync) & np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER))
-    rows = np.flatnonzero(mask)
-    ends = ev["ts"][rows] + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
-    k = np.searchsorted(steps.start, ends, side="right") - 1
-    inside = (k >= 0) & (ends < take(steps.end, k, -np.inf))
-    rows, ends, k = rows[inside], ends[inside], k[inside]
-    dev = _spans(model, np.isin(ev["kind"], DEVICE_KINDS))
-    nxt = np.searchsorted(dev[0], ends, side="left")
-    next_start = take(dev[0], np.where(nxt < len(dev[0]), nxt, -1), np.inf)
-    stop = np.minimum(next_start, take(steps.end, k, 0.0))
-    running = iv.lengths_within(dev, ends, ends + 1e-3) > 0  # other device work still runs: no bubble
-    bubbles = iv.union(ends[~running], np.maximum(stop, ends)[~running])
-    n = steps.count
-    calls = np.bincount(k, minlength=n)[:n] if n else np.zeros(0)
-    node = tree_node_of_row(model)[rows]
-    op = take(tree.op_of, node, -1)
+    cost = sync_cost(model)
+    n = find_steps(model).count
+    calls = np.bincount(cost.step, minlength=n)[:n] if n else np.zeros(0)
+    op = take(tree.op_of, tree_node_of_row(model)[cost.rows], -1)
     src = np.unique(take(ev["name"][tree.rows], op, -1))
-    return Syncs(names=sorted({model.strings[c] for c in np.unique(ev["name"][rows]).tolist()}),
-                 sources=sorted(model.strings[c] for c in src.tolist() if c >= 0),
-                 calls=calls.astype(np.float64), bubble=per_step(model, bubbles), bubbles=bubbles)
+    return Syncs(names=sorted({model.strings[c] for c in np.unique(ev["name"][cost.rows]).tolist()}),
+                 sources=sorted(model.strings[c] for c in src.tolist() if c >= 0), calls=calls.astype(np.float64))
 
 
 @dataclass(frozen=True)

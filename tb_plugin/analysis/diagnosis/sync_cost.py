@@ -97,9 +97,7 @@ def sync_cost(model: TraceModel) -> SyncCost:
     if len(rows):
         order = np.lexsort((-b_end, b_start))
         covered = np.maximum.accumulate(b_end[order])
-        keep[order[1:]] = b_end[order[1:]] > covered[:-1]
-        _, first = np.unique(np.stack([b_start, b_end]), axis=1, return_index=True)
-        keep &= np.isin(np.arange(len(rows)), first)
+        keep[order[1:]] = b_end[order[1:]] > covered[:-1]  # inside (or equal to) an earlier hold
     rows, b_start, b_end, k = rows[keep], b_start[keep], b_end[keep], k[keep]
     n = steps.count
     held = b_end - b_start
