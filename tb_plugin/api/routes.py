@@ -214,17 +214,17 @@ class Api:
         return base, exp
 
     def _pair_steps(self, request: Request, base: LoadedTrace, exp: LoadedTrace) -> tuple[str | None, str | None]:
-        """``step`` / ``exp_step``: one step of each side (both or neither), each one the trace has."""
+        """``step`` / ``exp_step``: one step of each side (either alone names the same step on both sides); a step
+        the trace does not have is not found (404), with the steps it has."""
         step = params.text(request, "step", required=False) or None
         exp_step = params.text(request, "exp_step", required=False) or None
-        if (step is None) != (exp_step is None):
-            raise ApiError(400, "query parameters 'step' and 'exp_step' go together: give both or neither")
+        step, exp_step = step or exp_step, exp_step or step
         for name, value, side in (("step", step, base), ("exp_step", exp_step, exp)):
             try:
                 step_index(side.model, value)
             except KeyError:
                 names = ", ".join(find_steps(side.model).names[:50]) or "none"
-                raise ApiError(400, f"query parameter '{name}': the trace has no step {value!r} (its steps: "
+                raise ApiError(404, f"query parameter '{name}': the trace has no step {value!r} (its steps: "
                                     f"{names})") from None
         return step, exp_step
 
