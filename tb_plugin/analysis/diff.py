@@ -6,6 +6,11 @@ drill-down that aligns the two runs' host activity from the step level down. Ali
 loading, record_function regions, optimizer and backward phases, modules...) by a longest-common-subsequence match
 of normalised names — data loader iterators of different classes align as "DataLoader" — and groups what lies
 between matched anchors, so a drill-down never drops time.
+
+Step against step: ``diff_summary`` and ``diff_node`` also take one step of each side (``step``, ``exp_step``:
+step names as ``steps.find_steps`` gives them; the two traces may be the same file), for "what made the slowest
+step slow": the breakdown of the two steps, operators whose host call starts in the step's host bounds and kernels
+that start in its device-aware bounds, and the drill-down of the two steps' host activity.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from ..model.names import name_mask, step_number
 from ..model.optree import HostTree, host_tree
 from ..model.tables import TraceModel
 from .kernels import kernel_table
-from .operators import operator_table, subtree_device_time
-from .steps import CATEGORIES, breakdown
+from .operators import operator_nodes, operator_table, subtree_device_time
+from .steps import CATEGORIES, breakdown, find_steps
 
 _OP_METRICS = ("calls", "host_total_us", "host_self_us", "device_total_us", "device_self_us")
 _KERNEL_METRICS = ("calls", "total_us", "mean_us")
@@ -57,15 +62,68 @@ def _join(base: list[dict[str, Any]], exp: list[dict[str, Any]], metrics: tuple[
     return out
 
 
-def diff_summary(base: TraceModel, exp: TraceModel) -> dict[str, Any]:
-    bb, be = breakdown(base), breakdown(exp)
+def step_index(model: TraceModel, step: str | None) -> int | None:
+    """The position of step ``step`` (its name, "12" for ProfilerStep#12); None for all steps; KeyError if the
+    trace has no such step."""
+    if step is None:
+        return None
+    names = find_steps(model).names
+    if step not in names:
+        raise KeyError(step)
+    return names.index(step)
 
-    def avg(b: Any) -> dict[str, float]:
-        return {c: float(b.per_step[c].mean()) if b.steps.count else 0.0 for c in CATEGORIES}
 
-    ab, ae = avg(bb), avg(be)
-    step_b = float(bb.steps.duration.mean()) if bb.steps.count else 0.0
-    step_e = float(be.steps.duration.mean()) if be.steps.count else 0.0
+def _step_breakdown(model: TraceModel, k: int | None) -> tuple[dict[str, float], float]:
+    """Per category and the step time: the mean per step, or step ``k``'s own."""
+    b = breakdown(model)
+    if not b.steps.count:
+        return dict.fromkeys(CATEGORIES, 0.0), 0.0
+    if k is None:
+        return {c: float(b.per_step[c].mean()) for c in CATEGORIES}, float(b.steps.duration.mean())
+    return {c: float(b.per_step[c][k]) for c in CATEGORIES}, float(b.steps.duration[k])
+
+
+def _grouped(model: TraceModel, names: np.ndarray, columns: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Rows of sums by name code (``calls`` counts), as the operator and kernel tables name them."""
+    codes, group = np.unique(names, return_inverse=True)
+    group = group.reshape(-1)
+    sums = {k: np.bincount(group, weights=v, minlength=len(codes)) for k, v in columns.items()}
+    calls = np.bincount(group, minlength=len(codes))
+    return [{"name": model.strings[int(c)], "calls": int(calls[g]), **{k: float(v[g]) for k, v in sums.items()}}
+            for g, c in enumerate(codes.tolist())]
+
+
+def _step_operators(model: TraceModel, k: int) -> list[dict[str, Any]]:
+    """The operator table's numbers for the operators whose call starts inside step ``k``'s host bounds."""
+    ops = operator_nodes(model)
+    steps = find_steps(model)
+    start = host_tree(model).start[ops.node]
+    inside = (start >= steps.host_start[k]) & (start < steps.host_end[k])
+    return _grouped(model, ops.name[inside], {
+        "host_total_us": ops.host_total[inside], "host_self_us": ops.host_self[inside],
+        "device_total_us": ops.device_total[inside], "device_self_us": ops.device_self[inside]})
+
+
+def _step_kernels(model: TraceModel, k: int) -> list[dict[str, Any]]:
+    """The kernel table's numbers for the kernels that start inside step ``k``'s device-aware bounds."""
+    ev = model["events"]
+    rows = model["device_events"]["row"]
+    steps = find_steps(model)
+    ts = ev["ts"][rows]
+    inside = (ev["kind"][rows] == Kind.KERNEL) & (ts >= steps.start[k]) & (ts < steps.end[k])
+    out = _grouped(model, ev["name"][rows[inside]],
+                   {"total_us": np.nan_to_num(ev["dur"][rows[inside]], nan=0.0).clip(min=0.0)})
+    for r in out:
+        r["mean_us"] = r["total_us"] / r["calls"]
+    return out
+
+
+def diff_summary(base: TraceModel, exp: TraceModel, step: str | None = None,
+                 exp_step: str | None = None) -> dict[str, Any]:
+    """The comparison of the two traces (means per step, sums over the span), or of one step of each."""
+    kb, ke = step_index(base, step), step_index(exp, exp_step)
+    ab, step_b = _step_breakdown(base, kb)
+    ae, step_e = _step_breakdown(exp, ke)
     return {
         "breakdown": {
             "categories": list(CATEGORIES),
@@ -74,8 +132,12 @@ def diff_summary(base: TraceModel, exp: TraceModel) -> dict[str, Any]:
             "step_baseline_us": step_b, "step_experiment_us": step_e,
             "step_delta_us": step_e - step_b, "step_delta_pct": _pct(step_e - step_b, step_b),
         },
-        "operators": _join(operator_table(base), operator_table(exp), _OP_METRICS),
-        "kernels": _join(kernel_table(base), kernel_table(exp), _KERNEL_METRICS),
+        "steps": {"baseline": step, "experiment": exp_step},
+        "step_names": {"baseline": find_steps(base).names, "experiment": find_steps(exp).names},
+        "operators": _join(operator_table(base) if kb is None else _step_operators(base, kb),
+                           operator_table(exp) if ke is None else _step_operators(exp, ke), _OP_METRICS),
+        "kernels": _join(kernel_table(base) if kb is None else _step_kernels(base, kb),
+                         kernel_table(exp) if ke is None else _step_kernels(exp, ke), _KERNEL_METRICS),
     }
 
 
@@ -117,27 +179,32 @@ def _key(side: _Side, node: int) -> str:
 
 
 @memoized
-def _root(model: TraceModel) -> tuple[list[int], list[tuple[str, list[int]]]]:
-    """The drill-down's top level of one trace and its phases: the start of every ``/diff/node`` request, so it
-    is computed once per trace (it visits every host operator: seconds on a large trace)."""
+def _root(model: TraceModel, step: int | None = None) -> tuple[list[int], list[tuple[str, list[int]]]]:
+    """The drill-down's top level of one trace (or of its step at position ``step``) and its phases: the start of
+    every ``/diff/node`` request, so it is computed once per trace (it visits every host operator: seconds on a
+    large trace)."""
     side = _side(model)
-    nodes = _top_level(side)
+    nodes = _top_level(side, step)
     return nodes, _phases(side, nodes)
 
 
-def _top_level(side: _Side) -> list[int]:
-    """Host activity inside the steps: the children of each step, then top-level work of other threads
-    (the autograd thread's backward) that falls inside the steps, in time order."""
+def _top_level(side: _Side, step: int | None = None) -> list[int]:
+    """Host activity inside the steps (or the one step at position ``step``): the children of each step, then
+    top-level work of other threads (the autograd thread's backward) that falls inside the steps, in time order."""
     steps = breakdown(side.model).steps
     tree = side.tree
     host = np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION))
     names = side.model["events"]["name"][tree.rows]
     is_step = (tree.parent >= -1) & host & name_mask(side.model, names, lambda s: step_number(s) is not None)
+    if step is not None:
+        number = steps.names[step]
+        is_step &= name_mask(side.model, names, lambda s: str(step_number(s)) == number)
     step_nodes = np.flatnonzero(is_step).tolist()
     out = [c for s in step_nodes for c in side.children.get(s, [])]
     if not step_nodes or not steps.count:
         return np.flatnonzero((tree.parent == -1) & host).tolist()  # type: ignore[no-any-return]
-    lo, hi = float(steps.start[0]), float(steps.end[-1])
+    first, last = (0, steps.count - 1) if step is None else (step, step)
+    lo, hi = float(steps.start[first]), float(steps.end[last])
     roots = np.flatnonzero((tree.parent == -1) & host & ~is_step & (tree.start >= lo) & (tree.start < hi)).tolist()
     return sorted(out + roots, key=lambda n: float(tree.start[n]))
 
@@ -232,16 +299,19 @@ def _expandable(a: _Side, left: list[int], b: _Side, right: list[int]) -> bool:
     return bool(_members(a, left) or _members(b, right)) if left or right else False
 
 
-def diff_node(base: TraceModel, exp: TraceModel, path: str = "0") -> dict[str, Any]:
-    """The entry at ``path`` ("0" is all the steps; "0-3" its fourth child…) with its aligned children."""
+def diff_node(base: TraceModel, exp: TraceModel, path: str = "0", step: str | None = None,
+              exp_step: str | None = None) -> dict[str, Any]:
+    """The entry at ``path`` ("0" is all the steps, or the two chosen steps; "0-3" its fourth child…) with its
+    aligned children."""
     a, b = _side(base), _side(exp)
     parts = path.split("-")
     if parts[0] != "0" or not all(p.isdigit() for p in parts):
         raise KeyError(path)
-    (left, pa), (right, pb) = _root(base), _root(exp)
+    kb, ke = step_index(base, step), step_index(exp, exp_step)
+    (left, pa), (right, pb) = _root(base, kb), _root(exp, ke)
     # The root is a group even when it holds a single node.
     pairs = _align_phases(a, left, pa, b, right, pb)
-    name = "All steps"
+    name = "All steps" if kb is None and ke is None else f"Step {step} ⇄ step {exp_step}"
     for p in parts[1:]:
         k = int(p)
         if k >= len(pairs):

@@ -141,11 +141,35 @@ def _per_step(model: TraceModel, col: Collectives, transfer: iv.Intervals) -> di
                                       np.concatenate([compute[1], comm[1]])), lo, hi)
     overlap = None if _overlap_unmeasurable(model, col) else iv.lengths_within(iv.intersect(roles["Kernel"], comm),
                                                                                 lo, hi)
+    stalled = _stalled(model, iv.union(np.concatenate([compute[0], transfer[0]]),
+                                       np.concatenate([compute[1], transfer[1]])),
+                       iv.subtract(iv.union(col.start[col.on_host], col.end[col.on_host]), transfer))
     return {
         "computation_us": iv.lengths_within(compute, lo, hi), "communication_us": c_comm, "overlap_us": overlap,
         "other_us": (steps.duration - busy).clip(min=0), "transfer_us": c_transfer,
         "sync_us": (c_comm - c_transfer).clip(min=0), "step_us": steps.duration,
+        "stalled_us": stalled, "exposed_transfer_us": iv.lengths_within(iv.subtract(transfer, compute), lo, hi),
     }
+
+
+def _stalled(model: TraceModel, device_work: iv.Intervals, waiting: iv.Intervals) -> np.ndarray:
+    """Per step: time in which this rank makes no progress of its own: no computation or data transfer runs and
+    the host is idle, blocked in a synchronisation call or waiting inside a host-side collective (``waiting``).
+    Waiting for a peer costs a rank only this much: a wait that the host or the device spends working on something
+    else is hidden."""
+    ev = model["events"]
+    steps = find_steps(model)
+    if not steps.count:
+        return np.zeros(0)
+    ts, dur = ev["ts"], np.nan_to_num(ev["dur"], nan=0.0).clip(min=0.0)
+    sync = name_mask(model, ev["name"], is_host_sync) & np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER, Kind.CPU_OP))
+    host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
+    host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
+    working = iv.subtract(iv.union(ts[host], ts[host] + dur[host]), iv.union(ts[sync], ts[sync] + dur[sync]))
+    working = iv.subtract(working, waiting)
+    busy = iv.union(np.concatenate([working[0], device_work[0]]), np.concatenate([working[1], device_work[1]]))
+    stalled: np.ndarray = (steps.duration - iv.lengths_within(busy, steps.start, steps.end)).clip(min=0.0)
+    return stalled
 
 
 def _process_id(model: TraceModel) -> int | None:
@@ -251,5 +275,6 @@ def _straggler(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     if extra_idle > 500:
         text += (f" Rank {rank['rank']}'s host has {extra_idle / 1000:.2f} ms more time per step with no recorded "
                  "activity (sleep, I/O or unprofiled work) than the others.")
+    stalled = float(np.mean([r["stalled_us"] for i, r in enumerate(rows) if i != k]))
     return {"rank": rank["rank"], "worker": rank["worker"], "others_wait_us": others, "own_wait_us": float(waits[k]),
-            "text": text}
+            "others_stalled_us": stalled, "text": text}

@@ -30,7 +30,10 @@ from .summary import devices as device_properties
 from .tensor_cores import tensor_core_mask
 
 
-def _sm_efficiency(start: np.ndarray, end: np.ndarray, bps: np.ndarray, lo: float, hi: float) -> float:
+def _sm_efficiency(start: np.ndarray, end: np.ndarray, bps: np.ndarray, lo: float, hi: float) -> float | None:
+    """None where no kernel has blocks per SM (the trace cannot estimate it: "n/a", never 0 %)."""
+    if not np.isfinite(bps).any():
+        return None
     ok = np.isfinite(bps) & (bps > 0) & (end > start)
     start, end, bps = np.clip(start[ok], lo, hi), np.clip(end[ok], lo, hi), bps[ok]
     keep = end > start

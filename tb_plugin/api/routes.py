@@ -12,7 +12,8 @@ from ..analysis import kernels, operators
 from ..analysis.annotations import annotation_times
 from ..analysis.bandwidth import memory_bandwidth
 from ..analysis.critical_path import critical_path
-from ..analysis.diff import diff_node, diff_summary
+from ..analysis.cupti_counters import cupti_counters
+from ..analysis.diff import diff_node, diff_summary, step_index
 from ..analysis.distributed import distributed
 from ..analysis.flamegraph import METRICS, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
@@ -24,6 +25,7 @@ from ..analysis.modules import module_timeline, module_view
 from ..analysis.overview import overview
 from ..analysis.queues import queue_length
 from ..analysis.sequences import kernel_sequences
+from ..analysis.steps import find_steps
 from ..analysis.summary import summary
 from ..analysis.views import available_views
 from ..model.memory_categories import RAW
@@ -204,15 +206,34 @@ class Api:
             raise LookupFailed(err.status, f"experiment: {err}") from None
         return base, exp
 
+    def _pair_steps(self, request: Request, base: LoadedTrace, exp: LoadedTrace) -> tuple[str | None, str | None]:
+        """``step`` / ``exp_step``: one step of each side (either alone names the same step on both sides); a step
+        the trace does not have is not found (404), with the steps it has."""
+        step = params.text(request, "step", required=False) or None
+        exp_step = params.text(request, "exp_step", required=False) or None
+        step, exp_step = step or exp_step, exp_step or step
+        for name, value, side in (("step", step, base), ("exp_step", exp_step, exp)):
+            try:
+                step_index(side.model, value)
+            except KeyError:
+                names = ", ".join(find_steps(side.model).names[:50]) or "none"
+                raise ApiError(404, f"query parameter '{name}': the trace has no step {value!r} (its steps: "
+                                    f"{names})") from None
+        return step, exp_step
+
     def diff(self, request: Request) -> Response:
         base, exp = self._pair(request)
-        return self._answer(request, base, lambda: diff_summary(base.model, exp.model), exp.file.identity)
+        step, exp_step = self._pair_steps(request, base, exp)
+        return self._answer(request, base, lambda: diff_summary(base.model, exp.model, step, exp_step),
+                            exp.file.identity)
 
     def diff_node(self, request: Request) -> Response:
         path = params.text(request, "path", required=False, default="0")
         base, exp = self._pair(request)
+        step, exp_step = self._pair_steps(request, base, exp)
         try:
-            return self._answer(request, base, lambda: diff_node(base.model, exp.model, path), exp.file.identity)
+            return self._answer(request, base, lambda: diff_node(base.model, exp.model, path, step, exp_step),
+                                exp.file.identity)
         except KeyError:
             raise ApiError(404, f"no diff entry at path {path!r}") from None
 
@@ -226,6 +247,11 @@ class Api:
         limit = int(params.number(request, "limit", required=False, default=500, minimum=1, maximum=100_000))
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: launch_stats(loaded.model, limit))
+
+    def cupti_counters(self, request: Request) -> Response:
+        limit = int(params.number(request, "limit", required=False, default=500, minimum=1, maximum=100_000))
+        loaded = self._trace(request)
+        return self._answer(request, loaded, lambda: cupti_counters(loaded.model, limit))
 
     def queue_length(self, request: Request) -> Response:
         points = int(params.number(request, "max_points", required=False, default=500, minimum=16, maximum=10_000))
@@ -347,6 +373,7 @@ class Api:
             "/diff/node": json_route(self.diff_node),
             "/idle": json_route(self.idle),
             "/launch_stats": json_route(self.launch_stats),
+            "/cupti_counters": json_route(self.cupti_counters),
             "/queue_length": json_route(self.queue_length),
             "/memory_bandwidth": json_route(self.memory_bandwidth),
             "/kernel_sequences": json_route(self.kernel_sequences),

@@ -22,7 +22,7 @@ from .read import decode_outline, decompress, outline_by_text, read_bytes
 __all__ = ["MODEL_VERSION", "TraceLoadError", "default_parts", "load_bytes", "load_trace"]
 
 # Bumped whenever the model's tables change, so cached parses of older versions are not reused.
-MODEL_VERSION = 4
+MODEL_VERSION = 5
 
 
 def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], None] | None = None,

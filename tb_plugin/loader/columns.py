@@ -27,6 +27,20 @@ from ..model.tables import SCHEMAS, Columns, TraceModel, empty_table
 from .schema import Args, Event, TraceDocument
 
 _EMPTY_ARGS = Args()
+_RANGE_CAT = b'"cuda_profiler_range"'
+
+
+def _range_args(raw: bytes) -> tuple[bool, dict[str, Any]]:
+    """(is it a range-profiler event, its ``args``): a slice that mentions the category may be another event
+    (a name quoting it); one that no longer decodes on its own counts as a range without counters."""
+    try:
+        event = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return True, {}
+    if not isinstance(event, dict) or event.get("cat") != "cuda_profiler_range":
+        return False, {}
+    args = event.get("args")
+    return True, args if isinstance(args, dict) else {}
 _FLOW_PHASES = ("s", "f", "t")
 _META_KEYS = (
     "schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "displayTimeUnit",
@@ -265,6 +279,30 @@ class ModelBuilder:
                 "sort_index": ints(a_sort),
             })
 
+    def add_counters(self, raws: Sequence[msgspec.Raw], first: int) -> None:
+        """The counters of the CUPTI range-profiler events among the events just added (rows ``first`` on).
+
+        Their ``args`` are arbitrary metric names, which the typed schema cannot declare: only chunks that hold
+        such events are looked at again, their ranges re-decoded as plain objects, in order (a trace without
+        counters costs one comparison per chunk).
+        """
+        if first >= self.n_events:
+            return
+        ranges = np.flatnonzero(self.parts["events"][-1]["kind"] == Kind.COUNTER_RANGE) + first
+        if not len(ranges):
+            return
+        found = (_range_args(bytes(r)) for r in raws if _RANGE_CAT in bytes(r))
+        rows, metrics, values = [], [], []
+        for row, args in zip(ranges.tolist(), (a for is_range, a in found if is_range)):
+            for key, value in args.items():
+                number = _to_float(value) if not isinstance(value, bool) else math.nan
+                if math.isfinite(number):
+                    rows.append(row)
+                    metrics.append(self.strings.add(str(key)))
+                    values.append(number)
+        self.parts["counters"].append({"row": np.asarray(rows, np.int64), "metric": np.asarray(metrics, np.int32),
+                                       "value": np.asarray(values, np.float64)})
+
     def _classify(self, phases: np.ndarray, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
         """Kind per event, computed once per distinct (phase, category) pair."""
         pairs = (phases.astype(np.int64) << 32) | (cats.astype(np.int64) & 0xFFFFFFFF)
@@ -445,8 +483,12 @@ def _build_range(doc: TraceDocument, lo: int, hi: int, progress: Callable[[float
     from .read import iter_event_chunks
 
     builder = ModelBuilder()
+    start = lo
     for done, chunk in iter_event_chunks(doc, lo=lo, hi=hi):
+        first = builder.n_events
         builder.add(chunk)
+        builder.add_counters((doc.traceEvents or [])[start:done], first)
+        start = done
         if progress:
             progress(min((done - lo) / max(1, hi - lo), 1.0))
     return builder

@@ -38,6 +38,7 @@ class Kind(IntEnum):
     TRACE = 12  # the "PyTorch Profiler (0)" window event
     OVERHEAD = 13  # overhead, cuda_sync, cuda_event and friends
     COMMUNICATION = 14  # collective_comm and similar host-side comm categories
+    COUNTER_RANGE = 15  # cuda_profiler_range: a CUPTI range-profiler range (one kernel), counters in its args
 
 
 _BY_CATEGORY = {
@@ -58,6 +59,7 @@ _BY_CATEGORY = {
     "cuda_sync": Kind.OVERHEAD,
     "cuda_event": Kind.OVERHEAD,
     "collective_comm": Kind.COMMUNICATION,
+    "cuda_profiler_range": Kind.COUNTER_RANGE,
     "hpu_op": Kind.RUNTIME,
     "driver": Kind.DRIVER,
 }

@@ -52,6 +52,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
     },
     "flows": {"ph": "i4", "cat": "i4", "name": "i4", "id": "i8", "pid": "i8", "tid": "i8", "ts": "f8", "bp": "i4"},
     "metadata_events": {"name": "i4", "pid": "i8", "tid": "i8", "value": "i4", "sort_index": "i8"},
+    # CUPTI range-profiler counters: one row per (range event, counter) with a numeric value
+    "counters": {"row": "i8", "metric": "i4", "value": "f8"},
 }
 
 

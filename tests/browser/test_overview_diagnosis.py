@@ -1,6 +1,6 @@
 """The Overview's diagnosis in the browser: context, verdict and ranked findings above the fold at 1600×1000, and
 every kind of evidence link lands where it says (Trace range and search, Operator and Kernel filters, Distributed
-rank, Memory device and range, another rank's Overview)."""
+rank, Memory device and range, another rank's Overview, a Diff of two steps, a GPU-insights card)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.browser.conftest import PLUGIN, TensorBoard, open_plugin, table_rows, top_hash
+from tests.browser.conftest import PLUGIN, SAMPLES, TensorBoard, link_or_copy, open_plugin, table_rows, top_hash
 
 pytestmark = pytest.mark.browser
 
@@ -97,7 +97,8 @@ def test_memory_link_opens_the_device_and_range(page: Any, tb_samples: TensorBoa
 def test_distributed_kernel_and_rank_links(page: Any, tb_dist_diff: TensorBoard) -> None:
     page.set_viewport_size({"width": 1600, "height": 1000})
     data = overview(tb_dist_diff, "ddp", "rank0")
-    assert data["verdict"]["kind"] == "straggler_wait" and "rank 1 straggles" in data["context"]["label"]
+    assert data["verdict"]["kind"] == "gpu_bound" and "rank 1 straggles" in data["context"]["label"]
+    assert "straggler_wait" in [r["kind"] for r in data["recommendations"]]
     frame = open_overview(page, tb_dist_diff, "ddp", "rank0")
     assert "rank 0 of 2 · rank 1 straggles" in frame.inner_text("[data-testid=run-context-label]")
 
@@ -110,10 +111,81 @@ def test_distributed_kernel_and_rank_links(page: Any, tb_dist_diff: TensorBoard)
 
     frame = open_overview(page, tb_dist_diff, "ddp", "rank0")
     click_evidence(frame, "straggler_wait", "Overview")
-    frame.wait_for_function("() => document.querySelector('[data-testid=verdict]')?.dataset.kind === 'straggler'")
+    frame.wait_for_selector("[data-testid=recommendation][data-kind=straggler]")
     assert top_hash(page)[f"p.{PLUGIN}.worker"] == "rank1"
 
     # Kernel: the V100 run's low tensor-core use opens the Kernel view
     frame = open_overview(page, tb_dist_diff, "resnet50_num_workers_4", "worker0")
     click_evidence(frame, "low_tensor_cores", "Kernel")
     frame.wait_for_selector("[data-testid=kernel-table] tbody tr[data-testid=row]")
+
+
+@pytest.fixture(scope="module")
+def tb_corpus(tb_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> TensorBoard:
+    """``item_sync`` (steps vary: step 2 takes 1.5× step 3; GPU-idle gaps) and ``tiny_kernels`` (launch-bound)."""
+    root = tmp_path_factory.mktemp("logdir_corpus")
+    for run in ("item_sync", "tiny_kernels"):
+        for f in sorted((SAMPLES / run).glob("*.pt.trace.json.gz")):
+            link_or_copy(f, root / run / f.name)
+    tb: TensorBoard = tb_factory(root)
+    tb.wait_settled(timeout=180)
+    return tb
+
+
+def _worker(run: str) -> str:
+    return next((SAMPLES / run).glob("*.pt.trace.json.gz")).name.split(".")[0]
+
+
+def test_outlier_steps_open_a_diff_of_the_slowest_and_fastest_step(page: Any, tb_corpus: TensorBoard) -> None:
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    worker = _worker("item_sync")
+    data = overview(tb_corpus, "item_sync", worker)
+    link = next(e for r in data["recommendations"] if r["kind"] == "outlier_steps" for e in r["evidence"]
+                if e["view"] == "Diff")
+    assert link["params"] == {"step": "3", "exp_step": "2"}
+    q = {"run": "item_sync", "worker": worker, "span": "1", "exp_run": "item_sync", "exp_worker": worker,
+         "exp_span": "1"}
+    steps = tb_corpus.get_json("diff?" + urlencode({**q, "step": "3", "exp_step": "2"}))["breakdown"]
+    frame = open_overview(page, tb_corpus, "item_sync", worker)
+    click_evidence(frame, "outlier_steps", "Diff")
+    frame.wait_for_selector("[data-testid=diff-steps-label]")
+    assert frame.inner_text("[data-testid=diff-steps-label]").startswith("step 3 (baseline) ⇄ step 2 (experiment)")
+    frame.wait_for_selector("[data-testid=step-baseline]")
+    shown = float(frame.get_attribute("[data-testid=step-baseline]", "data-value"))
+    assert shown == pytest.approx(steps["step_baseline_us"])
+    assert float(frame.get_attribute("[data-testid=step-experiment]", "data-value")) == pytest.approx(
+        steps["step_experiment_us"])
+    assert "· step 2" in frame.inner_text("[data-testid=step-experiment]")
+    assert "Step (3 ⇄ 2)" in frame.inner_text("[data-testid=diff-breakdown-table] tfoot")
+    frame.wait_for_function("() => document.querySelector('[data-testid=drill-breadcrumb]')?.innerText"
+                            ".includes('Step 3 ⇄ step 2')")
+    assert top_hash(page).get(f"p.{PLUGIN}.exp_step") == "2"
+
+    # one trace, two steps: no "all steps" (it would compare the trace with itself); another step is picked
+    assert frame.query_selector("[data-testid=diff-all-steps]") is None
+    frame.wait_for_function("() => document.querySelectorAll('[data-testid=diff-step-baseline] option').length === 3")
+    frame.select_option("[data-testid=diff-step-baseline]", "4")
+    four = tb_corpus.get_json("diff?" + urlencode({**q, "step": "4", "exp_step": "2"}))["breakdown"]
+    frame.wait_for_function(f"() => Math.abs(Number(document.querySelector('[data-testid=step-baseline]')"
+                            f"?.dataset.value) - {four['step_baseline_us']}) < 0.01")
+    assert "Step (4 ⇄ 2)" in frame.inner_text("[data-testid=diff-breakdown-table] tfoot")
+    assert top_hash(page).get(f"p.{PLUGIN}.step") == "4"
+
+
+@pytest.mark.parametrize(("run", "kind", "card"), [("item_sync", "gpu_idle_gaps", "idle"),
+                                                    ("tiny_kernels", "launch_bound", "launch")])
+def test_gpu_insight_links_open_their_card(page: Any, tb_corpus: TensorBoard, run: str, kind: str,
+                                           card: str) -> None:
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    frame = open_overview(page, tb_corpus, run, _worker(run))
+    click_evidence(frame, kind, "GPU")
+    frame.wait_for_selector(f"[data-testid=card-{card}][data-focused=true]")
+    assert frame.eval_on_selector_all("[data-focused=true]", "els => els.map(e => e.dataset.testid)") == [f"card-{card}"]
+    iframe_top = page.eval_on_selector("iframe", "e => e.getBoundingClientRect().top")
+    top = frame.eval_on_selector(f"[data-testid=card-{card}]", "e => e.getBoundingClientRect().top")
+    assert 0 <= iframe_top + top < 1000  # scrolled into view
+    assert f"p.{PLUGIN}.card" not in top_hash(page)  # consumed
+    if card == "launch":  # the numbers the finding quotes are the card's
+        s = tb_corpus.get_json("launch_stats?" + urlencode({"run": run, "worker": _worker(run), "span": "1"}))
+        assert f"{s['summary']['launch_delay_p50_us']:.1f} µs" in overview(tb_corpus, run, _worker(run))[
+            "recommendations"][0]["text"]

@@ -209,10 +209,10 @@ def test_overview_notes_and_missing_values(page: Any, tb_samples: TensorBoard) -
     card = frame.query_selector("[data-testid=gpu-card]")
     assert "GPU 3 · <b>GPU</b>" in card.inner_text()
     assert card.query_selector("[data-testid=gpu-utilization] .ptp-metric-value").inner_text() == "50.0%"
-    for testid in ("gpu-sm-efficiency", "gpu-tensor-cores"):
-        assert card.query_selector(f"[data-testid={testid}] .ptp-metric-value").inner_text() == "—"
-    # occupancy the trace could not estimate is "n/a", never a number
-    assert card.query_selector("[data-testid=gpu-occupancy] .ptp-metric-value").inner_text() == "n/a"
+    assert card.query_selector("[data-testid=gpu-tensor-cores] .ptp-metric-value").inner_text() == "—"
+    # estimates the trace could not make (occupancy, SM efficiency) are "n/a", never a number
+    for testid in ("gpu-occupancy", "gpu-sm-efficiency"):
+        assert card.query_selector(f"[data-testid={testid}] .ptp-metric-value").inner_text() == "n/a"
     facts = frame.eval_on_selector_all("[data-testid=configuration] dd", "els => els.map(e => e.dataset.fact)")
     assert facts == ["Device type", "Workers", "PyTorch", "CUDA runtime"]  # missing ones hidden
     assert "12.4" in frame.inner_text("[data-testid=configuration]")

@@ -122,7 +122,8 @@ def test_distributed_and_diff_equal_the_http_api(copied: Any, tmp_path: Path, te
     assert ranks.attrs["straggler"]["rank"] == 1  # rank 1 sleeps 5 ms a step
     # the Overview of a rank knows the job picture, as the page's does
     assert t.overview().raw == get(client, "overview?run=ddp_resnet50&worker=rank0&span=1")
-    assert t.overview().verdict["kind"] == "straggler_wait"
+    assert t.overview().verdict["kind"] == "gpu_bound"  # rank 1's sleep stalls rank 0 only 0.75 ms of 37 ms
+    assert "straggler_wait" in [r["kind"] for r in t.overview().raw["recommendations"]]
     assert len(t.collectives()) == sum(len(r["collectives"]) for r in http["ranks"])
 
     d = tb_plugin.diff(v100, tb_plugin.open(v100, span="2", cache_dir=str(tmp_path / "cache")),

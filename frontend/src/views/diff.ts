@@ -24,6 +24,7 @@ import {
   type DiffResponse,
   type DiffRow,
   EXPERIMENT_COLOR,
+  type StepPair,
   type Target,
   describeTarget,
   sameTarget,
@@ -204,7 +205,12 @@ function breakdownFigure(b: DiffBreakdown): Figure {
   };
 }
 
-function breakdownTable(b: DiffBreakdown): HTMLElement {
+/** " · step 3" when one step of a side is compared, "" for all steps. */
+function stepSuffix(step: string | null | undefined): string {
+  return step ? ` · step ${step}` : "";
+}
+
+function breakdownTable(b: DiffBreakdown, steps: StepPair | null): HTMLElement {
   const cats = breakdownCategories(b);
   const cell = (v: number | null, col: string, content?: Child): HTMLElement =>
     h("td", { class: "ptp-num", dataset: { col, ...(v === null ? {} : { value: String(v) }) }, title: formatExactUs(v) }, content ?? formatDuration(v));
@@ -242,12 +248,12 @@ function breakdownTable(b: DiffBreakdown): HTMLElement {
     h(
       "tfoot",
       {},
-      row("Step (average)", num(b.step_baseline_us), num(b.step_experiment_us), num(b.step_delta_us), num(b.step_delta_pct), "step"),
+      row(steps ? `Step (${steps.step} ⇄ ${steps.exp_step})` : "Step (average)", num(b.step_baseline_us), num(b.step_experiment_us), num(b.step_delta_us), num(b.step_delta_pct), "step"),
     ),
   );
 }
 
-function stepSummary(b: DiffBreakdown, base: Target, exp: Target): HTMLElement {
+function stepSummary(b: DiffBreakdown, base: Target, exp: Target, steps: StepPair | null): HTMLElement {
   const d = num(b.step_delta_us);
   const p = num(b.step_delta_pct);
   const verdict = d === null || d === 0 ? "no change" : d < 0 ? "faster" : "slower";
@@ -262,15 +268,15 @@ function stepSummary(b: DiffBreakdown, base: Target, exp: Target): HTMLElement {
   return h(
     "div",
     { class: "ptp-metrics" },
-    metric("Baseline step time", describeTarget(base), formatDuration(num(b.step_baseline_us)), "step-baseline", num(b.step_baseline_us), formatExactUs(num(b.step_baseline_us))),
-    metric("Experiment step time", describeTarget(exp), formatDuration(num(b.step_experiment_us)), "step-experiment", num(b.step_experiment_us), formatExactUs(num(b.step_experiment_us))),
+    metric("Baseline step time", describeTarget(base) + stepSuffix(steps?.step), formatDuration(num(b.step_baseline_us)), "step-baseline", num(b.step_baseline_us), formatExactUs(num(b.step_baseline_us))),
+    metric("Experiment step time", describeTarget(exp) + stepSuffix(steps?.exp_step), formatDuration(num(b.step_experiment_us)), "step-experiment", num(b.step_experiment_us), formatExactUs(num(b.step_experiment_us))),
     metric(
       "Step time change",
       p === null ? verdict : `${formatSignedPercent(p)} · ${verdict}`,
       deltaSpan(d, formatSignedDuration(d)),
       "step-delta",
       d,
-      "Mean experiment step time minus mean baseline step time.",
+      steps ? "The experiment's step time minus the baseline's." : "Mean experiment step time minus mean baseline step time.",
     ),
   );
 }
@@ -284,8 +290,15 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/** The two steps the URL asks for (both or neither), e.g. from the Overview's outlier-steps evidence. */
+function initialSteps(): StepPair | null {
+  const url = readViewUrlState();
+  return url.step && url.exp_step ? { step: url.step, exp_step: url.exp_step } : null;
+}
+
 class DiffPage {
   private exp: Target | null;
+  private steps: StepPair | null = initialSteps();
   private readonly controls: HTMLElement;
   private readonly body: HTMLElement;
   private ctl: AbortController | null = null;
@@ -321,7 +334,59 @@ class DiffPage {
   private remember(): void {
     if (!this.exp) return;
     remembered = { base: this.base, exp: this.exp };
-    writeViewUrlState({ exp_run: this.exp.run, exp_worker: this.exp.worker, exp_span: this.exp.span });
+    writeViewUrlState({ exp_run: this.exp.run, exp_worker: this.exp.worker, exp_span: this.exp.span, step: this.steps?.step, exp_step: this.steps?.exp_step });
+  }
+
+  /** Back from two steps to all steps of both traces. */
+  private allSteps(): void {
+    this.steps = null;
+    this.remember();
+    this.renderControls();
+    void this.compare();
+  }
+
+  /** The steps each side offers, from the last comparison (empty until one has answered). */
+  private stepNames: { baseline: string[]; experiment: string[] } = { baseline: [], experiment: [] };
+
+  /** Two steps instead of all steps: the baseline's and the experiment's. */
+  private setSteps(steps: StepPair): void {
+    this.steps = steps;
+    this.remember();
+    this.renderControls();
+    void this.compare();
+  }
+
+  private stepsRow(): HTMLElement | null {
+    const steps = this.steps;
+    if (!steps) return null;
+    const picker = (side: "baseline" | "experiment", value: string): HTMLElement => {
+      const names = this.stepNames[side].includes(value) ? this.stepNames[side] : [value, ...this.stepNames[side]];
+      const s = h(
+        "select",
+        {
+          testid: `diff-step-${side}`,
+          attrs: { "aria-label": `${side === "baseline" ? "Baseline" : "Experiment"} step` },
+          onChange: () => {
+            this.setSteps(side === "baseline" ? { step: s.value, exp_step: steps.exp_step } : { step: steps.step, exp_step: s.value });
+          },
+        },
+        names.map((n) => h("option", { attrs: { value: n } }, `step ${n}`)),
+      );
+      s.value = value;
+      return h("label", { class: "ptp-picker" }, side === "baseline" ? "Baseline" : "Experiment", s);
+    };
+    const sameTrace = this.exp !== null && sameTarget(this.exp, this.base);
+    return h(
+      "div",
+      { class: "ptp-diff-row", testid: "diff-steps" },
+      h("span", { class: "ptp-diff-side" }, "Steps"),
+      picker("baseline", steps.step),
+      picker("experiment", steps.exp_step),
+      h("span", { class: "ptp-muted", testid: "diff-steps-label" }, `step ${steps.step} (baseline) ⇄ step ${steps.exp_step} (experiment): one step of each side, not means over all steps`),
+      sameTrace
+        ? null
+        : h("button", { class: "ptp-button", testid: "diff-all-steps", attrs: { type: "button" }, onClick: () => { this.allSteps(); } }, "Compare all steps"),
+    );
   }
 
   private renderControls(): void {
@@ -334,6 +399,7 @@ class DiffPage {
         h("span", { class: "ptp-diff-side ptp-diff-side-base", title: "Baseline: the shell's selection; changing it here changes the selection." }, h("span", { class: "ptp-swatch", style: { background: BASELINE_COLOR } }), "Baseline"),
         targetPicker("base", this.runs, this.base, (t) => {
           if (this.exp) remembered = { base: t, exp: this.exp };
+          writeViewUrlState({ step: undefined, exp_step: undefined }); // steps belong to the traces they came with
           this.ctx.navigate("Diff", t);
         }),
       ),
@@ -344,6 +410,7 @@ class DiffPage {
         exp
           ? targetPicker("exp", this.runs, exp, (t) => {
               this.exp = t;
+              this.steps = null;
               this.remember();
               this.renderControls();
               void this.compare();
@@ -359,7 +426,8 @@ class DiffPage {
                 attrs: { type: "button" },
                 onClick: () => {
                   remembered = { base: exp, exp: this.base };
-                  writeViewUrlState({ exp_run: this.base.run, exp_worker: this.base.worker, exp_span: this.base.span });
+                  const s = this.steps;
+                  writeViewUrlState({ exp_run: this.base.run, exp_worker: this.base.worker, exp_span: this.base.span, step: s?.exp_step, exp_step: s?.step });
                   this.ctx.navigate("Diff", exp);
                 },
               },
@@ -367,6 +435,7 @@ class DiffPage {
             )
           : null,
       ),
+      this.stepsRow(),
       h(
         "p",
         { class: "ptp-muted ptp-card-foot" },
@@ -400,7 +469,7 @@ class DiffPage {
       replaceChildren(this.body, card({ testid: "diff-nothing", title: "Nothing to compare" }, h("p", {}, "The Diff view compares two traces: add another run or span to the log directory.")));
       return;
     }
-    if (sameTarget(exp, this.base)) {
+    if (sameTarget(exp, this.base) && (!this.steps || this.steps.step === this.steps.exp_step)) {
       replaceChildren(this.body, card({ class: "ptp-warn-card", testid: "diff-same", title: "Choose an experiment" }, h("p", {}, "The baseline and the experiment are the same trace: pick another run, worker or span above.")));
       return;
     }
@@ -420,7 +489,7 @@ class DiffPage {
         return null;
       }
       try {
-        return await this.ctx.api.getJSON<DiffResponse>("diff", targetParams(this.base, exp), { signal, timeoutMs: 180_000 });
+        return await this.ctx.api.getJSON<DiffResponse>("diff", targetParams(this.base, exp, this.steps), { signal, timeoutMs: 180_000 });
       } catch (err) {
         if (aborted()) return null;
         if (!(err instanceof ApiError && err.status === 409)) {
@@ -468,6 +537,11 @@ class DiffPage {
 
   private show(data: DiffResponse, exp: Target, signal: AbortSignal): void {
     const b = data.breakdown;
+    const steps = data.steps?.baseline && data.steps.experiment ? { step: data.steps.baseline, exp_step: data.steps.experiment } : null;
+    if (data.step_names) {
+      this.stepNames = data.step_names;
+      if (steps) this.renderControls(); // the step pickers now list every step
+    }
     const ops = Array.isArray(data.operators) ? data.operators : [];
     const kernels = Array.isArray(data.kernels) ? data.kernels : [];
     const breakdownChart = chartDiv("diff-breakdown-chart", 340);
@@ -499,30 +573,30 @@ class DiffPage {
       );
       return plotlyPromise;
     };
-    const drill = new DrillDown(this.ctx, this.base, exp, charts, signal);
+    const drill = new DrillDown(this.ctx, this.base, exp, charts, signal, this.steps);
     this.drill = drill;
 
     replaceChildren(
       this.body,
-      card({ title: "Step time", testid: "card-diff-summary" }, stepSummary(b, this.base, exp)),
+      card({ title: "Step time", testid: "card-diff-summary" }, stepSummary(b, this.base, exp, steps)),
       card(
         { title: "Step time breakdown", testid: "card-diff-breakdown" },
-        h("p", { class: "ptp-muted ptp-card-sub" }, "Average per step, each microsecond counted once in the first matching category. ", infoIcon("Kernel > Memcpy > Memset > Communication > Runtime > DataLoader > CPU Exec > Other; categories empty on both sides are left out.")),
-        h("div", { class: "ptp-split ptp-diff-split" }, breakdownChart, h("div", { class: "ptp-table-wrap" }, breakdownTable(b))),
+        h("p", { class: "ptp-muted ptp-card-sub" }, `${steps ? "Per compared step" : "Average per step"}, each microsecond counted once in the first matching category. `, infoIcon("Kernel > Memcpy > Memset > Communication > Runtime > DataLoader > CPU Exec > Other; categories empty on both sides are left out.")),
+        h("div", { class: "ptp-split ptp-diff-split" }, breakdownChart, h("div", { class: "ptp-table-wrap" }, breakdownTable(b, steps))),
       ),
       card(
         { title: "Operators", testid: "card-diff-operators" },
         h(
           "p",
           { class: "ptp-muted ptp-card-sub" },
-          `${ops.length} operators joined by name; ${newOps} new, ${goneOps} gone. Sums over the span; ordered by the size of the change until you sort by a column.`,
+          `${ops.length} operators joined by name; ${newOps} new, ${goneOps} gone. Sums over ${steps ? "the compared step" : "the span"}; ordered by the size of the change until you sort by a column.`,
         ),
         opTable.el,
       ),
       card(
         { title: "Kernels", testid: "card-diff-kernels" },
         kernelTable
-          ? h("div", {}, h("p", { class: "ptp-muted ptp-card-sub" }, "GPU kernels joined by name; sums over the span."), kernelTable.el)
+          ? h("div", {}, h("p", { class: "ptp-muted ptp-card-sub" }, `GPU kernels joined by name; sums over ${steps ? "the compared step" : "the span"}.`), kernelTable.el)
           : h("p", { class: "ptp-muted" }, "Neither trace has GPU kernels."),
       ),
       card(
@@ -553,7 +627,7 @@ class DiffPage {
     this.drill?.dispose();
     this.charts?.dispose();
     // The experiment belongs to this page: a link to another page must not carry it (it stays remembered).
-    writeViewUrlState({ exp_run: undefined, exp_worker: undefined, exp_span: undefined });
+    writeViewUrlState({ exp_run: undefined, exp_worker: undefined, exp_span: undefined, step: undefined, exp_step: undefined });
   }
 }
 

@@ -21,6 +21,7 @@ import {
   type DiffNodeChild,
   type DiffStats,
   EXPERIMENT_COLOR,
+  type StepPair,
   type Target,
   targetParams,
 } from "./diffTypes";
@@ -78,7 +79,9 @@ export class DrillDown {
     private readonly exp: Target,
     private readonly charts: () => Promise<{ charts: Charts; plotly: Plotly } | null>,
     private readonly signal: AbortSignal,
+    private readonly steps: StepPair | null = null,
   ) {
+    if (steps) this.stack = [{ path: "0", name: `Step ${steps.step} ⇄ step ${steps.exp_step}` }];
     this.crumbs = h("nav", { class: "ptp-breadcrumb", testid: "drill-breadcrumb", attrs: { "aria-label": "Drill-down path" } });
     this.status = h("p", { class: "ptp-muted", testid: "drill-status", attrs: { "aria-live": "polite" } });
     this.chart = chartDiv("drill-chart", 380);
@@ -129,7 +132,7 @@ export class DrillDown {
     let node: DiffNode;
     try {
       node = await this.ctx.api.getJSON<DiffNode>(
-        "diff/node", { ...targetParams(this.base, this.exp), path }, { signal: ctl.signal, timeoutMs: 120_000 });
+        "diff/node", { ...targetParams(this.base, this.exp, this.steps), path }, { signal: ctl.signal, timeoutMs: 120_000 });
     } catch (err) {
       if (ctl.signal.aborted) return;
       this.el.dataset["loading"] = "false";

@@ -36,6 +36,10 @@ export interface DiffRow {
 
 export interface DiffResponse {
   breakdown: DiffBreakdown;
+  /** The compared steps' names; null on both sides when all steps are compared. */
+  steps?: { baseline: string | null; experiment: string | null };
+  /** Every step of each side: what a step comparison can pick. */
+  step_names?: { baseline: string[]; experiment: string[] };
   operators: DiffRow[];
   kernels: DiffRow[];
 }
@@ -71,8 +75,14 @@ export function rowValue(row: DiffRow, side: Side, metric: string): number | nul
   return typeof v === "number" && Number.isFinite(v) ? v : null;
 }
 
-export function targetParams(base: Target, exp: Target): Record<string, string> {
-  return { run: base.run, worker: base.worker, span: base.span, exp_run: exp.run, exp_worker: exp.worker, exp_span: exp.span };
+/** Two steps compared instead of all steps (the Overview's outlier-steps evidence): step names of each side. */
+export interface StepPair {
+  step: string;
+  exp_step: string;
+}
+
+export function targetParams(base: Target, exp: Target, steps?: StepPair | null): Record<string, string> {
+  return { run: base.run, worker: base.worker, span: base.span, exp_run: exp.run, exp_worker: exp.worker, exp_span: exp.span, ...(steps ?? {}) };
 }
 
 export function sameTarget(a: Target | null | undefined, b: Target | null | undefined): boolean {

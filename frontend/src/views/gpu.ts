@@ -8,6 +8,7 @@ import { type Child, h, replaceChildren } from "../dom";
 import { formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../format";
 import type {
   BandwidthResponse,
+  CuptiCountersResponse,
   BandwidthRow,
   IdleResponse,
   IdleStream,
@@ -25,7 +26,9 @@ import { csvFileName } from "./common/csv";
 import { clampedName, type Column, DataTable } from "./common/table";
 import { traceRangeLink } from "./common/traceLink";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
+import { countersCard } from "./gpuCounters";
 import type { ViewContext } from "./types";
+import { readViewUrlState, writeViewUrlState } from "../urlState";
 
 export const GPU_HELP = {
   busy: "Time in the step window during which at least one kernel, memcpy or memset ran on the stream.",
@@ -252,16 +255,33 @@ function sequencesCard(ctx: ViewContext, resp: KernelSequencesResponse, onLength
     h("label", { class: "ptp-picker" }, "Length", length)), table.el);
 }
 
+/**
+ * Bring the card a link asked for (the Overview's evidence: `card` = idle or launch) into view and mark it;
+ * the request is consumed so that a reload or a later visit starts at the top.
+ */
+function focusRequestedCard(container: HTMLElement): void {
+  const want = readViewUrlState().card;
+  if (want === undefined) return;
+  writeViewUrlState({ card: undefined });
+  const el = container.querySelector<HTMLElement>(`[data-testid="card-${want === "launch" ? "launch" : "idle"}"]`);
+  if (!el) return;
+  el.classList.add("ptp-card-focus");
+  el.dataset["focused"] = "true";
+  el.scrollIntoView({ block: "start" });
+}
+
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading GPU insights…"));
   let idle: IdleResponse, launches: LaunchStatsResponse, queues: QueueLengthResponse, bandwidth: BandwidthResponse, sequences: KernelSequencesResponse;
+  let counters: CuptiCountersResponse;
   try {
-    [idle, launches, queues, bandwidth, sequences] = await Promise.all([
+    [idle, launches, queues, bandwidth, sequences, counters] = await Promise.all([
       fetchFor<IdleResponse>(ctx, "idle"),
       fetchFor<LaunchStatsResponse>(ctx, "launch_stats"),
       fetchFor<QueueLengthResponse>(ctx, "queue_length"),
       fetchFor<BandwidthResponse>(ctx, "memory_bandwidth"),
       fetchFor<KernelSequencesResponse>(ctx, "kernel_sequences"),
+      fetchFor<CuptiCountersResponse>(ctx, "cupti_counters"),
     ]);
   } catch (err) {
     if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the GPU insights"));
@@ -292,8 +312,10 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       queueCard(ctx, queues, queueChart),
       bandwidthCard(ctx, bandwidth, bandwidthChart),
       sequenceSlot,
+      countersCard(ctx, counters),
     ),
   );
+  focusRequestedCard(container);
   let charts: Charts | null = null;
   try {
     const Plotly = await ctx.loadPlotly();

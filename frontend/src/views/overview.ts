@@ -128,7 +128,7 @@ function gpuCard(g: GpuSummary): HTMLElement {
       { class: "ptp-metrics" },
       metric("GPU utilization (kernels)", formatPercent1(g.utilization), HELP.utilization, "gpu-utilization", num(g.utilization)),
       metric("GPU busy (all GPU work)", formatPercent1(num(g.gpu_busy)), HELP.gpuBusy, "gpu-busy", num(g.gpu_busy)),
-      metric("Est. SM efficiency", formatPercent1(g.sm_efficiency), HELP.smEfficiency, "gpu-sm-efficiency", num(g.sm_efficiency)),
+      metric("Est. SM efficiency", g.sm_efficiency === null ? "n/a" : formatPercent1(g.sm_efficiency), HELP.smEfficiency, "gpu-sm-efficiency", num(g.sm_efficiency)),
       metric("Est. achieved occupancy", g.achieved_occupancy === null ? "n/a" : formatPercent1(g.achieved_occupancy), HELP.occupancy, "gpu-occupancy", num(g.achieved_occupancy)),
       metric("Kernel time using tensor cores", formatPercent1(g.tensor_core_ratio), HELP.tensorCores, "gpu-tensor-cores", num(g.tensor_core_ratio)),
     ),
@@ -220,6 +220,13 @@ export function openEvidence(ctx: ViewContext, e: Evidence): void {
     case "Overview":
       ctx.navigate("Overview", p.worker ? { worker: p.worker } : undefined);
       return;
+    case "Diff":
+      // two steps of this very trace: the experiment is the trace itself
+      writeViewUrlState({ exp_run: ctx.run, exp_worker: ctx.worker, exp_span: ctx.span, step: p.step, exp_step: p.exp_step });
+      break;
+    case "GPU":
+      writeViewUrlState({ card: p.card });
+      break;
   }
   ctx.navigate(e.view);
 }

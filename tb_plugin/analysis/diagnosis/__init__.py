@@ -33,10 +33,18 @@ def job_picture(job: dict[str, Any] | None, worker: str | None) -> dict[str, Any
     return {
         "rank": me["rank"], "world_size": job.get("world_size") or len(rows),
         "wait_us": me["sync_us"], "host_wait_us": me["host_wait_us"], "communication_us": me["communication_us"],
+        "stalled_us": me.get("stalled_us", 0.0), "exposed_transfer_us": me.get("exposed_transfer_us", 0.0),
         "straggler_rank": s.get("rank"), "straggler_worker": s.get("worker"),
-        "others_wait_us": s.get("others_wait_us"), "text": s.get("text"),
+        "others_wait_us": s.get("others_wait_us"), "others_stalled_us": s.get("others_stalled_us"),
+        "text": s.get("text"),
         "extra_idle_us": (strag["host_idle_us"] - idle_others) if strag else None,
     }
+
+
+def _blocks_the_rest(f: Finding, facts: Facts) -> bool:
+    """A rank stalled by a straggler (≥ 10 % of its step) gains nothing from its own fixes until the straggler
+    keeps up: in a synchronous job the step is the slowest rank's, so the straggler comes first there."""
+    return f.kind == "straggler_wait" and f.saving_us >= VERDICT_SHARE * facts.step_us
 
 
 def _verdict(found: list[Finding], facts: Facts) -> dict[str, Any]:
@@ -71,5 +79,5 @@ def diagnose(model: TraceModel, job: dict[str, Any] | None = None, worker: str |
     # never suggest what the run already does: the rules word around it, and a rule that slips is left out
     # (tests/unit/test_diagnosis.py checks every corpus run's advice, tags and words, against its context)
     found = [f for f in found if not set(f.suggests) & set(context["in_use"])]
-    found.sort(key=lambda f: (-f.saving_us, not f.cause))
+    found.sort(key=lambda f: (not _blocks_the_rest(f, facts), -f.saving_us, not f.cause))
     return {"context": context, "verdict": _verdict(found, facts), "findings": [f.as_dict(facts) for f in found]}

@@ -10,19 +10,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ...model import intervals as iv
 from ...model.arrays import take
 from ...model.derived import memoized
-from ...model.kinds import DEVICE_KINDS, Kind
+from ...model.kinds import Kind
 from ...model.lookups import tree_node_of_row
-from ...model.names import is_dataloader, is_host_sync, name_mask
+from ...model.names import is_dataloader, name_mask
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
+from ..idle import idle_time
+from ..launches import launch_stats
 from ..operators import operator_nodes
 from ..steps import breakdown, find_steps, role_intervals
+from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
+from .gpu_time import spans as _spans
+from .sync_cost import sync_cost as sync_cost
 
 PerStep = np.ndarray  # one value per step, µs
 _CREATION = re.compile(r"^aten::(?:normal_|uniform_|randn|rand|randint|randperm|random_|bernoulli_|exponential_|"
@@ -33,20 +39,6 @@ def per_step(model: TraceModel, intervals: iv.Intervals) -> PerStep:
     """Length of ``intervals`` inside each step."""
     steps = find_steps(model)
     return iv.lengths_within(intervals, steps.start, steps.end)
-
-
-def _spans(model: TraceModel, mask: np.ndarray) -> iv.Intervals:
-    ev = model["events"]
-    ts = ev["ts"][mask]
-    return iv.union(ts, ts + np.nan_to_num(ev["dur"][mask], nan=0.0, posinf=0.0).clip(min=0.0))
-
-
-@memoized
-def gpu_idle(model: TraceModel) -> iv.Intervals:
-    """Step time in which no device work (kernel, copy, set; any device) ran."""
-    steps = find_steps(model)
-    busy = _spans(model, np.isin(model["events"]["kind"], DEVICE_KINDS))
-    return iv.subtract(iv.union(steps.start, steps.end), busy)
 
 
 @memoized
@@ -75,14 +67,15 @@ def creation_nodes(model: TraceModel) -> np.ndarray:
 
 @memoized
 def host_gap(model: TraceModel) -> PerStep:
-    """GPU idle while the host runs operators or Python; DataLoader waits, CPU tensor creation and the bubbles after
-    host syncs not counted (they have findings of their own): the time a faster host would give back to the GPU."""
+    """GPU idle while the host runs operators or Python; DataLoader waits, CPU tensor creation and the GPU-idle
+    time charged to host syncs (``sync_cost``) not counted (they have findings of their own): the time a faster
+    host would give back to the GPU."""
     ev = model["events"]
     host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION))
     host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
     busy = iv.subtract(_spans(model, host), loader_intervals(model))
     busy = iv.subtract(busy, creation_intervals(model))
-    idle = iv.subtract(gpu_idle(model), host_syncs(model).bubbles)
+    idle = iv.subtract(gpu_idle(model), sync_cost(model).charged)
     return per_step(model, iv.intersect(idle, busy))
 
 
@@ -166,38 +159,22 @@ class Syncs:
     names: list[str]  # the blocking calls
     sources: list[str]  # the operators they ran in (aten::_local_scalar_dense is .item())
     calls: PerStep  # host synchronisations per step
-    bubble: PerStep  # GPU idle right after each returns, until the next device work starts
-    bubbles: iv.Intervals  # the same as intervals
 
 
 @memoized
 def host_syncs(model: TraceModel) -> Syncs:
-    """Blocking runtime calls (cudaStreamSynchronize, …) inside steps and the GPU bubble each leaves: when a sync
-    returns the GPU has run dry, and it stays idle until the host has launched the next work. Only runtime calls
-    count: ``aten::_local_scalar_dense`` on a CPU tensor does not wait for anything."""
+    """The blocking calls inside steps that ``sync_cost`` replays (a sync nested in another's ``.item()`` counts
+    once), by name and by the operator they ran in. Only runtime/driver calls count: ``aten::_local_scalar_dense``
+    on a CPU tensor does not wait for anything."""
     ev = model["events"]
-    steps = find_steps(model)
     tree = host_tree(model)
-    mask = name_mask(model, ev["name"], is_host_sync) & np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER))
-    rows = np.flatnonzero(mask)
-    ends = ev["ts"][rows] + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
-    k = np.searchsorted(steps.start, ends, side="right") - 1
-    inside = (k >= 0) & (ends < take(steps.end, k, -np.inf))
-    rows, ends, k = rows[inside], ends[inside], k[inside]
-    dev = _spans(model, np.isin(ev["kind"], DEVICE_KINDS))
-    nxt = np.searchsorted(dev[0], ends, side="left")
-    next_start = take(dev[0], np.where(nxt < len(dev[0]), nxt, -1), np.inf)
-    stop = np.minimum(next_start, take(steps.end, k, 0.0))
-    running = iv.lengths_within(dev, ends, ends + 1e-3) > 0  # other device work still runs: no bubble
-    bubbles = iv.union(ends[~running], np.maximum(stop, ends)[~running])
-    n = steps.count
-    calls = np.bincount(k, minlength=n)[:n] if n else np.zeros(0)
-    node = tree_node_of_row(model)[rows]
-    op = take(tree.op_of, node, -1)
+    cost = sync_cost(model)
+    n = find_steps(model).count
+    calls = np.bincount(cost.step, minlength=n)[:n] if n else np.zeros(0)
+    op = take(tree.op_of, tree_node_of_row(model)[cost.rows], -1)
     src = np.unique(take(ev["name"][tree.rows], op, -1))
-    return Syncs(names=sorted({model.strings[c] for c in np.unique(ev["name"][rows]).tolist()}),
-                 sources=sorted(model.strings[c] for c in src.tolist() if c >= 0),
-                 calls=calls.astype(np.float64), bubble=per_step(model, bubbles), bubbles=bubbles)
+    return Syncs(names=sorted({model.strings[c] for c in np.unique(ev["name"][cost.rows]).tolist()}),
+                 sources=sorted(model.strings[c] for c in src.tolist() if c >= 0), calls=calls.astype(np.float64))
 
 
 @dataclass(frozen=True)
@@ -297,3 +274,28 @@ def host_busy_share(model: TraceModel) -> float:
     busy = per_step(model, role_intervals(model)["CPU Exec"])
     total = float(steps.duration.sum())
     return float(busy.sum()) / total if total > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class HostWait:
+    device: int | None
+    stream: int
+    host_wait: float  # per step, µs: idle gaps of the stream that ended when the host launched the next work
+    idle: float  # per step, µs: all idle time of the stream
+
+
+def host_wait(model: TraceModel) -> HostWait | None:
+    """The GPU insights' idle-time split (``idle.idle_time``) on the busiest stream: how much of its idle time per
+    step the host caused (the next work was not yet launched when the gap began)."""
+    streams = idle_time(model)["streams"]
+    n = max(find_steps(model).count, 1)
+    if not streams:
+        return None
+    s = max(streams, key=lambda r: r["busy_us"])
+    return HostWait(device=s["device"], stream=s["stream"], host_wait=s["host_wait_us"] / n, idle=s["idle_us"] / n)
+
+
+def launch_summary(model: TraceModel) -> dict[str, Any]:
+    """The GPU insights' launch statistics (``launches.launch_stats``): launch delay p50/p95, short kernels."""
+    summary: dict[str, Any] = launch_stats(model)["summary"]
+    return summary

@@ -17,6 +17,7 @@ import numpy as np
 
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
+from ..communication import collectives
 from ..kernels import kernel_table
 from ..memory import memory_curve
 from ..steps import breakdown, find_steps
@@ -112,6 +113,11 @@ def operator_link(name: str, label: str | None = None) -> dict[str, Any]:
 
 def kernel_link(label: str, q: str | None = None) -> dict[str, Any]:
     return {"view": "Kernel", "params": {"q": q} if q else {}, "label": label}
+
+
+def gpu_link(card: str, label: str) -> dict[str, Any]:
+    """Open the GPU view at one of its cards (``idle``: idle time by stream; ``launch``: launch statistics)."""
+    return {"view": "GPU", "params": {"card": card}, "label": label}
 
 
 def distributed_link(rank: int | None, label: str) -> dict[str, Any]:
@@ -210,9 +216,16 @@ def cpu_bound(f: Facts) -> Finding | None:
     advice += f". Operators in the GPU-idle gaps: {named}." if named else "."
     k = worst(gap)
     links = [operator_link(h.name) for h in hot] + [trace_link(f, k, f"GPU-idle gaps in {step_label(f, k)}")]
+    hw = E.host_wait(f.model)
+    split = ""
+    if hw is not None and hw.idle > 0:
+        where = f"GPU {hw.device} stream {hw.stream}" if hw.device is not None else f"stream {hw.stream}"
+        split = (f"; on {where}, {ms(hw.host_wait)} of its {ms(hw.idle)} idle per step is host wait (the next "
+                 "kernel not yet launched)")
+        links.append(gpu_link("idle", "idle time by stream in GPU insights"))
     kind = "cpu_bound" if _gpu_busy(f) < 0.5 else "gpu_idle_gaps"
     return Finding(kind, f"The GPU is idle {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))}) "
-                   "while the host runs operators and Python", advice, mean, suggests, DOCS["compile"], links)
+                   f"while the host runs operators and Python{split}", advice, mean, suggests, DOCS["compile"], links)
 
 
 def _launch_bound(f: Facts) -> bool:
@@ -245,33 +258,41 @@ def launch_bound(f: Facts) -> Finding | None:
                             "this part of the step too."), ["more_graph_capture"]
     n = max(find_steps(f.model).count, 1)
     k = worst(per)
+    st = E.launch_summary(f.model)
+    delay = (f"; launch delay p50 {st['launch_delay_p50_us']:.1f} µs, p95 {st['launch_delay_p95_us']:.1f} µs"
+             if st["launch_delay_p50_us"] is not None else "")
     return Finding("launch_bound", f"{lo.short} of {lo.kernels} kernels ({pct(lo.short / lo.kernels)}; "
                    f"{lo.kernels / n:.0f} per step) ran shorter than the CPU call that launched them (median kernel "
-                   f"{lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs): the GPU idles "
+                   f"{lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs{delay}): the GPU idles "
                    f"{ms(mean)} per step ({pct(f.share(mean))}) waiting for launches", advice, mean, suggests,
                    DOCS["graphs"],
-                   [trace_link(f, k, f"launches in {step_label(f, k)}"), kernel_link("Kernels")])
+                   [trace_link(f, k, f"launches in {step_label(f, k)}"), kernel_link("Kernels"),
+                    gpu_link("launch", "launch statistics in GPU insights")])
 
 
 def sync_bound(f: Facts) -> Finding | None:
-    """GPU busy < 90 % and the GPU idle after host syncs ≥ 2 % of the step; saving: that idle time."""
+    """GPU busy < 90 % and the GPU-idle time the host syncs cost (``sync_cost``: a replay of the step with the
+    host never blocked) ≥ 2 % of the step; saving: that time."""
     if not f.gpu or _gpu_busy(f) >= 0.9:
         return None
     s = E.host_syncs(f.model)
-    mean = float(s.bubble.mean()) if len(s.bubble) else 0.0
+    cost = E.sync_cost(f.model)
+    mean = float(cost.saving.mean()) if len(cost.saving) else 0.0
     if not len(s.calls) or s.calls.sum() == 0 or f.share(mean) < 0.02:
         return None
     item = "aten::_local_scalar_dense" in s.sources
     within = f" inside {', '.join(s.sources[:3])}" if s.sources else ""
     why = " (aten::_local_scalar_dense is .item(), .tolist() or printing a GPU tensor)" if item else ""
-    k = worst(s.bubble)
+    k = worst(cost.saving)
     q = "aten::_local_scalar_dense" if item else s.names[0]
     links = [trace_link(f, k, f"syncs in {step_label(f, k)}", q)]
     if item:
         links.append(operator_link("aten::_local_scalar_dense", ".item() calls in Operators"))
+    blocked = float(cost.blocked.mean())
     return Finding("sync_bound", f"The host waits for the GPU {float(s.calls.mean()):.1f} times per step "
-                   f"({', '.join(s.names)}{within}){why}; after each, the GPU idles until new work arrives: "
-                   f"{ms(mean)} per step ({pct(f.share(mean))})",
+                   f"({', '.join(s.names)}{within}){why}, blocked {ms(blocked)} per step; each time the GPU's queue "
+                   f"runs dry and it then waits for the host's next launches: {ms(mean)} of GPU idle per step "
+                   f"({pct(f.share(mean))}) follows the syncs",
                    "Keep values on the GPU: read losses and metrics every N steps (accumulate them in a GPU tensor), "
                    "and avoid .item()/.cpu()/print on GPU tensors inside the step.",
                    mean, ["fewer_syncs"], DOCS["sync"], links)
@@ -358,7 +379,9 @@ def _parallel_advice(f: Facts) -> tuple[str, list[str], str]:
 def straggler_wait(f: Facts) -> Finding | None:
     """Multi-rank: another rank is the straggler and this one waits for it (in collectives beyond the fastest
     rank's time, and in host synchronisation; the larger of the two where their sum exceeds the step, since they
-    then overlap) ≥ 5 % of the step; saving: that wait."""
+    then overlap) ≥ 5 % of the step. Saving: the time the wait *stalls* this rank (``stalled_us`` of the
+    Distributed view: no computation or transfer runs and the host is idle or blocked), not the whole wait: a
+    collective that waits on the device while the host works ahead costs nothing until the host has to wait too."""
     job = f.job or {}
     other = job.get("straggler_rank")
     if other is None or other == job.get("rank"):
@@ -369,54 +392,88 @@ def straggler_wait(f: Facts) -> Finding | None:
     wait = collective + host if collective + host <= f.step_us else max(collective, host)
     if f.share(wait) < 0.05:
         return None
+    stalled = min(float(job.get("stalled_us") or 0.0), wait)
     k = worst(E.communication(f.model))
+    hidden = "" if stalled >= 0.9 * wait else (f"; it stalls this rank {ms(stalled)} per step "
+                                               f"({pct(f.share(stalled))}), the rest is hidden behind this rank's "
+                                               "own work")
     return Finding("straggler_wait", f"This rank waits {ms(wait)} of {ms(f.step_us)} per step ({pct(f.share(wait))}) "
                    f"for rank {other}, the straggler ({ms(collective)} in collectives, {ms(host)} in host "
-                   "synchronisation)", f"Speed up rank {other} (its Overview says why it is slow); compressing or "
-                   "reordering this rank's communication would not help.", wait, ["fix_straggler"],
-                   DOCS["distributed"],
+                   f"synchronisation){hidden}", f"Speed up rank {other} (its Overview says why it is slow); "
+                   "compressing or reordering this rank's communication would not shorten the wait.", stalled,
+                   ["fix_straggler"], DOCS["distributed"],
                    [distributed_link(other, f"rank {other} in Distributed"),
                     {"view": "Overview", "params": {"worker": job.get("straggler_worker")},
                      "label": f"rank {other}'s Overview"},
                     trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")])
 
 
+def _collective_mix(f: Facts) -> str:
+    """"12 allgather, 12 reducescatter (3.2 GB) per step": what the rank communicates, from its collectives."""
+    col = collectives(f.model)
+    n = max(find_steps(f.model).count, 1)
+    if not len(col.name):
+        return ""
+    names, counts = np.unique(np.asarray(col.name, dtype=object), return_counts=True)
+    parts = [f"{c / n:.0f} {name}" for name, c in sorted(zip(names.tolist(), counts.tolist()), key=lambda t: -t[1])[:3]]
+    size = float(col.nbytes.sum()) / n
+    return f" ({', '.join(parts)}{f', {size / 1e9:.2f} GB' if size >= 1e8 else ''} per step)"
+
+
 def communication(f: Facts) -> Finding | None:
-    """Communication not hidden by kernels, less the time spent waiting for a straggler (multi-rank), ≥ 10 % of
-    the step; saving: that time."""
+    """Communication not hidden by kernels ≥ 10 % of the step; saving: that time. On a multi-rank run whose
+    collectives are matched across ranks, only the data transfer counts (``exposed_transfer_us``: the fastest
+    rank's share of each collective, not overlapped with computation): waiting for a straggler is its own
+    finding."""
     comm = E.communication(f.model)
     job = f.job or {}
-    waiting = job.get("straggler_rank") is not None and job.get("straggler_rank") != job.get("rank")
-    wait = float(job.get("wait_us") or 0.0) if waiting else 0.0
     exposed = float(comm.mean()) if len(comm) else 0.0
-    mean = max(exposed - wait, 0.0)
+    mean = min(float(job["exposed_transfer_us"]), exposed) if "exposed_transfer_us" in job else exposed
     if f.share(mean) < 0.1:
         return None
     advice, suggests, link = _parallel_advice(f)
     k = worst(comm)
-    return Finding("communication_bound", f"Communication not hidden by computation takes {ms(mean)} of "
-                   f"{ms(f.step_us)} per step ({pct(f.share(mean))})", advice, mean, suggests, link,
+    what = "FSDP's all-gathers and reduce-scatters" if f.context["parallelism"] == "FSDP" else "Communication"
+    waits = float(job.get("wait_us") or 0.0)
+    also = f"; beyond it, {ms(waits)} waiting for other ranks" if waits >= 0.05 * f.step_us else ""
+    return Finding("communication_bound", f"{what}{_collective_mix(f)} move data {ms(mean)} of {ms(f.step_us)} "
+                   f"per step ({pct(f.share(mean))}) not hidden by computation{also}", advice, mean, suggests, link,
                    [distributed_link(job.get("rank"), "Distributed view"),
                     trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")])
 
 
 def straggler(f: Facts) -> Finding | None:
-    """Multi-rank: this rank is the straggler; saving (for the job): the others' wait per step."""
+    """Multi-rank: this rank is the straggler. Saving (for the job): the time the others' wait stalls them, at most
+    this rank's extra host idle time over theirs where that is above 0.5 ms (a sleep, I/O: what evening out
+    removes; the rest of the others' stall, e.g. a pipeline's bubbles, is not this rank's extra)."""
     job = f.job or {}
     if job.get("straggler_rank") is None or job.get("straggler_rank") != job.get("rank"):
         return None
     others = float(job["others_wait_us"])
+    stalled = min(float(job.get("others_stalled_us") or others), others)
     idle = float(job.get("extra_idle_us") or 0.0)
+    if idle > 500:
+        stalled = min(stalled, idle)
     why = (f"; its host has {ms(idle)} per step more time with no recorded activity (sleep, I/O, unprofiled work) "
            "than the others'") if idle > 500 else ""
-    return Finding("straggler", f"This rank is the straggler: the other ranks wait {ms(others)} per step for it{why}",
-                   "Find what this rank does that the others do not (data, host work, a slower device) and even it "
-                   "out; every rank gains the wait.", others, ["fix_straggler"], DOCS["distributed"],
-                   [distributed_link(job.get("rank"), "Distributed view")])
+    cost = "" if stalled >= 0.9 * others else f" (it stalls them {ms(stalled)})"
+    return Finding("straggler", f"This rank is the straggler: the other ranks wait {ms(others)} per step for it"
+                   f"{cost}{why}", "Find what this rank does that the others do not (data, host work, a slower "
+                   "device) and even it out; every rank gains the wait.", stalled, ["fix_straggler"],
+                   DOCS["distributed"], [distributed_link(job.get("rank"), "Distributed view")])
+
+
+def diff_link(f: Facts, slow: int, fast: int) -> dict[str, Any]:
+    """Open the Diff view on two steps of this trace: the fastest as the baseline, the slowest as the experiment,
+    so what the slow step adds reads as a positive Δ."""
+    names = find_steps(f.model).names
+    return {"view": "Diff", "params": {"step": names[fast], "exp_step": names[slow]},
+            "label": f"compare {step_label(f, slow)} (slowest) with {step_label(f, fast)} (fastest)"}
 
 
 def outlier_steps(f: Facts) -> Finding | None:
-    """Slowest step ≥ 1.3 × the median (≥ 3 steps); saving: Σ (step − median)⁺ / steps."""
+    """Slowest step ≥ 1.3 × the median (≥ 3 steps); names the steps that are, by how much; saving:
+    Σ (step − median)⁺ / steps (what the step average would lose if every step ran at the median)."""
     d = E.step_times(f.model)
     if len(d) < 3:
         return None
@@ -425,11 +482,14 @@ def outlier_steps(f: Facts) -> Finding | None:
     if median <= 0 or d[slow] < 1.3 * median:
         return None
     saving = float((d - median).clip(min=0.0).sum() / len(d))
-    return Finding("outlier_steps", f"Step times vary: {step_label(f, slow)} takes {ms(float(d[slow]))}, "
-                   f"{d[slow] / median:.1f}× the median {ms(median)}",
+    outliers = [int(i) for i in np.argsort(-d, kind="stable") if d[i] >= 1.3 * median]
+    named = ", ".join(f"{step_label(f, i)} {ms(float(d[i]))} ({d[i] / median:.1f}×)" for i in outliers[:3])
+    more = f" and {len(outliers) - 3} more" if len(outliers) > 3 else ""
+    return Finding("outlier_steps", f"Step times vary: {len(outliers)} of {len(d)} steps take ≥ 1.3× the median "
+                   f"{ms(median)}: {named}{more}; the fastest, {step_label(f, fast)}, {ms(float(d[fast]))}",
                    "Compare the slowest step with the fastest to see what differs (data, synchronisation, a "
                    "collective, garbage collection).", saving, [], DOCS["tuning"],
-                   [trace_link(f, slow, f"slowest: {step_label(f, slow)}"),
+                   [diff_link(f, slow, fast), trace_link(f, slow, f"slowest: {step_label(f, slow)}"),
                     trace_link(f, fast, f"fastest: {step_label(f, fast)}")], cause=False)
 
 

@@ -49,8 +49,20 @@ export interface Environment {
 
 /** A link from a finding to the place in another view that shows its evidence. */
 export interface Evidence {
-  view: "Trace" | "Operator" | "Kernel" | "Distributed" | "Memory" | "Overview";
-  params: { start_us?: number; end_us?: number; q?: string; rank?: number; device?: string; worker?: string };
+  view: "Trace" | "Operator" | "Kernel" | "Distributed" | "Memory" | "Overview" | "Diff" | "GPU";
+  params: {
+    start_us?: number;
+    end_us?: number;
+    q?: string;
+    rank?: number;
+    device?: string;
+    worker?: string;
+    /** Diff: two steps of this trace (baseline, experiment). */
+    step?: string;
+    exp_step?: string;
+    /** GPU: the card to open at (idle, launch). */
+    card?: string;
+  };
   label: string;
 }
 
@@ -301,4 +313,35 @@ export interface AnnotationRow {
 export interface AnnotationsResponse {
   rows: AnnotationRow[];
   has_gpu_ranges: boolean;
+}
+
+/** GET ./cupti_counters: CUPTI range-profiler counters per kernel and per operator (empty without counters). */
+export interface CuptiCounterRow {
+  id: number;
+  name: string;
+  start_us: number;
+  dur_us: number;
+  kernel_id: number | null;
+  operator: string | null;
+  top_operator: string | null;
+  /** one value per `metrics` entry; null where the range lacks it */
+  values: (number | null)[];
+  sass_flops: number | null;
+}
+
+export interface CuptiCounterOperator {
+  operator: string | null;
+  kernels: number;
+  values: (number | null)[];
+  sass_flops: number | null;
+}
+
+export interface CuptiCountersResponse {
+  metrics: string[];
+  rows: CuptiCounterRow[];
+  total_rows: number;
+  matched: number;
+  join: "kernel name order" | "launch order" | "none";
+  operators: CuptiCounterOperator[];
+  has_sass_flops: boolean;
 }

@@ -1,0 +1,26 @@
+"""Busy and idle device time as intervals: the base every diagnosis measure subtracts from or intersects with."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...model import intervals as iv
+from ...model.derived import memoized
+from ...model.kinds import DEVICE_KINDS
+from ...model.tables import TraceModel
+from ..steps import find_steps
+
+
+def spans(model: TraceModel, mask: np.ndarray) -> iv.Intervals:
+    """The union of the masked events' [ts, ts + dur)."""
+    ev = model["events"]
+    ts = ev["ts"][mask]
+    return iv.union(ts, ts + np.nan_to_num(ev["dur"][mask], nan=0.0, posinf=0.0).clip(min=0.0))
+
+
+@memoized
+def gpu_idle(model: TraceModel) -> iv.Intervals:
+    """Step time in which no device work (kernel, copy, set; any device) ran."""
+    steps = find_steps(model)
+    busy = spans(model, np.isin(model["events"]["kind"], DEVICE_KINDS))
+    return iv.subtract(iv.union(steps.start, steps.end), busy)

@@ -1,0 +1,115 @@
+"""Step against step: the Diff analysis and routes over two steps of one trace (the outlier-steps evidence)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tb_plugin.analysis.diff import diff_node, diff_summary
+from tb_plugin.analysis.operators import operator_table
+from tb_plugin.analysis.steps import breakdown
+from tb_plugin.loader import load_trace
+from tests.conftest import API, REPO, wait_until_settled
+from tests.unit.test_views_synthetic import PROPS, kernel, launch, model_of, op, step
+
+ITEM_SYNC = REPO / "samples" / "item_sync"
+
+
+def _three_steps() -> list[dict[str, Any]]:
+    """Step 1 (1000 µs): aten::mm (100 µs) launching a 300 µs gemm. Steps 2 (2000 µs) and 3 (1000 µs): the same,
+    plus aten::cat (800 µs) launching two 50 µs cat kernels (a last step with fewer kernels than the one before
+    would be left out as not fully captured)."""
+    events: list[dict[str, Any]] = []
+    t = 0
+    for n, dur in ((1, 1_000), (2, 2_000), (3, 1_000)):
+        c = 10 * n
+        events += [step(n, t, dur), op("aten::mm", t + 10, 100), launch(t + 20, 10, corr=c),
+                   kernel("gemm", t + 40, 300, corr=c)]
+        if n >= 2:
+            events += [op("aten::cat", t + 200, 800), launch(t + 210, 10, corr=c + 1),
+                       kernel("cat_kernel", t + 400, 50, corr=c + 1), launch(t + 500, 10, corr=c + 2),
+                       kernel("cat_kernel", t + 600, 50, corr=c + 2)]
+        t += dur
+    return events
+
+
+def test_two_steps_of_one_synthetic_trace(tmp_path: Path) -> None:
+    model = model_of(tmp_path, _three_steps(), deviceProperties=PROPS)
+    d = diff_summary(model, model, "1", "2")
+    b = d["breakdown"]
+    assert d["steps"] == {"baseline": "1", "experiment": "2"}
+    assert (b["step_baseline_us"], b["step_experiment_us"], b["step_delta_us"]) == (1_000, 2_000, 1_000)
+    assert b["step_delta_pct"] == pytest.approx(1.0)
+    assert (b["baseline"]["Kernel"], b["experiment"]["Kernel"]) == (300, 400)  # the gemm; + two 50 µs cat kernels
+    ops = {r["name"]: r for r in d["operators"]}
+    assert ops["aten::cat"]["status"] == "new" and ops["aten::cat"]["experiment_host_total_us"] == 800
+    assert ops["aten::cat"]["experiment_device_total_us"] == 100
+    assert ops["aten::mm"]["status"] == "both" and ops["aten::mm"]["delta_calls"] == 0
+    assert d["operators"][0]["name"] == "aten::cat"  # the largest device-time change first
+    kernels = {r["name"]: r for r in d["kernels"]}
+    assert kernels["cat_kernel"]["experiment_calls"] == 2 and kernels["cat_kernel"]["experiment_mean_us"] == 50
+    assert kernels["gemm"]["delta_total_us"] == 0
+    # the same trace, all steps: means per step and sums over the span, as before
+    whole = diff_summary(model, model)
+    assert whole["steps"] == {"baseline": None, "experiment": None}
+    assert whole["breakdown"]["step_baseline_us"] == pytest.approx(4_000 / 3)
+    node = diff_node(model, model, "0", "1", "2")
+    assert node["name"] == "Step 1 ⇄ step 2"
+    assert node["baseline"]["host_us"] == 100 and node["experiment"]["host_us"] == 900
+    assert [c["name"] for c in node["children"]] == ["aten::mm", "aten::cat"]
+    with pytest.raises(KeyError):
+        diff_summary(model, model, "1", "9")
+
+
+def test_steps_of_the_item_sync_sample_add_up_to_the_trace() -> None:
+    """Step 2 is the sample's slow one (16.1 ms against 10.6 ms for step 3): per-step rows are the same numbers
+    the trace-wide tables and the Overview's breakdown hold."""
+    model = load_trace(str(next(ITEM_SYNC.glob("*.gz"))))
+    d = diff_summary(model, model, "3", "2")
+    per_step = breakdown(model).per_step
+    assert d["breakdown"]["step_baseline_us"] == pytest.approx(10_598.9, abs=0.1)
+    assert d["breakdown"]["step_experiment_us"] == pytest.approx(16_102.5, abs=0.1)
+    for c, values in per_step.items():
+        assert d["breakdown"]["baseline"][c] == pytest.approx(float(values[1]))
+        assert d["breakdown"]["experiment"][c] == pytest.approx(float(values[0]))
+    # 13 GPU .item() syncs plus AdamW's CPU step counters: 113 aten::item a step, on both sides
+    item = next(r for r in d["operators"] if r["name"] == "aten::item")
+    assert (item["baseline_calls"], item["experiment_calls"]) == (113, 113)
+    calls = {n: 0 for n in ("aten::addmm", "aten::item")}
+    for s in ("2", "3", "4"):
+        rows = {r["name"]: r for r in diff_summary(model, model, s, s)["operators"]}
+        for n in calls:
+            calls[n] += int(rows[n]["baseline_calls"])
+    table = {r["name"]: r["calls"] for r in operator_table(model)}
+    assert calls == {n: table[n] for n in calls}
+
+
+@pytest.fixture
+def item_sync_client(tmp_path: Path, tensorboard_app: Any) -> Any:
+    logdir = tmp_path / "logdir"
+    shutil.copytree(ITEM_SYNC, logdir / "item_sync")
+    client = tensorboard_app(logdir)
+    wait_until_settled(client, expect_spans=1)
+    return client
+
+
+def test_step_diff_routes_validate_and_answer(item_sync_client: Any) -> None:
+    worker = next(ITEM_SYNC.glob("*.gz")).name.split(".")[0]
+    q = f"run=item_sync&worker={worker}&span=1&exp_run=item_sync&exp_worker={worker}&exp_span=1"
+    r = item_sync_client.get(f"{API}/diff?{q}&step=3&exp_step=2")
+    assert r.status_code == 200
+    body = r.get_json()
+    assert body["steps"] == {"baseline": "3", "experiment": "2"}
+    assert body["breakdown"]["step_delta_us"] == pytest.approx(16_102.5 - 10_598.9, abs=0.2)
+    node = item_sync_client.get(f"{API}/diff/node?{q}&step=3&exp_step=2&path=0").get_json()
+    assert node["name"] == "Step 3 ⇄ step 2" and node["children"]
+    # either alone names the same step on both sides
+    alone = item_sync_client.get(f"{API}/diff?{q}&exp_step=3").get_json()
+    assert alone["steps"] == {"baseline": "3", "experiment": "3"} and alone["breakdown"]["step_delta_us"] == 0
+    for bad in (f"{q}&step=7&exp_step=2", f"{q}&step=x"):
+        r = item_sync_client.get(f"{API}/diff?{bad}")
+        assert r.status_code == 404 and "(its steps: 2, 3, 4)" in r.get_json()["error"], r.get_json()
+        assert item_sync_client.get(f"{API}/diff/node?{bad}").status_code == 404
