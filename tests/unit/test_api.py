@@ -153,7 +153,7 @@ def test_every_response_is_json_with_security_headers(tensorboard_app: Any, mixe
     assert client.get(f"{API}/views?run=good").get_json() == {
         "views": ["Overview", "Operator", "Flame", "Kernel", "GPU", "Trace", "Memory", "Module"]}
     # a CPU-only trace has no kernels, so no Kernel view is offered
-    assert client.get(f"{API}/views?run=synthetic").get_json() == {"views": ["Overview", "Operator", "Trace"]}
+    assert client.get(f"{API}/views?run=synthetic").get_json() == {"views": ["Overview", "Operator", "Flame", "Trace"]}
 
 
 def test_large_answers_are_gzipped_when_asked(tensorboard_app: Any, mixed_logdir: Path) -> None:
