@@ -270,7 +270,9 @@ class Api:
         assert start is not None and end is not None
         width = int(params.number(request, "width_px", required=False, default=1000, minimum=1, maximum=8192))
         collapsed = params.int_list(request, "collapsed")
-        return self._answer(request, loaded, lambda: window(loaded.model, start, end, width, frozenset(collapsed)))
+        levels = params.int_pairs(request, "levels")
+        return self._answer(request, loaded,
+                            lambda: window(loaded.model, start, end, width, frozenset(collapsed), levels))
 
     def trace_event(self, request: Request) -> Response:
         loaded = self._trace(request)
