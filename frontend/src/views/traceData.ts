@@ -72,8 +72,8 @@ export interface WindowData {
   flowsTruncated: boolean;
   steps: Step[];
   counters: CounterData[];
-  /** the `collapsed=` list the window was asked with */
-  collapsedKey: string;
+  /** the `levels=` list the window was asked with */
+  levelsKey: string;
   eventCount: number;
   boxCount: number;
   /** lazily built id → location of the window's events */
@@ -120,6 +120,20 @@ export function colourOf(name: string): number {
   if (colourCache.size > 50_000) colourCache.clear();
   colourCache.set(name, idx);
   return idx;
+}
+
+// ------------------------------------------------------------------------------------------ steps
+
+/**
+ * The steps known so far with those of a new answer, each step once, in time order. Every window answer lists
+ * every step with its start relative to that window's `t0` (rounded to 1 ns), so one step comes back with starts a
+ * rounding apart (at 1.6e15 µs, a float's step is 0.25 µs): steps are keyed by name, which the server makes
+ * unique (a host step and its GPU copy are one step), and the first value seen stays.
+ */
+export function mergeSteps(known: readonly Step[], incoming: readonly Step[]): Step[] {
+  const byName = new Map<string, Step>();
+  for (const s of [...known, ...incoming]) if (!byName.has(s.name)) byName.set(s.name, s);
+  return [...byName.values()].sort((a, b) => a.start - b.start);
 }
 
 // ------------------------------------------------------------------------------------------ parsing
@@ -172,7 +186,7 @@ function parseTrack(t: WindowTrack, nameColours: Uint8Array, counts: { events: n
   };
 }
 
-export function parseWindow(resp: TraceWindowResponse, collapsedKey: string): WindowData {
+export function parseWindow(resp: TraceWindowResponse, levelsKey: string): WindowData {
   const names = Array.isArray(resp.names) ? resp.names.map(String) : [];
   const nameColours = Uint8Array.from(names.map(colourOf));
   const counts = { events: 0, boxes: 0 };
@@ -195,7 +209,7 @@ export function parseWindow(resp: TraceWindowResponse, collapsedKey: string): Wi
       for (const v of values) if (v > max) max = v;
       return { name: c.name, unit: c.unit, values, max };
     }),
-    collapsedKey,
+    levelsKey,
     eventCount: counts.events,
     boxCount: counts.boxes,
     index: null,
@@ -244,9 +258,11 @@ const grouped = (digits: number): Intl.NumberFormat =>
   new Intl.NumberFormat("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const FORMATS = [0, 1, 2, 3, 4, 5, 6].map(grouped);
 
+/** `value` with `digits` decimals; a value that rounds to zero is "0", never "-0" (Intl keeps the sign). */
 function fixed(value: number, digits: number): string {
   const fmt = FORMATS[Math.min(6, Math.max(0, digits))] ?? grouped(digits);
-  return fmt.format(value);
+  const text = fmt.format(value);
+  return /^-0(\.0*)?$/.test(text) ? text.slice(1) : text;
 }
 
 /** A duration for people: "850 ns", "12.35 µs", "1.234 ms", "2.500 s". */
@@ -258,6 +274,37 @@ export function formatTime(us: number): string {
   if (a < 1000) return `${fixed(us, a < 100 ? 3 : 2)} µs`;
   if (a < 1_000_000) return `${fixed(us / 1000, 3)} ms`;
   return `${fixed(us / 1_000_000, 3)} s`;
+}
+
+/**
+ * A time relative to the trace start: "+1.234 ms", "−101.64 µs" (before the start, which a view may show), "0 µs";
+ * one sign, never "+-".
+ */
+export function formatOffset(us: number): string {
+  const text = formatTime(Math.abs(us));
+  if (!Number.isFinite(us) || /^0(\.0+)? /.test(text)) return text; // zero at this precision: no sign
+  return `${us < 0 ? "\u2212" : "+"}${text}`;
+}
+
+/**
+ * `text` cut with an ellipsis to fit `avail` px as `measure` measures it; null when not even one character and the
+ * ellipsis fit (then nothing is drawn: a label must never run into its neighbour).
+ */
+export function elide(text: string, avail: number, measure: (s: string) => number): string | null {
+  if (text.length === 0 || !(avail > 0)) return null;
+  const full = measure(text);
+  if (full <= avail) return text;
+  const ell = measure("…");
+  if (avail < ell + 6) return null;
+  const per = full / text.length;
+  let n = Math.min(text.length - 1, Math.floor((avail - ell) / per));
+  while (n > 0) {
+    const candidate = text.slice(0, n) + "…";
+    const w = measure(candidate);
+    if (w <= avail) return candidate;
+    n -= Math.max(1, Math.ceil((w - avail) / per));
+  }
+  return null;
 }
 
 /** A ruler step in µs: 1, 2 or 5 × 10^k, at least `minUs`. */

@@ -7,6 +7,7 @@
  */
 import {
   PALETTE_SIZE,
+  elide,
   formatCounter,
   formatTick,
   locate,
@@ -20,6 +21,7 @@ import {
 } from "./traceData";
 import {
   HEADER_H,
+  HOST_LEVELS,
   LANE_H,
   RULER_H,
   STEPS_H,
@@ -28,6 +30,7 @@ import {
   type CounterRow,
   type Layout,
   type Row,
+  type TrackRow,
 } from "./traceLayout";
 
 export interface Colours {
@@ -129,7 +132,7 @@ export type Hit =
   | { kind: "event"; id: number; track: number; depth: number; start: number; dur: number; name: string }
   | { kind: "box"; track: number; depth: number; start: number; dur: number; count: number; busy: number; name: string }
   | { kind: "counter"; row: CounterRow; t: number; values: { name: string; unit: string; value: number }[] }
-  | { kind: "label"; row: Row; toggle: boolean }
+  | { kind: "label"; row: Row; toggle: boolean; levels: "more" | "fewer" | null }
   | { kind: "step"; step: Step }
   | { kind: "ruler"; t: number }
   | { kind: "empty"; row: Row | null; t: number };
@@ -156,31 +159,21 @@ export function xToTime(scene: Pick<Scene, "width" | "labelW" | "view">, x: numb
 
 const textWidth = new Map<string, number>();
 
+/** The width of `text` in the context's current font (cached per font: labels use three). */
 function measure(ctx: CanvasRenderingContext2D, text: string): number {
-  let w = textWidth.get(text);
+  const key = `${ctx.font}\u0000${text}`;
+  let w = textWidth.get(key);
   if (w === undefined) {
     w = ctx.measureText(text).width;
     if (textWidth.size > 20_000) textWidth.clear();
-    textWidth.set(text, w);
+    textWidth.set(key, w);
   }
   return w;
 }
 
-/** `text` cut with an ellipsis to fit `avail` px (null when not even one character fits). */
+/** `text` cut with an ellipsis to fit `avail` px in the current font (null when nothing fits). */
 export function fitText(ctx: CanvasRenderingContext2D, text: string, avail: number): string | null {
-  const full = measure(ctx, text);
-  if (full <= avail) return text;
-  const ell = measure(ctx, "…");
-  if (avail < ell + 6 || text.length === 0) return null;
-  const per = full / text.length;
-  let n = Math.floor((avail - ell) / per);
-  while (n > 0) {
-    const candidate = text.slice(0, n) + "…";
-    const w = ctx.measureText(candidate).width;
-    if (w <= avail) return candidate;
-    n -= Math.max(1, Math.ceil((w - avail) / per));
-  }
-  return null;
+  return elide(text, avail, (s) => measure(ctx, s));
 }
 
 // ------------------------------------------------------------------------------------------ batches
@@ -502,6 +495,7 @@ function drawLabels(ctx: CanvasRenderingContext2D, scene: Scene, visible: Row[])
         const more = `+${row.track.depths - 1} level${row.track.depths > 2 ? "s" : ""} folded`;
         if (text && measure(ctx, text) + measure(ctx, more) + 44 < labelW - 8) ctx.fillText(more, labelW - 8 - measure(ctx, more), y + 0.5);
       }
+      drawLevelsControl(ctx, scene, row, top);
     } else {
       ctx.font = FONT;
       ctx.fillStyle = colours.fg;
@@ -519,6 +513,17 @@ function drawLabels(ctx: CanvasRenderingContext2D, scene: Scene, visible: Row[])
   ctx.restore();
   ctx.fillStyle = colours.border;
   ctx.fillRect(labelW - 1, HEADER_H, 1, scene.height - HEADER_H);
+}
+
+/** "▸ 24 more levels" / "▴ show 4 levels" on the label of a deep thread's last lane (click: traceLayout.levels). */
+function drawLevelsControl(ctx: CanvasRenderingContext2D, scene: Scene, row: TrackRow, top: number): void {
+  if (row.levels === null) return;
+  const hidden = row.track.depths - row.lanes;
+  const text = row.levels === "more" ? `▸ ${hidden} more level${hidden === 1 ? "" : "s"}` : `▴ show ${HOST_LEVELS} levels`;
+  ctx.font = FONT_SMALL;
+  ctx.fillStyle = scene.colours.accent;
+  const fitted = fitText(ctx, text, scene.labelW - 38);
+  if (fitted) ctx.fillText(fitted, 30, top + 2 + (row.lanes - 1) * LANE_H + (LANE_H - 2) / 2 + 0.5);
 }
 
 function drawTriangle(ctx: CanvasRenderingContext2D, x: number, y: number, open: boolean, colour: string): void {
@@ -782,8 +787,10 @@ export function hitTest(scene: Scene, x: number, y: number): Hit | null {
   const row = rowAt(scene.layout, ry);
   if (x < scene.labelW) {
     if (!row) return null;
-    const toggle = row.kind === "process" || (row.kind === "track" && row.track.depths > 1 && ry - row.y < LANE_H + 2);
-    return { kind: "label", row, toggle };
+    const firstLane = ry - row.y < LANE_H + 2;
+    const toggle = row.kind === "process" || (row.kind === "track" && row.track.depths > 1 && firstLane);
+    const levels = row.kind === "track" && !firstLane && ry >= laneTop(row, row.lanes - 1) ? row.levels : null;
+    return { kind: "label", row, toggle, levels };
   }
   const t = xToTime(scene, x);
   if (!row) return { kind: "empty", row: null, t };
