@@ -181,7 +181,7 @@ class Api:
 
     def distributed(self, request: Request) -> Response:
         run = params.text(request, "run")
-        span = params.text(request, "span")
+        span = self.workspace.span_label(run, params.text(request, "span"))
         try:
             traces = [t for t in self.workspace.traces_of_run(run) if t.file.span == span]
             listing = self.workspace.listing_of(run)
