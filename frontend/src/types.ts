@@ -7,8 +7,12 @@
 export type SpanState = "queued" | "loading" | "ready" | "failed";
 
 export interface SpanInfo {
-  /** "1", "2", ... or "default" */
+  /** "1", "2", ... or "default": the position by stamp, which shifts when an older file is added */
   span: string;
+  /** the stable key links carry: the file name's stamp (the position where there is none) */
+  key: string;
+  /** the file's modification time, seconds since the epoch */
+  mtime: number;
   state: SpanState;
   /** 0..1 */
   progress: number;
