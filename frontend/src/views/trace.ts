@@ -179,7 +179,7 @@ class TraceView {
     lastAcceptMs: 0,
     frames: 0,
     drawMsTotal: 0,
-    lastDraw: { events: 0, boxes: 0, labels: 0, ms: 0 },
+    lastDraw: { events: 0, boxes: 0, labels: 0, ms: 0, ticks: [] as string[], steps: [] as string[] },
     lastWindow: null as null | { t0: number; t1: number; px_us: number; events: number; boxes: number; width_px: number },
   };
 

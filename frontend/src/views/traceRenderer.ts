@@ -126,6 +126,9 @@ export interface DrawStats {
   /** events of the critical path outlined in this frame */
   critical: number;
   ms: number;
+  /** the ruler's labels and the step labels drawn (for tests: what the axis reads) */
+  ticks: string[];
+  steps: string[];
 }
 
 export type Hit =
@@ -390,7 +393,7 @@ function drawArrow(ctx: CanvasRenderingContext2D, scene: Scene, arrow: FlowArrow
   ctx.fill();
 }
 
-function drawRuler(ctx: CanvasRenderingContext2D, scene: Scene): void {
+function drawRuler(ctx: CanvasRenderingContext2D, scene: Scene, stats: DrawStats): void {
   const { colours, labelW, width } = scene;
   const plotW = plotWidth(scene);
   ctx.fillStyle = colours.surface;
@@ -423,7 +426,9 @@ function drawRuler(ctx: CanvasRenderingContext2D, scene: Scene): void {
     const x = timeToX(scene, t);
     if (x > width) break;
     ctx.fillRect(Math.round(x), RULER_H - 9, 1, 9);
-    ctx.fillText(formatTick(i * step, step, unit), Math.round(x) + 3, 4);
+    const label = formatTick(i * step, step, unit);
+    ctx.fillText(label, Math.round(x) + 3, 4);
+    stats.ticks.push(label);
   }
   // steps band
   const top = RULER_H;
@@ -442,7 +447,10 @@ function drawRuler(ctx: CanvasRenderingContext2D, scene: Scene): void {
       ctx.textBaseline = "middle";
       ctx.fillStyle = colours.fg;
       const text = fitText(ctx, `Step ${s.name}`, vw - 8);
-      if (text) ctx.fillText(text, vx + 4, top + STEPS_H / 2);
+      if (text) {
+        ctx.fillText(text, vx + 4, top + STEPS_H / 2);
+        stats.steps.push(text);
+      }
     }
   }
   ctx.restore();
@@ -560,7 +568,7 @@ function outline(ctx: CanvasRenderingContext2D, scene: Scene, track: number | nu
 /** Draw a frame. The context is in CSS pixels (the caller set the devicePixelRatio transform). */
 export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
   const t0 = performance.now();
-  const stats: DrawStats = { events: 0, boxes: 0, labels: 0, critical: 0, ms: 0 };
+  const stats: DrawStats = { events: 0, boxes: 0, labels: 0, critical: 0, ms: 0, ticks: [], steps: [] };
   const { colours, width, height, labelW, layout } = scene;
   const plotW = plotWidth(scene);
   ctx.fillStyle = colours.surface;
@@ -691,7 +699,7 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
   if (sel) outline(ctx, scene, sel.track, sel.depth, sel.start, sel.dur, colours.accent, 2.5);
   ctx.restore();
 
-  drawRuler(ctx, scene);
+  drawRuler(ctx, scene, stats);
   if (scene.range) {
     // the range's span in the ruler
     const xa = Math.max(labelW, timeToX(scene, scene.range.start));
