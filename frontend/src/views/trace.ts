@@ -237,11 +237,11 @@ class TraceView {
 
   // ------------------------------------------------------------------------------------------ mount
 
-  mount(): () => void {
-    const ctx = this.ctx;
+  /** Fit, steps, zoom, box select, flows, critical path; search; download, Perfetto and the help toggle. */
+  private toolbar(): HTMLElement {
     const button = (label: string, title: string, testid: string, onClick: () => void): HTMLElement =>
       h("button", { class: "ptp-button", testid, title, attrs: { type: "button" }, onClick }, label);
-    const toolbar = h(
+    return h(
       "div",
       { class: "ptp-trace-toolbar", testid: "trace-toolbar" },
       h(
@@ -267,6 +267,11 @@ class TraceView {
       ),
       h("div", { class: "ptp-trace-group ptp-trace-export" }, this.el.download, this.el.perfetto, this.el.helpButton),
     );
+  }
+
+  mount(): () => void {
+    const ctx = this.ctx;
+    const toolbar = this.toolbar();
     replaceChildren(
       this.container,
       h(
