@@ -180,7 +180,9 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
     for t, (p, th) in enumerate(pairs.tolist()):
         gpu = bool(gpu_track[t])
         process_label = processes.get(p, f"{'GPU' if gpu else 'process'} {ids.display(model.strings, p)}")
-        default = f"stream {ids.display(model.strings, th)}" if gpu else f"thread {ids.display(model.strings, th)}"
+        shown = ids.display(model.strings, th)
+        # PyTorch 1.9 traces name a stream's tid "stream 7" already: no "stream stream 7"
+        default = (shown if shown.startswith("stream ") else f"stream {shown}") if gpu else f"thread {shown}"
         label = threads.get((p, th), default)
         rank = 0 if gpu else 1  # GPU first: the device is what a trace is opened for, the host stacks are deep
         tracks.append(Track(id=t, pid=p, tid=th, kind="gpu" if gpu else "cpu", process_label=process_label,

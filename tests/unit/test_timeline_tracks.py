@@ -98,3 +98,9 @@ def test_levels_parameter(tensorboard_app: Any, real_traces: Path) -> None:
     for bad in ("1", "1:x", "1:2:3", "²:1", "-1:2", "1:2,"):
         r = client.get(f"{q}&levels={bad}")
         assert r.status_code == 400 and "id:count" in r.get_json()["error"]
+
+
+def test_an_old_stream_id_is_not_named_twice(real_traces: Path) -> None:
+    """PyTorch 1.9 (kineto_v100) gives GPU events the tid "stream 7": the track is "stream 7", not "stream stream 7"."""
+    ix = timeline_index(_load(real_traces / "kineto_v100" / "resnet50_num_workers_0"))
+    assert [t.label for t in ix.tracks if t.kind == "gpu"] == ["GPU 0 · stream 7"]
