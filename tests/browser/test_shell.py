@@ -446,3 +446,37 @@ def test_first_screen_is_the_overview_of_the_newest_run(page: Any, tb_factory: C
     frame.wait_for_selector("[data-testid=trace-info]")
     assert value(frame, "run-select") == "a_older"
     assert frame.get_attribute("[data-testid=tab-info]", "aria-selected") == "true"
+
+
+def test_a_saved_link_keeps_its_file_when_an_older_one_is_added(page: Any, tb_factory: Callable[..., TensorBoard],
+                                                                 resnet_files: list[Path], tmp_path: Path) -> None:
+    """Spans are numbered by stamp, so an older file shifts the numbers; the link carries the stamp instead."""
+    import os
+    import shutil
+    import time
+
+    older, newer = sorted(resnet_files)  # vm_562.1795654441914410211 and vm_562.1795654442665628614
+    logdir = tmp_path / "stable"
+    (logdir / "r").mkdir(parents=True)
+    shutil.copyfile(newer, logdir / "r" / newer.name)
+    tb = tb_factory(logdir)
+    tb.wait_settled()
+    frame = open_plugin(page, tb, f"&p.{PLUGIN}.view=info")
+    wait_trace_info_for(frame, newer.name)
+    key = newer.name.split(".")[1]
+    page.wait_for_function("k => location.hash.includes('p.pytorch_profiler.span=' + k)", arg=key)
+    saved = page.url
+
+    shutil.copyfile(older, logdir / "r" / older.name)
+    os.utime(logdir / "r" / older.name, (1_700_000_000, 1_700_000_000))  # settled at once
+    deadline = time.time() + 60  # the next rescan (every 10 s) finds it
+    while len(spans := tb.wait_settled()["runs"][0]["workers"][0]["spans"]) < 2 and time.time() < deadline:
+        time.sleep(0.5)
+    assert [(s["span"], s["file"]) for s in spans] == [("1", older.name), ("2", newer.name)]
+
+    page.goto("about:blank")
+    page.goto(saved)
+    frame = page.wait_for_selector(PLUGIN_IFRAME, state="attached").content_frame()
+    wait_trace_info_for(frame, newer.name)  # span 1 is the older file now; the link still opens its own
+    assert value(frame, "span-select") == "2"
+    assert top_hash(page)[f"p.{PLUGIN}.span"] == key
