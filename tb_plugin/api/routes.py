@@ -271,8 +271,9 @@ class Api:
         width = int(params.number(request, "width_px", required=False, default=1000, minimum=1, maximum=8192))
         collapsed = params.int_list(request, "collapsed")
         levels = params.int_pairs(request, "levels")
+        host = int(params.number(request, "host_levels", required=False, default=0, minimum=0, maximum=4096)) or None
         return self._answer(request, loaded,
-                            lambda: window(loaded.model, start, end, width, frozenset(collapsed), levels))
+                            lambda: window(loaded.model, start, end, width, frozenset(collapsed), levels, host))
 
     def trace_event(self, request: Request) -> Response:
         loaded = self._trace(request)

@@ -82,6 +82,20 @@ def test_levels_send_the_first_lanes_only(transformer: Any) -> None:
     assert next(t for t in one["tracks"] if t["id"] == main)["collapsed"] is True
 
 
+def test_host_levels_limit_deep_host_threads_only(transformer: Any) -> None:
+    """The first window of the Trace view: threads of 28 and 8 levels send 4; GPU 0's stream (3) all."""
+    ix = timeline_index(transformer)
+    answer = window(transformer, ix.t_min, ix.t_max, 600, host_levels=4)
+    shown = [(t["kind"], t["depths"], t["shown_depths"], len(t["lanes"])) for t in answer["tracks"]]
+    assert shown == [("gpu", 3, 3, 3), ("cpu", 28, 4, 4), ("cpu", 8, 4, 4)]
+    # a thread one level deeper than host_levels is sent whole (hiding one level saves nothing)
+    assert [t["shown_depths"] for t in window(transformer, ix.t_min, ix.t_max, 600, host_levels=7)["tracks"]] == [3, 7, 8]
+    # a track the client names keeps its own count
+    named = window(transformer, ix.t_min, ix.t_max, 600, levels={ix.tracks[1].id: 10}, host_levels=4)
+    assert [t["shown_depths"] for t in named["tracks"]] == [3, 10, 4]
+    assert [t["shown_depths"] for t in window(transformer, ix.t_min, ix.t_max, 600)["tracks"]] == [3, 28, 8]
+
+
 def test_lane_limits_take_the_fewer_lanes() -> None:
     assert lane_limits(frozenset({1}), {1: 5, 2: 3, 3: 0}) == {1: 1, 2: 3, 3: 1}
     assert lane_limits(frozenset(), {}) == {}
@@ -98,6 +112,10 @@ def test_levels_parameter(tensorboard_app: Any, real_traces: Path) -> None:
     for bad in ("1", "1:x", "1:2:3", "²:1", "-1:2", "1:2,"):
         r = client.get(f"{q}&levels={bad}")
         assert r.status_code == 400 and "id:count" in r.get_json()["error"]
+    first = client.get(f"{q}&host_levels=4").get_json()["tracks"]
+    assert [t["shown_depths"] for t in first] == [min(t["depths"], 4) if t["kind"] == "cpu" and t["depths"] > 5
+                                                  else t["depths"] for t in first]
+    assert client.get(f"{q}&host_levels=-1").status_code == 400
 
 
 def test_an_old_stream_id_is_not_named_twice(real_traces: Path) -> None:

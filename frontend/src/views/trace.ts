@@ -18,7 +18,7 @@ import { copyText, inVsCode, showToast } from "./common/ui";
 import { makePalette, parseWindow, locate, formatOffset, formatTime, mergeSteps, formatBytesShort, formatCounter, type Step, type TrackMeta, type WindowData } from "./traceData";
 import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoading, rangePanel, rememberHelp, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
-import { HEADER_H, HOST_LEVELS, buildLayout, defaultLevels, laneTop, type Layout, type Row } from "./traceLayout";
+import { HEADER_H, HOST_LEVELS, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
 import { draw, eventsOnScreen, hitTest, plotWidth, xToTime, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene, type ViewRange } from "./traceRenderer";
 import type { CriticalPathResponse } from "./common/apiTypes";
 import type { EventBrief, TraceEventResponse, TraceRangeResponse, TraceSearchResponse, TraceWindowResponse } from "./traceTypes";
@@ -537,6 +537,7 @@ class TraceView {
     }
     params["width_px"] = Math.max(1, Math.min(MAX_WIDTH_PX, widthPx));
     if (levelsKey) params["levels"] = levelsKey;
+    if (!this.data) params["host_levels"] = HOST_LEVELS; // the tracks are not known yet: see adoptLevels
     this.fetchCtl?.abort();
     const controller = new AbortController();
     this.fetchCtl = controller;
@@ -600,7 +601,7 @@ class TraceView {
     if (key !== this.layoutKey) {
       this.layoutKey = key;
       this.tracksMeta = meta;
-      if (firstAnswer) this.openDefaultLevels(meta);
+      if (firstAnswer) this.adoptLevels(data);
       this.relayout();
     }
     if (!this.view) this.view = { start: data.bounds[0], end: data.bounds[1] };
@@ -629,12 +630,13 @@ class TraceView {
     if (!this.covers(data, this.view)) this.scheduleFetch();
   }
 
-  /** Deep host threads (long Python stacks) open a few levels deep (traceLayout.defaultLevels). */
-  private openDefaultLevels(meta: TrackMeta[]): void {
-    for (const t of meta) {
-      const n = defaultLevels(t);
-      if (n !== null) this.levels.set(t.id, n);
-    }
+  /**
+   * Deep host threads (long Python stacks) open a few levels deep: the first window was asked with
+   * `host_levels`, so the server already sent those lanes only; take them as the tracks' levels.
+   */
+  private adoptLevels(data: WindowData): void {
+    for (const t of data.tracks) if (t.shown < t.depths && t.shown > 1) this.levels.set(t.id, t.shown);
+    data.levelsKey = this.levelsKey();
   }
 
   /** Take in the steps of an answer (each step once: see traceData.mergeSteps) and refill the step pickers. */

@@ -31,6 +31,8 @@ export interface TrackMeta {
 
 export interface TrackData extends TrackMeta {
   collapsed: boolean;
+  /** lanes the server sent (depth 0 first) */
+  shown: number;
   /** lanes by depth (sparse: depths without events in the window are missing) */
   lanes: (Lane | undefined)[];
 }
@@ -182,6 +184,7 @@ function parseTrack(t: WindowTrack, nameColours: Uint8Array, counts: { events: n
     process: t.process,
     depths: Math.max(1, t.depths | 0),
     collapsed: t.collapsed,
+    shown: Math.max(1, Math.min(t.depths | 0, (t.shown_depths ?? t.depths) | 0)),
     lanes,
   };
 }

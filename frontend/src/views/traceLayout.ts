@@ -76,7 +76,11 @@ function counterRowKey(name: string): string {
   return name.replace(/ (allocated|reserved)$/, "");
 }
 
-/** The levels a host thread opens with: HOST_LEVELS when it is deeper than HOST_LEVELS + 1, else all (null). */
+/**
+ * The levels a host thread opens with: HOST_LEVELS when it is deeper than HOST_LEVELS + 1, else all (null). The
+ * server applies this rule to the first window (`host_levels`, timeline/window.host_default); here it decides
+ * which fully shown threads offer "show 4 levels".
+ */
 export function defaultLevels(track: Pick<TrackMeta, "kind" | "depths">): number | null {
   return track.kind === "cpu" && track.depths > HOST_LEVELS + 1 ? HOST_LEVELS : null;
 }
