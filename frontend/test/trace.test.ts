@@ -2,7 +2,7 @@
  * The Trace view's pure logic, run by unit.mjs (and tests/unit/test_frontend_units.py): time formats never show
  * "+-" or "-0", labels are elided to their room, each step once, deep host threads open a few levels deep.
  */
-import { elide, formatOffset, formatTick, formatTime, mergeSteps, tickUnit, type Step, type TrackMeta } from "../src/views/traceData";
+import { elide, formatCounter, formatOffset, formatTick, formatTime, mergeSteps, tickUnit, type Step, type TrackMeta } from "../src/views/traceData";
 import { HOST_LEVELS, LANE_H, TRACK_PAD, buildLayout, defaultLevels, type TrackRow } from "../src/views/traceLayout";
 
 type Case = [string, () => void];
@@ -43,6 +43,11 @@ export const cases: Case[] = [
     eq(formatTick(-0.2, 500, ms), "0.0 ms");
     eq(formatTick(-2000, 1000, ms), "-2 ms");
     eq(formatTick(2500, 500, ms), "2.5 ms");
+  }],
+  ["a trickle of bandwidth is not shown as 0.00", () => {
+    eq(formatCounter(0.0016663954434499592, "GB/s"), "0.0017 GB/s");
+    eq(formatCounter(10.778808866045615, "GB/s"), "10.78 GB/s");
+    eq(formatCounter(0, "GB/s"), "0.00 GB/s");
   }],
   ["a label that fits is kept whole", () => {
     eq(elide("Step 9", 36, mono), "Step 9");

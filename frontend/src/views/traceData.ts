@@ -346,6 +346,7 @@ export function formatCounter(value: number, unit: string): string {
   if (unit === "fraction") return `${fixed(value * 100, 1)}%`;
   if (unit === "bytes") return formatBytesShort(value);
   if (unit === "count") return fixed(value, 0);
-  if (unit === "GB/s") return `${fixed(value, 2)} GB/s`;
+  // a trickle (a few .item() copies) keeps two significant digits rather than reading "0.00 GB/s"
+  if (unit === "GB/s") return `${value > 0 && value < 0.1 ? value.toPrecision(2) : fixed(value, 2)} GB/s`;
   return fixed(value, 2);
 }
