@@ -332,11 +332,14 @@ export class App {
       if (w.span !== undefined && w.span !== sel.span.span && w.span !== sel.span.key) delete w.span;
     }
     if (!sel) return;
+    // A span named by its position is held by its stable key from now on: a file added later with an older stamp
+    // shifts the positions, and must not move the page to another file.
+    if (w.span === sel.span.span) w.span = sel.span.key;
     const out: UrlState = {
       run: w.run ?? sel.run.name,
       worker: w.worker ?? sel.worker.name,
-      // the stable key, also where the link named the position (an older link is rewritten)
-      span: w.span === undefined || w.span === sel.span.span || w.span === sel.span.key ? sel.span.key : w.span,
+      // the stable key (a link by position was rewritten above)
+      span: w.span ?? sel.span.key,
       view: sel.view,
     };
     // A view is judged once ./views answered for this run: until then keep the linked one.
