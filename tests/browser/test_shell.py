@@ -461,10 +461,10 @@ def test_a_saved_link_keeps_its_file_when_an_older_one_is_added(page: Any, tb_fa
     shutil.copyfile(newer, logdir / "r" / newer.name)
     tb = tb_factory(logdir)
     tb.wait_settled()
-    frame = open_plugin(page, tb, f"&p.{PLUGIN}.view=info")
+    frame = open_plugin(page, tb, f"&p.{PLUGIN}.span=1&p.{PLUGIN}.view=info")  # an older link, by position
     wait_trace_info_for(frame, newer.name)
     key = newer.name.split(".")[1]
-    page.wait_for_function("k => location.hash.includes('p.pytorch_profiler.span=' + k)", arg=key)
+    page.wait_for_function("k => location.hash.includes('p.pytorch_profiler.span=' + k)", arg=key)  # rewritten
     saved = page.url
 
     shutil.copyfile(older, logdir / "r" / older.name)
@@ -473,6 +473,12 @@ def test_a_saved_link_keeps_its_file_when_an_older_one_is_added(page: Any, tb_fa
     while len(spans := tb.wait_settled()["runs"][0]["workers"][0]["spans"]) < 2 and time.time() < deadline:
         time.sleep(0.5)
     assert [(s["span"], s["file"]) for s in spans] == [("1", older.name), ("2", newer.name)]
+    # the open page follows its file to its new number (it does not move to the new span 1)
+    frame.wait_for_function("() => document.querySelectorAll('[data-testid=span-select] option').length === 2",
+                            timeout=30_000)
+    wait_value(frame, "span-select", "2")
+    wait_trace_info_for(frame, newer.name)
+    assert top_hash(page)[f"p.{PLUGIN}.span"] == key
 
     page.goto("about:blank")
     page.goto(saved)
