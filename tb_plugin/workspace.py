@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ from .analysis.memory_category_view import export_overlap
 from .analysis.overview import overview
 from .catalog import remote
 from .catalog.catalog import Catalog, ExportFile, Root, TraceFile
+from .catalog.names import span_keys
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler
@@ -217,10 +218,13 @@ class Workspace:
             workers = []
             for worker in sorted(runs[run]):
                 spans = []
-                for f in sorted(runs[run][worker], key=_span_order):
+                files = sorted(runs[run][worker], key=_span_order)
+                for f, key in zip(files, span_keys([(f.span, f.stamp) for f in files])):
                     status = self.scheduler.status(f.key)
                     spans.append({
                         "span": f.span,
+                        "key": key,
+                        "mtime": f.mtime,
                         "state": status.state if status else "queued",
                         "progress": status.progress if status else 0.0,
                         "error": status.error if status else None,
@@ -235,8 +239,9 @@ class Workspace:
         return next((r for r in self.listing() if r["name"] == run), None)
 
     def file(self, run: str, worker: str, span: str) -> TraceFile:
+        """The file of a span, named by its label (``1``) or its stable key, the file name's stamp."""
         with self._lock:
-            f = self._files.get((run, worker, span))
+            f = self._files.get((run, worker, span)) or _by_stamp(self._files.values(), run, worker, span)
             known_run = any(k[0] == run for k in self._files)
             known_worker = any(k[:2] == (run, worker) for k in self._files)
         if f is None:
@@ -327,6 +332,14 @@ class Workspace:
         broken = [e for e in near if e.error is not None and e.file.folder == loaded.file.run]
         return mine, broken
 
+    def span_label(self, run: str, span: str) -> str:
+        """The label (``1``) of a span of a run named by its label or by one of its files' stamps."""
+        with self._lock:
+            files = [f for f in self._files.values() if f.run == run]
+        if any(f.span == span for f in files):
+            return span
+        return next((f.span for f in files if f.stamp is not None and str(f.stamp) == span), span)
+
     def traces_of_run(self, run: str) -> list[LoadedTrace]:
         """Every ready span of a run (views that look across spans or workers use this)."""
         with self._lock:
@@ -367,6 +380,12 @@ def _open_listed_local(trace_file: TraceFile) -> Any:
         stream.close()
         raise LookupFailed(409, changed)
     return stream
+
+
+def _by_stamp(files: Iterable[TraceFile], run: str, worker: str, stamp: str) -> TraceFile | None:
+    """A worker's file whose name carries ``stamp`` (a span's stable key); a label match is looked up first."""
+    return next((f for f in files if f.run == run and f.worker == worker and f.stamp is not None
+                 and str(f.stamp) == stamp), None)
 
 
 def _span_order(f: TraceFile) -> tuple[int, str]:

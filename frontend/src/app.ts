@@ -64,6 +64,8 @@ export function normalizeRuns(raw: unknown): RunsResponse {
         const progress = typeof sp["progress"] === "number" && Number.isFinite(sp["progress"]) ? sp["progress"] : 0;
         spans.push({
           span: sp["span"],
+          key: typeof sp["key"] === "string" && sp["key"] !== "" ? sp["key"] : sp["span"],
+          mtime: typeof sp["mtime"] === "number" && Number.isFinite(sp["mtime"]) ? sp["mtime"] : 0,
           state: state as SpanInfo["state"],
           progress: Math.min(1, Math.max(0, progress)),
           error: typeof sp["error"] === "string" ? sp["error"] : null,
@@ -89,28 +91,35 @@ function spanScore(s: SpanInfo): number {
 }
 const workerScore = (w: WorkerInfo): number => Math.max(0, ...w.spans.map(spanScore));
 const runScore = (r: RunInfo): number => Math.max(0, ...r.workers.map(workerScore));
+/** The newest file of a run: the run opened first is the one profiled last (as the old plugin did). */
+export const runMtime = (r: RunInfo): number => Math.max(0, ...r.workers.flatMap((w) => w.spans.map((s) => s.mtime)));
+/** The view a run opens on when no link names one: the Overview, as the old plugin did. */
+export const DEFAULT_VIEW = "Overview";
 
 /**
  * Choose one item of a picker level:
- * 1. the wished one (from the link or the user), whatever its state;
+ * 1. the wished one (from the link or the user; `names` of an item: its name and other keys), whatever its state;
  * 2. else the one shown before, unless it failed: defaults do not jump around while files load;
- * 3. else the first of the best state (ready, then loading, then failed).
+ * 3. else the first of the best score (ties: the newest by `recency`, else the first).
  */
 function pick<T>(
   items: readonly T[],
-  name: (t: T) => string,
+  names: (t: T) => readonly string[],
   wanted: string | undefined,
   previous: string | undefined,
   score: (t: T) => number,
+  recency: (t: T) => number = () => 0,
 ): T | undefined {
   const byName = (n: string | undefined): T | undefined =>
-    n === undefined ? undefined : items.find((i) => name(i) === n);
+    n === undefined ? undefined : (items.find((i) => names(i)[0] === n) ?? items.find((i) => names(i).includes(n)));
   const wish = byName(wanted);
   if (wish) return wish;
   const prev = byName(previous);
   if (prev && score(prev) > 0) return prev;
   let best: T | undefined;
-  for (const item of items) if (best === undefined || score(item) > score(best)) best = item;
+  for (const item of items) {
+    if (best === undefined || score(item) > score(best) || (score(item) === score(best) && recency(item) > recency(best))) best = item;
+  }
   return best;
 }
 
@@ -272,18 +281,29 @@ export class App {
   private resolve(): Selection | null {
     const runs = this.runs?.runs ?? [];
     const prev = this.shown;
-    const run = pick(runs, (r) => r.name, this.want.run, prev?.run, runScore);
+    const run = pick(runs, (r) => [r.name], this.want.run, prev?.run, runScore, runMtime);
     if (!run) return null;
     const sameRun = prev?.run === run.name;
-    const worker = pick(run.workers, (w) => w.name, this.want.worker, sameRun ? prev.worker : undefined, workerScore);
+    const worker = pick(run.workers, (w) => [w.name], this.want.worker, sameRun ? prev.worker : undefined, workerScore);
     if (!worker) return null;
     const sameWorker = sameRun && prev.worker === worker.name;
-    const span = pick(worker.spans, (s) => s.span, this.want.span, sameWorker ? prev.span : undefined, spanScore);
+    // A span is named by its stable key (links) or its position (older links, other pages); the key wins.
+    const span = pick(worker.spans, (s) => [s.key, s.span], this.want.span, sameWorker ? prev.span : undefined, spanScore);
     if (!span) return null;
-    const tabs = this.tabsFor(run.name);
-    const view = this.want.view !== undefined && tabs.includes(this.want.view) ? this.want.view : INFO_TAB;
-    this.shown = { run: run.name, worker: worker.name, span: span.span };
-    return { run, worker, span, view };
+    this.shown = { run: run.name, worker: worker.name, span: span.key };
+    return { run, worker, span, view: this.viewFor(run.name) };
+  }
+
+  /**
+   * The tab to show: the wished one where the run has it (kept while the run's views are not known yet), else
+   * the Overview where the run has one (or while its views are not known), else Trace info.
+   */
+  private viewFor(run: string): string {
+    const tabs = this.tabsFor(run);
+    const known = this.views.get(run)?.views != null;
+    const wish = this.want.view;
+    if (wish !== undefined && (tabs.includes(wish) || (!known && (wish === INFO_TAB || viewLoader(wish))))) return wish;
+    return !known || tabs.includes(DEFAULT_VIEW) ? DEFAULT_VIEW : INFO_TAB;
   }
 
   /** Tab ids for a run: "info" plus the registered views the server lists, in canonical order. */
@@ -309,13 +329,17 @@ export class App {
       }
       if (w.run !== undefined && w.run !== sel.run.name) delete w.run;
       if (w.worker !== undefined && w.worker !== sel.worker.name) delete w.worker;
-      if (w.span !== undefined && w.span !== sel.span.span) delete w.span;
+      if (w.span !== undefined && w.span !== sel.span.span && w.span !== sel.span.key) delete w.span;
     }
     if (!sel) return;
+    // A span named by its position is held by its stable key from now on: a file added later with an older stamp
+    // shifts the positions, and must not move the page to another file.
+    if (w.span === sel.span.span) w.span = sel.span.key;
     const out: UrlState = {
       run: w.run ?? sel.run.name,
       worker: w.worker ?? sel.worker.name,
-      span: w.span ?? sel.span.span,
+      // the stable key (a link by position was rewritten above)
+      span: w.span ?? sel.span.key,
       view: sel.view,
     };
     // A view is judged once ./views answered for this run: until then keep the linked one.

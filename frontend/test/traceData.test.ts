@@ -50,13 +50,13 @@ function answer(): TraceWindowResponse {
 describe("parseWindow", () => {
   const data = parseWindow(answer(), "9");
 
-  it("keeps the window, bounds, names and the collapsed key", () => {
+  it("keeps the window, bounds, names and the levels key", () => {
     assert.equal(data.t0, 1_000_000);
     assert.equal(data.t1, 1_000_500);
     assert.equal(data.pxUs, 0.5);
     assert.deepEqual(data.bounds, [999_000, 1_002_000]);
     assert.deepEqual(data.names, ["aten::mm", "aten::add", "ProfilerStep#3"]);
-    assert.equal(data.collapsedKey, "9");
+    assert.equal(data.levelsKey, "9");
   });
 
   it("turns lanes into typed arrays by depth and counts what will be drawn", () => {

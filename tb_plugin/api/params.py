@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from werkzeug.wrappers import Request
 
 from .http import ApiError
 
 MAX_PARAM_LENGTH = 4096
+_DIGITS = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
 
 
 def text(request: Request, name: str, *, required: bool = True, default: str | None = None,
@@ -54,9 +57,22 @@ def int_list(request: Request, name: str, *, limit: int = 32768) -> list[int]:
     if not raw:
         return []
     parts = raw.split(",")
-    if len(parts) > limit or not all(p.strip().isdigit() for p in parts):
+    if len(parts) > limit or not all(_DIGITS.fullmatch(p.strip()) for p in parts):
         raise ApiError(400, f"query parameter '{name}' must be a comma-separated list of non-negative integers")
     return [int(p) for p in parts]
+
+
+def int_pairs(request: Request, name: str, *, limit: int = 32768) -> dict[int, int]:
+    """A comma-separated list of ``key:value`` pairs of non-negative integers (``3:5,7:1``; empty when absent);
+    a key given twice keeps its last value."""
+    raw = text(request, name, required=False)
+    if not raw:
+        return {}
+    parts = [p.split(":") for p in raw.split(",")]
+    if len(parts) > limit or not all(len(p) == 2 and all(_DIGITS.fullmatch(x.strip()) for x in p) for p in parts):
+        raise ApiError(400, f"query parameter '{name}' must be a comma-separated list of id:count pairs of "
+                            "non-negative integers (3:5,7:1)")
+    return {int(k): int(v) for k, v in parts}
 
 
 EMPTY_RANGE_US = 0.001  # an empty range is read as 1 ns wide, so every window and filter has a width

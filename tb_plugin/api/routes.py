@@ -191,7 +191,8 @@ class Api:
         return self._answer(request, loaded, compute)
 
     def distributed(self, request: Request) -> Response:
-        ranks = self.workspace.span_traces(params.text(request, "run"), params.text(request, "span"))
+        run = params.text(request, "run")
+        ranks = self.workspace.span_traces(run, self.workspace.span_label(run, params.text(request, "span")))
         payload = distributed([(t.file.worker, t.model) for t in ranks.traces])
         if ranks.failed:
             payload["notes"].append(f"Left out because their traces failed to load: {', '.join(ranks.failed)}.")
@@ -306,7 +307,10 @@ class Api:
         assert start is not None and end is not None
         width = int(params.number(request, "width_px", required=False, default=1000, minimum=1, maximum=8192))
         collapsed = params.int_list(request, "collapsed")
-        return self._answer(request, loaded, lambda: window(loaded.model, start, end, width, frozenset(collapsed)))
+        levels = params.int_pairs(request, "levels")
+        host = int(params.number(request, "host_levels", required=False, default=0, minimum=0, maximum=4096)) or None
+        return self._answer(request, loaded,
+                            lambda: window(loaded.model, start, end, width, frozenset(collapsed), levels, host))
 
     def trace_event(self, request: Request) -> Response:
         loaded = self._trace(request)

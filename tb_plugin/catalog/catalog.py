@@ -35,6 +35,7 @@ class TraceFile:
     mtime: float
     etag: str | None = None  # the store's content tag, when it gives one
     problem: str | None = None  # why the listing already knows it cannot be loaded (not a regular file)
+    stamp: int | None = None  # the time stamp of the file name: what a span's stable key is (see names.span_keys)
     # credentials and endpoints the loader opens ``url`` with (the same the listing used); not part of equality
     access: Access | None = field(default=None, compare=False, repr=False)
 
@@ -240,6 +241,6 @@ def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]]) -> list[
             info = unique[stamp]
             files.append(TraceFile(run=_run_name(root, directory), worker=worker, span=span,
                                    url=root.storage.display(info.path), size=info.size, mtime=info.mtime,
-                                   etag=_content_tag(root, info), problem=info.problem,
+                                   etag=_content_tag(root, info), problem=info.problem, stamp=stamp,
                                    access=None if root.storage.is_local else root.storage.access))
     return files

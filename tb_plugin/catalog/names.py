@@ -52,6 +52,15 @@ def number_spans(stamps: list[int | None]) -> list[str]:
     return [DEFAULT_SPAN if s is None else position[s] for s in stamps]
 
 
+def span_keys(spans: list[tuple[str, int | None]]) -> list[str]:
+    """Stable keys for one worker's spans, given as (label, stamp): the stamp, which does not change when a file
+    with an older stamp is added (the labels 1..N do: they renumber), or the label where there is no stamp or
+    the stamp reads as another span's label (``worker.2`` beside labels 1, 2: a label always means its span)."""
+    labels = {label for label, _ in spans}
+    return [str(stamp) if stamp is not None and (str(stamp) not in labels or str(stamp) == label) else label
+            for label, stamp in spans]
+
+
 def file_name(url: str) -> str:
     """The file name of a local path or a URL: local paths split as the OS splits them (a backslash is a character
     of a name on POSIX, a separator on Windows), URLs at ``/``."""

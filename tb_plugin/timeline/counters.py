@@ -49,6 +49,11 @@ def _device_text(device: int) -> str:
     return str(device) if device >= 0 else "(unknown device)"
 
 
+# A memory counter that never holds more than this is empty (a CPU "allocated" of 8 B from one tensor's metadata):
+# a row for it is noise.
+EMPTY_MEMORY_BYTES = 1024
+
+
 @memoized
 def _memory_series(model: TraceModel) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     mem = model["memory"]
@@ -59,9 +64,11 @@ def _memory_series(model: TraceModel) -> dict[str, tuple[np.ndarray, np.ndarray,
                                                                 mem["device_id"][ok].tolist())}):
         on = ok & (mem["device_type"] == dtype) & (mem["device_id"] == did)
         order = np.argsort(ts[on], kind="stable")
+        allocated, reserved = mem["total_allocated"][on], mem["total_reserved"][on]
+        if max(allocated.max(), reserved.max()) < EMPTY_MEMORY_BYTES:
+            continue
         label = "CPU" if dtype == 0 else (gpu_label(did) if dtype == 1 else f"device type {dtype} #{_device_text(did)}")
-        out[label] = (ts[on][order], mem["total_allocated"][on][order].astype(np.float64),
-                      mem["total_reserved"][on][order].astype(np.float64))
+        out[label] = (ts[on][order], allocated[order].astype(np.float64), reserved[order].astype(np.float64))
     return out
 
 

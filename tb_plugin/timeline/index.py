@@ -124,11 +124,23 @@ def _labels(model: TraceModel) -> tuple[dict[int, str], dict[tuple[int, int], st
     return names, threads, sort_index
 
 
+def _unnamed_negative_pid(model: TraceModel) -> np.ndarray:
+    """Events of a negative process id that no ``process_name`` names: Kineto's own overhead ("Activity Buffer
+    Request" in "process -1 / thread 0"), not the program's; drawn, they are a track of noise."""
+    pid = model["events"]["pid"]
+    meta = model["metadata_events"]
+    named = [p for name, p in zip(meta["name"].tolist(), meta["pid"].tolist())
+             if model.strings[name] in ("process_name", "process_labels")]
+    negative: np.ndarray = (pid < 0) & ~ids.is_text(pid) & ~np.isin(pid, named)
+    return negative
+
+
 @memoized
 def timeline_index(model: TraceModel) -> TimelineIndex:
     ev = model["events"]
     # Kineto's bookkeeping rows (textual pids such as "Spans" and "Traces") are not part of the program.
     keep = np.isfinite(ev["ts"]) & ~np.isin(ev["kind"], _SKIPPED) & ~ids.is_text(ev["pid"])
+    keep &= ~_unnamed_negative_pid(model)
     rows = np.flatnonzero(keep)
     start = ev["ts"][rows]
     dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
@@ -172,9 +184,11 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
     for t, (p, th) in enumerate(pairs.tolist()):
         gpu = bool(gpu_track[t])
         process_label = processes.get(p, f"{'GPU' if gpu else 'process'} {ids.display(model.strings, p)}")
-        default = f"stream {ids.display(model.strings, th)}" if gpu else f"thread {ids.display(model.strings, th)}"
+        shown = ids.display(model.strings, th)
+        # PyTorch 1.9 traces name a stream's tid "stream 7" already: no "stream stream 7"
+        default = (shown if shown.startswith("stream ") else f"stream {shown}") if gpu else f"thread {shown}"
         label = threads.get((p, th), default)
-        rank = 1 if gpu else 0
+        rank = 0 if gpu else 1  # GPU first: the device is what a trace is opened for, the host stacks are deep
         tracks.append(Track(id=t, pid=p, tid=th, kind="gpu" if gpu else "cpu", process_label=process_label,
                             label=f"{process_label} · {label}" if gpu else label,
                             sort_key=(rank, sort_index.get(p, p), th),

@@ -7,6 +7,7 @@ lane stays truthful at every zoom and the answer's size is bounded by the width,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from ..model.arrays import take
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
 from .counters import counters
-from .index import SUMMARY_BUCKETS, LaneSummary, TimelineIndex, depth_of_rows, timeline_index
+from .index import SUMMARY_BUCKETS, LaneSummary, TimelineIndex, Track, depth_of_rows, timeline_index
 
 MAX_FLOWS = 4000
 # A lane window holding more events than this many per pixel is answered from the lane's bucket summary.
@@ -148,9 +149,32 @@ def _lane_from_summary(ix: TimelineIndex, summary: LaneSummary, t0: float, t1: f
     return events, boxes, ix.row[big]
 
 
-def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: frozenset[int] = frozenset()
-           ) -> dict[str, Any]:
+def lane_limits(collapsed: frozenset[int], levels: Mapping[int, int]) -> dict[int, int]:
+    """How many lanes (depth 0 first) of each track to send: a collapsed track one, a track with ``levels`` that
+    many (the fewer where both are given); tracks not named send all."""
+    limits = dict.fromkeys(collapsed, 1)
+    for track, n in levels.items():
+        n = max(n, 1)
+        limits[track] = min(n, limits.get(track, n))
+    return limits
+
+
+def host_default(track: Track, host_levels: int | None) -> int | None:
+    """The lanes a host thread not named by the client opens with: ``host_levels`` when it is deeper than
+    ``host_levels + 1`` (hiding one level saves nothing), else all. The Trace view asks with its first window,
+    before it knows the tracks (``traceLayout.defaultLevels`` is the same rule)."""
+    if host_levels is None or track.kind != "cpu" or len(track.lanes) <= host_levels + 1:
+        return None
+    return max(host_levels, 1)
+
+
+def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: frozenset[int] = frozenset(),
+           levels: Mapping[int, int] | None = None, host_levels: int | None = None) -> dict[str, Any]:
     """The visible slice of the timeline; times in the answer are µs relative to ``t0`` (``t0`` is absolute).
+
+    A track in ``collapsed`` sends its depth-0 lane only; one in ``levels`` its first ``levels[id]`` lanes (deep
+    Python stacks are shown a few levels deep until the user expands them); a host thread named by neither sends
+    :func:`host_default` lanes. Each track says how many lanes it sent (``shown_depths``).
 
     Lanes are columnar: ``events`` = {t, d, n, id} (start, duration, index into ``names``, event id) and
     ``boxes`` = {t, d, count, busy, n} (merged sub-pixel events: their span, how many, the busy share of the span,
@@ -161,11 +185,13 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
     names = _Names(model)
     tracks_out = []
     visible_rows: list[np.ndarray] = []
+    limits = lane_limits(collapsed, levels or {})
     for track in ix.tracks:
         lanes_out = []
+        limit = limits.get(track.id) or host_default(track, host_levels) or len(track.lanes)
         for lane in track.lanes:
             depth = int(ix.lane_depth[lane])
-            if track.id in collapsed and depth > 0:
+            if depth >= limit:
                 continue
             lo, hi = _lane_window(ix, lane, t0, t1)
             if hi <= lo:
@@ -189,8 +215,8 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
         tracks_out.append({
             "id": track.id, "kind": track.kind, "pid": ids.for_json(model.strings, track.pid),
             "tid": ids.for_json(model.strings, track.tid), "label": track.label,
-            "process": track.process_label, "depths": len(track.lanes), "collapsed": track.id in collapsed,
-            "lanes": lanes_out,
+            "process": track.process_label, "depths": len(track.lanes),
+            "shown_depths": min(limit, len(track.lanes)), "collapsed": limit <= 1, "lanes": lanes_out,
         })
     rows = np.concatenate(visible_rows) if visible_rows else np.empty(0, dtype=np.int32)
     flows, truncated = _flows(model, ix, rows, t0)

@@ -35,7 +35,7 @@ def dark_screenshot(page: Any, frame_of: Any, name: str, chart: str) -> None:
 
 
 def shot_shell(page: Any, tb_main: TensorBoard, settled: dict[str, Any]) -> None:  # noqa: F811
-    frame = open_plugin(page, tb_main, f"&p.{PLUGIN}.run=resnet18&p.{PLUGIN}.span=1")
+    frame = open_plugin(page, tb_main, f"&p.{PLUGIN}.run=resnet18&p.{PLUGIN}.span=1&p.{PLUGIN}.view=info")
     shell.wait_trace_info_for(frame, shell.span_files(settled)[("resnet18", "vm_562", "1")]["file"])
     frame.wait_for_selector("[data-testid=files] [data-testid=error-card]")
     page.wait_for_timeout(300)  # let the bars' width transition finish

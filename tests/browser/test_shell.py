@@ -71,12 +71,15 @@ def test_runs_appear_and_every_span_finishes_loading(page: Any, tb_main: TensorB
     assert states[("resnet18", "vm_562", "2")] == "ready"
     assert [state for (run, _, _), state in states.items() if run == "broken"] == ["failed"]
 
-    # The UI catches up: no progress bar left, and the default selection skips the failed run.
+    # The UI catches up: no progress bar left, and the default selection skips the failed run (the newest: its
+    # file was written when the test started, resnet18's are the repository's) for the Overview of resnet18.
     frame.wait_for_function("() => !document.querySelector('[data-testid=progress-row]')", timeout=30_000)
     wait_value(frame, "run-select", "resnet18")
     assert options(frame, "worker-select") == ["vm_562"]
     assert options(frame, "span-select") == ["1", "2"]
-    assert frame.get_attribute("[data-testid=tab-info]", "aria-selected") == "true"
+    frame.wait_for_selector("[data-testid=tab-Overview][aria-selected=true]")
+    frame.wait_for_selector("[data-testid=execution-summary]")
+    assert frame.get_attribute("[data-testid=tab-info]", "aria-selected") == "false"
     assert frame.inner_text("[data-testid=tab-info]") == "Trace info"
 
 
@@ -86,7 +89,7 @@ def test_trace_info_matches_the_trace_file(page: Any, tb_main: TensorBoard, sett
     source = next(f for f in resnet_files if f.name == span1["file"])
     facts = trace_facts(source)
 
-    frame = open_plugin(page, tb_main, f"&p.{PLUGIN}.run=resnet18&p.{PLUGIN}.span=1")
+    frame = open_plugin(page, tb_main, f"&p.{PLUGIN}.run=resnet18&p.{PLUGIN}.span=1&p.{PLUGIN}.view=info")
     info = wait_trace_info_for(frame, span1["file"])
     assert info is not None
 
@@ -129,17 +132,19 @@ def test_failed_file_shows_an_error_card_naming_the_file(page: Any, tb_main: Ten
 
 def test_url_state_survives_a_reload(page: Any, tb_main: TensorBoard, settled: dict[str, Any]) -> None:
     span2 = span_files(settled)[("resnet18", "vm_562", "2")]
-    frame = open_plugin(page, tb_main)
+    # the stable key of a span is its file's stamp (a file with an older stamp added later shifts the numbers)
+    assert span2["key"] == span2["file"].split(".")[1] == "1795654442665628614"
+    frame = open_plugin(page, tb_main, f"&p.{PLUGIN}.view=info")
     wait_value(frame, "run-select", "resnet18")
     frame.select_option("[data-testid=span-select]", "2")
     wait_trace_info_for(frame, span2["file"])
-    page.wait_for_function("() => location.hash.includes('p.pytorch_profiler.span=2')")
+    page.wait_for_function("k => location.hash.includes('p.pytorch_profiler.span=' + k)", arg=span2["key"])
 
     state = top_hash(page)
     assert state["__tab__"] == PLUGIN
     assert state[f"p.{PLUGIN}.run"] == "resnet18"
     assert state[f"p.{PLUGIN}.worker"] == "vm_562"
-    assert state[f"p.{PLUGIN}.span"] == "2"
+    assert state[f"p.{PLUGIN}.span"] == span2["key"]
     assert state[f"p.{PLUGIN}.view"] == "info"
 
     page.reload()
@@ -154,11 +159,13 @@ def test_url_state_survives_a_reload(page: Any, tb_main: TensorBoard, settled: d
         k: v for k, v in state.items() if k.startswith(f"p.{PLUGIN}.")
     }
 
-    # Back/forward-style edits of the hash are followed too.
-    page.evaluate("() => { location.hash = location.hash.replace('span=2', 'span=1'); }")
+    # Back/forward-style edits of the hash are followed too; a link by position (older links) is rewritten to the
+    # span's stable key.
+    page.evaluate("k => { location.hash = location.hash.replace('span=' + k, 'span=1'); }", span2["key"])
     span1 = span_files(settled)[("resnet18", "vm_562", "1")]
     wait_trace_info_for(frame, span1["file"])
     assert value(frame, "span-select") == "1"
+    page.wait_for_function("k => location.hash.includes('p.pytorch_profiler.span=' + k)", arg=span1["key"])
 
 
 def test_standalone_entry_page_keeps_state_in_its_own_hash(page: Any, tb_main: TensorBoard, console: ConsoleLog,
@@ -166,12 +173,14 @@ def test_standalone_entry_page_keeps_state_in_its_own_hash(page: Any, tb_main: T
     """Without a reachable TensorBoard parent, URL state and theme fall back to the frame itself."""
     console.allowed.append("/favicon.ico")  # the browser's own request for a top-level page
     page.emulate_media(color_scheme="dark")
-    page.goto(f"{tb_main.url}/data/plugin_entry.html?name={PLUGIN}#p.{PLUGIN}.run=resnet18&p.{PLUGIN}.span=2")
+    page.goto(f"{tb_main.url}/data/plugin_entry.html?name={PLUGIN}#p.{PLUGIN}.run=resnet18&p.{PLUGIN}.span=2"
+              f"&p.{PLUGIN}.view=info")
     wait_trace_info_for(page.main_frame, span_files(settled)[("resnet18", "vm_562", "2")]["file"])
     page.wait_for_function("() => location.hash.includes('p.pytorch_profiler.worker=vm_562')")
     assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
     page.select_option("[data-testid=span-select]", "1")
-    page.wait_for_function("() => location.hash.includes('p.pytorch_profiler.span=1')")
+    key1 = span_files(settled)[("resnet18", "vm_562", "1")]["key"]
+    page.wait_for_function("k => location.hash.includes('p.pytorch_profiler.span=' + k)", arg=key1)
 
 
 def test_unknown_run_in_link_falls_back_and_fixes_the_url(page: Any, tb_main: TensorBoard,
@@ -179,10 +188,11 @@ def test_unknown_run_in_link_falls_back_and_fixes_the_url(page: Any, tb_main: Te
     frame = open_plugin(page, tb_main, f"&p.{PLUGIN}.run=gone&p.{PLUGIN}.span=9&p.{PLUGIN}.view=Nope")
     wait_value(frame, "run-select", "resnet18")
     wait_value(frame, "span-select", "1")
-    page.wait_for_function("() => location.hash.includes('p.pytorch_profiler.view=info')")
+    # an unknown view falls back to the first screen, the Overview
+    page.wait_for_function("() => location.hash.includes('p.pytorch_profiler.view=Overview')")
     state = top_hash(page)
     assert state[f"p.{PLUGIN}.run"] == "resnet18"
-    assert state[f"p.{PLUGIN}.span"] == "1"
+    assert state[f"p.{PLUGIN}.span"] == span_files(settled)[("resnet18", "vm_562", "1")]["key"]
 
 
 def test_progress_bars_and_state_changes_follow_runs(page: Any, tb_main: TensorBoard) -> None:
@@ -280,7 +290,7 @@ def test_only_registered_views_get_a_tab(page: Any, tb_main: TensorBoard, settle
     page.route(f"**/data/plugin/{PLUGIN}/views?*", lambda route: route.fulfill(
         status=200, content_type="application/json", body=json.dumps({"views": ["Bogus", "Overview"]})))
     frame = open_plugin(page, tb_main, f"&p.{PLUGIN}.view=Bogus")
-    wait_trace_info_for(frame, span_files(settled)[("resnet18", "vm_562", "1")]["file"])
+    frame.wait_for_selector("[data-testid=tab-Overview][aria-selected=true]")
     tabs = frame.eval_on_selector_all("[role=tab]", "els => els.map(e => e.dataset.view)")
     registry = (REPO / "frontend" / "src" / "views" / "registry.ts").read_text()
     expected = ["info"] + (["Overview"] if re.search(r"^\s*Overview:", registry, re.M) else [])
@@ -288,7 +298,7 @@ def test_only_registered_views_get_a_tab(page: Any, tb_main: TensorBoard, settle
     always = re.search(r"ALWAYS_AVAILABLE[^=]*= new Set<ViewName>\(\[([^\]]*)\]", registry)
     expected += [v.strip().strip('"') for v in always.group(1).split(",") if v.strip()] if always else []
     assert tabs == expected
-    page.wait_for_function("() => location.hash.includes('p.pytorch_profiler.view=info')")
+    page.wait_for_function("() => location.hash.includes('p.pytorch_profiler.view=Overview')")
 
 
 def test_trace_derived_text_is_never_parsed_as_html(page: Any, tb_main: TensorBoard) -> None:
@@ -328,7 +338,7 @@ def test_unreachable_server_is_explained_and_recovers(page: Any, tb_main: Tensor
                                                       settled: dict[str, Any]) -> None:
     console.allowed += ["net::ERR_FAILED", "Failed to load resource"]
     page.route(RUNS_ROUTE, lambda route: route.abort())
-    frame = open_plugin(page, tb_main)
+    frame = open_plugin(page, tb_main, f"&p.{PLUGIN}.view=info")
     card = frame.wait_for_selector("[data-testid=content] [data-testid=unreachable]")
     assert "Cannot reach the TensorBoard server" in card.inner_text()
 
@@ -368,7 +378,7 @@ def test_theme_follows_tensorboard(page: Any, tb_main: TensorBoard) -> None:
 
 
 def test_hidden_tab_and_plotly_chunk(page: Any, tb_main: TensorBoard, settled: dict[str, Any]) -> None:
-    frame = open_plugin(page, tb_main)
+    frame = open_plugin(page, tb_main, f"&p.{PLUGIN}.view=info")
     wait_trace_info_for(frame, span_files(settled)[("resnet18", "vm_562", "1")]["file"])
     frame.evaluate("""() => { window.__csp = []; document.addEventListener('securitypolicyviolation',
         e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI)); }""")
@@ -400,3 +410,79 @@ def test_hidden_tab_and_plotly_chunk(page: Any, tb_main: TensorBoard, settled: d
     chunks = frame.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
     assert any(re.search(rf"/data/plugin/{PLUGIN}/chunk-[A-Z0-9]+\.js$", c) for c in chunks), chunks
     assert all(c.startswith(tb_main.url) for c in chunks), chunks
+
+
+def test_first_screen_is_the_overview_of_the_newest_run(page: Any, tb_factory: Callable[..., TensorBoard],
+                                                        tmp_path: Path) -> None:
+    """As the old plugin did: the Overview of the run profiled last, whatever the runs' names; Trace info stays a
+    tab, and an explicit link still wins."""
+    import os
+    import shutil
+
+    samples = REPO / "samples"
+    logdir = tmp_path / "first_screen"
+    stamps = {"a_older": 1_700_000_000, "b_newest": 1_700_000_900, "c_middle": 1_700_000_500}
+    for run, source in zip(stamps, ("cpu_only", "tiny_kernels", "item_sync")):
+        src = sorted((samples / source).glob("*.pt.trace.json.gz"))[0]
+        dst = logdir / run / src.name
+        dst.parent.mkdir(parents=True)
+        shutil.copyfile(src, dst)
+        os.utime(dst, (stamps[run], stamps[run]))
+    tb = tb_factory(logdir)
+    body = tb.wait_settled()
+    assert [(r["name"], r["workers"][0]["spans"][0]["mtime"]) for r in body["runs"]] == [
+        ("a_older", 1_700_000_000.0), ("b_newest", 1_700_000_900.0), ("c_middle", 1_700_000_500.0)]
+    frame = open_plugin(page, tb)
+    wait_value(frame, "run-select", "b_newest")
+    frame.wait_for_selector("[data-testid=tab-Overview][aria-selected=true]")
+    frame.wait_for_selector("[data-testid=execution-summary]")
+    assert frame.inner_text("[data-testid=tab-info]") == "Trace info"
+    state = top_hash(page)
+    assert (state[f"p.{PLUGIN}.run"], state[f"p.{PLUGIN}.view"]) == ("b_newest", "Overview")
+    frame.click("[data-testid=tab-info]")
+    frame.wait_for_selector("[data-testid=trace-info]")
+
+    frame = open_plugin(page, tb, f"&p.{PLUGIN}.run=a_older&p.{PLUGIN}.view=info")
+    frame.wait_for_selector("[data-testid=trace-info]")
+    assert value(frame, "run-select") == "a_older"
+    assert frame.get_attribute("[data-testid=tab-info]", "aria-selected") == "true"
+
+
+def test_a_saved_link_keeps_its_file_when_an_older_one_is_added(page: Any, tb_factory: Callable[..., TensorBoard],
+                                                                 resnet_files: list[Path], tmp_path: Path) -> None:
+    """Spans are numbered by stamp, so an older file shifts the numbers; the link carries the stamp instead."""
+    import os
+    import shutil
+    import time
+
+    older, newer = sorted(resnet_files)  # vm_562.1795654441914410211 and vm_562.1795654442665628614
+    logdir = tmp_path / "stable"
+    (logdir / "r").mkdir(parents=True)
+    shutil.copyfile(newer, logdir / "r" / newer.name)
+    tb = tb_factory(logdir)
+    tb.wait_settled()
+    frame = open_plugin(page, tb, f"&p.{PLUGIN}.span=1&p.{PLUGIN}.view=info")  # an older link, by position
+    wait_trace_info_for(frame, newer.name)
+    key = newer.name.split(".")[1]
+    page.wait_for_function("k => location.hash.includes('p.pytorch_profiler.span=' + k)", arg=key)  # rewritten
+    saved = page.url
+
+    shutil.copyfile(older, logdir / "r" / older.name)
+    os.utime(logdir / "r" / older.name, (1_700_000_000, 1_700_000_000))  # settled at once
+    deadline = time.time() + 60  # the next rescan (every 10 s) finds it
+    while len(spans := tb.wait_settled()["runs"][0]["workers"][0]["spans"]) < 2 and time.time() < deadline:
+        time.sleep(0.5)
+    assert [(s["span"], s["file"]) for s in spans] == [("1", older.name), ("2", newer.name)]
+    # the open page follows its file to its new number (it does not move to the new span 1)
+    frame.wait_for_function("() => document.querySelectorAll('[data-testid=span-select] option').length === 2",
+                            timeout=30_000)
+    wait_value(frame, "span-select", "2")
+    wait_trace_info_for(frame, newer.name)
+    assert top_hash(page)[f"p.{PLUGIN}.span"] == key
+
+    page.goto("about:blank")
+    page.goto(saved)
+    frame = page.wait_for_selector(PLUGIN_IFRAME, state="attached").content_frame()
+    wait_trace_info_for(frame, newer.name)  # span 1 is the older file now; the link still opens its own
+    assert value(frame, "span-select") == "2"
+    assert top_hash(page)[f"p.{PLUGIN}.span"] == key

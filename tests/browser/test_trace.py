@@ -86,7 +86,7 @@ def click_event(page: Any, frame: Any, event: dict[str, Any], **kwargs: Any) -> 
 
 
 def on_screen(frame: Any, event_id: int) -> dict[str, Any]:
-    """Where an event is drawn; GPU streams sit below the CPU threads, so scroll down when it is not in view."""
+    """Where an event is drawn; scroll down to the host threads when it is not in view."""
     present = "id => window.__ptpTrace.eventsOnScreen().some(e => e.id === id)"
     wait_idle(frame)
     if not frame.evaluate(present, event_id):
@@ -185,16 +185,31 @@ def test_zoom_with_keys_and_wheel_fetches_new_windows(page: Any, tb: TensorBoard
     page.keyboard.up("s")
     assert span_of(frame) > after_key * 1.3
 
-    # The wheel zooms around the cursor: the time under it stays put.
+    # A plain wheel scrolls the tracks (Perfetto's model) and leaves the time range alone.
     box = canvas_box(frame)
     stats = hook(frame, "stats")
     x = stats["labelW"] + (stats["width"] - stats["labelW"]) * 0.3
     page.mouse.move(box["x"] + x, box["y"] + 200)
     before = hook(frame, "visibleRange")
+    top = frame.eval_on_selector("[data-testid=trace-scroller]", "e => e.scrollTop")
+    page.mouse.wheel(0, 120)
+    frame.wait_for_function("t => document.querySelector('[data-testid=trace-scroller]').scrollTop > t", arg=top)
+    page.wait_for_timeout(200)
+    assert hook(frame, "visibleRange") == before
+    frame.eval_on_selector("[data-testid=trace-scroller]", "e => { e.scrollTop = 0; }")
+
+    # Ctrl + wheel (a trackpad pinch) zooms around the cursor: the time under it stays put (from the whole trace,
+    # so that no point of the zoomed view falls outside the trace, where the view would be moved back in).
+    frame.click("[data-testid=trace-fit]")
+    frame.wait_for_function("() => { const r = window.__ptpTrace.visibleRange(); return r.start === r.bounds[0] && r.end === r.bounds[1]; }")
+    page.mouse.move(box["x"] + x, box["y"] + 200)
+    before = hook(frame, "visibleRange")
     t_under = before["start"] + (x - stats["labelW"]) / (stats["width"] - stats["labelW"]) * (before["end"] - before["start"])
     n = len(windows)
-    for _ in range(4):
+    page.keyboard.down("Control")
+    for _ in range(2):
         page.mouse.wheel(0, -200)
+    page.keyboard.up("Control")
     frame.wait_for_function("s => { const r = window.__ptpTrace.visibleRange(); return r.end - r.start < s * 0.4; }", arg=before["end"] - before["start"])
     page.wait_for_timeout(400)
     wait_idle(frame)
@@ -202,6 +217,7 @@ def test_zoom_with_keys_and_wheel_fetches_new_windows(page: Any, tb: TensorBoard
     t_after = after["start"] + (x - stats["labelW"]) / (stats["width"] - stats["labelW"]) * (after["end"] - after["start"])
     assert abs(t_after - t_under) < (after["end"] - after["start"]) * 0.01
     assert len(windows) > n
+    assert frame.eval_on_selector("[data-testid=trace-scroller]", "e => e.scrollTop") == 0  # zooming scrolled nothing
 
     # shift+wheel pans, keeping the span; A/D pan too; Fit shows everything again.
     span = span_of(frame)
@@ -246,23 +262,46 @@ def row_of(frame: Any, label: str) -> dict[str, Any]:
     return next(r for r in hook(frame, "rows") if r["label"] == label)
 
 
-def test_collapse_and_fold_tracks(page: Any, tb: TensorBoard) -> None:
+def levels_param(url: str) -> dict[int, int]:
+    raw = parse_qs(urlparse(url).query).get("levels", [""])[0]
+    return {int(k): int(v) for k, v in (p.split(":") for p in raw.split(",") if p)}
+
+
+def test_collapse_expand_and_fold_tracks(page: Any, tb: TensorBoard) -> None:
     window = api(tb, "trace/window", width_px=100)
     deep = max(window["tracks"], key=lambda t: t["depths"])
-    frame = open_trace(page, tb)
+    assert deep["kind"] == "cpu" and deep["depths"] == 28  # the main thread's Python stacks
     windows: list[str] = []
     page.on("request", lambda r: windows.append(r.url) if "/trace/window?" in r.url else None)
-    height = frame.eval_on_selector("[data-testid=trace-scroller]", "e => e.scrollHeight")
+    frame = open_trace(page, tb)
+    # A deep host thread opens 4 levels deep: the first window (asked before the tracks are known) says so with
+    # host_levels=4, and was answered with those lanes only, so no second window was needed for them.
+    assert parse_qs(urlparse(windows[0]).query).get("host_levels") == ["4"]
+    assert all("levels" not in parse_qs(urlparse(u).query) for u in windows)
     box = canvas_box(frame)
     row = row_of(frame, deep["label"])
-    assert row["h"] > 18 * deep["depths"] and not row["collapsed"]
-    page.mouse.click(box["x"] + 20, box["y"] + row["y"] + 10)  # the triangle beside the label
+    assert row["h"] == 4 * 18 + 5 and not row["collapsed"]
+    assert all(e["depth"] < 4 for e in hook(frame, "eventsOnScreen") if e["track"] == deep["id"])
+
+    # The last lane's label ("▸ 24 more levels") expands it to every level.
+    height = frame.eval_on_selector("[data-testid=trace-scroller]", "e => e.scrollHeight")
+    page.mouse.click(box["x"] + 40, box["y"] + row["y"] + 3 * 18 + 10)
+    frame.wait_for_function("h => document.querySelector('[data-testid=trace-scroller]').scrollHeight > h", arg=height)
+    assert row_of(frame, deep["label"])["h"] == 28 * 18 + 5
+    page.wait_for_timeout(300)
+    wait_idle(frame)
+    # (the autograd thread, 8 levels deep, still shows 4 of them)
+    assert levels_param(windows[-1]) == {t["id"]: 4 for t in window["tracks"] if t["kind"] == "cpu" and t["id"] != deep["id"]}
+    assert any(e["depth"] >= 4 for e in hook(frame, "eventsOnScreen") if e["track"] == deep["id"])
+
+    # The triangle beside the label collapses it to depth 0.
+    height = frame.eval_on_selector("[data-testid=trace-scroller]", "e => e.scrollHeight")
+    page.mouse.click(box["x"] + 20, box["y"] + row_of(frame, deep["label"])["y"] + 10)
     frame.wait_for_function("h => document.querySelector('[data-testid=trace-scroller]').scrollHeight < h", arg=height)
     assert row_of(frame, deep["label"])["collapsed"]
     page.wait_for_timeout(300)
     wait_idle(frame)
-    assert any(parse_qs(urlparse(u).query).get("collapsed") == [str(deep["id"])] for u in windows), windows
-    # Only depth 0 of a collapsed track is drawn.
+    assert levels_param(windows[-1])[deep["id"]] == 1
     assert all(e["depth"] == 0 for e in hook(frame, "eventsOnScreen") if e["track"] == deep["id"])
 
     # Folding the process hides all its tracks (and asks for none of their nested lanes).
@@ -271,7 +310,7 @@ def test_collapse_and_fold_tracks(page: Any, tb: TensorBoard) -> None:
     page.wait_for_timeout(300)
     wait_idle(frame)
     ids = sorted(t["id"] for t in window["tracks"] if t["process"] == deep["process"])
-    assert parse_qs(urlparse(windows[-1]).query).get("collapsed") == [",".join(map(str, ids))]
+    assert levels_param(windows[-1]) == dict.fromkeys(ids, 1)
     assert not any(r["track"] in ids for r in hook(frame, "rows"))
     page.mouse.click(box["x"] + 10, box["y"] + row_of(frame, deep["process"])["y"] + 10)
     frame.wait_for_function("id => window.__ptpTrace.rows().some(r => r.track === id)", arg=deep["id"])

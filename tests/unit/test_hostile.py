@@ -211,8 +211,8 @@ def test_a_non_numeric_device_is_an_unknown_device_not_gpu_minus_1(tensorboard_a
         {"ph": "X", "cat": "kernel", "name": "gemm2", "tid": 7, "ts": 40, "dur": 20, "args": {"device": 0}},
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 100, "tid": 1, "ts": 0, "dur": 100},
         {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 100, "tid": 1, "ts": 3, "s": "t",
-         "args": {"Device Type": 1, "Device Id": "x", "Addr": 1, "Bytes": 100, "Total Allocated": 100,
-                  "Total Reserved": 200}},
+         "args": {"Device Type": 1, "Device Id": "x", "Addr": 1, "Bytes": 1 << 20, "Total Allocated": 1 << 20,
+                  "Total Reserved": 2 << 20}},  # (a counter under 1 KiB is empty: not drawn)
     ]
     write_trace(tmp_path / "ld" / "run" / "w.1.pt.trace.json", events)
     client = tensorboard_app(tmp_path / "ld")

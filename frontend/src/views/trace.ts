@@ -15,10 +15,10 @@ import { card } from "../components";
 import { h, replaceChildren } from "../dom";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
 import { copyText, inVsCode, showToast } from "./common/ui";
-import { makePalette, parseWindow, locate, formatTime, formatBytesShort, formatCounter, type Step, type TrackMeta, type WindowData } from "./traceData";
-import { detailsPanel, errorPanel, hintPanel, loadingPanel, rangeLoading, rangePanel, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
+import { makePalette, parseWindow, locate, formatOffset, formatTime, mergeSteps, formatBytesShort, formatCounter, type Step, type TrackMeta, type WindowData } from "./traceData";
+import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoading, rangePanel, rememberHelp, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
-import { HEADER_H, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
+import { HEADER_H, HOST_LEVELS, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
 import { draw, eventsOnScreen, hitTest, plotWidth, xToTime, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene, type ViewRange } from "./traceRenderer";
 import type { CriticalPathResponse } from "./common/apiTypes";
 import type { EventBrief, TraceEventResponse, TraceRangeResponse, TraceSearchResponse, TraceWindowResponse } from "./traceTypes";
@@ -130,7 +130,8 @@ class TraceView {
   private layout: Layout = { rows: [], height: 0, trackRows: new Map(), hiddenTracks: new Set() };
   private layoutKey = "";
   private tracksMeta: TrackMeta[] = [];
-  private readonly collapsed = new Set<number>();
+  /** lanes shown of each track that does not show all of them (1: collapsed) */
+  private readonly levels = new Map<number, number>();
   private readonly folded = new Set<string>();
   private steps: Step[] = [];
   private critical: CriticalMark[] = [];
@@ -167,6 +168,7 @@ class TraceView {
   private stepsComplete = false;
   private exportStop: (() => void) | null = null;
   private readonly cleanups: (() => void)[] = [];
+  private help = helpOpen();
   private readonly stats = {
     mountedAt: performance.now(),
     firstPaintAt: 0,
@@ -177,7 +179,7 @@ class TraceView {
     lastAcceptMs: 0,
     frames: 0,
     drawMsTotal: 0,
-    lastDraw: { events: 0, boxes: 0, labels: 0, ms: 0 },
+    lastDraw: { events: 0, boxes: 0, labels: 0, ms: 0, ticks: [] as string[], steps: [] as string[] },
     lastWindow: null as null | { t0: number; t1: number; px_us: number; events: number; boxes: number; width_px: number },
   };
 
@@ -191,7 +193,7 @@ class TraceView {
       scroller: h("div", {
         class: "ptp-trace-scroller",
         testid: "trace-scroller",
-        attrs: { tabindex: 0, "aria-label": "Trace timeline: W/S zoom, A/D pan, wheel zooms, shift+wheel pans, drag pans, shift+drag selects a range" },
+        attrs: { tabindex: 0, "aria-label": "Trace timeline: W/S zoom, A/D pan, wheel scrolls the tracks, Ctrl+wheel zooms, shift+wheel pans, drag pans, shift+drag selects a range" },
         role: "application",
       }),
       viewport: h("div", { class: "ptp-trace-viewport", testid: "trace-viewport" }),
@@ -203,6 +205,9 @@ class TraceView {
       details: h("section", { class: "ptp-trace-panel", testid: "trace-details-panel" }),
       rangePanel: h("section", { class: "ptp-trace-panel", testid: "trace-range-panel" }),
       side: h("aside", { class: "ptp-trace-side", testid: "trace-side" }),
+      body: h("div", { class: "ptp-trace-body" }),
+      helpButton: h("button", { class: "ptp-button", testid: "trace-help-toggle", title: "Show or hide the keyboard and mouse help",
+                                attrs: { type: "button", "aria-label": "Keyboard help", "aria-pressed": "false" } }, "?"),
       readout: h("span", { class: "ptp-trace-readout", testid: "trace-readout" }),
       stepSelect: h("select", { class: "ptp-trace-select", testid: "trace-step-select", attrs: { "aria-label": "Fit a step" } }),
       pathSelect: h("select", { class: "ptp-trace-select", testid: "trace-critical-path", attrs: { "aria-label": "Highlight critical path", title: "Highlight the critical path of a step: the chain of host and GPU work that determined its duration" } }),
@@ -228,16 +233,15 @@ class TraceView {
     this.el.error.hidden = true;
     this.el.notice.hidden = true;
     this.el.rangePanel.hidden = true;
-    setPanel(this.el.details, hintPanel());
   }
 
   // ------------------------------------------------------------------------------------------ mount
 
-  mount(): () => void {
-    const ctx = this.ctx;
+  /** Fit, steps, zoom, box select, flows, critical path; search; download, Perfetto and the help toggle. */
+  private toolbar(): HTMLElement {
     const button = (label: string, title: string, testid: string, onClick: () => void): HTMLElement =>
       h("button", { class: "ptp-button", testid, title, attrs: { type: "button" }, onClick }, label);
-    const toolbar = h(
+    return h(
       "div",
       { class: "ptp-trace-toolbar", testid: "trace-toolbar" },
       h(
@@ -261,8 +265,13 @@ class TraceView {
         this.el.prevButton,
         this.el.nextButton,
       ),
-      h("div", { class: "ptp-trace-group ptp-trace-export" }, this.el.download, this.el.perfetto),
+      h("div", { class: "ptp-trace-group ptp-trace-export" }, this.el.download, this.el.perfetto, this.el.helpButton),
     );
+  }
+
+  mount(): () => void {
+    const ctx = this.ctx;
+    const toolbar = this.toolbar();
     replaceChildren(
       this.container,
       h(
@@ -270,14 +279,11 @@ class TraceView {
         { class: "ptp-trace", testid: "trace-view" },
         toolbar,
         this.el.notice,
-        h(
-          "div",
-          { class: "ptp-trace-body" },
-          h("div", { class: "ptp-trace-main" }, this.el.viewport, h("div", { class: "ptp-trace-status" }, this.el.readout)),
-          this.el.side,
-        ),
+        this.el.body,
       ),
     );
+    this.el.body.append(h("div", { class: "ptp-trace-main" }, this.el.viewport, h("div", { class: "ptp-trace-status" }, this.el.readout)), this.el.side);
+    this.showHint();
     this.wire();
     ctx.onThemeChange((theme) => {
       this.colours = readColours(theme === "dark");
@@ -429,6 +435,7 @@ class TraceView {
     listen(this.el.prevButton, "click", () => { void this.stepSearch(-1); });
     listen(this.el.nextButton, "click", () => { void this.stepSearch(1); });
     listen(this.el.perfetto, "click", () => { this.openPerfetto(); });
+    listen(this.el.helpButton, "click", () => { this.setHelp(!this.help); });
     listen(this.el.download, "click", () => {
       if (inVsCode()) this.showFallback("download", "If nothing is downloaded (VS Code may block downloads from this panel), copy the file's link and open it in a browser:");
     });
@@ -473,14 +480,15 @@ class TraceView {
 
   // ------------------------------------------------------------------------------------------ fetching
 
-  private collapsedKey(): string {
-    const ids = new Set<number>(this.collapsed);
-    for (const id of this.layout.hiddenTracks) ids.add(id);
-    return [...ids].sort((a, b) => a - b).join(",");
+  /** The `levels=` parameter: each limited track's lane count, folded processes' tracks at one. */
+  private levelsKey(): string {
+    const limits = new Map(this.levels);
+    for (const id of this.layout.hiddenTracks) limits.set(id, 1);
+    return [...limits].sort((a, b) => a[0] - b[0]).map(([id, n]) => `${id}:${n}`).join(",");
   }
 
   private covers(data: WindowData, v: ViewRange): boolean {
-    if (data.collapsedKey !== this.collapsedKey()) return false;
+    if (data.levelsKey !== this.levelsKey()) return false;
     const span = v.end - v.start;
     const lo = Math.max(v.start, data.bounds[0]);
     const hi = Math.min(v.end, data.bounds[1]);
@@ -506,7 +514,7 @@ class TraceView {
     const plotW = plotWidth({ width: this.width, labelW: this.labelW() });
     const v = this.view;
     if (!force && this.data && v && this.covers(this.data, v)) return;
-    const collapsedKey = this.collapsedKey();
+    const levelsKey = this.levelsKey();
     const params: QueryParams = { ...this.ids };
     let widthPx = plotW;
     if (v) {
@@ -528,7 +536,8 @@ class TraceView {
       params["end_us"] = e.toFixed(3);
     }
     params["width_px"] = Math.max(1, Math.min(MAX_WIDTH_PX, widthPx));
-    if (collapsedKey) params["collapsed"] = collapsedKey;
+    if (levelsKey) params["levels"] = levelsKey;
+    if (!this.data) params["host_levels"] = HOST_LEVELS; // the tracks are not known yet: see adoptLevels
     this.fetchCtl?.abort();
     const controller = new AbortController();
     this.fetchCtl = controller;
@@ -546,7 +555,7 @@ class TraceView {
         this.stats.windows++;
         this.el.error.hidden = true;
         const t = performance.now();
-        const data = parseWindow(resp, collapsedKey);
+        const data = parseWindow(resp, levelsKey);
         this.stats.lastWindow = { t0: data.t0, t1: data.t1, px_us: data.pxUs, events: data.eventCount, boxes: data.boxCount, width_px: Number(params["width_px"]) };
         this.accept(data);
         this.stats.lastAcceptMs = performance.now() - t;
@@ -581,7 +590,7 @@ class TraceView {
     const firstAnswer = this.data === null;
     this.data = data;
     this.bounds = data.bounds;
-    this.mergeSteps(data.steps, firstAnswer && this.view === null);
+    this.takeSteps(data.steps, firstAnswer && this.view === null);
     for (const c of data.counters) {
       if (c.unit === "fraction") continue;
       const key = c.name.replace(/ (allocated|reserved)$/, "");
@@ -592,7 +601,7 @@ class TraceView {
     if (key !== this.layoutKey) {
       this.layoutKey = key;
       this.tracksMeta = meta;
-      if (firstAnswer) this.defaultCollapse(meta);
+      if (firstAnswer) this.adoptLevels(data);
       this.relayout();
     }
     if (!this.view) this.view = { start: data.bounds[0], end: data.bounds[1] };
@@ -621,21 +630,25 @@ class TraceView {
     if (!this.covers(data, this.view)) this.scheduleFetch();
   }
 
-  /** Deep threads (long Python stacks) start collapsed when there are many of them. */
-  private defaultCollapse(meta: TrackMeta[]): void {
-    const lanes = meta.reduce((s, t) => s + t.depths, 0);
-    if (lanes * 18 < 1400) return;
-    for (const t of meta) if (t.kind === "cpu" && t.depths > 12) this.collapsed.add(t.id);
+  /**
+   * Deep host threads (long Python stacks) open a few levels deep: the first window was asked with
+   * `host_levels`, so the server already sent those lanes only; take them as the tracks' levels.
+   */
+  private adoptLevels(data: WindowData): void {
+    for (const t of data.tracks) if (t.shown < t.depths && t.shown > 1) this.levels.set(t.id, t.shown);
+    data.levelsKey = this.levelsKey();
   }
 
-  private mergeSteps(steps: Step[], complete: boolean): void {
+  /** Take in the steps of an answer (each step once: see traceData.mergeSteps) and refill the step pickers. */
+  private takeSteps(steps: Step[], complete: boolean): void {
     if (complete) this.stepsComplete = true;
-    const key = (s: Step): string => `${s.name}@${s.start.toFixed(3)}`;
-    const known = new Map(this.steps.map((s) => [key(s), s]));
-    const before = known.size;
-    for (const s of steps) known.set(key(s), s);
-    if (known.size === before && this.el.stepSelect.options.length > 0) return; // nothing new
-    this.steps = [...known.values()].sort((a, b) => a.start - b.start);
+    const merged = mergeSteps(this.steps, steps);
+    if (merged.length === this.steps.length && this.el.stepSelect.options.length > 0) return; // nothing new
+    this.steps = merged;
+    this.fillStepPickers();
+  }
+
+  private fillStepPickers(): void {
     const select = this.el.stepSelect;
     replaceChildren(
       select,
@@ -644,7 +657,7 @@ class TraceView {
     );
     select.value = "";
     select.disabled = this.steps.length === 0;
-    const names = [...new Set(this.steps.map((s) => s.name))];
+    const names = this.steps.map((s) => s.name);
     replaceChildren(
       this.el.pathSelect,
       h("option", { attrs: { value: "" } }, names.length ? "Critical path…" : "No steps"),
@@ -686,7 +699,7 @@ class TraceView {
       .getJSON<TraceWindowResponse>("trace/window", { ...this.ids, width_px: 16, collapsed }, { signal: this.ctx.signal, timeoutMs: 120_000 })
       .then((resp) => {
         const steps = (Array.isArray(resp.steps) ? resp.steps : []).map(([name, t, d]) => ({ name, start: resp.t0 + t, dur: d }));
-        this.mergeSteps(steps, true);
+        this.takeSteps(steps, true);
         this.markDirty();
       })
       .catch(() => undefined);
@@ -694,7 +707,7 @@ class TraceView {
 
   private relayout(): void {
     const counters = this.data?.counters.map((c) => ({ name: c.name, unit: c.unit })) ?? [];
-    this.layout = buildLayout(this.tracksMeta, counters, this.collapsed, this.folded);
+    this.layout = buildLayout(this.tracksMeta, counters, this.levels, this.folded);
     this.updateSpacer();
     this.markDirty();
   }
@@ -784,23 +797,23 @@ class TraceView {
     return { x: e.clientX - r.left, y: e.clientY - r.top };
   }
 
+  /**
+   * Perfetto's model: the wheel scrolls the tracks (natively), Ctrl/⌘ + wheel (and a trackpad pinch, which the
+   * browser sends as Ctrl + wheel) zooms around the pointer, Shift + wheel and horizontal swipes pan.
+   */
   private onWheel(e: WheelEvent): void {
     if (!this.view) return;
     const { x } = this.localXY(e);
     const dy = wheelPixels(e, e.deltaY, this.height);
     const dx = wheelPixels(e, e.deltaX, this.width);
-    if (x < this.labelW() && !e.ctrlKey && !e.shiftKey) return; // the label column scrolls the tracks
-    if (e.altKey && !e.ctrlKey) return; // alt+wheel: native vertical scroll
-    e.preventDefault();
-    if (e.ctrlKey) {
-      this.zoomAt(Math.exp(dy * 0.01), x);
-    } else if (e.shiftKey) {
-      this.panBy(this.pxToUs(dy !== 0 ? dy : dx));
-    } else if (Math.abs(dx) > Math.abs(dy)) {
-      this.panBy(this.pxToUs(dx));
-    } else {
-      this.zoomAt(Math.exp(Math.max(-300, Math.min(300, dy)) * 0.002), x);
+    if (e.ctrlKey || e.metaKey) {
+      e.preventDefault();
+      this.zoomAt(Math.exp(Math.max(-300, Math.min(300, dy)) * 0.004), x);
+    } else if (e.shiftKey || Math.abs(dx) > Math.abs(dy)) {
+      e.preventDefault();
+      this.panBy(this.pxToUs(e.shiftKey && dy !== 0 ? dy : dx));
     }
+    // else: a plain vertical wheel scrolls the tracks (the scroller's own scrolling)
   }
 
   private onKeyDown(e: KeyboardEvent): void {
@@ -913,7 +926,8 @@ class TraceView {
     const hit = hitTest(scene, x, y);
     if (!hit) return;
     if (hit.kind === "label") {
-      if (hit.toggle) this.toggleRow(hit.row);
+      if (hit.levels && hit.row.kind === "track") this.showLevels(hit.row.track.id, hit.levels);
+      else if (hit.toggle) this.toggleRow(hit.row);
     } else if (hit.kind === "event") {
       this.select({ id: hit.id, name: hit.name, start_us: hit.start, dur_us: hit.dur, track: hit.track }, hit.depth);
     } else if (hit.kind === "box") {
@@ -940,11 +954,19 @@ class TraceView {
       if (this.folded.has(row.key)) this.folded.delete(row.key);
       else this.folded.add(row.key);
     } else if (row.kind === "track") {
-      if (this.collapsed.has(row.track.id)) this.collapsed.delete(row.track.id);
-      else this.collapsed.add(row.track.id);
+      if (row.lanes > 1) this.levels.set(row.track.id, 1);
+      else this.levels.delete(row.track.id);
     } else {
       return;
     }
+    this.relayout();
+    this.requestWindow(true);
+  }
+
+  /** The expand control of a deep thread: every level ("more"), or back to the first HOST_LEVELS ("fewer"). */
+  private showLevels(track: number, levels: "more" | "fewer"): void {
+    if (levels === "more") this.levels.delete(track);
+    else this.levels.set(track, HOST_LEVELS);
     this.relayout();
     this.requestWindow(true);
   }
@@ -953,7 +975,7 @@ class TraceView {
     const c = this.el.canvas;
     if (this.pointer?.mode === "pan") c.style.cursor = "grabbing";
     else if (this.mode === "select") c.style.cursor = "crosshair";
-    else if (hit && (hit.kind === "event" || hit.kind === "box" || hit.kind === "step" || (hit.kind === "label" && hit.toggle))) c.style.cursor = "pointer";
+    else if (hit && (hit.kind === "event" || hit.kind === "box" || hit.kind === "step" || (hit.kind === "label" && (hit.toggle || hit.levels !== null)))) c.style.cursor = "pointer";
     else c.style.cursor = "grab";
   }
 
@@ -980,7 +1002,7 @@ class TraceView {
     let content: HTMLElement | null = null;
     if (hit?.kind === "event") {
       content = h("div", {}, h("div", { class: "ptp-trace-tip-name" }, hit.name),
-        h("div", { class: "ptp-muted" }, `${formatTime(hit.dur)} · at +${formatTime(hit.start - origin)}`));
+        h("div", { class: "ptp-muted" }, `${formatTime(hit.dur)} · at ${formatOffset(hit.start - origin)}`));
     } else if (hit?.kind === "box") {
       content = h("div", {}, h("div", { class: "ptp-trace-tip-name" }, `${hit.count.toLocaleString("en-US")} events`),
         h("div", {}, "mostly ", h("b", {}, hit.name)),
@@ -988,7 +1010,7 @@ class TraceView {
     } else if (hit?.kind === "counter") {
       content = h("div", {}, h("div", { class: "ptp-trace-tip-name" }, hit.row.key),
         hit.values.map((v) => h("div", {}, `${v.name.slice(hit.row.key.length).trim() || "value"}: ${formatCounter(v.value, v.unit)}`)),
-        h("div", { class: "ptp-muted" }, `at +${formatTime(hit.t - origin)}`));
+        h("div", { class: "ptp-muted" }, `at ${formatOffset(hit.t - origin)}`));
     } else if (hit?.kind === "step") {
       content = h("div", {}, h("div", { class: "ptp-trace-tip-name" }, `Step ${hit.step.name}`),
         h("div", { class: "ptp-muted" }, `${formatTime(hit.step.dur)} · click to fit`));
@@ -1013,6 +1035,31 @@ class TraceView {
     this.el.tooltip.style.display = "none";
   }
 
+  // ------------------------------------------------------------------------------------------ side panel
+
+  /** With nothing selected, the side shows the keyboard help, unless the user closed it. */
+  private showHint(): void {
+    setPanel(this.el.details, this.help ? hintPanel(() => { this.setHelp(false); }) : null);
+    this.el.helpButton.setAttribute("aria-pressed", String(this.help));
+    this.updateSide();
+  }
+
+  private setHelp(open: boolean): void {
+    this.help = open;
+    rememberHelp(open);
+    if (this.selection) this.el.helpButton.setAttribute("aria-pressed", String(open));
+    else this.showHint();
+  }
+
+  /** An empty side column is removed, so the timeline takes the width. */
+  private updateSide(): void {
+    const empty = this.el.details.hidden && this.el.rangePanel.hidden;
+    if (this.el.side.hidden === empty) return;
+    this.el.side.hidden = empty;
+    this.el.body.classList.toggle("ptp-trace-body-wide", empty);
+    this.resize();
+  }
+
   // ------------------------------------------------------------------------------------------ selection
 
   private select(brief: EventBrief, depth: number | null = null): void {
@@ -1021,6 +1068,7 @@ class TraceView {
     this.arrows = this.selectionArrows();
     this.markDirty();
     setPanel(this.el.details, loadingPanel(brief.name));
+    this.updateSide();
     this.ctx.api
       .getJSON<TraceEventResponse>("trace/event", { ...this.ids, id: brief.id }, { signal: this.ctx.signal })
       .then((ev) => {
@@ -1044,7 +1092,7 @@ class TraceView {
     this.detailsToken++;
     this.selection = null;
     this.arrows = [];
-    setPanel(this.el.details, hintPanel());
+    this.showHint();
     this.markDirty();
   }
 
@@ -1099,8 +1147,8 @@ class TraceView {
         this.folded.delete(meta.process);
         changed = true;
       }
-      if (meta && this.collapsed.has(meta.id)) {
-        this.collapsed.delete(meta.id);
+      if (meta && this.levels.has(meta.id)) {
+        this.levels.delete(meta.id);
         changed = true;
       }
       if (changed) this.relayout();
@@ -1179,6 +1227,7 @@ class TraceView {
       scope,
     };
     setPanel(this.el.rangePanel, rangeLoading(r.start, r.end, hooks));
+    this.updateSide();
     const params: QueryParams = { ...this.ids, start_us: r.start.toFixed(3), end_us: r.end.toFixed(3) };
     if (this.rangeTracks) params["tracks"] = this.rangeTracks.join(",");
     this.ctx.api
@@ -1200,6 +1249,7 @@ class TraceView {
     this.rangeTracks = null;
     this.el.zoomSelection.disabled = true;
     setPanel(this.el.rangePanel, null);
+    this.updateSide();
     this.markDirty();
   }
 
@@ -1353,7 +1403,7 @@ class TraceView {
     const v = this.view;
     if (!v) return;
     const origin = this.bounds?.[0] ?? v.start;
-    this.el.readout.textContent = `Showing +${formatTime(v.start - origin)} to +${formatTime(v.end - origin)} (${formatTime(v.end - v.start)})`;
+    this.el.readout.textContent = `Showing ${formatOffset(v.start - origin)} to ${formatOffset(v.end - origin)} (${formatTime(v.end - v.start)})`;
   }
 
   private scene(): Scene | null {

@@ -31,6 +31,8 @@ export interface TrackMeta {
 
 export interface TrackData extends TrackMeta {
   collapsed: boolean;
+  /** lanes the server sent (depth 0 first) */
+  shown: number;
   /** lanes by depth (sparse: depths without events in the window are missing) */
   lanes: (Lane | undefined)[];
 }
@@ -72,8 +74,8 @@ export interface WindowData {
   flowsTruncated: boolean;
   steps: Step[];
   counters: CounterData[];
-  /** the `collapsed=` list the window was asked with */
-  collapsedKey: string;
+  /** the `levels=` list the window was asked with */
+  levelsKey: string;
   eventCount: number;
   boxCount: number;
   /** lazily built id → location of the window's events */
@@ -122,6 +124,20 @@ export function colourOf(name: string): number {
   return idx;
 }
 
+// ------------------------------------------------------------------------------------------ steps
+
+/**
+ * The steps known so far with those of a new answer, each step once, in time order. Every window answer lists
+ * every step with its start relative to that window's `t0` (rounded to 1 ns), so one step comes back with starts a
+ * rounding apart (at 1.6e15 µs, a float's step is 0.25 µs): steps are keyed by name, which the server makes
+ * unique (a host step and its GPU copy are one step), and the first value seen stays.
+ */
+export function mergeSteps(known: readonly Step[], incoming: readonly Step[]): Step[] {
+  const byName = new Map<string, Step>();
+  for (const s of [...known, ...incoming]) if (!byName.has(s.name)) byName.set(s.name, s);
+  return [...byName.values()].sort((a, b) => a.start - b.start);
+}
+
 // ------------------------------------------------------------------------------------------ parsing
 
 function f64(values: readonly number[] | undefined): Float64Array {
@@ -168,11 +184,12 @@ function parseTrack(t: WindowTrack, nameColours: Uint8Array, counts: { events: n
     process: t.process,
     depths: Math.max(1, t.depths | 0),
     collapsed: t.collapsed,
+    shown: Math.max(1, Math.min(t.depths | 0, (t.shown_depths ?? t.depths) | 0)),
     lanes,
   };
 }
 
-export function parseWindow(resp: TraceWindowResponse, collapsedKey: string): WindowData {
+export function parseWindow(resp: TraceWindowResponse, levelsKey: string): WindowData {
   const names = Array.isArray(resp.names) ? resp.names.map(String) : [];
   const nameColours = Uint8Array.from(names.map(colourOf));
   const counts = { events: 0, boxes: 0 };
@@ -195,7 +212,7 @@ export function parseWindow(resp: TraceWindowResponse, collapsedKey: string): Wi
       for (const v of values) if (v > max) max = v;
       return { name: c.name, unit: c.unit, values, max };
     }),
-    collapsedKey,
+    levelsKey,
     eventCount: counts.events,
     boxCount: counts.boxes,
     index: null,
@@ -244,9 +261,11 @@ const grouped = (digits: number): Intl.NumberFormat =>
   new Intl.NumberFormat("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const FORMATS = [0, 1, 2, 3, 4, 5, 6].map(grouped);
 
+/** `value` with `digits` decimals; a value that rounds to zero is "0", never "-0" (Intl keeps the sign). */
 function fixed(value: number, digits: number): string {
   const fmt = FORMATS[Math.min(6, Math.max(0, digits))] ?? grouped(digits);
-  return fmt.format(value);
+  const text = fmt.format(value);
+  return /^-0(\.0*)?$/.test(text) ? text.slice(1) : text;
 }
 
 /** A duration for people: "850 ns", "12.35 µs", "1.234 ms", "2.500 s". */
@@ -258,6 +277,37 @@ export function formatTime(us: number): string {
   if (a < 1000) return `${fixed(us, a < 100 ? 3 : 2)} µs`;
   if (a < 1_000_000) return `${fixed(us / 1000, 3)} ms`;
   return `${fixed(us / 1_000_000, 3)} s`;
+}
+
+/**
+ * A time relative to the trace start: "+1.234 ms", "−101.64 µs" (before the start, which a view may show), "0 µs";
+ * one sign, never "+-".
+ */
+export function formatOffset(us: number): string {
+  const text = formatTime(Math.abs(us));
+  if (!Number.isFinite(us) || /^0(\.0+)? /.test(text)) return text; // zero at this precision: no sign
+  return `${us < 0 ? "\u2212" : "+"}${text}`;
+}
+
+/**
+ * `text` cut with an ellipsis to fit `avail` px as `measure` measures it; null when not even one character and the
+ * ellipsis fit (then nothing is drawn: a label must never run into its neighbour).
+ */
+export function elide(text: string, avail: number, measure: (s: string) => number): string | null {
+  if (text.length === 0 || !(avail > 0)) return null;
+  const full = measure(text);
+  if (full <= avail) return text;
+  const ell = measure("…");
+  if (avail < ell + 6) return null;
+  const per = full / text.length;
+  let n = Math.min(text.length - 1, Math.floor((avail - ell) / per));
+  while (n > 0) {
+    const candidate = text.slice(0, n) + "…";
+    const w = measure(candidate);
+    if (w <= avail) return candidate;
+    n -= Math.max(1, Math.ceil((w - avail) / per));
+  }
+  return null;
 }
 
 /** A ruler step in µs: 1, 2 or 5 × 10^k, at least `minUs`. */
@@ -296,6 +346,7 @@ export function formatCounter(value: number, unit: string): string {
   if (unit === "fraction") return `${fixed(value * 100, 1)}%`;
   if (unit === "bytes") return formatBytesShort(value);
   if (unit === "count") return fixed(value, 0);
-  if (unit === "GB/s") return `${fixed(value, 2)} GB/s`;
+  // a trickle (a few .item() copies) keeps two significant digits rather than reading "0.00 GB/s"
+  if (unit === "GB/s") return `${value > 0 && value < 0.1 ? value.toPrecision(2) : fixed(value, 2)} GB/s`;
   return fixed(value, 2);
 }

@@ -5,7 +5,7 @@
  */
 import { h, replaceChildren } from "../dom";
 import { frameList, parseFrame } from "./common/callStack";
-import { formatTime } from "./traceData";
+import { formatOffset, formatTime } from "./traceData";
 import type { EventBrief, TraceEventResponse, TraceRangeResponse } from "./traceTypes";
 
 export interface DetailsHooks {
@@ -42,7 +42,7 @@ function briefButton(b: EventBrief, hooks: DetailsHooks, testid: string): HTMLEl
     {
       class: "ptp-trace-partner",
       testid,
-      title: `${b.name}\n${hooks.trackLabel(b.track)} · +${formatTime(b.start_us - hooks.traceStart)} · ${formatTime(b.dur_us)}`,
+      title: `${b.name}\n${hooks.trackLabel(b.track)} · ${formatOffset(b.start_us - hooks.traceStart)} · ${formatTime(b.dur_us)}`,
       dataset: { id: String(b.id) },
       attrs: { type: "button" },
       onClick: () => {
@@ -58,18 +58,46 @@ function section(title: string, testid: string, ...children: (Node | null)[]): H
   return h("div", { class: "ptp-trace-section", testid }, h("h4", { class: "ptp-section-title" }, title), ...children);
 }
 
-export function hintPanel(): HTMLElement {
+const HELP_KEY = "ptp.trace.help";
+
+/** Whether the keyboard help is shown (remembered in localStorage; open where storage is blocked). */
+export function helpOpen(): boolean {
+  try {
+    return window.localStorage.getItem(HELP_KEY) !== "closed";
+  } catch {
+    return true;
+  }
+}
+
+export function rememberHelp(open: boolean): void {
+  try {
+    if (open) window.localStorage.removeItem(HELP_KEY);
+    else window.localStorage.setItem(HELP_KEY, "closed");
+  } catch {
+    // storage blocked (a sandboxed frame): the choice lasts for this page only
+  }
+}
+
+/** The keys and mouse of the timeline, with a close button (reopened by the toolbar's "?"). */
+export function hintPanel(onClose: () => void): HTMLElement {
   return h(
     "div",
     { class: "ptp-trace-hint", testid: "trace-details-empty" },
-    h("p", { class: "ptp-muted" }, "Click an event to see its details, launch partners and call stack."),
+    h(
+      "div",
+      { class: "ptp-trace-title-row" },
+      h("p", { class: "ptp-muted" }, "Click an event to see its details, launch partners and call stack."),
+      h("button", { class: "ptp-link-button", testid: "trace-help-close", title: "Hide this help (the ? button in the toolbar shows it again)",
+                    attrs: { type: "button", "aria-label": "Hide the keyboard help" }, onClick: onClose }, "✕"),
+    ),
     h(
       "dl",
       { class: "ptp-trace-keys" },
       [
         ["W / S", "zoom in / out"],
         ["A / D", "pan left / right"],
-        ["wheel, pinch", "zoom around the cursor"],
+        ["wheel", "scroll the tracks"],
+        ["ctrl / ⌘ + wheel, pinch", "zoom around the cursor"],
         ["shift + wheel", "pan"],
         ["drag", "pan (and scroll the tracks)"],
         ["shift + drag", "select a time range"],
@@ -108,9 +136,9 @@ function clampedTitle(name: string): HTMLElement {
 
 export function detailsPanel(ev: TraceEventResponse, hooks: DetailsHooks): HTMLElement {
   const facts: [string, string][] = [
-    ["Start", `+${formatTime(ev.start_us - hooks.traceStart)}`],
+    ["Start", formatOffset(ev.start_us - hooks.traceStart)],
     ["Duration", formatTime(ev.dur_us)],
-    ["End", `+${formatTime(ev.start_us + ev.dur_us - hooks.traceStart)}`],
+    ["End", formatOffset(ev.start_us + ev.dur_us - hooks.traceStart)],
     ["Category", ev.category ?? "—"],
     ["Kind", ev.kind],
     ["Track", hooks.trackLabel(ev.track)],
@@ -187,7 +215,7 @@ function rangeHeader(start: number, end: number, hooks: RangeHooks): HTMLElement
       "div",
       {},
       h("h3", { class: "ptp-trace-title" }, `Selected range · ${formatTime(end - start)}`),
-      h("div", { class: "ptp-muted ptp-trace-sub" }, `+${formatTime(start - hooks.traceStart)} to +${formatTime(end - hooks.traceStart)} · ${hooks.scope}`),
+      h("div", { class: "ptp-muted ptp-trace-sub" }, `${formatOffset(start - hooks.traceStart)} to ${formatOffset(end - hooks.traceStart)} · ${hooks.scope}`),
     ),
     h(
       "div",

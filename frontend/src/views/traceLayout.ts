@@ -12,6 +12,11 @@ export const PROCESS_H = 24;
 export const LANE_H = 18;
 export const TRACK_PAD = 5;
 export const COUNTER_H = 38;
+/**
+ * Host threads deeper than HOST_LEVELS + 1 open HOST_LEVELS levels deep: a `with_stack=True` trace nests dozens of
+ * Python frames, which would push every other track below the fold. Their last lane's label expands them.
+ */
+export const HOST_LEVELS = 4;
 
 export interface ProcessRow {
   kind: "process";
@@ -31,7 +36,10 @@ export interface TrackRow {
   /** the label without its process prefix ("stream 7") */
   label: string;
   collapsed: boolean;
+  /** lanes shown (depth 0 first) */
   lanes: number;
+  /** what the label of the last lane offers: the hidden levels ("more"), going back to HOST_LEVELS ("fewer") */
+  levels: "more" | "fewer" | null;
 }
 
 export interface CounterSeries {
@@ -68,10 +76,40 @@ function counterRowKey(name: string): string {
   return name.replace(/ (allocated|reserved)$/, "");
 }
 
+/**
+ * The levels a host thread opens with: HOST_LEVELS when it is deeper than HOST_LEVELS + 1, else all (null). The
+ * server applies this rule to the first window (`host_levels`, timeline/window.host_default); here it decides
+ * which fully shown threads offer "show 4 levels".
+ */
+export function defaultLevels(track: Pick<TrackMeta, "kind" | "depths">): number | null {
+  return track.kind === "cpu" && track.depths > HOST_LEVELS + 1 ? HOST_LEVELS : null;
+}
+
+/** A track's row: `shown` lanes of its depths (all when null), at `y`. */
+function trackRow(t: TrackMeta, process: string, shown: number | null, y: number): TrackRow {
+  const lanes = Math.max(1, Math.min(t.depths, shown ?? t.depths));
+  const prefix = `${process} · `;
+  const deep = defaultLevels(t) !== null;
+  return {
+    kind: "track",
+    y,
+    h: lanes * LANE_H + TRACK_PAD,
+    track: t,
+    label: t.label.startsWith(prefix) ? t.label.slice(prefix.length) : t.label,
+    collapsed: lanes === 1 && t.depths > 1,
+    lanes,
+    levels: lanes < 2 ? null : lanes < t.depths ? "more" : deep ? "fewer" : null,
+  };
+}
+
+/**
+ * Rows of the track tree: per process a header, its tracks (each `levels.get(id)` lanes deep, all when absent;
+ * none when the process is `folded`), then its counters; the counters of no process last.
+ */
 export function buildLayout(
   tracks: readonly TrackMeta[],
   counters: readonly { name: string; unit: string }[],
-  collapsed: ReadonlySet<number>,
+  levels: ReadonlyMap<number, number>,
   folded: ReadonlySet<string>,
 ): Layout {
   // Groups of adjacent tracks of one process, in the server's display order.
@@ -104,18 +142,7 @@ export function buildLayout(
       continue;
     }
     for (const t of g.tracks) {
-      const isCollapsed = collapsed.has(t.id);
-      const lanes = isCollapsed ? 1 : Math.max(1, t.depths);
-      const prefix = `${g.key} · `;
-      const row: TrackRow = {
-        kind: "track",
-        y,
-        h: lanes * LANE_H + TRACK_PAD,
-        track: t,
-        label: t.label.startsWith(prefix) ? t.label.slice(prefix.length) : t.label,
-        collapsed: isCollapsed,
-        lanes,
-      };
+      const row = trackRow(t, g.key, levels.get(t.id) ?? null, y);
       rows.push(row);
       trackRows.set(t.id, row);
       y += row.h;

@@ -7,6 +7,7 @@
  */
 import {
   PALETTE_SIZE,
+  elide,
   formatCounter,
   formatTick,
   locate,
@@ -20,6 +21,7 @@ import {
 } from "./traceData";
 import {
   HEADER_H,
+  HOST_LEVELS,
   LANE_H,
   RULER_H,
   STEPS_H,
@@ -28,6 +30,7 @@ import {
   type CounterRow,
   type Layout,
   type Row,
+  type TrackRow,
 } from "./traceLayout";
 
 export interface Colours {
@@ -123,13 +126,16 @@ export interface DrawStats {
   /** events of the critical path outlined in this frame */
   critical: number;
   ms: number;
+  /** the ruler's labels and the step labels drawn (for tests: what the axis reads) */
+  ticks: string[];
+  steps: string[];
 }
 
 export type Hit =
   | { kind: "event"; id: number; track: number; depth: number; start: number; dur: number; name: string }
   | { kind: "box"; track: number; depth: number; start: number; dur: number; count: number; busy: number; name: string }
   | { kind: "counter"; row: CounterRow; t: number; values: { name: string; unit: string; value: number }[] }
-  | { kind: "label"; row: Row; toggle: boolean }
+  | { kind: "label"; row: Row; toggle: boolean; levels: "more" | "fewer" | null }
   | { kind: "step"; step: Step }
   | { kind: "ruler"; t: number }
   | { kind: "empty"; row: Row | null; t: number };
@@ -156,31 +162,21 @@ export function xToTime(scene: Pick<Scene, "width" | "labelW" | "view">, x: numb
 
 const textWidth = new Map<string, number>();
 
+/** The width of `text` in the context's current font (cached per font: labels use three). */
 function measure(ctx: CanvasRenderingContext2D, text: string): number {
-  let w = textWidth.get(text);
+  const key = `${ctx.font}\u0000${text}`;
+  let w = textWidth.get(key);
   if (w === undefined) {
     w = ctx.measureText(text).width;
     if (textWidth.size > 20_000) textWidth.clear();
-    textWidth.set(text, w);
+    textWidth.set(key, w);
   }
   return w;
 }
 
-/** `text` cut with an ellipsis to fit `avail` px (null when not even one character fits). */
+/** `text` cut with an ellipsis to fit `avail` px in the current font (null when nothing fits). */
 export function fitText(ctx: CanvasRenderingContext2D, text: string, avail: number): string | null {
-  const full = measure(ctx, text);
-  if (full <= avail) return text;
-  const ell = measure(ctx, "…");
-  if (avail < ell + 6 || text.length === 0) return null;
-  const per = full / text.length;
-  let n = Math.floor((avail - ell) / per);
-  while (n > 0) {
-    const candidate = text.slice(0, n) + "…";
-    const w = ctx.measureText(candidate).width;
-    if (w <= avail) return candidate;
-    n -= Math.max(1, Math.ceil((w - avail) / per));
-  }
-  return null;
+  return elide(text, avail, (s) => measure(ctx, s));
 }
 
 // ------------------------------------------------------------------------------------------ batches
@@ -397,7 +393,7 @@ function drawArrow(ctx: CanvasRenderingContext2D, scene: Scene, arrow: FlowArrow
   ctx.fill();
 }
 
-function drawRuler(ctx: CanvasRenderingContext2D, scene: Scene): void {
+function drawRuler(ctx: CanvasRenderingContext2D, scene: Scene, stats: DrawStats): void {
   const { colours, labelW, width } = scene;
   const plotW = plotWidth(scene);
   ctx.fillStyle = colours.surface;
@@ -430,7 +426,9 @@ function drawRuler(ctx: CanvasRenderingContext2D, scene: Scene): void {
     const x = timeToX(scene, t);
     if (x > width) break;
     ctx.fillRect(Math.round(x), RULER_H - 9, 1, 9);
-    ctx.fillText(formatTick(i * step, step, unit), Math.round(x) + 3, 4);
+    const label = formatTick(i * step, step, unit);
+    ctx.fillText(label, Math.round(x) + 3, 4);
+    stats.ticks.push(label);
   }
   // steps band
   const top = RULER_H;
@@ -449,7 +447,10 @@ function drawRuler(ctx: CanvasRenderingContext2D, scene: Scene): void {
       ctx.textBaseline = "middle";
       ctx.fillStyle = colours.fg;
       const text = fitText(ctx, `Step ${s.name}`, vw - 8);
-      if (text) ctx.fillText(text, vx + 4, top + STEPS_H / 2);
+      if (text) {
+        ctx.fillText(text, vx + 4, top + STEPS_H / 2);
+        stats.steps.push(text);
+      }
     }
   }
   ctx.restore();
@@ -502,6 +503,7 @@ function drawLabels(ctx: CanvasRenderingContext2D, scene: Scene, visible: Row[])
         const more = `+${row.track.depths - 1} level${row.track.depths > 2 ? "s" : ""} folded`;
         if (text && measure(ctx, text) + measure(ctx, more) + 44 < labelW - 8) ctx.fillText(more, labelW - 8 - measure(ctx, more), y + 0.5);
       }
+      drawLevelsControl(ctx, scene, row, top);
     } else {
       ctx.font = FONT;
       ctx.fillStyle = colours.fg;
@@ -519,6 +521,17 @@ function drawLabels(ctx: CanvasRenderingContext2D, scene: Scene, visible: Row[])
   ctx.restore();
   ctx.fillStyle = colours.border;
   ctx.fillRect(labelW - 1, HEADER_H, 1, scene.height - HEADER_H);
+}
+
+/** "▸ 24 more levels" / "▴ show 4 levels" on the label of a deep thread's last lane (click: traceLayout.levels). */
+function drawLevelsControl(ctx: CanvasRenderingContext2D, scene: Scene, row: TrackRow, top: number): void {
+  if (row.levels === null) return;
+  const hidden = row.track.depths - row.lanes;
+  const text = row.levels === "more" ? `▸ ${hidden} more level${hidden === 1 ? "" : "s"}` : `▴ show ${HOST_LEVELS} levels`;
+  ctx.font = FONT_SMALL;
+  ctx.fillStyle = scene.colours.accent;
+  const fitted = fitText(ctx, text, scene.labelW - 38);
+  if (fitted) ctx.fillText(fitted, 30, top + 2 + (row.lanes - 1) * LANE_H + (LANE_H - 2) / 2 + 0.5);
 }
 
 function drawTriangle(ctx: CanvasRenderingContext2D, x: number, y: number, open: boolean, colour: string): void {
@@ -555,7 +568,7 @@ function outline(ctx: CanvasRenderingContext2D, scene: Scene, track: number | nu
 /** Draw a frame. The context is in CSS pixels (the caller set the devicePixelRatio transform). */
 export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
   const t0 = performance.now();
-  const stats: DrawStats = { events: 0, boxes: 0, labels: 0, critical: 0, ms: 0 };
+  const stats: DrawStats = { events: 0, boxes: 0, labels: 0, critical: 0, ms: 0, ticks: [], steps: [] };
   const { colours, width, height, labelW, layout } = scene;
   const plotW = plotWidth(scene);
   ctx.fillStyle = colours.surface;
@@ -686,7 +699,7 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
   if (sel) outline(ctx, scene, sel.track, sel.depth, sel.start, sel.dur, colours.accent, 2.5);
   ctx.restore();
 
-  drawRuler(ctx, scene);
+  drawRuler(ctx, scene, stats);
   if (scene.range) {
     // the range's span in the ruler
     const xa = Math.max(labelW, timeToX(scene, scene.range.start));
@@ -782,8 +795,10 @@ export function hitTest(scene: Scene, x: number, y: number): Hit | null {
   const row = rowAt(scene.layout, ry);
   if (x < scene.labelW) {
     if (!row) return null;
-    const toggle = row.kind === "process" || (row.kind === "track" && row.track.depths > 1 && ry - row.y < LANE_H + 2);
-    return { kind: "label", row, toggle };
+    const firstLane = ry - row.y < LANE_H + 2;
+    const toggle = row.kind === "process" || (row.kind === "track" && row.track.depths > 1 && firstLane);
+    const levels = row.kind === "track" && !firstLane && ry >= laneTop(row, row.lanes - 1) ? row.levels : null;
+    return { kind: "label", row, toggle, levels };
   }
   const t = xToTime(scene, x);
   if (!row) return { kind: "empty", row: null, t };

@@ -39,6 +39,8 @@ export interface WindowTrack {
   process: string;
   /** nesting depths of the whole track (not only of this window) */
   depths: number;
+  /** lanes sent (depth 0 first): fewer than depths when limited (collapsed, levels, host_levels) */
+  shown_depths?: number;
   collapsed: boolean;
   lanes: WindowLane[];
 }
