@@ -21,6 +21,7 @@ from ..analysis.modules import module_timeline, module_view
 from ..analysis.overview import overview
 from ..analysis.queues import queue_length
 from ..analysis.sequences import kernel_sequences
+from ..analysis.sources import source_files
 from ..analysis.summary import summary
 from ..analysis.views import available_views
 from ..timeline.details import event_details, range_summary, search
@@ -90,6 +91,10 @@ class Api:
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: {"file": loaded.file.filename, "size_bytes": loaded.file.size,
                                                       **summary(loaded.model)})
+
+    def sources(self, request: Request) -> Response:
+        loaded = self._trace(request)
+        return self._answer(request, loaded, lambda: source_files(loaded.model))
 
     def overview(self, request: Request) -> Response:
         loaded = self._trace(request)
@@ -325,6 +330,7 @@ class Api:
             "/runs": json_route(self.runs),
             "/views": json_route(self.views),
             "/summary": json_route(self.summary),
+            "/sources": json_route(self.sources),
             "/overview": json_route(self.overview),
             "/operators": json_route(self.operators),
             "/kernels": json_route(self.kernels),
