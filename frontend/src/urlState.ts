@@ -57,11 +57,12 @@ export function stateFromHash(hash: string): UrlState {
  * Keys owned by view pages rather than the shell (the Trace view's time range `start`/`end` in
  * absolute µs, `q`, an initial search, and the Diff view's experiment `exp_run`/`exp_worker`/
  * `exp_span`; the Distributed view's `rank` and the Memory view's `device` + `start`/`end`, which the
- * Overview's evidence links set). The shell's writes keep them untouched; a view reads and writes them with
+ * Overview's evidence links set; the Kernel view's `op`, an operator whose kernels to show, and the Memory
+ * view's `at`, a time whose live allocations to show). The shell's writes keep them untouched; a view reads and writes them with
  * readViewUrlState / writeViewUrlState (e.g. a table links to the Trace view with
  * `writeViewUrlState({ q: name })` followed by `ctx.navigate("Trace")`).
  */
-export const VIEW_URL_KEYS = ["start", "end", "q", "exp_run", "exp_worker", "exp_span", "rank", "device"] as const;
+export const VIEW_URL_KEYS = ["start", "end", "q", "exp_run", "exp_worker", "exp_span", "rank", "device", "op", "at"] as const;
 export type ViewUrlKey = (typeof VIEW_URL_KEYS)[number];
 export type ViewUrlState = Partial<Record<ViewUrlKey, string>>;
 

@@ -7,12 +7,12 @@ import { card, infoIcon } from "../components";
 import { h, replaceChildren } from "../dom";
 import { formatDuration, formatExactUs, formatInt, formatPercent1 } from "../format";
 import type { OperatorGrouping, OperatorRow, OperatorsResponse } from "./common/apiTypes";
-import { frameList, parseStack } from "./common/callStack";
+import { frameList, loadSources, parseStack } from "./common/callStack";
 import { Charts, chartDiv, ColorMap } from "./common/charts";
 import { csvFileName } from "./common/csv";
 import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
 import { type Column, DataTable } from "./common/table";
-import { type TraceLinker, traceLinker } from "./common/traceLink";
+import { type TraceLinker, traceLinker, viewLink } from "./common/traceLink";
 import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
 import { annotationsCard } from "./annotations";
@@ -86,13 +86,24 @@ function tcPercent(key: string, label: string, help: string, get: (r: OperatorRo
   };
 }
 
-export function operatorColumns(grouping: OperatorGrouping, flags: Flags, link?: TraceLinker): Column<OperatorRow>[] {
+/**
+ * The table's columns; `link` adds "in trace" to each name and `kernels` (operators that ran GPU work) a link to
+ * the kernels the operator launched, in the Kernel view.
+ */
+export function operatorColumns(
+  grouping: OperatorGrouping,
+  flags: Flags,
+  link?: TraceLinker,
+  kernels?: (name: string) => HTMLElement,
+): Column<OperatorRow>[] {
   const cols: Column<OperatorRow>[] = [
     {
       key: "name",
       label: "Name",
       value: (r) => r.name,
-      render: link ? (r) => h("span", {}, r.name, link(r.name)) : undefined,
+      render: link
+        ? (r) => h("span", {}, r.name, link(r.name), kernels && r.device_self_us > 0 ? kernels(r.name) : null)
+        : undefined,
       cls: "ptp-name-col ptp-wrap",
     },
   ];
@@ -180,8 +191,10 @@ const PIES: { key: string; title: string; help: string; device: boolean; get: (r
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading operators…"));
   let byName: OperatorsResponse;
+  const sources = loadSources(ctx); // which frames are the user's: before any stack is drawn
   try {
     byName = await fetchFor<OperatorsResponse>(ctx, "operators", { group_by: "name" });
+    await sources;
   } catch (err) {
     if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the operators"));
     return undefined;
@@ -248,9 +261,11 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     emptyText: "This trace has no operators.",
   });
   const linkToTrace = traceLinker(ctx);
+  const linkToKernels = (name: string): HTMLElement =>
+    viewLink(ctx, { label: "kernels", title: `The GPU kernels ${name} launched, in the Kernel view`, testid: "operator-kernels", view: "Kernel", state: { op: name, q: undefined } });
   const setData = (g: OperatorGrouping, resp: OperatorsResponse): void => {
     table.setData({
-      columns: operatorColumns(g, flagsFor(resp), linkToTrace),
+      columns: operatorColumns(g, flagsFor(resp), linkToTrace, device ? linkToKernels : undefined),
       rows: Array.isArray(resp.rows) ? resp.rows : [],
       searches: [{ key: "name", label: "Search operators", placeholder: "Search operator names", text: (r) => r.name }],
       sort: { key: device ? "device_self" : "host_self", dir: "desc" },

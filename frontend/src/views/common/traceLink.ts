@@ -1,9 +1,9 @@
 /**
- * "Find in trace" links: from an Operator or Kernel row to its occurrences in the Trace view, which reads the
+ * Links from a number or a row to its evidence in another view. "Find in trace" links: from an Operator or Kernel row to its occurrences in the Trace view, which reads the
  * `q` URL key as its initial search (and steps through the hits with next/previous).
  */
 import { h } from "../../dom";
-import { writeViewUrlState } from "../../urlState";
+import { type ViewUrlKey, writeViewUrlState } from "../../urlState";
 import type { ViewContext } from "../types";
 
 export type TraceLinker = (name: string) => HTMLElement;
@@ -48,4 +48,35 @@ export function traceRangeLink(ctx: ViewContext, label: string, start: number, e
     },
     label,
   );
+}
+
+/**
+ * A link to another view with view-owned URL keys set (see urlState's VIEW_URL_KEYS), optionally on another
+ * worker (a rank's own trace): e.g. an operator row to the Kernel view with `op` set.
+ */
+export function viewLink(
+  ctx: ViewContext,
+  opts: { label: string; title: string; testid: string; view: string; state: Partial<Record<ViewUrlKey, string | undefined>>; worker?: string },
+): HTMLElement {
+  return h(
+    "button",
+    {
+      class: "ptp-link-button ptp-row-link",
+      testid: opts.testid,
+      attrs: { type: "button", title: opts.title },
+      onClick: (ev: Event) => {
+        ev.stopPropagation();
+        writeViewUrlState(opts.state);
+        if (opts.worker !== undefined && opts.worker !== ctx.worker) ctx.navigate(opts.view, { worker: opts.worker });
+        else ctx.navigate(opts.view);
+      },
+    },
+    opts.label,
+  );
+}
+
+/** Opens the Trace view on [start, end] µs (of `worker`'s trace when given), with a little margin around. */
+export function traceWindowState(start: number, end: number, q?: string): Partial<Record<ViewUrlKey, string | undefined>> {
+  const margin = Math.max((end - start) * 0.02, 1);
+  return { start: (start - margin).toFixed(3), end: (end + margin).toFixed(3), q };
 }
