@@ -101,6 +101,8 @@ def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
             "transfer_us": float(c_transfer.mean()) if steps.count else 0.0,
             "sync_us": float((c_comm - c_transfer).clip(min=0).mean()) if steps.count else 0.0,
             "step_us": float(total.mean()) if steps.count else 0.0,
+            # each step's [start, end] in this rank's own trace clock: where its Trace view opens for that step
+            "step_windows_us": [[float(a), float(b)] for a, b in zip(lo.tolist(), hi.tolist())],
             "host_wait_us": host_wait,
             "host_idle_us": host_idle,
             # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded

@@ -328,36 +328,6 @@ def test_operator_call_stacks_and_copied_frame(page: Any, tb_samples: TensorBoar
     assert frame.query_selector("[data-testid=operator-table] [data-testid=row-expand]") is None
 
 
-def test_frame_click_inside_vscode_posts_to_the_editor(page: Any, tb_samples: TensorBoard) -> None:
-    """VS Code frames TensorBoard; the plugin posts {filename, line} to the window above TensorBoard.
-
-    The stand-in for VS Code's webview is served (by a route) from TensorBoard's own origin: Chromium's local
-    network access checks block a frame of 127.0.0.1 in a page of another origin; the detection does not care."""
-    outer = f"{tb_samples.url}/__vscode_webview_stand_in.html"
-    p = f"p.{PLUGIN}"
-    src = f"{tb_samples.url}/#{PLUGIN}&{p}.run={TRANSFORMER[0]}&{p}.worker={TRANSFORMER[1]}&{p}.span=1&{p}.view=Operator"
-    html = f"""<!doctype html><html><body style="margin:0">
-        <script>window.__msgs = []; addEventListener('message', e => window.__msgs.push(e.data));</script>
-        <iframe id="tb" src="{src}" style="width:1380px;height:880px;border:0"></iframe></body></html>"""
-    page.route(outer, lambda route: route.fulfill(status=200, content_type="text/html", body=html))
-    page.goto(outer)
-    plugin = None
-    for _ in range(100):
-        plugin = next((f for f in page.frames if "plugin_entry.html" in f.url), None)
-        if plugin is not None:
-            break
-        page.wait_for_timeout(200)
-    assert plugin is not None
-    plugin.wait_for_selector("[data-testid=operator-table] tr[data-testid=row]")
-    plugin.select_option("[data-testid=operator-group-by]", "name_stack")
-    button = plugin.wait_for_selector("[data-testid=operator-table] td[data-col=call_stack] button[data-testid=frame]")
-    path, line = button.get_attribute("data-path"), int(button.get_attribute("data-line"))
-    button.click()
-    page.wait_for_function("() => window.__msgs.length > 0")
-    assert page.evaluate("() => window.__msgs") == [{"filename": path, "line": max(1, line - 1)}]
-    assert "VS Code" in plugin.inner_text("[data-testid=toast]")
-
-
 # --------------------------------------------------------------------------------------------- CSV export
 
 

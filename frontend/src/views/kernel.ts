@@ -11,7 +11,7 @@ import { Charts, chartDiv, ColorMap, type Figure } from "./common/charts";
 import { csvFileName } from "./common/csv";
 import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
 import { clampedName, type Column, DataTable } from "./common/table";
-import { traceLinker, type TraceLinker, viewLink } from "./common/traceLink";
+import { rowLinkButton, traceLinker, type TraceLinker, viewLink } from "./common/traceLink";
 import { shortKernelNames } from "./common/kernelNames";
 import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
@@ -261,17 +261,9 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     trace: traceLinker(ctx),
     // kernel → the operators that launched it: this table by kernel + operator, searched for the kernel
     operators: (kernel) =>
-      h("button", {
-        class: "ptp-link-button ptp-row-link",
-        testid: "kernel-operators",
-        attrs: { type: "button", title: `The operators that launched ${kernel}` },
-        onClick: (ev: Event) => {
-          ev.stopPropagation();
-          void showOperatorsOf(kernel);
-        },
-      }, "operators"),
+      rowLinkButton({ label: "operators", title: `The operators that launched ${kernel}`, testid: "kernel-operators", onClick: () => { void showOperatorsOf(kernel); } }),
     operator: (name) =>
-      viewLink(ctx, { label: "in Operator view", title: `${name} in the Operator view`, testid: "operator-link", view: "Operator", state: { q: name } }),
+      viewLink(ctx, { label: "in Operator view ↗", title: `${name} in the Operator view`, testid: "operator-link", view: "Operator", state: { q: name } }),
   };
   const setData = (g: KernelGrouping, resp: KernelsResponse): void => {
     const searches = [{ key: "name", label: "Search kernels", placeholder: "Search kernel names", text: (r: KernelRow) => r.name }];

@@ -58,21 +58,31 @@ export function viewLink(
   ctx: ViewContext,
   opts: { label: string; title: string; testid: string; view: string; state: Partial<Record<ViewUrlKey, string | undefined>>; worker?: string },
 ): HTMLElement {
-  return h(
-    "button",
-    {
-      class: "ptp-link-button ptp-row-link",
-      testid: opts.testid,
-      attrs: { type: "button", title: opts.title },
-      onClick: (ev: Event) => {
-        ev.stopPropagation();
-        writeViewUrlState(opts.state);
-        if (opts.worker !== undefined && opts.worker !== ctx.worker) ctx.navigate(opts.view, { worker: opts.worker });
-        else ctx.navigate(opts.view);
-      },
+  return rowLinkButton({
+    label: opts.label,
+    title: opts.title,
+    testid: opts.testid,
+    onClick: () => {
+      writeViewUrlState(opts.state);
+      if (opts.worker !== undefined && opts.worker !== ctx.worker) ctx.navigate(opts.view, { worker: opts.worker });
+      else ctx.navigate(opts.view);
     },
-    opts.label,
-  );
+  });
+}
+
+/** A small link button after a row's name whose label is drawn by CSS (data-label), so that the cell's text stays
+ * the name alone (search, copy, CSV, tests), as with "in trace". */
+export function rowLinkButton(opts: { label: string; title: string; testid: string; onClick: () => void }): HTMLElement {
+  return h("button", {
+    class: "ptp-link-button ptp-row-link",
+    testid: opts.testid,
+    dataset: { label: opts.label },
+    attrs: { type: "button", title: opts.title, "aria-label": opts.title },
+    onClick: (ev: Event) => {
+      ev.stopPropagation();
+      opts.onClick();
+    },
+  });
 }
 
 /** Opens the Trace view on [start, end] µs (of `worker`'s trace when given), with a little margin around. */
