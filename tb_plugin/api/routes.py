@@ -16,7 +16,7 @@ from ..analysis.diff import diff_node, diff_summary
 from ..analysis.distributed import distributed
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
-from ..analysis.memory import memory_curve, memory_events, memory_statistics
+from ..analysis.memory import live_at, memory_curve, memory_events, memory_statistics
 from ..analysis.modules import module_timeline, module_view
 from ..analysis.overview import overview
 from ..analysis.queues import queue_length
@@ -162,7 +162,12 @@ class Api:
     def memory_events(self, request: Request) -> Response:
         lo, hi = params.time_range(request)
         device = params.text(request, "device", required=False) or None
+        at = params.number(request, "at_us") if request.args.get("at_us", "") != "" else None
+        if at is not None and (lo is not None or hi is not None):
+            raise ApiError(400, "give either at_us (allocations live at that instant) or start_us/end_us, not both")
         loaded = self._trace(request)
+        if at is not None:
+            return self._answer(request, loaded, lambda: live_at(loaded.model, at, device))
         return self._answer(request, loaded, lambda: {"rows": memory_events(loaded.model, lo, hi, device)})
 
     def memory_stats(self, request: Request) -> Response:
