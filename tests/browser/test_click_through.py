@@ -282,3 +282,53 @@ def test_rank_row_and_heatmap_cell_open_that_ranks_trace_at_that_step(big: Any, 
     margin = max((b - a) * 0.02, 1)
     assert (start, end) == (pytest.approx(a - margin, abs=1e-3), pytest.approx(b + margin, abs=1e-3))
     assert unquote(top_hash(big)[f"{P}.view"]) == "Trace"
+
+
+# --------------------------------------------------------------------------------------------- Memory
+
+
+def test_memory_peak_opens_the_allocations_live_at_the_peak_with_their_stacks(big: Any, tb_samples: TensorBoard) -> None:
+    curve = api(tb_samples, "memory/curve", TRANSFORMER)["devices"]["GPU0"]
+    live = api(tb_samples, "memory/events", TRANSFORMER, at_us=repr(curve["peak_time_us"]), device="GPU0")
+    assert live["allocated_bytes"] == curve["peak_allocated_bytes"]
+    frame = open_view(big, tb_samples, TRANSFORMER, "Memory")
+    wait_charts(frame, "memory-curve")
+    frame.click("[data-testid=memory-peak-live]")
+    frame.wait_for_function(
+        "() => (document.querySelector('[data-testid=memory-events-range]')?.textContent || '').includes('live at the peak')")
+    summary = frame.inner_text("[data-testid=memory-events-range]")
+    assert summary.startswith(f"{len(live['rows'])} allocations live at the peak")
+    assert "allocated before the trace started" in summary
+    frame.fill("[data-testid=memory-min-size]", "0")
+    shown = table_rows(frame, "memory-events-table")
+    sizes = [int(r["_value:size"]) for r in shown]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] == live["rows"][0]["size_bytes"]
+    # the allocating operator's stack, the user's frame first
+    with_stack = [i for i, r in enumerate(live["rows"][: len(shown)]) if r["call_stack"] and "transformer_bf16.py(" in r["call_stack"]]
+    assert with_stack
+    rows = frame.locator("[data-testid=memory-events-table] tr[data-testid=row]")
+    rows.nth(with_stack[0]).locator("[data-testid=row-expand]").click()
+    first = frame.wait_for_selector("[data-testid=memory-call-stack] [data-testid=frame]")
+    assert first.get_attribute("data-kind") == "user"
+    assert first.get_attribute("data-path") == "transformer_bf16.py"
+
+
+def test_memory_range_says_allocated_in_range_or_live_in_range(big: Any, tb_samples: TensorBoard) -> None:
+    curve = api(tb_samples, "memory/curve", TRANSFORMER)["devices"]["GPU0"]
+    t = curve["peak_time_us"]
+    rows = api(tb_samples, "memory/events", TRANSFORMER, start_us=repr(t - 2000), end_us=repr(t), device="GPU0")["rows"]
+    expected = {"allocated": sum(r["in_range"] == "allocated" for r in rows), "live": sum(r["in_range"] == "live" for r in rows)}
+    assert expected["allocated"] > 0 and expected["live"] > 0
+    big.goto("about:blank")
+    frame = open_plugin(big, tb_samples, f"&{P}.run={TRANSFORMER[0]}&{P}.worker={TRANSFORMER[1]}&{P}.span=1&{P}.view=Memory"
+                        f"&{P}.device=GPU0&{P}.start={t - 2000}&{P}.end={t}")
+    frame.wait_for_selector("[data-testid=memory-events-table] th[data-col=in_range]")
+    frame.fill("[data-testid=memory-min-size]", "0")
+    tags = "els => els.map(e => e.textContent)"
+    sel = "[data-testid=memory-events-table] [data-testid=memory-in-range]"
+    first_page = frame.eval_on_selector_all(sel, tags)
+    assert first_page and set(first_page) == {"live in range"}  # by allocation time: those from before the range
+    frame.click("[data-testid=memory-events-table] [data-testid=sort-in_range]")
+    frame.wait_for_function(f"() => document.querySelector('{sel}').textContent === 'allocated in range'")
+    shown = frame.eval_on_selector_all(sel, tags)
+    assert shown.count("allocated in range") == min(expected["allocated"], len(shown))
