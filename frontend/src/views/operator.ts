@@ -188,6 +188,12 @@ const PIES: { key: string; title: string; help: string; device: boolean; get: (r
   { key: "host_total", title: "Host total time", help: OP_HELP.hostTotal, device: false, get: (r) => r.host_total_us },
 ];
 
+/** As many table rows as fit the frame's height (about 28 px a row, the table's head and pager aside), 15 to 100:
+ * a page of 10 left most of a tall screen empty. */
+function rowsThatFit(): number {
+  return Math.min(100, Math.max(15, Math.floor((window.innerHeight - 140) / 28)));
+}
+
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading operators…"));
   let byName: OperatorsResponse;
@@ -254,8 +260,11 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     }),
   );
   const tableStatus = h("span", { class: "ptp-muted", testid: "table-status", attrs: { "aria-live": "polite" } });
+  const fit = rowsThatFit();
   const table = new DataTable<OperatorRow>({
     testid: "operator-table",
+    pageSize: fit,
+    pageSizes: [...new Set([fit, 20, 50, 100])].sort((a, b) => a - b),
     csvName: () => csvFileName("operators", ctx.run, ctx.worker, `span${ctx.span}`, grouping),
     controls: [h("label", { class: "ptp-picker" }, "Group by", select), tableStatus],
     emptyText: "This trace has no operators.",
