@@ -27,6 +27,8 @@ import type { ViewContext } from "./types";
 export interface CollectiveStats {
   name: string;
   calls: number;
+  /** kernels that ran in the window but were launched before it (not in calls or bytes) */
+  prelaunched?: number;
   bytes: number;
   total_us: number;
   avg_us?: number;
@@ -317,7 +319,14 @@ function collectiveColumns(): Column<CollectiveStats>[] {
   });
   return [
     { key: "name", label: "Collective", value: (c) => c.name, cls: "ptp-name-col" },
-    { key: "calls", label: "Calls", numeric: true, help: "Instances in the span.", value: (c) => num(c.calls), text: (c) => formatInt(c.calls) },
+    {
+      key: "calls",
+      label: "Calls",
+      numeric: true,
+      help: "Collectives this rank issued in the profiled window (host call and kernel counted once). Kernels that ran in the window but were launched before it (warm-up) are shown as \"+N earlier\": their time counts, they are not calls of this window.",
+      value: (c) => num(c.calls),
+      text: (c) => (num(c.prelaunched ?? 0) ? `${formatInt(c.calls)} (+${formatInt(c.prelaunched)} earlier)` : formatInt(c.calls)),
+    },
     {
       key: "bytes",
       label: "Bytes",
@@ -328,9 +337,9 @@ function collectiveColumns(): Column<CollectiveStats>[] {
       exact: (c) => `${formatInt(c.bytes)} B`,
       csvHeader: "Bytes",
     },
-    dur("total_us", "Total", "Time in which this collective ran on this rank, over the span."),
+    dur("total_us", "Total", "Time in which this collective ran on this rank, within the steps (as the rank table)."),
     dur("avg_us", "Avg latency", "Total / calls."),
-    dur("transfer_us", "Transfer", HELP.transfer.replace(" (mean per step)", " (over the span)")),
+    dur("transfer_us", "Transfer", HELP.transfer.replace(" (mean per step)", " (summed over the steps: the collectives' transfer adds up to the rank table's Transfer × steps)")),
     {
       key: "bandwidth_gbps",
       label: "Bandwidth",
@@ -619,7 +628,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       ),
       card(
         { title: "Collectives", testid: "card-collectives" },
-        h("div", { class: "ptp-controls ptp-card-sub" }, h("label", { class: "ptp-picker" }, "Rank", rankSelect), h("span", { class: "ptp-muted" }, "Totals over the span.")),
+        h("div", { class: "ptp-controls ptp-card-sub" }, h("label", { class: "ptp-picker" }, "Rank", rankSelect), h("span", { class: "ptp-muted" }, "Totals over the steps.")),
         collTable.el,
       ),
     ),
