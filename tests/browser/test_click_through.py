@@ -85,6 +85,10 @@ def test_operator_row_shows_its_kernels_and_a_kernel_row_its_operators(big: Any,
     shown = table_rows(frame, "kernel-table")
     assert {r["operator"] for r in shown} == {"aten::mm"}
     assert sorted({r["name"] for r in shown}) == launched
+    # a row expands to the call stacks of its launching operator (the kernel's source), the user's frame first
+    frame.locator("[data-testid=kernel-table] [data-testid=row-expand]").first.click()
+    first = frame.wait_for_selector("[data-testid=kernel-table] [data-testid=call-stack] [data-testid=frame]")
+    assert first.get_attribute("data-kind") == "user" and first.get_attribute("data-path") == "transformer_bf16.py"
     # … and each kernel links on to the timeline
     frame.locator("[data-testid=kernel-table] [data-testid=find-in-trace]").first.click()
     frame.wait_for_selector("[data-testid=tab-Trace][aria-selected=true]")
@@ -131,6 +135,12 @@ def test_module_row_opens_its_calls_and_says_host_or_device(big: Any, tb_samples
     frame.wait_for_selector("[data-testid=module-tree] [data-testid=tree-row]")
     head = frame.inner_text("[data-testid=module-tree] thead")
     assert "Mean per call" in head
+    top = frame.locator("[data-testid=module-tree] [data-testid=tree-row][data-name=TinyEncoderClassifier_0]")
+    source = top.locator("[data-testid=module-source]")
+    assert (source.get_attribute("data-path"), source.get_attribute("data-line")) == ("transformer_bf16.py", "38")
+    big.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=tb_samples.url)
+    source.click()
+    frame.wait_for_function("() => document.querySelector('[data-testid=toast]')?.textContent === 'Copied transformer_bf16.py:38'")
     row = frame.locator("[data-testid=module-tree] [data-testid=tree-row][data-name=TransformerEncoder_0]")
     assert row.locator("td[data-col=operators]").inner_text() == "0 (in sub-modules)"
     assert row.locator("td[data-col=mean]").inner_text().endswith(" device")

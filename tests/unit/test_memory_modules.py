@@ -231,3 +231,26 @@ def test_live_allocations_at_the_peak_of_a_real_trace_make_up_the_peak() -> None
     assert sizes == sorted(sizes, reverse=True)
     assert all(r["alloc_us"] is None or r["alloc_us"] <= gpu["peak_time_us"] for r in peak["rows"])
     assert any(r["call_stack"] and "transformer_bf16.py(" in r["call_stack"] for r in peak["rows"])
+
+
+def test_each_module_names_its_forward_frame() -> None:
+    """transformer_bf16 (with_stack + with_modules): a module's source is the ``forward`` frame under its
+    ``nn.Module`` frame (PyTorch 2.x puts ``_call_impl`` between them): the user's own model class in the user's
+    file, torch's modules in torch."""
+    from tb_plugin.analysis.modules import module_view
+    from tests.conftest import SAMPLES
+
+    path = next((SAMPLES / "transformer_bf16").glob("*.pt.trace.json.gz"))
+    roots = module_view(load_trace(str(path)))["modules"]
+    by_name = {}
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        by_name[node["name"]] = node
+        stack.extend(node["children"])
+    assert by_name["TinyEncoderClassifier_0"]["source"] == "transformer_bf16.py(38): forward"
+    assert by_name["Linear_8"]["source"] == "torch/nn/modules/linear.py(130): forward"
+    assert by_name["TransformerEncoderLayer_2"]["source"] == "torch/nn/modules/transformer.py(799): forward"
+    with gzip.open(path, "rt") as fh:
+        names = {e.get("name") for e in json.load(fh)["traceEvents"] if e.get("cat") == "python_function"}
+    assert all(n["source"] in names for n in by_name.values() if n["source"])

@@ -13,6 +13,8 @@ import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
 import { clampedName, type Column, DataTable } from "./common/table";
 import { rowLinkButton, traceLinker, type TraceLinker, viewLink } from "./common/traceLink";
 import { shortKernelNames } from "./common/kernelNames";
+import { loadSources } from "./common/callStack";
+import { stacksPanel } from "./operator";
 import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
 import type { ViewContext } from "./types";
@@ -54,6 +56,8 @@ function dur(key: string, label: string, help: string, get: (r: KernelRow) => nu
     csvHeader: `${label} (us)`,
   };
 }
+
+const NO_OPERATOR = "(no operator)";
 
 const yesNo = (v: boolean | undefined): string => (v === undefined ? "—" : v ? "yes" : "no");
 
@@ -192,6 +196,7 @@ function tensorCoreFigure(ratio: number, kernelUs: number): Figure {
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading kernels…"));
   let byName: KernelsResponse;
+  void loadSources(ctx); // the launching operators' stacks, user frames first
   try {
     byName = await fetchFor<KernelsResponse>(ctx, "kernels", { group_by: "name" });
   } catch (err) {
@@ -273,6 +278,10 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       rows: Array.isArray(resp.rows) ? resp.rows : [],
       searches,
       sort: { key: "total", dir: "desc" },
+      // by operator: the source of a kernel is where its operator was called from
+      expand: g === "name_op"
+        ? { can: (r) => !!r.operator && r.operator !== NO_OPERATOR, render: (r) => stacksPanel(ctx, r.operator ?? "", true), label: "Show the call stacks of the launching operator" }
+        : null,
       rowKey,
     });
   };

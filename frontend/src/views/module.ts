@@ -11,7 +11,9 @@ import type { Theme } from "../theme";
 import { Charts, chartDiv, ColorMap, type Data, type Figure, plotlyText } from "./common/charts";
 import { csvFileName } from "./common/csv";
 import { clampedName, DataTable } from "./common/table";
-import { traceLinker } from "./common/traceLink";
+import { loadSources, openFrame, parseFrame } from "./common/callStack";
+import type { Frame } from "./common/sourceFrames";
+import { rowLinkButton, traceLinker } from "./common/traceLink";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
 import { type TreeColumn, type TreeItem, treeItems, TreeTable } from "./moduleTree";
 import type { ViewContext } from "./types";
@@ -28,6 +30,8 @@ export interface ModuleNode {
   backward_host_us?: number;
   backward_device_us?: number;
   avg_us: number;
+  /** the module's forward frame, `file(line): forward` */
+  source?: string | null;
   children: ModuleNode[];
 }
 
@@ -88,6 +92,15 @@ const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v)
 const meanClock = (n: ModuleNode): string => (num(n.device_total_us) > 0 ? "device" : "host");
 
 const MODULE_PREFIX = "nn.Module: ";
+
+/** A module's source: its forward frame, opened in VS Code or copied like any call-stack frame. */
+function sourceLink(f: Frame): HTMLElement {
+  const where = `${f.path ?? ""}:${String(f.line ?? "")}`;
+  const link = rowLinkButton({ label: "source", title: `The module's forward: ${where} (open in VS Code, else copy)`, testid: "module-source", onClick: () => { openFrame(f); } });
+  link.dataset["path"] = f.path ?? "";
+  link.dataset["line"] = String(f.line ?? "");
+  return link;
+}
 
 /** "Linear_3" → "Linear": one colour per module class. */
 export function moduleClass(name: string): string {
@@ -251,7 +264,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading modules…"));
   let data: ModulesResponse;
   try {
-    const raw = await fetchFor<Partial<ModulesResponse> | null>(ctx, "modules");
+    const [raw] = await Promise.all([fetchFor<Partial<ModulesResponse> | null>(ctx, "modules"), loadSources(ctx)]);
     data = {
       framework: typeof raw?.framework === "string" ? raw.framework : null,
       modules: arr<ModuleNode>(raw?.modules),
@@ -306,7 +319,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       openDepth: 1,
       noun: "modules",
       // the module's calls: its "nn.Module: <name>" frames, found and stepped through in the Trace view
-      nameExtra: (n) => moduleLink(`${MODULE_PREFIX}${n.name}`),
+      nameExtra: (n) => [moduleLink(`${MODULE_PREFIX}${n.name}`), n.source ? sourceLink(parseFrame(n.source)) : null],
     });
     tree.setRoots(data.modules);
     sections.push(

@@ -143,8 +143,8 @@ function stat(label: string, value: string, help: string): HTMLElement {
   return h("span", { title: help }, `${label} `, h("b", {}, value));
 }
 
-/** The call stacks of one operator, fetched on first expand. */
-function stacksPanel(ctx: ViewContext, name: string, device: boolean): HTMLElement {
+/** The call stacks of one operator, fetched on first expand (also under a Kernel row: its launching operator). */
+export function stacksPanel(ctx: ViewContext, name: string, device: boolean): HTMLElement {
   const panel = h("div", { class: "ptp-stacks", testid: "call-stacks" }, h("span", { class: "ptp-muted" }, "Loading call stacks…"));
   fetchFor<OperatorsResponse>(ctx, "operators", { group_by: "name_stack", name })
     .then((resp) => {
