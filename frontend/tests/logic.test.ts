@@ -38,6 +38,7 @@ eq(shortKernelName(MUL), "elementwise_kernel<…>", "a lambda in the template ar
 eq(shortKernelName("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"), "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "C function: parameters go");
 eq(shortKernelName("at::cuda::philox::unpack_cudnn(at::PhiloxCudaState, long*, long*)"), "unpack_cudnn", "no template");
 eq(shortKernelName("nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NNT"), "nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NNT", "plain names stay");
+eq(shortKernelName('<img src=x onerror="1">'), '<img src=x onerror="1">', "not a C++ name: kept as it is");
 eq(shortKernelName(CUTLASS), "Kernel<ImplicitGemmConvolution<…>>", "mangled: the class and its first template argument");
 const many = shortKernelNames([REDUCE, SUM, MUL, ADD, SOFTMAX]);
 eq([...many.values()], ["reduce_kernel<…> (MeanOps)", "reduce_kernel<…> (sum_functor)", "elementwise_kernel<…> (MulFunctor)", "elementwise_kernel<…> (CUDAFunctor_add)", "softmax_warp_forward<…>"], "colliding short names get their functor");

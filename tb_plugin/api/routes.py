@@ -162,9 +162,8 @@ class Api:
     def memory_events(self, request: Request) -> Response:
         lo, hi = params.time_range(request)
         device = params.text(request, "device", required=False) or None
+        # at_us (allocations live at that instant) takes precedence over a range
         at = params.number(request, "at_us") if request.args.get("at_us", "") != "" else None
-        if at is not None and (lo is not None or hi is not None):
-            raise ApiError(400, "give either at_us (allocations live at that instant) or start_us/end_us, not both")
         loaded = self._trace(request)
         if at is not None:
             return self._answer(request, loaded, lambda: live_at(loaded.model, at, device))

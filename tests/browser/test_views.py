@@ -179,7 +179,8 @@ def test_cpu_only_run_has_no_gpu_items(page: Any, tb_samples: TensorBoard) -> No
     assert cols == ["name", "calls", "host_self", "host_total"]
     rows = table_rows(frame, "operator-table")
     api_rows = api(tb_samples, "operators", CPU)["rows"]
-    assert [r["name"] for r in rows] == [r["name"] for r in api_rows[:10]]  # host self, descending
+    # host self, descending; the first page holds what fits the frame (at least 15 rows)
+    assert len(rows) >= min(15, len(api_rows)) and [r["name"] for r in rows] == [r["name"] for r in api_rows[:len(rows)]]
 
 
 def test_overview_notes_and_missing_values(page: Any, tb_samples: TensorBoard) -> None:
@@ -243,7 +244,8 @@ def test_operator_pies_search_sort_and_shapes(page: Any, tb_samples: TensorBoard
     assert frame.get_attribute("[data-testid=operator-table] th[data-col=device_self]", "aria-sort") == "descending"
     assert "▼" in frame.inner_text("[data-testid=operator-table] th[data-col=device_self]")
     rows = table_rows(frame, "operator-table")
-    assert [r["name"] for r in rows] == [r["name"] for r in data["rows"][:10]]
+    assert len(rows) >= min(15, len(data["rows"]))  # a page that fits the frame
+    assert [r["name"] for r in rows] == [r["name"] for r in data["rows"][:len(rows)]]
     first = data["rows"][0]
     assert rows[0]["calls"] == f"{first['calls']:,}"
     assert_duration(rows[0]["device_self"], first["device_self_us"])
@@ -267,7 +269,8 @@ def test_operator_pies_search_sort_and_shapes(page: Any, tb_samples: TensorBoard
     expected = [r["name"] for r in data["rows"] if "mm" in r["name"].lower()]
     frame.wait_for_function("n => document.querySelector('[data-testid=table-count]').innerText.startsWith(n + ' of')",
                             arg=str(len(expected)))
-    assert [r["name"] for r in table_rows(frame, "operator-table")] == expected[:10]
+    shown = [r["name"] for r in table_rows(frame, "operator-table")]
+    assert shown == expected[:len(shown)] and len(shown) >= min(15, len(expected))
 
     # Sort by calls: descending first, then ascending.
     set_search(frame, "search-name", "")
@@ -308,8 +311,9 @@ def test_operator_call_stacks_and_copied_frame(page: Any, tb_samples: TensorBoar
     assert len(entries) == len(stacks)
     frames = entries[0].query_selector_all("[data-testid=frame]")
     assert len(frames) >= 2
-    # Innermost frame first: the function name prominently, path:line beside it.
-    innermost = stacks[0]["call_stack"].split(";")[0]
+    # The user's own frame first (the innermost frame outside torch and the standard library): the function
+    # name prominently, path:line beside it.
+    innermost = next(f for f in stacks[0]["call_stack"].split(";") if f.startswith("transformer_bf16.py("))
     m = re.fullmatch(r"(.*)\((\d+)\): (.*)", innermost)
     assert m
     first = frames[0]
@@ -411,10 +415,11 @@ def test_kernel_page(page: Any, tb_samples: TensorBoard, console: ConsoleLog) ->
     tc = frame.evaluate("() => document.querySelector('[data-testid=pie-tensor-cores]').data[0].values")
     assert tc[0] / (tc[0] + tc[1]) == pytest.approx(data["tensor_core_ratio"], rel=1e-9)
 
-    # Kernel names are shown literally (plotly parses HTML-ish markup; "<128, 4, ...>" must survive).
+    # Kernel names are shown literally (plotly parses HTML-ish markup; "<…>" must survive), short in the legend:
+    # "void at::native::reduce_kernel<128, 4, …>(…)" → "reduce_kernel<…>" (the full name in the hover and table).
     legend = legend_texts(frame, "pie-kernels")
     top = data["rows"][0]["name"]
-    assert "<" in top and legend[0].startswith(top[:30]) and legend[0].endswith("…"), legend
+    assert top.startswith("void at::native::reduce_kernel<") and legend[0] == "reduce_kernel<…>", legend
     assert frame.query_selector("[data-testid=pie-kernels] img, [data-testid=pie-kernels] a") is None
     pie = frame.evaluate("() => document.querySelector('[data-testid=pie-kernels]').data[0].values")
     assert sum(pie) == pytest.approx(sum(r["total_us"] for r in data["rows"]), rel=1e-9)

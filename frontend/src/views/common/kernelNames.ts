@@ -72,7 +72,8 @@ export function shortKernelName(name: string): string {
   const elided = elideTemplates(bare);
   const last = elided.lastIndexOf("::");
   const out = last >= 0 ? elided.slice(last + 2) : elided;
-  return out || s;
+  // not a C++ name (nothing before "<", or nothing left): the name as it is
+  return /^[A-Za-z_~]/.test(out) ? out : s;
 }
 
 /** The functor a templated kernel applies ("MulFunctor", "sum_functor", "MeanOps"): the last one named. */
