@@ -56,12 +56,14 @@ export function stateFromHash(hash: string): UrlState {
 /**
  * Keys owned by view pages rather than the shell (the Trace view's time range `start`/`end` in
  * absolute µs, `q`, an initial search, and the Diff view's experiment `exp_run`/`exp_worker`/
- * `exp_span`; the Flame graph's `flame_op`, an operator to filter by; the Distributed view's `rank` and the Memory view's `device` + `start`/`end`, which the
- * Overview's evidence links set). The shell's writes keep them untouched; a view reads and writes them with
+ * `exp_span`; the Flame graph's `flame_op`, an operator to filter by; the Distributed view's `rank` and the Memory
+ * view's `device` + `start`/`end`, which the Overview's evidence links set; the Diff view's `step`/`exp_step` and
+ * the GPU view's `card`; the Kernel view's `op`, an operator whose kernels to show, and the Memory view's `at`, a
+ * time whose live allocations to show). The shell's writes keep them untouched; a view reads and writes them with
  * readViewUrlState / writeViewUrlState (e.g. a table links to the Trace view with
  * `writeViewUrlState({ q: name })` followed by `ctx.navigate("Trace")`).
  */
-export const VIEW_URL_KEYS = ["start", "end", "q", "exp_run", "exp_worker", "exp_span", "rank", "device", "flame_op", "step", "exp_step", "card"] as const;
+export const VIEW_URL_KEYS = ["start", "end", "q", "exp_run", "exp_worker", "exp_span", "rank", "device", "flame_op", "step", "exp_step", "card", "op", "at"] as const;
 export type ViewUrlKey = (typeof VIEW_URL_KEYS)[number];
 export type ViewUrlState = Partial<Record<ViewUrlKey, string>>;
 

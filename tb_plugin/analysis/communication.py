@@ -65,6 +65,9 @@ class Collectives:
     issued: np.ndarray  # host time the rank issued it (orders instances within a group)
     nbytes: np.ndarray
     on_host: np.ndarray  # True where the instance is a host span (no collective kernel)
+    # True for a kernel that ran in the window but was launched before it (warm-up, the step before the profiler
+    # started): no launch and no args in the trace, so it cannot be matched to its calls on other ranks
+    prelaunched: np.ndarray
 
 
 @memoized
@@ -88,8 +91,10 @@ class _Found:
     issued: list[float]
     nbytes: list[int]
     on_host: list[bool]
+    prelaunched: list[bool]
 
-    def add(self, described: tuple[str, str, int], start: float, end: float, issued: float, on_host: bool) -> None:
+    def add(self, described: tuple[str, str, int], start: float, end: float, issued: float, on_host: bool,
+            prelaunched: bool = False) -> None:
         name, group, size = described
         self.name.append(name)
         self.group.append(group)
@@ -98,6 +103,7 @@ class _Found:
         self.issued.append(issued)
         self.nbytes.append(size)
         self.on_host.append(on_host)
+        self.prelaunched.append(prelaunched)
 
 
 def _describe(model: TraceModel, comm_row: np.ndarray, event_row: int, fallback: str) -> tuple[str, str, int]:
@@ -142,7 +148,8 @@ def _device_instances(model: TraceModel, comm_row: np.ndarray, found: _Found) ->
         s = float(ev["ts"][row])
         launch = int(tree.device_launch[i])
         found.add(_describe(model, comm_row, desc_row, fallback), s, s + float(np.nan_to_num(ev["dur"][row])),
-                  float(tree.start[launch]) if launch >= 0 else s, on_host=False)
+                  float(tree.start[launch]) if launch >= 0 else s, on_host=False,
+                  prelaunched=launch < 0 and desc_row < 0)
     return np.asarray(tree.device_launch[kernels], dtype=np.int64)
 
 
@@ -203,7 +210,7 @@ def _host_instances(model: TraceModel, comm_row: np.ndarray, launches: np.ndarra
 def collectives(model: TraceModel) -> Collectives:
     """Every collective instance of one trace, ordered by issue time and numbered per process group."""
     comm_row = side_row(model, "comms")
-    found = _Found([], [], [], [], [], [], [])
+    found = _Found([], [], [], [], [], [], [], [])
     launches = _device_instances(model, comm_row, found)
     _host_instances(model, comm_row, launches, found)
     order = np.argsort(np.asarray(found.issued, dtype=np.float64), kind="stable")
@@ -218,7 +225,8 @@ def collectives(model: TraceModel) -> Collectives:
                        end=np.asarray(found.end, dtype=np.float64)[order],
                        issued=np.asarray(found.issued, dtype=np.float64)[order],
                        nbytes=np.asarray(found.nbytes, dtype=np.int64)[order],
-                       on_host=np.asarray(found.on_host, dtype=bool)[order])
+                       on_host=np.asarray(found.on_host, dtype=bool)[order],
+                       prelaunched=np.asarray(found.prelaunched, dtype=bool)[order])
 
 
 @memoized

@@ -77,15 +77,17 @@ def _matched(per_rank: list[Collectives]) -> tuple[set[MatchKey], dict[MatchKey,
     each (the transfer time; the rest of a slower rank's duration is waiting for the others)."""
     durations: dict[MatchKey, list[float]] = {}
     for col in per_rank:
-        for g, s, a, b in zip(col.group, col.seq.tolist(), col.start.tolist(), col.end.tolist()):
-            durations.setdefault((g, s), []).append(b - a)
+        for g, s, a, b, early in zip(col.group, col.seq.tolist(), col.start.tolist(), col.end.tolist(),
+                                     col.prelaunched.tolist()):
+            if not early:  # a kernel launched before the window has no counterpart to match
+                durations.setdefault((g, s), []).append(b - a)
     complete = {key for key, ds in durations.items() if len(ds) == len(per_rank)}
     return complete, {key: min(ds) for key, ds in durations.items()}
 
 
 def _unmatched_notes(ranks: Ranked, per_rank: list[Collectives]) -> list[str]:
-    notes = []
-    counts = [{g: int(np.sum(np.asarray(c.group) == g)) for g in set(c.group)} for c in per_rank]
+    notes = _prelaunched_notes(ranks, per_rank)
+    counts = [{g: int(np.sum((np.asarray(c.group) == g) & ~c.prelaunched)) for g in set(c.group)} for c in per_rank]
     for g in sorted({g for c in counts for g in c}):
         per = [c.get(g, 0) for c in counts]
         if len(set(per)) > 1:
@@ -118,7 +120,9 @@ def _rank_row(rank: int, worker: str, model: TraceModel, col: Collectives, trans
         "host_idle_us": host_idle,
         # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded
         "per_step": {key: None if values is None else values.tolist() for key, values in per_step.items()},
-        "collectives": _collective_table(col, transfer),
+        # each step's [start, end] in this rank's own trace clock: where its Trace view opens for that step
+        "step_windows_us": [[float(a), float(b)] for a, b in zip(steps.start.tolist(), steps.end.tolist())],
+        "collectives": _collective_table(col, transfer, (steps.start, steps.end)),
         "devices": _devices(model),
         "host": worker.rsplit("_", 1)[0] if re.search(r"_\d+$", worker) else worker,
         "process": _process_id(model),
@@ -197,18 +201,39 @@ def _overlap_unmeasurable(model: TraceModel, col: Collectives) -> str | None:
     return None
 
 
-def _collective_table(col: Collectives, transfer: iv.Intervals) -> list[dict[str, Any]]:
+def _prelaunched_notes(ranks: Ranked, per_rank: list[Collectives]) -> list[str]:
+    """One note per rank with collective kernels launched before the profiled window."""
+    notes = []
+    for (rank, _, _), col in zip(ranks, per_rank):
+        early = int(col.prelaunched.sum())
+        if early:
+            names = ", ".join(sorted(set(np.asarray(col.name, dtype=object)[col.prelaunched].tolist())))
+            notes.append(f"Rank {rank}: {early} collective kernel{'s' if early > 1 else ''} ({names}) ran in the "
+                         "profiled window but {} launched before it (warm-up, or the step before the profiler "
+                         "started): {} time counts as communication, but not as calls, and is not matched across "
+                         "ranks.".format("were" if early > 1 else "was", "their" if early > 1 else "its"))
+    return notes
+
+
+def _collective_table(col: Collectives, transfer: iv.Intervals, steps: tuple[np.ndarray, np.ndarray]
+                      ) -> list[dict[str, Any]]:
+    """Per collective name, within the steps (as the rank table, so that their transfer times agree): calls issued
+    in the window (kernels launched before it are counted apart, as ``prelaunched``), bytes, time, transfer."""
     out = []
     names = np.asarray(col.name, dtype=object)
+    lo, hi = steps
     for name in sorted(set(col.name)):
         on = names == name
         span = iv.union(col.start[on], col.end[on])
-        total = iv.total(span)
-        moved = iv.total(iv.intersect(span, transfer))
-        calls = int(on.sum())
-        nbytes = int(col.nbytes[on].sum())
+        total = float(iv.lengths_within(span, lo, hi).sum()) if len(lo) else iv.total(span)
+        moved = (float(iv.lengths_within(iv.intersect(span, transfer), lo, hi).sum()) if len(lo)
+                 else iv.total(iv.intersect(span, transfer)))
+        issued = on & ~col.prelaunched
+        calls = int(issued.sum())
+        nbytes = int(col.nbytes[issued].sum())
         out.append({
-            "name": name, "calls": calls, "bytes": nbytes, "total_us": total, "avg_us": total / calls,
+            "name": name, "calls": calls, "prelaunched": int((on & col.prelaunched).sum()), "bytes": nbytes,
+            "total_us": total, "avg_us": total / calls if calls else total,
             "transfer_us": moved, "bandwidth_gbps": (nbytes / moved / 1e3) if moved > 0 and nbytes else None,
         })
     return sorted(out, key=lambda r: -r["total_us"])

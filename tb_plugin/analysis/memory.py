@@ -19,6 +19,7 @@ from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import host_tree, innermost_containing
 from ..model.tables import TraceModel
+from .operators import call_stacks, operator_nodes
 
 _DEVICE_TYPES = {0: "CPU", 1: "GPU", 6: "HIP", 12: "XPU", 13: "MPS", 15: "HPU", 19: "MTIA", 20: "PrivateUse1"}
 UNKNOWN = "<unknown>"
@@ -136,12 +137,25 @@ def _display_name(model: TraceModel, node: int) -> str:
     return name
 
 
+def _record_stacks(model: TraceModel, owner: np.ndarray) -> list[str | None]:
+    """Per memory record: the Python call stack of the operator that made it (None without one): what code to
+    change to allocate less at the peak."""
+    stacks = call_stacks(model)
+    nodes = operator_nodes(model).node
+    by_node = np.full(host_tree(model).size + 1, -1, dtype=np.int64)  # last slot: owner -1
+    by_node[nodes] = stacks.codes
+    per_record = by_node[np.where(owner >= 0, owner, len(by_node) - 1)]
+    return [stacks.texts[c] if c >= 0 else None for c in per_record.tolist()]
+
+
 @memoized
 def memory_pairs(model: TraceModel) -> list[dict[str, Any]]:
-    """Allocations with their frees, in allocation time order (frees with no allocation in the trace too)."""
+    """Allocations with their frees, in allocation time order (frees with no allocation in the trace too), each
+    with the call stack of its operator."""
     rec = memory_records(model)
     if not rec.has_addresses:
         return []
+    stacks = _record_stacks(model, rec.owner)
     pending: dict[tuple[str, int], int] = {}
     rows: list[dict[str, Any]] = []
     names: dict[int, str] = {}
@@ -161,12 +175,13 @@ def memory_pairs(model: TraceModel) -> list[dict[str, Any]]:
                 pending.pop(key)
             pending[key] = len(rows)
             rows.append({"name": name_of(owner), "device": device, "size_bytes": int(size), "alloc_us": t,
-                         "free_us": None, "lifetime_us": None, "addr": int(addr), "record": i})
+                         "free_us": None, "lifetime_us": None, "addr": int(addr), "call_stack": stacks[i],
+                         "record": i})
         else:
             j = pending.pop(key, None)
             if j is None:
                 rows.append({"name": name_of(owner), "device": device, "size_bytes": int(-size), "alloc_us": None,
-                             "free_us": t, "lifetime_us": None, "addr": int(addr), "record": i})
+                             "free_us": t, "lifetime_us": None, "addr": int(addr), "call_stack": None, "record": i})
             else:
                 rows[j]["free_us"] = t
                 rows[j]["lifetime_us"] = t - rows[j]["alloc_us"]
@@ -175,7 +190,9 @@ def memory_pairs(model: TraceModel) -> list[dict[str, Any]]:
 
 def memory_events(model: TraceModel, start: float | None = None, end: float | None = None,
                   device: str | None = None) -> list[dict[str, Any]]:
-    """Pairs touching [start, end): allocated or freed in it, or alive across it (on one device if given)."""
+    """Pairs touching [start, end): allocated in it (``in_range`` "allocated") or allocated before it and live in it
+    ("live": alive at its start, freed in it or later), on one device if given. Without a range every pair counts
+    as allocated."""
     lo = -np.inf if start is None else start
     hi = np.inf if end is None else end
     out = []
@@ -185,8 +202,31 @@ def memory_events(model: TraceModel, start: float | None = None, end: float | No
         a = row["alloc_us"] if row["alloc_us"] is not None else -np.inf
         f = row["free_us"] if row["free_us"] is not None else np.inf
         if a < hi and f >= lo:
-            out.append({k: v for k, v in row.items() if k != "record"})
+            state = "allocated" if a >= lo else "live"
+            out.append({**{k: v for k, v in row.items() if k != "record"}, "in_range": state})
     return out
+
+
+def live_at(model: TraceModel, at: float, device: str | None = None) -> dict[str, Any]:
+    """Allocations live at the instant ``at`` (allocated at or before it, freed after it or never in the trace),
+    largest first: at the curve's peak, what the peak is made of. ``allocated_bytes`` is the device's total
+    allocated at that instant (its last record at or before it; None without a device or a record): the part of
+    it the rows do not add up to was allocated before the trace started (weights, optimizer state)."""
+    rows = []
+    for row in memory_pairs(model):
+        if device is not None and row["device"] != device:
+            continue
+        a = row["alloc_us"] if row["alloc_us"] is not None else -np.inf
+        f = row["free_us"] if row["free_us"] is not None else np.inf
+        if a <= at < f:
+            rows.append({**{k: v for k, v in row.items() if k != "record"}, "in_range": "live"})
+    rows.sort(key=lambda r: -r["size_bytes"])
+    total = None
+    if device is not None:
+        rec = memory_records(model)
+        on = np.flatnonzero((np.array(rec.device, dtype=object) == device) & (rec.ts <= at) & (rec.allocated >= 0))
+        total = int(rec.allocated[on[-1]]) if len(on) else None
+    return {"rows": rows, "allocated_bytes": total}
 
 
 def memory_statistics(model: TraceModel, start: float | None = None, end: float | None = None) -> list[dict[str, Any]]:

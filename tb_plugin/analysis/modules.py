@@ -142,6 +142,43 @@ def _backward_of_modules(model: TraceModel, op_module: np.ndarray, n: int) -> tu
     return host, device
 
 
+_SOURCE_FRAME = re.compile(r"\(\d+\): ")
+
+
+def _forward_frames(model: TraceModel, frames: np.ndarray) -> np.ndarray:
+    """Per module frame (rows of the python table): the string code of its ``forward`` frame
+    (``model.py(42): forward``), where the module's code is, or -1. PyTorch 2.x puts ``_call_impl`` between the
+    ``nn.Module`` frame and ``forward``, so a ``forward`` child or grandchild counts; the first in time wins."""
+    py, ev = model["python"], model["events"]
+    names = ev["name"][py["row"]]
+    forward = np.flatnonzero(np.isin(names, model.codes_where(
+        lambda t: _SOURCE_FRAME.search(t) is not None and t.endswith("): forward"))))
+    out = np.full(len(frames), -1, dtype=np.int64)
+    if not len(forward) or not len(frames):
+        return out
+    forward = forward[np.argsort(ev["ts"][py["row"][forward]], kind="stable")]
+    ids = py["python_id"]
+    by_id = np.argsort(ids, kind="stable")
+
+    def parent_of(k: np.ndarray) -> np.ndarray:
+        """The python-table index of each frame's parent, -1 where unknown."""
+        pid = py["parent_id"][k]
+        pos = np.clip(np.searchsorted(ids[by_id], pid), 0, len(ids) - 1)
+        ok = (pid >= 0) & (ids[by_id][pos] == pid)
+        return np.where(ok, by_id[pos], -1)
+
+    up1 = parent_of(forward)
+    up2 = np.where(up1 >= 0, parent_of(np.maximum(up1, 0)), -1)
+    owner = np.where(np.isin(up1, frames), up1, np.where(np.isin(up2, frames), up2, -1))
+    mine = owner >= 0
+    owners, first = np.unique(owner[mine], return_index=True)  # forward frames are in time order: the first wins
+    pos = np.searchsorted(owners, frames)
+    hit = (pos < len(owners)) & (owners[np.minimum(pos, max(len(owners) - 1, 0))] == frames) if len(owners) else \
+        np.zeros(len(frames), dtype=bool)
+    out[hit] = names[forward[mine][first[pos[hit]]]]
+    return out
+
+
 def _module_label(text: str) -> str:
     return text[len(MODULE_PREFIX):] if text.startswith(MODULE_PREFIX) else text
 
@@ -168,6 +205,7 @@ def module_tree(model: TraceModel) -> list[dict[str, Any]]:
     bwd_host, bwd_device = total(occ["backward_host"]), total(occ["backward_device"])
     operators = total(occ["operators"])
     first_start = occ["start"][first]
+    source = _forward_frames(model, occ["frame"][first])
     nodes: list[dict[str, Any]] = []
     for g in range(m):
         mean = (dev_total[g] if dev_total[g] > 0 else host_total[g]) / occurrences[g]
@@ -180,6 +218,7 @@ def module_tree(model: TraceModel) -> list[dict[str, Any]]:
             "device_total_us": float(dev_total[g]), "device_self_us": float(dev_self[g]),
             "backward_host_us": float(bwd_host[g]), "backward_device_us": float(bwd_device[g]),
             "avg_us": float(mean),
+            "source": model.strings[int(source[g])] if source[g] >= 0 else None,
             "children": [],
         })
     roots: list[dict[str, Any]] = []

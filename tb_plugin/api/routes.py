@@ -18,13 +18,14 @@ from ..analysis.distributed import distributed
 from ..analysis.flamegraph import METRICS, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
-from ..analysis.memory import memory_curve, memory_events, memory_statistics
+from ..analysis.memory import live_at, memory_curve, memory_events, memory_statistics
 from ..analysis.memory_categories import allocations
 from ..analysis.memory_category_view import category_view, export_device
 from ..analysis.modules import module_timeline, module_view
 from ..analysis.overview import overview
 from ..analysis.queues import queue_length
 from ..analysis.sequences import kernel_sequences
+from ..analysis.sources import source_files
 from ..analysis.steps import find_steps
 from ..analysis.summary import summary
 from ..analysis.views import available_views
@@ -81,6 +82,10 @@ class Api:
         return self._answer(request, loaded, lambda: {"file": loaded.file.filename, "size_bytes": loaded.file.size,
                                                       **summary(loaded.model)})
 
+    def sources(self, request: Request) -> Response:
+        loaded = self._trace(request)
+        return self._answer(request, loaded, lambda: source_files(loaded.model))
+
     def overview(self, request: Request) -> Response:
         loaded = self._trace(request)
         run = self.workspace.listing_of(loaded.file.run)
@@ -130,7 +135,11 @@ class Api:
     def memory_events(self, request: Request) -> Response:
         lo, hi = params.time_range(request)
         device = params.text(request, "device", required=False) or None
+        # at_us (allocations live at that instant) takes precedence over a range
+        at = params.number(request, "at_us") if request.args.get("at_us", "") != "" else None
         loaded = self._trace(request)
+        if at is not None:
+            return self._answer(request, loaded, lambda: live_at(loaded.model, at, device))
         return self._answer(request, loaded, lambda: {"rows": memory_events(loaded.model, lo, hi, device)})
 
     def memory_stats(self, request: Request) -> Response:
@@ -363,6 +372,7 @@ class Api:
             "/runs": json_route(self.runs),
             "/views": json_route(self.views),
             "/summary": json_route(self.summary),
+            "/sources": json_route(self.sources),
             "/overview": json_route(self.overview),
             "/operators": json_route(self.operators),
             "/kernels": json_route(self.kernels),

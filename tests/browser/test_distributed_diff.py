@@ -123,7 +123,7 @@ def test_distributed_two_ranks_matches_the_api(page: Any, tb_dist_diff: TensorBo
     for testid in ("overlap-chart", "wait-chart", "comm-heatmap"):
         frame.wait_for_selector(f"[data-testid={testid}] .main-svg", timeout=60_000)
     overlap = plot_data(frame, "overlap-chart")
-    assert [t["name"] for t in overlap] == ["Computation only", "Overlap", "Communication only", "Other"]
+    assert [t["name"] for t in overlap] == ["Computation", "Overlap", "Communication only", "Other"]
     stacked = [sum(t["y"][i] for t in overlap) for i in range(2)]
     for total, rank in zip(stacked, data["ranks"], strict=True):
         assert total * 1000 == pytest.approx(rank["step_us"], rel=1e-6)  # the four parts make the step
@@ -301,6 +301,15 @@ def test_diff_kineto_pair(page: Any, tb_dist_diff: TensorBoard, console: Any) ->
     assert frame.eval_on_selector_all("[data-testid=drill-breadcrumb] [data-testid=crumb]", "e => e.length") == 1
     before = plot_data(frame, "drill-chart")
     assert [t["name"] for t in before] == ["Baseline", "Experiment", "Cumulative change"]
+
+    # The level opens on the measure whose largest change is largest (a host-only change is not shown as 0),
+    # with horizontal, wrapped entry labels (rotated ones were cut).
+    def largest(m: str) -> float:
+        return max(abs((c["experiment"] or {}).get(f"{m}_us", 0) - (c["baseline"] or {}).get(f"{m}_us", 0))
+                   for c in root["children"])
+
+    assert frame.get_attribute("[data-testid=drill]", "data-metric") == ("host" if largest("host") > largest("device") else "device")
+    assert frame.evaluate("() => document.querySelector('[data-testid=drill-chart]').layout.xaxis.tickangle") == 0
     loader = next(c for c in root["children"] if c["name"].startswith("enumerate(DataLoader)"))
     frame.click(f"[data-testid=drill-into][data-path='{loader['path']}']")
     frame.wait_for_function(

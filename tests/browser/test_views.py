@@ -179,7 +179,8 @@ def test_cpu_only_run_has_no_gpu_items(page: Any, tb_samples: TensorBoard) -> No
     assert cols == ["name", "calls", "host_self", "host_total"]
     rows = table_rows(frame, "operator-table")
     api_rows = api(tb_samples, "operators", CPU)["rows"]
-    assert [r["name"] for r in rows] == [r["name"] for r in api_rows[:10]]  # host self, descending
+    # host self, descending; the first page holds what fits the frame (at least 15 rows)
+    assert len(rows) >= min(15, len(api_rows)) and [r["name"] for r in rows] == [r["name"] for r in api_rows[:len(rows)]]
 
 
 def test_overview_notes_and_missing_values(page: Any, tb_samples: TensorBoard) -> None:
@@ -243,7 +244,8 @@ def test_operator_pies_search_sort_and_shapes(page: Any, tb_samples: TensorBoard
     assert frame.get_attribute("[data-testid=operator-table] th[data-col=device_self]", "aria-sort") == "descending"
     assert "▼" in frame.inner_text("[data-testid=operator-table] th[data-col=device_self]")
     rows = table_rows(frame, "operator-table")
-    assert [r["name"] for r in rows] == [r["name"] for r in data["rows"][:10]]
+    assert len(rows) >= min(15, len(data["rows"]))  # a page that fits the frame
+    assert [r["name"] for r in rows] == [r["name"] for r in data["rows"][:len(rows)]]
     first = data["rows"][0]
     assert rows[0]["calls"] == f"{first['calls']:,}"
     assert_duration(rows[0]["device_self"], first["device_self_us"])
@@ -267,7 +269,8 @@ def test_operator_pies_search_sort_and_shapes(page: Any, tb_samples: TensorBoard
     expected = [r["name"] for r in data["rows"] if "mm" in r["name"].lower()]
     frame.wait_for_function("n => document.querySelector('[data-testid=table-count]').innerText.startsWith(n + ' of')",
                             arg=str(len(expected)))
-    assert [r["name"] for r in table_rows(frame, "operator-table")] == expected[:10]
+    shown = [r["name"] for r in table_rows(frame, "operator-table")]
+    assert shown == expected[:len(shown)] and len(shown) >= min(15, len(expected))
 
     # Sort by calls: descending first, then ascending.
     set_search(frame, "search-name", "")
@@ -279,9 +282,11 @@ def test_operator_pies_search_sort_and_shapes(page: Any, tb_samples: TensorBoard
     calls = [int(r["_value:calls"]) for r in table_rows(frame, "operator-table")]
     assert calls == sorted(calls) and calls[0] == min(r["calls"] for r in data["rows"])
 
-    # Paging.
+    # Paging: the first page holds what fits the frame.
+    per_page = len(table_rows(frame, "operator-table"))
+    assert per_page >= 15
     frame.click("[data-testid=table-next]")
-    assert frame.inner_text("[data-testid=table-range]").startswith("11–20 of")
+    assert frame.inner_text("[data-testid=table-range]").startswith(f"{per_page + 1}–{2 * per_page} of")
     frame.select_option("[data-testid=table-page-size]", "50")
     assert len(table_rows(frame, "operator-table")) == 50
 
@@ -308,8 +313,9 @@ def test_operator_call_stacks_and_copied_frame(page: Any, tb_samples: TensorBoar
     assert len(entries) == len(stacks)
     frames = entries[0].query_selector_all("[data-testid=frame]")
     assert len(frames) >= 2
-    # Innermost frame first: the function name prominently, path:line beside it.
-    innermost = stacks[0]["call_stack"].split(";")[0]
+    # The user's own frame first (the innermost frame outside torch and the standard library): the function
+    # name prominently, path:line beside it.
+    innermost = next(f for f in stacks[0]["call_stack"].split(";") if f.startswith("transformer_bf16.py("))
     m = re.fullmatch(r"(.*)\((\d+)\): (.*)", innermost)
     assert m
     first = frames[0]
@@ -326,36 +332,6 @@ def test_operator_call_stacks_and_copied_frame(page: Any, tb_samples: TensorBoar
     frame.select_option("[data-testid=operator-group-by]", "name_stack")
     frame.wait_for_selector("[data-testid=operator-table] td[data-col=call_stack] [data-testid=frame]")
     assert frame.query_selector("[data-testid=operator-table] [data-testid=row-expand]") is None
-
-
-def test_frame_click_inside_vscode_posts_to_the_editor(page: Any, tb_samples: TensorBoard) -> None:
-    """VS Code frames TensorBoard; the plugin posts {filename, line} to the window above TensorBoard.
-
-    The stand-in for VS Code's webview is served (by a route) from TensorBoard's own origin: Chromium's local
-    network access checks block a frame of 127.0.0.1 in a page of another origin; the detection does not care."""
-    outer = f"{tb_samples.url}/__vscode_webview_stand_in.html"
-    p = f"p.{PLUGIN}"
-    src = f"{tb_samples.url}/#{PLUGIN}&{p}.run={TRANSFORMER[0]}&{p}.worker={TRANSFORMER[1]}&{p}.span=1&{p}.view=Operator"
-    html = f"""<!doctype html><html><body style="margin:0">
-        <script>window.__msgs = []; addEventListener('message', e => window.__msgs.push(e.data));</script>
-        <iframe id="tb" src="{src}" style="width:1380px;height:880px;border:0"></iframe></body></html>"""
-    page.route(outer, lambda route: route.fulfill(status=200, content_type="text/html", body=html))
-    page.goto(outer)
-    plugin = None
-    for _ in range(100):
-        plugin = next((f for f in page.frames if "plugin_entry.html" in f.url), None)
-        if plugin is not None:
-            break
-        page.wait_for_timeout(200)
-    assert plugin is not None
-    plugin.wait_for_selector("[data-testid=operator-table] tr[data-testid=row]")
-    plugin.select_option("[data-testid=operator-group-by]", "name_stack")
-    button = plugin.wait_for_selector("[data-testid=operator-table] td[data-col=call_stack] button[data-testid=frame]")
-    path, line = button.get_attribute("data-path"), int(button.get_attribute("data-line"))
-    button.click()
-    page.wait_for_function("() => window.__msgs.length > 0")
-    assert page.evaluate("() => window.__msgs") == [{"filename": path, "line": max(1, line - 1)}]
-    assert "VS Code" in plugin.inner_text("[data-testid=toast]")
 
 
 # --------------------------------------------------------------------------------------------- CSV export
@@ -441,10 +417,11 @@ def test_kernel_page(page: Any, tb_samples: TensorBoard, console: ConsoleLog) ->
     tc = frame.evaluate("() => document.querySelector('[data-testid=pie-tensor-cores]').data[0].values")
     assert tc[0] / (tc[0] + tc[1]) == pytest.approx(data["tensor_core_ratio"], rel=1e-9)
 
-    # Kernel names are shown literally (plotly parses HTML-ish markup; "<128, 4, ...>" must survive).
+    # Kernel names are shown literally (plotly parses HTML-ish markup; "<…>" must survive), short in the legend:
+    # "void at::native::reduce_kernel<128, 4, …>(…)" → "reduce_kernel<…>" (the full name in the hover and table).
     legend = legend_texts(frame, "pie-kernels")
     top = data["rows"][0]["name"]
-    assert "<" in top and legend[0].startswith(top[:30]) and legend[0].endswith("…"), legend
+    assert top.startswith("void at::native::reduce_kernel<") and legend[0] == "reduce_kernel<…>", legend
     assert frame.query_selector("[data-testid=pie-kernels] img, [data-testid=pie-kernels] a") is None
     pie = frame.evaluate("() => document.querySelector('[data-testid=pie-kernels]').data[0].values")
     assert sum(pie) == pytest.approx(sum(r["total_us"] for r in data["rows"]), rel=1e-9)

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tb_plugin.analysis.memory import memory_curve, memory_events, memory_statistics
+from tb_plugin.analysis.memory import live_at, memory_curve, memory_events, memory_statistics
+from tb_plugin.analysis.memory import memory_records as records_of
 from tb_plugin.analysis.modules import module_timeline, module_view
 from tb_plugin.loader import load_trace
 from tests.conftest import cpu_op, write_trace
@@ -106,8 +107,16 @@ def test_allocator_primitives_are_named_after_their_caller(tmp_path: Path) -> No
     assert by_time[(41.0, None)]["name"] == "aten::zeros"
     assert {r["device"] for r in rows} == {"GPU0", "MPS0"}
     assert set(memory_curve(model)["devices"]) == {"GPU0", "MPS0"}
-    # a range keeps what is alive across it
-    assert [r["alloc_us"] for r in memory_events(model, 10, 20)] == [3.0]
+    # a range keeps what is alive across it, and says which were allocated in it and which only live in it
+    assert [(r["alloc_us"], r["in_range"]) for r in memory_events(model, 10, 20)] == [(3.0, "live")]
+    assert {(r["alloc_us"], r["in_range"]) for r in memory_events(model, 2, 42)} == {
+        (3.0, "allocated"), (41.0, "allocated")}
+    # live at an instant: allocated at or before it, not yet freed
+    at3 = live_at(model, 3.0, "GPU0")
+    assert [(r["alloc_us"], r["size_bytes"]) for r in at3["rows"]] == [(3.0, 256)]
+    assert at3["allocated_bytes"] == 256
+    assert live_at(model, 30.0, "GPU0") == {"rows": [], "allocated_bytes": 0}  # freed at 30: no longer live
+    assert [r["size_bytes"] for r in live_at(model, 0.5, "GPU0")["rows"]] == [64]  # made before the trace
     stats = {(r["name"], r["device"]): r for r in memory_statistics(model)}
     ones = stats[("aten::ones", "GPU0")]
     # the free at t=1 happens inside aten::ones itself (self -64); the 256-byte allocation inside aten::empty
@@ -210,3 +219,50 @@ def test_device_labels_are_named_per_distinct_device() -> None:
     ids_ = rng.choice([-1, 0, 1, 7], 5000)
     assert _device_labels(types, ids_) == [device_name(t, i) for t, i in zip(types.tolist(), ids_.tolist())]
     assert _device_labels(np.empty(0, np.int64), np.empty(0, np.int64)) == []
+
+
+def test_live_allocations_at_the_peak_of_a_real_trace_make_up_the_peak() -> None:
+    """transformer_bf16: at the GPU peak, the allocations live then plus what was allocated before the trace (and
+    not freed by then) add up to the peak exactly; the largest comes with its operator's Python stack."""
+    from tests.conftest import SAMPLES
+
+    model = load_trace(str(next((SAMPLES / "transformer_bf16").glob("*.pt.trace.json.gz"))))
+    gpu = memory_curve(model)["devices"]["GPU0"]
+    peak = live_at(model, gpu["peak_time_us"], "GPU0")
+    assert peak["allocated_bytes"] == gpu["peak_allocated_bytes"] == 706_943_488
+    live = sum(r["size_bytes"] for r in peak["rows"])
+    assert len(peak["rows"]) == 101 and live == 437_064_704
+    rec = records_of(model)
+    on = [i for i, d in enumerate(rec.device) if d == "GPU0" and rec.addr[i] >= 0]
+    before_trace = int(rec.allocated[on[0]] - rec.nbytes[on[0]])  # allocated before the first record
+    freed_before = sum(r["size_bytes"] for r in memory_events(model, None, None, "GPU0")
+                       if r["alloc_us"] is None and r["free_us"] <= gpu["peak_time_us"])
+    still_before = sum(r["size_bytes"] for r in peak["rows"] if r["alloc_us"] is None)
+    assert live + before_trace - freed_before - still_before == gpu["peak_allocated_bytes"]
+    sizes = [r["size_bytes"] for r in peak["rows"]]
+    assert sizes == sorted(sizes, reverse=True)
+    assert all(r["alloc_us"] is None or r["alloc_us"] <= gpu["peak_time_us"] for r in peak["rows"])
+    assert any(r["call_stack"] and "transformer_bf16.py(" in r["call_stack"] for r in peak["rows"])
+
+
+def test_each_module_names_its_forward_frame() -> None:
+    """transformer_bf16 (with_stack + with_modules): a module's source is the ``forward`` frame under its
+    ``nn.Module`` frame (PyTorch 2.x puts ``_call_impl`` between them): the user's own model class in the user's
+    file, torch's modules in torch."""
+    from tb_plugin.analysis.modules import module_view
+    from tests.conftest import SAMPLES
+
+    path = next((SAMPLES / "transformer_bf16").glob("*.pt.trace.json.gz"))
+    roots = module_view(load_trace(str(path)))["modules"]
+    by_name = {}
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        by_name[node["name"]] = node
+        stack.extend(node["children"])
+    assert by_name["TinyEncoderClassifier_0"]["source"] == "transformer_bf16.py(38): forward"
+    assert by_name["Linear_8"]["source"] == "torch/nn/modules/linear.py(130): forward"
+    assert by_name["TransformerEncoderLayer_2"]["source"] == "torch/nn/modules/transformer.py(799): forward"
+    with gzip.open(path, "rt") as fh:
+        names = {e.get("name") for e in json.load(fh)["traceEvents"] if e.get("cat") == "python_function"}
+    assert all(n["source"] in names for n in by_name.values() if n["source"])

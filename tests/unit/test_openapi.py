@@ -65,6 +65,7 @@ def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, re
         assert o["verdict"]["kind"] == "gpu_bound" and {"rank0": "straggler_wait", "rank1": "straggler"}[worker] in kinds
     q = "run=transformer_bf16&worker=vm_562&span=1"
     check(spec, "/overview", 200, client.get(f"{API}/overview?{q}").get_json())
+    check(spec, "/sources", 200, client.get(f"{API}/sources?{q}").get_json())
     for group in ("name", "name_shape", "name_stack"):
         check(spec, "/operators", 200, client.get(f"{API}/operators?{q}&group_by={group}").get_json())
     for group in ("name", "name_op"):

@@ -29,7 +29,7 @@ import type { ViewContext } from "./types";
 
 export type DrillMetric = "device" | "host";
 
-const MIN_BAR_GROUP_PX = 26;
+const MIN_BAR_GROUP_PX = 84; // room for a horizontal tick label of 14 characters
 
 function value(s: DiffStats | null, metric: DrillMetric): number | null {
   if (!s) return null;
@@ -51,6 +51,34 @@ function sideNote(c: DiffNodeChild): string {
   if (!c.baseline) return "only in the experiment";
   if (!c.experiment) return "only in the baseline";
   return c.matched ? "" : "unmatched group";
+}
+
+/** The measure with the largest change among `node`'s entries (device on a tie; host without any device time). */
+export function defaultMetric(node: DiffNode): DrillMetric {
+  const largest = (m: DrillMetric): number => node.children.reduce((best, c) => Math.max(best, Math.abs(delta(c, m))), 0);
+  const device = largest("device");
+  const host = largest("host");
+  if (device === 0 && host === 0) return (value(node.baseline, "device") ?? 0) + (value(node.experiment, "device") ?? 0) > 0 ? "device" : "host";
+  return host > device ? "host" : "device";
+}
+
+/** A tick label over at most `lines` lines of about `width` characters (horizontal: rotated labels get cut). */
+export function wrapTick(text: string, width = 14, lines = 3): string {
+  const out: string[] = [];
+  let rest = text;
+  while (rest.length > 0 && out.length < lines) {
+    if (rest.length <= width) {
+      out.push(rest);
+      rest = "";
+      break;
+    }
+    const cut = Math.max(rest.lastIndexOf(" ", width), rest.lastIndexOf(":", width), rest.lastIndexOf("_", width), rest.lastIndexOf(".", width));
+    const at = cut >= width / 2 ? cut + 1 : width;
+    out.push(rest.slice(0, at).trimEnd());
+    rest = rest.slice(at).trimStart();
+  }
+  if (rest.length > 0) out[out.length - 1] = `${(out[out.length - 1] ?? "").slice(0, width - 1)}…`;
+  return out.map(plotlyText).join("<br>");
 }
 
 const METRIC_HELP: Record<DrillMetric, string> = {
@@ -151,10 +179,10 @@ export class DrillDown {
     else this.stack.push({ path: node.path, name: node.name });
     const last = this.stack[this.stack.length - 1];
     if (last) last.name = node.name;
-    // A level with no GPU time on either side (data loading, CPU-only traces) reads better in host time.
+    // Until the user picks one, each level opens on the measure whose largest change is largest: a host-only
+    // change (a DataLoader +927 µs) would show as 0 in device time.
     if (!this.metricChosen) {
-      const gpu = (value(node.baseline, "device") ?? 0) + (value(node.experiment, "device") ?? 0) > 0;
-      this.metric = gpu ? "device" : "host";
+      this.metric = defaultMetric(node);
       this.updateToggle();
     }
     this.el.dataset["path"] = node.path;
@@ -264,8 +292,7 @@ export class DrillDown {
       ].filter(Boolean).join("<br>");
     });
     const cumHover = kids.map((c, i) => `cumulative change after ${i + 1}. ${plotlyText(shorten(c.name, 60))}:<br>${formatSignedDuration((cum[i] ?? 0) * 1000)}`);
-    const ticks = kids.map((c, i) => plotlyText(`${c.expandable ? "▸ " : ""}${i + 1}. ${shorten(c.name, 22)}`));
-    const rotate = kids.length > 6;
+    const ticks = kids.map((c, i) => wrapTick(`${c.expandable ? "▸ " : ""}${i + 1}. ${c.name}`));
     return {
       data: [
         { type: "bar", name: "Baseline", x, y: b, marker: { color: BASELINE_COLOR }, customdata: hover, hovertemplate: "%{customdata}<extra>baseline</extra>" },
@@ -289,7 +316,7 @@ export class DrillDown {
         bargroupgap: 0.05,
         hovermode: "closest",
         legend: { orientation: "h", x: 0, y: 1.04, yanchor: "bottom", font: { size: 11 } },
-        xaxis: { tickmode: "array", tickvals: x, ticktext: ticks, tickangle: rotate ? -90 : 0, tickfont: { size: 10.5 }, automargin: true, range: [-0.6, kids.length - 0.4] },
+        xaxis: { tickmode: "array", tickvals: x, ticktext: ticks, tickangle: 0, tickfont: { size: 10.5 }, automargin: true, range: [-0.6, kids.length - 0.4] },
         yaxis: { title: { text: `${what} time (ms)` }, rangemode: "tozero", automargin: true },
         yaxis2: {
           title: { text: "cumulative change (ms)", font: { color: DELTA_COLOR } },

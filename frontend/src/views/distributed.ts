@@ -7,6 +7,7 @@
  * The page is per run and span, not per worker: the worker picker does not apply. While some ranks
  * are still loading the server answers 409: the page shows their progress and asks again.
  */
+import type { PlotlyHTMLElement, PlotMouseEvent } from "plotly.js-dist-min";
 import { ApiError } from "../api";
 import { card, infoIcon, progressBar } from "../components";
 import { type Child, h, replaceChildren } from "../dom";
@@ -15,6 +16,7 @@ import type { Theme } from "../theme";
 import type { RunsResponse } from "../types";
 import { Charts, chartDiv, type Data, type Figure, plotlyText } from "./common/charts";
 import { type Column, DataTable } from "./common/table";
+import { rowLinkButton, traceWindowState } from "./common/traceLink";
 import { left, loadErrorCard } from "./common/ui";
 import { csvFileName } from "./common/csv";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
@@ -25,6 +27,8 @@ import type { ViewContext } from "./types";
 export interface CollectiveStats {
   name: string;
   calls: number;
+  /** kernels that ran in the window but were launched before it (not in calls or bytes) */
+  prelaunched?: number;
   bytes: number;
   total_us: number;
   avg_us?: number;
@@ -57,6 +61,25 @@ export interface RankStats {
   host?: string;
   process?: number | null;
   per_step?: Partial<Record<StepMetric, number[] | null>>;
+  /** each step's [start, end] µs in this rank's own trace */
+  step_windows_us?: number[][];
+}
+
+/** The window of step `step` (null: all steps) in rank `r`'s trace, or null when it recorded no step. */
+export function rankStepWindow(r: RankStats, step: number | null): [number, number] | null {
+  const w = Array.isArray(r.step_windows_us) ? r.step_windows_us : [];
+  const pick = step === null ? [w[0], w[w.length - 1]] : [w[step], w[step]];
+  const a = pick[0]?.[0];
+  const b = pick[1]?.[1];
+  return typeof a === "number" && typeof b === "number" && b >= a ? [a, b] : null;
+}
+
+/** Open rank `r`'s own Trace view on a step (null: all steps). */
+function openRankTrace(ctx: ViewContext, r: RankStats, step: number | null): void {
+  const w = rankStepWindow(r, step);
+  if (!w) return;
+  writeViewUrlState(traceWindowState(w[0], w[1]));
+  ctx.navigate("Trace", r.worker === ctx.worker ? undefined : { worker: r.worker });
 }
 
 type StepMetric = "computation_us" | "communication_us" | "overlap_us" | "other_us" | "transfer_us" | "sync_us";
@@ -250,7 +273,8 @@ export function overlapNotes(ranks: readonly RankStats[], labels: readonly strin
   return [...byReason].map(([reason, who]) => `Overlap on rank${who.length > 1 ? "s" : ""} ${who.join(", ")}: ${reason} The chart shows their communication as not overlapped.`);
 }
 
-function rankColumns(labels: Map<RankStats, string>): Column<RankStats>[] {
+/** The rank table's columns; `trace` renders a row's link to that rank's Trace view. */
+function rankColumns(labels: Map<RankStats, string>, trace: (r: RankStats) => HTMLElement | null): Column<RankStats>[] {
   return [
     {
       key: "rank",
@@ -260,7 +284,13 @@ function rankColumns(labels: Map<RankStats, string>): Column<RankStats>[] {
       value: (r) => r.rank,
       text: (r) => labels.get(r) ?? String(r.rank),
     },
-    { key: "worker", label: "Worker", value: (r) => r.worker, cls: "ptp-nowrap" },
+    {
+      key: "worker",
+      label: "Worker",
+      value: (r) => r.worker,
+      render: (r) => h("span", {}, r.worker, trace(r)),
+      cls: "ptp-nowrap",
+    },
     { key: "host", label: "Host", value: (r) => r.host ?? null, cls: "ptp-nowrap" },
     { key: "process", label: "Process", help: "The host process id (pid) of the rank.", numeric: true, value: (r) => r.process ?? null },
     { key: "gpu", label: "GPU", value: (r) => gpuNames(r), title: gpuTitle, cls: "ptp-nowrap" },
@@ -289,7 +319,14 @@ function collectiveColumns(): Column<CollectiveStats>[] {
   });
   return [
     { key: "name", label: "Collective", value: (c) => c.name, cls: "ptp-name-col" },
-    { key: "calls", label: "Calls", numeric: true, help: "Instances in the span.", value: (c) => num(c.calls), text: (c) => formatInt(c.calls) },
+    {
+      key: "calls",
+      label: "Calls",
+      numeric: true,
+      help: "Collectives this rank issued in the profiled window (host call and kernel counted once). Kernels that ran in the window but were launched before it (warm-up) are shown as \"+N earlier\": their time counts, they are not calls of this window.",
+      value: (c) => num(c.calls),
+      text: (c) => (num(c.prelaunched ?? 0) ? `${formatInt(c.calls)} (+${formatInt(c.prelaunched)} earlier)` : formatInt(c.calls)),
+    },
     {
       key: "bytes",
       label: "Bytes",
@@ -300,9 +337,9 @@ function collectiveColumns(): Column<CollectiveStats>[] {
       exact: (c) => `${formatInt(c.bytes)} B`,
       csvHeader: "Bytes",
     },
-    dur("total_us", "Total", "Time in which this collective ran on this rank, over the span."),
+    dur("total_us", "Total", "Time in which this collective ran on this rank, within the steps (as the rank table)."),
     dur("avg_us", "Avg latency", "Total / calls."),
-    dur("transfer_us", "Transfer", HELP.transfer.replace(" (mean per step)", " (over the span)")),
+    dur("transfer_us", "Transfer", HELP.transfer.replace(" (mean per step)", " (summed over the steps: the collectives' transfer adds up to the rank table's Transfer × steps)")),
     {
       key: "bandwidth_gbps",
       label: "Bandwidth",
@@ -360,7 +397,7 @@ function overlapFigure(data: DistributedResponse, labels: string[], step: number
   const other = r.map((x) => at(x, "other_us", step));
   return {
     data: [
-      stackTrace("Computation only", labels, comp, COLORS.computation, r),
+      stackTrace("Computation", labels, comp, COLORS.computation, r),
       stackTrace("Overlap", labels, overlap, COLORS.overlap, r),
       stackTrace("Communication only", labels, commOnly, COLORS.communication, r),
       stackTrace("Other", labels, other, COLORS.other, r),
@@ -439,6 +476,17 @@ function fact(label: string, value: Child, title?: string, testid?: string): HTM
   return h("div", { class: "ptp-metric", title, testid }, h("div", { class: "ptp-metric-label" }, label), h("div", { class: "ptp-metric-value" }, value));
 }
 
+/** Call `open(rank index, step index)` when a heatmap cell is clicked. */
+function onHeatmapClick(div: HTMLElement, open: (rank: number, step: number) => void): void {
+  const gd = div as PlotlyHTMLElement;
+  if (typeof gd.on !== "function") return;
+  div.classList.add("ptp-clickable-chart");
+  gd.on("plotly_click", (ev: PlotMouseEvent) => {
+    const cell = ev.points[0]?.pointIndex as unknown;
+    if (Array.isArray(cell) && typeof cell[0] === "number" && typeof cell[1] === "number") open(cell[0], cell[1]);
+  });
+}
+
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
   replaceChildren(container, h("p", { class: "ptp-muted", testid: "dist-loading-first" }, "Analysing all ranks of this span…"));
   const data = await load(container, ctx);
@@ -461,7 +509,15 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     pageSize: 16,
   });
   rankTable.setData({
-    columns: rankColumns(labelOf),
+    columns: rankColumns(labelOf, (r) =>
+      rankStepWindow(r, null)
+        ? rowLinkButton({
+            label: "trace ↗",
+            title: `Open ${r.worker}'s Trace view on the step chosen under "Step" (all steps when none is)`,
+            testid: "rank-trace",
+            onClick: () => { openRankTrace(ctx, r, stepSelect.value === "" ? null : Number(stepSelect.value)); },
+          })
+        : null),
     rows: data.ranks,
     rowKey: (r) => `${r.worker}#${r.rank}`,
     searches: [{ key: "worker", label: "Search workers", placeholder: "Filter by worker or host", text: (r) => `${r.worker} ${r.host ?? ""} ${String(r.rank)}` }],
@@ -555,7 +611,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
         { class: "ptp-grid" },
         card(
           { title: "Computation and communication per rank", testid: "card-overlap" },
-          h("p", { class: "ptp-muted ptp-card-sub" }, "Each bar is one rank's average step: computation only, computation overlapping communication, communication only, and other. ", infoIcon(HELP.overlap)),
+          h("p", { class: "ptp-muted ptp-card-sub" }, "Each bar is one rank's average step: computation (not overlapping communication, as in the table), computation overlapping communication, communication only, and other. ", infoIcon(HELP.overlap)),
           ...overlapNotes(data.ranks, labels).map((note) => h("p", { class: "ptp-muted", testid: "overlap-na" }, note)),
           overlapChart,
         ),
@@ -572,7 +628,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       ),
       card(
         { title: "Collectives", testid: "card-collectives" },
-        h("div", { class: "ptp-controls ptp-card-sub" }, h("label", { class: "ptp-picker" }, "Rank", rankSelect), h("span", { class: "ptp-muted" }, "Totals over the span.")),
+        h("div", { class: "ptp-controls ptp-card-sub" }, h("label", { class: "ptp-picker" }, "Rank", rankSelect), h("span", { class: "ptp-muted" }, "Totals over the steps.")),
         collTable.el,
       ),
     ),
@@ -593,6 +649,10 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     await drawRankCharts();
     if (data.steps.length && data.communication_by_step.length) {
       await charts.draw(heatChart, (theme) => heatmapFigure(data, labels, theme));
+      onHeatmapClick(heatChart, (rank, step) => {
+        const r = data.ranks[rank];
+        if (r) openRankTrace(ctx, r, step);
+      });
     } else {
       heatChart.replaceWith(h("p", { class: "ptp-muted", testid: "heatmap-empty" }, "No profiler steps: nothing to show per step."));
     }

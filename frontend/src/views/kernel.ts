@@ -11,7 +11,10 @@ import { Charts, chartDiv, ColorMap, type Figure } from "./common/charts";
 import { csvFileName } from "./common/csv";
 import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
 import { clampedName, type Column, DataTable } from "./common/table";
-import { traceLinker, type TraceLinker } from "./common/traceLink";
+import { rowLinkButton, traceLinker, type TraceLinker, viewLink } from "./common/traceLink";
+import { shortKernelNames } from "./common/kernelNames";
+import { loadSources } from "./common/callStack";
+import { stacksPanel } from "./operator";
 import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
 import type { ViewContext } from "./types";
@@ -54,21 +57,43 @@ function dur(key: string, label: string, help: string, get: (r: KernelRow) => nu
   };
 }
 
+const NO_OPERATOR = "(no operator)";
+
 const yesNo = (v: boolean | undefined): string => (v === undefined ? "—" : v ? "yes" : "no");
 
-export function kernelColumns(grouping: KernelGrouping, link?: TraceLinker): Column<KernelRow>[] {
+/** Links of a kernel row: to its occurrences in the Trace view, to the operators that launched it, and (by
+ * operator) from an operator cell to the Operator view. */
+export interface KernelLinks {
+  trace: TraceLinker;
+  operators?: (kernel: string) => HTMLElement;
+  operator?: (op: string) => HTMLElement;
+}
+
+export function kernelColumns(grouping: KernelGrouping, links?: KernelLinks): Column<KernelRow>[] {
   const op = grouping === "name_op";
   const cols: Column<KernelRow>[] = [
     {
       key: "name",
       label: "Name",
       value: (r) => r.name,
-      render: (r) => (link ? h("span", {}, clampedName(r.name, "kernel-name"), link(r.name)) : clampedName(r.name, "kernel-name")),
+      render: (r) =>
+        links
+          ? h("span", {}, clampedName(r.name, "kernel-name"), links.trace(r.name), !op && links.operators ? links.operators(r.name) : null)
+          : clampedName(r.name, "kernel-name"),
       title: (r) => r.name,
       cls: "ptp-name-col",
     },
   ];
-  if (op) cols.push({ key: "operator", label: "Operator", help: KERNEL_HELP.operator, value: (r) => r.operator ?? "", cls: "ptp-op-col" });
+  if (op) {
+    cols.push({
+      key: "operator",
+      label: "Operator",
+      help: KERNEL_HELP.operator,
+      value: (r) => r.operator ?? "",
+      render: (r) => h("span", {}, r.operator ?? "", links?.operator && r.operator ? links.operator(r.operator) : null),
+      cls: "ptp-op-col",
+    });
+  }
   cols.push({
     key: "tensor_cores",
     label: "Tensor cores",
@@ -171,6 +196,7 @@ function tensorCoreFigure(ratio: number, kernelUs: number): Figure {
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading kernels…"));
   let byName: KernelsResponse;
+  void loadSources(ctx); // the launching operators' stacks, user frames first
   try {
     byName = await fetchFor<KernelsResponse>(ctx, "kernels", { group_by: "name" });
   } catch (err) {
@@ -236,14 +262,26 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     controls: [h("label", { class: "ptp-picker" }, "Group by", select), tableStatus],
     emptyText: "This trace has no GPU kernels.",
   });
+  const links: KernelLinks = {
+    trace: traceLinker(ctx),
+    // kernel → the operators that launched it: this table by kernel + operator, searched for the kernel
+    operators: (kernel) =>
+      rowLinkButton({ label: "operators", title: `The operators that launched ${kernel}`, testid: "kernel-operators", onClick: () => { void showOperatorsOf(kernel); } }),
+    operator: (name) =>
+      viewLink(ctx, { label: "in Operator view ↗", title: `${name} in the Operator view`, testid: "operator-link", view: "Operator", state: { q: name } }),
+  };
   const setData = (g: KernelGrouping, resp: KernelsResponse): void => {
     const searches = [{ key: "name", label: "Search kernels", placeholder: "Search kernel names", text: (r: KernelRow) => r.name }];
     if (g === "name_op") searches.push({ key: "operator", label: "Search operators", placeholder: "Search operator names", text: (r: KernelRow) => r.operator ?? "" });
     table.setData({
-      columns: kernelColumns(g, traceLinker(ctx)),
+      columns: kernelColumns(g, links),
       rows: Array.isArray(resp.rows) ? resp.rows : [],
       searches,
       sort: { key: "total", dir: "desc" },
+      // by operator: the source of a kernel is where its operator was called from
+      expand: g === "name_op"
+        ? { can: (r) => !!r.operator && r.operator !== NO_OPERATOR, render: (r) => stacksPanel(ctx, r.operator ?? "", true), label: "Show the call stacks of the launching operator" }
+        : null,
       rowKey,
     });
   };
@@ -251,13 +289,25 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     grouping = g;
     setData(g, resp);
   });
+  const showGrouping = async (g: KernelGrouping): Promise<void> => {
+    select.value = g;
+    await setGrouping(g);
+  };
+  const showOperatorsOf = async (kernel: string): Promise<void> => {
+    await showGrouping("name_op");
+    table.setQuery("operator", "");
+    table.setQuery("name", kernel, true);
+  };
   setData("name", byName);
-  // A link from another page (the Overview's evidence) may name a kernel to search for.
-  const linked = readViewUrlState().q?.trim();
-  if (linked) {
-    table.setQuery("name", linked);
-    writeViewUrlState({ q: undefined });
+  // A link from another page may name a kernel to search for (`q`: the Overview's evidence) or an operator
+  // whose kernels to show (`op`: the Operator view's rows).
+  const linked = readViewUrlState();
+  if (linked.q?.trim()) table.setQuery("name", linked.q.trim());
+  if (linked.op?.trim()) {
+    const name = linked.op.trim();
+    void showGrouping("name_op").then(() => { table.setQuery("operator", name, true); });
   }
+  if (linked.q || linked.op) writeViewUrlState({ q: undefined, op: undefined });
 
   replaceChildren(
     container,
@@ -276,8 +326,9 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     const items: Item[] = rows.map((r) => ({ name: r.name, value: r.total_us }));
     const slices = topN(items, top.value());
     colors.assign(slices.filter((s) => !s.other).map((s) => s.name));
+    const short = shortKernelNames(slices.map((s) => s.name));
     await charts.draw(kernelPie, () => ({
-      data: [pieTrace(slices, { format: formatDuration, colors, what: "total", labelMax: 44 })],
+      data: [pieTrace(slices, { format: formatDuration, colors, what: "total", labelMax: 44, label: (name) => short.get(name) ?? name })],
       layout: pieLayout(),
     }));
   };

@@ -33,6 +33,8 @@ import {
   timeOrigin,
 } from "./memoryData";
 import type { Theme } from "../theme";
+import { fetchLiveAt, inRangeColumn, LIVE_HELP, liveSummary, stackExpand } from "./memoryLive";
+import { loadSources } from "./common/callStack";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
 import type { ViewContext } from "./types";
 
@@ -84,6 +86,8 @@ interface State {
   /** rows of the selected range (null = use the whole-trace rows) */
   rangeEvents: MemoryEvent[] | null;
   rangeStats: MemoryStat[] | null;
+  /** the instant whose live allocations the events table shows (absolute µs), null otherwise */
+  liveAt: number | null;
 }
 
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
@@ -92,11 +96,13 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   let allEvents: MemoryEvent[];
   let allStats: MemoryStat[];
   try {
+    const sources = loadSources(ctx); // which stack frames are the user's, before a stack is drawn
     const [c, e, s] = await Promise.all([
       fetchFor<unknown>(ctx, "memory/curve"),
       fetchFor<RowsResponse<MemoryEvent>>(ctx, "memory/events"),
       fetchFor<RowsResponse<MemoryStat>>(ctx, "memory/stats"),
     ]);
+    await sources;
     curve = normalizeCurve(c);
     allEvents = rowsOf(e);
     allStats = rowsOf(s);
@@ -122,7 +128,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     return undefined;
   }
   const hasCurves = Object.values(curve.devices).some((d) => d.points.length > 0);
-  const state: State = { device: first, range: null, minBytes: 0, marked: null, rangeEvents: null, rangeStats: null };
+  const state: State = { device: first, range: null, minBytes: 0, marked: null, rangeEvents: null, rangeStats: null, liveAt: null };
 
   // ------------------------------------------------------------------ header: device, peak, range
   const deviceSelect = h(
@@ -143,6 +149,17 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     devices.map((d) => h("option", { attrs: { value: d, selected: d === state.device } }, d)),
   );
   const peakEl = h("span", { class: "ptp-mem-peak", testid: "memory-peak" });
+  const peakLive = h(
+    "button",
+    {
+      class: "ptp-button",
+      testid: "memory-peak-live",
+      title: LIVE_HELP.live,
+      attrs: { type: "button" },
+      onClick: () => { void showLiveAtPeak(); },
+    },
+    "Allocations live at the peak",
+  );
   const rangeEl = h("span", { class: "ptp-muted", testid: "memory-range", attrs: { "aria-live": "polite" } });
   const resetBtn = h(
     "button",
@@ -175,6 +192,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       h("h3", {}, "Memory usage"),
       h("label", { class: "ptp-picker" }, "Device", deviceSelect),
       peakEl,
+      hasCurves ? peakLive : null,
       h("span", { class: "ptp-toolbar-gap" }),
       rangeEl,
       resetBtn,
@@ -372,7 +390,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
 
   function updateRangeUi(): void {
     rangeEl.textContent = state.range ? `Range ${rangeText()}` : hasCurves ? "Whole trace" : "";
-    resetBtn.disabled = state.range === null;
+    resetBtn.disabled = state.range === null && state.liveAt === null;
     resetBtn.hidden = !hasCurves;
     const label = state.range ? `Range: ${rangeText()}` : "";
     eventsRangeTag.textContent = label;
@@ -385,12 +403,13 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     const rows = filterEvents(state.rangeEvents ?? allEvents, state.device, state.minBytes);
     if (state.marked && state.marked.device !== state.device) state.marked = null;
     eventsTable.setData({
-      columns: eventColumns,
+      columns: state.range ? [...eventColumns, inRangeColumn()] : eventColumns,
       rows,
       searches: [{ key: "name", label: "Search operators", placeholder: "Search operator names", text: (e) => e.name }],
-      sort: { key: "alloc", dir: "asc" },
+      sort: state.liveAt !== null ? { key: "size", dir: "desc" } : { key: "alloc", dir: "asc" },
+      expand: stackExpand,
       rowKey: eventKey,
-    });
+    }, state.liveAt === null);
     root.dataset["events"] = String(rows.length);
   }
 
@@ -411,10 +430,40 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   let reloadCtl: AbortController | null = null;
   let seq = 0;
 
+  /** The events table lists the allocations live at the device's peak (what the peak is made of). */
+  async function showLiveAtPeak(): Promise<void> {
+    const dev = device();
+    if (!dev) return;
+    const peak = peakOf(dev);
+    const my = ++seq;
+    reloadCtl?.abort();
+    statusEl.textContent = "Loading the allocations live at the peak…";
+    try {
+      const live = await fetchLiveAt(ctx, peak.t, state.device);
+      if (my !== seq || left(ctx)) return;
+      state.range = null;
+      state.liveAt = peak.t;
+      state.rangeEvents = live.rows;
+      state.rangeStats = null;
+      statusEl.textContent = "";
+      updateRangeUi();
+      const summary = liveSummary(live, `the peak (${formatMs(rel(peak.t))})`);
+      eventsRangeTag.textContent = summary;
+      rangeEl.textContent = `Live at the peak, ${formatMs(rel(peak.t))}`;
+      applyEvents();
+      applyStats();
+      eventsCard.scrollIntoView({ block: "start", behavior: "smooth" });
+    } catch (err) {
+      if (my !== seq || left(ctx)) return;
+      statusEl.textContent = `Could not load the allocations live at the peak: ${err instanceof Error ? err.message : String(err)}`;
+    }
+  }
+
   function setRange(range: [number, number] | null, redraw: boolean): void {
-    const same = range === null ? state.range === null : state.range !== null && state.range[0] === range[0] && state.range[1] === range[1];
+    const same = range === null ? state.range === null && state.liveAt === null : state.range !== null && state.range[0] === range[0] && state.range[1] === range[1];
     if (same && !redraw) return;
     state.range = range;
+    state.liveAt = null;
     updateRangeUi();
     if (redraw) redrawCurve();
     if (same) return;

@@ -34,6 +34,10 @@ export interface MemoryEvent {
   free_us: number | null;
   lifetime_us: number | null;
   addr: number;
+  /** the allocating operator's Python call stack (with_stack=True) */
+  call_stack?: string | null;
+  /** with a range: allocated in it, or allocated before it and live in it */
+  in_range?: "allocated" | "live";
 }
 
 export interface MemoryStat {

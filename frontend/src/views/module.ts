@@ -11,6 +11,9 @@ import type { Theme } from "../theme";
 import { Charts, chartDiv, ColorMap, type Data, type Figure, plotlyText } from "./common/charts";
 import { csvFileName } from "./common/csv";
 import { clampedName, DataTable } from "./common/table";
+import { loadSources, openFrame, parseFrame } from "./common/callStack";
+import type { Frame } from "./common/sourceFrames";
+import { rowLinkButton, traceLinker } from "./common/traceLink";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
 import { type TreeColumn, type TreeItem, treeItems, TreeTable } from "./moduleTree";
 import type { ViewContext } from "./types";
@@ -27,6 +30,8 @@ export interface ModuleNode {
   backward_host_us?: number;
   backward_device_us?: number;
   avg_us: number;
+  /** the module's forward frame, `file(line): forward` */
+  source?: string | null;
   children: ModuleNode[];
 }
 
@@ -66,7 +71,8 @@ export const MODULE_HELP = {
   deviceSelf: "GPU time of the kernels launched by operators called directly in the module (not in its sub-modules).",
   backwardHost: "Host time of the backward pass of this module's operators (autograd roots joined through the trace's forward→backward flows), sub-modules included.",
   backwardDevice: "GPU time of that backward pass, sub-modules included.",
-  mean: "Mean time per occurrence: device total / occurrences when the module ran GPU work, else host total / occurrences.",
+  mean: "Mean time per call, marked device or host: device total / occurrences when the module ran GPU work, else host total / occurrences.",
+  containerOperators: "0: this module calls no operator itself (a container such as Sequential or an encoder); its operators are counted in its sub-modules.",
   hookCalls: "How many times Lightning ran the hook.",
   hookTotal: "Host time spent in the hook, summed over its calls.",
   hookMean: "Host total / calls.",
@@ -81,6 +87,20 @@ const ROOT_ID = "\u0000root";
 type Metric = "device" | "host";
 
 const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0);
+
+/** The clock of a module's mean: "device" where it ran GPU work (the analysis divides device total), else "host". */
+const meanClock = (n: ModuleNode): string => (num(n.device_total_us) > 0 ? "device" : "host");
+
+const MODULE_PREFIX = "nn.Module: ";
+
+/** A module's source: its forward frame, opened in VS Code or copied like any call-stack frame. */
+function sourceLink(f: Frame): HTMLElement {
+  const where = `${f.path ?? ""}:${String(f.line ?? "")}`;
+  const link = rowLinkButton({ label: "source", title: `The module's forward: ${where} (open in VS Code, else copy)`, testid: "module-source", onClick: () => { openFrame(f); } });
+  link.dataset["path"] = f.path ?? "";
+  link.dataset["line"] = String(f.line ?? "");
+  return link;
+}
 
 /** "Linear_3" → "Linear": one colour per module class. */
 export function moduleClass(name: string): string {
@@ -98,7 +118,16 @@ function durCol<N>(key: string, label: string, help: string, get: (n: N) => numb
 function moduleColumns(hasDevice: boolean): TreeColumn<ModuleNode>[] {
   const cols: TreeColumn<ModuleNode>[] = [
     { key: "occurrences", label: "Occurrences", help: MODULE_HELP.occurrences, numeric: true, value: (n) => num(n.occurrences), text: (n) => formatInt(n.occurrences) },
-    { key: "operators", label: "Operators", help: MODULE_HELP.operators, numeric: true, value: (n) => num(n.operators), text: (n) => formatInt(n.operators) },
+    {
+      key: "operators",
+      label: "Operators",
+      help: MODULE_HELP.operators,
+      numeric: true,
+      value: (n) => num(n.operators),
+      // a container (Sequential, an encoder) calls no operator itself: all its work is in its sub-modules
+      text: (n) => (num(n.operators) === 0 && arr(n.children).length ? "0 (in sub-modules)" : formatInt(n.operators)),
+      title: (n) => (num(n.operators) === 0 && arr(n.children).length ? MODULE_HELP.containerOperators : MODULE_HELP.operators),
+    },
     durCol("host_total", "Host total", MODULE_HELP.hostTotal, (n) => num(n.host_total_us)),
     durCol("host_self", "Host self", MODULE_HELP.hostSelf, (n) => num(n.host_self_us)),
   ];
@@ -112,7 +141,16 @@ function moduleColumns(hasDevice: boolean): TreeColumn<ModuleNode>[] {
   if (hasDevice) {
     cols.push(durCol("backward_device", "Backward device", MODULE_HELP.backwardDevice, (n) => num(n.backward_device_us ?? 0)));
   }
-  cols.push(durCol("mean", "Mean", MODULE_HELP.mean, (n) => num(n.avg_us)));
+  cols.push({
+    key: "mean",
+    label: "Mean per call",
+    help: MODULE_HELP.mean,
+    numeric: true,
+    value: (n) => num(n.avg_us),
+    // which clock the mean is on, per row: device time where the module ran GPU work, else host time
+    text: (n) => `${formatDuration(num(n.avg_us))} ${meanClock(n)}`,
+    title: (n) => `${formatExactUs(num(n.avg_us))} of ${meanClock(n)} time per call\n${MODULE_HELP.mean}`,
+  });
   return cols;
 }
 
@@ -226,7 +264,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading modules…"));
   let data: ModulesResponse;
   try {
-    const raw = await fetchFor<Partial<ModulesResponse> | null>(ctx, "modules");
+    const [raw] = await Promise.all([fetchFor<Partial<ModulesResponse> | null>(ctx, "modules"), loadSources(ctx)]);
     data = {
       framework: typeof raw?.framework === "string" ? raw.framework : null,
       modules: arr<ModuleNode>(raw?.modules),
@@ -271,6 +309,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   if (count === 0) {
     sections.push(emptyCard(lightning));
   } else {
+    const moduleLink = traceLinker(ctx);
     const tree = new TreeTable<ModuleNode>({
       testid: "module-tree",
       nameLabel: "Module",
@@ -279,6 +318,8 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       columns: moduleColumns(hasDevice),
       openDepth: 1,
       noun: "modules",
+      // the module's calls: its "nn.Module: <name>" frames, found and stepped through in the Trace view
+      nameExtra: (n) => [moduleLink(`${MODULE_PREFIX}${n.name}`), n.source ? sourceLink(parseFrame(n.source)) : null],
     });
     tree.setRoots(data.modules);
     sections.push(

@@ -5,7 +5,7 @@
  * original order again). Names are text nodes; every numeric cell has its exact value as tooltip.
  */
 import { infoIcon } from "../components";
-import { h, replaceChildren } from "../dom";
+import { type Child, h, replaceChildren } from "../dom";
 import { DASH, formatInt } from "../format";
 
 export interface TreeColumn<N> {
@@ -34,6 +34,8 @@ export interface TreeOptions<N> {
   emptyText?: string;
   /** what the nodes are called in the count ("modules") */
   noun?: string;
+  /** links after a row's name (e.g. the module's occurrences in the Trace view) */
+  nameExtra?: (node: N) => Child;
 }
 
 export interface TreeItem<N> {
@@ -276,6 +278,7 @@ export class TreeTable<N> {
           { class: "ptp-tree-name", style: { "padding-left": `${item.depth * 18}px` } },
           toggle,
           h("span", { class: "ptp-break", testid: "tree-name", title: name }, name),
+          this.opts.nameExtra?.(item.node),
         ),
       ),
     );

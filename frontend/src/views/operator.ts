@@ -7,12 +7,12 @@ import { card, infoIcon } from "../components";
 import { h, replaceChildren } from "../dom";
 import { formatDuration, formatExactUs, formatInt, formatPercent1 } from "../format";
 import type { OperatorGrouping, OperatorRow, OperatorsResponse } from "./common/apiTypes";
-import { frameList, parseStack } from "./common/callStack";
+import { frameList, loadSources, parseStack } from "./common/callStack";
 import { Charts, chartDiv, ColorMap } from "./common/charts";
 import { csvFileName } from "./common/csv";
 import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
 import { type Column, DataTable } from "./common/table";
-import { type TraceLinker, traceLinker } from "./common/traceLink";
+import { type TraceLinker, traceLinker, viewLink } from "./common/traceLink";
 import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
 import { annotationsCard } from "./annotations";
@@ -101,13 +101,25 @@ function stacksLinker(ctx: ViewContext): (name: string) => HTMLElement {
     });
 }
 
-export function operatorColumns(grouping: OperatorGrouping, flags: Flags, link?: TraceLinker, stacks?: (name: string) => HTMLElement): Column<OperatorRow>[] {
+/**
+ * The table's columns; `link` adds "in trace" to each name, `kernels` (operators that ran GPU work) a link to
+ * the kernels the operator launched, in the Kernel view, and `stacks` a link to its stacks in the Flame graph.
+ */
+export function operatorColumns(
+  grouping: OperatorGrouping,
+  flags: Flags,
+  link?: TraceLinker,
+  kernels?: (name: string) => HTMLElement,
+  stacks?: (name: string) => HTMLElement,
+): Column<OperatorRow>[] {
   const cols: Column<OperatorRow>[] = [
     {
       key: "name",
       label: "Name",
       value: (r) => r.name,
-      render: link ? (r) => h("span", {}, r.name, link(r.name), stacks?.(r.name)) : undefined,
+      render: link
+        ? (r) => h("span", {}, r.name, link(r.name), kernels && r.device_self_us > 0 ? kernels(r.name) : null, stacks?.(r.name))
+        : undefined,
       cls: "ptp-name-col ptp-wrap",
     },
   ];
@@ -147,8 +159,8 @@ function stat(label: string, value: string, help: string): HTMLElement {
   return h("span", { title: help }, `${label} `, h("b", {}, value));
 }
 
-/** The call stacks of one operator, fetched on first expand. */
-function stacksPanel(ctx: ViewContext, name: string, device: boolean): HTMLElement {
+/** The call stacks of one operator, fetched on first expand (also under a Kernel row: its launching operator). */
+export function stacksPanel(ctx: ViewContext, name: string, device: boolean): HTMLElement {
   const panel = h("div", { class: "ptp-stacks", testid: "call-stacks" }, h("span", { class: "ptp-muted" }, "Loading call stacks…"));
   fetchFor<OperatorsResponse>(ctx, "operators", { group_by: "name_stack", name })
     .then((resp) => {
@@ -192,11 +204,19 @@ const PIES: { key: string; title: string; help: string; device: boolean; get: (r
   { key: "host_total", title: "Host total time", help: OP_HELP.hostTotal, device: false, get: (r) => r.host_total_us },
 ];
 
+/** As many table rows as fit the frame's height (about 28 px a row, the table's head and pager aside), 15 to 100:
+ * a page of 10 left most of a tall screen empty. */
+function rowsThatFit(): number {
+  return Math.min(100, Math.max(15, Math.floor((window.innerHeight - 140) / 28)));
+}
+
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading operators…"));
   let byName: OperatorsResponse;
+  const sources = loadSources(ctx); // which frames are the user's: before any stack is drawn
   try {
     byName = await fetchFor<OperatorsResponse>(ctx, "operators", { group_by: "name" });
+    await sources;
   } catch (err) {
     if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the operators"));
     return undefined;
@@ -256,17 +276,22 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     }),
   );
   const tableStatus = h("span", { class: "ptp-muted", testid: "table-status", attrs: { "aria-live": "polite" } });
+  const fit = rowsThatFit();
   const table = new DataTable<OperatorRow>({
     testid: "operator-table",
+    pageSize: fit,
+    pageSizes: [...new Set([fit, 20, 50, 100])].sort((a, b) => a - b),
     csvName: () => csvFileName("operators", ctx.run, ctx.worker, `span${ctx.span}`, grouping),
     controls: [h("label", { class: "ptp-picker" }, "Group by", select), tableStatus],
     emptyText: "This trace has no operators.",
   });
   const linkToTrace = traceLinker(ctx);
   const linkToStacks = stacksLinker(ctx);
+  const linkToKernels = (name: string): HTMLElement =>
+    viewLink(ctx, { label: "kernels", title: `The GPU kernels ${name} launched, in the Kernel view`, testid: "operator-kernels", view: "Kernel", state: { op: name, q: undefined } });
   const setData = (g: OperatorGrouping, resp: OperatorsResponse): void => {
     table.setData({
-      columns: operatorColumns(g, flagsFor(resp), linkToTrace, linkToStacks),
+      columns: operatorColumns(g, flagsFor(resp), linkToTrace, device ? linkToKernels : undefined, linkToStacks),
       rows: Array.isArray(resp.rows) ? resp.rows : [],
       searches: [{ key: "name", label: "Search operators", placeholder: "Search operator names", text: (r) => r.name }],
       sort: { key: device ? "device_self" : "host_self", dir: "desc" },

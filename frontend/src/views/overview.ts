@@ -4,6 +4,7 @@
  * and GPU summary cards, the step-time breakdown (stacked bars per step), the execution summary
  * (average per step, table + pie) and notes. Numbers carry tooltips saying how they are computed.
  */
+import type { PlotlyHTMLElement, PlotMouseEvent } from "plotly.js-dist-min";
 import { card, infoIcon } from "../components";
 import { type Child, h, replaceChildren } from "../dom";
 import { formatBytes, formatDuration, formatExactUs, formatInt, formatPercent1 } from "../format";
@@ -11,6 +12,7 @@ import type { Theme } from "../theme";
 import { writeViewUrlState } from "../urlState";
 import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation } from "./common/apiTypes";
 import { Charts, chartDiv, type Figure, plotlyText } from "./common/charts";
+import { traceWindowState } from "./common/traceLink";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
 import type { ViewContext } from "./types";
 
@@ -336,6 +338,17 @@ function stepFigure(data: OverviewResponse, theme: Theme): Figure {
   };
 }
 
+/** Call `open(step index)` when a bar of the step chart is clicked (every segment of a bar is its step). */
+function onStepClick(div: HTMLElement, open: (index: number) => void): void {
+  const gd = div as PlotlyHTMLElement;
+  if (typeof gd.on !== "function") return;
+  div.classList.add("ptp-clickable-chart");
+  gd.on("plotly_click", (ev: PlotMouseEvent) => {
+    const p = ev.points[0];
+    if (p) open(p.pointIndex);
+  });
+}
+
 function sharePieFigure(data: OverviewResponse): Figure {
   const cats = data.categories.filter((c) => (num(data.average.breakdown_us[c]) ?? 0) > 0);
   return {
@@ -400,6 +413,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
           h("strong", { testid: "avg-step-time", title: `${formatExactUs(data.average.duration_us)}\n${HELP.stepTime}`, dataset: { value: String(data.average.duration_us) } }, formatDuration(data.average.duration_us)),
           " per step ",
           infoIcon(HELP.breakdown),
+          nSteps ? " · click a bar to open that step in the Trace view" : null,
         ),
         stepChart,
       ),
@@ -416,6 +430,12 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     if (left(ctx)) return undefined;
     charts = new Charts(Plotly, ctx);
     await charts.draw(stepChart, (theme) => stepFigure(data, theme));
+    onStepClick(stepChart, (i) => {
+      const step = data.steps[i];
+      if (!step) return;
+      writeViewUrlState(traceWindowState(step.start_us, step.start_us + step.duration_us));
+      ctx.navigate("Trace");
+    });
     await charts.draw(pieChart, () => sharePieFigure(data));
   } catch (err) {
     if (left(ctx)) return undefined;

@@ -14,6 +14,7 @@ import { ApiError, type QueryParams } from "../api";
 import { card } from "../components";
 import { h, replaceChildren } from "../dom";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
+import { loadSources } from "./common/callStack";
 import { copyText, inVsCode, showToast } from "./common/ui";
 import { makePalette, parseWindow, locate, formatOffset, formatTime, mergeSteps, formatBytesShort, formatCounter, type Step, type TrackMeta, type WindowData } from "./traceData";
 import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoading, rangePanel, rememberHelp, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
@@ -1497,6 +1498,7 @@ class TraceView {
 }
 
 export function render(container: HTMLElement, ctx: ViewContext): () => void {
+  void loadSources(ctx); // classifies the frames of the details' call stacks (the user's first)
   const view = new TraceView(container, ctx);
   return view.mount();
 }

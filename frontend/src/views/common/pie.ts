@@ -37,6 +37,8 @@ export interface PieOptions {
   colors?: ColorMap;
   /** legend labels are cut to this many characters (full names in the hover) */
   labelMax?: number;
+  /** the legend's name of an item (e.g. a kernel's short name); the hover keeps the full name */
+  label?: (name: string) => string;
   /** hover line under the name, e.g. "device self time" */
   what?: string;
   hole?: number;
@@ -48,8 +50,9 @@ export function pieTrace(slices: readonly Slice[], opts: PieOptions): Data {
   const seen = new Set<string>();
   const labels: string[] = [];
   for (const s of slices) {
-    let label = s.other ? `${OTHER} (${s.count})` : shorten(s.name, max);
-    for (let i = 2; seen.has(label); i++) label = `${shorten(s.name, max - 4)} #${i}`;
+    const name = opts.label ? opts.label(s.name) : s.name;
+    let label = s.other ? `${OTHER} (${s.count})` : shorten(name, max);
+    for (let i = 2; seen.has(label); i++) label = `${shorten(name, max - 4)} #${i}`;
     seen.add(label);
     labels.push(label);
   }

@@ -89,6 +89,11 @@ function defaultText(v: CellValue): string {
   return v;
 }
 
+/** A search matches a substring, or the whole text when quoted ("aten::add"). */
+function matches(text: string, q: string): boolean {
+  return q.length >= 2 && q.startsWith('"') && q.endsWith('"') ? text === q.slice(1, -1) : text.includes(q);
+}
+
 export class DataTable<R> {
   readonly el: HTMLElement;
   private data: TableData<R> = { columns: [], rows: [], rowKey: () => "" };
@@ -155,9 +160,10 @@ export class DataTable<R> {
     );
   }
 
-  /** Set a search box's text (e.g. from a link), as if the user had typed it. */
-  setQuery(key: string, text: string): void {
-    this.queries.set(key, text);
+  /** Set a search box's text (e.g. from a link), as if the user had typed it; `exactly` quotes it, so that only
+   * that name matches ("aten::add", not "aten::addmm"). */
+  setQuery(key: string, text: string, exactly = false): void {
+    this.queries.set(key, exactly && text ? `"${text}"` : text);
     this.page = 0;
     this.renderSearches();
     this.renderBody();
@@ -189,7 +195,7 @@ export class DataTable<R> {
       .map((s) => ({ s, q: (this.queries.get(s.key) ?? "").trim().toLowerCase() }))
       .filter(({ q }) => q !== "");
     let rows = this.data.rows.map((row, index) => ({ row, index }));
-    if (searches.length) rows = rows.filter(({ row }) => searches.every(({ s, q }) => s.text(row).toLowerCase().includes(q)));
+    if (searches.length) rows = rows.filter(({ row }) => searches.every(({ s, q }) => matches(s.text(row).toLowerCase(), q)));
     const sort = this.sort;
     const col = sort ? this.data.columns.find((c) => c.key === sort.key) : undefined;
     if (sort && col) {

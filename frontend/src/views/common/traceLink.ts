@@ -1,9 +1,9 @@
 /**
- * "Find in trace" links: from an Operator or Kernel row to its occurrences in the Trace view, which reads the
+ * Links from a number or a row to its evidence in another view. "Find in trace" links: from an Operator or Kernel row to its occurrences in the Trace view, which reads the
  * `q` URL key as its initial search (and steps through the hits with next/previous).
  */
 import { h } from "../../dom";
-import { writeViewUrlState } from "../../urlState";
+import { type ViewUrlKey, writeViewUrlState } from "../../urlState";
 import type { ViewContext } from "../types";
 
 export type TraceLinker = (name: string) => HTMLElement;
@@ -48,4 +48,45 @@ export function traceRangeLink(ctx: ViewContext, label: string, start: number, e
     },
     label,
   );
+}
+
+/**
+ * A link to another view with view-owned URL keys set (see urlState's VIEW_URL_KEYS), optionally on another
+ * worker (a rank's own trace): e.g. an operator row to the Kernel view with `op` set.
+ */
+export function viewLink(
+  ctx: ViewContext,
+  opts: { label: string; title: string; testid: string; view: string; state: Partial<Record<ViewUrlKey, string | undefined>>; worker?: string },
+): HTMLElement {
+  return rowLinkButton({
+    label: opts.label,
+    title: opts.title,
+    testid: opts.testid,
+    onClick: () => {
+      writeViewUrlState(opts.state);
+      if (opts.worker !== undefined && opts.worker !== ctx.worker) ctx.navigate(opts.view, { worker: opts.worker });
+      else ctx.navigate(opts.view);
+    },
+  });
+}
+
+/** A small link button after a row's name whose label is drawn by CSS (data-label), so that the cell's text stays
+ * the name alone (search, copy, CSV, tests), as with "in trace". */
+export function rowLinkButton(opts: { label: string; title: string; testid: string; onClick: () => void }): HTMLElement {
+  return h("button", {
+    class: "ptp-link-button ptp-row-link",
+    testid: opts.testid,
+    dataset: { label: opts.label },
+    attrs: { type: "button", title: opts.title, "aria-label": opts.title },
+    onClick: (ev: Event) => {
+      ev.stopPropagation();
+      opts.onClick();
+    },
+  });
+}
+
+/** Opens the Trace view on [start, end] µs (of `worker`'s trace when given), with a little margin around. */
+export function traceWindowState(start: number, end: number, q?: string): Partial<Record<ViewUrlKey, string | undefined>> {
+  const margin = Math.max((end - start) * 0.02, 1);
+  return { start: (start - margin).toFixed(3), end: (end + margin).toFixed(3), q };
 }

@@ -7,6 +7,7 @@ import { ApiError, type QueryParams } from "../../api";
 import { card, errorCard } from "../../components";
 import { h } from "../../dom";
 import type { ViewContext } from "../types";
+import { vsCodeWebviewOrigin } from "./sourceFrames";
 
 /** GET a route for the selected run/worker/span (plus `extra` params). */
 export function fetchFor<T>(ctx: ViewContext, route: string, extra: QueryParams = {}): Promise<T> {
@@ -27,13 +28,30 @@ export function loadErrorCard(err: unknown, what: string): HTMLElement {
   return errorCard(`Could not load ${what}`, message);
 }
 
-/** True when TensorBoard itself runs in a frame (VS Code's TensorBoard integration). */
-export function inVsCode(): boolean {
+/** The origin of VS Code's webview above TensorBoard, or null (Jupyter, Colab, a portal, no frame at all). */
+export function vsCodeOrigin(): string | null {
   try {
-    return window.parent !== window.top;
+    // Firefox has no ancestorOrigins, whatever lib.dom says: the referrer decides there.
+    const list = (window.location as { ancestorOrigins?: DOMStringList }).ancestorOrigins;
+    const ancestors = list ? Array.from(list) : [];
+    let referrer = "";
+    try {
+      referrer = window.parent.document.referrer;
+    } catch {
+      // TensorBoard's page not readable: the ancestors alone decide
+    }
+    return vsCodeWebviewOrigin(ancestors, referrer);
   } catch {
-    return false;
+    return null;
   }
+}
+
+/**
+ * True inside VS Code's webview (its documented origins, see sourceFrames.ts), not merely in some frame:
+ * Jupyter's and Colab's `%tensorboard` frame TensorBoard too, and there downloads and the clipboard work.
+ */
+export function inVsCode(): boolean {
+  return vsCodeOrigin() !== null;
 }
 
 /**
