@@ -14,202 +14,168 @@ kernels (CPU-only), the overlap is n/a (``None``) with the reason, never a numbe
 Transfer versus synchronisation (the old plugin's heuristic): for each matched instance, the fastest rank's
 duration is the pure transfer time; on every rank the last ``min_dur`` of its instance is transfer and the rest is
 waiting for the others (sync).
+
+The job is computed from per-rank summaries (``analysis.rank_summary``), never from several full models at once:
+``distributed`` summarises each model and calls ``job_distributed``; a server that only has cached summaries (a
+1,024-rank job preprocessed on a cluster) calls ``job_distributed`` directly. Matching across ranks is one
+vectorised pass over every rank's instances (``np.unique`` over (group, sequence) keys), so it stays well under a
+second at thousands of ranks.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..model import intervals as iv
-from ..model.kinds import Kind
-from ..model.names import is_host_sync, name_mask
 from ..model.tables import TraceModel
-from .communication import Collectives, collectives, communication_intervals, dtype_size, normalize_collective
-from .steps import find_steps, role_intervals
+from .communication import Collectives, collectives, dtype_size, normalize_collective
+from .rank_summary import RankSummary, rank_summary
 
-__all__ = ["Collectives", "collectives", "distributed", "dtype_size", "normalize_collective"]
-
-def _rank_of(model: TraceModel, worker: str, fallback: int) -> int:
-    info = model.meta.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return int(info["rank"])
-    m = re.search(r"(\d+)$", worker)
-    return int(m.group(1)) if m else fallback
+__all__ = ["Collectives", "collectives", "distributed", "dtype_size", "job_distributed", "normalize_collective"]
 
 
 def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
     """``traces``: (worker name, model) of one span for every worker of a run."""
-    ranks = sorted(((_rank_of(m, w, i), w, m) for i, (w, m) in enumerate(sorted(traces))), key=lambda t: t[0])
+    return job_distributed([rank_summary(m, w) for w, m in traces])
+
+
+@dataclass(frozen=True)
+class _Matched:
+    """Every rank's collective instances matched by (process group, sequence), in one flat array per column."""
+
+    offsets: np.ndarray  # rank i's instances are [offsets[i], offsets[i + 1])
+    groups: list[str]  # sorted process group names
+    group: np.ndarray  # per instance: index into ``groups``
+    rank: np.ndarray  # per instance: index of its rank
+    complete: np.ndarray  # per instance: every rank has this (group, sequence)
+    min_dur: np.ndarray  # per instance: the fastest rank's duration of it (µs)
+    wait: np.ndarray  # per instance: its duration beyond the fastest rank's (0 where not complete)
+
+
+def _match(ranks: list[RankSummary]) -> _Matched:
+    cols = [s.collectives for s in ranks]
+    lens = np.array([len(c["seq"]) for c in cols], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    group_names = np.concatenate([np.asarray(c["group"], dtype=str) for c in cols]) if len(cols) else np.array([])
+    groups, group = np.unique(group_names.astype(str), return_inverse=True)
+    seq = np.concatenate([c["seq"] for c in cols]).astype(np.int64) if len(cols) else np.zeros(0, np.int64)
+    dur = (np.concatenate([c["end"] for c in cols]) - np.concatenate([c["start"] for c in cols])
+           if len(cols) else np.zeros(0))
+    key = group.astype(np.int64) * (int(seq.max(initial=0)) + 1) + seq
+    _, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
+    fastest = np.full(len(count), np.inf)
+    np.minimum.at(fastest, inverse, dur)
+    complete = count[inverse] == len(ranks)
+    min_dur = fastest[inverse]
+    wait = np.where(complete, (dur - min_dur).clip(min=0), 0.0)
+    return _Matched(offsets=offsets, groups=[str(g) for g in groups], group=group.astype(np.int64),
+                    rank=np.repeat(np.arange(len(ranks)), lens), complete=complete, min_dur=min_dur, wait=wait)
+
+
+def _ordered(summaries: list[RankSummary]) -> list[tuple[int, RankSummary]]:
+    """Ranks in rank order: a rank without a number takes its position among the workers sorted by name."""
+    by_worker = sorted(summaries, key=lambda s: s.worker)
+    return sorted(((s.rank if s.rank is not None else i, s) for i, s in enumerate(by_worker)), key=lambda t: t[0])
+
+
+def job_distributed(summaries: list[RankSummary]) -> dict[str, Any]:
+    """The Distributed view of one span from its ranks' summaries."""
+    ordered = _ordered(summaries)
+    ranks = [s for _, s in ordered]
     notes: list[str] = []
-    seen = Counter(rank for rank, _, _ in ranks)
+    seen = Counter(rank for rank, _ in ordered)
     repeated = sorted(r for r, n in seen.items() if n > 1)
     if repeated:
         notes.append(f"Several workers report the same rank ({', '.join(map(str, repeated))}): copied traces, or "
                      "traces of different jobs in one run? Ranks are shown per worker.")
-    per_rank = [collectives(m) for _, _, m in ranks]
-    # Match instances across ranks by (group, seq): the fastest rank's duration is the transfer time.
-    durations: dict[tuple[str, int], list[float]] = {}
-    for col in per_rank:
-        for g, s, a, b in zip(col.group, col.seq.tolist(), col.start.tolist(), col.end.tolist()):
-            durations.setdefault((g, s), []).append(b - a)
-    n = len(ranks)
-    complete = {key for key, ds in durations.items() if len(ds) == n}
-    min_dur = {key: min(ds) for key, ds in durations.items()}
-    counts = [{g: int(np.sum(np.asarray(c.group) == g)) for g in set(c.group)} for c in per_rank]
-    for g in sorted({g for c in counts for g in c}):
-        per = [c.get(g, 0) for c in counts]
-        if len(set(per)) > 1:
-            detail = ", ".join(f"rank {r}: {k}" for (r, _, _), k in zip(ranks, per))
-            notes.append(f"Process group {g} has different numbers of collectives per rank ({detail}); the unmatched "
-                         "ones count as transfer time on the ranks that have them.")
-    rows = []
-    steps_matrix = []
-    for (rank, worker, model), col in zip(ranks, per_rank):
-        steps = find_steps(model)
-        roles = role_intervals(model)
-        comm = communication_intervals(model)
-        real_start = np.array([max(a, b - min_dur.get((g, s), b - a)) if (g, s) in complete else a
-                               for g, s, a, b in zip(col.group, col.seq.tolist(), col.start.tolist(),
-                                                     col.end.tolist())])
-        transfer = iv.union(real_start, col.end) if len(col.start) else iv.EMPTY
-        compute = roles["Kernel"] if len(roles["Kernel"][0]) else roles["CPU Exec"]
-        compute = iv.subtract(compute, comm)
-        lo, hi = steps.start, steps.end
-        c_comp = iv.lengths_within(compute, lo, hi)
-        c_comm = iv.lengths_within(comm, lo, hi)
-        no_overlap = _overlap_unmeasurable(model, col)
-        c_overlap = None if no_overlap else iv.lengths_within(iv.intersect(roles["Kernel"], comm), lo, hi)
-        c_transfer = iv.lengths_within(transfer, lo, hi)
-        total = steps.duration
-        busy = iv.lengths_within(iv.union(np.concatenate([compute[0], comm[0]]),
-                                          np.concatenate([compute[1], comm[1]])), lo, hi)
-        steps_matrix.append(c_comm.tolist())
-        host_wait, host_idle = _host_waits(model)
-        table = _collective_table(col, transfer)
-        rows.append({
-            "worker": worker, "rank": rank,
-            "steps": steps.count,
-            "computation_us": float(c_comp.mean()) if steps.count else 0.0,
-            "communication_us": float(c_comm.mean()) if steps.count else 0.0,
-            "overlap_us": None if c_overlap is None else float(c_overlap.mean()) if steps.count else 0.0,
-            "overlap_note": no_overlap,
-            "other_us": float((total - busy).mean()) if steps.count else 0.0,
-            "transfer_us": float(c_transfer.mean()) if steps.count else 0.0,
-            "sync_us": float((c_comm - c_transfer).clip(min=0).mean()) if steps.count else 0.0,
-            "step_us": float(total.mean()) if steps.count else 0.0,
-            "host_wait_us": host_wait,
-            "host_idle_us": host_idle,
-            # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded
-            "per_step": {
-                "computation_us": c_comp.tolist(), "communication_us": c_comm.tolist(),
-                "overlap_us": None if c_overlap is None else c_overlap.tolist(),
-                "other_us": (total - busy).clip(min=0).tolist(),
-                "transfer_us": c_transfer.tolist(), "sync_us": (c_comm - c_transfer).clip(min=0).tolist(),
-                "step_us": total.tolist(),
-            },
-            "collectives": table,
-            "devices": _devices(model),
-            "host": worker.rsplit("_", 1)[0] if re.search(r"_\d+$", worker) else worker,
-            "process": _process_id(model),
-        })
-    straggler = _straggler(rows)
+    matched = _match(ranks)
+    notes.extend(_count_notes(ordered, matched))
+    rows = [_row(rank, s, matched, i) for i, (rank, s) in enumerate(ordered)]
     return {
-        "world_size": _world_size(ranks),
-        "backend": _backend(ranks),
+        "world_size": next((s.world_size for s in ranks if s.world_size is not None), len(ranks)),
+        "backend": next((s.backend for s in ranks if s.backend), None),
         "ranks": rows,
-        "steps": [str(s) for s in find_steps(ranks[0][2]).names] if ranks else [],
-        "communication_by_step": steps_matrix,
-        "straggler": straggler,
+        "steps": list(ranks[0].step_names) if ranks else [],
+        "communication_by_step": [r["per_step"]["communication_us"] for r in rows],
+        "straggler": _straggler(rows),
+        "groups": _group_stragglers(rows, matched),
         "notes": notes,
     }
 
 
-def _process_id(model: TraceModel) -> int | None:
-    """The host process of the trace: the pid of most host operators."""
-    ev = model["events"]
-    pids = ev["pid"][np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION)) & (ev["pid"] >= 0)]
-    if not len(pids):
-        return None
-    values, counts = np.unique(pids, return_counts=True)
-    return int(values[np.argmax(counts)])
+def _count_notes(ordered: list[tuple[int, RankSummary]], matched: _Matched) -> list[str]:
+    """A note per process group whose ranks recorded different numbers of collectives."""
+    counts = np.zeros((len(ordered), len(matched.groups)), dtype=np.int64)
+    np.add.at(counts, (matched.rank, matched.group), 1)
+    notes = []
+    for g, name in enumerate(matched.groups):
+        per = counts[:, g]
+        if len(np.unique(per)) > 1:
+            detail = ", ".join(f"rank {r}: {k}" for (r, _), k in zip(ordered, per.tolist()))
+            notes.append(f"Process group {name} has different numbers of collectives per rank ({detail}); the "
+                         "unmatched ones count as transfer time on the ranks that have them.")
+    return notes
 
 
-def _overlap_unmeasurable(model: TraceModel, col: Collectives) -> str | None:
-    """Why this rank's computation/communication overlap is n/a (None where it is measured).
+def _row(rank: int, s: RankSummary, matched: _Matched, i: int) -> dict[str, Any]:
+    """One rank's row: per-step means of its summary, with transfer and sync from the matched instances."""
+    lo, hi = matched.offsets[i], matched.offsets[i + 1]
+    col = s.collectives
+    start, end = col["start"], col["end"]
+    shortest = end - matched.min_dur[lo:hi]
+    real_start = np.where(matched.complete[lo:hi] & (shortest > start), shortest, start)
+    transfer = iv.union(real_start, end) if len(start) else iv.EMPTY
+    st = s.steps
+    n = len(s.step_names)
+    c_comp, c_comm, total, busy = st["computation_us"], st["communication_us"], st["step_us"], st["busy_us"]
+    c_overlap = None if s.overlap_note else st["overlap_us"]
+    c_transfer = iv.lengths_within(transfer, st["start"], st["end"])
+    sync = (c_comm - c_transfer).clip(min=0)
 
-    Overlap is kernels ∩ device collectives, both on the device timeline. A host span overlapping a kernel says
-    nothing about hidden communication (the host merely waited while the GPU computed), so it is never counted.
-    """
-    if not len(role_intervals(model)["Kernel"][0]):
-        return ("n/a on a CPU-only rank: computation and communication both run on the host, and overlap is "
-                "measured between GPU kernels and device-side collectives.")
-    if col.on_host.any():
-        return ("n/a: some collectives of this rank have no GPU kernel (host-side spans only), and host time "
-                "cannot be overlapped with GPU kernels, which run on another timeline.")
-    return None
+    def mean(values: np.ndarray) -> float:
+        return float(values.mean()) if n else 0.0
+
+    return {
+        "worker": s.worker, "rank": rank, "steps": n,
+        "computation_us": mean(c_comp), "communication_us": mean(c_comm),
+        "overlap_us": None if c_overlap is None else mean(c_overlap),
+        "overlap_note": s.overlap_note,
+        "other_us": mean(total - busy), "transfer_us": mean(c_transfer), "sync_us": mean(sync),
+        "step_us": mean(total), "host_wait_us": s.host_wait_us, "host_idle_us": s.host_idle_us,
+        # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded
+        "per_step": {
+            "computation_us": c_comp.tolist(), "communication_us": c_comm.tolist(),
+            "overlap_us": None if c_overlap is None else c_overlap.tolist(),
+            "other_us": (total - busy).clip(min=0).tolist(),
+            "transfer_us": c_transfer.tolist(), "sync_us": sync.tolist(), "step_us": total.tolist(),
+        },
+        "collectives": _collective_table(col, transfer),
+        "devices": s.devices,
+        "host": s.worker.rsplit("_", 1)[0] if re.search(r"_\d+$", s.worker) else s.worker,
+        "process": s.process,
+    }
 
 
-def _collective_table(col: Collectives, transfer: iv.Intervals) -> list[dict[str, Any]]:
+def _collective_table(col: dict[str, np.ndarray], transfer: iv.Intervals) -> list[dict[str, Any]]:
     out = []
-    names = np.asarray(col.name, dtype=object)
-    for name in sorted(set(col.name)):
+    names = np.asarray(col["name"], dtype=object)
+    for name in sorted(set(names.tolist())):
         on = names == name
-        span = iv.union(col.start[on], col.end[on])
+        span = iv.union(col["start"][on], col["end"][on])
         total = iv.total(span)
         moved = iv.total(iv.intersect(span, transfer))
         calls = int(on.sum())
-        nbytes = int(col.nbytes[on].sum())
+        nbytes = int(col["nbytes"][on].sum())
         out.append({
             "name": name, "calls": calls, "bytes": nbytes, "total_us": total, "avg_us": total / calls,
             "transfer_us": moved, "bandwidth_gbps": (nbytes / moved / 1e3) if moved > 0 and nbytes else None,
         })
     return sorted(out, key=lambda r: -r["total_us"])
-
-
-def _devices(model: TraceModel) -> list[dict[str, Any]]:
-    from .summary import devices
-
-    used = set(np.unique(model["device_events"]["device"]).tolist())
-    return [d for d in devices(model) if d["id"] in used]
-
-
-def _world_size(ranks: list[tuple[int, str, TraceModel]]) -> int:
-    for _, _, m in ranks:
-        info = m.meta.get("distributedInfo")
-        if isinstance(info, dict) and isinstance(info.get("world_size"), int):
-            return int(info["world_size"])
-    return len(ranks)
-
-
-def _backend(ranks: list[tuple[int, str, TraceModel]]) -> str | None:
-    for _, _, m in ranks:
-        info = m.meta.get("distributedInfo")
-        if isinstance(info, dict) and info.get("backend"):
-            return str(info["backend"])
-    return None
-
-
-def _host_waits(model: TraceModel) -> tuple[float, float]:
-    """Per step (mean): host time blocked in synchronisation calls, and host time with no recorded activity."""
-    ev = model["events"]
-    steps = find_steps(model)
-    if not steps.count:
-        return 0.0, 0.0
-    sync = name_mask(model, ev["name"], is_host_sync)
-    sync &= np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER, Kind.CPU_OP))
-    ts = ev["ts"]
-    dur = np.nan_to_num(ev["dur"], nan=0.0).clip(min=0.0)
-    waits = iv.union(ts[sync], ts[sync] + dur[sync])
-    host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
-    host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
-    busy = iv.union(ts[host], ts[host] + dur[host])
-    wait = iv.lengths_within(waits, steps.start, steps.end)
-    idle = steps.duration - iv.lengths_within(busy, steps.start, steps.end)
-    return float(wait.mean()), float(idle.clip(min=0).mean())
 
 
 def _straggler(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -233,3 +199,34 @@ def _straggler(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
                  "activity (sleep, I/O or unprofiled work) than the others.")
     return {"rank": rank["rank"], "worker": rank["worker"], "others_wait_us": others, "own_wait_us": float(waits[k]),
             "text": text}
+
+
+def _group_stragglers(rows: list[dict[str, Any]], matched: _Matched) -> list[dict[str, Any]]:
+    """Per process group with two or more ranks: its slowest rank (longest mean step) and the rank its members wait
+    for most (the one that waits least in the group's matched collectives, per step, while the others wait)."""
+    n, g = len(rows), len(matched.groups)
+    waits = np.zeros((n, g))
+    members = np.zeros((n, g), dtype=bool)
+    np.add.at(waits, (matched.rank, matched.group), matched.wait)
+    members[matched.rank, matched.group] = True
+    steps = np.array([max(1, r["steps"]) for r in rows], dtype=np.float64)
+    step_us = np.array([r["step_us"] for r in rows])
+    waits /= steps[:, None]
+    out = []
+    for k, name in enumerate(matched.groups):
+        idx = np.flatnonzero(members[:, k])
+        if len(idx) < 2:
+            continue
+        w = waits[idx, k]
+        least = int(idx[np.argmin(w)])
+        slowest = int(idx[np.argmax(step_us[idx])])
+        others = float((w.sum() - waits[least, k]) / (len(idx) - 1))
+        out.append({
+            "group": name, "ranks": int(len(idx)),
+            "matched": int(((matched.group == k) & matched.complete).sum()) // n,
+            "slowest": {"rank": rows[slowest]["rank"], "worker": rows[slowest]["worker"],
+                        "step_us": float(step_us[slowest])},
+            "most_waited_for": {"rank": rows[least]["rank"], "worker": rows[least]["worker"],
+                                "own_wait_us": float(waits[least, k]), "others_wait_us": others},
+        })
+    return out
