@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .analysis.overview import overview
+from .analysis.rank_summary import RankSummary, rank_summary
 from .catalog import remote
 from .catalog.catalog import Catalog, Root, TraceFile
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
-from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, READY, LoadScheduler
+from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, READY, LoadScheduler, Runner
+from .jobs.shared import SharedCache
+from .model.derived import compute_once
 from .model.tables import TraceModel
 from .timeline.index import timeline_index
 
@@ -51,7 +54,11 @@ class Workspace:
     def __init__(self, roots: list[tuple[str | None, str]], *, cache_dir: str | None = None,
                  workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30,
                  on_ready: Callable[[TraceModel], None] | None = None,
-                 load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, any_json: bool = False) -> None:
+                 load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, any_json: bool = False,
+                 dask_scheduler: str | None = None) -> None:
+        """``cache_dir``: a local folder, or a URL of a shared cache that ``preprocess`` filled (models are then
+        copied into the default local cache when opened); ``dask_scheduler``: parse on that Dask cluster, into the
+        shared cache, instead of in local processes."""
         self._roots_spec = roots
         self._any_json = any_json
         self._catalog: Catalog | None = None
@@ -59,13 +66,41 @@ class Workspace:
         self._unopened: list[tuple[str | None, str]] = []  # logdirs whose storage could not be opened yet
         self._lasting_errors: list[str] = []  # logdirs that cannot open until a restart (a package is missing)
         self.rescan_seconds = rescan_seconds
-        self.scheduler = LoadScheduler(ParseCache(cache_dir, cache_max_bytes), workers, on_ready=on_ready,
-                                       load_timeout=load_timeout)
+        self._setup_errors: list[str] = []  # the shared cache or the Dask cluster could not be used
+        shared = self._shared_cache(cache_dir)
+        cache = ParseCache(None if shared is not None or (cache_dir and remote.is_url(cache_dir)) else cache_dir,
+                           cache_max_bytes)
+        runner = self._runner(dask_scheduler, shared.url if shared is not None else str(cache.directory))
+        self.scheduler = LoadScheduler(cache, workers, on_ready=on_ready, load_timeout=load_timeout, shared=shared,
+                                       runner=runner)
+        self._summaries: dict[Any, RankSummary] = {}  # preprocessed summaries read, by (entry, worker)
+        self._summaries_computing: dict[Any, Any] = {}
         self._files: dict[Key, TraceFile] = {}
         self._lock = threading.Lock()
         self._scanned = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._scan_loop, name="pytorch-profiler-scan", daemon=True)
+
+    def _shared_cache(self, cache_dir: str | None) -> SharedCache | None:
+        if not cache_dir or not remote.is_url(cache_dir) or cache_dir.lower().startswith("file://"):
+            return None
+        try:
+            return SharedCache(cache_dir)
+        except Exception as err:  # noqa: BLE001 - a URL of no known form, a missing package: said where one looks
+            self._setup_errors.append(remote.scrub(f"cannot use the cache {remote.scrub_url(cache_dir)}: {err}; "
+                                                   "traces are parsed here into a local cache"))
+            return None
+
+    def _runner(self, address: str | None, cache_url: str) -> Runner | None:
+        if not address:
+            return None
+        from .scaleout.executors import DaskRunner
+
+        try:
+            return DaskRunner(address, cache_url)
+        except Exception as err:  # noqa: BLE001 - Dask missing, the scheduler unreachable: parse locally instead
+            self._setup_errors.append(f"cannot use the Dask scheduler {address}: {err}; traces are parsed here")
+            return None
 
     @property
     def logdir_display(self) -> str:
@@ -116,6 +151,12 @@ class Workspace:
         elif self._unopened:
             self._open_roots(self._catalog)
         files = self._catalog.scan()
+        unlisted = []
+        try:
+            self.scheduler.refresh_shared()
+        except Exception as err:  # noqa: BLE001 - the shared cache is unreachable now: say so, parse here
+            unlisted.append(remote.scrub(f"cannot list the cache {self.scheduler.shared_url()}: {err}"))
+        self._setup_errors = [e for e in self._setup_errors if not e.startswith("cannot list the cache")] + unlisted
         fresh = {f.key: f for f in files}
         with self._lock:
             gone = set(self._files) - set(fresh)
@@ -123,7 +164,8 @@ class Workspace:
         for key in gone:
             self.scheduler.forget(key)
         for key, f in fresh.items():
-            self.scheduler.request(key, f.url, f.size, f.mtime, etag=f.etag, access=f.access, problem=f.problem)
+            self.scheduler.request(key, f.url, f.size, f.mtime, etag=f.etag, access=f.access, problem=f.problem,
+                                   worker=f.worker)
         self._scanned.set()
 
     def _scan_loop(self) -> None:
@@ -152,7 +194,7 @@ class Workspace:
 
     def errors(self) -> list[str]:
         catalog_errors = list(self._catalog.errors.values()) if self._catalog else []
-        return self._root_errors + catalog_errors
+        return self._setup_errors + self._root_errors + catalog_errors
 
     def listing(self) -> list[dict[str, Any]]:
         """Runs → workers → spans with their load state, sorted for people (spans numerically)."""
@@ -245,16 +287,42 @@ class Workspace:
         return LoadedTrace(f, model)
 
     def traces_of_run(self, run: str) -> list[LoadedTrace]:
-        """Every ready span of a run (views that look across spans or workers use this)."""
+        """Every span of a run whose model is loaded (views that look across spans or workers use this). A run
+        whose spans were all preprocessed and none opened yet gets its first one opened: one model, not all."""
         with self._lock:
-            files = [f for f in self._files.values() if f.run == run]
+            files = sorted((f for f in self._files.values() if f.run == run), key=lambda f: (f.worker, _span_order(f)))
         if not files:
             raise LookupFailed(404, f"unknown run {run!r}")
         out = []
         for f in files:
-            model = self.scheduler.model(f.key)
+            model = self.scheduler.model(f.key, open_lazy=False)
             if model is not None:
                 out.append(LoadedTrace(f, model))
+        if not out:
+            first = next((f for f in files if self.scheduler.preprocessed(f.key) is not None), None)
+            model = self.scheduler.model(first.key) if first is not None else None
+            if first is not None and model is not None:
+                out.append(LoadedTrace(first, model))
+        return out
+
+    def span_summaries(self, run: str, span: str) -> list[tuple[TraceFile, RankSummary]]:
+        """The rank summary of every ready worker of one span: read from its preprocessed cache entry, or computed
+        from its loaded model. What the job-level views read: no model is opened for them."""
+        from .scaleout.summaries import read_summary
+
+        with self._lock:
+            files = [f for f in self._files.values() if f.run == run and f.span == span]
+        out = []
+        for f in files:
+            entry = self.scheduler.preprocessed(f.key)
+            if entry is not None:
+                summary = compute_once(self._summaries, self._summaries_computing, (entry, f.worker),
+                                       lambda e=entry, w=f.worker: read_summary(e, w))  # type: ignore[misc]
+                out.append((f, summary))
+                continue
+            model = self.scheduler.model(f.key, open_lazy=False)
+            if model is not None:
+                out.append((f, rank_summary(model, f.worker)))
         return out
 
 

@@ -222,7 +222,7 @@ def _group_stragglers(rows: list[dict[str, Any]], matched: _Matched) -> list[dic
         slowest = int(idx[np.argmax(step_us[idx])])
         others = float((w.sum() - waits[least, k]) / (len(idx) - 1))
         out.append({
-            "group": name, "ranks": int(len(idx)),
+            "group": name, "ranks": len(idx),
             "matched": int(((matched.group == k) & matched.complete).sum()) // n,
             "slowest": {"rank": rows[slowest]["rank"], "worker": rows[slowest]["worker"],
                         "step_us": float(step_us[slowest])},

@@ -74,3 +74,12 @@ def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any]) -> Enco
     """The encoded payload ``compute()`` returns for ``key`` (route and query) on ``model``, computed once."""
     cache = _answers(model)
     return compute_once(cache.recent, cache.computing, key, lambda: encode(compute()))
+
+
+_JOB_ANSWERS = _Answers(_Recent(ANSWER_BYTES))
+
+
+def job_answer(key: Hashable, compute: Callable[[], Any]) -> Encoded:
+    """The same for an answer over several traces (the Distributed view of a span): ``key`` names every trace it
+    reads (their identities), so a changed rank makes a new key. One budget for all such answers."""
+    return compute_once(_JOB_ANSWERS.recent, _JOB_ANSWERS.computing, key, lambda: encode(compute()))

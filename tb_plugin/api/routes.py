@@ -13,7 +13,7 @@ from ..analysis.annotations import annotation_times
 from ..analysis.bandwidth import memory_bandwidth
 from ..analysis.critical_path import critical_path
 from ..analysis.diff import diff_node, diff_summary
-from ..analysis.distributed import distributed
+from ..analysis.distributed import job_distributed
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
 from ..analysis.memory import memory_curve, memory_events, memory_statistics
@@ -28,7 +28,7 @@ from ..timeline.index import timeline_index
 from ..timeline.window import window
 from ..workspace import LoadedTrace, LookupFailed, Workspace
 from . import params
-from .answers import answer
+from .answers import answer, job_answer
 from .http import ApiError, encoded_response, json_response, json_route, secure
 from .static import relative_path, serve
 
@@ -95,24 +95,16 @@ class Api:
         loaded = self._trace(request)
         run = self.workspace.listing_of(loaded.file.run)
         workers = len(run["workers"]) if run else 1
-        ranks = self._span_ranks(loaded) if workers > 1 else []
+        ranks = self.workspace.span_summaries(loaded.file.run, loaded.file.span) if workers > 1 else []
 
         def compute() -> dict[str, Any]:
-            job = distributed([(t.file.worker, t.model) for t in ranks]) if len(ranks) > 1 else None
+            job = job_distributed([s for _, s in ranks]) if len(ranks) > 1 else None
             payload = dict(overview(loaded.model, job, loaded.file.worker))
             payload["environment"] = {**payload["environment"], "workers": workers}
             return payload
 
         # the job picture depends on the other ranks' traces: their identities are part of the answer's key
-        return self._answer(request, loaded, compute, workers, tuple(sorted(t.file.identity for t in ranks)))
-
-    def _span_ranks(self, loaded: LoadedTrace) -> list[LoadedTrace]:
-        """The loaded traces of every worker of this trace's run for the same span (this one included)."""
-        try:
-            traces = self.workspace.traces_of_run(loaded.file.run)
-        except LookupFailed:
-            return []
-        return [t for t in traces if t.file.span == loaded.file.span]
+        return self._answer(request, loaded, compute, workers, tuple(sorted(f.identity for f, _ in ranks)))
 
     def operators(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=operators.GROUPINGS)
@@ -182,11 +174,10 @@ class Api:
     def distributed(self, request: Request) -> Response:
         run = params.text(request, "run")
         span = params.text(request, "span")
-        try:
-            traces = [t for t in self.workspace.traces_of_run(run) if t.file.span == span]
-            listing = self.workspace.listing_of(run)
-        except LookupFailed as err:
-            raise ApiError(err.status, str(err)) from None
+        listing = self.workspace.listing_of(run)
+        if listing is None:
+            raise ApiError(404, f"unknown run {run!r}")
+        ranks = self.workspace.span_summaries(run, span)
         states = [(w["name"], sp["state"]) for w in (listing or {}).get("workers", []) for sp in w["spans"]
                   if sp["span"] == span]
         if not states:
@@ -194,13 +185,18 @@ class Api:
         loading = [w for w, state in states if state in ("queued", "loading")]
         if loading:
             raise ApiError(409, f"{len(loading)} of the {len(states)} workers of span {span} are still loading")
-        if not traces:
+        if not ranks:
             raise ApiError(422, f"no worker of span {span} could be loaded")
-        payload = distributed([(t.file.worker, t.model) for t in traces])
-        failed = [w for w, state in states if state == "failed"]
-        if failed:
-            payload["notes"].append(f"Left out because their traces failed to load: {', '.join(sorted(failed))}.")
-        return json_response(request, payload)
+        failed = sorted(w for w, state in states if state == "failed")
+
+        def compute() -> dict[str, Any]:
+            payload = job_distributed([s for _, s in ranks])
+            if failed:
+                payload["notes"].append(f"Left out because their traces failed to load: {', '.join(failed)}.")
+            return payload
+
+        key = (request.path, run, span, tuple(sorted(f.identity for f, _ in ranks)), tuple(failed))
+        return encoded_response(request, job_answer(key, compute))
 
     def _pair(self, request: Request) -> tuple[Any, Any]:
         base = self._trace(request)

@@ -1,5 +1,6 @@
 """The ``pytorch-tb-profiler`` command: ``summary``, ``report`` and ``diff`` (a CI regression gate) on any trace,
-outside TensorBoard, and ``preprocess`` (a logdir into a shared cache, on a Dask cluster: ``cli/preprocess.py``). A thin shell over the Python API (:mod:`tb_plugin.sdk`): it parses arguments, shows progress
+outside TensorBoard, and ``preprocess`` (a logdir into a shared cache, on a Dask cluster: ``cli/preprocess.py``).
+A thin shell over the Python API (:mod:`tb_plugin.sdk`): it parses arguments, shows progress
 on stderr and turns errors into messages and exit codes.
 
 Exit codes: 0 success (and no regression), 1 ``diff --fail-if-slower`` found the new run slower beyond the

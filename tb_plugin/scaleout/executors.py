@@ -28,6 +28,16 @@ class MissingDask(RuntimeError):
     pass
 
 
+def dask_distributed() -> Any:
+    """The ``distributed`` module (untyped: held as ``Any``), or :class:`MissingDask` with how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module("distributed")
+    except ImportError:
+        raise MissingDask(DASK_MISSING) from None
+
+
 class Executor(Protocol):
     workers: int
     description: str
@@ -70,24 +80,20 @@ class DaskExecutor:
     single-threaded processes (the parse holds the GIL: processes, not threads, use the cores)."""
 
     def __init__(self, address: str | None = None, local_workers: int | None = None) -> None:
-        try:
-            from distributed import Client, LocalCluster
-        except ImportError:
-            raise MissingDask(DASK_MISSING) from None
+        dd = dask_distributed()
         self._cluster: Any = None
         if address:
-            self.client = Client(address, timeout="30s")
+            self.client: Any = dd.Client(address, timeout="30s")
             self.description = f"the Dask cluster at {address}"
         else:
-            self._cluster = LocalCluster(n_workers=max(1, local_workers or 1), threads_per_worker=1,
+            self._cluster = dd.LocalCluster(n_workers=max(1, local_workers or 1), threads_per_worker=1,
                                          processes=True, dashboard_address=None)
-            self.client = Client(self._cluster)
+            self.client = dd.Client(self._cluster)
             self.description = f"a Dask LocalCluster of {max(1, local_workers or 1)} processes"
         self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
 
     def run(self, task: Task, items: Iterable[T], *args: Any) -> Iterator[tuple[T, Outcome]]:
-        from distributed import as_completed as dask_completed
-
+        dask_completed = dask_distributed().as_completed
         futures = {}
         for item in items:
             future = self.client.submit(task, item, *args, pure=False)
@@ -113,3 +119,37 @@ def _dask_reason(err: BaseException) -> str:
         return ("every Dask worker that tried this file died (killed, or out of memory: give the workers more "
                 "memory); run preprocess again to retry it")
     return f"the Dask task did not finish ({name}: {err})"
+
+
+class DaskRunner:
+    """TensorBoard's parses on a Dask cluster (``--profiler_dask_scheduler``): each file is preprocessed by a worker
+    into the shared cache (``cache_url``, which the workers and the server both reach), then the server finds it
+    there as it finds any preprocessed file (``jobs.scheduler.Runner``)."""
+
+    def __init__(self, address: str, cache_url: str) -> None:
+        self.client: Any = dask_distributed().Client(address, timeout="10s")
+        self.cache_url = cache_url
+        self.description = f"the Dask cluster at {address}"
+        self._futures: set[Any] = set()  # held until done: Dask forgets a task nobody refers to
+
+    def submit(self, url: str, size: int, mtime: float, etag: str | None, worker: str,
+               done: Callable[[bool, str | None], None]) -> None:
+        from .task import FileSpec, preprocess_file
+
+        future: Any = self.client.submit(preprocess_file, FileSpec(url, size, mtime, etag, worker), self.cache_url,
+                                         pure=False)
+        self._futures.add(future)
+
+        def finished(f: Any) -> None:
+            self._futures.discard(f)
+            try:
+                outcome = f.result()
+            except Exception as err:  # noqa: BLE001 - KilledWorker, a lost scheduler
+                done(False, _dask_reason(err))
+                return
+            done(outcome.get("status") == "ok", outcome.get("reason"))
+
+        future.add_done_callback(finished)
+
+    def close(self) -> None:
+        self.client.close()
