@@ -128,6 +128,8 @@ class LoadScheduler:
         self.runner = runner
         self._shared_done: set[str] = set()
         self._open_lock = threading.Lock()
+        self._parsed_here = 0  # loader processes started
+        self._parsed_remote = 0  # parses submitted to the runner
         self._fetcher = ThreadPoolExecutor(2, thread_name_prefix="pytorch-profiler-fetch") if shared else None
         self.load_timeout = load_timeout or None  # seconds; None or 0: no limit
         self._warm = _Warmer(on_ready) if on_ready is not None else None
@@ -212,6 +214,14 @@ class LoadScheduler:
             entry = job.entry
         return entry if self.cache.has_summary(entry) else None
 
+    def counts(self) -> dict[str, int]:
+        """How the files were made ready (for logs, tests and benchmarks): parsed here, parsed on the cluster,
+        ready from a preprocessed summary, and models open now."""
+        with self._lock:
+            jobs = list(self._jobs.values())
+            return {"parsed_here": self._parsed_here, "parsed_remote": self._parsed_remote,
+                    "preprocessed": sum(1 for j in jobs if j.lazy), "models_open": sum(1 for j in jobs if j.model is not None)}
+
     def shared_url(self) -> str | None:
         return self.shared.url if self.shared is not None else None
 
@@ -292,9 +302,11 @@ class LoadScheduler:
             busy = sum(1 for job in self._jobs.values() if job.state == LOADING)
             shared_done = self._shared_done
         adopt = []
+        preprocessed = 0
         for job in queued:
             if self.cache.has_summary(job.entry):
                 self._ready_lazy(job)
+                preprocessed += 1
                 continue
             if self.cache.has(job.entry):
                 self._open_cached(job)
@@ -306,8 +318,12 @@ class LoadScheduler:
                 continue
             self._spawn(job)
             busy += 1
+        if preprocessed:
+            log.info("%d traces ready from the preprocessed cache %s without parsing", preprocessed,
+                     self.cache.directory)
         if adopt:
             self._adopt(adopt)
+            log.info("%d traces ready from the shared cache %s without parsing", len(adopt), self.shared_url())
 
     def _ready_lazy(self, job: _Job) -> None:
         self.cache.touch(job.entry)
@@ -393,6 +409,7 @@ class LoadScheduler:
             send.close()
         with self._lock:
             job.process, job.started = process, time.monotonic()
+            self._parsed_here += 1
 
     def _submit_remote(self, job: _Job) -> None:
         """Parse on the cluster; its answer comes back on a client thread and is taken in by the loop."""
@@ -405,6 +422,7 @@ class LoadScheduler:
 
         with self._lock:
             job.state, job.started, job.remote_result = LOADING, time.monotonic(), None
+            self._parsed_remote += 1
         try:
             self.runner.submit(job.url, job.size, job.mtime, job.etag, job.worker, done)
         except Exception as err:  # noqa: BLE001 - the cluster went away: the span says so
