@@ -15,6 +15,7 @@ from typing import Any
 
 from .analysis.overview import overview
 from .analysis.rank_summary import RankSummary, rank_summary
+from .analysis.views import available_views, merge_views
 from .catalog import remote
 from .catalog.catalog import Catalog, Root, TraceFile
 from .catalog.storage import Storage
@@ -287,10 +288,10 @@ class Workspace:
         return LoadedTrace(f, model)
 
     def traces_of_run(self, run: str) -> list[LoadedTrace]:
-        """Every span of a run whose model is loaded (views that look across spans or workers use this). A run
-        whose spans were all preprocessed and none opened yet gets its first one opened: one model, not all."""
+        """Every span of a run whose model is loaded (views that look across spans or workers use this); a
+        preprocessed span whose model was not opened yet is not opened for this."""
         with self._lock:
-            files = sorted((f for f in self._files.values() if f.run == run), key=lambda f: (f.worker, _span_order(f)))
+            files = [f for f in self._files.values() if f.run == run]
         if not files:
             raise LookupFailed(404, f"unknown run {run!r}")
         out = []
@@ -298,32 +299,43 @@ class Workspace:
             model = self.scheduler.model(f.key, open_lazy=False)
             if model is not None:
                 out.append(LoadedTrace(f, model))
-        if not out:
-            first = next((f for f in files if self.scheduler.preprocessed(f.key) is not None), None)
-            model = self.scheduler.model(first.key) if first is not None else None
-            if first is not None and model is not None:
-                out.append(LoadedTrace(first, model))
         return out
+
+    def views_of_run(self, run: str) -> list[str]:
+        """The views a run offers: from its loaded models, and the lists in its preprocessed spans' summaries
+        (no model is opened to answer)."""
+        loaded = self.traces_of_run(run)
+        with self._lock:
+            files = [f for f in self._files.values() if f.run == run]
+        lists = [available_views([t.model for t in loaded])]
+        lists += [s.views for f in files if (s := self._preprocessed_summary(f)) is not None]
+        return merge_views(lists)
 
     def span_summaries(self, run: str, span: str) -> list[tuple[TraceFile, RankSummary]]:
         """The rank summary of every ready worker of one span: read from its preprocessed cache entry, or computed
         from its loaded model. What the job-level views read: no model is opened for them."""
-        from .scaleout.summaries import read_summary
-
         with self._lock:
             files = [f for f in self._files.values() if f.run == run and f.span == span]
         out = []
         for f in files:
-            entry = self.scheduler.preprocessed(f.key)
-            if entry is not None:
-                summary = compute_once(self._summaries, self._summaries_computing, (entry, f.worker),
-                                       lambda e=entry, w=f.worker: read_summary(e, w))  # type: ignore[misc]
+            summary = self._preprocessed_summary(f)
+            if summary is not None:
                 out.append((f, summary))
                 continue
             model = self.scheduler.model(f.key, open_lazy=False)
             if model is not None:
                 out.append((f, rank_summary(model, f.worker)))
         return out
+
+    def _preprocessed_summary(self, f: TraceFile) -> RankSummary | None:
+        """The summary stored with a preprocessed span (read once), or None."""
+        from .scaleout.summaries import read_summary
+
+        entry = self.scheduler.preprocessed(f.key)
+        if entry is None:
+            return None
+        return compute_once(self._summaries, self._summaries_computing, (entry, f.worker),
+                            lambda: read_summary(entry, f.worker))
 
 
 def _open_listed_local(trace_file: TraceFile) -> Any:

@@ -14,7 +14,7 @@ transfer time is measured inside them. Everything that only depends on the rank 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from ..model.names import is_host_sync, name_mask
 from ..model.tables import TraceModel
 from .communication import Collectives, collectives, communication_intervals
 from .steps import find_steps, role_intervals
+from .views import available_views
 
 # Per-step columns of a summary (µs); ``overlap_us`` is NaN on every step where overlap is not measured.
 STEP_COLUMNS = ("start", "end", "step_us", "computation_us", "communication_us", "overlap_us", "busy_us")
@@ -49,12 +50,14 @@ class RankSummary:
     steps: dict[str, np.ndarray]  # STEP_COLUMNS, one value per step
     collectives: dict[str, np.ndarray]  # COLLECTIVE_COLUMNS (name, group: object arrays of str)
     devices: list[dict[str, Any]]
+    views: list[str] = field(default_factory=list)  # the views this trace offers (``analysis.views``)
 
     def scalars(self) -> dict[str, Any]:
         """The summary's fields that are not tables (what a cache stores as JSON)."""
         return {"worker": self.worker, "rank": self.rank, "world_size": self.world_size, "backend": self.backend,
                 "process": self.process, "host_wait_us": self.host_wait_us, "host_idle_us": self.host_idle_us,
-                "overlap_note": self.overlap_note, "step_names": self.step_names, "devices": self.devices}
+                "overlap_note": self.overlap_note, "step_names": self.step_names, "devices": self.devices,
+                "views": self.views}
 
 
 def rank_summary(model: TraceModel, worker: str) -> RankSummary:
@@ -74,7 +77,8 @@ def _summary(model: TraceModel, worker: str) -> RankSummary:
         backend=str(info["backend"]) if info.get("backend") else None,
         process=_process_id(model), host_wait_us=host_wait, host_idle_us=host_idle,
         overlap_note=_overlap_unmeasurable(model, col), step_names=[str(s) for s in find_steps(model).names],
-        steps=_step_columns(model, col), collectives=_collective_columns(col), devices=_devices(model))
+        steps=_step_columns(model, col), collectives=_collective_columns(col), devices=_devices(model),
+        views=available_views([model]))
 
 
 def _rank(info: dict[str, Any], worker: str) -> int | None:

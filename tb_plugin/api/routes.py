@@ -22,7 +22,6 @@ from ..analysis.overview import overview
 from ..analysis.queues import queue_length
 from ..analysis.sequences import kernel_sequences
 from ..analysis.summary import summary
-from ..analysis.views import available_views
 from ..timeline.details import event_details, range_summary, search
 from ..timeline.index import timeline_index
 from ..timeline.window import window
@@ -81,10 +80,10 @@ class Api:
     def views(self, request: Request) -> Response:
         run = params.text(request, "run")
         try:
-            traces = self.workspace.traces_of_run(run)
+            views = self.workspace.views_of_run(run)
         except LookupFailed as err:
             raise ApiError(err.status, str(err)) from None
-        return json_response(request, {"views": available_views([t.model for t in traces])})
+        return json_response(request, {"views": views})
 
     def summary(self, request: Request) -> Response:
         loaded = self._trace(request)

@@ -209,10 +209,7 @@ class LoadScheduler:
         """The cache entry holding this ready file's rank summary, if it was preprocessed."""
         with self._lock:
             job = self._jobs.get(key)
-            if job is None or job.state != READY:
-                return None
-            entry = job.entry
-        return entry if self.cache.has_summary(entry) else None
+            return job.entry if job is not None and job.state == READY and job.lazy else None
 
     def counts(self) -> dict[str, int]:
         """How the files were made ready (for logs, tests and benchmarks): parsed here, parsed on the cluster,
@@ -220,7 +217,8 @@ class LoadScheduler:
         with self._lock:
             jobs = list(self._jobs.values())
             return {"parsed_here": self._parsed_here, "parsed_remote": self._parsed_remote,
-                    "preprocessed": sum(1 for j in jobs if j.lazy), "models_open": sum(1 for j in jobs if j.model is not None)}
+                    "preprocessed": sum(1 for j in jobs if j.lazy),
+                    "models_open": sum(1 for j in jobs if j.model is not None)}
 
     def shared_url(self) -> str | None:
         return self.shared.url if self.shared is not None else None

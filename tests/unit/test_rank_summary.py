@@ -12,6 +12,7 @@ import pytest
 
 from tb_plugin.analysis.distributed import distributed, job_distributed
 from tb_plugin.analysis.rank_summary import RankSummary, rank_summary
+from tb_plugin.analysis.views import available_views, merge_views
 from tb_plugin.loader import load_trace
 from tb_plugin.scaleout.summaries import read_summary, write_summary
 from tests.conftest import SAMPLES
@@ -31,6 +32,9 @@ def test_job_from_stored_summaries_equals_job_from_models(run: str, tmp_path: Pa
         write_summary(rank_summary(model, worker), tmp_path / worker)  # type: ignore[arg-type]
         stored.append(read_summary(tmp_path / worker))
     from_summaries = job_distributed(stored)
+    # the views a trace offers travel with its summary (the server lists a preprocessed run's views from them)
+    assert [s.views for s in stored] == [available_views([m]) for _, m in traces]  # type: ignore[list-item]
+    assert all("Distributed" in s.views and "Overview" in s.views for s in stored)
     # JSON equality: NaN-free payloads compare value for value, floats bit for bit
     assert json.dumps(from_summaries, sort_keys=True) == json.dumps(from_models, sort_keys=True)
     assert len(from_models["ranks"]) == len(traces)
@@ -96,6 +100,11 @@ def test_matching_by_group_and_sequence_hand_checked() -> None:
     assert b["matched"] == 0 and b["ranks"] == 2 and b["most_waited_for"]["others_wait_us"] == 0.0
     allreduce = next(c for c in rows[0]["collectives"] if c["name"] == "allreduce")
     assert allreduce["calls"] == 2 and allreduce["total_us"] == 120.0 and allreduce["transfer_us"] == 60.0
+
+
+def test_merged_views_follow_the_view_order() -> None:
+    assert merge_views([["Trace", "Overview"], ["Distributed", "Overview"], []]) == ["Overview", "Trace", "Distributed"]
+    assert merge_views([]) == []
 
 
 def test_ranks_without_numbers_take_their_place_by_worker_name() -> None:
