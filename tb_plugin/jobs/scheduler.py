@@ -197,7 +197,8 @@ class LoadScheduler:
             job = self._jobs.get(key)
             if job is None or job.model is not None or not (open_lazy and job.lazy and job.state == READY):
                 return job.model if job is not None else None
-        if self.cache.has(job.entry):
+            fetching = job.fetching
+        if not fetching and self.cache.has(job.entry):
             return self._open_lazy(job)
         with self._lock:
             if self._fetcher is not None and not job.fetching:

@@ -21,6 +21,9 @@ from .cache import SUMMARY_MARKER
 
 # The files of an entry that make up a rank summary (``scaleout.summaries`` writes them, marker last).
 SUMMARY_FILES = ("summary-steps.parquet", "summary-collectives.parquet", SUMMARY_MARKER)
+# The file whose presence makes a local entry's model loadable (``ParseCache.has``).
+MODEL_MARKER = "meta.json"
+_MARKERS = (MODEL_MARKER, SUMMARY_MARKER)
 
 
 class SharedCache:
@@ -67,7 +70,8 @@ class SharedCache:
         return Path(tempfile.mkdtemp(prefix="pytorch-tb-profiler-entry-"))
 
     def publish(self, built: Path, name: str) -> None:
-        """Put a built entry in place: every file, the summary marker last. ``built`` is consumed."""
+        """Put a built entry in place: the tables, then the model's ``meta.json``, the summary marker last.
+        ``built`` is consumed."""
         if self.is_local:
             target = Path(self.path(name))
             if target.exists():
@@ -75,26 +79,26 @@ class SharedCache:
             os.replace(built, target)
             return
         try:
-            files = sorted((f for f in built.iterdir() if f.is_file()), key=lambda f: f.name == SUMMARY_MARKER)
-            first = [f for f in files if f.name != SUMMARY_MARKER]
-            if first:
-                self.fs.put([str(f) for f in first], [self.path(name, f.name) for f in first])
-            self.fs.put(str(built / SUMMARY_MARKER), self.path(name, SUMMARY_MARKER))
+            files = [f for f in built.iterdir() if f.is_file()]
+            for marker in (None, MODEL_MARKER, SUMMARY_MARKER):
+                batch = [f for f in files if (f.name if f.name in _MARKERS else None) == marker]
+                if batch:
+                    self.fs.put([str(f) for f in batch], [self.path(name, f.name) for f in batch])
         finally:
             shutil.rmtree(built, ignore_errors=True)
 
     def fetch(self, names: list[str], into: Path, summary_only: bool) -> None:
-        """Copy entries into local folders ``into/<name>`` (one batched request set on object stores). The summary
-        marker is copied last, so an interrupted fetch is not taken for a complete local entry."""
+        """Copy entries into local folders ``into/<name>`` (batched: concurrent requests on object stores). The
+        files that mark an entry complete come last (the model's ``meta.json``, then the summary marker), so an
+        interrupted or ongoing copy is never taken for a complete local entry."""
         if not names:
             return
         if summary_only:
             pairs = [(self.path(n, f), into / n / f) for n in names for f in SUMMARY_FILES]
         else:
             pairs = [(p, into / n / posixpath.basename(p)) for n in names for p in self._files(n)]
-        early = [(r, local) for r, local in pairs if local.name != SUMMARY_MARKER]
-        late = [(r, local) for r, local in pairs if local.name == SUMMARY_MARKER]
-        for batch in (early, late):
+        for marker in (None, MODEL_MARKER, SUMMARY_MARKER):
+            batch = [(r, local) for r, local in pairs if (local.name if local.name in _MARKERS else None) == marker]
             for _, local in batch:
                 local.parent.mkdir(parents=True, exist_ok=True)
             if batch:
