@@ -11,6 +11,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .analysis.overview import overview
@@ -73,7 +74,7 @@ class Workspace:
                            cache_max_bytes)
         runner = self._runner(dask_scheduler, shared.url if shared is not None else str(cache.directory))
         self.scheduler = LoadScheduler(cache, workers, on_ready=on_ready, load_timeout=load_timeout, shared=shared,
-                                       runner=runner)
+                                       runner=runner, on_preprocessed=self._read_summary)
         self._summaries: dict[Any, RankSummary] = {}  # preprocessed summaries read, by (entry, worker)
         self._summaries_computing: dict[Any, Any] = {}
         self._files: dict[Key, TraceFile] = {}
@@ -329,13 +330,16 @@ class Workspace:
 
     def _preprocessed_summary(self, f: TraceFile) -> RankSummary | None:
         """The summary stored with a preprocessed span (read once), or None."""
+        entry = self.scheduler.preprocessed(f.key)
+        return self._read_summary(f.key, entry) if entry is not None else None
+
+    def _read_summary(self, key: Any, entry: Path) -> RankSummary:
+        """The summary in ``entry`` of the span ``key`` (read once; the scheduler calls this as it turns ready)."""
         from .scaleout.summaries import read_summary
 
-        entry = self.scheduler.preprocessed(f.key)
-        if entry is None:
-            return None
-        return compute_once(self._summaries, self._summaries_computing, (entry, f.worker),
-                            lambda: read_summary(entry, f.worker))
+        worker = key[1]
+        return compute_once(self._summaries, self._summaries_computing, (entry, worker),
+                            lambda: read_summary(entry, worker))
 
 
 def _open_listed_local(trace_file: TraceFile) -> Any:

@@ -93,6 +93,7 @@ class _Job:
     started: float = 0.0  # time.monotonic() when its loader process started
     extra: dict[str, Any] = field(default_factory=dict)
     worker: str = ""  # the rank it is listed as (a remote parse names its summary after it)
+    key: Hashable = None
     lazy: bool = False  # preprocessed: ready with its summary; the model is opened on first use
     fetching: bool = False  # its model is being copied from the shared cache
     remote_result: tuple[bool, str | None] | None = None  # a runner's answer: (ok, reason)
@@ -122,7 +123,8 @@ class LoadScheduler:
     def __init__(self, cache: ParseCache, max_workers: int | None = None,
                  on_ready: Callable[[TraceModel], None] | None = None,
                  load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, shared: SharedCache | None = None,
-                 runner: Runner | None = None) -> None:
+                 runner: Runner | None = None,
+                 on_preprocessed: Callable[[Hashable, Path], object] | None = None) -> None:
         self.cache = cache
         self.shared = shared
         self.runner = runner
@@ -131,6 +133,9 @@ class LoadScheduler:
         self._parsed_here = 0  # loader processes started
         self._parsed_remote = 0  # parses submitted to the runner
         self._fetcher = ThreadPoolExecutor(2, thread_name_prefix="pytorch-profiler-fetch") if shared else None
+        # reads each preprocessed entry's summary as it turns ready, so the first job-level answer reads none
+        self._on_preprocessed = on_preprocessed
+        self._summary_reader = ThreadPoolExecutor(1, thread_name_prefix="pytorch-profiler-summaries")
         self.load_timeout = load_timeout or None  # seconds; None or 0: no limit
         self._warm = _Warmer(on_ready) if on_ready is not None else None
         self.max_workers = max(1, max_workers or default_workers())
@@ -159,7 +164,7 @@ class LoadScheduler:
             if job is not None:
                 self._stop(job)
             job = _Job(url=url, size=size, mtime=mtime, entry=self.cache.entry(url, size, mtime, etag), etag=etag,
-                       access=access, problem=problem, worker=worker)
+                       access=access, problem=problem, worker=worker, key=key)
             if problem is not None:
                 job.state, job.error = FAILED, f"{file_name(url)}: {problem}; it is not loaded"
             self._jobs[key] = job
@@ -328,6 +333,15 @@ class LoadScheduler:
         self.cache.touch(job.entry)
         with self._lock:
             job.state, job.lazy, job.done_progress = READY, True, 1.0
+        if self._on_preprocessed is not None:
+            self._summary_reader.submit(self._preprocessed_hook, job.key, job.entry)
+
+    def _preprocessed_hook(self, key: Hashable, entry: Path) -> None:
+        assert self._on_preprocessed is not None
+        try:
+            self._on_preprocessed(key, entry)
+        except Exception:
+            log.exception("reading the summary in %s failed", entry)
 
     def _adopt(self, jobs: list[_Job]) -> None:
         """Copy the summaries of entries complete in the shared cache (one batch); their models wait until used."""

@@ -40,8 +40,9 @@ def read_summary(directory: Path, worker: str | None = None) -> RankSummary:
     """The summary stored in an entry folder; ``worker``: the name the server lists the rank under (the same as
     the preprocessing run's unless the trace was renamed)."""
     scalars: dict[str, Any] = json.loads((directory / SUMMARY_MARKER).read_text())
-    steps = pq.read_table(directory / STEPS_FILE)
-    collectives = pq.read_table(directory / COLLECTIVES_FILE)
+    # ParquetFile.read, not read_table: no dataset discovery, ~10x faster on these small files (1,024 of them)
+    steps = pq.ParquetFile(directory / STEPS_FILE).read()
+    collectives = pq.ParquetFile(directory / COLLECTIVES_FILE).read()
     summary = RankSummary(
         steps={c: _column(steps, c, np.float64) for c in STEP_COLUMNS},
         collectives={c: _column(collectives, c, object if c in _STRING_COLUMNS else None)
