@@ -52,24 +52,35 @@ def _failed(reason: str) -> Outcome:
 
 
 class LocalPool:
-    """Processes on this machine (no Dask). A process that dies (killed, out of memory) breaks the pool: the files
-    it and the others still had are reported failed, and a rerun does them (done files are kept)."""
+    """Processes on this machine (no Dask). A process that dies (killed, out of memory) breaks the pool and every
+    file it still had: those are tried again one at a time, each in a fresh process, so a file that kills its
+    process fails alone (with the reason) and the others finish."""
 
     def __init__(self, workers: int) -> None:
         self.workers = max(1, workers)
         self.description = f"a local pool of {self.workers} processes"
         method = "forkserver" if sys.platform.startswith("linux") else "spawn"
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context(method))
+        self._context = multiprocessing.get_context(method)
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context)
 
     def run(self, task: Task, items: Iterable[T], *args: Any) -> Iterator[tuple[T, Outcome]]:
         futures = {self._pool.submit(task, item, *args): item for item in items}
+        broken: list[T] = []
         for future in as_completed(futures):
             try:
-                outcome = future.result()
+                yield futures[future], future.result()
             except BrokenProcessPool:
-                outcome = _failed("a pool process died (killed, or out of memory) while this file was queued or "
-                                  "loading; run preprocess again to finish it")
-            yield futures[future], outcome
+                broken.append(futures[future])
+        if not broken:
+            return
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context)
+        for item in broken:  # one at a time, each in a fresh process: a file that kills its process fails alone
+            with ProcessPoolExecutor(max_workers=1, mp_context=self._context) as solo:
+                try:
+                    yield item, solo.submit(task, item, *args).result()
+                except BrokenProcessPool:
+                    yield item, _failed("its pool process died while loading it (killed, or out of memory)")
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

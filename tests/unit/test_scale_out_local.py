@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ from tb_plugin.analysis.distributed import distributed
 from tb_plugin.cli import main
 from tb_plugin.loader import load_trace
 from tb_plugin.plugin import ProfilerLoader
+from tb_plugin.scaleout.executors import LocalPool
 from tests.conftest import API, SAMPLES, wait_until_settled, write_trace
 
 
@@ -66,6 +69,24 @@ def test_preprocess_says_why_it_cannot_start(tmp_path: Path, capsys: Any) -> Non
     write_trace(tmp_path / "run" / "w.1.pt.trace.json", [])
     assert main(["preprocess", str(tmp_path), "--cache", str(tmp_path / "c"), "--dask", "tcp://127.0.0.1:9"]) == 2
     assert "tcp://127.0.0.1:9" in capsys.readouterr().err
+
+
+def _killed_by(item: str) -> dict[str, Any]:
+    """A task whose process is killed (as the kernel's OOM killer would) by the file named "poison"."""
+    if item == "poison":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"status": "ok", "pid": os.getpid()}
+
+
+def test_local_pool_fails_only_the_file_that_kills_its_process() -> None:
+    pool = LocalPool(2)
+    try:
+        out = dict(pool.run(_killed_by, ["a", "b", "poison", "c", "d"]))
+        assert dict(pool.run(_killed_by, ["e"]))["e"]["status"] == "ok"  # the pool works again afterwards
+    finally:
+        pool.close()
+    assert out["poison"]["status"] == "error" and "died" in out["poison"]["reason"]
+    assert sorted(k for k, v in out.items() if v["status"] == "ok") == ["a", "b", "c", "d"]
 
 
 def test_dask_scheduler_flag_needs_a_shared_cache() -> None:
