@@ -165,12 +165,12 @@ class Workspace:
             self._files = fresh
         for key in gone:
             self.scheduler.forget(key)
-        if gone:  # summaries of removed or replaced files go too (the memo is keyed by cache entry)
-            live = {entry for key in fresh if (entry := self.scheduler.preprocessed(key)) is not None}
-            self._summaries = {k: v for k, v in list(self._summaries.items()) if k[0] in live}
         for key, f in fresh.items():
             self.scheduler.request(key, f.url, f.size, f.mtime, etag=f.etag, access=f.access, problem=f.problem,
                                    worker=f.worker)
+        if gone:  # summaries of removed files go too (the memo is keyed by cache entry)
+            live = {entry for key in fresh if (entry := self.scheduler.preprocessed(key)) is not None}
+            self._summaries = {k: v for k, v in list(self._summaries.items()) if k[0] in live}
         self._scanned.set()
 
     def _scan_loop(self) -> None:

@@ -77,6 +77,19 @@ def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any]) -> Enco
 
 
 _JOB_ANSWERS = _Answers(_Recent(ANSWER_BYTES))
+# The Distributed view's answer as data, per set of rank identities: every rank's Overview reads it for its job
+# picture, so at 1,024 ranks it is computed once, not once per rank opened. A few jobs are kept, oldest out first.
+_JOB_RESULTS: dict[Hashable, Any] = {}
+_JOB_COMPUTING: dict[Any, Future[Any]] = {}
+JOB_RESULTS_KEPT = 8
+
+
+def job_result(key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``compute()`` for ``key`` (the identities of every rank it reads), computed once; callers must not change
+    the result."""
+    while len(_JOB_RESULTS) >= JOB_RESULTS_KEPT:
+        _JOB_RESULTS.pop(next(iter(_JOB_RESULTS)), None)
+    return compute_once(_JOB_RESULTS, _JOB_COMPUTING, key, compute)
 
 
 def job_answer(key: Hashable, compute: Callable[[], Any]) -> Encoded:

@@ -27,7 +27,7 @@ from ..timeline.index import timeline_index
 from ..timeline.window import window
 from ..workspace import LoadedTrace, LookupFailed, Workspace
 from . import params
-from .answers import answer, job_answer
+from .answers import answer, job_answer, job_result
 from .http import ApiError, encoded_response, json_response, json_route, secure
 from .static import relative_path, serve
 
@@ -97,13 +97,20 @@ class Api:
         ranks = self.workspace.span_summaries(loaded.file.run, loaded.file.span) if workers > 1 else []
 
         def compute() -> dict[str, Any]:
-            job = job_distributed([s for _, s in ranks]) if len(ranks) > 1 else None
+            job = self._job(ranks) if len(ranks) > 1 else None
             payload = dict(overview(loaded.model, job, loaded.file.worker))
             payload["environment"] = {**payload["environment"], "workers": workers}
             return payload
 
         # the job picture depends on the other ranks' traces: their identities are part of the answer's key
         return self._answer(request, loaded, compute, workers, tuple(sorted(f.identity for f, _ in ranks)))
+
+    @staticmethod
+    def _job(ranks: list[tuple[Any, Any]]) -> dict[str, Any]:
+        """The job-level Distributed answer over these (file, summary) ranks, computed once per set of files."""
+        key = ("job", tuple(sorted((f.key, f.identity) for f, _ in ranks)))
+        result: dict[str, Any] = job_result(key, lambda: job_distributed([s for _, s in ranks]))
+        return result
 
     def operators(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=operators.GROUPINGS)
@@ -189,9 +196,10 @@ class Api:
         failed = sorted(w for w, state in states if state == "failed")
 
         def compute() -> dict[str, Any]:
-            payload = job_distributed([s for _, s in ranks])
+            payload = dict(self._job(ranks))
             if failed:
-                payload["notes"].append(f"Left out because their traces failed to load: {', '.join(failed)}.")
+                payload["notes"] = [*payload["notes"],
+                                    f"Left out because their traces failed to load: {', '.join(failed)}."]
             return payload
 
         key = (request.path, run, span, tuple(sorted(f.identity for f, _ in ranks)), tuple(failed))
