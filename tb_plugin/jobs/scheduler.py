@@ -100,7 +100,7 @@ class _Job:
 
 
 class Runner(Protocol):
-    """Parses on other machines (``scaleout.cluster.DaskRunner``): the result lands in the shared cache."""
+    """Parses on other machines (``scaleout.executors.DaskRunner``): the result lands in the shared cache."""
 
     description: str
 
@@ -242,6 +242,9 @@ class LoadScheduler:
         self._closed = True
         if self.runner is not None:
             self.runner.close()
+        self._summary_reader.shutdown(wait=False, cancel_futures=True)
+        if self._fetcher is not None:
+            self._fetcher.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             for job in self._jobs.values():
                 self._stop(job)
