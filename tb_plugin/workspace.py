@@ -69,9 +69,11 @@ class Workspace:
         self._lasting_errors: list[str] = []  # logdirs that cannot open until a restart (a package is missing)
         self.rescan_seconds = rescan_seconds
         self._setup_errors: list[str] = []  # the shared cache or the Dask cluster could not be used
+        if cache_dir and cache_dir.lower().startswith("file://"):
+            cache_dir = cache_dir[len("file://"):]
         shared = self._shared_cache(cache_dir)
-        cache = ParseCache(None if shared is not None or (cache_dir and remote.is_url(cache_dir)) else cache_dir,
-                           cache_max_bytes)
+        # a cache on another store is copied into the default local cache, where models are memory-mapped from
+        cache = ParseCache(None if cache_dir and remote.is_url(cache_dir) else cache_dir, cache_max_bytes)
         runner = self._runner(dask_scheduler, shared.url if shared is not None else str(cache.directory))
         self.scheduler = LoadScheduler(cache, workers, on_ready=on_ready, load_timeout=load_timeout, shared=shared,
                                        runner=runner, on_preprocessed=self._read_summary)
@@ -84,7 +86,7 @@ class Workspace:
         self._thread = threading.Thread(target=self._scan_loop, name="pytorch-profiler-scan", daemon=True)
 
     def _shared_cache(self, cache_dir: str | None) -> SharedCache | None:
-        if not cache_dir or not remote.is_url(cache_dir) or cache_dir.lower().startswith("file://"):
+        if not cache_dir or not remote.is_url(cache_dir):
             return None
         try:
             return SharedCache(cache_dir)
