@@ -12,7 +12,6 @@ pool's processes inherit the command's.
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import sys
 import time
@@ -52,7 +51,12 @@ class FileSpec:
 
 
 def peak_rss_bytes() -> int:
-    """This process's peak resident memory so far (a worker process's high-water mark over all its tasks)."""
+    """This process's peak resident memory so far (a worker process's high-water mark over all its tasks); 0
+    where the platform does not say (Windows has no ``resource`` module)."""
+    try:
+        import resource
+    except ImportError:
+        return 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak) if sys.platform == "darwin" else int(peak) * 1024
 
