@@ -177,15 +177,18 @@ def test_a_killed_worker_loses_nothing_and_a_rerun_does_only_what_is_missing(s3_
     assert len(first.todo) == 24
     dask = DaskExecutor(local_workers=2)
     outcomes = []
+    killed = 0
     try:
         for spec, outcome in dask.run(preprocess_file, first.todo[:16], shared.url):
             outcomes.append((spec, outcome))
             if len(outcomes) == 4:  # mid-run: both workers busy; kill one (its nanny starts a new one)
-                os.kill(_worker_pids(dask)[0], signal.SIGKILL)
+                killed = _worker_pids(dask)[0]
+                os.kill(killed, signal.SIGKILL)
     finally:
         dask.close()
     assert len(outcomes) == 16 and all(o["status"] == "ok" for _, o in outcomes), outcomes
-    assert len({o["pid"] for _, o in outcomes}) >= 3  # the killed worker's tasks ran again on a new process
+    # the killed worker's task ran again elsewhere (the other worker, or the nanny's new process)
+    assert killed and all(o["pid"] != killed for _, o in outcomes[6:])
     assert shared.done() == {s.name for s in first.todo[:16]}
     # the run stopped there (8 files never started); one of them was cut short mid-upload (model files, no
     # marker): not done, so the rerun does it again
