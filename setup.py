@@ -81,6 +81,10 @@ setup(
         "gcs": ["gcsfs>=2024.2"],
         "hdfs": ["pyarrow>=14"],
         "all": ["adlfs>=2024.2", "azure-storage-blob>=12.19", "s3fs>=2024.2", "gcsfs>=2024.2", "pyarrow>=14"],
+        # Scale-out (docs/guide/scale-out.md): `pytorch-tb-profiler preprocess --dask/--dask-local` and
+        # `--profiler_dask_scheduler` run parses on a Dask cluster (a LocalCluster, Kubernetes, SLURM/PBS through
+        # dask-jobqueue). Never needed on one machine: the local pool does the same without it.
+        "dask": ["dask[distributed]>=2024.1"],
     },
     entry_points={
         "tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerLoader"],

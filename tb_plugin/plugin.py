@@ -55,6 +55,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
             on_ready=precompute,
             load_timeout=float(getattr(flags, "profiler_load_timeout", DEFAULT_LOAD_TIMEOUT)),
             any_json=bool(getattr(flags, "profiler_any_json", False)),
+            dask_scheduler=getattr(flags, "profiler_dask_scheduler", None) or None,
         ).start()
         self._api = Api(self.workspace, PLUGIN_NAME)
 
@@ -82,8 +83,15 @@ class ProfilerLoader(base_plugin.TBLoader):  # type: ignore[misc]
         group.add_argument("--profiler_workers", type=int, default=None, metavar="N",
                            help="Processes that parse traces in parallel (default: the cores but one, as many "
                                 "as memory allows).")
-        group.add_argument("--profiler_cache_dir", default=None, metavar="DIR",
-                           help="Where parsed traces are cached (default: ~/.cache/pytorch-tb-profiler).")
+        group.add_argument("--profiler_cache_dir", default=None, metavar="DIR_OR_URL",
+                           help="Where parsed traces are cached (default: ~/.cache/pytorch-tb-profiler). A shared "
+                                "folder or a URL (s3://, az://, gs://) that `pytorch-tb-profiler preprocess --cache` "
+                                "filled: preprocessed traces are shown without parsing, and only the ranks opened "
+                                "are loaded.")
+        group.add_argument("--profiler_dask_scheduler", default=None, metavar="ADDRESS",
+                           help="Parse traces on this Dask cluster (e.g. tcp://scheduler:8786) instead of in local "
+                                "processes; its workers write into --profiler_cache_dir, which they must reach too. "
+                                'Needs pip install "pytorch-tb-profiler[dask]".')
         group.add_argument("--profiler_cache_max_mb", type=int, default=4096, metavar="MB",
                            help="Size bound of the parse cache; least recently used parses go first.")
         group.add_argument("--profiler_load_timeout", type=float, default=DEFAULT_LOAD_TIMEOUT, metavar="SECONDS",
@@ -101,6 +109,9 @@ class ProfilerLoader(base_plugin.TBLoader):  # type: ignore[misc]
             raise base_plugin.FlagsError("--profiler_rescan_interval must not be negative")
         if getattr(flags, "profiler_load_timeout", 0) < 0:
             raise base_plugin.FlagsError("--profiler_load_timeout must not be negative")
+        if getattr(flags, "profiler_dask_scheduler", None) and not getattr(flags, "profiler_cache_dir", None):
+            raise base_plugin.FlagsError("--profiler_dask_scheduler needs --profiler_cache_dir: a cache the cluster's "
+                                         "workers and this server both reach (a shared folder or a URL)")
 
     def load(self, context: base_plugin.TBContext) -> ProfilerPlugin | None:
         if old_plugin_installed():

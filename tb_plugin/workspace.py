@@ -11,18 +11,23 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .analysis.memory_category_view import export_overlap
 from .analysis.overview import overview
+from .analysis.rank_summary import RankSummary, rank_summary
+from .analysis.views import available_views, merge_views
 from .catalog import remote
 from .catalog.catalog import Catalog, ExportFile, Root, TraceFile
 from .catalog.names import span_keys
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
-from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler
+from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler, Runner
+from .jobs.shared import SharedCache
 from .loader import read_failure
 from .loader.memory_export import ExportError, load_export
+from .model.derived import compute_once
 from .model.memory_categories import MemoryExport
 from .model.tables import TraceModel
 from .timeline.index import timeline_index
@@ -73,6 +78,15 @@ class SpanTraces:
     failed: list[str]
 
 
+@dataclass(frozen=True)
+class SpanSummaries:
+    """The workers of one span of a run as rank summaries: (file, summary) of those that loaded, and the workers
+    whose trace failed (sorted)."""
+
+    ranks: list[tuple[TraceFile, RankSummary]]
+    failed: list[str]
+
+
 MAX_EXPORT_BYTES = 512 << 20  # a memory timeline export beyond this is not read (a scan must stay short)
 
 
@@ -89,7 +103,11 @@ class Workspace:
     def __init__(self, roots: list[tuple[str | None, str]], *, cache_dir: str | None = None,
                  workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30,
                  on_ready: Callable[[TraceModel], None] | None = None,
-                 load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, any_json: bool = False) -> None:
+                 load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, any_json: bool = False,
+                 dask_scheduler: str | None = None) -> None:
+        """``cache_dir``: a local folder, or a URL of a shared cache that ``preprocess`` filled (models are then
+        copied into the default local cache when opened); ``dask_scheduler``: parse on that Dask cluster, into the
+        shared cache, instead of in local processes."""
         self._roots_spec = roots
         self._any_json = any_json
         self._catalog: Catalog | None = None
@@ -97,14 +115,44 @@ class Workspace:
         self._unopened: list[tuple[str | None, str]] = []  # logdirs whose storage could not be opened yet
         self._lasting_errors: list[str] = []  # logdirs that cannot open until a restart (a package is missing)
         self.rescan_seconds = rescan_seconds
-        self.scheduler = LoadScheduler(ParseCache(cache_dir, cache_max_bytes), workers, on_ready=on_ready,
-                                       load_timeout=load_timeout)
+        self._setup_errors: list[str] = []  # the shared cache or the Dask cluster could not be used
+        if cache_dir and cache_dir.lower().startswith("file://"):
+            cache_dir = cache_dir[len("file://"):]
+        shared = self._shared_cache(cache_dir)
+        # a cache on another store is copied into the default local cache, where models are memory-mapped from
+        cache = ParseCache(None if cache_dir and remote.is_url(cache_dir) else cache_dir, cache_max_bytes)
+        runner = self._runner(dask_scheduler, shared.url if shared is not None else str(cache.directory))
+        self.scheduler = LoadScheduler(cache, workers, on_ready=on_ready, load_timeout=load_timeout, shared=shared,
+                                       runner=runner, on_preprocessed=self._read_summary)
+        self._summaries: dict[Any, RankSummary] = {}  # preprocessed summaries read, by (entry, worker)
+        self._summaries_computing: dict[Any, Any] = {}
         self._files: dict[Key, TraceFile] = {}
         self._exports: dict[tuple[str, int, float, str | None], ExportEntry] = {}  # by file identity
         self._lock = threading.Lock()
         self._scanned = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._scan_loop, name="pytorch-profiler-scan", daemon=True)
+
+    def _shared_cache(self, cache_dir: str | None) -> SharedCache | None:
+        if not cache_dir or not remote.is_url(cache_dir):
+            return None
+        try:
+            return SharedCache(cache_dir)
+        except Exception as err:  # noqa: BLE001 - a URL of no known form, a missing package: said where one looks
+            self._setup_errors.append(remote.scrub(f"cannot use the cache {remote.scrub_url(cache_dir)}: {err}; "
+                                                   "traces are parsed here into a local cache"))
+            return None
+
+    def _runner(self, address: str | None, cache_url: str) -> Runner | None:
+        if not address:
+            return None
+        from .scaleout.executors import DaskRunner
+
+        try:
+            return DaskRunner(address, cache_url)
+        except Exception as err:  # noqa: BLE001 - Dask missing, the scheduler unreachable: parse locally instead
+            self._setup_errors.append(f"cannot use the Dask scheduler {address}: {err}; traces are parsed here")
+            return None
 
     @property
     def logdir_display(self) -> str:
@@ -155,6 +203,12 @@ class Workspace:
         elif self._unopened:
             self._open_roots(self._catalog)
         files = self._catalog.scan()
+        unlisted = []
+        try:
+            self.scheduler.refresh_shared()
+        except Exception as err:  # noqa: BLE001 - the shared cache is unreachable now: say so, parse here
+            unlisted.append(remote.scrub(f"cannot list the cache {self.scheduler.shared_url()}: {err}"))
+        self._setup_errors = [e for e in self._setup_errors if not e.startswith("cannot list the cache")] + unlisted
         fresh = {f.key: f for f in files}
         with self._lock:
             gone = set(self._files) - set(fresh)
@@ -162,7 +216,11 @@ class Workspace:
         for key in gone:
             self.scheduler.forget(key)
         for key, f in fresh.items():
-            self.scheduler.request(key, f.url, f.size, f.mtime, etag=f.etag, access=f.access, problem=f.problem)
+            self.scheduler.request(key, f.url, f.size, f.mtime, etag=f.etag, access=f.access, problem=f.problem,
+                                   worker=f.worker)
+        if gone:  # summaries of removed files go too (the memo is keyed by cache entry)
+            live = {entry for key in fresh if (entry := self.scheduler.preprocessed(key)) is not None}
+            self._summaries = {k: v for k, v in list(self._summaries.items()) if k[0] in live}
         self._decode_exports(self._catalog.exports)
         self._scanned.set()
 
@@ -204,7 +262,7 @@ class Workspace:
 
     def errors(self) -> list[str]:
         catalog_errors = list(self._catalog.errors.values()) if self._catalog else []
-        return self._root_errors + catalog_errors
+        return self._setup_errors + self._root_errors + catalog_errors
 
     def listing(self) -> list[dict[str, Any]]:
         """Runs → workers → spans with their load state, sorted for people (spans numerically)."""
@@ -341,17 +399,90 @@ class Workspace:
         return next((f.span for f in files if f.stamp is not None and str(f.stamp) == span), span)
 
     def traces_of_run(self, run: str) -> list[LoadedTrace]:
-        """Every ready span of a run (views that look across spans or workers use this)."""
+        """Every span of a run whose model is loaded (views that look across spans or workers use this); a
+        preprocessed span whose model was not opened yet is not opened for this."""
         with self._lock:
             files = [f for f in self._files.values() if f.run == run]
         if not files:
             raise LookupFailed(404, f"unknown run {run!r}")
         out = []
         for f in files:
-            model = self.scheduler.model(f.key)
+            model = self.scheduler.model(f.key, open_lazy=False)
             if model is not None:
                 out.append(LoadedTrace(f, model))
         return out
+
+    def views_of_run(self, run: str) -> list[str]:
+        """The views a run offers: from its loaded models, and the lists in its preprocessed spans' summaries
+        (no model is opened to answer)."""
+        loaded = self.traces_of_run(run)
+        with self._lock:
+            files = [f for f in self._files.values() if f.run == run]
+        lists = [available_views([t.model for t in loaded])]
+        lists += [s.views for f in files if (s := self._preprocessed_summary(f)) is not None]
+        return merge_views(lists)
+
+    def span_summaries(self, run: str, span: str) -> list[tuple[TraceFile, RankSummary]]:
+        """The rank summary of every ready worker of one span: read from its preprocessed cache entry, or computed
+        from its loaded model. What the job-level views read: no model is opened for them."""
+        with self._lock:
+            files = [f for f in self._files.values() if f.run == run and f.span == span]
+        out = []
+        for f in files:
+            summary = self._preprocessed_summary(f)
+            if summary is not None:
+                out.append((f, summary))
+                continue
+            model = self.scheduler.model(f.key, open_lazy=False)
+            if model is not None:
+                out.append((f, rank_summary(model, f.worker)))
+        return out
+
+    def span_ranks(self, run: str, span: str) -> SpanSummaries:
+        """Every worker's summary of one span (the job-level Distributed view), with ``span_traces``' rules: 404
+        when the run or the span is unknown, 409 while any worker still loads, 422 when none loaded. A preprocessed
+        worker's summary comes from its cache entry: no model is opened for it."""
+        with self._lock:
+            files = [f for f in self._files.values() if f.run == run]
+        if not files:
+            raise LookupFailed(404, f"unknown run {run!r}")
+        files = sorted((f for f in files if f.span == span), key=lambda f: f.worker)
+        if not files:
+            raise LookupFailed(404, f"run {run!r} has no span {span!r}")
+        ranks: list[tuple[TraceFile, RankSummary]] = []
+        failed: list[str] = []
+        loading = 0
+        for f in files:
+            status = self.scheduler.status(f.key)
+            if status is not None and status.state == FAILED:
+                failed.append(f.worker)
+                continue
+            summary = self._preprocessed_summary(f) if status is not None and status.state == READY else None
+            if summary is None and status is not None and status.state == READY:
+                model = self.scheduler.model(f.key)
+                summary = rank_summary(model, f.worker) if model is not None else None
+            if summary is None:
+                loading += 1
+            else:
+                ranks.append((f, summary))
+        if loading:
+            raise LookupFailed(409, f"{loading} of the {len(files)} workers of span {span} are still loading")
+        if not ranks:
+            raise LookupFailed(422, f"no worker of span {span} could be loaded")
+        return SpanSummaries(ranks, failed)
+
+    def _preprocessed_summary(self, f: TraceFile) -> RankSummary | None:
+        """The summary stored with a preprocessed span (read once), or None."""
+        entry = self.scheduler.preprocessed(f.key)
+        return self._read_summary(f.key, entry) if entry is not None else None
+
+    def _read_summary(self, key: Any, entry: Path) -> RankSummary:
+        """The summary in ``entry`` of the span ``key`` (read once; the scheduler calls this as it turns ready)."""
+        from .scaleout.summaries import read_summary
+
+        worker = key[1]
+        return compute_once(self._summaries, self._summaries_computing, (entry, worker),
+                            lambda: read_summary(entry, worker))
 
 
 def _decode_export(f: ExportFile) -> ExportEntry:

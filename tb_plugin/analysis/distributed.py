@@ -13,201 +13,144 @@ kernels (CPU-only), the overlap is n/a (``None``) with the reason, never a numbe
 
 Transfer versus synchronisation (the old plugin's heuristic): for each matched instance, the fastest rank's
 duration is the pure transfer time; on every rank the last ``min_dur`` of its instance is transfer and the rest is
-waiting for the others (sync).
+waiting for the others (sync). Collective kernels launched before the profiled window (``prelaunched``) have no
+counterpart on the other ranks: they count as communication and transfer time, are never matched, and are counted
+apart from the calls.
+
+Stalled time (per step): time in which a rank makes no progress of its own: no computation or transfer on the
+device, and the host idle, in a synchronisation call or waiting inside a host-side collective. Exposed transfer:
+transfer time not hidden by computation. Both need the rank's transfer intervals, which depend on the other ranks,
+so they are computed here from the summary's merged interval sets (computation, host working time).
+
+The job is computed from per-rank summaries (``analysis.rank_summary``), never from several full models at once:
+``distributed`` summarises each model and calls ``job_distributed``; a server that only has cached summaries (a
+1,024-rank job preprocessed on a cluster) calls ``job_distributed`` directly. Matching across ranks is one
+vectorised pass over every rank's instances (``np.unique`` over (group, sequence) keys), so it stays well under a
+second at thousands of ranks.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..model import intervals as iv
-from ..model.kinds import Kind
-from ..model.names import is_host_sync, name_mask
 from ..model.tables import TraceModel
-from .communication import Collectives, collectives, communication_intervals, dtype_size, normalize_collective
-from .steps import find_steps, role_intervals
+from .communication import Collectives, collectives, dtype_size, normalize_collective
+from .rank_summary import RankSummary, rank_summary
 
-__all__ = ["Collectives", "collectives", "distributed", "dtype_size", "normalize_collective"]
-
-def _rank_of(model: TraceModel, worker: str, fallback: int) -> int:
-    info = model.meta.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return int(info["rank"])
-    m = re.search(r"(\d+)$", worker)
-    return int(m.group(1)) if m else fallback
-
-
-Ranked = list[tuple[int, str, TraceModel]]  # (rank, worker, model), in rank order
-MatchKey = tuple[str, int]  # (process group, sequence number within it)
+__all__ = ["Collectives", "collectives", "distributed", "dtype_size", "job_distributed", "normalize_collective"]
 
 
 def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
     """``traces``: (worker name, model) of one span for every worker of a run."""
-    ranks = sorted(((_rank_of(m, w, i), w, m) for i, (w, m) in enumerate(sorted(traces))), key=lambda t: t[0])
-    per_rank = [collectives(m) for _, _, m in ranks]
-    complete, min_dur = _matched(per_rank)
-    rows = [_rank_row(rank, worker, model, col, _transfer(col, complete, min_dur))
-            for (rank, worker, model), col in zip(ranks, per_rank)]
+    return job_distributed([rank_summary(m, w) for w, m in traces])
+
+
+@dataclass(frozen=True)
+class _Matched:
+    """Every rank's collective instances matched by (process group, sequence), in one flat array per column."""
+
+    offsets: np.ndarray  # rank i's instances are [offsets[i], offsets[i + 1])
+    groups: list[str]  # sorted process group names
+    group: np.ndarray  # per instance: index into ``groups``
+    rank: np.ndarray  # per instance: index of its rank
+    complete: np.ndarray  # per instance: every rank has this (group, sequence)
+    min_dur: np.ndarray  # per instance: the fastest rank's duration of it (µs)
+    wait: np.ndarray  # per instance: its duration beyond the fastest rank's (0 where not complete)
+    prelaunched: np.ndarray  # per instance: launched before the window (never matched, not counted)
+
+
+def _match(ranks: list[RankSummary]) -> _Matched:
+    cols = [s.collectives for s in ranks]
+    lens = np.array([len(c["seq"]) for c in cols], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    group_names = np.concatenate([np.asarray(c["group"], dtype=str) for c in cols]) if len(cols) else np.array([])
+    groups, group = np.unique(group_names.astype(str), return_inverse=True)
+    seq = np.concatenate([c["seq"] for c in cols]).astype(np.int64) if len(cols) else np.zeros(0, np.int64)
+    dur = (np.concatenate([c["end"] for c in cols]) - np.concatenate([c["start"] for c in cols])
+           if len(cols) else np.zeros(0))
+    early = (np.concatenate([_flag(c, "prelaunched") for c in cols]) if len(cols) else np.zeros(0, dtype=bool))
+    key = group.astype(np.int64) * (int(seq.max(initial=0)) + 1) + seq
+    _, inverse, _ = np.unique(key, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    # a kernel launched before the window has no counterpart to match: only the others count and set min_dur
+    count = np.bincount(inverse, weights=(~early).astype(np.float64), minlength=int(inverse.max(initial=-1)) + 1)
+    fastest = np.full(len(count), np.inf)
+    np.minimum.at(fastest, inverse[~early], dur[~early])
+    complete = count[inverse] == len(ranks)
+    min_dur = fastest[inverse]
+    wait = np.where(complete & ~early, (dur - min_dur).clip(min=0), 0.0)
+    return _Matched(offsets=offsets, groups=[str(g) for g in groups], group=group.astype(np.int64),
+                    rank=np.repeat(np.arange(len(ranks)), lens), complete=complete, min_dur=min_dur, wait=wait,
+                    prelaunched=early)
+
+
+def _flag(col: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """A boolean collective column (all False where a summary does not carry it)."""
+    values = col.get(name)
+    return np.zeros(len(col["seq"]), dtype=bool) if values is None else np.asarray(values, dtype=bool)
+
+
+def _ordered(summaries: list[RankSummary]) -> list[tuple[int, RankSummary]]:
+    """Ranks in rank order: a rank without a number takes its position among the workers sorted by name."""
+    by_worker = sorted(summaries, key=lambda s: s.worker)
+    return sorted(((s.rank if s.rank is not None else i, s) for i, s in enumerate(by_worker)), key=lambda t: t[0])
+
+
+def job_distributed(summaries: list[RankSummary]) -> dict[str, Any]:
+    """The Distributed view of one span from its ranks' summaries."""
+    ordered = _ordered(summaries)
+    ranks = [s for _, s in ordered]
+    notes: list[str] = []
+    seen = Counter(rank for rank, _ in ordered)
+    repeated = sorted(r for r, n in seen.items() if n > 1)
+    if repeated:
+        notes.append(f"Several workers report the same rank ({', '.join(map(str, repeated))}): copied traces, or "
+                     "traces of different jobs in one run? Ranks are shown per worker.")
+    matched = _match(ranks)
+    notes.extend(_prelaunched_notes(ordered))
+    notes.extend(_count_notes(ordered, matched))
+    rows = [_row(rank, s, matched, i) for i, (rank, s) in enumerate(ordered)]
     return {
-        "world_size": _world_size(ranks),
-        "backend": _backend(ranks),
+        "world_size": next((s.world_size for s in ranks if s.world_size is not None), len(ranks)),
+        "backend": next((s.backend for s in ranks if s.backend), None),
         "ranks": rows,
-        "steps": [str(s) for s in find_steps(ranks[0][2]).names] if ranks else [],
-        "communication_by_step": [row["per_step"]["communication_us"] for row in rows],
+        "steps": list(ranks[0].step_names) if ranks else [],
+        "communication_by_step": [r["per_step"]["communication_us"] for r in rows],
         "straggler": _straggler(rows),
-        "notes": _repeated_rank_notes(ranks) + _unmatched_notes(ranks, per_rank),
+        "groups": _group_stragglers(rows, matched),
+        "notes": notes,
     }
 
 
-def _repeated_rank_notes(ranks: Ranked) -> list[str]:
-    seen = Counter(rank for rank, _, _ in ranks)
-    repeated = sorted(r for r, n in seen.items() if n > 1)
-    if not repeated:
-        return []
-    return [f"Several workers report the same rank ({', '.join(map(str, repeated))}): copied traces, or traces of "
-            "different jobs in one run? Ranks are shown per worker."]
-
-
-def _matched(per_rank: list[Collectives]) -> tuple[set[MatchKey], dict[MatchKey, float]]:
-    """Instances matched across ranks by (group, seq): those every rank has, and the fastest rank's duration of
-    each (the transfer time; the rest of a slower rank's duration is waiting for the others)."""
-    durations: dict[MatchKey, list[float]] = {}
-    for col in per_rank:
-        for g, s, a, b, early in zip(col.group, col.seq.tolist(), col.start.tolist(), col.end.tolist(),
-                                     col.prelaunched.tolist()):
-            if not early:  # a kernel launched before the window has no counterpart to match
-                durations.setdefault((g, s), []).append(b - a)
-    complete = {key for key, ds in durations.items() if len(ds) == len(per_rank)}
-    return complete, {key: min(ds) for key, ds in durations.items()}
-
-
-def _unmatched_notes(ranks: Ranked, per_rank: list[Collectives]) -> list[str]:
-    notes = _prelaunched_notes(ranks, per_rank)
-    counts = [{g: int(np.sum((np.asarray(c.group) == g) & ~c.prelaunched)) for g in set(c.group)} for c in per_rank]
-    for g in sorted({g for c in counts for g in c}):
-        per = [c.get(g, 0) for c in counts]
-        if len(set(per)) > 1:
-            detail = ", ".join(f"rank {r}: {k}" for (r, _, _), k in zip(ranks, per))
-            notes.append(f"Process group {g} has different numbers of collectives per rank ({detail}); the unmatched "
-                         "ones count as transfer time on the ranks that have them.")
+def _count_notes(ordered: list[tuple[int, RankSummary]], matched: _Matched) -> list[str]:
+    """A note per process group whose ranks recorded different numbers of collectives."""
+    counts = np.zeros((len(ordered), len(matched.groups)), dtype=np.int64)
+    issued = ~matched.prelaunched
+    np.add.at(counts, (matched.rank[issued], matched.group[issued]), 1)
+    notes = []
+    for g, name in enumerate(matched.groups):
+        per = counts[:, g]
+        if len(np.unique(per)) > 1:
+            detail = ", ".join(f"rank {r}: {k}" for (r, _), k in zip(ordered, per.tolist()))
+            notes.append(f"Process group {name} has different numbers of collectives per rank ({detail}); the "
+                         "unmatched ones count as transfer time on the ranks that have them.")
     return notes
 
 
-def _transfer(col: Collectives, complete: set[MatchKey], min_dur: dict[MatchKey, float]) -> iv.Intervals:
-    """A rank's transfer time: each matched collective's last ``min_dur`` (it waited for the others before)."""
-    if not len(col.start):
-        return iv.EMPTY
-    real_start = np.array([max(a, b - min_dur.get((g, s), b - a)) if (g, s) in complete else a
-                           for g, s, a, b in zip(col.group, col.seq.tolist(), col.start.tolist(), col.end.tolist())])
-    return iv.union(real_start, col.end)
-
-
-def _rank_row(rank: int, worker: str, model: TraceModel, col: Collectives, transfer: iv.Intervals) -> dict[str, Any]:
-    """One rank's row: the mean per step of each part of the step, the same per step, and its collectives."""
-    steps = find_steps(model)
-    per_step = _per_step(model, col, transfer)
-    host_wait, host_idle = _host_waits(model)
-    row: dict[str, Any] = {"worker": worker, "rank": rank, "steps": steps.count}
-    for key, values in per_step.items():
-        row[key] = None if values is None else float(np.mean(values)) if steps.count else 0.0
-    row.update({
-        "overlap_note": _overlap_unmeasurable(model, col),
-        "host_wait_us": host_wait,
-        "host_idle_us": host_idle,
-        # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded
-        "per_step": {key: None if values is None else values.tolist() for key, values in per_step.items()},
-        # each step's [start, end] in this rank's own trace clock: where its Trace view opens for that step
-        "step_windows_us": [[float(a), float(b)] for a, b in zip(steps.start.tolist(), steps.end.tolist())],
-        "collectives": _collective_table(col, transfer, (steps.start, steps.end)),
-        "devices": _devices(model),
-        "host": worker.rsplit("_", 1)[0] if re.search(r"_\d+$", worker) else worker,
-        "process": _process_id(model),
-    })
-    return row
-
-
-def _per_step(model: TraceModel, col: Collectives, transfer: iv.Intervals) -> dict[str, np.ndarray | None]:
-    """Per step: computation (kernels, or CPU work without GPU, outside communication), communication, their
-    overlap (None where it cannot be measured), other (neither), transfer, synchronisation (communication not
-    transferring) and the step time."""
-    steps = find_steps(model)
-    roles = role_intervals(model)
-    comm = communication_intervals(model)
-    compute = iv.subtract(roles["Kernel"] if len(roles["Kernel"][0]) else roles["CPU Exec"], comm)
-    lo, hi = steps.start, steps.end
-    c_comm = iv.lengths_within(comm, lo, hi)
-    c_transfer = iv.lengths_within(transfer, lo, hi)
-    busy = iv.lengths_within(iv.union(np.concatenate([compute[0], comm[0]]),
-                                      np.concatenate([compute[1], comm[1]])), lo, hi)
-    overlap = None if _overlap_unmeasurable(model, col) else iv.lengths_within(iv.intersect(roles["Kernel"], comm),
-                                                                                lo, hi)
-    stalled = _stalled(model, iv.union(np.concatenate([compute[0], transfer[0]]),
-                                       np.concatenate([compute[1], transfer[1]])),
-                       iv.subtract(iv.union(col.start[col.on_host], col.end[col.on_host]), transfer))
-    return {
-        "computation_us": iv.lengths_within(compute, lo, hi), "communication_us": c_comm, "overlap_us": overlap,
-        "other_us": (steps.duration - busy).clip(min=0), "transfer_us": c_transfer,
-        "sync_us": (c_comm - c_transfer).clip(min=0), "step_us": steps.duration,
-        "stalled_us": stalled, "exposed_transfer_us": iv.lengths_within(iv.subtract(transfer, compute), lo, hi),
-    }
-
-
-def _stalled(model: TraceModel, device_work: iv.Intervals, waiting: iv.Intervals) -> np.ndarray:
-    """Per step: time in which this rank makes no progress of its own: no computation or data transfer runs and
-    the host is idle, blocked in a synchronisation call or waiting inside a host-side collective (``waiting``).
-    Waiting for a peer costs a rank only this much: a wait that the host or the device spends working on something
-    else is hidden."""
-    ev = model["events"]
-    steps = find_steps(model)
-    if not steps.count:
-        return np.zeros(0)
-    ts, dur = ev["ts"], np.nan_to_num(ev["dur"], nan=0.0).clip(min=0.0)
-    sync = name_mask(model, ev["name"], is_host_sync) & np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER, Kind.CPU_OP))
-    host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
-    host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
-    working = iv.subtract(iv.union(ts[host], ts[host] + dur[host]), iv.union(ts[sync], ts[sync] + dur[sync]))
-    working = iv.subtract(working, waiting)
-    busy = iv.union(np.concatenate([working[0], device_work[0]]), np.concatenate([working[1], device_work[1]]))
-    stalled: np.ndarray = (steps.duration - iv.lengths_within(busy, steps.start, steps.end)).clip(min=0.0)
-    return stalled
-
-
-def _process_id(model: TraceModel) -> int | None:
-    """The host process of the trace: the pid of most host operators."""
-    ev = model["events"]
-    pids = ev["pid"][np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION)) & (ev["pid"] >= 0)]
-    if not len(pids):
-        return None
-    values, counts = np.unique(pids, return_counts=True)
-    return int(values[np.argmax(counts)])
-
-
-def _overlap_unmeasurable(model: TraceModel, col: Collectives) -> str | None:
-    """Why this rank's computation/communication overlap is n/a (None where it is measured).
-
-    Overlap is kernels ∩ device collectives, both on the device timeline. A host span overlapping a kernel says
-    nothing about hidden communication (the host merely waited while the GPU computed), so it is never counted.
-    """
-    if not len(role_intervals(model)["Kernel"][0]):
-        return ("n/a on a CPU-only rank: computation and communication both run on the host, and overlap is "
-                "measured between GPU kernels and device-side collectives.")
-    if col.on_host.any():
-        return ("n/a: some collectives of this rank have no GPU kernel (host-side spans only), and host time "
-                "cannot be overlapped with GPU kernels, which run on another timeline.")
-    return None
-
-
-def _prelaunched_notes(ranks: Ranked, per_rank: list[Collectives]) -> list[str]:
+def _prelaunched_notes(ordered: list[tuple[int, RankSummary]]) -> list[str]:
     """One note per rank with collective kernels launched before the profiled window."""
     notes = []
-    for (rank, _, _), col in zip(ranks, per_rank):
-        early = int(col.prelaunched.sum())
+    for rank, s in ordered:
+        early_mask = _flag(s.collectives, "prelaunched")
+        early = int(early_mask.sum())
         if early:
-            names = ", ".join(sorted(set(np.asarray(col.name, dtype=object)[col.prelaunched].tolist())))
+            names = ", ".join(sorted(set(np.asarray(s.collectives["name"], dtype=object)[early_mask].tolist())))
             notes.append(f"Rank {rank}: {early} collective kernel{'s' if early > 1 else ''} ({names}) ran in the "
                          "profiled window but {} launched before it (warm-up, or the step before the profiler "
                          "started): {} time counts as communication, but not as calls, and is not matched across "
@@ -215,70 +158,95 @@ def _prelaunched_notes(ranks: Ranked, per_rank: list[Collectives]) -> list[str]:
     return notes
 
 
-def _collective_table(col: Collectives, transfer: iv.Intervals, steps: tuple[np.ndarray, np.ndarray]
+def _row(rank: int, s: RankSummary, matched: _Matched, i: int) -> dict[str, Any]:
+    """One rank's row: per-step means of its summary, with transfer and sync from the matched instances."""
+    lo, hi = matched.offsets[i], matched.offsets[i + 1]
+    col = s.collectives
+    start, end = col["start"], col["end"]
+    shortest = end - matched.min_dur[lo:hi]
+    real_start = np.where(matched.complete[lo:hi] & (shortest > start), shortest, start)
+    transfer = iv.union(real_start, end) if len(start) else iv.EMPTY
+    st = s.steps
+    n = len(s.step_names)
+    c_comp, c_comm, total, busy = st["computation_us"], st["communication_us"], st["step_us"], st["busy_us"]
+    c_overlap = None if s.overlap_note else st["overlap_us"]
+    lo_t, hi_t = st["start"], st["end"]
+    c_transfer = iv.lengths_within(transfer, lo_t, hi_t)
+    sync = (c_comm - c_transfer).clip(min=0)
+    other = (total - busy).clip(min=0)
+    compute = s.interval_set("computation")
+    stalled = _stalled(s, transfer, compute)
+    exposed = iv.lengths_within(iv.subtract(transfer, compute), lo_t, hi_t)
+
+    def mean(values: np.ndarray) -> float:
+        return float(values.mean()) if n else 0.0
+
+    return {
+        "worker": s.worker, "rank": rank, "steps": n,
+        "computation_us": mean(c_comp), "communication_us": mean(c_comm),
+        "overlap_us": None if c_overlap is None else mean(c_overlap),
+        "overlap_note": s.overlap_note,
+        "other_us": mean(other), "transfer_us": mean(c_transfer), "sync_us": mean(sync),
+        "step_us": mean(total), "stalled_us": mean(stalled), "exposed_transfer_us": mean(exposed),
+        "host_wait_us": s.host_wait_us, "host_idle_us": s.host_idle_us,
+        # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded
+        "per_step": {
+            "computation_us": c_comp.tolist(), "communication_us": c_comm.tolist(),
+            "overlap_us": None if c_overlap is None else c_overlap.tolist(),
+            "other_us": other.tolist(),
+            "transfer_us": c_transfer.tolist(), "sync_us": sync.tolist(), "step_us": total.tolist(),
+            "stalled_us": stalled.tolist(), "exposed_transfer_us": exposed.tolist(),
+        },
+        # each step's [start, end] in this rank's own trace clock: where its Trace view opens for that step
+        "step_windows_us": [[float(a), float(b)] for a, b in zip(lo_t.tolist(), hi_t.tolist())],
+        "collectives": _collective_table(col, transfer, (lo_t, hi_t)),
+        "devices": s.devices,
+        "host": s.worker.rsplit("_", 1)[0] if re.search(r"_\d+$", s.worker) else s.worker,
+        "process": s.process,
+    }
+
+
+def _stalled(s: RankSummary, transfer: iv.Intervals, compute: iv.Intervals) -> np.ndarray:
+    """Per step: time in which this rank makes no progress of its own: no computation or data transfer runs and
+    the host is idle, blocked in a synchronisation call or waiting inside a host-side collective (the part of a
+    host-side collective that is not transfer). Waiting for a peer costs a rank only this much: a wait that the host
+    or the device spends working on something else is hidden."""
+    st = s.steps
+    if not len(s.step_names):
+        return np.zeros(0)
+    col = s.collectives
+    on_host = _flag(col, "on_host")
+    device_work = iv.union(np.concatenate([compute[0], transfer[0]]), np.concatenate([compute[1], transfer[1]]))
+    waiting = iv.subtract(iv.union(col["start"][on_host], col["end"][on_host]), transfer)
+    working = iv.subtract(s.interval_set("host_working"), waiting)
+    busy = iv.union(np.concatenate([working[0], device_work[0]]), np.concatenate([working[1], device_work[1]]))
+    stalled: np.ndarray = (st["step_us"] - iv.lengths_within(busy, st["start"], st["end"])).clip(min=0.0)
+    return stalled
+
+
+def _collective_table(col: dict[str, np.ndarray], transfer: iv.Intervals, steps: tuple[np.ndarray, np.ndarray]
                       ) -> list[dict[str, Any]]:
     """Per collective name, within the steps (as the rank table, so that their transfer times agree): calls issued
     in the window (kernels launched before it are counted apart, as ``prelaunched``), bytes, time, transfer."""
     out = []
-    names = np.asarray(col.name, dtype=object)
+    names = np.asarray(col["name"], dtype=object)
+    early = _flag(col, "prelaunched")
     lo, hi = steps
-    for name in sorted(set(col.name)):
+    for name in sorted(set(names.tolist())):
         on = names == name
-        span = iv.union(col.start[on], col.end[on])
+        span = iv.union(col["start"][on], col["end"][on])
         total = float(iv.lengths_within(span, lo, hi).sum()) if len(lo) else iv.total(span)
         moved = (float(iv.lengths_within(iv.intersect(span, transfer), lo, hi).sum()) if len(lo)
                  else iv.total(iv.intersect(span, transfer)))
-        issued = on & ~col.prelaunched
+        issued = on & ~early
         calls = int(issued.sum())
-        nbytes = int(col.nbytes[issued].sum())
+        nbytes = int(col["nbytes"][issued].sum())
         out.append({
-            "name": name, "calls": calls, "prelaunched": int((on & col.prelaunched).sum()), "bytes": nbytes,
+            "name": name, "calls": calls, "prelaunched": int((on & early).sum()), "bytes": nbytes,
             "total_us": total, "avg_us": total / calls if calls else total,
             "transfer_us": moved, "bandwidth_gbps": (nbytes / moved / 1e3) if moved > 0 and nbytes else None,
         })
     return sorted(out, key=lambda r: -r["total_us"])
-
-
-def _devices(model: TraceModel) -> list[dict[str, Any]]:
-    from .summary import devices
-
-    used = set(np.unique(model["device_events"]["device"]).tolist())
-    return [d for d in devices(model) if d["id"] in used]
-
-
-def _world_size(ranks: list[tuple[int, str, TraceModel]]) -> int:
-    for _, _, m in ranks:
-        info = m.meta.get("distributedInfo")
-        if isinstance(info, dict) and isinstance(info.get("world_size"), int):
-            return int(info["world_size"])
-    return len(ranks)
-
-
-def _backend(ranks: list[tuple[int, str, TraceModel]]) -> str | None:
-    for _, _, m in ranks:
-        info = m.meta.get("distributedInfo")
-        if isinstance(info, dict) and info.get("backend"):
-            return str(info["backend"])
-    return None
-
-
-def _host_waits(model: TraceModel) -> tuple[float, float]:
-    """Per step (mean): host time blocked in synchronisation calls, and host time with no recorded activity."""
-    ev = model["events"]
-    steps = find_steps(model)
-    if not steps.count:
-        return 0.0, 0.0
-    sync = name_mask(model, ev["name"], is_host_sync)
-    sync &= np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER, Kind.CPU_OP))
-    ts = ev["ts"]
-    dur = np.nan_to_num(ev["dur"], nan=0.0).clip(min=0.0)
-    waits = iv.union(ts[sync], ts[sync] + dur[sync])
-    host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
-    host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
-    busy = iv.union(ts[host], ts[host] + dur[host])
-    wait = iv.lengths_within(waits, steps.start, steps.end)
-    idle = steps.duration - iv.lengths_within(busy, steps.start, steps.end)
-    return float(wait.mean()), float(idle.clip(min=0).mean())
 
 
 def _straggler(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -303,3 +271,34 @@ def _straggler(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     stalled = float(np.mean([r["stalled_us"] for i, r in enumerate(rows) if i != k]))
     return {"rank": rank["rank"], "worker": rank["worker"], "others_wait_us": others, "own_wait_us": float(waits[k]),
             "others_stalled_us": stalled, "text": text}
+
+
+def _group_stragglers(rows: list[dict[str, Any]], matched: _Matched) -> list[dict[str, Any]]:
+    """Per process group with two or more ranks: its slowest rank (longest mean step) and the rank its members wait
+    for most (the one that waits least in the group's matched collectives, per step, while the others wait)."""
+    n, g = len(rows), len(matched.groups)
+    waits = np.zeros((n, g))
+    members = np.zeros((n, g), dtype=bool)
+    np.add.at(waits, (matched.rank, matched.group), matched.wait)
+    members[matched.rank, matched.group] = True
+    steps = np.array([max(1, r["steps"]) for r in rows], dtype=np.float64)
+    step_us = np.array([r["step_us"] for r in rows])
+    waits /= steps[:, None]
+    out = []
+    for k, name in enumerate(matched.groups):
+        idx = np.flatnonzero(members[:, k])
+        if len(idx) < 2:
+            continue
+        w = waits[idx, k]
+        least = int(idx[np.argmin(w)])
+        slowest = int(idx[np.argmax(step_us[idx])])
+        others = float((w.sum() - waits[least, k]) / (len(idx) - 1))
+        out.append({
+            "group": name, "ranks": len(idx),
+            "matched": int(((matched.group == k) & matched.complete & ~matched.prelaunched).sum()) // n,
+            "slowest": {"rank": rows[slowest]["rank"], "worker": rows[slowest]["worker"],
+                        "step_us": float(step_us[slowest])},
+            "most_waited_for": {"rank": rows[least]["rank"], "worker": rows[least]["worker"],
+                                "own_wait_us": float(waits[least, k]), "others_wait_us": others},
+        })
+    return out

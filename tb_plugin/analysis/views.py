@@ -67,3 +67,9 @@ VIEW_ORDER = ("Overview", "Operator", "Flame", "Kernel", "GPU", "Trace", "Memory
 def available_views(models: Sequence[TraceModel]) -> list[str]:
     return [name for name in VIEW_ORDER
             if name in VIEW_PREDICATES and any(VIEW_PREDICATES[name](m) for m in models)]
+
+
+def merge_views(lists: Sequence[Sequence[str]]) -> list[str]:
+    """The views of a run from its traces' own lists (stored in preprocessed summaries): the same union, in order."""
+    offered = {name for views in lists for name in views}
+    return [name for name in VIEW_ORDER if name in offered]

@@ -74,3 +74,25 @@ def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any]) -> Enco
     """The encoded payload ``compute()`` returns for ``key`` (route and query) on ``model``, computed once."""
     cache = _answers(model)
     return compute_once(cache.recent, cache.computing, key, lambda: encode(compute()))
+
+
+_JOB_ANSWERS = _Answers(_Recent(ANSWER_BYTES))
+# The Distributed view's answer as data, per set of rank identities: every rank's Overview reads it for its job
+# picture, so at 1,024 ranks it is computed once, not once per rank opened. A few jobs are kept, oldest out first.
+_JOB_RESULTS: dict[Hashable, Any] = {}
+_JOB_COMPUTING: dict[Any, Future[Any]] = {}
+JOB_RESULTS_KEPT = 8
+
+
+def job_result(key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``compute()`` for ``key`` (the identities of every rank it reads), computed once; callers must not change
+    the result."""
+    while len(_JOB_RESULTS) >= JOB_RESULTS_KEPT:
+        _JOB_RESULTS.pop(next(iter(_JOB_RESULTS)), None)
+    return compute_once(_JOB_RESULTS, _JOB_COMPUTING, key, compute)
+
+
+def job_answer(key: Hashable, compute: Callable[[], Any]) -> Encoded:
+    """The same for an answer over several traces (the Distributed view of a span): ``key`` names every trace it
+    reads (their identities), so a changed rank makes a new key. One budget for all such answers."""
+    return compute_once(_JOB_ANSWERS.recent, _JOB_ANSWERS.computing, key, lambda: encode(compute()))

@@ -14,7 +14,7 @@ from ..analysis.bandwidth import memory_bandwidth
 from ..analysis.critical_path import critical_path
 from ..analysis.cupti_counters import cupti_counters
 from ..analysis.diff import diff_node, diff_summary, step_index
-from ..analysis.distributed import distributed
+from ..analysis.distributed import job_distributed
 from ..analysis.flamegraph import METRICS, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
@@ -28,14 +28,13 @@ from ..analysis.sequences import kernel_sequences
 from ..analysis.sources import source_files
 from ..analysis.steps import find_steps
 from ..analysis.summary import summary
-from ..analysis.views import available_views
 from ..model.memory_categories import RAW
 from ..timeline.details import event_details, range_summary, search
 from ..timeline.index import timeline_index
 from ..timeline.window import window
 from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace
 from . import params
-from .answers import answer
+from .answers import answer, job_answer, job_result
 from .http import ApiError, encoded_response, json_response, json_route, secure, text_response
 from .static import relative_path, serve
 
@@ -74,8 +73,7 @@ class Api:
         })
 
     def views(self, request: Request) -> Response:
-        traces = self.workspace.traces_of_run(params.text(request, "run"))
-        return json_response(request, {"views": available_views([t.model for t in traces])})
+        return json_response(request, {"views": self.workspace.views_of_run(params.text(request, "run"))})
 
     def summary(self, request: Request) -> Response:
         loaded = self._trace(request)
@@ -90,24 +88,23 @@ class Api:
         loaded = self._trace(request)
         run = self.workspace.listing_of(loaded.file.run)
         workers = len(run["workers"]) if run else 1
-        ranks = self._span_ranks(loaded) if workers > 1 else []
+        ranks = self.workspace.span_summaries(loaded.file.run, loaded.file.span) if workers > 1 else []
 
         def compute() -> dict[str, Any]:
-            job = distributed([(t.file.worker, t.model) for t in ranks]) if len(ranks) > 1 else None
+            job = self._job(ranks) if len(ranks) > 1 else None
             payload = dict(overview(loaded.model, job, loaded.file.worker))
             payload["environment"] = {**payload["environment"], "workers": workers}
             return payload
 
         # the job picture depends on the other ranks' traces: their identities are part of the answer's key
-        return self._answer(request, loaded, compute, workers, tuple(sorted(t.file.identity for t in ranks)))
+        return self._answer(request, loaded, compute, workers, tuple(sorted(f.identity for f, _ in ranks)))
 
-    def _span_ranks(self, loaded: LoadedTrace) -> list[LoadedTrace]:
-        """The loaded traces of every worker of this trace's run for the same span (this one included)."""
-        try:
-            traces = self.workspace.traces_of_run(loaded.file.run)
-        except LookupFailed:
-            return []
-        return [t for t in traces if t.file.span == loaded.file.span]
+    @staticmethod
+    def _job(ranks: list[tuple[Any, Any]]) -> dict[str, Any]:
+        """The job-level Distributed answer over these (file, summary) ranks, computed once per set of files."""
+        key = ("job", tuple(sorted((f.key, f.identity) for f, _ in ranks)))
+        result: dict[str, Any] = job_result(key, lambda: job_distributed([s for _, s in ranks]))
+        return result
 
     def operators(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=operators.GROUPINGS)
@@ -201,11 +198,19 @@ class Api:
 
     def distributed(self, request: Request) -> Response:
         run = params.text(request, "run")
-        ranks = self.workspace.span_traces(run, self.workspace.span_label(run, params.text(request, "span")))
-        payload = distributed([(t.file.worker, t.model) for t in ranks.traces])
-        if ranks.failed:
-            payload["notes"].append(f"Left out because their traces failed to load: {', '.join(ranks.failed)}.")
-        return json_response(request, payload)
+        span = self.workspace.span_label(run, params.text(request, "span"))
+        spanned = self.workspace.span_ranks(run, span)
+        ranks, failed = spanned.ranks, spanned.failed
+
+        def compute() -> dict[str, Any]:
+            payload = dict(self._job(ranks))
+            if failed:
+                payload["notes"] = [*payload["notes"],
+                                    f"Left out because their traces failed to load: {', '.join(failed)}."]
+            return payload
+
+        key = (request.path, run, span, tuple(sorted(f.identity for f, _ in ranks)), tuple(failed))
+        return encoded_response(request, job_answer(key, compute))
 
     def _pair(self, request: Request) -> tuple[LoadedTrace, LoadedTrace]:
         base = self._trace(request)

@@ -1,5 +1,6 @@
 """The ``pytorch-tb-profiler`` command: ``summary``, ``report`` and ``diff`` (a CI regression gate) on any trace,
-outside TensorBoard. A thin shell over the Python API (:mod:`tb_plugin.sdk`): it parses arguments, shows progress
+outside TensorBoard, and ``preprocess`` (a logdir into a shared cache, on a Dask cluster: ``cli/preprocess.py``).
+A thin shell over the Python API (:mod:`tb_plugin.sdk`): it parses arguments, shows progress
 on stderr and turns errors into messages and exit codes.
 
 Exit codes: 0 success (and no regression), 1 ``diff --fail-if-slower`` found the new run slower beyond the
@@ -87,6 +88,10 @@ def parser() -> argparse.ArgumentParser:
                    "cpu_exec_time, other_time")
     d.add_argument("--top", type=int, default=5, help="operators and kernels listed as slower (default 5)")
     d.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    from .preprocess import add_parser as add_preprocess
+
+    add_preprocess(commands)
     return top
 
 
@@ -118,6 +123,10 @@ def _run(args: argparse.Namespace, progress: Any) -> int:
         from .gate import run_diff
 
         return run_diff(args, progress)
+    if args.command == "preprocess":
+        from .preprocess import run_preprocess
+
+        return run_preprocess(args)
     trace = open_trace(args.path, run=args.run, worker=args.worker, span=args.span, cache_dir=args.cache_dir,
                        progress=progress)
     if args.command == "summary":

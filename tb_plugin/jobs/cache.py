@@ -18,6 +18,18 @@ from ..loader import MODEL_VERSION
 
 # A remote trace's original bytes, kept in its cache entry (counted in the cache's size bound).
 SOURCE_FILE = "source.bin"
+# The last file written into a preprocessed entry (``pytorch-tb-profiler preprocess``): the rank's summary beside its
+# model. An entry that has it is complete, and the server loads its summary only, the model on first use.
+SUMMARY_MARKER = "summary.json"
+
+
+def entry_name(url: str, size: int, mtime: float, etag: str | None = None) -> str:
+    """The name of a file version's cache entry: keyed by the etag where the store gives one (it changes with every
+    upload, the last-modified time of a blob may not be precise), else by size and mtime. The same name in the
+    local cache and in a shared one (``jobs.shared``), so a preprocessing cluster and a server agree on it."""
+    version = f"etag:{etag}" if etag else repr(mtime)
+    digest = hashlib.sha256(f"{MODEL_VERSION}\0{url}\0{size}\0{version}".encode()).hexdigest()[:32]
+    return f"v{MODEL_VERSION}-{digest}"
 
 
 def default_cache_dir() -> Path:
@@ -40,14 +52,16 @@ class ParseCache:
         self.max_bytes = max_bytes
 
     def entry(self, url: str, size: int, mtime: float, etag: str | None = None) -> Path:
-        """Where the parse of this file version lives: keyed by the etag where the store gives one (it changes with
-        every upload, the last-modified time of a blob may not be precise), else by size and mtime."""
-        version = f"etag:{etag}" if etag else repr(mtime)
-        digest = hashlib.sha256(f"{MODEL_VERSION}\0{url}\0{size}\0{version}".encode()).hexdigest()[:32]
-        return self.directory / f"v{MODEL_VERSION}-{digest}"
+        """Where the parse of this file version lives (see :func:`entry_name`)."""
+        return self.directory / entry_name(url, size, mtime, etag)
 
     def has(self, entry: Path) -> bool:
         return (entry / "meta.json").is_file()
+
+    def has_summary(self, entry: Path) -> bool:
+        """The entry was preprocessed: its rank summary is there (the model too, unless only the summary was
+        fetched from a shared cache so far)."""
+        return (entry / SUMMARY_MARKER).is_file()
 
     def touch(self, entry: Path) -> None:
         with contextlib.suppress(OSError):

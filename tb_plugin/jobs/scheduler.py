@@ -3,6 +3,12 @@
 A process per file, not a shared pool: a worker that crashes or is killed for memory fails only its own file
 (a broken ``ProcessPoolExecutor`` would fail every queued file). On Linux the processes come from a fork server
 that has already imported the loader, so each start costs milliseconds.
+
+Scale-out (additive; without it nothing changes): an entry that was preprocessed (its rank summary beside the
+model, ``pytorch-tb-profiler preprocess``) is *ready* without opening its model, which is memory-mapped on first
+use only, so a 1,024-rank job costs the server its summaries, not its models. With a ``shared`` cache on another
+store, complete entries are found by one listing per scan and their summaries copied in, their models when opened.
+With a ``runner`` (a Dask cluster), parses run on the cluster's workers, which publish into the shared cache.
 """
 
 from __future__ import annotations
@@ -18,15 +24,17 @@ import threading
 import time
 import types
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..catalog.names import file_name
 from ..model.tables import TraceModel, load
 from . import budget
 from .cache import SOURCE_FILE, ParseCache
+from .shared import SharedCache
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +92,22 @@ class _Job:
     done_progress: float = 0.0
     started: float = 0.0  # time.monotonic() when its loader process started
     extra: dict[str, Any] = field(default_factory=dict)
+    worker: str = ""  # the rank it is listed as (a remote parse names its summary after it)
+    key: Hashable = None
+    lazy: bool = False  # preprocessed: ready with its summary; the model is opened on first use
+    fetching: bool = False  # its model is being copied from the shared cache
+    remote_result: tuple[bool, str | None] | None = None  # a runner's answer: (ok, reason)
+
+
+class Runner(Protocol):
+    """Parses on other machines (``scaleout.executors.DaskRunner``): the result lands in the shared cache."""
+
+    description: str
+
+    def submit(self, url: str, size: int, mtime: float, etag: str | None, worker: str,
+               done: Callable[[bool, str | None], None]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -98,8 +122,20 @@ class LoadScheduler:
 
     def __init__(self, cache: ParseCache, max_workers: int | None = None,
                  on_ready: Callable[[TraceModel], None] | None = None,
-                 load_timeout: float | None = DEFAULT_LOAD_TIMEOUT) -> None:
+                 load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, shared: SharedCache | None = None,
+                 runner: Runner | None = None,
+                 on_preprocessed: Callable[[Hashable, Path], object] | None = None) -> None:
         self.cache = cache
+        self.shared = shared
+        self.runner = runner
+        self._shared_done: set[str] = set()
+        self._open_lock = threading.Lock()
+        self._parsed_here = 0  # loader processes started
+        self._parsed_remote = 0  # parses submitted to the runner
+        self._fetcher = ThreadPoolExecutor(2, thread_name_prefix="pytorch-profiler-fetch") if shared else None
+        # reads each preprocessed entry's summary as it turns ready, so the first job-level answer reads none
+        self._on_preprocessed = on_preprocessed
+        self._summary_reader = ThreadPoolExecutor(1, thread_name_prefix="pytorch-profiler-summaries")
         self.load_timeout = load_timeout or None  # seconds; None or 0: no limit
         self._warm = _Warmer(on_ready) if on_ready is not None else None
         self.max_workers = max(1, max_workers or default_workers())
@@ -113,7 +149,7 @@ class LoadScheduler:
 
     # ---- requests -------------------------------------------------------------------------------------------
     def request(self, key: Hashable, url: str, size: int, mtime: float, *, etag: str | None = None,
-                access: Any = None, problem: str | None = None) -> None:
+                access: Any = None, problem: str | None = None, worker: str = "") -> None:
         """Make sure ``key`` shows this exact file version; a changed file is parsed again.
 
         ``access`` (a picklable ``catalog.storage.Access``) carries the credentials and endpoints the listing used,
@@ -128,7 +164,7 @@ class LoadScheduler:
             if job is not None:
                 self._stop(job)
             job = _Job(url=url, size=size, mtime=mtime, entry=self.cache.entry(url, size, mtime, etag), etag=etag,
-                       access=access, problem=problem)
+                       access=access, problem=problem, worker=worker, key=key)
             if problem is not None:
                 job.state, job.error = FAILED, f"{file_name(url)}: {problem}; it is not loaded"
             self._jobs[key] = job
@@ -159,13 +195,56 @@ class LoadScheduler:
         path = job.entry / SOURCE_FILE
         return path if path.is_file() else None
 
-    def model(self, key: Hashable) -> TraceModel | None:
+    def model(self, key: Hashable, open_lazy: bool = True) -> TraceModel | None:
+        """The loaded model; a preprocessed one is opened now (``open_lazy``), or its copy from the shared cache
+        started (then None until it is here: the caller answers "still loading")."""
         with self._lock:
             job = self._jobs.get(key)
-            return job.model if job is not None else None
+            if job is None or job.model is not None or not (open_lazy and job.lazy and job.state == READY):
+                return job.model if job is not None else None
+            fetching = job.fetching
+        if not fetching and self.cache.has(job.entry):
+            return self._open_lazy(job)
+        with self._lock:
+            if self._fetcher is not None and not job.fetching:
+                job.fetching = True
+                self._fetcher.submit(self._fetch_model, job)
+        return None
+
+    def preprocessed(self, key: Hashable) -> Path | None:
+        """The cache entry holding this ready file's rank summary, if it was preprocessed."""
+        with self._lock:
+            job = self._jobs.get(key)
+            return job.entry if job is not None and job.state == READY and job.lazy else None
+
+    def counts(self) -> dict[str, int]:
+        """How the files were made ready (for logs, tests and benchmarks): parsed here, parsed on the cluster,
+        ready from a preprocessed summary, and models open now."""
+        with self._lock:
+            jobs = list(self._jobs.values())
+            return {"parsed_here": self._parsed_here, "parsed_remote": self._parsed_remote,
+                    "preprocessed": sum(1 for j in jobs if j.lazy),
+                    "models_open": sum(1 for j in jobs if j.model is not None)}
+
+    def shared_url(self) -> str | None:
+        return self.shared.url if self.shared is not None else None
+
+    def refresh_shared(self) -> None:
+        """List the shared cache's complete entries (once per scan: one listing, whatever the number of files)."""
+        if self.shared is None:
+            return
+        done = self.shared.done()
+        with self._lock:
+            self._shared_done = done
+        self._wake()
 
     def close(self) -> None:
         self._closed = True
+        if self.runner is not None:
+            self.runner.close()
+        self._summary_reader.shutdown(wait=False, cancel_futures=True)
+        if self._fetcher is not None:
+            self._fetcher.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             for job in self._jobs.values():
                 self._stop(job)
@@ -199,6 +278,7 @@ class LoadScheduler:
             done = {id(job): job for obj, job in running.items() if obj in ready}  # conn and sentinel: once
             for job in done.values():
                 self._finish(job)
+            self._collect_remote()
             self._expire()
 
     def _next_deadline(self, running: Iterable[_Job]) -> float:
@@ -230,14 +310,84 @@ class LoadScheduler:
         with self._lock:
             queued = [job for job in self._jobs.values() if job.state == QUEUED]
             busy = sum(1 for job in self._jobs.values() if job.state == LOADING)
+            shared_done = self._shared_done
+        adopt = []
+        preprocessed = 0
         for job in queued:
+            if self.cache.has_summary(job.entry):
+                self._ready_lazy(job)
+                preprocessed += 1
+                continue
             if self.cache.has(job.entry):
                 self._open_cached(job)
+                continue
+            if job.entry.name in shared_done:
+                adopt.append(job)
                 continue
             if busy >= self.max_workers:
                 continue
             self._spawn(job)
             busy += 1
+        if preprocessed:
+            log.info("%d traces ready from the preprocessed cache %s without parsing", preprocessed,
+                     self.cache.directory)
+        if adopt:
+            self._adopt(adopt)
+            log.info("%d traces ready from the shared cache %s without parsing", len(adopt), self.shared_url())
+
+    def _ready_lazy(self, job: _Job) -> None:
+        self.cache.touch(job.entry)
+        with self._lock:
+            job.state, job.lazy, job.done_progress = READY, True, 1.0
+        if self._on_preprocessed is not None:
+            self._summary_reader.submit(self._preprocessed_hook, job.key, job.entry)
+
+    def _preprocessed_hook(self, key: Hashable, entry: Path) -> None:
+        assert self._on_preprocessed is not None
+        try:
+            self._on_preprocessed(key, entry)
+        except Exception:
+            log.exception("reading the summary in %s failed", entry)
+
+    def _adopt(self, jobs: list[_Job]) -> None:
+        """Copy the summaries of entries complete in the shared cache (one batch); their models wait until used."""
+        assert self.shared is not None
+        try:
+            self.shared.fetch([job.entry.name for job in jobs], self.cache.directory, summary_only=True)
+        except Exception as err:  # noqa: BLE001 - the store refused or went away: parse them here instead
+            log.warning("cannot copy summaries from the shared cache %s: %s", self.shared.url, err)
+            with self._lock:
+                self._shared_done = self._shared_done - {job.entry.name for job in jobs}
+            return
+        for job in jobs:
+            if self.cache.has_summary(job.entry):
+                self._ready_lazy(job)
+
+    def _open_lazy(self, job: _Job) -> TraceModel | None:
+        with self._open_lock:  # one opening per model, however many requests ask at once
+            if job.model is None:
+                try:
+                    model = load(job.entry)
+                except Exception as err:  # noqa: BLE001 - a damaged entry: its span fails, with the reason
+                    with self._lock:
+                        job.state = FAILED
+                        job.error = f"{file_name(job.url)}: cannot open the preprocessed model ({err})"
+                    return None
+                with self._lock:
+                    job.model = model
+                if self._warm is not None:
+                    self._warm.submit(model)
+        return job.model
+
+    def _fetch_model(self, job: _Job) -> None:
+        assert self.shared is not None
+        try:
+            self.shared.fetch([job.entry.name], self.cache.directory, summary_only=False)
+        except Exception as err:  # noqa: BLE001 - the next use tries again; the reason is logged
+            log.warning("cannot copy %s from the shared cache: %s", file_name(job.url), err)
+        finally:
+            with self._lock:
+                job.fetching = False
 
     def _open_cached(self, job: _Job) -> None:
         try:
@@ -253,6 +403,9 @@ class LoadScheduler:
             self._warm.submit(model)
 
     def _spawn(self, job: _Job) -> None:
+        if self.runner is not None:
+            self._submit_remote(job)
+            return
         from .worker import run_job
 
         recv, send = self._ctx.Pipe(duplex=False)
@@ -275,6 +428,44 @@ class LoadScheduler:
             send.close()
         with self._lock:
             job.process, job.started = process, time.monotonic()
+            self._parsed_here += 1
+
+    def _submit_remote(self, job: _Job) -> None:
+        """Parse on the cluster; its answer comes back on a client thread and is taken in by the loop."""
+        assert self.runner is not None
+
+        def done(ok: bool, reason: str | None) -> None:
+            with self._lock:
+                job.remote_result = (ok, reason)
+            self._wake()
+
+        with self._lock:
+            job.state, job.started, job.remote_result = LOADING, time.monotonic(), None
+            self._parsed_remote += 1
+        try:
+            self.runner.submit(job.url, job.size, job.mtime, job.etag, job.worker, done)
+        except Exception as err:  # noqa: BLE001 - the cluster went away: the span says so
+            with self._lock:
+                job.state = FAILED
+                job.error = f"{file_name(job.url)}: cannot submit to {self.runner.description}: {err}"
+
+    def _collect_remote(self) -> None:
+        """Parses the cluster finished: ready through the shared cache (queued again, found complete there)."""
+        with self._lock:
+            finished = [job for job in self._jobs.values() if job.state == LOADING and job.remote_result is not None]
+        if not finished:
+            return
+        if self.shared is not None:
+            with contextlib.suppress(Exception):
+                self.refresh_shared()
+        with self._lock:
+            for job in finished:
+                ok, reason = job.remote_result or (False, None)
+                job.remote_result = None
+                if ok:
+                    job.state = QUEUED
+                else:
+                    job.state, job.error = FAILED, reason or f"{file_name(job.url)}: the cluster could not parse it"
 
     def _finish(self, job: _Job) -> None:
         message: tuple[str, Any] | None = None

@@ -112,6 +112,19 @@ def test_distributed_two_ranks_matches_the_api(page: Any, tb_dist_diff: TensorBo
         for col, field in RANK_FIELDS.items():
             assert float(row[f"_value:{col}"]) == pytest.approx(rank[field], rel=1e-12), (col, row)
             assert re.fullmatch(r"[\d,]+\.\d{1,2} (ms|µs)|0 µs", row[col]), row[col]
+    # Stragglers by process group: the gradient group "0" (21 all-reduces every rank has) and "default" (the one
+    # initial broadcast), each row with the API's ranks and waits.
+    groups = {g["group"]: g for g in data["groups"]}
+    assert {name: g["matched"] for name, g in groups.items()} == {"0": 21, "default": 1}
+    shown = {r["group"]: r for r in table_rows(frame, "group-table")}
+    assert set(shown) == set(groups)
+    for name, g in groups.items():
+        row, waited = shown[name], g["most_waited_for"]
+        assert row["waited"] == f"rank {waited['rank']} ({waited['worker']})"
+        assert row["slowest"] == f"rank {g['slowest']['rank']} ({g['slowest']['worker']})"
+        assert row["_value:matched"] == str(g["matched"]) and row["ranks"] == "2"
+        assert float(row["_value:others_wait"]) == pytest.approx(waited["others_wait_us"], rel=1e-12)
+        assert re.fullmatch(r"[\d,]+\.\d{1,2} (ms|µs)|0 µs", row["others_wait"]), row["others_wait"]
     # Tooltips say what the wait columns mean.
     titles = frame.eval_on_selector_all("[data-testid=rank-table] thead th", "els => els.map(e => e.title)")
     assert any(t.startswith("The fastest rank's duration of each collective") for t in titles)

@@ -19,11 +19,12 @@ ALLOWED: dict[str, set[str]] = {
     "jobs": {"catalog", "loader", "model"},
     "analysis": {"model"},
     "timeline": {"model", "analysis"},
-    "workspace": {"catalog", "jobs", "loader", "model", "analysis", "timeline"},
+    "scaleout": {"catalog", "jobs", "loader", "model", "analysis"},
+    "workspace": {"catalog", "jobs", "loader", "model", "analysis", "timeline", "scaleout"},
     "api": {"catalog", "model", "analysis", "timeline", "workspace"},
     "plugin": {"api", "catalog", "jobs", "workspace"},
     "sdk": {"catalog", "jobs", "loader", "model", "analysis"},
-    "cli": {"sdk", "__init__"},
+    "cli": {"sdk", "__init__", "scaleout", "jobs"},
     "__init__": {"sdk"},
 }
 

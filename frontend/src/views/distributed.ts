@@ -101,6 +101,15 @@ export interface Straggler {
   own_wait_us?: number;
 }
 
+/** Per process group of two or more ranks: its slowest rank and the rank its members wait for most. */
+export interface GroupStragglers {
+  group: string;
+  ranks: number;
+  matched: number;
+  slowest: { rank: number; worker: string; step_us: number };
+  most_waited_for: { rank: number; worker: string; own_wait_us: number; others_wait_us: number };
+}
+
 export interface DistributedResponse {
   world_size: number;
   backend: string | null;
@@ -108,6 +117,7 @@ export interface DistributedResponse {
   steps: string[];
   communication_by_step: number[][];
   straggler: Straggler | null;
+  groups: GroupStragglers[];
   notes: string[];
 }
 
@@ -171,6 +181,7 @@ function normalize(raw: DistributedResponse): DistributedResponse {
     steps: Array.isArray(raw.steps) ? raw.steps.map(String) : [],
     communication_by_step: Array.isArray(raw.communication_by_step) ? raw.communication_by_step : [],
     straggler: raw.straggler && typeof raw.straggler.text === "string" ? raw.straggler : null,
+    groups: Array.isArray(raw.groups) ? raw.groups.filter((g) => typeof g.group === "string" && typeof g.slowest === "object" && typeof g.most_waited_for === "object") : [],
     notes: Array.isArray(raw.notes) ? raw.notes.filter((n) => typeof n === "string") : [],
   };
 }
@@ -303,6 +314,30 @@ function rankColumns(labels: Map<RankStats, string>, trace: (r: RankStats) => HT
     durationColumn("sync_us", "Sync (wait)", HELP.sync),
     durationColumn("host_wait_us", "Host wait", HELP.hostWait),
     durationColumn("host_idle_us", "Host idle", HELP.hostIdle),
+  ];
+}
+
+const who = (r: { rank: number; worker: string }): string => `rank ${String(r.rank)} (${r.worker})`;
+
+function groupColumns(): Column<GroupStragglers>[] {
+  return [
+    { key: "group", label: "Process group", value: (g) => g.group, cls: "ptp-name-col" },
+    { key: "ranks", label: "Ranks", numeric: true, help: "Ranks that ran collectives in this group.", value: (g) => num(g.ranks), text: (g) => formatInt(g.ranks) },
+    { key: "matched", label: "Matched collectives", numeric: true, help: "Collectives every rank has, matched by (process group, sequence number).", value: (g) => num(g.matched), text: (g) => formatInt(g.matched) },
+    { key: "waited", label: "Most waited for", help: "The member that waits least in the group's matched collectives while the others wait: it arrives last.", value: (g) => g.most_waited_for.rank, text: (g) => who(g.most_waited_for) },
+    {
+      key: "others_wait",
+      label: "Others wait",
+      numeric: true,
+      help: "Mean wait per step of the other members in this group's matched collectives (their time beyond the fastest rank's).",
+      value: (g) => num(g.most_waited_for.others_wait_us),
+      text: (g) => formatDuration(num(g.most_waited_for.others_wait_us)),
+      exact: (g) => formatExactUs(num(g.most_waited_for.others_wait_us)),
+      csvHeader: "Others wait (µs per step)",
+    },
+    { key: "own_wait", label: "Its own wait", numeric: true, help: "The same for the most waited-for rank.", value: (g) => num(g.most_waited_for.own_wait_us), text: (g) => formatDuration(num(g.most_waited_for.own_wait_us)), csvHeader: "Its own wait (µs per step)" },
+    { key: "slowest", label: "Slowest rank", help: "The member with the longest mean step.", value: (g) => g.slowest.rank, text: (g) => who(g.slowest) },
+    { key: "slowest_step", label: "Its step", numeric: true, help: HELP.step, value: (g) => num(g.slowest.step_us), text: (g) => formatDuration(num(g.slowest.step_us)), csvHeader: "Its step (µs)" },
   ];
 }
 
@@ -524,6 +559,14 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     sort: { key: "rank", dir: "asc" },
   });
 
+  const groupTable = new DataTable<GroupStragglers>({
+    testid: "group-table",
+    csvName: () => csvFileName(ctx.run, `span${ctx.span}`, "process_groups"),
+    controls: null,
+    emptyText: "No process group spans two or more ranks.",
+  });
+  groupTable.setData({ columns: groupColumns(), rows: data.groups, rowKey: (g) => g.group, sort: { key: "others_wait", dir: "desc" } });
+
   // Collectives of one rank
   const collTable = new DataTable<CollectiveStats>({
     testid: "collectives-table",
@@ -604,6 +647,11 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
         { title: "Ranks", testid: "card-ranks" },
         h("p", { class: "ptp-muted ptp-card-sub" }, "Means per step. Hover a header for how each number is computed."),
         rankTable.el,
+      ),
+      card(
+        { title: "Stragglers by process group", testid: "card-groups" },
+        h("p", { class: "ptp-muted ptp-card-sub" }, "Across all ranks of each process group: the rank its members wait for in the group's collectives, and its slowest rank."),
+        groupTable.el,
       ),
       h("div", { class: "ptp-controls" }, h("label", { class: "ptp-picker" }, "Step", stepSelect)),
       h(
