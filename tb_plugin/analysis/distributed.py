@@ -63,6 +63,7 @@ class _Matched:
     min_dur: np.ndarray  # per instance: the fastest rank's duration of it (µs)
     wait: np.ndarray  # per instance: its duration beyond the fastest rank's (0 where not complete)
     prelaunched: np.ndarray  # per instance: launched before the window (never matched, not counted)
+    everywhere: np.ndarray  # per instance: every rank has this (group, sequence), prelaunched or not
 
 
 def _match(ranks: list[RankSummary]) -> _Matched:
@@ -76,7 +77,7 @@ def _match(ranks: list[RankSummary]) -> _Matched:
            if len(cols) else np.zeros(0))
     early = (np.concatenate([_flag(c, "prelaunched") for c in cols]) if len(cols) else np.zeros(0, dtype=bool))
     key = group.astype(np.int64) * (int(seq.max(initial=0)) + 1) + seq
-    _, inverse, _ = np.unique(key, return_inverse=True, return_counts=True)
+    _, inverse, present = np.unique(key, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
     # a kernel launched before the window has no counterpart to match: only the others count and set min_dur
     count = np.bincount(inverse, weights=(~early).astype(np.float64), minlength=int(inverse.max(initial=-1)) + 1)
@@ -87,7 +88,7 @@ def _match(ranks: list[RankSummary]) -> _Matched:
     wait = np.where(complete & ~early, (dur - min_dur).clip(min=0), 0.0)
     return _Matched(offsets=offsets, groups=[str(g) for g in groups], group=group.astype(np.int64),
                     rank=np.repeat(np.arange(len(ranks)), lens), complete=complete, min_dur=min_dur, wait=wait,
-                    prelaunched=early)
+                    prelaunched=early, everywhere=present[inverse] == len(ranks))
 
 
 def _flag(col: dict[str, np.ndarray], name: str) -> np.ndarray:
@@ -295,7 +296,9 @@ def _group_stragglers(rows: list[dict[str, Any]], matched: _Matched) -> list[dic
         others = float((w.sum() - waits[least, k]) / (len(idx) - 1))
         out.append({
             "group": name, "ranks": len(idx),
-            "matched": int(((matched.group == k) & matched.complete & ~matched.prelaunched).sum()) // n,
+            # instances every rank has by sequence (a kernel launched before the window included: it is there,
+            # but is not matched for transfer time)
+            "matched": int(((matched.group == k) & matched.everywhere).sum()) // n,
             "slowest": {"rank": rows[slowest]["rank"], "worker": rows[slowest]["worker"],
                         "step_us": float(step_us[slowest])},
             "most_waited_for": {"rank": rows[least]["rank"], "worker": rows[least]["worker"],
