@@ -100,6 +100,8 @@ def test_torch_export_categories_are_shown_with_their_source(page: Any, tb_memca
     assert top[0]["alloc"] == fmt_ms(peak["top_allocations"][0]["alloc_us"] - origin)
     frame.click("[data-testid=memcat-allocations] tbody tr[data-testid=row] [data-testid=row-expand]")
     frame.wait_for_selector("[data-testid=memcat-allocations] [data-testid=frames]")
+    # the user's frames lead; library frames (torch's autograd here) open with "+N more frames"
+    frame.click("[data-testid=memcat-allocations] [data-testid=frames-more]")
     frames = frame.eval_on_selector_all("[data-testid=memcat-allocations] [data-testid=frame]", "els => els.map(e => e.innerText)")
     assert any("torch/autograd/graph.py:860" in f for f in frames)
 
