@@ -356,9 +356,8 @@ class Workspace:
             return LOADING
         return LoadedTrace(f, model)
 
-    def span_traces(self, run: str, span: str) -> SpanTraces:
-        """Every worker's trace of one span (the views that look across ranks): 404 when the run or the span is
-        unknown, 409 while any worker still loads (the answer would change), 422 when none loaded."""
+    def _span_files(self, run: str, span: str) -> list[TraceFile]:
+        """The files of one span of a run, by worker: 404 when the run or the span is unknown."""
         with self._lock:
             files = [f for f in self._files.values() if f.run == run]
         if not files:
@@ -366,6 +365,12 @@ class Workspace:
         files = sorted((f for f in files if f.span == span), key=lambda f: f.worker)
         if not files:
             raise LookupFailed(404, f"run {run!r} has no span {span!r}")
+        return files
+
+    def span_traces(self, run: str, span: str) -> SpanTraces:
+        """Every worker's trace of one span (the views that look across ranks): 404 when the run or the span is
+        unknown, 409 while any worker still loads (the answer would change), 422 when none loaded."""
+        files = self._span_files(run, span)
         states = [self._loaded(f) for f in files]
         loading = sum(1 for s in states if s == LOADING)
         if loading:
@@ -442,13 +447,7 @@ class Workspace:
         """Every worker's summary of one span (the job-level Distributed view), with ``span_traces``' rules: 404
         when the run or the span is unknown, 409 while any worker still loads, 422 when none loaded. A preprocessed
         worker's summary comes from its cache entry: no model is opened for it."""
-        with self._lock:
-            files = [f for f in self._files.values() if f.run == run]
-        if not files:
-            raise LookupFailed(404, f"unknown run {run!r}")
-        files = sorted((f for f in files if f.span == span), key=lambda f: f.worker)
-        if not files:
-            raise LookupFailed(404, f"run {run!r} has no span {span!r}")
+        files = self._span_files(run, span)
         ranks: list[tuple[TraceFile, RankSummary]] = []
         failed: list[str] = []
         loading = 0
