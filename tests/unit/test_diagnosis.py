@@ -307,8 +307,10 @@ def test_sync_costs_the_gap_a_faster_host_would_have_filled(tmp_path: Path) -> N
 
 def test_sync_does_not_take_the_hosts_own_time(tmp_path: Path) -> None:
     """1980 µs of host work after the sync: the GPU idles 1005 → 2993 (1988 µs). Replayed without the 910 µs wait
-    the tail would start at 2083: 910 µs of the gap are the sync's. The rest is aten::cat's (host-bound) and ranks
-    first: 1915 → 2990 under aten::cat (1075 µs) plus the step's first 6 µs under aten::mm, before the gemm."""
+    the tail would start at 2083: 910 µs of the gap are the sync's. The post-sync bubble adds nothing: it stops
+    where the host turns to aten::cat (1010), an operator that launches nothing, so it is 1005 → 1010, inside the
+    replay's share. The rest is aten::cat's (host-bound) and ranks first: 1915 → 2990 under aten::cat (1075 µs)
+    plus the step's first 6 µs under aten::mm, before the gemm."""
     o = overview(model_of(tmp_path, _item_sync_steps(1_980), deviceProperties=PROPS))
     check_shape(o)
     by_kind = {r["kind"]: r for r in o["recommendations"]}
