@@ -19,13 +19,12 @@ from .analysis.overview import overview
 from .analysis.rank_summary import RankSummary, rank_summary
 from .analysis.views import available_views, merge_views
 from .catalog import remote
-from .catalog.catalog import Catalog, ExportFile, Root, TraceFile
+from .catalog.catalog import Catalog, ExportFile, Identity, Root, TraceFile
 from .catalog.names import span_keys
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler, Runner
 from .jobs.shared import SharedCache
-from .loader import read_failure
 from .loader.memory_export import ExportError, load_export
 from .model.derived import compute_once
 from .model.memory_categories import MemoryExport
@@ -68,14 +67,6 @@ class LookupFailed(Exception):
 class LoadedTrace:
     file: TraceFile
     model: TraceModel
-
-
-@dataclass(frozen=True)
-class SpanTraces:
-    """The workers of one span of a run: the traces that loaded, and the workers whose trace failed (sorted)."""
-
-    traces: list[LoadedTrace]
-    failed: list[str]
 
 
 @dataclass(frozen=True)
@@ -127,7 +118,7 @@ class Workspace:
         self._summaries: dict[Any, RankSummary] = {}  # preprocessed summaries read, by (entry, worker)
         self._summaries_computing: dict[Any, Any] = {}
         self._files: dict[Key, TraceFile] = {}
-        self._exports: dict[tuple[str, int, float, str | None], ExportEntry] = {}  # by file identity
+        self._exports: dict[Identity, ExportEntry] = {}  # by file identity
         self._lock = threading.Lock()
         self._scanned = threading.Event()
         self._stop = threading.Event()
@@ -166,9 +157,6 @@ class Workspace:
     def close(self) -> None:
         self._stop.set()
         self.scheduler.close()
-
-    def wait_scanned(self, timeout: float | None = None) -> bool:
-        return self._scanned.wait(timeout)
 
     # ---- scanning ---------------------------------------------------------------------------------------------
     def _make_catalog(self) -> Catalog:
@@ -215,9 +203,8 @@ class Workspace:
             self._files = fresh
         for key in gone:
             self.scheduler.forget(key)
-        for key, f in fresh.items():
-            self.scheduler.request(key, f.url, f.size, f.mtime, etag=f.etag, access=f.access, problem=f.problem,
-                                   worker=f.worker)
+        for f in fresh.values():
+            self.scheduler.request(f)
         if gone:  # summaries of removed files go too (the memo is keyed by cache entry)
             live = {entry for key in fresh if (entry := self.scheduler.preprocessed(key)) is not None}
             self._summaries = {k: v for k, v in list(self._summaries.items()) if k[0] in live}
@@ -227,7 +214,7 @@ class Workspace:
     def _decode_exports(self, listed: list[ExportFile]) -> None:
         """Decode new memory timeline exports in the scan thread (small files; a bad one gets its error)."""
         known = self._exports
-        fresh: dict[tuple[str, int, float, str | None], ExportEntry] = {}
+        fresh: dict[Identity, ExportEntry] = {}
         for f in listed:
             entry = known.get(f.identity)
             if entry is None:
@@ -320,19 +307,17 @@ class Workspace:
         is opened with the credentials the listing used and streamed. A missing file raises ``OSError``; a store
         that refuses or cannot be reached raises ``LookupFailed(502)`` with the reason.
         """
-        from .catalog.storage import open_url
+        from .loader.source import Unreadable, open_source
 
         cached = self.scheduler.cached_source(trace_file.key)
         if cached is not None:
             return open(cached, "rb")
-        if not remote.is_url(trace_file.url):
+        if not trace_file.is_remote:
             return _open_listed_local(trace_file)
         try:
-            stream, _ = open_url(trace_file.url, trace_file.access)
-        except FileNotFoundError:
-            raise
-        except Exception as err:  # noqa: BLE001 - SDK errors of a remote store: a message, never a 500
-            raise LookupFailed(502, read_failure(err, trace_file.url, trace_file.access)) from None
+            stream, _ = open_source(trace_file.url, trace_file.access)
+        except Unreadable as err:  # the store refused or cannot be reached: a message, never a 500
+            raise LookupFailed(502, str(err)) from None
         return stream
 
     def trace(self, run: str, worker: str, span: str) -> LoadedTrace:
@@ -357,7 +342,7 @@ class Workspace:
         return LoadedTrace(f, model)
 
     def _span_files(self, run: str, span: str) -> list[TraceFile]:
-        """The files of one span of a run, by worker: 404 when the run or the span is unknown."""
+        """The files of one span of a run, sorted by worker: 404 when the run or the span is unknown."""
         with self._lock:
             files = [f for f in self._files.values() if f.run == run]
         if not files:
@@ -366,19 +351,6 @@ class Workspace:
         if not files:
             raise LookupFailed(404, f"run {run!r} has no span {span!r}")
         return files
-
-    def span_traces(self, run: str, span: str) -> SpanTraces:
-        """Every worker's trace of one span (the views that look across ranks): 404 when the run or the span is
-        unknown, 409 while any worker still loads (the answer would change), 422 when none loaded."""
-        files = self._span_files(run, span)
-        states = [self._loaded(f) for f in files]
-        loading = sum(1 for s in states if s == LOADING)
-        if loading:
-            raise LookupFailed(409, f"{loading} of the {len(files)} workers of span {span} are still loading")
-        traces = [s for s in states if isinstance(s, LoadedTrace)]
-        if not traces:
-            raise LookupFailed(422, f"no worker of span {span} could be loaded")
-        return SpanTraces(traces, [f.worker for f, s in zip(files, states, strict=True) if s == FAILED])
 
     def exports_of(self, loaded: LoadedTrace) -> tuple[list[ExportEntry], list[ExportEntry]]:
         """(exports that belong to this trace, exports beside it that could not be read).
@@ -444,9 +416,9 @@ class Workspace:
         return out
 
     def span_ranks(self, run: str, span: str) -> SpanSummaries:
-        """Every worker's summary of one span (the job-level Distributed view), with ``span_traces``' rules: 404
-        when the run or the span is unknown, 409 while any worker still loads, 422 when none loaded. A preprocessed
-        worker's summary comes from its cache entry: no model is opened for it."""
+        """Every worker's summary of one span (the job-level Distributed view): 404 when the run or the span is
+        unknown, 409 while any worker still loads (the answer would change), 422 when none loaded; the failed
+        workers are named. A preprocessed worker's summary comes from its cache entry: no model is opened for it."""
         files = self._span_files(run, span)
         ranks: list[tuple[TraceFile, RankSummary]] = []
         failed: list[str] = []

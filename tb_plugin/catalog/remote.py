@@ -141,6 +141,12 @@ def is_url(path: str) -> bool:
     return "://" in path
 
 
+def is_remote(url: str) -> bool:
+    """Whether ``url`` names a file on a store other than this machine's disk (``file://`` is local): the one
+    test of "is this remote?" (a remote original is cached beside its parse, a local one is checked as listed)."""
+    return is_url(url) and not url.lower().startswith("file://")
+
+
 def strip_query(url: str) -> tuple[str, str]:
     """``url`` without its query string, and the query string."""
     base, _, query = url.partition("?")
@@ -149,7 +155,7 @@ def strip_query(url: str) -> tuple[str, str]:
 
 def resolve(url: str, access: Access | None = None) -> Location:
     """The filesystem and path for a logdir or file URL. Raises :class:`RemoteError` with a message for the user."""
-    if not is_url(url) or url.lower().startswith("file://"):
+    if not is_remote(url):
         return _local(url)
     base, query = strip_query(url)
     scheme = base.split("://", 1)[0].lower()

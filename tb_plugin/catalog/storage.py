@@ -72,6 +72,11 @@ class Storage:
     def is_local(self) -> bool:
         return self.location.store == "local"
 
+    @property
+    def file_access(self) -> Access | None:
+        """What a listed file is opened with: the credentials the listing used, none for a local file."""
+        return None if self.is_local else self.access
+
     def list_files(self) -> list[FileInfo]:
         """All files under the root, with one recursive listing (one request per page on object stores)."""
         if self.is_local:
