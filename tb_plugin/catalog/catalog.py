@@ -136,42 +136,58 @@ class Catalog:
         self.rejected = {}
         exports: list[ExportFile] = []
         for root in self.roots:
-            url = root.storage.url
-            try:
-                listing = root.storage.list_files()
-            except Exception as err:  # noqa: BLE001 - any storage failure becomes a message for this root
-                self.errors[url] = root.storage.explain(err)
-                # A store that is briefly unreachable keeps showing what it last listed (loaded runs stay usable).
-                listing = self._last_listing.get(url, [])
-            else:
-                self.errors.pop(url, None)
-                self._last_listing[url] = listing
             stable = []
-            for info in listing:
+            for info in self._listing(root):
                 named = self._name(info.path)
                 if named is None and not is_json_name(posixpath.basename(info.path)):
                     continue
                 seen[info.path] = info
-                before = self._previous.get(info.path)
-                unchanged = before is not None and _version(before) == _version(info)
-                if not (unchanged or (now - info.mtime) >= SETTLE_SECONDS or info.mtime == 0.0):
+                if self._settling(info, now):
                     pending += int(named is not None)
-                elif named is None or named.sniff:
-                    export, reason = self._classify(root, info)
-                    if export is not None:
-                        exports.append(_export_file(root, info, export))
-                    elif named is not None and reason is not None:
-                        self.rejected[info.path] = reason
-                    elif named is not None:
-                        stable.append((named.name, info))
-                else:
-                    stable.append((named.name, info))
+                    continue
+                taken = self._take(root, info, named)
+                if isinstance(taken, ExportFile):
+                    exports.append(taken)
+                elif taken is not None:
+                    stable.append((taken, info))
             files.extend(_files_of_root(root, stable))
         self.exports = exports
         self._previous = seen
         self._sniffed = {p: v for p, v in self._sniffed.items() if p in seen}
         self.pending = pending
         return files
+
+    def _listing(self, root: Root) -> list[FileInfo]:
+        """The root's files. A store that cannot be listed now says why in ``errors`` and keeps showing what it
+        last listed (it may be briefly unreachable: loaded runs stay usable)."""
+        url = root.storage.url
+        try:
+            listing = root.storage.list_files()
+        except Exception as err:  # noqa: BLE001 - any storage failure becomes a message for this root
+            self.errors[url] = root.storage.explain(err)
+            return self._last_listing.get(url, [])
+        self.errors.pop(url, None)
+        self._last_listing[url] = listing
+        return listing
+
+    def _settling(self, info: FileInfo, now: float) -> bool:
+        """Changed since the last scan and younger than ``SETTLE_SECONDS``: it may still be being written."""
+        before = self._previous.get(info.path)
+        unchanged = before is not None and _version(before) == _version(info)
+        return not (unchanged or (now - info.mtime) >= SETTLE_SECONDS or info.mtime == 0.0)
+
+    def _take(self, root: Root, info: FileInfo, named: _Named | None) -> TraceName | ExportFile | None:
+        """What a settled file is to the catalog: a trace (its name), a memory timeline export, or neither (a
+        file named as a trace that is not one says why in ``rejected``)."""
+        if named is not None and not named.sniff:
+            return named.name
+        export, reason = self._classify(root, info)
+        if export is not None:
+            return _export_file(root, info, export)
+        if named is not None and reason is not None:
+            self.rejected[info.path] = reason
+            return None
+        return named.name if named is not None else None
 
     def _name(self, path: str) -> _Named | None:
         """How a listed file is named as a trace, and whether its content must be sniffed first."""
