@@ -102,10 +102,7 @@ class Api:
         ranks = self.workspace.span_summaries(loaded.file.run, loaded.file.span) if workers > 1 else []
 
         def compute() -> dict[str, Any]:
-            job = self._job(ranks) if len(ranks) > 1 else None
-            payload = dict(overview(loaded.model, job, loaded.file.worker))
-            payload["environment"] = {**payload["environment"], "workers": workers}
-            return payload
+            return overview(loaded.model, self._job(ranks) if len(ranks) > 1 else None, loaded.file.worker, workers)
 
         # the job picture depends on the other ranks' traces: their identities are part of the answer's key
         return self._answer(request, loaded, compute, workers, tuple(sorted(f.identity for f, _ in ranks)))
