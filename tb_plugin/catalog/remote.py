@@ -54,7 +54,6 @@ class MissingBackend(RemoteError):
     def __init__(self, store: str, extra: str) -> None:
         super().__init__(f"{store} logdirs need the {EXTRAS[extra]} package, which is not installed: "
                          f'pip install "pytorch-tb-profiler[{extra}]"')
-        self.extra = extra
 
 
 @dataclass(frozen=True, repr=False)

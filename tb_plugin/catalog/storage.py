@@ -102,10 +102,6 @@ class Storage:
         root = self.root.rstrip("/")
         return path[len(root) + 1:] if path.startswith(root + "/") else path
 
-    def open(self, path: str) -> BinaryIO:
-        handle: Any = self.fs.open(path, "rb")
-        return handle  # type: ignore[no-any-return]
-
     def display(self, path: str) -> str:
         """A path as the user wrote it (URL form for remote stores): what the loader opens again."""
         return self.location.to_url(path)
