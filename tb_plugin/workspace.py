@@ -343,8 +343,7 @@ class Workspace:
 
     def _span_files(self, run: str, span: str) -> list[TraceFile]:
         """The files of one span of a run, sorted by worker: 404 when the run or the span is unknown."""
-        with self._lock:
-            files = [f for f in self._files.values() if f.run == run]
+        files = self._run_files(run)
         if not files:
             raise LookupFailed(404, f"unknown run {run!r}")
         files = sorted((f for f in files if f.span == span), key=lambda f: f.worker)
@@ -369,8 +368,7 @@ class Workspace:
 
     def span_label(self, run: str, span: str) -> str:
         """The label (``1``) of a span of a run named by its label or by one of its files' stamps."""
-        with self._lock:
-            files = [f for f in self._files.values() if f.run == run]
+        files = self._run_files(run)
         if any(f.span == span for f in files):
             return span
         return next((f.span for f in files if f.stamp is not None and str(f.stamp) == span), span)
@@ -378,8 +376,7 @@ class Workspace:
     def traces_of_run(self, run: str) -> list[LoadedTrace]:
         """Every span of a run whose model is loaded (views that look across spans or workers use this); a
         preprocessed span whose model was not opened yet is not opened for this."""
-        with self._lock:
-            files = [f for f in self._files.values() if f.run == run]
+        files = self._run_files(run)
         if not files:
             raise LookupFailed(404, f"unknown run {run!r}")
         out = []
@@ -393,8 +390,7 @@ class Workspace:
         """The views a run offers: from its loaded models, and the lists in its preprocessed spans' summaries
         (no model is opened to answer)."""
         loaded = self.traces_of_run(run)
-        with self._lock:
-            files = [f for f in self._files.values() if f.run == run]
+        files = self._run_files(run)
         lists = [available_views([t.model for t in loaded])]
         lists += [s.views for f in files if (s := self._preprocessed_summary(f)) is not None]
         return merge_views(lists)
@@ -402,18 +398,8 @@ class Workspace:
     def span_summaries(self, run: str, span: str) -> list[tuple[TraceFile, RankSummary]]:
         """The rank summary of every ready worker of one span: read from its preprocessed cache entry, or computed
         from its loaded model. What the job-level views read: no model is opened for them."""
-        with self._lock:
-            files = [f for f in self._files.values() if f.run == run and f.span == span]
-        out = []
-        for f in files:
-            summary = self._preprocessed_summary(f)
-            if summary is not None:
-                out.append((f, summary))
-                continue
-            model = self.scheduler.model(f.key, open_lazy=False)
-            if model is not None:
-                out.append((f, rank_summary(model, f.worker)))
-        return out
+        files = [f for f in self._run_files(run) if f.span == span]
+        return [(f, summary) for f in files if (summary := self._summary(f, open_lazy=False)) is not None]
 
     def span_ranks(self, run: str, span: str) -> SpanSummaries:
         """Every worker's summary of one span (the job-level Distributed view): 404 when the run or the span is
@@ -428,10 +414,7 @@ class Workspace:
             if status is not None and status.state == FAILED:
                 failed.append(f.worker)
                 continue
-            summary = self._preprocessed_summary(f) if status is not None and status.state == READY else None
-            if summary is None and status is not None and status.state == READY:
-                model = self.scheduler.model(f.key)
-                summary = rank_summary(model, f.worker) if model is not None else None
+            summary = self._summary(f, open_lazy=True) if status is not None and status.state == READY else None
             if summary is None:
                 loading += 1
             else:
@@ -441,6 +424,20 @@ class Workspace:
         if not ranks:
             raise LookupFailed(422, f"no worker of span {span} could be loaded")
         return SpanSummaries(ranks, failed)
+
+    def _summary(self, f: TraceFile, open_lazy: bool) -> RankSummary | None:
+        """The rank summary of a ready file: the preprocessed one (read once), else computed from its loaded model
+        (a preprocessed model is opened for it only with ``open_lazy``); None while neither is at hand."""
+        summary = self._preprocessed_summary(f)
+        if summary is not None:
+            return summary
+        model = self.scheduler.model(f.key, open_lazy=open_lazy)
+        return rank_summary(model, f.worker) if model is not None else None
+
+    def _run_files(self, run: str) -> list[TraceFile]:
+        """The files of one run, copied under the lock (the scan thread replaces the listing)."""
+        with self._lock:
+            return [f for f in self._files.values() if f.run == run]
 
     def _preprocessed_summary(self, f: TraceFile) -> RankSummary | None:
         """The summary stored with a preprocessed span (read once), or None."""
