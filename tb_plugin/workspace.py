@@ -158,6 +158,10 @@ class Workspace:
         self._stop.set()
         self.scheduler.close()
 
+    def wait_scanned(self, timeout: float | None = None) -> bool:
+        """Wait for the first scan to end (tests and benchmarks time from it; requests never wait)."""
+        return self._scanned.wait(timeout)
+
     # ---- scanning ---------------------------------------------------------------------------------------------
     def _make_catalog(self) -> Catalog:
         catalog = Catalog([], any_json=self._any_json)

@@ -398,13 +398,18 @@ def _s3(url: str, access: Access) -> Location:
         kwargs["anon"], how = False, "the AWS profile/configuration"
     else:
         kwargs["anon"], how = True, "anonymous"
-    fs = s3fs.S3FileSystem(**kwargs)
+    return _bucket_location(s3fs.S3FileSystem(**kwargs), url, "s3", access, endpoint or "AWS S3", how)
+
+
+def _bucket_location(fs: Any, url: str, store: str, access: Access, endpoint: str, auth: str) -> Location:
+    """Where a bucket store's URL (``s3://``, ``gs://``) points: its bucket and path; one naming no bucket is
+    refused with the form to use."""
     path = fs._strip_protocol(url).rstrip("/")
     bucket = path.split("/", 1)[0]
     if not bucket:
-        raise RemoteError("the URL names no bucket; use s3://<bucket>/<path>")
-    return Location(fs=fs, path=path, url=url.rstrip("/"), store="s3", access=access, container=bucket,
-                    endpoint=endpoint or "AWS S3", auth=how)
+        raise RemoteError(f"the URL names no bucket; use {'gs' if store == 'gcs' else store}://<bucket>/<path>")
+    return Location(fs=fs, path=path, url=url.rstrip("/"), store=store, access=access, container=bucket,
+                    endpoint=endpoint, auth=auth)
 
 
 # ---- GCS --------------------------------------------------------------------------------------------------------
@@ -440,13 +445,8 @@ def _gcs(url: str, access: Access) -> Location:
     project = access.get("GOOGLE_CLOUD_PROJECT")
     if project:
         kwargs["project"] = project
-    fs = gcsfs.GCSFileSystem(**kwargs)
-    path = fs._strip_protocol(url).rstrip("/")
-    bucket = path.split("/", 1)[0]
-    if not bucket:
-        raise RemoteError("the URL names no bucket; use gs://<bucket>/<path>")
-    return Location(fs=fs, path=path, url=url.rstrip("/"), store="gcs", access=access, container=bucket,
-                    endpoint=kwargs.get("endpoint_url", "Google Cloud Storage"), auth=how)
+    return _bucket_location(gcsfs.GCSFileSystem(**kwargs), url, "gcs", access,
+                            kwargs.get("endpoint_url", "Google Cloud Storage"), how)
 
 
 # ---- anything else fsspec knows (hdfs://, webhdfs://, memory://, ...) --------------------------------------------
