@@ -19,7 +19,7 @@ from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.names import is_dataloader, name_mask, step_number
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
-from .communication import collective_kernel_mask, communication_intervals
+from .communication import collective_kernel_mask, collectives, communication_intervals
 
 CATEGORIES = ("Kernel", "Memcpy", "Memset", "Communication", "Runtime", "DataLoader", "CPU Exec", "Other")
 HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
@@ -154,27 +154,44 @@ def _kind_union(model: TraceModel, mask: np.ndarray) -> iv.Intervals:
 
 
 @memoized
-def role_intervals(model: TraceModel) -> dict[str, iv.Intervals]:
-    """The raw time ranges of each category before priorities are applied.
+def category_events(model: TraceModel) -> dict[str, np.ndarray]:
+    """Per category (but "Other", which is time no event covers): a mask over event rows of the events it counts.
 
-    Communication is ``communication_intervals``, the definition the Distributed view uses too: collective kernels,
-    and host collective spans only where no collective kernel did the work. A host collective span that launched
-    a kernel is CPU work (the host issuing it), as any other operator.
+    The breakdown's time ranges are these events' spans (``role_intervals``), so the Trace view, asked to
+    highlight a category, shows exactly the events the Overview counted. Communication is the collective instances
+    (``collectives``: collective kernels, and host collective spans only where no collective kernel did the work)
+    and Kineto's ``collective_comm`` events; a host collective span that launched a kernel is CPU work (the host
+    issuing it), as any other operator.
     """
     ev = model["events"]
     kind, names = ev["kind"], ev["name"]
     host = np.isin(kind, HOST_KINDS)
     loader = host & name_mask(model, names, is_dataloader)
     steps = host & name_mask(model, names, lambda s: s.startswith("ProfilerStep#"))
+    communication = kind == Kind.COMMUNICATION
+    communication[collectives(model).row] = True
     return {
-        "Kernel": _kind_union(model, (kind == Kind.KERNEL) & ~collective_kernel_mask(model)),
-        "Memcpy": _kind_union(model, kind == Kind.MEMCPY),
-        "Memset": _kind_union(model, kind == Kind.MEMSET),
-        "Communication": communication_intervals(model),
-        "Runtime": _kind_union(model, (kind == Kind.RUNTIME) | (kind == Kind.DRIVER)),
-        "DataLoader": _kind_union(model, loader),
-        "CPU Exec": _kind_union(model, host & ~loader & ~steps),
+        "Kernel": (kind == Kind.KERNEL) & ~collective_kernel_mask(model),
+        "Memcpy": kind == Kind.MEMCPY,
+        "Memset": kind == Kind.MEMSET,
+        "Communication": communication,
+        "Runtime": (kind == Kind.RUNTIME) | (kind == Kind.DRIVER),
+        "DataLoader": loader,
+        "CPU Exec": host & ~loader & ~steps,
     }
+
+
+@memoized
+def role_intervals(model: TraceModel) -> dict[str, iv.Intervals]:
+    """The raw time ranges of each category before priorities are applied: the spans of its ``category_events``.
+
+    Communication is ``communication_intervals``, the definition the Distributed view uses too (the spans of the
+    same events).
+    """
+    events = category_events(model)
+    roles = {c: _kind_union(model, mask) for c, mask in events.items() if c != "Communication"}
+    roles["Communication"] = communication_intervals(model)
+    return roles
 
 
 @memoized
