@@ -101,6 +101,18 @@ def shot_trace(page: Any, tb: TensorBoard) -> None:  # noqa: F811
     save_screenshot(page, "trace.png")
 
 
+def shot_trace_highlight(page: Any, tb_samples: TensorBoard) -> None:
+    """The Overview's Memcpy row opens its busiest step with the copies highlighted, every other event dimmed."""
+    frame = views.open_view(page, tb_samples, views.TRANSFORMER, "Overview")
+    frame.locator("[data-testid=execution-row][data-category=Memcpy] [data-testid=category-trace]").click()
+    frame.wait_for_selector("[data-testid=trace-highlight-chip]")
+    frame.wait_for_function("() => window.__ptpTrace && window.__ptpTrace.stats().lastDraw.marked > 0")
+    trace.wait_idle(frame)
+    page.mouse.move(5, 890)
+    page.wait_for_timeout(300)
+    save_screenshot(page, "trace_highlight.png")
+
+
 def shot_memory(page: Any, tb_memory_module: TensorBoard) -> None:
     frame = mm.open_view(page, tb_memory_module, mm.TRANSFORMER, "Memory")
     frame.wait_for_selector("[data-testid=memory-curve] .main-svg")
