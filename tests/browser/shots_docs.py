@@ -49,6 +49,8 @@ def shot_overview_operator_kernel(page: Any, tb_samples: TensorBoard) -> None:
 
     frame = views.open_view(page, tb_samples, views.TRANSFORMER, "Operator")
     views.wait_charts(frame, "pie-device_self", "pie-device_total", "pie-host_self", "pie-host_total")
+    # 20 rows a page, so the whole table (and its pager) is in the picture
+    frame.select_option("[data-testid=table-page-size]", "20")
     views.row_named(frame, "operator-table", "aten::mm").locator("[data-testid=row-expand]").click()
     frame.wait_for_selector("[data-testid=call-stack]")
     save_screenshot(page, "operator.png", full_height=True)
@@ -76,7 +78,7 @@ def shot_gpu(page: Any, tb_samples: TensorBoard) -> None:
     frame = views.open_view(page, tb_samples, views.TRANSFORMER, "GPU")
     frame.wait_for_selector("[data-testid=gpu-view]")
     views.wait_charts(frame, "queue-chart")
-    save_screenshot(page, "gpu.png", full_height=True)
+    save_screenshot(page, "gpu.png", full_height=True, max_height=4400)  # every card
 
 
 def shot_trace(page: Any, tb: TensorBoard) -> None:  # noqa: F811
@@ -123,6 +125,7 @@ def shot_memory(page: Any, tb_memory_module: TensorBoard) -> None:
     frame.click(f"[data-testid={mm.EVENTS}] [data-testid=sort-lifetime]")
     frame.click(f"[data-testid={mm.EVENTS}] tbody tr[data-testid=row] >> nth=0")
     frame.wait_for_selector("[data-testid=memory-marked]")
+    frame.evaluate("() => window.scrollTo(0, 0)")  # the curve with the allocation marked (the row click scrolled)
     page.mouse.move(5, 300)
     page.wait_for_timeout(300)
     save_screenshot(page, "memory.png")

@@ -213,6 +213,10 @@ const boxRects = new RectBatch(PALETTE_SIZE * ALPHA_LEVELS);
 /** events and boxes outside a highlighted category, drawn faintly under the rest */
 const dimRects = new RectBatch(PALETTE_SIZE);
 const DIM_ALPHA = 0.16;
+/** x, y, w, h of each event or box holding category events: outlined, at least MARK_MIN_PX wide, so that a
+ * highlighted copy a few µs long still shows in a step of 50 ms */
+const markRects: number[] = [];
+const MARK_MIN_PX = 3;
 const labelJobs: { x: number; y: number; text: string; dark: boolean }[] = [];
 
 // ------------------------------------------------------------------------------------------ drawing
@@ -224,6 +228,15 @@ function fillLanes(ctx: CanvasRenderingContext2D, colours: Colours): void {
   boxRects.fill(ctx, (b) => palette.fill[Math.floor(b / ALPHA_LEVELS)] ?? colours.muted,
                 (b) => 0.22 + 0.78 * (((b % ALPHA_LEVELS) + 0.5) / ALPHA_LEVELS));
   eventRects.fill(ctx, (b) => palette.fill[b] ?? colours.muted);
+  if (markRects.length) {
+    ctx.strokeStyle = colours.fg;
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    for (let k = 0; k < markRects.length; k += 4) {
+      ctx.rect(Math.round(markRects[k] ?? 0) + 0.5, (markRects[k + 1] ?? 0) + 0.5, Math.max(1, Math.round(markRects[k + 2] ?? 0) - 1), (markRects[k + 3] ?? 0) - 1);
+    }
+    ctx.stroke();
+  }
   ctx.font = FONT;
   ctx.textBaseline = "middle";
   for (const dark of [true, false]) {
@@ -265,6 +278,7 @@ function drawLane(ctx: CanvasRenderingContext2D, scene: Scene, data: WindowData,
           continue;
         }
         stats.marked++;
+        markRects.push(x - Math.max(0, (MARK_MIN_PX - w) / 2), top, Math.max(w, MARK_MIN_PX), h);
       }
       const busy = lane.bbusy[i] ?? 0;
       const level = Math.min(ALPHA_LEVELS - 1, Math.floor(busy * ALPHA_LEVELS));
@@ -296,6 +310,7 @@ function drawLane(ctx: CanvasRenderingContext2D, scene: Scene, data: WindowData,
           continue;
         }
         stats.marked++;
+        markRects.push(x - Math.max(0, (MARK_MIN_PX - w) / 2), top, Math.max(w, MARK_MIN_PX), h);
       }
       eventRects.add(c, x, top, w > 2.5 ? w - 0.5 : Math.max(w, 1), h);
       if (w >= MIN_LABEL_PX) {
@@ -667,6 +682,7 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
     eventRects.clear();
     boxRects.clear();
     dimRects.clear();
+    markRects.length = 0;
     labelJobs.length = 0;
     const series = counterSeriesMap(data);
     for (const row of visible) {
