@@ -181,10 +181,7 @@ def _summary_marks(ix: TimelineIndex, lane_rows: tuple[int, int], b_lo: int, b_h
 
 def marked_events(model: TraceModel, category: str) -> np.ndarray:
     """The event mask of one step-breakdown category (``steps.category_events``); none for "Other"."""
-    events = category_events(model)
-    if category not in events:
-        return np.zeros(model.n_events, dtype=bool)
-    return events[category]
+    return category_events(model, category)
 
 
 def lane_limits(collapsed: frozenset[int], levels: Mapping[int, int]) -> dict[int, int]:

@@ -45,16 +45,16 @@ def test_kernel_category_is_the_traces_kernels_but_collectives(transformer: tupl
     path, model = transformer
     kernels = [e for e in _raw(path) if e.get("ph") == "X" and e.get("cat") == "kernel"]
     assert kernels and not any("nccl" in e["name"].lower() for e in kernels)
-    assert int(category_events(model)["Kernel"].sum()) == len(kernels)
+    assert int(category_events(model, "Kernel").sum()) == len(kernels)
     memcpy = [e for e in _raw(path) if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy"]
-    assert int(category_events(model)["Memcpy"].sum()) == len(memcpy) > 0
+    assert int(category_events(model, "Memcpy").sum()) == len(memcpy) > 0
 
 
 def test_communication_events_span_the_communication_time(real_traces: Path) -> None:
     """The events marked Communication cover exactly the time the breakdown (and the Distributed view) counts."""
     path = sorted((real_traces / "h200" / "ddp_resnet50").glob("*.gz"))[0]
     model = load_trace(str(path))
-    mask = category_events(model)["Communication"]
+    mask = category_events(model, "Communication")
     nccl = [e for e in _raw(path) if e.get("ph") == "X" and e.get("cat") == "kernel" and "nccl" in e["name"].lower()]
     assert int(mask.sum()) >= len(nccl) > 0
     ev = model["events"]
@@ -63,7 +63,7 @@ def test_communication_events_span_the_communication_time(real_traces: Path) -> 
     expected = communication_intervals(model)
     assert np.array_equal(spans[0], expected[0]) and np.array_equal(spans[1], expected[1])
     assert role_intervals(model)["Communication"] is expected
-    assert not (mask & category_events(model)["Kernel"]).any()
+    assert not (mask & category_events(model, "Kernel")).any()
 
 
 def test_window_marks_exactly_the_category_events(transformer: tuple[Path, Any]) -> None:
@@ -73,7 +73,7 @@ def test_window_marks_exactly_the_category_events(transformer: tuple[Path, Any])
     assert not any("hl" in lane["events"] or "hl" in lane["boxes"] for tr in plain["tracks"] for lane in tr["lanes"])
     for category in ("Kernel", "Runtime", "CPU Exec"):
         answer = window(model, ix.t_min, ix.t_max, 800, category=category)
-        expected = int(category_events(model)[category][ix.row].sum())
+        expected = int(category_events(model, category)[ix.row].sum())
         assert expected > 0 and _marked(answer) == expected, category
         for tr in answer["tracks"]:
             for lane in tr["lanes"]:
@@ -100,7 +100,7 @@ def test_summarised_lanes_mark_the_category_events_too(transformer: tuple[Path, 
     for category in ("Kernel", "CPU Exec"):
         answer = window_module.window(model, ix.t_min, ix.t_max, 500, category=category)
         assert answer["px_us"] >= ix.bucket_us
-        assert _marked(answer) == int(category_events(model)[category][ix.row].sum()) > 0, category
+        assert _marked(answer) == int(category_events(model, category)[ix.row].sum()) > 0, category
 
 
 def test_quoted_search_is_exact(transformer: tuple[Path, Any]) -> None:
