@@ -213,10 +213,11 @@ const boxRects = new RectBatch(PALETTE_SIZE * ALPHA_LEVELS);
 /** events and boxes outside a highlighted category, drawn faintly under the rest */
 const dimRects = new RectBatch(PALETTE_SIZE);
 const DIM_ALPHA = 0.16;
-/** x, y, w, h of each event or box holding category events: outlined, at least MARK_MIN_PX wide, so that a
- * highlighted copy a few µs long still shows in a step of 50 ms */
+/** x, y, w, h of each narrow event or box holding category events: outlined, at least MARK_MIN_PX wide, so that a
+ * highlighted copy a few µs long still shows in a step of 50 ms (wider ones stand out by their colour alone) */
 const markRects: number[] = [];
 const MARK_MIN_PX = 3;
+const MARK_OUTLINE_BELOW_PX = 8;
 const labelJobs: { x: number; y: number; text: string; dark: boolean }[] = [];
 
 // ------------------------------------------------------------------------------------------ drawing
@@ -278,7 +279,7 @@ function drawLane(ctx: CanvasRenderingContext2D, scene: Scene, data: WindowData,
           continue;
         }
         stats.marked++;
-        markRects.push(x - Math.max(0, (MARK_MIN_PX - w) / 2), top, Math.max(w, MARK_MIN_PX), h);
+        if (w < MARK_OUTLINE_BELOW_PX) markRects.push(x - Math.max(0, (MARK_MIN_PX - w) / 2), top, Math.max(w, MARK_MIN_PX), h);
       }
       const busy = lane.bbusy[i] ?? 0;
       const level = Math.min(ALPHA_LEVELS - 1, Math.floor(busy * ALPHA_LEVELS));
@@ -310,7 +311,7 @@ function drawLane(ctx: CanvasRenderingContext2D, scene: Scene, data: WindowData,
           continue;
         }
         stats.marked++;
-        markRects.push(x - Math.max(0, (MARK_MIN_PX - w) / 2), top, Math.max(w, MARK_MIN_PX), h);
+        if (w < MARK_OUTLINE_BELOW_PX) markRects.push(x - Math.max(0, (MARK_MIN_PX - w) / 2), top, Math.max(w, MARK_MIN_PX), h);
       }
       eventRects.add(c, x, top, w > 2.5 ? w - 0.5 : Math.max(w, 1), h);
       if (w >= MIN_LABEL_PX) {

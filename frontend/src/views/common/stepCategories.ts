@@ -26,7 +26,7 @@ export function highlightCategory(value: string | undefined): string | null {
 export function highlightText(category: string): string {
   return category === "Other"
     ? "Highlighting Other: time no event covers, so every event is dimmed"
-    : `Highlighting ${category}: the events the step breakdown counts in it (outlined; the rest dimmed)`;
+    : `Highlighting ${category}: the events the step breakdown counts in it, the rest dimmed`;
 }
 
 /**
