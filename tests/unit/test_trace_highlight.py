@@ -116,13 +116,20 @@ def test_quoted_search_is_exact(transformer: tuple[Path, Any]) -> None:
 
 
 def test_routes_validate_category_and_match(tensorboard_app: Any, real_traces: Path) -> None:
+    import yaml
+
+    from tests.unit.test_openapi import SPEC_PATH, check
+
+    spec = yaml.safe_load(SPEC_PATH.read_text())
     client = tensorboard_app(real_traces / "h200" / "transformer_bf16")
     wait_until_settled(client)
     q = "run=transformer_bf16&worker=vm_562&span=1"
     answer = client.get(f"{API}/trace/window?{q}&width_px=300&category=Memcpy").get_json()
+    check(spec, "/trace/window", 200, answer)
     assert any(sum(lane["events"]["hl"]) + sum(lane["boxes"]["hl"]) for tr in answer["tracks"] for lane in tr["lanes"])
     bad = client.get(f"{API}/trace/window?{q}&category=Kernels")
     assert bad.status_code == 400 and "category" in bad.get_json()["error"]
     assert client.get(f"{API}/trace/search?{q}&q=aten::mm&match=regex").status_code == 400
     hits = client.get(f"{API}/trace/search?{q}&q=aten::mm&match=exact&limit=5").get_json()
+    check(spec, "/trace/search", 200, hits)
     assert hits["total"] > 0 and {h["name"] for h in hits["items"]} == {"aten::mm"}
