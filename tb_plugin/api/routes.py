@@ -26,10 +26,10 @@ from ..analysis.overview import overview
 from ..analysis.queues import queue_length
 from ..analysis.sequences import kernel_sequences
 from ..analysis.sources import source_files
-from ..analysis.steps import find_steps
+from ..analysis.steps import CATEGORIES, find_steps
 from ..analysis.summary import summary
 from ..model.tables import TraceModel
-from ..timeline.details import event_details, range_summary, search
+from ..timeline.details import SEARCH_MATCHES, event_details, range_summary, search
 from ..timeline.index import timeline_index
 from ..timeline.window import window
 from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace
@@ -281,8 +281,9 @@ class Api:
         collapsed = params.int_list(request, "collapsed")
         levels = params.int_pairs(request, "levels")
         host = params.integer(request, "host_levels", required=False, default=0, minimum=0, maximum=4096) or None
-        return self._answer(request, loaded,
-                            lambda: window(loaded.model, start, end, width, frozenset(collapsed), levels, host))
+        category = params.text(request, "category", required=False, choices=CATEGORIES) or None
+        return self._answer(request, loaded, lambda: window(loaded.model, start, end, width, frozenset(collapsed),
+                                                             levels, host, category))
 
     def trace_event(self, request: Request) -> Response:
         loaded = self._trace(request)
@@ -296,7 +297,8 @@ class Api:
         query = params.text(request, "q")
         offset = params.integer(request, "offset", required=False, default=0, minimum=0)
         limit = params.integer(request, "limit", required=False, default=100, minimum=1, maximum=1000)
-        return self._answer(request, loaded, lambda: search(loaded.model, query, offset, limit))
+        exact = params.text(request, "match", required=False, default="substring", choices=SEARCH_MATCHES) == "exact"
+        return self._answer(request, loaded, lambda: search(loaded.model, query, offset, limit, exact))
 
     def trace_range(self, request: Request) -> Response:
         loaded = self._trace(request)

@@ -1,4 +1,5 @@
-"""The Overview's diagnosis in the browser: context, verdict and ranked findings above the fold at 1600×1000, and
+"""The Overview's diagnosis in the browser: the first screen, with context, verdict and ranked findings above the
+fold at 1600×1000 and 1280×800, and
 every kind of evidence link lands where it says (Trace range and search, Operator and Kernel filters, Distributed
 rank, Memory device and range, another rank's Overview, a Diff of two steps, a GPU-insights card)."""
 
@@ -35,6 +36,24 @@ def click_evidence(frame: Any, kind: str, view: str) -> None:
     frame.wait_for_selector(f"[data-testid=tab-{view}][aria-selected=true]")
 
 
+@pytest.mark.parametrize("size", [(1600, 1000), (1280, 800)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_overview_is_the_first_screen_with_its_diagnosis_above_the_fold(page: Any, tb_samples: TensorBoard,
+                                                                        size: tuple[int, int]) -> None:
+    """A link without a view opens the Overview; its context, verdict and first finding need no scrolling."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    p = f"p.{PLUGIN}"
+    page.goto("about:blank")
+    frame = open_plugin(page, tb_samples, f"&{p}.run={RESNET[0]}&{p}.worker={RESNET[1]}&{p}.span=1")
+    frame.wait_for_selector("[data-testid=tab-Overview][aria-selected=true]")
+    frame.wait_for_selector("[data-testid=verdict]")
+    assert top_hash(page)[f"{p}.view"] == "Overview"
+    iframe_top = page.eval_on_selector("iframe", "e => e.getBoundingClientRect().top")
+    for testid in ("run-context", "verdict", "recommendation"):
+        box = frame.eval_on_selector(f"[data-testid={testid}]", "e => { const r = e.getBoundingClientRect(); return {bottom: r.bottom, right: r.right}; }")
+        assert iframe_top + box["bottom"] <= size[1], testid
+        assert box["right"] <= size[0], testid
+
+
 def test_diagnosis_above_the_fold_with_trace_and_operator_links(page: Any, tb_samples: TensorBoard) -> None:
     page.set_viewport_size({"width": 1600, "height": 1000})
     data = overview(tb_samples, *RESNET)
@@ -45,10 +64,6 @@ def test_diagnosis_above_the_fold_with_trace_and_operator_links(page: Any, tb_sa
     items = frame.query_selector_all("[data-testid=recommendation]")
     assert [i.get_attribute("data-kind") for i in items] == [r["kind"] for r in data["recommendations"]]
     assert items[0].query_selector("[data-testid=finding-saving]").inner_text().startswith("est. −114")
-    iframe_top = page.eval_on_selector("iframe", "e => e.getBoundingClientRect().top")
-    for testid in ("run-context", "verdict", "recommendation"):  # above the fold of a 1000 px window
-        bottom = frame.eval_on_selector(f"[data-testid={testid}]", "e => e.getBoundingClientRect().bottom")
-        assert iframe_top + bottom <= 1000, testid
 
     # Trace: the step with the longest DataLoader wait, searching for it
     link = next(e for e in data["recommendations"][0]["evidence"] if e["view"] == "Trace")
