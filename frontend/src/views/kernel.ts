@@ -5,9 +5,9 @@
  */
 import { card, infoIcon } from "../components";
 import { h, replaceChildren } from "../dom";
-import { formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../format";
-import type { KernelGrouping, KernelRow, KernelsResponse } from "./common/apiTypes";
-import { Charts, chartDiv, ColorMap, type Figure } from "./common/charts";
+import { DASH, formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../format";
+import { loadView } from "../loadView";
+import { type Charts, chartDiv, ColorMap, type Figure } from "./common/charts";
 import { csvFileName } from "./common/csv";
 import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
 import { clampedName, type Column, DataTable } from "./common/table";
@@ -15,7 +15,18 @@ import { rowLinkButton, traceLinker, type TraceLinker, viewLink } from "./common
 import { shortKernelNames } from "./common/kernelNames";
 import { loadSources } from "./common/callStack";
 import { stacksPanel } from "./operator";
-import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
+import { startCharts } from "./common/startCharts";
+import { groupingSwitch, left } from "./common/ui";
+import {
+  hasLaunchingOperator,
+  type KernelGrouping,
+  type KernelRow,
+  kernelRowKey,
+  type KernelsResponse,
+  type KernelSummary,
+  kernelSummary,
+  tensorCoreSplit,
+} from "./kernelData";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
 import type { ViewContext } from "./types";
 
@@ -57,9 +68,7 @@ function dur(key: string, label: string, help: string, get: (r: KernelRow) => nu
   };
 }
 
-const NO_OPERATOR = "(no operator)";
-
-const yesNo = (v: boolean | undefined): string => (v === undefined ? "—" : v ? "yes" : "no");
+const yesNo = (v: boolean | undefined): string => (v === undefined ? DASH : v ? "yes" : "no");
 
 /** Links of a kernel row: to its occurrences in the Trace view, to the operators that launched it, and (by
  * operator) from an operator cell to the Operator view. */
@@ -166,12 +175,8 @@ export function kernelColumns(grouping: KernelGrouping, links?: KernelLinks): Co
   return cols;
 }
 
-const rowKey = (r: KernelRow): string =>
-  [r.name, r.operator ?? "", r.grid ?? "", r.block ?? "", r.registers_per_thread ?? "", r.shared_memory ?? ""].join("\u0000");
-
 function tensorCoreFigure(ratio: number, kernelUs: number): Figure {
-  const on = ratio * kernelUs;
-  const off = Math.max(0, kernelUs - on);
+  const { on, off } = tensorCoreSplit(ratio, kernelUs);
   return {
     data: [
       {
@@ -193,33 +198,38 @@ function tensorCoreFigure(ratio: number, kernelUs: number): Figure {
   };
 }
 
-export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
-  replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading kernels…"));
-  let byName: KernelsResponse;
-  void loadSources(ctx); // the launching operators' stacks, user frames first
-  try {
-    byName = await fetchFor<KernelsResponse>(ctx, "kernels", { group_by: "name" });
-  } catch (err) {
-    if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the kernels"));
-    return undefined;
-  }
-  if (left(ctx)) return undefined;
-  const rows = Array.isArray(byName.rows) ? byName.rows : [];
-  const kernelUs = rows.reduce((s, r) => s + (Number.isFinite(r.total_us) ? r.total_us : 0), 0);
-  const ratio = typeof byName.tensor_core_ratio === "number" && Number.isFinite(byName.tensor_core_ratio) ? byName.tensor_core_ratio : null;
+/** The pies card: the top N kernels by total time and, when the server knows it, the tensor-core share. */
+interface KernelPies {
+  el: HTMLElement;
+  /** draw both pies (again: the kernel pie after a new top N) */
+  draw: (charts: Charts) => Promise<void>;
+}
 
-  // ---- pies
+function kernelPies(summary: KernelSummary): KernelPies {
+  const { rows, kernelUs, ratio } = summary;
   const kernelPie = chartDiv("pie-kernels", 320);
   const tcPie = chartDiv("pie-tensor-cores", 320);
+  const colors = new ColorMap();
+  let charts: Charts | null = null;
+  const drawKernelPie = async (): Promise<void> => {
+    if (!charts) return;
+    const items: Item[] = rows.map((r) => ({ name: r.name, value: r.total_us }));
+    const slices = topN(items, top.value());
+    colors.assign(slices.filter((s) => !s.other).map((s) => s.name));
+    const short = shortKernelNames(slices.map((s) => s.name));
+    await charts.draw(kernelPie, () => ({
+      data: [pieTrace(slices, { format: formatDuration, colors, what: "total", labelMax: 44, label: (name) => short.get(name) ?? name })],
+      layout: pieLayout(),
+    }));
+  };
   const top = topNInput("Kernels shown in the pie", () => { void drawKernelPie(); });
-  const topInput = top.input;
-  const piesCard = card(
+  const el = card(
     { testid: "card-kernel-pies" },
     h(
       "div",
       { class: "ptp-card-head" },
       h("h3", {}, "Time by kernel"),
-      h("label", { class: "ptp-picker", title: "The N largest kernels get their own slice; all others are summed in \"Other\", so every share is of the whole." }, "Top N", topInput),
+      h("label", { class: "ptp-picker", title: "The N largest kernels get their own slice; all others are summed in \"Other\", so every share is of the whole." }, "Top N", top.input),
       h(
         "span",
         { class: "ptp-muted", title: `${formatExactUs(kernelUs)}: ${KERNEL_HELP.total}` },
@@ -246,8 +256,25 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
         : null,
     ),
   );
+  const draw = async (c: Charts): Promise<void> => {
+    charts = c;
+    await drawKernelPie();
+    if (ratio !== null) await c.draw(tcPie, () => tensorCoreFigure(ratio, kernelUs));
+  };
+  return { el, draw };
+}
 
-  // ---- table
+const GROUP_SEARCHES = {
+  name: { key: "name", label: "Search kernels", placeholder: "Search kernel names", text: (r: KernelRow) => r.name },
+  operator: { key: "operator", label: "Search operators", placeholder: "Search operator names", text: (r: KernelRow) => r.operator ?? "" },
+};
+
+/**
+ * The kernel table card with its group-by switch (each grouping fetched once), the links of its rows, and the
+ * search a link from another page asks for (`q`: a kernel, from the Overview's evidence; `op`: an operator whose
+ * kernels to show, from the Operator view).
+ */
+function kernelTableCard(ctx: ViewContext, byName: KernelsResponse): HTMLElement {
   let grouping: KernelGrouping = "name";
   const cache = new Map<KernelGrouping, KernelsResponse>([["name", byName]]);
   const select = h(
@@ -262,45 +289,46 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     controls: [h("label", { class: "ptp-picker" }, "Group by", select), tableStatus],
     emptyText: "This trace has no GPU kernels.",
   });
+  const showGrouping = async (g: KernelGrouping): Promise<void> => {
+    select.value = g;
+    await setGrouping(g);
+  };
   const links: KernelLinks = {
     trace: traceLinker(ctx),
     // kernel → the operators that launched it: this table by kernel + operator, searched for the kernel
     operators: (kernel) =>
-      rowLinkButton({ label: "operators", title: `The operators that launched ${kernel}`, testid: "kernel-operators", onClick: () => { void showOperatorsOf(kernel); } }),
+      rowLinkButton({
+        label: "operators",
+        title: `The operators that launched ${kernel}`,
+        testid: "kernel-operators",
+        onClick: () => {
+          void showGrouping("name_op").then(() => {
+            table.setQuery("operator", "");
+            table.setQuery("name", kernel, true);
+          });
+        },
+      }),
     operator: (name) =>
       viewLink(ctx, { label: "in Operator view ↗", title: `${name} in the Operator view`, testid: "operator-link", view: "Operator", state: { q: name } }),
   };
   const setData = (g: KernelGrouping, resp: KernelsResponse): void => {
-    const searches = [{ key: "name", label: "Search kernels", placeholder: "Search kernel names", text: (r: KernelRow) => r.name }];
-    if (g === "name_op") searches.push({ key: "operator", label: "Search operators", placeholder: "Search operator names", text: (r: KernelRow) => r.operator ?? "" });
     table.setData({
       columns: kernelColumns(g, links),
       rows: Array.isArray(resp.rows) ? resp.rows : [],
-      searches,
+      searches: g === "name_op" ? [GROUP_SEARCHES.name, GROUP_SEARCHES.operator] : [GROUP_SEARCHES.name],
       sort: { key: "total", dir: "desc" },
       // by operator: the source of a kernel is where its operator was called from
       expand: g === "name_op"
-        ? { can: (r) => !!r.operator && r.operator !== NO_OPERATOR, render: (r) => stacksPanel(ctx, r.operator ?? "", true), label: "Show the call stacks of the launching operator" }
+        ? { can: hasLaunchingOperator, render: (r) => stacksPanel(ctx, r.operator ?? "", true), label: "Show the call stacks of the launching operator" }
         : null,
-      rowKey,
+      rowKey: kernelRowKey,
     });
   };
   const setGrouping = groupingSwitch(ctx, "kernels", cache, select, tableStatus, (g: KernelGrouping, resp: KernelsResponse) => {
     grouping = g;
     setData(g, resp);
   });
-  const showGrouping = async (g: KernelGrouping): Promise<void> => {
-    select.value = g;
-    await setGrouping(g);
-  };
-  const showOperatorsOf = async (kernel: string): Promise<void> => {
-    await showGrouping("name_op");
-    table.setQuery("operator", "");
-    table.setQuery("name", kernel, true);
-  };
   setData("name", byName);
-  // A link from another page may name a kernel to search for (`q`: the Overview's evidence) or an operator
-  // whose kernels to show (`op`: the Operator view's rows).
   const linked = readViewUrlState();
   if (linked.q?.trim()) table.setQuery("name", linked.q.trim());
   if (linked.op?.trim()) {
@@ -308,43 +336,29 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     void showGrouping("name_op").then(() => { table.setQuery("operator", name, true); });
   }
   if (linked.q || linked.op) writeViewUrlState({ q: undefined, op: undefined });
+  return card({ title: "Kernels", testid: "card-kernel-table" }, table.el);
+}
 
+export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
+  void loadSources(ctx); // the launching operators' stacks, user frames first
+  const query = { run: ctx.run, worker: ctx.worker, span: ctx.span };
+  const data = await loadView(ctx, container, {
+    byName: () => ctx.api.get("kernels", { ...query, group_by: "name" }, { signal: ctx.signal }),
+  }, { what: "the kernels" });
+  if (!data) return undefined;
+  const summary = kernelSummary(data.byName);
+  const pies = kernelPies(summary);
   replaceChildren(
     container,
     h(
       "div",
       { class: "ptp-view ptp-kernels", testid: "kernel-view" },
-      rows.length ? piesCard : null,
-      card({ title: "Kernels", testid: "card-kernel-table" }, table.el),
+      summary.rows.length ? pies.el : null,
+      kernelTableCard(ctx, data.byName),
     ),
   );
-
-  let charts: Charts | null = null;
-  const colors = new ColorMap();
-  const drawKernelPie = async (): Promise<void> => {
-    if (!charts) return;
-    const items: Item[] = rows.map((r) => ({ name: r.name, value: r.total_us }));
-    const slices = topN(items, top.value());
-    colors.assign(slices.filter((s) => !s.other).map((s) => s.name));
-    const short = shortKernelNames(slices.map((s) => s.name));
-    await charts.draw(kernelPie, () => ({
-      data: [pieTrace(slices, { format: formatDuration, colors, what: "total", labelMax: 44, label: (name) => short.get(name) ?? name })],
-      layout: pieLayout(),
-    }));
-  };
-  if (rows.length) {
-    try {
-      const Plotly = await ctx.loadPlotly();
-      if (left(ctx)) return undefined;
-      charts = new Charts(Plotly, ctx);
-      await drawKernelPie();
-      if (ratio !== null) await charts.draw(tcPie, () => tensorCoreFigure(ratio, kernelUs));
-    } catch (err) {
-      if (left(ctx)) return undefined;
-      const message = err instanceof Error ? err.message : String(err);
-      replaceChildren(piesCard, h("p", { class: "ptp-muted", testid: "chart-error" }, `The charts could not be drawn: ${message}`));
-    }
-  }
-  const c = charts;
-  return () => c?.dispose();
+  if (!summary.rows.length) return undefined;
+  const charts = await startCharts(ctx, pies.el, pies.draw);
+  if (left(ctx)) return undefined;
+  return () => charts?.dispose();
 }

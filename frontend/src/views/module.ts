@@ -6,61 +6,35 @@
  */
 import { card, infoIcon } from "../components";
 import { h, replaceChildren } from "../dom";
-import { formatDuration, formatExactUs, formatInt } from "../format";
+import { DASH, formatDuration, formatExactUs, formatInt } from "../format";
+import { loadView } from "../loadView";
 import type { Theme } from "../theme";
-import { Charts, chartDiv, ColorMap, type Data, type Figure, plotlyText } from "./common/charts";
+import { type Charts, chartDiv, ColorMap, type Data, type Figure, plotlyText } from "./common/charts";
 import { csvFileName } from "./common/csv";
 import { clampedName, DataTable } from "./common/table";
 import { loadSources, openFrame, parseFrame } from "./common/callStack";
 import type { Frame } from "./common/sourceFrames";
 import { rowLinkButton, traceLinker } from "./common/traceLink";
+import { startCharts } from "./common/startCharts";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
+import {
+  arr,
+  hookMean,
+  LIGHTNING,
+  type LightningHook,
+  type LightningModule,
+  meanClock,
+  moduleClass,
+  type ModuleNode,
+  type ModuleOccurrence,
+  type ModulesResponse,
+  moduleSubtitle,
+  normalizeModules,
+  orZero,
+  timelinePlan,
+} from "./moduleData";
 import { type TreeColumn, type TreeItem, treeItems, TreeTable } from "./moduleTree";
 import type { ViewContext } from "./types";
-
-export interface ModuleNode {
-  name: string;
-  id?: number;
-  occurrences: number;
-  operators: number;
-  host_total_us: number;
-  host_self_us: number;
-  device_total_us: number;
-  device_self_us: number;
-  backward_host_us?: number;
-  backward_device_us?: number;
-  avg_us: number;
-  /** the module's forward frame, `file(line): forward` */
-  source?: string | null;
-  children: ModuleNode[];
-}
-
-export interface LightningModule {
-  name: string;
-  occurrences: number;
-  host_total_us: number;
-  children: LightningModule[];
-}
-
-export interface LightningHook {
-  name: string;
-  calls: number;
-  host_total_us: number;
-}
-
-export interface ModulesResponse {
-  framework: string | null;
-  modules: ModuleNode[];
-  lightning_modules: LightningModule[];
-  hooks: LightningHook[];
-}
-
-export interface ModuleOccurrence {
-  name: string;
-  start_us: number;
-  dur_us: number;
-  depth: number;
-}
 
 export const MODULE_HELP = {
   occurrences: "How many times the module's forward ran in this trace.",
@@ -80,16 +54,9 @@ export const MODULE_HELP = {
   plTotal: "Host time of the module's recorded calls, summed.",
 };
 
-const LIGHTNING = "pytorch-lightning";
-const TIMELINE_MAX = 6000;
 const ROOT_ID = "\u0000root";
 
 type Metric = "device" | "host";
-
-const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0);
-
-/** The clock of a module's mean: "device" where it ran GPU work (the analysis divides device total), else "host". */
-const meanClock = (n: ModuleNode): string => (num(n.device_total_us) > 0 ? "device" : "host");
 
 const MODULE_PREFIX = "nn.Module: ";
 
@@ -102,54 +69,45 @@ function sourceLink(f: Frame): HTMLElement {
   return link;
 }
 
-/** "Linear_3" → "Linear": one colour per module class. */
-export function moduleClass(name: string): string {
-  return name.replace(/_\d+$/, "");
-}
-
-function arr<T>(v: unknown): T[] {
-  return Array.isArray(v) ? (v as T[]) : [];
-}
-
 function durCol<N>(key: string, label: string, help: string, get: (n: N) => number): TreeColumn<N> {
   return { key, label, help, numeric: true, value: get, text: (n) => formatDuration(get(n)), title: (n) => `${formatExactUs(get(n))}\n${help}` };
 }
 
 function moduleColumns(hasDevice: boolean): TreeColumn<ModuleNode>[] {
   const cols: TreeColumn<ModuleNode>[] = [
-    { key: "occurrences", label: "Occurrences", help: MODULE_HELP.occurrences, numeric: true, value: (n) => num(n.occurrences), text: (n) => formatInt(n.occurrences) },
+    { key: "occurrences", label: "Occurrences", help: MODULE_HELP.occurrences, numeric: true, value: (n) => orZero(n.occurrences), text: (n) => formatInt(n.occurrences) },
     {
       key: "operators",
       label: "Operators",
       help: MODULE_HELP.operators,
       numeric: true,
-      value: (n) => num(n.operators),
+      value: (n) => orZero(n.operators),
       // a container (Sequential, an encoder) calls no operator itself: all its work is in its sub-modules
-      text: (n) => (num(n.operators) === 0 && arr(n.children).length ? "0 (in sub-modules)" : formatInt(n.operators)),
-      title: (n) => (num(n.operators) === 0 && arr(n.children).length ? MODULE_HELP.containerOperators : MODULE_HELP.operators),
+      text: (n) => (orZero(n.operators) === 0 && arr(n.children).length ? "0 (in sub-modules)" : formatInt(n.operators)),
+      title: (n) => (orZero(n.operators) === 0 && arr(n.children).length ? MODULE_HELP.containerOperators : MODULE_HELP.operators),
     },
-    durCol("host_total", "Host total", MODULE_HELP.hostTotal, (n) => num(n.host_total_us)),
-    durCol("host_self", "Host self", MODULE_HELP.hostSelf, (n) => num(n.host_self_us)),
+    durCol("host_total", "Host total", MODULE_HELP.hostTotal, (n) => orZero(n.host_total_us)),
+    durCol("host_self", "Host self", MODULE_HELP.hostSelf, (n) => orZero(n.host_self_us)),
   ];
   if (hasDevice) {
     cols.push(
-      durCol("device_total", "Device total", MODULE_HELP.deviceTotal, (n) => num(n.device_total_us)),
-      durCol("device_self", "Device self", MODULE_HELP.deviceSelf, (n) => num(n.device_self_us)),
+      durCol("device_total", "Device total", MODULE_HELP.deviceTotal, (n) => orZero(n.device_total_us)),
+      durCol("device_self", "Device self", MODULE_HELP.deviceSelf, (n) => orZero(n.device_self_us)),
     );
   }
-  cols.push(durCol("backward_host", "Backward host", MODULE_HELP.backwardHost, (n) => num(n.backward_host_us ?? 0)));
+  cols.push(durCol("backward_host", "Backward host", MODULE_HELP.backwardHost, (n) => orZero(n.backward_host_us)));
   if (hasDevice) {
-    cols.push(durCol("backward_device", "Backward device", MODULE_HELP.backwardDevice, (n) => num(n.backward_device_us ?? 0)));
+    cols.push(durCol("backward_device", "Backward device", MODULE_HELP.backwardDevice, (n) => orZero(n.backward_device_us)));
   }
   cols.push({
     key: "mean",
     label: "Mean per call",
     help: MODULE_HELP.mean,
     numeric: true,
-    value: (n) => num(n.avg_us),
+    value: (n) => orZero(n.avg_us),
     // which clock the mean is on, per row: device time where the module ran GPU work, else host time
-    text: (n) => `${formatDuration(num(n.avg_us))} ${meanClock(n)}`,
-    title: (n) => `${formatExactUs(num(n.avg_us))} of ${meanClock(n)} time per call\n${MODULE_HELP.mean}`,
+    text: (n) => `${formatDuration(orZero(n.avg_us))} ${meanClock(n)}`,
+    title: (n) => `${formatExactUs(orZero(n.avg_us))} of ${meanClock(n)} time per call\n${MODULE_HELP.mean}`,
   });
   return cols;
 }
@@ -163,7 +121,7 @@ function walkItems<N>(items: readonly TreeItem<N>[], visit: (it: TreeItem<N>) =>
 
 /** Icicle of the module tree; sizes are the metric's totals (a node's area = its total time). */
 export function icicleFigure(roots: readonly TreeItem<ModuleNode>[], metric: Metric, colors: ColorMap, theme: Theme): Figure {
-  const total = (n: ModuleNode): number => (metric === "device" ? num(n.device_total_us) : num(n.host_total_us));
+  const total = (n: ModuleNode): number => (metric === "device" ? orZero(n.device_total_us) : orZero(n.host_total_us));
   const all = roots.reduce((s, r) => s + total(r.node), 0);
   // Several top-level modules (model, loss, …) hang under one "All modules" bar; a single one is the root.
   const single = roots.length === 1;
@@ -260,220 +218,196 @@ function emptyCard(lightning: boolean): HTMLElement {
   );
 }
 
-export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
-  replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading modules…"));
-  let data: ModulesResponse;
-  try {
-    const [raw] = await Promise.all([fetchFor<Partial<ModulesResponse> | null>(ctx, "modules"), loadSources(ctx)]);
-    data = {
-      framework: typeof raw?.framework === "string" ? raw.framework : null,
-      modules: arr<ModuleNode>(raw?.modules),
-      lightning_modules: arr<LightningModule>(raw?.lightning_modules),
-      hooks: arr<LightningHook>(raw?.hooks),
-    };
-  } catch (err) {
-    if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the modules"));
-    return undefined;
-  }
-  if (left(ctx)) return undefined;
+function titleHead(count: number, lightning: boolean): HTMLElement {
+  return h(
+    "div",
+    { class: "ptp-page-head" },
+    h("h2", { testid: "module-title" }, lightning ? "Lightning" : "Modules"),
+    h("span", { class: "ptp-muted", testid: "module-subtitle" }, moduleSubtitle(count, lightning)),
+  );
+}
 
+function moduleTreeCard(ctx: ViewContext, modules: ModuleNode[], hasDevice: boolean): HTMLElement {
+  const moduleLink = traceLinker(ctx);
+  const tree = new TreeTable<ModuleNode>({
+    testid: "module-tree",
+    nameLabel: "Module",
+    name: (n) => n.name,
+    children: (n) => arr<ModuleNode>(n.children),
+    columns: moduleColumns(hasDevice),
+    openDepth: 1,
+    noun: "modules",
+    // the module's calls: its "nn.Module: <name>" frames, found and stepped through in the Trace view
+    nameExtra: (n) => [moduleLink(`${MODULE_PREFIX}${n.name}`), n.source ? sourceLink(parseFrame(n.source)) : null],
+  });
+  tree.setRoots(modules);
+  return card(
+    { testid: "card-module-tree" },
+    h("div", { class: "ptp-card-head" }, h("h3", {}, "Module tree"), infoIcon("Modules are nn.Module forward calls, nested as they ran; a module's numbers sum all its calls.")),
+    tree.el,
+  );
+}
+
+/** The icicle card with its device/host picker; `onMetric` redraws. */
+function icicleCard(metric: Metric, hasDevice: boolean, onMetric: (m: Metric) => void): { el: HTMLElement; div: HTMLElement } {
+  const div = chartDiv("module-icicle", 420);
+  const metricSelect = h(
+    "select",
+    {
+      testid: "module-metric",
+      attrs: { "aria-label": "Time shown in the chart" },
+      onChange: () => { onMetric(metricSelect.value === "host" ? "host" : "device"); },
+    },
+    h("option", { attrs: { value: "device", selected: metric === "device", disabled: !hasDevice } }, "Device time"),
+    h("option", { attrs: { value: "host", selected: metric === "host" } }, "Host time"),
+  );
+  const el = card(
+    { testid: "card-module-icicle" },
+    h(
+      "div",
+      { class: "ptp-card-head" },
+      h("h3", {}, "Time by module"),
+      h("label", { class: "ptp-picker", title: hasDevice ? "GPU time of the kernels each module launched, or its host (CPU) time" : "This trace has no GPU time" }, "Show", metricSelect),
+      h("span", { class: "ptp-muted" }, "Click a module to zoom into it; click the bar above to zoom out."),
+    ),
+    div,
+  );
+  return { el, div };
+}
+
+/** The timeline card, "Loading…" until its calls come (`show`). */
+function timelineCard(): { el: HTMLElement; show: (charts: Charts | null, colors: ColorMap, answer: TimelineAnswer) => void } {
+  const div = chartDiv("module-timeline", 200);
+  const note = h("span", { class: "ptp-muted", testid: "module-timeline-note" }, "Loading…");
+  const el = card({ testid: "card-module-timeline" }, h("div", { class: "ptp-card-head" }, h("h3", {}, "Module calls over time"), note), div);
+  const show = (charts: Charts | null, colors: ColorMap, answer: TimelineAnswer): void => {
+    if (!answer.ok) {
+      replaceChildren(el, loadErrorCard(answer.err, "the module timeline"));
+    } else if (answer.rows.length === 0) {
+      note.textContent = "No module call was recorded.";
+      div.hidden = true;
+    } else {
+      const plan = timelinePlan(answer.rows);
+      div.style.height = `${plan.heightPx}px`;
+      note.textContent = plan.note;
+      if (charts) void charts.draw(div, () => timelineFigure(plan.rows, colors));
+    }
+  };
+  return { el, show };
+}
+
+type TimelineAnswer = { ok: true; rows: ModuleOccurrence[] } | { ok: false; err: unknown };
+
+function hooksTable(ctx: ViewContext, hooks: LightningHook[]): DataTable<LightningHook> {
+  const table = new DataTable<LightningHook>({
+    testid: "lightning-hooks-table",
+    csvName: () => csvFileName("lightning_hooks", ctx.run, ctx.worker, `span${ctx.span}`),
+    emptyText: "No Lightning hook was recorded.",
+  });
+  table.setData({
+    columns: [
+      { key: "name", label: "Hook", value: (r) => r.name, render: (r) => clampedName(r.name, "hook-name"), title: (r) => r.name, cls: "ptp-name-col" },
+      { key: "calls", label: "Calls", help: MODULE_HELP.hookCalls, numeric: true, value: (r) => orZero(r.calls), text: (r) => formatInt(r.calls) },
+      { key: "total", label: "Host total", help: MODULE_HELP.hookTotal, numeric: true, value: (r) => orZero(r.host_total_us), text: (r) => formatDuration(r.host_total_us), exact: (r) => formatExactUs(r.host_total_us), csvHeader: "Host total (us)" },
+      {
+        key: "mean",
+        label: "Mean",
+        help: MODULE_HELP.hookMean,
+        numeric: true,
+        value: hookMean,
+        text: (r) => {
+          const mean = hookMean(r);
+          return mean === null ? DASH : formatDuration(mean);
+        },
+        csvHeader: "Mean (us)",
+      },
+    ],
+    rows: hooks,
+    searches: [{ key: "name", label: "Search hooks", placeholder: "Search hook names", text: (r) => r.name }],
+    sort: { key: "total", dir: "desc" },
+    rowKey: (r) => r.name,
+  });
+  return table;
+}
+
+/** Lightning's hooks and, when recorded, its own module annotations as a tree. */
+function lightningSection(ctx: ViewContext, data: ModulesResponse): HTMLElement {
+  const plCards: HTMLElement[] = [
+    card(
+      { testid: "card-lightning-hooks" },
+      h("div", { class: "ptp-card-head" }, h("h3", {}, "Lightning hooks"), infoIcon("Lightning's [pl][profile] annotations: the training loop's hooks and strategy calls, by name.")),
+      hooksTable(ctx, data.hooks).el,
+    ),
+  ];
+  if (data.lightning_modules.length) {
+    const plTree = new TreeTable<LightningModule>({
+      testid: "lightning-module-tree",
+      nameLabel: "Lightning module",
+      name: (n) => n.name,
+      children: (n) => arr<LightningModule>(n.children),
+      columns: [
+        { key: "occurrences", label: "Occurrences", help: MODULE_HELP.plOccurrences, numeric: true, value: (n) => orZero(n.occurrences), text: (n) => formatInt(n.occurrences) },
+        durCol("host_total", "Host total", MODULE_HELP.plTotal, (n) => orZero(n.host_total_us)),
+      ],
+      openDepth: 1,
+      noun: "modules",
+    });
+    plTree.setRoots(data.lightning_modules);
+    plCards.push(
+      card(
+        { testid: "card-lightning-modules" },
+        h("div", { class: "ptp-card-head" }, h("h3", {}, "Lightning modules"), infoIcon("Lightning's [pl][module] annotations, nested by their dotted names.")),
+        plTree.el,
+      ),
+    );
+  }
+  return h("div", { class: "ptp-grid ptp-module-pl" }, plCards);
+}
+
+export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
+  const loaded = await loadView(ctx, container, {
+    raw: () => fetchFor<Partial<ModulesResponse> | null>(ctx, "modules"),
+    sources: () => loadSources(ctx),
+  }, { what: "the modules" });
+  if (!loaded) return undefined;
+  const data = normalizeModules(loaded.raw);
   const lightning = data.framework === LIGHTNING;
   const items = treeItems(data.modules, (n) => arr<ModuleNode>(n.children));
   const flat: TreeItem<ModuleNode>[] = [];
   walkItems(items, (it) => flat.push(it));
-  const count = flat.length;
-  const hasDevice = flat.some((it) => num(it.node.device_total_us) > 0);
+  const hasDevice = flat.some((it) => orZero(it.node.device_total_us) > 0);
   let metric: Metric = hasDevice ? "device" : "host";
-
-  const title = h(
-    "div",
-    { class: "ptp-page-head" },
-    h("h2", { testid: "module-title" }, lightning ? "Lightning" : "Modules"),
-    h(
-      "span",
-      { class: "ptp-muted", testid: "module-subtitle" },
-      count
-        ? `${formatInt(count)} modules in the nn.Module hierarchy · times summed over every call${lightning ? " · PyTorch Lightning" : ""}`
-        : lightning
-          ? "PyTorch Lightning run"
-          : "",
-    ),
-  );
-
-  const sections: (HTMLElement | null)[] = [title];
   const colors = new ColorMap();
-  let icicleDiv: HTMLElement | null = null;
-  let timelineDiv: HTMLElement | null = null;
-  let timelineCard: HTMLElement | null = null;
-
-  if (count === 0) {
-    sections.push(emptyCard(lightning));
-  } else {
-    const moduleLink = traceLinker(ctx);
-    const tree = new TreeTable<ModuleNode>({
-      testid: "module-tree",
-      nameLabel: "Module",
-      name: (n) => n.name,
-      children: (n) => arr<ModuleNode>(n.children),
-      columns: moduleColumns(hasDevice),
-      openDepth: 1,
-      noun: "modules",
-      // the module's calls: its "nn.Module: <name>" frames, found and stepped through in the Trace view
-      nameExtra: (n) => [moduleLink(`${MODULE_PREFIX}${n.name}`), n.source ? sourceLink(parseFrame(n.source)) : null],
-    });
-    tree.setRoots(data.modules);
-    sections.push(
-      card(
-        { testid: "card-module-tree" },
-        h("div", { class: "ptp-card-head" }, h("h3", {}, "Module tree"), infoIcon("Modules are nn.Module forward calls, nested as they ran; a module's numbers sum all its calls.")),
-        tree.el,
-      ),
-    );
-
-    icicleDiv = chartDiv("module-icicle", 420);
-    const metricSelect = h(
-      "select",
-      {
-        testid: "module-metric",
-        attrs: { "aria-label": "Time shown in the chart" },
-        onChange: () => {
-          metric = metricSelect.value === "host" ? "host" : "device";
-          drawIcicle();
-        },
-      },
-      h("option", { attrs: { value: "device", selected: metric === "device", disabled: !hasDevice } }, "Device time"),
-      h("option", { attrs: { value: "host", selected: metric === "host" } }, "Host time"),
-    );
-    sections.push(
-      card(
-        { testid: "card-module-icicle" },
-        h(
-          "div",
-          { class: "ptp-card-head" },
-          h("h3", {}, "Time by module"),
-          h("label", { class: "ptp-picker", title: hasDevice ? "GPU time of the kernels each module launched, or its host (CPU) time" : "This trace has no GPU time" }, "Show", metricSelect),
-          h("span", { class: "ptp-muted" }, "Click a module to zoom into it; click the bar above to zoom out."),
-        ),
-        icicleDiv,
-      ),
-    );
-
-    timelineDiv = chartDiv("module-timeline", 200);
-    timelineCard = card(
-      { testid: "card-module-timeline" },
-      h("div", { class: "ptp-card-head" }, h("h3", {}, "Module calls over time"), h("span", { class: "ptp-muted", testid: "module-timeline-note" }, "Loading…")),
-      timelineDiv,
-    );
-    sections.push(timelineCard);
-  }
-
-  if (lightning) {
-    const hooks = new DataTable<LightningHook>({
-      testid: "lightning-hooks-table",
-      csvName: () => csvFileName("lightning_hooks", ctx.run, ctx.worker, `span${ctx.span}`),
-      emptyText: "No Lightning hook was recorded.",
-    });
-    hooks.setData({
-      columns: [
-        { key: "name", label: "Hook", value: (r) => r.name, render: (r) => clampedName(r.name, "hook-name"), title: (r) => r.name, cls: "ptp-name-col" },
-        { key: "calls", label: "Calls", help: MODULE_HELP.hookCalls, numeric: true, value: (r) => num(r.calls), text: (r) => formatInt(r.calls) },
-        { key: "total", label: "Host total", help: MODULE_HELP.hookTotal, numeric: true, value: (r) => num(r.host_total_us), text: (r) => formatDuration(r.host_total_us), exact: (r) => formatExactUs(r.host_total_us), csvHeader: "Host total (us)" },
-        {
-          key: "mean",
-          label: "Mean",
-          help: MODULE_HELP.hookMean,
-          numeric: true,
-          value: (r) => (num(r.calls) > 0 ? num(r.host_total_us) / r.calls : null),
-          text: (r) => (num(r.calls) > 0 ? formatDuration(num(r.host_total_us) / r.calls) : "—"),
-          csvHeader: "Mean (us)",
-        },
-      ],
-      rows: data.hooks,
-      searches: [{ key: "name", label: "Search hooks", placeholder: "Search hook names", text: (r) => r.name }],
-      sort: { key: "total", dir: "desc" },
-      rowKey: (r) => r.name,
-    });
-    const plCards: HTMLElement[] = [
-      card(
-        { testid: "card-lightning-hooks" },
-        h("div", { class: "ptp-card-head" }, h("h3", {}, "Lightning hooks"), infoIcon("Lightning's [pl][profile] annotations: the training loop's hooks and strategy calls, by name.")),
-        hooks.el,
-      ),
-    ];
-    if (data.lightning_modules.length) {
-      const plTree = new TreeTable<LightningModule>({
-        testid: "lightning-module-tree",
-        nameLabel: "Lightning module",
-        name: (n) => n.name,
-        children: (n) => arr<LightningModule>(n.children),
-        columns: [
-          { key: "occurrences", label: "Occurrences", help: MODULE_HELP.plOccurrences, numeric: true, value: (n) => num(n.occurrences), text: (n) => formatInt(n.occurrences) },
-          durCol("host_total", "Host total", MODULE_HELP.plTotal, (n) => num(n.host_total_us)),
-        ],
-        openDepth: 1,
-        noun: "modules",
-      });
-      plTree.setRoots(data.lightning_modules);
-      plCards.push(
-        card(
-          { testid: "card-lightning-modules" },
-          h("div", { class: "ptp-card-head" }, h("h3", {}, "Lightning modules"), infoIcon("Lightning's [pl][module] annotations, nested by their dotted names.")),
-          plTree.el,
-        ),
-      );
-    }
-    sections.push(h("div", { class: "ptp-grid ptp-module-pl" }, plCards));
-  }
-
-  const root = h("div", { class: "ptp-view ptp-module", testid: "module-view", dataset: { metric } }, sections);
-  replaceChildren(container, root);
-
-  if (count === 0) return undefined;
-
   let charts: Charts | null = null;
   const drawIcicle = (): void => {
     root.dataset["metric"] = metric;
-    if (charts && icicleDiv) void charts.draw(icicleDiv, (theme) => icicleFigure(items, metric, colors, theme));
+    if (charts) void charts.draw(icicle.div, (theme) => icicleFigure(items, metric, colors, theme));
   };
-
-  const timelinePromise = fetchFor<{ occurrences?: unknown }>(ctx, "modules/timeline").then(
-    (r) => ({ ok: true as const, rows: arr<ModuleOccurrence>(r.occurrences) }),
-    (err: unknown) => ({ ok: false as const, err }),
-  );
-
-  try {
-    const Plotly = await ctx.loadPlotly();
-    if (left(ctx)) return undefined;
-    charts = new Charts(Plotly, ctx);
+  const icicle = icicleCard(metric, hasDevice, (m) => {
+    metric = m;
     drawIcicle();
-  } catch (err) {
-    if (left(ctx)) return undefined;
-    if (icicleDiv) replaceChildren(icicleDiv, h("p", { class: "ptp-muted", testid: "chart-error" }, `The chart could not be drawn: ${err instanceof Error ? err.message : String(err)}`));
-  }
+  });
+  const timeline = timelineCard();
+  const sections: (HTMLElement | null)[] = flat.length === 0
+    ? [titleHead(0, lightning), emptyCard(lightning)]
+    : [titleHead(flat.length, lightning), moduleTreeCard(ctx, data.modules, hasDevice), icicle.el, timeline.el];
+  if (lightning) sections.push(lightningSection(ctx, data));
+  const root = h("div", { class: "ptp-view ptp-module", testid: "module-view", dataset: { metric } }, sections);
+  replaceChildren(container, root);
+  if (flat.length === 0) return undefined;
 
-  const tl = await timelinePromise;
+  const timelineAnswer = fetchFor<{ occurrences?: unknown }>(ctx, "modules/timeline").then(
+    (r): TimelineAnswer => ({ ok: true, rows: arr<ModuleOccurrence>(r.occurrences) }),
+    (err: unknown): TimelineAnswer => ({ ok: false, err }),
+  );
+  charts = await startCharts(ctx, icicle.div, (c) => {
+    charts = c;
+    drawIcicle();
+  }, "The chart");
   if (left(ctx)) return undefined;
-  const note = timelineCard?.querySelector<HTMLElement>("[data-testid=module-timeline-note]");
-  if (timelineCard && timelineDiv) {
-    if (!tl.ok) {
-      replaceChildren(timelineCard, loadErrorCard(tl.err, "the module timeline"));
-    } else if (tl.rows.length === 0) {
-      if (note) note.textContent = "No module call was recorded.";
-      timelineDiv.hidden = true;
-    } else {
-      const rows = [...tl.rows].sort((a, b) => a.start_us - b.start_us).slice(0, TIMELINE_MAX);
-      const maxDepth = rows.reduce((m, o) => Math.max(m, o.depth), 0);
-      timelineDiv.style.height = `${Math.max(160, 60 + (maxDepth + 1) * 34)}px`;
-      if (note) {
-        note.textContent =
-          tl.rows.length > rows.length
-            ? `The first ${formatInt(rows.length)} of ${formatInt(tl.rows.length)} calls, by nesting depth. Drag to zoom, double-click to zoom out.`
-            : `${formatInt(rows.length)} calls by nesting depth. Drag to zoom, double-click to zoom out.`;
-      }
-      if (charts) void charts.draw(timelineDiv, () => timelineFigure(rows, colors));
-    }
-  }
-
+  const answer = await timelineAnswer;
+  if (left(ctx)) return undefined;
+  timeline.show(charts, colors, answer);
   const c = charts;
   return () => c?.dispose();
 }
