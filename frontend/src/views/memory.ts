@@ -8,37 +8,41 @@
  */
 import { card, infoIcon } from "../components";
 import { type Child, h, replaceChildren } from "../dom";
-import { formatBytes, formatDuration, formatExactUs, formatInt } from "../format";
+import { formatBytes, formatDuration, formatExactUs, formatInt, formatMs, formatSignedBytes, isNum } from "../format";
+import { loadView } from "../loadView";
 import type { PlotlyHTMLElement } from "plotly.js-dist-min";
-import { Charts, chartDiv, type Data, type Figure, type Layout, plotlyText } from "./common/charts";
+import type { Theme } from "../theme";
+import { type Charts, chartDiv, type Figure } from "./common/charts";
+import { loadSources } from "./common/callStack";
 import { csvFileName } from "./common/csv";
+import { startCharts } from "./common/startCharts";
 import { clampedName, type Column, DataTable } from "./common/table";
-import { fetchFor, left, loadErrorCard } from "./common/ui";
+import { left } from "./common/ui";
 import { memoryCategoriesCard } from "./memoryCategories";
+import { memoryFigure } from "./memoryChart";
 import {
-  axisUnit,
   type CurveDevice,
   type CurveResponse,
-  normalizeCurve,
   defaultDevice,
   deviceList,
+  eventKey,
   filterEvents,
-  formatMs,
-  formatSignedBytes,
   type MemoryEvent,
   type MemoryStat,
+  minBytesOf,
+  normalizeCurve,
+  peakLabel,
+  peakOf,
+  rangeFileSuffix,
+  rangeText,
   relayoutRange,
-  type RowsResponse,
+  rowsOf,
   SIZE_UNITS,
   timeOrigin,
 } from "./memoryData";
-import type { Theme } from "../theme";
 import { fetchLiveAt, inRangeColumn, LIVE_HELP, liveSummary, stackExpand } from "./memoryLive";
-import { loadSources } from "./common/callStack";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
 import type { ViewContext } from "./types";
-
-const shortName = (name: string): string => (name.length > 48 ? `${name.slice(0, 47)}…` : name);
 
 export const MEMORY_HELP = {
   operator:
@@ -60,21 +64,111 @@ export const MEMORY_HELP = {
   reserved: "Memory the caching allocator holds from the device, allocated or cached for reuse (\"Total Reserved\").",
 };
 
-const COLOR_ALLOC = "#4e79a7";
-const COLOR_RESERVED = "#f28e2b";
-const COLOR_PEAK = "#e15759";
-const COLOR_MARK = "#59a14f";
-
-const isNum = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
-
-const eventKey = (e: MemoryEvent): string => `${e.device}\u0000${e.addr}\u0000${e.alloc_us ?? ""}\u0000${e.free_us ?? ""}`;
-
-function rowsOf<R>(resp: RowsResponse<R> | null | undefined): R[] {
-  return resp && Array.isArray(resp.rows) ? resp.rows : [];
-}
-
 function tag(text: string, testid: string, title: string): HTMLElement {
   return h("span", { class: "ptp-tag ptp-tag-muted", testid, title }, text);
+}
+
+/** A time column of the events table: ms from the trace start, a tag where the trace does not hold the time. */
+function timeColumn(key: string, label: string, help: string, origin: number, get: (e: MemoryEvent) => number | null, missing: { tag: string; testid: string; title: string; cell: string }): Column<MemoryEvent> {
+  return {
+    key,
+    label,
+    help,
+    numeric: true,
+    value: (e) => {
+      const t = get(e);
+      return isNum(t) ? t - origin : null;
+    },
+    render: (e) => {
+      const t = get(e);
+      return isNum(t) ? formatMs(t - origin) : tag(missing.tag, missing.testid, missing.title);
+    },
+    title: (e) => {
+      const t = get(e);
+      return isNum(t) ? `${formatExactUs(t - origin)} from the trace start (absolute ${formatExactUs(t)})` : missing.cell;
+    },
+    csvHeader: `${label} (us from trace start)`,
+  };
+}
+
+/** The columns of the events table; `isMarked` tells the row marked on the chart. */
+function eventColumns(origin: number, isMarked: (e: MemoryEvent) => boolean): Column<MemoryEvent>[] {
+  const markCell = (e: MemoryEvent): Child =>
+    h(
+      "span",
+      { class: "ptp-mem-op" },
+      isMarked(e) ? h("span", { class: "ptp-mem-marked", testid: "memory-marked", title: "Marked on the chart", attrs: { "aria-label": "marked on the chart" } }) : null,
+      clampedName(e.name, "memory-op"),
+    );
+  return [
+    { key: "name", label: "Operator", help: MEMORY_HELP.operator, value: (e) => e.name, render: markCell, title: (e) => e.name, cls: "ptp-name-col" },
+    {
+      key: "size",
+      label: "Size",
+      help: MEMORY_HELP.size,
+      numeric: true,
+      value: (e) => e.size_bytes,
+      text: (e) => formatBytes(e.size_bytes),
+      exact: (e) => `${formatInt(e.size_bytes)} bytes`,
+      csvHeader: "Size (bytes)",
+    },
+    timeColumn("alloc", "Allocation time", MEMORY_HELP.alloc, origin, (e) => e.alloc_us, {
+      tag: "allocated before trace", testid: "badge-before-trace", title: "Released in the trace, but allocated before it started.", cell: "Allocated before the trace started.",
+    }),
+    timeColumn("free", "Release time", MEMORY_HELP.free, origin, (e) => e.free_us, {
+      tag: "not freed in trace", testid: "badge-not-freed", title: "Still allocated when the trace ended.", cell: "Not released before the trace ended.",
+    }),
+    {
+      key: "lifetime",
+      label: "Lifetime",
+      help: MEMORY_HELP.lifetime,
+      numeric: true,
+      value: (e) => (isNum(e.lifetime_us) ? e.lifetime_us : null),
+      text: (e) => formatDuration(e.lifetime_us),
+      title: (e) =>
+        isNum(e.lifetime_us)
+          ? `${formatExactUs(e.lifetime_us)}\n${MEMORY_HELP.lifetime}`
+          : e.free_us === null
+            ? "Unknown: not released inside the trace."
+            : "Unknown: allocated before the trace started.",
+      csvHeader: "Lifetime (us)",
+    },
+  ];
+}
+
+function bytesCol(key: string, label: string, help: string, get: (s: MemoryStat) => number, signed: boolean): Column<MemoryStat> {
+  return {
+    key,
+    label,
+    help,
+    numeric: true,
+    value: get,
+    text: (s) => (signed ? formatSignedBytes(get(s)) : formatBytes(get(s))),
+    exact: (s) => `${formatInt(get(s))} bytes`,
+    csvHeader: `${label} (bytes)`,
+  };
+}
+
+function countCol(key: string, label: string, help: string, get: (s: MemoryStat) => number): Column<MemoryStat> {
+  return { key, label, help, numeric: true, value: get, text: (s) => formatInt(get(s)) };
+}
+
+const STAT_COLUMNS: Column<MemoryStat>[] = [
+  { key: "name", label: "Operator", value: (s) => s.name, render: (s) => clampedName(s.name, "memory-stat-op"), title: (s) => s.name, cls: "ptp-name-col" },
+  countCol("calls", "Calls", MEMORY_HELP.calls, (s) => s.calls),
+  bytesCol("size_increase", "Size increase", MEMORY_HELP.sizeIncrease, (s) => s.size_increase_bytes, true),
+  bytesCol("self_size_increase", "Self size increase", MEMORY_HELP.selfSizeIncrease, (s) => s.self_size_increase_bytes, true),
+  countCol("allocation_count", "Allocation count", MEMORY_HELP.allocCount, (s) => s.allocation_count),
+  countCol("self_allocation_count", "Self allocation count", MEMORY_HELP.selfAllocCount, (s) => s.self_allocation_count),
+  bytesCol("allocation_size", "Allocation size", MEMORY_HELP.allocSize, (s) => s.allocation_size_bytes, false),
+  bytesCol("self_allocation_size", "Self allocation size", MEMORY_HELP.selfAllocSize, (s) => s.self_allocation_size_bytes, false),
+];
+
+/** What the page loaded: the curves and the whole trace's rows. */
+interface MemoryData {
+  curve: CurveResponse;
+  allEvents: MemoryEvent[];
+  allStats: MemoryStat[];
 }
 
 interface State {
@@ -90,92 +184,45 @@ interface State {
   liveAt: number | null;
 }
 
-export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
-  replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading memory data…"));
-  let curve: CurveResponse;
-  let allEvents: MemoryEvent[];
-  let allStats: MemoryStat[];
-  try {
-    const sources = loadSources(ctx); // which stack frames are the user's, before a stack is drawn
-    const [c, e, s] = await Promise.all([
-      fetchFor<unknown>(ctx, "memory/curve"),
-      fetchFor<RowsResponse<MemoryEvent>>(ctx, "memory/events"),
-      fetchFor<RowsResponse<MemoryStat>>(ctx, "memory/stats"),
-    ]);
-    await sources;
-    curve = normalizeCurve(c);
-    allEvents = rowsOf(e);
-    allStats = rowsOf(s);
-  } catch (err) {
-    if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the memory data"));
-    return undefined;
-  }
-  if (left(ctx)) return undefined;
+function emptyCard(reason: string | null): HTMLElement {
+  return card(
+    { class: "ptp-empty", testid: "memory-empty", title: "No memory data" },
+    h("p", { testid: "memory-reason" }, reason ?? "The trace has no memory records."),
+    h("p", { class: "ptp-muted" }, "Record with ", h("code", {}, "torch.profiler.profile(profile_memory=True)"), " to see memory over time."),
+  );
+}
 
-  const origin = timeOrigin(curve, allEvents);
-  const rel = (us: number): number => us - origin;
-  const devices = deviceList(curve, allEvents, allStats);
-  const first = defaultDevice(devices, curve);
-  if (first === undefined) {
-    replaceChildren(
-      container,
-      card(
-        { class: "ptp-empty", testid: "memory-empty", title: "No memory data" },
-        h("p", { testid: "memory-reason" }, curve.reason ?? "The trace has no memory records."),
-        h("p", { class: "ptp-muted" }, "Record with ", h("code", {}, "torch.profiler.profile(profile_memory=True)"), " to see memory over time."),
-      ),
-    );
-    return undefined;
-  }
-  const hasCurves = Object.values(curve.devices).some((d) => d.points.length > 0);
-  const state: State = { device: first, range: null, minBytes: 0, marked: null, rangeEvents: null, rangeStats: null, liveAt: null };
+/** The curve card's controls and places, built once; the page fills them. */
+interface CurveCard {
+  el: HTMLElement;
+  deviceSelect: HTMLSelectElement;
+  peakEl: HTMLElement;
+  rangeEl: HTMLElement;
+  resetBtn: HTMLButtonElement;
+  statusEl: HTMLElement;
+  curveDiv: HTMLElement;
+  noCurve: HTMLElement;
+}
 
-  // ------------------------------------------------------------------ header: device, peak, range
+function curveCard(devices: readonly string[], device: string, hasCurves: boolean, on: { device: () => void; peakLive: () => void; reset: () => void }): CurveCard {
   const deviceSelect = h(
     "select",
-    {
-      testid: "memory-device",
-      attrs: { "aria-label": "Device" },
-      onChange: () => {
-        state.device = deviceSelect.value;
-        state.marked = null;
-        root.dataset["device"] = state.device;
-        categories.setDevice(state.device);
-        updateCurve();
-        applyEvents();
-        applyStats();
-      },
-    },
-    devices.map((d) => h("option", { attrs: { value: d, selected: d === state.device } }, d)),
+    { testid: "memory-device", attrs: { "aria-label": "Device" }, onChange: on.device },
+    devices.map((d) => h("option", { attrs: { value: d, selected: d === device } }, d)),
   );
   const peakEl = h("span", { class: "ptp-mem-peak", testid: "memory-peak" });
   const peakLive = h(
     "button",
-    {
-      class: "ptp-button",
-      testid: "memory-peak-live",
-      title: LIVE_HELP.live,
-      attrs: { type: "button" },
-      onClick: () => { void showLiveAtPeak(); },
-    },
+    { class: "ptp-button", testid: "memory-peak-live", title: LIVE_HELP.live, attrs: { type: "button" }, onClick: on.peakLive },
     "Allocations live at the peak",
   );
   const rangeEl = h("span", { class: "ptp-muted", testid: "memory-range", attrs: { "aria-live": "polite" } });
   const resetBtn = h(
     "button",
-    {
-      class: "ptp-button",
-      testid: "memory-reset",
-      title: "Show the whole trace again (or double-click the chart)",
-      attrs: { type: "button" },
-      onClick: () => {
-        setRange(null, true);
-      },
-    },
+    { class: "ptp-button", testid: "memory-reset", title: "Show the whole trace again (or double-click the chart)", attrs: { type: "button" }, onClick: on.reset },
     "Reset",
   );
   const statusEl = h("span", { class: "ptp-muted ptp-break", testid: "memory-status", attrs: { "aria-live": "polite" } });
-
   const curveDiv = chartDiv("memory-curve", 360);
   const noCurve = h("div", { class: "ptp-note", testid: "memory-reason" });
   const hint = h(
@@ -183,8 +230,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     { class: "ptp-muted ptp-card-foot" },
     "Drag across the chart to list only that time range in the tables below; double-click the chart or press Reset for the whole trace. Click a row of Memory events to mark its allocation and release here.",
   );
-
-  const curveCard = card(
+  const el = card(
     { testid: "card-memory-curve" },
     h(
       "div",
@@ -202,463 +248,320 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     hasCurves ? hint : null,
     statusEl,
   );
+  return { el, deviceSelect, peakEl, rangeEl, resetBtn, statusEl, curveDiv, noCurve };
+}
 
-  // ------------------------------------------------------------------ events table
+/** The "Min size" filter of the events table: a number and its unit (KiB at first). */
+function minSizeFilter(onChange: (bytes: number) => void): HTMLElement {
+  const changed = (): void => { onChange(minBytesOf(minInput.value, unitSelect.value)); };
   const minInput = h("input", {
     testid: "memory-min-size",
     attrs: { type: "number", min: 0, step: "any", value: 0, "aria-label": "Minimum size" },
-    onInput: () => {
-      updateMinBytes();
-    },
+    onInput: changed,
   });
   const unitSelect = h(
     "select",
-    { testid: "memory-min-size-unit", attrs: { "aria-label": "Unit of the minimum size" }, onChange: () => { updateMinBytes(); } },
+    { testid: "memory-min-size-unit", attrs: { "aria-label": "Unit of the minimum size" }, onChange: changed },
     SIZE_UNITS.map((u) => h("option", { attrs: { value: u.bytes, selected: u.label === "KiB" } }, u.label)),
   );
-  const updateMinBytes = (): void => {
-    const v = Number(minInput.value);
-    const unit = Number(unitSelect.value) || 1;
-    const next = Number.isFinite(v) && v > 0 ? v * unit : 0;
-    if (next === state.minBytes) return;
-    state.minBytes = next;
-    applyEvents();
-  };
+  return h("label", { class: "ptp-picker", title: "Hide allocations smaller than this" }, "Min size", minInput, unitSelect);
+}
 
-  const markCell = (e: MemoryEvent): Child => {
-    const marked = state.marked !== null && eventKey(state.marked) === eventKey(e);
-    return h(
-      "span",
-      { class: "ptp-mem-op" },
-      marked ? h("span", { class: "ptp-mem-marked", testid: "memory-marked", title: "Marked on the chart", attrs: { "aria-label": "marked on the chart" } }) : null,
-      clampedName(e.name, "memory-op"),
-    );
-  };
-  const eventColumns: Column<MemoryEvent>[] = [
-    { key: "name", label: "Operator", help: MEMORY_HELP.operator, value: (e) => e.name, render: markCell, title: (e) => e.name, cls: "ptp-name-col" },
-    {
-      key: "size",
-      label: "Size",
-      help: MEMORY_HELP.size,
-      numeric: true,
-      value: (e) => e.size_bytes,
-      text: (e) => formatBytes(e.size_bytes),
-      exact: (e) => `${formatInt(e.size_bytes)} bytes`,
-      csvHeader: "Size (bytes)",
-    },
-    {
-      key: "alloc",
-      label: "Allocation time",
-      help: MEMORY_HELP.alloc,
-      numeric: true,
-      value: (e) => (isNum(e.alloc_us) ? rel(e.alloc_us) : null),
-      render: (e) => (isNum(e.alloc_us) ? formatMs(rel(e.alloc_us)) : tag("allocated before trace", "badge-before-trace", "Released in the trace, but allocated before it started.")),
-      title: (e) => (isNum(e.alloc_us) ? `${formatExactUs(rel(e.alloc_us))} from the trace start (absolute ${formatExactUs(e.alloc_us)})` : "Allocated before the trace started."),
-      csvHeader: "Allocation time (us from trace start)",
-    },
-    {
-      key: "free",
-      label: "Release time",
-      help: MEMORY_HELP.free,
-      numeric: true,
-      value: (e) => (isNum(e.free_us) ? rel(e.free_us) : null),
-      render: (e) => (isNum(e.free_us) ? formatMs(rel(e.free_us)) : tag("not freed in trace", "badge-not-freed", "Still allocated when the trace ended.")),
-      title: (e) => (isNum(e.free_us) ? `${formatExactUs(rel(e.free_us))} from the trace start (absolute ${formatExactUs(e.free_us)})` : "Not released before the trace ended."),
-      csvHeader: "Release time (us from trace start)",
-    },
-    {
-      key: "lifetime",
-      label: "Lifetime",
-      help: MEMORY_HELP.lifetime,
-      numeric: true,
-      value: (e) => (isNum(e.lifetime_us) ? e.lifetime_us : null),
-      text: (e) => formatDuration(e.lifetime_us),
-      title: (e) =>
-        isNum(e.lifetime_us)
-          ? `${formatExactUs(e.lifetime_us)}\n${MEMORY_HELP.lifetime}`
-          : e.free_us === null
-            ? "Unknown: not released inside the trace."
-            : "Unknown: allocated before the trace started.",
-      csvHeader: "Lifetime (us)",
-    },
-  ];
-  const eventsRangeTag = h("span", { class: "ptp-muted", testid: "memory-events-range" });
-  const eventsTable = new DataTable<MemoryEvent>({
-    testid: "memory-events-table",
-    csvName: () => csvFileName("memory_events", ctx.run, ctx.worker, `span${ctx.span}`, state.device, rangeSuffix()),
-    controls: [
-      h(
-        "label",
-        { class: "ptp-picker", title: "Hide allocations smaller than this" },
-        "Min size",
-        minInput,
-        unitSelect,
-      ),
-      eventsRangeTag,
-    ],
-    pageSize: 20,
-    emptyText: "No allocations on this device in the selected range.",
-  });
-  // A click on a row marks that allocation on the chart (again: unmark).
-  eventsTable.el.addEventListener("click", (ev) => {
+/** Calls `onRow` with the row of `table` a click lands on (not on a control inside it). */
+function onRowClick<R>(table: DataTable<R>, onRow: (row: R) => void): void {
+  table.el.addEventListener("click", (ev) => {
     const target = ev.target;
     if (!(target instanceof Element) || target.closest("button, a, input, select, textarea")) return;
     const tr = target.closest("tr");
     const tbody = tr?.parentElement;
     if (!tr || !tbody || tbody.tagName !== "TBODY" || tr.dataset["testid"] !== "row") return;
     const index = [...tbody.children].filter((c) => c instanceof HTMLElement && c.dataset["testid"] === "row").indexOf(tr);
-    const row = eventsTable.visibleRows()[index];
-    if (!row) return;
-    state.marked = state.marked && eventKey(state.marked) === eventKey(row) ? null : row;
-    eventsTable.refresh();
-    redrawCurve();
+    const row = table.visibleRows()[index];
+    if (row) onRow(row);
   });
+}
 
-  // ------------------------------------------------------------------ statistics table
-  const bytesCol = (key: string, label: string, help: string, get: (s: MemoryStat) => number, signed: boolean): Column<MemoryStat> => ({
-    key,
-    label,
-    help,
-    numeric: true,
-    value: get,
-    text: (s) => (signed ? formatSignedBytes(get(s)) : formatBytes(get(s))),
-    exact: (s) => `${formatInt(get(s))} bytes`,
-    csvHeader: `${label} (bytes)`,
-  });
-  const countCol = (key: string, label: string, help: string, get: (s: MemoryStat) => number): Column<MemoryStat> => ({
-    key,
-    label,
-    help,
-    numeric: true,
-    value: get,
-    text: (s) => formatInt(get(s)),
-  });
-  const statColumns: Column<MemoryStat>[] = [
-    { key: "name", label: "Operator", value: (s) => s.name, render: (s) => clampedName(s.name, "memory-stat-op"), title: (s) => s.name, cls: "ptp-name-col" },
-    countCol("calls", "Calls", MEMORY_HELP.calls, (s) => s.calls),
-    bytesCol("size_increase", "Size increase", MEMORY_HELP.sizeIncrease, (s) => s.size_increase_bytes, true),
-    bytesCol("self_size_increase", "Self size increase", MEMORY_HELP.selfSizeIncrease, (s) => s.self_size_increase_bytes, true),
-    countCol("allocation_count", "Allocation count", MEMORY_HELP.allocCount, (s) => s.allocation_count),
-    countCol("self_allocation_count", "Self allocation count", MEMORY_HELP.selfAllocCount, (s) => s.self_allocation_count),
-    bytesCol("allocation_size", "Allocation size", MEMORY_HELP.allocSize, (s) => s.allocation_size_bytes, false),
-    bytesCol("self_allocation_size", "Self allocation size", MEMORY_HELP.selfAllocSize, (s) => s.self_allocation_size_bytes, false),
-  ];
-  const statsRangeTag = h("span", { class: "ptp-muted", testid: "memory-stats-range" });
-  const statsTable = new DataTable<MemoryStat>({
-    testid: "memory-stats-table",
-    csvName: () => csvFileName("memory_stats", ctx.run, ctx.worker, `span${ctx.span}`, state.device, rangeSuffix()),
-    controls: statsRangeTag,
-    emptyText: "No operator allocated or released memory on this device in the selected range.",
-  });
-
-  const eventsCard = card(
-    { testid: "card-memory-events" },
-    h("div", { class: "ptp-card-head" }, h("h3", {}, "Memory events"), infoIcon("Each allocation paired with its release (same device and address). Times are ms from the trace start.")),
-    h("p", { class: "ptp-muted ptp-card-sub" }, "Allocations paired with their releases. Click a row to mark it on the chart."),
-    eventsTable.el,
+function tableCard(testid: string, title: string, help: string, sub: string, table: HTMLElement): HTMLElement {
+  return card(
+    { testid },
+    h("div", { class: "ptp-card-head" }, h("h3", {}, title), infoIcon(help)),
+    h("p", { class: "ptp-muted ptp-card-sub" }, sub),
+    table,
   );
-  const statsCard = card(
-    { testid: "card-memory-stats" },
-    h(
+}
+
+/**
+ * The page once loaded: the chosen device, range, size filter and mark (`state`), the cards that show them, and
+ * the requests of a selected range (the newest one wins: `seq`).
+ */
+class MemoryPage {
+  readonly root: HTMLElement;
+  private readonly state: State;
+  private readonly origin: number;
+  private readonly hasCurves: boolean;
+  private readonly head: CurveCard;
+  private readonly eventsTable: DataTable<MemoryEvent>;
+  private readonly statsTable: DataTable<MemoryStat>;
+  private readonly eventsRangeTag = h("span", { class: "ptp-muted", testid: "memory-events-range" });
+  private readonly statsRangeTag = h("span", { class: "ptp-muted", testid: "memory-stats-range" });
+  private readonly eventsCard: HTMLElement;
+  private readonly eventColumns: Column<MemoryEvent>[];
+  private readonly categories: ReturnType<typeof memoryCategoriesCard>;
+  private charts: Charts | null = null;
+  private listening = false;
+  private reloadTimer: number | undefined;
+  private reloadCtl: AbortController | null = null;
+  private seq = 0;
+
+  constructor(private readonly ctx: ViewContext, private readonly data: MemoryData, devices: readonly string[], first: string) {
+    this.origin = timeOrigin(data.curve, data.allEvents);
+    this.hasCurves = Object.values(data.curve.devices).some((d) => d.points.length > 0);
+    this.state = { device: first, range: null, minBytes: 0, marked: null, rangeEvents: null, rangeStats: null, liveAt: null };
+    this.head = curveCard(devices, first, this.hasCurves, {
+      device: () => { this.setDevice(this.head.deviceSelect.value); },
+      peakLive: () => { void this.showLiveAtPeak(); },
+      reset: () => { this.setRange(null, true); },
+    });
+    const csvName = (what: string) => (): string =>
+      csvFileName(what, ctx.run, ctx.worker, `span${ctx.span}`, this.state.device, rangeFileSuffix(this.state.range, this.origin));
+    this.eventsTable = new DataTable<MemoryEvent>({
+      testid: "memory-events-table",
+      csvName: csvName("memory_events"),
+      controls: [minSizeFilter((bytes) => { this.setMinBytes(bytes); }), this.eventsRangeTag],
+      pageSize: 20,
+      emptyText: "No allocations on this device in the selected range.",
+    });
+    // A click on a row marks that allocation on the chart (again: unmark).
+    onRowClick(this.eventsTable, (row) => { this.toggleMark(row); });
+    this.eventColumns = eventColumns(this.origin, (e) => this.state.marked !== null && eventKey(this.state.marked) === eventKey(e));
+    this.statsTable = new DataTable<MemoryStat>({
+      testid: "memory-stats-table",
+      csvName: csvName("memory_stats"),
+      controls: this.statsRangeTag,
+      emptyText: "No operator allocated or released memory on this device in the selected range.",
+    });
+    this.eventsCard = tableCard("card-memory-events", "Memory events",
+      "Each allocation paired with its release (same device and address). Times are ms from the trace start.",
+      "Allocations paired with their releases. Click a row to mark it on the chart.", this.eventsTable.el);
+    const statsCard = tableCard("card-memory-stats", "Memory statistics",
+      "Per operator name: \"self\" counts allocations made in the operator itself; the other columns include the operators it calls. Size increase = allocations − releases.",
+      "Per operator name on the selected device; self = in the operator itself, not in the operators it calls.", this.statsTable.el);
+    this.categories = memoryCategoriesCard(ctx, first, this.origin);
+    this.root = h(
       "div",
-      { class: "ptp-card-head" },
-      h("h3", {}, "Memory statistics"),
-      infoIcon("Per operator name: \"self\" counts allocations made in the operator itself; the other columns include the operators it calls. Size increase = allocations − releases."),
-    ),
-    h("p", { class: "ptp-muted ptp-card-sub" }, "Per operator name on the selected device; self = in the operator itself, not in the operators it calls."),
-    statsTable.el,
-  );
-
-  const categories = memoryCategoriesCard(ctx, state.device, origin);
-  const root = h(
-    "div",
-    { class: "ptp-view ptp-memory", testid: "memory-view", dataset: { device: state.device, loading: "false", startUs: "", endUs: "" } },
-    curveCard,
-    categories.el,
-    hasCurves || allEvents.length > 0 ? eventsCard : null,
-    statsCard,
-  );
-  replaceChildren(container, root);
-
-  function rangeSuffix(): string {
-    return state.range ? `${formatMs(rel(state.range[0]))}-${formatMs(rel(state.range[1]))}`.replace(/ ms/g, "ms") : "";
+      { class: "ptp-view ptp-memory", testid: "memory-view", dataset: { device: first, loading: "false", startUs: "", endUs: "" } },
+      this.head.el,
+      this.categories.el,
+      this.hasCurves || data.allEvents.length > 0 ? this.eventsCard : null,
+      statsCard,
+    );
   }
 
-  function rangeText(): string {
-    return state.range ? `${formatMs(rel(state.range[0]))} – ${formatMs(rel(state.range[1]))}` : "whole trace";
+  /** Show the tables and the curve; a link from the Overview's evidence may name a device and a time range (absolute µs). */
+  start(): void {
+    const linked = readViewUrlState();
+    if (linked.device !== undefined || linked.start !== undefined) {
+      if (linked.device !== undefined && linked.device in this.data.curve.devices) {
+        this.state.device = linked.device;
+        this.head.deviceSelect.value = linked.device;
+        this.root.dataset["device"] = linked.device;
+        this.categories.setDevice(linked.device);
+      }
+      const lo = Number(linked.start);
+      const hi = Number(linked.end);
+      writeViewUrlState({ device: undefined, start: undefined, end: undefined });
+      if (Number.isFinite(lo) && Number.isFinite(hi) && hi > lo) this.setRange([lo, hi], false);
+    }
+    this.updateRangeUi();
+    this.applyEvents();
+    this.applyStats();
+    this.updateCurve();
   }
 
-  function updateRangeUi(): void {
-    rangeEl.textContent = state.range ? `Range ${rangeText()}` : hasCurves ? "Whole trace" : "";
-    resetBtn.disabled = state.range === null && state.liveAt === null;
-    resetBtn.hidden = !hasCurves;
-    const label = state.range ? `Range: ${rangeText()}` : "";
-    eventsRangeTag.textContent = label;
-    statsRangeTag.textContent = label;
-    root.dataset["startUs"] = state.range ? String(state.range[0]) : "";
-    root.dataset["endUs"] = state.range ? String(state.range[1]) : "";
+  /** Draw the curve once plotly is loaded (a page without curves draws nothing). Null when the user left. */
+  async drawCharts(): Promise<(() => void) | undefined> {
+    if (this.hasCurves) {
+      await startCharts(this.ctx, this.head.curveDiv, (charts) => {
+        this.charts = charts;
+        this.updateCurve();
+      }, "The chart");
+      if (left(this.ctx)) return undefined;
+    }
+    return () => {
+      window.clearTimeout(this.reloadTimer);
+      this.reloadCtl?.abort();
+      this.charts?.dispose();
+      this.categories.dispose();
+    };
   }
 
-  function applyEvents(): void {
-    const rows = filterEvents(state.rangeEvents ?? allEvents, state.device, state.minBytes);
+  private setDevice(device: string): void {
+    this.state.device = device;
+    this.state.marked = null;
+    this.root.dataset["device"] = device;
+    this.categories.setDevice(device);
+    this.updateCurve();
+    this.applyEvents();
+    this.applyStats();
+  }
+
+  private setMinBytes(bytes: number): void {
+    if (bytes === this.state.minBytes) return;
+    this.state.minBytes = bytes;
+    this.applyEvents();
+  }
+
+  private toggleMark(row: MemoryEvent): void {
+    const { marked } = this.state;
+    this.state.marked = marked && eventKey(marked) === eventKey(row) ? null : row;
+    this.eventsTable.refresh();
+    this.redrawCurve();
+  }
+
+  private updateRangeUi(): void {
+    const { range } = this.state;
+    const text = rangeText(range, this.origin);
+    this.head.rangeEl.textContent = range ? `Range ${text}` : this.hasCurves ? "Whole trace" : "";
+    this.head.resetBtn.disabled = range === null && this.state.liveAt === null;
+    this.head.resetBtn.hidden = !this.hasCurves;
+    const label = range ? `Range: ${text}` : "";
+    this.eventsRangeTag.textContent = label;
+    this.statsRangeTag.textContent = label;
+    this.root.dataset["startUs"] = range ? String(range[0]) : "";
+    this.root.dataset["endUs"] = range ? String(range[1]) : "";
+  }
+
+  private applyEvents(): void {
+    const { state } = this;
+    const rows = filterEvents(state.rangeEvents ?? this.data.allEvents, state.device, state.minBytes);
     if (state.marked && state.marked.device !== state.device) state.marked = null;
-    eventsTable.setData({
-      columns: state.range ? [...eventColumns, inRangeColumn()] : eventColumns,
+    this.eventsTable.setData({
+      columns: state.range ? [...this.eventColumns, inRangeColumn()] : this.eventColumns,
       rows,
       searches: [{ key: "name", label: "Search operators", placeholder: "Search operator names", text: (e) => e.name }],
       sort: state.liveAt !== null ? { key: "size", dir: "desc" } : { key: "alloc", dir: "asc" },
       expand: stackExpand,
       rowKey: eventKey,
     }, state.liveAt === null);
-    root.dataset["events"] = String(rows.length);
+    this.root.dataset["events"] = String(rows.length);
   }
 
-  function applyStats(): void {
-    const rows = (state.rangeStats ?? allStats).filter((s) => s.device === state.device);
-    statsTable.setData({
-      columns: statColumns,
+  private applyStats(): void {
+    const rows = (this.state.rangeStats ?? this.data.allStats).filter((s) => s.device === this.state.device);
+    this.statsTable.setData({
+      columns: STAT_COLUMNS,
       rows,
       searches: [{ key: "name", label: "Search operators", placeholder: "Search operator names", text: (s) => s.name }],
       sort: { key: "allocation_size", dir: "desc" },
       rowKey: (s) => `${s.device}\u0000${s.name}`,
     });
-    root.dataset["stats"] = String(rows.length);
+    this.root.dataset["stats"] = String(rows.length);
   }
 
-  // ------------------------------------------------------------------ range queries
-  let reloadTimer: number | undefined;
-  let reloadCtl: AbortController | null = null;
-  let seq = 0;
-
   /** The events table lists the allocations live at the device's peak (what the peak is made of). */
-  async function showLiveAtPeak(): Promise<void> {
-    const dev = device();
+  private async showLiveAtPeak(): Promise<void> {
+    const dev = this.device();
     if (!dev) return;
     const peak = peakOf(dev);
-    const my = ++seq;
-    reloadCtl?.abort();
-    statusEl.textContent = "Loading the allocations live at the peak…";
+    const my = ++this.seq;
+    this.reloadCtl?.abort();
+    const status = this.head.statusEl;
+    status.textContent = "Loading the allocations live at the peak…";
     try {
-      const live = await fetchLiveAt(ctx, peak.t, state.device);
-      if (my !== seq || left(ctx)) return;
-      state.range = null;
-      state.liveAt = peak.t;
-      state.rangeEvents = live.rows;
-      state.rangeStats = null;
-      statusEl.textContent = "";
-      updateRangeUi();
-      const summary = liveSummary(live, `the peak (${formatMs(rel(peak.t))})`);
-      eventsRangeTag.textContent = summary;
-      rangeEl.textContent = `Live at the peak, ${formatMs(rel(peak.t))}`;
-      applyEvents();
-      applyStats();
-      eventsCard.scrollIntoView({ block: "start", behavior: "smooth" });
+      const live = await fetchLiveAt(this.ctx, peak.t, this.state.device);
+      if (my !== this.seq || left(this.ctx)) return;
+      Object.assign(this.state, { range: null, liveAt: peak.t, rangeEvents: live.rows, rangeStats: null });
+      status.textContent = "";
+      this.updateRangeUi();
+      const when = formatMs(peak.t - this.origin);
+      this.eventsRangeTag.textContent = liveSummary(live, `the peak (${when})`);
+      this.head.rangeEl.textContent = `Live at the peak, ${when}`;
+      this.applyEvents();
+      this.applyStats();
+      this.eventsCard.scrollIntoView({ block: "start", behavior: "smooth" });
     } catch (err) {
-      if (my !== seq || left(ctx)) return;
-      statusEl.textContent = `Could not load the allocations live at the peak: ${err instanceof Error ? err.message : String(err)}`;
+      if (my !== this.seq || left(this.ctx)) return;
+      status.textContent = `Could not load the allocations live at the peak: ${err instanceof Error ? err.message : String(err)}`;
     }
   }
 
-  function setRange(range: [number, number] | null, redraw: boolean): void {
+  private setRange(range: [number, number] | null, redraw: boolean): void {
+    const { state } = this;
     const same = range === null ? state.range === null && state.liveAt === null : state.range !== null && state.range[0] === range[0] && state.range[1] === range[1];
     if (same && !redraw) return;
     state.range = range;
     state.liveAt = null;
-    updateRangeUi();
-    if (redraw) redrawCurve();
+    this.updateRangeUi();
+    if (redraw) this.redrawCurve();
     if (same) return;
-    root.dataset["loading"] = "true";
-    window.clearTimeout(reloadTimer);
-    reloadTimer = window.setTimeout(() => {
-      void reload();
+    this.root.dataset["loading"] = "true";
+    window.clearTimeout(this.reloadTimer);
+    this.reloadTimer = window.setTimeout(() => {
+      void this.reload();
     }, 150);
   }
 
-  async function reload(): Promise<void> {
-    const my = ++seq;
-    reloadCtl?.abort();
-    reloadCtl = null;
-    const range = state.range;
+  /** Both tables for the selected range (or the whole trace's rows again); a failure keeps the previous rows. */
+  private async reload(): Promise<void> {
+    const { ctx } = this;
+    const my = ++this.seq;
+    this.reloadCtl?.abort();
+    this.reloadCtl = null;
+    const range = this.state.range;
+    const status = this.head.statusEl;
     if (!range) {
-      state.rangeEvents = null;
-      state.rangeStats = null;
-      statusEl.textContent = "";
-      applyEvents();
-      applyStats();
-      root.dataset["loading"] = "false";
+      this.state.rangeEvents = null;
+      this.state.rangeStats = null;
+      status.textContent = "";
+      this.applyEvents();
+      this.applyStats();
+      this.root.dataset["loading"] = "false";
       return;
     }
     const ctl = new AbortController();
-    reloadCtl = ctl;
+    this.reloadCtl = ctl;
     const onLeave = (): void => {
       ctl.abort();
     };
     ctx.signal.addEventListener("abort", onLeave, { once: true });
-    statusEl.textContent = "Loading the selected range…";
+    status.textContent = "Loading the selected range…";
     const params = { run: ctx.run, worker: ctx.worker, span: ctx.span, start_us: range[0], end_us: range[1] };
     try {
       const [e, s] = await Promise.all([
-        ctx.api.getJSON<RowsResponse<MemoryEvent>>("memory/events", params, { signal: ctl.signal }),
-        ctx.api.getJSON<RowsResponse<MemoryStat>>("memory/stats", params, { signal: ctl.signal }),
+        ctx.api.get("memory/events", params, { signal: ctl.signal }),
+        ctx.api.get("memory/stats", params, { signal: ctl.signal }),
       ]);
-      if (my !== seq || left(ctx)) return;
-      state.rangeEvents = rowsOf(e);
-      state.rangeStats = rowsOf(s);
-      statusEl.textContent = "";
-      applyEvents();
-      applyStats();
+      if (my !== this.seq || left(ctx)) return;
+      this.state.rangeEvents = rowsOf<MemoryEvent>(e);
+      this.state.rangeStats = rowsOf<MemoryStat>(s);
+      status.textContent = "";
+      this.applyEvents();
+      this.applyStats();
     } catch (err) {
-      if (my !== seq || left(ctx)) return;
-      statusEl.textContent = `Could not load the selected range: ${err instanceof Error ? err.message : String(err)} The tables still show the previous rows.`;
-      statusEl.classList.add("ptp-error-text");
+      if (my !== this.seq || left(ctx)) return;
+      status.textContent = `Could not load the selected range: ${err instanceof Error ? err.message : String(err)} The tables still show the previous rows.`;
+      status.classList.add("ptp-error-text");
     } finally {
       ctx.signal.removeEventListener("abort", onLeave);
-      if (my === seq) root.dataset["loading"] = "false";
+      if (my === this.seq) this.root.dataset["loading"] = "false";
     }
   }
 
-  // ------------------------------------------------------------------ the chart
-  let charts: Charts | null = null;
-  let listening = false;
-
-  function device(): CurveDevice | undefined {
-    const d = curve.devices[state.device];
+  /** The chosen device's curve, when it has samples. */
+  private device(): CurveDevice | undefined {
+    const d = this.data.curve.devices[this.state.device];
     return d && d.points.length > 0 ? d : undefined;
   }
 
-  function peakOf(dev: CurveDevice): { bytes: number; t: number } {
-    if (isNum(dev.peak_allocated_bytes) && isNum(dev.peak_time_us)) return { bytes: dev.peak_allocated_bytes, t: dev.peak_time_us };
-    let best = dev.points[0] ?? [0, 0, 0];
-    for (const p of dev.points) if (p[1] > best[1]) best = p;
-    return { bytes: isNum(dev.peak_allocated_bytes) ? dev.peak_allocated_bytes : best[1], t: best[0] };
-  }
-
-  function peakLabel(dev: CurveDevice): string {
-    const peak = peakOf(dev);
-    return `Peak ${formatBytes(peak.bytes)} at ${formatMs(rel(peak.t))}`;
-  }
-
-  function figure(theme: Theme): Figure {
-    const dev = device();
-    if (!dev) return { data: [], layout: {} };
-    const pts = dev.points;
-    const peak = peakOf(dev);
-    const maxReserved = pts.reduce((m, p) => Math.max(m, p[2]), 0);
-    const unit = axisUnit(Math.max(peak.bytes, maxReserved, dev.peak_reserved_bytes ?? 0));
-    const x = pts.map((p) => rel(p[0]) / 1000);
-    const xMin = x[0] ?? 0;
-    const xMax = x[x.length - 1] ?? 0;
-    const data: Data[] = [
-      {
-        type: "scatter",
-        mode: "lines",
-        name: "Allocated",
-        x,
-        y: pts.map((p) => p[1] / unit.bytes),
-        customdata: pts.map((p) => formatBytes(p[1])),
-        line: { shape: "hv", color: COLOR_ALLOC, width: 1.6 },
-        fill: "tozeroy",
-        fillcolor: "rgba(78,121,167,0.16)",
-        hovertemplate: "Allocated %{customdata}<extra></extra>",
-      },
-    ];
-    if (maxReserved > 0) {
-      data.push({
-        type: "scatter",
-        mode: "lines",
-        name: "Reserved",
-        x,
-        y: pts.map((p) => p[2] / unit.bytes),
-        customdata: pts.map((p) => formatBytes(p[2])),
-        line: { shape: "hv", color: COLOR_RESERVED, width: 1.4, dash: "dot" },
-        hovertemplate: "Reserved %{customdata}<extra></extra>",
-      });
-    }
-    const px = rel(peak.t) / 1000;
-    const py = peak.bytes / unit.bytes;
-    const label = plotlyText(peakLabel(dev));
-    data.push({
-      type: "scatter",
-      mode: "markers",
-      name: "Peak",
-      x: [px],
-      y: [py],
-      marker: { color: COLOR_PEAK, size: 10, symbol: "diamond", line: { width: 1, color: "#ffffff" } },
-      hovertemplate: `${label}<extra></extra>`,
-      showlegend: false,
-    });
-    const rightHalf = px > xMin + (xMax - xMin) / 2;
-    const annotations: Layout["annotations"] = [
-      {
-        x: px,
-        y: py,
-        xref: "x",
-        yref: "y",
-        text: `<b>${label}</b>`,
-        showarrow: true,
-        arrowhead: 0,
-        arrowwidth: 1,
-        arrowcolor: COLOR_PEAK,
-        ax: rightHalf ? -36 : 36,
-        ay: -22,
-        xanchor: rightHalf ? "right" : "left",
-        font: { color: COLOR_PEAK, size: 12 },
-        bgcolor: theme === "dark" ? "rgba(43,44,47,0.8)" : "rgba(255,255,255,0.8)",
-      },
-    ];
-    const shapes: Layout["shapes"] = [];
-    const m = state.marked;
-    if (m && m.device === state.device) {
-      const xa = isNum(m.alloc_us) ? rel(m.alloc_us) / 1000 : xMin;
-      const xf = isNum(m.free_us) ? rel(m.free_us) / 1000 : xMax;
-      shapes.push({ type: "rect", xref: "x", yref: "paper", x0: xa, x1: xf, y0: 0, y1: 1, fillcolor: "rgba(89,161,79,0.14)", line: { width: 0 }, layer: "below" });
-      const edge = (xv: number, dash: "solid" | "dash"): void => {
-        shapes.push({ type: "line", xref: "x", yref: "paper", x0: xv, x1: xv, y0: 0, y1: 1, line: { color: COLOR_MARK, width: 2, dash } });
-      };
-      if (isNum(m.alloc_us)) edge(xa, "solid");
-      if (isNum(m.free_us)) edge(xf, "dash");
-      // One label for the pair, beside the band on the side with more room.
-      const from = isNum(m.alloc_us) ? `alloc ${formatMs(rel(m.alloc_us))}` : "allocated before the trace";
-      const to = isNum(m.free_us) ? `free ${formatMs(rel(m.free_us))}` : "not freed in the trace";
-      const right = (xa + xf) / 2 > xMin + (xMax - xMin) / 2;
-      annotations.push({
-        x: right ? xa : xf,
-        y: 0.02,
-        xref: "x",
-        yref: "paper",
-        text: plotlyText(` ${shortName(m.name)} · ${formatBytes(m.size_bytes)} · ${from} → ${to} `),
-        showarrow: false,
-        xanchor: right ? "right" : "left",
-        yanchor: "bottom",
-        font: { color: COLOR_MARK, size: 11 },
-        bgcolor: theme === "dark" ? "rgba(43,44,47,0.85)" : "rgba(255,255,255,0.85)",
-      });
-    }
-    return {
-      data,
-      layout: {
-        xaxis: state.range
-          ? { title: { text: "Time (ms)" }, range: [rel(state.range[0]) / 1000, rel(state.range[1]) / 1000], autorange: false, zeroline: false }
-          : { title: { text: "Time (ms)" }, autorange: true, zeroline: false },
-        yaxis: { title: { text: `Memory (${unit.label})` }, fixedrange: true, rangemode: "tozero", zeroline: false },
-        hovermode: "x unified",
-        dragmode: "zoom",
-        showlegend: true,
-        legend: { orientation: "h", x: 1, xanchor: "right", y: 1.02, yanchor: "bottom" },
-        margin: { l: 64, r: 20, t: 32, b: 48 },
-        annotations,
-        shapes,
-      },
-    };
-  }
-
-  function updateCurve(): void {
-    const dev = device();
+  /** The peak line and the chart of the chosen device, or the reason it has no curve. */
+  private updateCurve(): void {
+    const dev = this.device();
+    const { peakEl, curveDiv, noCurve } = this.head;
     if (dev) {
       const peak = peakOf(dev);
-      peakEl.textContent = peakLabel(dev);
+      peakEl.textContent = peakLabel(dev, this.origin);
       peakEl.dataset["bytes"] = String(peak.bytes);
-      peakEl.title = `${formatInt(peak.bytes)} bytes allocated at ${formatExactUs(rel(peak.t))} from the trace start. ${MEMORY_HELP.allocated}`;
+      peakEl.title = `${formatInt(peak.bytes)} bytes allocated at ${formatExactUs(peak.t - this.origin)} from the trace start. ${MEMORY_HELP.allocated}`;
       curveDiv.hidden = false;
       noCurve.hidden = true;
     } else {
@@ -666,63 +569,54 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       delete peakEl.dataset["bytes"];
       curveDiv.hidden = true;
       noCurve.hidden = false;
-      noCurve.textContent = curve.reason ?? `No memory curve was recorded for ${state.device}; its statistics are below.`;
-      if (charts) charts.remove(curveDiv);
-      listening = false;
+      noCurve.textContent = this.data.curve.reason ?? `No memory curve was recorded for ${this.state.device}; its statistics are below.`;
+      if (this.charts) this.charts.remove(curveDiv);
+      this.listening = false;
     }
-    redrawCurve();
+    this.redrawCurve();
   }
 
-  function redrawCurve(): void {
-    if (!charts || !device()) return;
+  private redrawCurve(): void {
+    const dev = this.device();
+    const { charts } = this;
+    if (!charts || !dev) return;
+    const curveDiv = this.head.curveDiv;
+    // read at every draw (a theme change redraws too): the range a zoom selected, the mark of the moment
+    const figure = (theme: Theme): Figure => {
+      const { device, marked, range } = this.state;
+      return memoryFigure({ dev: this.device() ?? dev, origin: this.origin, range, marked: marked?.device === device ? marked : null }, theme);
+    };
     void charts.draw(curveDiv, figure).then(() => {
-      if (listening || left(ctx)) return;
-      listening = true;
-      const gd = curveDiv as PlotlyHTMLElement;
-      gd.on("plotly_relayout", (ev) => {
+      if (this.listening || left(this.ctx)) return;
+      this.listening = true;
+      (curveDiv as PlotlyHTMLElement).on("plotly_relayout", (ev) => {
         const layout = (curveDiv as unknown as { layout?: { xaxis?: { range?: unknown[] } } }).layout;
         const r = relayoutRange(ev as Record<string, unknown>, layout?.xaxis?.range ?? null);
-        if (r === "reset") setRange(null, false);
-        else if (r) setRange([origin + r[0] * 1000, origin + r[1] * 1000], false);
+        if (r === "reset") this.setRange(null, false);
+        else if (r) this.setRange([this.origin + r[0] * 1000, this.origin + r[1] * 1000], false);
       });
     });
   }
+}
 
-  // A link from the Overview's evidence may name a device and a time range (absolute µs).
-  const linked = readViewUrlState();
-  if (linked.device !== undefined || linked.start !== undefined) {
-    if (linked.device !== undefined && linked.device in curve.devices) {
-      state.device = linked.device;
-      deviceSelect.value = linked.device;
-      root.dataset["device"] = state.device;
-      categories.setDevice(state.device);
-    }
-    const lo = Number(linked.start);
-    const hi = Number(linked.end);
-    writeViewUrlState({ device: undefined, start: undefined, end: undefined });
-    if (Number.isFinite(lo) && Number.isFinite(hi) && hi > lo) setRange([lo, hi], false);
+export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
+  const query = { run: ctx.run, worker: ctx.worker, span: ctx.span };
+  const loaded = await loadView(ctx, container, {
+    curve: () => ctx.api.get("memory/curve", query, { signal: ctx.signal }),
+    events: () => ctx.api.get("memory/events", query, { signal: ctx.signal }),
+    stats: () => ctx.api.get("memory/stats", query, { signal: ctx.signal }),
+    sources: () => loadSources(ctx), // which stack frames are the user's, before a stack is drawn
+  }, { what: "the memory data" });
+  if (!loaded) return undefined;
+  const data: MemoryData = { curve: normalizeCurve(loaded.curve), allEvents: rowsOf<MemoryEvent>(loaded.events), allStats: rowsOf<MemoryStat>(loaded.stats) };
+  const devices = deviceList(data.curve, data.allEvents, data.allStats);
+  const first = defaultDevice(devices, data.curve);
+  if (first === undefined) {
+    replaceChildren(container, emptyCard(data.curve.reason));
+    return undefined;
   }
-  updateRangeUi();
-  applyEvents();
-  applyStats();
-  updateCurve();
-
-  if (hasCurves) {
-    try {
-      const Plotly = await ctx.loadPlotly();
-      if (left(ctx)) return undefined;
-      charts = new Charts(Plotly, ctx);
-      updateCurve();
-    } catch (err) {
-      if (left(ctx)) return undefined;
-      replaceChildren(curveDiv, h("p", { class: "ptp-muted", testid: "chart-error" }, `The chart could not be drawn: ${err instanceof Error ? err.message : String(err)}`));
-    }
-  }
-
-  return () => {
-    window.clearTimeout(reloadTimer);
-    reloadCtl?.abort();
-    charts?.dispose();
-    categories.dispose();
-  };
+  const page = new MemoryPage(ctx, data, devices, first);
+  replaceChildren(container, page.root);
+  page.start();
+  return page.drawCharts();
 }

@@ -8,13 +8,13 @@
  */
 import { card, infoIcon } from "../components";
 import { h, replaceChildren } from "../dom";
-import { formatBytes, formatInt, formatPercent1, formatSignedPercent } from "../format";
+import { formatBytes, formatInt, formatMs, formatPercent1, formatSignedPercent } from "../format";
 import { frameList, parseFrame } from "./common/callStack";
 import { Charts, chartDiv, type Data, type Figure, plotlyText } from "./common/charts";
 import { csvFileName } from "./common/csv";
 import { clampedName, type Column, DataTable } from "./common/table";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
-import { axisUnit, formatMs } from "./memoryData";
+import { axisUnit } from "./memoryData";
 import {
   type CategoryResponse,
   categoryColor,
