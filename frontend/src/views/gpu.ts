@@ -5,7 +5,7 @@
  */
 import { card, infoIcon } from "../components";
 import { type Child, h, replaceChildren } from "../dom";
-import { formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../format";
+import { DASH, formatBytes, formatDuration, formatFixed, formatInt, formatPercent1 } from "../format";
 import type {
   BandwidthResponse,
   CuptiCountersResponse,
@@ -23,6 +23,7 @@ import type {
 } from "./common/apiTypes";
 import { Charts, chartDiv, type Figure } from "./common/charts";
 import { csvFileName } from "./common/csv";
+import { durationColumn as usColumn } from "./common/columns";
 import { clampedName, type Column, DataTable } from "./common/table";
 import { traceRangeLink } from "./common/traceLink";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
@@ -55,17 +56,11 @@ function share(us: number, window: Window): string {
 
 function durationColumn<R>(key: string, label: string, help: string, get: (r: R) => number | null, window?: Window): Column<R> {
   return {
-    key,
-    label,
-    help,
-    numeric: true,
-    value: get,
+    ...usColumn(key, label, help, get),
     text: (r) => {
       const v = get(r);
-      return v === null ? "—" : window ? share(v, window) : formatDuration(v);
+      return v === null ? DASH : window ? share(v, window) : formatDuration(v);
     },
-    exact: (r) => formatExactUs(get(r)),
-    csvHeader: `${label} (us)`,
   };
 }
 

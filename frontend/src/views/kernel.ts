@@ -7,9 +7,11 @@ import { card, infoIcon } from "../components";
 import { h, replaceChildren } from "../dom";
 import { DASH, formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../format";
 import { loadView } from "../loadView";
-import { type Charts, chartDiv, ColorMap, type Figure } from "./common/charts";
+import { type Charts, chartDiv, type Figure } from "./common/charts";
+import { durationColumn } from "./common/columns";
 import { csvFileName } from "./common/csv";
-import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
+import { pieLayout } from "./common/pie";
+import { topNPiesCard } from "./common/topNPies";
 import { clampedName, type Column, DataTable } from "./common/table";
 import { rowLinkButton, traceLinker, type TraceLinker, viewLink } from "./common/traceLink";
 import { shortKernelNames } from "./common/kernelNames";
@@ -54,19 +56,6 @@ const GROUPINGS: { id: KernelGrouping; label: string }[] = [
   { id: "name", label: "Kernel" },
   { id: "name_op", label: "Kernel + operator + launch config" },
 ];
-
-function dur(key: string, label: string, help: string, get: (r: KernelRow) => number): Column<KernelRow> {
-  return {
-    key,
-    label,
-    help,
-    numeric: true,
-    value: get,
-    text: (r) => formatDuration(get(r)),
-    exact: (r) => formatExactUs(get(r)),
-    csvHeader: `${label} (us)`,
-  };
-}
 
 const yesNo = (v: boolean | undefined): string => (v === undefined ? DASH : v ? "yes" : "no");
 
@@ -114,10 +103,10 @@ export function kernelColumns(grouping: KernelGrouping, links?: KernelLinks): Co
   if (op) cols.push({ key: "op_tc_eligible", label: "Op TC eligible", help: KERNEL_HELP.opTc, value: (r) => r.op_tc_eligible, text: (r) => yesNo(r.op_tc_eligible), title: () => KERNEL_HELP.opTc });
   cols.push(
     { key: "calls", label: "Calls", help: KERNEL_HELP.calls, numeric: true, value: (r) => r.calls, text: (r) => formatInt(r.calls), exact: (r) => `${formatInt(r.calls)} calls` },
-    dur("total", "Total", KERNEL_HELP.total, (r) => r.total_us),
-    dur("mean", "Mean", KERNEL_HELP.mean, (r) => r.mean_us),
-    dur("min", "Min", KERNEL_HELP.min, (r) => r.min_us),
-    dur("max", "Max", KERNEL_HELP.max, (r) => r.max_us),
+    durationColumn<KernelRow>("total", "Total", KERNEL_HELP.total, (r) => r.total_us),
+    durationColumn<KernelRow>("mean", "Mean", KERNEL_HELP.mean, (r) => r.mean_us),
+    durationColumn<KernelRow>("min", "Min", KERNEL_HELP.min, (r) => r.min_us),
+    durationColumn<KernelRow>("max", "Max", KERNEL_HELP.max, (r) => r.max_us),
     {
       key: "blocks_per_sm",
       label: "Mean blocks per SM",
@@ -199,69 +188,52 @@ function tensorCoreFigure(ratio: number, kernelUs: number): Figure {
 }
 
 /** The pies card: the top N kernels by total time and, when the server knows it, the tensor-core share. */
-interface KernelPies {
-  el: HTMLElement;
-  /** draw both pies (again: the kernel pie after a new top N) */
-  draw: (charts: Charts) => Promise<void>;
-}
-
-function kernelPies(summary: KernelSummary): KernelPies {
+function kernelPies(summary: KernelSummary): { el: HTMLElement; draw: (charts: Charts) => Promise<void> } {
   const { rows, kernelUs, ratio } = summary;
-  const kernelPie = chartDiv("pie-kernels", 320);
   const tcPie = chartDiv("pie-tensor-cores", 320);
-  const colors = new ColorMap();
-  let charts: Charts | null = null;
-  const drawKernelPie = async (): Promise<void> => {
-    if (!charts) return;
-    const items: Item[] = rows.map((r) => ({ name: r.name, value: r.total_us }));
-    const slices = topN(items, top.value());
-    colors.assign(slices.filter((s) => !s.other).map((s) => s.name));
-    const short = shortKernelNames(slices.map((s) => s.name));
-    await charts.draw(kernelPie, () => ({
-      data: [pieTrace(slices, { format: formatDuration, colors, what: "total", labelMax: 44, label: (name) => short.get(name) ?? name })],
-      layout: pieLayout(),
-    }));
-  };
-  const top = topNInput("Kernels shown in the pie", () => { void drawKernelPie(); });
-  const el = card(
-    { testid: "card-kernel-pies" },
-    h(
-      "div",
-      { class: "ptp-card-head" },
-      h("h3", {}, "Time by kernel"),
-      h("label", { class: "ptp-picker", title: "The N largest kernels get their own slice; all others are summed in \"Other\", so every share is of the whole." }, "Top N", top.input),
-      h(
-        "span",
-        { class: "ptp-muted", title: `${formatExactUs(kernelUs)}: ${KERNEL_HELP.total}` },
-        `${formatInt(rows.length)} kernels · ${formatDuration(kernelUs)} of kernel time`,
-      ),
+  const pies = topNPiesCard({
+    testid: "card-kernel-pies",
+    heading: "Time by kernel",
+    noun: "kernels",
+    note: h(
+      "span",
+      { class: "ptp-muted", title: `${formatExactUs(kernelUs)}: ${KERNEL_HELP.total}` },
+      `${formatInt(rows.length)} kernels · ${formatDuration(kernelUs)} of kernel time`,
     ),
-    h(
-      "div",
-      { class: "ptp-pies ptp-kernel-pies" },
-      h("div", {}, h("div", { class: "ptp-pie-title" }, "Total time per kernel", infoIcon(KERNEL_HELP.total)), kernelPie),
-      ratio !== null
-        ? h(
+    pieClass: "ptp-kernel-pies",
+    height: 320,
+    pies: [{
+      key: "kernels",
+      title: "Total time per kernel",
+      help: KERNEL_HELP.total,
+      items: () => rows.map((r) => ({ name: r.name, value: r.total_us })),
+      what: "total",
+      labelMax: 44,
+      labels: (names) => {
+        const short = shortKernelNames(names);
+        return (name) => short.get(name) ?? name;
+      },
+    }],
+    extra: ratio !== null
+      ? h(
+          "div",
+          { testid: "tensor-core-pie" },
+          h(
             "div",
-            { testid: "tensor-core-pie" },
-            h(
-              "div",
-              { class: "ptp-pie-title" },
-              "Kernel time on tensor cores: ",
-              h("span", { testid: "tensor-core-ratio", dataset: { value: String(ratio) } }, formatPercent1(ratio)),
-              infoIcon(KERNEL_HELP.tcRatio),
-            ),
-            tcPie,
-          )
-        : null,
-    ),
-  );
-  const draw = async (c: Charts): Promise<void> => {
-    charts = c;
-    await drawKernelPie();
-    if (ratio !== null) await c.draw(tcPie, () => tensorCoreFigure(ratio, kernelUs));
+            { class: "ptp-pie-title" },
+            "Kernel time on tensor cores: ",
+            h("span", { testid: "tensor-core-ratio", dataset: { value: String(ratio) } }, formatPercent1(ratio)),
+            infoIcon(KERNEL_HELP.tcRatio),
+          ),
+          tcPie,
+        )
+      : null,
+  });
+  const draw = async (charts: Charts): Promise<void> => {
+    await pies.draw(charts);
+    if (ratio !== null) await charts.draw(tcPie, () => tensorCoreFigure(ratio, kernelUs));
   };
-  return { el, draw };
+  return { el: pies.el, draw };
 }
 
 const GROUP_SEARCHES = {

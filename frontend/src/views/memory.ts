@@ -8,12 +8,13 @@
  */
 import { card, infoIcon } from "../components";
 import { type Child, h, replaceChildren } from "../dom";
-import { formatBytes, formatDuration, formatExactUs, formatInt, formatMs, formatSignedBytes, isNum } from "../format";
+import { formatBytes, formatDuration, formatExactUs, formatInt, formatMs, isNum } from "../format";
 import { loadView } from "../loadView";
 import type { PlotlyHTMLElement } from "plotly.js-dist-min";
 import type { Theme } from "../theme";
 import { type Charts, chartDiv, type Figure } from "./common/charts";
 import { loadSources } from "./common/callStack";
+import { bytesColumn } from "./common/columns";
 import { csvFileName } from "./common/csv";
 import { startCharts } from "./common/startCharts";
 import { clampedName, type Column, DataTable } from "./common/table";
@@ -136,19 +137,6 @@ function eventColumns(origin: number, isMarked: (e: MemoryEvent) => boolean): Co
   ];
 }
 
-function bytesCol(key: string, label: string, help: string, get: (s: MemoryStat) => number, signed: boolean): Column<MemoryStat> {
-  return {
-    key,
-    label,
-    help,
-    numeric: true,
-    value: get,
-    text: (s) => (signed ? formatSignedBytes(get(s)) : formatBytes(get(s))),
-    exact: (s) => `${formatInt(get(s))} bytes`,
-    csvHeader: `${label} (bytes)`,
-  };
-}
-
 function countCol(key: string, label: string, help: string, get: (s: MemoryStat) => number): Column<MemoryStat> {
   return { key, label, help, numeric: true, value: get, text: (s) => formatInt(get(s)) };
 }
@@ -156,12 +144,12 @@ function countCol(key: string, label: string, help: string, get: (s: MemoryStat)
 const STAT_COLUMNS: Column<MemoryStat>[] = [
   { key: "name", label: "Operator", value: (s) => s.name, render: (s) => clampedName(s.name, "memory-stat-op"), title: (s) => s.name, cls: "ptp-name-col" },
   countCol("calls", "Calls", MEMORY_HELP.calls, (s) => s.calls),
-  bytesCol("size_increase", "Size increase", MEMORY_HELP.sizeIncrease, (s) => s.size_increase_bytes, true),
-  bytesCol("self_size_increase", "Self size increase", MEMORY_HELP.selfSizeIncrease, (s) => s.self_size_increase_bytes, true),
+  bytesColumn<MemoryStat>("size_increase", "Size increase", MEMORY_HELP.sizeIncrease, (s) => s.size_increase_bytes, true),
+  bytesColumn<MemoryStat>("self_size_increase", "Self size increase", MEMORY_HELP.selfSizeIncrease, (s) => s.self_size_increase_bytes, true),
   countCol("allocation_count", "Allocation count", MEMORY_HELP.allocCount, (s) => s.allocation_count),
   countCol("self_allocation_count", "Self allocation count", MEMORY_HELP.selfAllocCount, (s) => s.self_allocation_count),
-  bytesCol("allocation_size", "Allocation size", MEMORY_HELP.allocSize, (s) => s.allocation_size_bytes, false),
-  bytesCol("self_allocation_size", "Self allocation size", MEMORY_HELP.selfAllocSize, (s) => s.self_allocation_size_bytes, false),
+  bytesColumn<MemoryStat>("allocation_size", "Allocation size", MEMORY_HELP.allocSize, (s) => s.allocation_size_bytes),
+  bytesColumn<MemoryStat>("self_allocation_size", "Self allocation size", MEMORY_HELP.selfAllocSize, (s) => s.self_allocation_size_bytes),
 ];
 
 /** What the page loaded: the curves and the whole trace's rows. */

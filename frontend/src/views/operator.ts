@@ -8,9 +8,10 @@ import { h, replaceChildren } from "../dom";
 import { formatDuration, formatExactUs, formatInt, formatPercent1 } from "../format";
 import { loadView } from "../loadView";
 import { frameList, loadSources, parseStack } from "./common/callStack";
-import { type Charts, chartDiv, ColorMap } from "./common/charts";
+import type { Charts } from "./common/charts";
+import { durationColumn } from "./common/columns";
 import { csvFileName } from "./common/csv";
-import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
+import { topNPiesCard } from "./common/topNPies";
 import { type Column, DataTable } from "./common/table";
 import { type TraceLinker, traceLinker, viewLink } from "./common/traceLink";
 import { startCharts } from "./common/startCharts";
@@ -57,24 +58,6 @@ const GROUPINGS: { id: OperatorGrouping; label: string }[] = [
 interface Flags {
   device: boolean;
   wall: boolean;
-}
-
-function duration(
-  key: string,
-  label: string,
-  help: string,
-  get: (r: OperatorRow) => number,
-): Column<OperatorRow> {
-  return {
-    key,
-    label,
-    help,
-    numeric: true,
-    value: get,
-    text: (r) => formatDuration(get(r)),
-    exact: (r) => formatExactUs(get(r)),
-    csvHeader: `${label} (us)`,
-  };
 }
 
 function tcPercent(key: string, label: string, help: string, get: (r: OperatorRow) => number, time: (r: OperatorRow) => number): Column<OperatorRow> {
@@ -151,12 +134,12 @@ export function operatorColumns(
   }
   cols.push({ key: "calls", label: "Calls", help: OP_HELP.calls, numeric: true, value: (r) => r.calls, text: (r) => formatInt(r.calls), exact: (r) => `${formatInt(r.calls)} calls` });
   if (flags.device) {
-    cols.push(duration("device_self", "Device self", OP_HELP.deviceSelf, (r) => r.device_self_us));
-    cols.push(duration("device_total", "Device total", OP_HELP.deviceTotal, (r) => r.device_total_us));
-    if (flags.wall) cols.push(duration("device_wall", "Device wall", OP_HELP.deviceWall, (r) => r.device_total_wall_us));
+    cols.push(durationColumn<OperatorRow>("device_self", "Device self", OP_HELP.deviceSelf, (r) => r.device_self_us));
+    cols.push(durationColumn<OperatorRow>("device_total", "Device total", OP_HELP.deviceTotal, (r) => r.device_total_us));
+    if (flags.wall) cols.push(durationColumn<OperatorRow>("device_wall", "Device wall", OP_HELP.deviceWall, (r) => r.device_total_wall_us));
   }
-  cols.push(duration("host_self", "Host self", OP_HELP.hostSelf, (r) => r.host_self_us));
-  cols.push(duration("host_total", "Host total", OP_HELP.hostTotal, (r) => r.host_total_us));
+  cols.push(durationColumn<OperatorRow>("host_self", "Host self", OP_HELP.hostSelf, (r) => r.host_self_us));
+  cols.push(durationColumn<OperatorRow>("host_total", "Host total", OP_HELP.hostTotal, (r) => r.host_total_us));
   if (flags.device) {
     cols.push({ key: "tc_eligible", label: "Tensor-core eligible", help: OP_HELP.tcEligible, value: (r) => r.tc_eligible, title: () => OP_HELP.tcEligible });
     cols.push(tcPercent("tc_self", "TC self %", OP_HELP.tcSelf, (r) => r.tc_self_ratio, (r) => r.device_self_us));
@@ -216,44 +199,21 @@ const PIES: { key: string; title: string; help: string; device: boolean; get: (r
 
 /** The pies card: the top N operators by each time (host times only for a trace without GPU work). */
 function operatorPies(rows: readonly OperatorRow[], device: boolean): { el: HTMLElement; draw: (charts: Charts) => Promise<void> } {
-  const pieDivs = PIES.filter((p) => device || !p.device).map((p) => ({ p, div: chartDiv(`pie-${p.key}`, 300) }));
-  const colors = new ColorMap();
-  let charts: Charts | null = null;
-  const drawPies = async (): Promise<void> => {
-    if (!charts) return;
-    for (const { p, div } of pieDivs) {
-      const items: Item[] = rows.map((r) => ({ name: r.name, value: p.get(r) }));
-      const slices = topN(items, top.value());
-      colors.assign(slices.filter((s) => !s.other).map((s) => s.name));
-      await charts.draw(div, () => ({
-        data: [pieTrace(slices, { format: formatDuration, colors, what: p.title.toLowerCase(), labelMax: 52 })],
-        layout: pieLayout(),
-      }));
-    }
-  };
-  const top = topNInput("Operators shown in the pies", () => { void drawPies(); });
-  const el = card(
-    { testid: "card-operator-pies" },
-    h(
-      "div",
-      { class: "ptp-card-head" },
-      h("h3", {}, "Time by operator"),
-      h("label", { class: "ptp-picker", title: "The N largest operators get their own slice; all others are summed in \"Other\", so every share is of the whole." }, "Top N", top.input),
-      h("span", { class: "ptp-muted" }, `${formatInt(rows.length)} operators · the rest are in "Other"`),
-    ),
-    h(
-      "div",
-      { class: "ptp-pies" },
-      pieDivs.map(({ p, div }) => h("div", {}, h("div", { class: "ptp-pie-title" }, p.title, infoIcon(p.help)), div)),
-    ),
-  );
-  return {
-    el,
-    draw: async (c) => {
-      charts = c;
-      await drawPies();
-    },
-  };
+  return topNPiesCard({
+    testid: "card-operator-pies",
+    heading: "Time by operator",
+    noun: "operators",
+    note: h("span", { class: "ptp-muted" }, `${formatInt(rows.length)} operators · the rest are in "Other"`),
+    height: 300,
+    pies: PIES.filter((p) => device || !p.device).map((p) => ({
+      key: p.key,
+      title: p.title,
+      help: p.help,
+      items: () => rows.map((r) => ({ name: r.name, value: p.get(r) })),
+      what: p.title.toLowerCase(),
+      labelMax: 52,
+    })),
+  });
 }
 
 /** The group-by picker; groupings the trace did not record are offered disabled, with the reason. */
