@@ -17,8 +17,8 @@ import type {
   OverviewResponse,
   QueueLengthResponse,
 } from "../src/views/common/apiTypes";
-import type { TraceEventResponse, TraceRangeResponse, TraceSearchResponse, TraceWindowResponse } from "../src/views/traceTypes";
-import type { DiffResponse } from "../src/views/diffTypes";
+import type { TraceEventResponse, TraceRangeResponse, TraceSearchResponse, TraceWindowResponse } from "../src/views/trace/traceTypes";
+import type { DiffResponse } from "../src/views/diff/diffTypes";
 
 /** Compiles only when an answer of the contract can be read as the page's type. */
 function readsAs<Page>(answer: Page): Page {

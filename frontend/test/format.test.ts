@@ -20,7 +20,7 @@ import {
   isNum,
   num,
 } from "../src/format";
-import * as traceData from "../src/views/traceData";
+import * as traceData from "../src/views/trace/traceData";
 
 const NOT_NUMBERS: unknown[] = [null, undefined, NaN, Infinity, -Infinity, "12", {}, [], true];
 

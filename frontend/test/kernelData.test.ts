@@ -1,7 +1,7 @@
 /** views/kernelData.ts: the GPU Kernel page's totals, tensor-core split and row identity. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { hasLaunchingOperator, kernelRowKey, type KernelRow, type KernelsResponse, kernelSummary, tensorCoreSplit } from "../src/views/kernelData";
+import { hasLaunchingOperator, kernelRowKey, type KernelRow, type KernelsResponse, kernelSummary, tensorCoreSplit } from "../src/views/kernel/kernelData";
 
 function row(name: string, total: number, extra: Partial<KernelRow> = {}): KernelRow {
   return { name, calls: 2, total_us: total, mean_us: total / 2, min_us: 1, max_us: total - 1, tensor_cores: false,

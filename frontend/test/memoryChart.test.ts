@@ -1,8 +1,8 @@
 /** views/memoryChart.ts: the Memory page's curve figure (units, peak marker, zoomed range, marked allocation). */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { memoryFigure } from "../src/views/memoryChart";
-import type { CurveDevice, MemoryEvent } from "../src/views/memoryData";
+import { memoryFigure } from "../src/views/memory/memoryChart";
+import type { CurveDevice, MemoryEvent } from "../src/views/memory/memoryData";
 
 const MiB = 1024 ** 2;
 // samples at 1, 3 and 5 ms after the origin (1,000 µs): allocated 1, 4, 2 MiB; reserved 8 MiB throughout

@@ -21,7 +21,7 @@ import {
   type CurveDevice,
   type MemoryEvent,
   type MemoryStat,
-} from "../src/views/memoryData";
+} from "../src/views/memory/memoryData";
 import { formatMs, formatSignedBytes } from "../src/format";
 
 function event(device: string, size: number, alloc: number | null, free: number | null): MemoryEvent {

@@ -1,7 +1,7 @@
 /** views/moduleData.ts: the Module page's answer made safe, its subtitle, the timeline's plan and hook means. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { hookMean, meanClock, moduleClass, moduleSubtitle, normalizeModules, timelinePlan, type ModuleOccurrence } from "../src/views/moduleData";
+import { hookMean, meanClock, moduleClass, moduleSubtitle, normalizeModules, timelinePlan, type ModuleOccurrence } from "../src/views/module/moduleData";
 
 const call = (name: string, start: number, depth: number): ModuleOccurrence => ({ name, start_us: start, dur_us: 10, depth });
 

@@ -9,7 +9,7 @@ import {
   type OperatorsResponse,
   operatorSummary,
   rowsThatFit,
-} from "../src/views/operatorData";
+} from "../src/views/operator/operatorData";
 
 function row(name: string, deviceTotal: number, wall = deviceTotal): OperatorRow {
   return { name, calls: 1, host_self_us: 5, host_total_us: 9, device_self_us: deviceTotal, device_total_us: deviceTotal,

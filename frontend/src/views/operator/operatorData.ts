@@ -3,7 +3,7 @@
  * notes the answer calls for, which groupings the trace can offer and the key a row keeps across regroupings.
  * DOM-free, so frontend/test/operatorData.test.ts checks the numbers.
  */
-import type { Answer } from "../types";
+import type { Answer } from "../../types";
 
 export type OperatorsResponse = Answer<"operators">;
 export type OperatorRow = OperatorsResponse["rows"][number];

@@ -3,8 +3,8 @@
  * show and the key a table row keeps across regroupings. DOM-free, so frontend/test/kernelData.test.ts checks
  * the numbers.
  */
-import { isNum } from "../format";
-import type { Answer } from "../types";
+import { isNum } from "../../format";
+import type { Answer } from "../../types";
 
 export type KernelsResponse = Answer<"kernels">;
 export type KernelRow = KernelsResponse["rows"][number];

@@ -6,19 +6,19 @@
  * a double-click goes back to the whole trace. Clicking an event row marks its allocation and
  * release on the chart. Times are ms from the trace start.
  */
-import { card, infoIcon } from "../components";
-import { type Child, h, replaceChildren } from "../dom";
-import { formatBytes, formatDuration, formatExactUs, formatInt, formatMs, isNum } from "../format";
-import { loadView } from "../loadView";
+import { card, infoIcon } from "../../components";
+import { type Child, h, replaceChildren } from "../../dom";
+import { formatBytes, formatDuration, formatExactUs, formatInt, formatMs, isNum } from "../../format";
+import { loadView } from "../../loadView";
 import type { PlotlyHTMLElement } from "plotly.js-dist-min";
-import type { Theme } from "../theme";
-import { type Charts, chartDiv, type Figure } from "./common/charts";
-import { loadSources } from "./common/callStack";
-import { bytesColumn } from "./common/columns";
-import { csvFileName } from "./common/csv";
-import { startCharts } from "./common/startCharts";
-import { clampedName, type Column, DataTable } from "./common/table";
-import { left } from "./common/ui";
+import type { Theme } from "../../theme";
+import { type Charts, chartDiv, type Figure } from "../common/charts";
+import { loadSources } from "../common/callStack";
+import { bytesColumn } from "../common/columns";
+import { csvFileName } from "../common/csv";
+import { startCharts } from "../common/startCharts";
+import { clampedName, type Column, DataTable } from "../common/table";
+import { left } from "../common/ui";
 import { memoryCategoriesCard } from "./memoryCategories";
 import { memoryFigure } from "./memoryChart";
 import {
@@ -42,8 +42,8 @@ import {
   timeOrigin,
 } from "./memoryData";
 import { fetchLiveAt, inRangeColumn, LIVE_HELP, liveSummary, stackExpand } from "./memoryLive";
-import { readViewUrlState, writeViewUrlState } from "../urlState";
-import type { ViewContext } from "./types";
+import { readViewUrlState, writeViewUrlState } from "../../urlState";
+import type { ViewContext } from "../types";
 
 export const MEMORY_HELP = {
   operator:

@@ -3,16 +3,16 @@
  * path, nested (HTA's "GPU time by annotation", with the host side beside it). Each name finds its ranges
  * in the Trace view.
  */
-import { card, infoIcon } from "../components";
-import { h, replaceChildren } from "../dom";
-import { formatInt } from "../format";
-import type { AnnotationRow, AnnotationsResponse } from "./common/apiTypes";
-import { durationColumn } from "./common/columns";
-import { csvFileName } from "./common/csv";
-import { DataTable } from "./common/table";
-import { traceLinker } from "./common/traceLink";
-import { fetchFor, left, loadErrorCard } from "./common/ui";
-import type { ViewContext } from "./types";
+import { card, infoIcon } from "../../components";
+import { h, replaceChildren } from "../../dom";
+import { formatInt } from "../../format";
+import type { AnnotationRow, AnnotationsResponse } from "../common/apiTypes";
+import { durationColumn } from "../common/columns";
+import { csvFileName } from "../common/csv";
+import { DataTable } from "../common/table";
+import { traceLinker } from "../common/traceLink";
+import { fetchFor, left, loadErrorCard } from "../common/ui";
+import type { ViewContext } from "../types";
 
 export const ANNOTATION_HELP = {
   card: "Ranges of record_function (user annotations), nested by where they ran; ProfilerStep#N is left out of the paths. Whole trace.",

@@ -3,19 +3,19 @@
  * self/total time, and the operator table grouped by name, name + input shape or name + call stack.
  * By name, operators called from Python expand to their distinct call stacks (fetched on demand).
  */
-import { card, infoIcon } from "../components";
-import { h, replaceChildren } from "../dom";
-import { formatDuration, formatExactUs, formatInt, formatPercent1 } from "../format";
-import { loadView } from "../loadView";
-import { frameList, loadSources, parseStack } from "./common/callStack";
-import type { Charts } from "./common/charts";
-import { durationColumn } from "./common/columns";
-import { csvFileName } from "./common/csv";
-import { topNPiesCard } from "./common/topNPies";
-import { type Column, DataTable } from "./common/table";
-import { type TraceLinker, traceLinker, viewLink } from "./common/traceLink";
-import { startCharts } from "./common/startCharts";
-import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
+import { card, infoIcon } from "../../components";
+import { h, replaceChildren } from "../../dom";
+import { formatDuration, formatExactUs, formatInt, formatPercent1 } from "../../format";
+import { loadView } from "../../loadView";
+import { frameList, loadSources, parseStack } from "../common/callStack";
+import type { Charts } from "../common/charts";
+import { durationColumn } from "../common/columns";
+import { csvFileName } from "../common/csv";
+import { topNPiesCard } from "../common/topNPies";
+import { type Column, DataTable } from "../common/table";
+import { type TraceLinker, traceLinker, viewLink } from "../common/traceLink";
+import { startCharts } from "../common/startCharts";
+import { fetchFor, groupingSwitch, left, loadErrorCard } from "../common/ui";
 import {
   groupingUnsupported,
   hasWallTime,
@@ -27,9 +27,9 @@ import {
   operatorSummary,
   rowsThatFit,
 } from "./operatorData";
-import { readViewUrlState, writeViewUrlState } from "../urlState";
+import { readViewUrlState, writeViewUrlState } from "../../urlState";
 import { annotationsCard } from "./annotations";
-import type { ViewContext } from "./types";
+import type { ViewContext } from "../types";
 
 export const OP_HELP = {
   calls: "How many times the operator ran in this trace.",

@@ -3,22 +3,22 @@
  * of the kernel time on tensor cores, and the kernel table by name or by name + launching operator
  * + launch configuration.
  */
-import { card, infoIcon } from "../components";
-import { h, replaceChildren } from "../dom";
-import { DASH, formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../format";
-import { loadView } from "../loadView";
-import { type Charts, chartDiv, type Figure } from "./common/charts";
-import { durationColumn } from "./common/columns";
-import { csvFileName } from "./common/csv";
-import { pieLayout } from "./common/pie";
-import { topNPiesCard } from "./common/topNPies";
-import { clampedName, type Column, DataTable } from "./common/table";
-import { rowLinkButton, traceLinker, type TraceLinker, viewLink } from "./common/traceLink";
-import { shortKernelNames } from "./common/kernelNames";
-import { loadSources } from "./common/callStack";
-import { stacksPanel } from "./operator";
-import { startCharts } from "./common/startCharts";
-import { groupingSwitch, left } from "./common/ui";
+import { card, infoIcon } from "../../components";
+import { h, replaceChildren } from "../../dom";
+import { DASH, formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../../format";
+import { loadView } from "../../loadView";
+import { type Charts, chartDiv, type Figure } from "../common/charts";
+import { durationColumn } from "../common/columns";
+import { csvFileName } from "../common/csv";
+import { pieLayout } from "../common/pie";
+import { topNPiesCard } from "../common/topNPies";
+import { clampedName, type Column, DataTable } from "../common/table";
+import { rowLinkButton, traceLinker, type TraceLinker, viewLink } from "../common/traceLink";
+import { shortKernelNames } from "../common/kernelNames";
+import { loadSources } from "../common/callStack";
+import { stacksPanel } from "../operator/operator";
+import { startCharts } from "../common/startCharts";
+import { groupingSwitch, left } from "../common/ui";
 import {
   hasLaunchingOperator,
   type KernelGrouping,
@@ -29,8 +29,8 @@ import {
   kernelSummary,
   tensorCoreSplit,
 } from "./kernelData";
-import { readViewUrlState, writeViewUrlState } from "../urlState";
-import type { ViewContext } from "./types";
+import { readViewUrlState, writeViewUrlState } from "../../urlState";
+import type { ViewContext } from "../types";
 
 export const KERNEL_HELP = {
   tensorCores: "Whether the kernel uses tensor cores, detected from its name.",

@@ -3,7 +3,7 @@
  * pure helpers of the Memory page: device order, the time origin, byte units, filters.
  * Times from the backend are absolute µs; the page shows them in ms relative to the trace start.
  */
-import { formatBytes, formatMs, isNum } from "../format";
+import { formatBytes, formatMs, isNum } from "../../format";
 
 /** One sample: [absolute µs, allocated bytes, reserved bytes]. */
 export type CurvePoint = [number, number, number];

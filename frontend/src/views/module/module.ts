@@ -4,19 +4,19 @@
  * module calls by nesting depth. PyTorch Lightning runs get the title "Lightning", a table of the
  * Lightning hooks and, when recorded, the tree of Lightning's own module annotations.
  */
-import { card, infoIcon } from "../components";
-import { h, replaceChildren } from "../dom";
-import { DASH, formatDuration, formatExactUs, formatInt } from "../format";
-import { loadView } from "../loadView";
-import type { Theme } from "../theme";
-import { type Charts, chartDiv, ColorMap, type Data, type Figure, plotlyText } from "./common/charts";
-import { csvFileName } from "./common/csv";
-import { clampedName, DataTable } from "./common/table";
-import { loadSources, openFrame, parseFrame } from "./common/callStack";
-import type { Frame } from "./common/sourceFrames";
-import { rowLinkButton, traceLinker } from "./common/traceLink";
-import { startCharts } from "./common/startCharts";
-import { fetchFor, left, loadErrorCard } from "./common/ui";
+import { card, infoIcon } from "../../components";
+import { h, replaceChildren } from "../../dom";
+import { DASH, formatDuration, formatExactUs, formatInt } from "../../format";
+import { loadView } from "../../loadView";
+import type { Theme } from "../../theme";
+import { type Charts, chartDiv, ColorMap, type Data, type Figure, plotlyText } from "../common/charts";
+import { csvFileName } from "../common/csv";
+import { clampedName, DataTable } from "../common/table";
+import { loadSources, openFrame, parseFrame } from "../common/callStack";
+import type { Frame } from "../common/sourceFrames";
+import { rowLinkButton, traceLinker } from "../common/traceLink";
+import { startCharts } from "../common/startCharts";
+import { fetchFor, left, loadErrorCard } from "../common/ui";
 import {
   arr,
   hookMean,
@@ -34,7 +34,7 @@ import {
   timelinePlan,
 } from "./moduleData";
 import { type TreeColumn, type TreeItem, treeItems, TreeTable } from "./moduleTree";
-import type { ViewContext } from "./types";
+import type { ViewContext } from "../types";
 
 export const MODULE_HELP = {
   occurrences: "How many times the module's forward ran in this trace.",

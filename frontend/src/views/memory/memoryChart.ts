@@ -3,9 +3,9 @@
  * lines, its peak marked and labelled, and the allocation the user clicked as a band from its allocation to its
  * release. A pure function of what is shown, so a theme change or a new mark simply builds it again.
  */
-import { formatBytes, formatMs, isNum } from "../format";
-import type { Theme } from "../theme";
-import { type Data, type Figure, type Layout, plotlyText, shorten } from "./common/charts";
+import { formatBytes, formatMs, isNum } from "../../format";
+import type { Theme } from "../../theme";
+import { type Data, type Figure, type Layout, plotlyText, shorten } from "../common/charts";
 import { axisUnit, type CurveDevice, type MemoryEvent, peakLabel, peakOf } from "./memoryData";
 
 const COLOR_ALLOC = "#4e79a7";

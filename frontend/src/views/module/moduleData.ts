@@ -4,8 +4,8 @@
  * safe to walk, and what the timeline card shows of the calls. DOM-free, so frontend/test/moduleData.test.ts
  * checks the numbers.
  */
-import { formatInt, num } from "../format";
-import type { Schema } from "../types";
+import { formatInt, num } from "../../format";
+import type { Schema } from "../../types";
 
 export type ModuleNode = Schema<"ModuleNode">;
 
