@@ -12,7 +12,7 @@ import type { RunInfo, RunsResponse, SpanInfo, ViewsResponse, WorkerInfo } from 
 import { VIEW_NAMES } from "./types";
 import { onUrlStateChange, readUrlState, writeUrlState, type UrlState } from "./urlState";
 import { ALWAYS_AVAILABLE, VIEW_LABELS, viewLoader } from "./views/registry";
-import * as traceInfo from "./views/traceInfo";
+import * as traceInfo from "./views/trace/traceInfo";
 import type { ViewContext, ViewModule } from "./views/types";
 
 /** Tab id of the built-in summary tab (also its value in the URL). */

@@ -7,15 +7,22 @@ import {
   compareDevices,
   defaultDevice,
   deviceList,
+  eventKey,
   filterEvents,
-  formatMs,
-  formatSignedBytes,
+  minBytesOf,
   normalizeCurve,
+  peakLabel,
+  peakOf,
+  rangeFileSuffix,
+  rangeText,
   relayoutRange,
+  rowsOf,
   timeOrigin,
+  type CurveDevice,
   type MemoryEvent,
   type MemoryStat,
-} from "../src/views/memoryData";
+} from "../src/views/memory/memoryData";
+import { formatMs, formatSignedBytes } from "../src/format";
 
 function event(device: string, size: number, alloc: number | null, free: number | null): MemoryEvent {
   return { name: "aten::empty", device, size_bytes: size, alloc_us: alloc, free_us: free, lifetime_us: null, addr: 1 };
@@ -103,5 +110,44 @@ describe("relayoutRange", () => {
     assert.equal(relayoutRange({ "yaxis.range": [0, 1] }), null);
     assert.equal(relayoutRange({ "xaxis.range[0]": "x", "xaxis.range[1]": 2 }), null);
     assert.equal(relayoutRange({ "xaxis.range[1]": 9 }), null); // no current range to take the start from
+  });
+});
+
+describe("peak, filter, range and row identity", () => {
+  const dev = (points: [number, number, number][], extra: Record<string, number> = {}): CurveDevice =>
+    ({ points, peak_allocated_bytes: Number.NaN, ...extra });
+
+  it("peakOf: the server's peak when it sends bytes and time, else the sample with the most allocated", () => {
+    assert.deepEqual(peakOf(dev([[10, 5, 9]], { peak_allocated_bytes: 700, peak_time_us: 42 })), { bytes: 700, t: 42 });
+    assert.deepEqual(peakOf(dev([[10, 5, 9], [20, 80, 90], [30, 60, 90]])), { bytes: 80, t: 20 });
+    // bytes without a time: the server's bytes, the largest sample's time
+    assert.deepEqual(peakOf(dev([[10, 5, 9], [20, 80, 90]], { peak_allocated_bytes: 96 })), { bytes: 96, t: 20 });
+  });
+
+  it("peakLabel: bytes and ms from the origin", () => {
+    assert.equal(peakLabel(dev([[1_000, 1024, 0], [13_345, 1.5 * 1024 ** 3, 0]]), 1_000), "Peak 1.50 GiB at 12.35 ms");
+  });
+
+  it("minBytesOf: the number times its unit; nothing, negative or text filters nothing", () => {
+    assert.equal(minBytesOf("1.5", "1024"), 1536);
+    assert.equal(minBytesOf("2", "1048576"), 2 * 1024 ** 2);
+    assert.equal(minBytesOf("3", ""), 3);
+    assert.equal(minBytesOf("", "1024"), 0);
+    assert.equal(minBytesOf("-4", "1024"), 0);
+    assert.equal(minBytesOf("abc", "1024"), 0);
+  });
+
+  it("rangeText and rangeFileSuffix: ms from the origin", () => {
+    assert.equal(rangeText([13_000, 15_500], 1_000), "12.00 ms – 14.50 ms");
+    assert.equal(rangeText(null, 1_000), "whole trace");
+    assert.equal(rangeFileSuffix([13_000, 1_235_000], 1_000), "12.00ms-1,234.00ms");
+    assert.equal(rangeFileSuffix(null, 0), "");
+  });
+
+  it("eventKey and rowsOf", () => {
+    assert.equal(eventKey({ device: "GPU0", addr: 4096, alloc_us: 12, free_us: null }), "GPU0\u00004096\u000012\u0000");
+    assert.deepEqual(rowsOf({ rows: [1, 2] }), [1, 2]);
+    assert.deepEqual(rowsOf(null), []);
+    assert.deepEqual(rowsOf({ rows: "x" } as never), []);
   });
 });

@@ -13,8 +13,8 @@ import {
   niceStep,
   parseWindow,
   tickUnit,
-} from "../src/views/traceData";
-import type { TraceWindowResponse } from "../src/views/traceTypes";
+} from "../src/views/trace/traceData";
+import type { TraceWindowResponse } from "../src/views/trace/traceTypes";
 
 /** Two tracks: a CPU thread with two depths (one event and one box at depth 0, one event at depth 1) and a
  * collapsed GPU stream with no lane in this window; a flow, two steps, a counter with a gap. */

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { CATEGORIES, busiestStep, highlightCategory, segmentAt } from "../src/views/common/stepCategories";
-import { exactQuery, nameMatches, parseTraceQuery, searchParams } from "../src/views/traceSearch";
+import { exactQuery, nameMatches, parseTraceQuery, searchParams } from "../src/views/trace/traceSearch";
 import { hashWithViewState, viewStateFromHash } from "../src/urlState";
 
 const NAMES = ["nn.Module: Linear_1", "nn.Module: Linear_10", "nn.Module: Linear_11", "aten::linear", "Linear_1"];

@@ -7,8 +7,8 @@
  * plotly.js) lands in its own chunk and index.js stays small.
  *
  * To add a view:
- *   1. create src/views/<name>.ts exporting `render(container, ctx)` (see ./types.ts);
- *   2. add `<Name>: () => import("./<name>")` below.
+ *   1. create src/views/<name>/<name>.ts (its parts beside it) exporting `render(container, ctx)` (see ./types.ts);
+ *   2. add `<Name>: () => import("./<name>/<name>")` below.
  */
 import type { ViewName } from "../types";
 import type { ViewModule } from "./types";
@@ -16,16 +16,16 @@ import type { ViewModule } from "./types";
 export type ViewLoader = () => Promise<ViewModule>;
 
 export const VIEW_REGISTRY: Partial<Record<ViewName, ViewLoader>> = {
-  Overview: () => import("./overview"),
-  Operator: () => import("./operator"),
-  Flame: () => import("./flame"),
-  Kernel: () => import("./kernel"),
-  GPU: () => import("./gpu"),
-  Trace: () => import("./trace"),
-  Memory: () => import("./memory"),
-  Module: () => import("./module"),
-  Distributed: () => import("./distributed"),
-  Diff: () => import("./diff"),
+  Overview: () => import("./overview/overview"),
+  Operator: () => import("./operator/operator"),
+  Flame: () => import("./flame/flame"),
+  Kernel: () => import("./kernel/kernel"),
+  GPU: () => import("./gpu/gpu"),
+  Trace: () => import("./trace/trace"),
+  Memory: () => import("./memory/memory"),
+  Module: () => import("./module/module"),
+  Distributed: () => import("./distributed/distributed"),
+  Diff: () => import("./diff/diff"),
 };
 
 /**

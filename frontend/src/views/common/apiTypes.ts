@@ -1,5 +1,6 @@
 /**
- * The JSON of ./overview, ./operators and ./kernels (see docs/api/openapi.yaml). Times are µs,
+ * The JSON of ./overview and the GPU insights (see docs/api/openapi.yaml; ./operators and ./kernels are typed
+ * from it in views/operatorData.ts and views/kernelData.ts). Times are µs,
  * ratios fractions 0..1, null = missing. Render code still treats every field defensively.
  */
 
@@ -106,59 +107,6 @@ export interface OverviewResponse {
   context?: RunContext;
   verdict?: Verdict;
   notes: string[];
-}
-
-export type OperatorGrouping = "name" | "name_shape" | "name_stack";
-
-export interface OperatorRow {
-  name: string;
-  calls: number;
-  host_self_us: number;
-  host_total_us: number;
-  device_self_us: number;
-  device_total_us: number;
-  device_total_wall_us: number;
-  tc_eligible: boolean;
-  tc_self_ratio: number;
-  tc_total_ratio: number;
-  input_shape?: string;
-  call_stack?: string;
-}
-
-export interface OperatorsResponse {
-  group_by: OperatorGrouping;
-  device_time: "sum";
-  rows: OperatorRow[];
-  totals?: { device_sum_us?: number; device_busy_us?: number };
-  has_call_stacks?: boolean;
-  has_input_shapes?: boolean;
-}
-
-export type KernelGrouping = "name" | "name_op";
-
-export interface KernelRow {
-  name: string;
-  calls: number;
-  total_us: number;
-  mean_us: number;
-  min_us: number;
-  max_us: number;
-  tensor_cores: boolean;
-  blocks_per_sm: number | null;
-  achieved_occupancy: number | null;
-  streams: number[];
-  operator?: string;
-  op_tc_eligible?: boolean;
-  grid?: string | null;
-  block?: string | null;
-  registers_per_thread?: number | null;
-  shared_memory?: number | null;
-}
-
-export interface KernelsResponse {
-  group_by: KernelGrouping;
-  tensor_core_ratio: number | null;
-  rows: KernelRow[];
 }
 
 /** The step window GPU insights are measured in (absolute µs). */

@@ -4,9 +4,9 @@
  * deltas (never "Infinity%": a missing percentage reads "—"), search, paging and CSV export
  * (common/table's DataTable), and for operators links into either side's Operator view.
  */
-import { type Child, h } from "../dom";
-import { formatDuration, formatExactUs, formatInt, formatSignedDuration, formatSignedPercent } from "../format";
-import { type Column, DataTable, clampedName } from "./common/table";
+import { type Child, h } from "../../dom";
+import { formatDuration, formatExactUs, formatInt, formatSignedDuration, formatSignedPercent } from "../../format";
+import { type Column, DataTable, clampedName } from "../common/table";
 import { type DiffRow, rowValue } from "./diffTypes";
 
 export interface Metric {

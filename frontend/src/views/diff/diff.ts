@@ -6,16 +6,16 @@
  *
  * Shown for every run (registry's ALWAYS_AVAILABLE): it compares traces rather than showing a run's own data.
  */
-import { ApiError } from "../api";
-import { card, errorCard, infoIcon } from "../components";
-import { type Child, h, replaceChildren } from "../dom";
-import { formatDuration, formatExactUs, formatSignedDuration, formatSignedPercent } from "../format";
-import type { Plotly } from "../lib/plotly";
-import type { RunInfo, RunsResponse } from "../types";
-import { readViewUrlState, writeViewUrlState } from "../urlState";
-import { Charts, chartDiv, type Figure, plotlyText } from "./common/charts";
-import { csvFileName } from "./common/csv";
-import { left } from "./common/ui";
+import { ApiError } from "../../api";
+import { card, errorCard, infoIcon } from "../../components";
+import { type Child, h, replaceChildren } from "../../dom";
+import { formatDuration, formatExactUs, formatSignedDuration, formatSignedPercent } from "../../format";
+import type { Plotly } from "../../lib/plotly";
+import type { RunInfo, RunsResponse } from "../../types";
+import { readViewUrlState, writeViewUrlState } from "../../urlState";
+import { Charts, chartDiv, type Figure, plotlyText } from "../common/charts";
+import { csvFileName } from "../common/csv";
+import { left } from "../common/ui";
 import { DrillDown } from "./diffDrill";
 import { DiffTable, KERNEL_METRICS, OPERATOR_METRICS, deltaSpan } from "./diffTables";
 import {
@@ -30,7 +30,7 @@ import {
   sameTarget,
   targetParams,
 } from "./diffTypes";
-import type { ViewContext } from "./types";
+import type { ViewContext } from "../types";
 
 // ------------------------------------------------------------------------------------------- selection
 

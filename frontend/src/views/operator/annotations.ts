@@ -3,15 +3,16 @@
  * path, nested (HTA's "GPU time by annotation", with the host side beside it). Each name finds its ranges
  * in the Trace view.
  */
-import { card, infoIcon } from "../components";
-import { h, replaceChildren } from "../dom";
-import { formatDuration, formatExactUs, formatInt } from "../format";
-import type { AnnotationRow, AnnotationsResponse } from "./common/apiTypes";
-import { csvFileName } from "./common/csv";
-import { type Column, DataTable } from "./common/table";
-import { traceLinker } from "./common/traceLink";
-import { fetchFor, left, loadErrorCard } from "./common/ui";
-import type { ViewContext } from "./types";
+import { card, infoIcon } from "../../components";
+import { h, replaceChildren } from "../../dom";
+import { formatInt } from "../../format";
+import type { AnnotationRow, AnnotationsResponse } from "../common/apiTypes";
+import { durationColumn } from "../common/columns";
+import { csvFileName } from "../common/csv";
+import { DataTable } from "../common/table";
+import { traceLinker } from "../common/traceLink";
+import { fetchFor, left, loadErrorCard } from "../common/ui";
+import type { ViewContext } from "../types";
 
 export const ANNOTATION_HELP = {
   card: "Ranges of record_function (user annotations), nested by where they ran; ProfilerStep#N is left out of the paths. Whole trace.",
@@ -19,10 +20,6 @@ export const ANNOTATION_HELP = {
   device: "GPU time (sum of durations) of the kernels, copies and memsets launched from inside the ranges, on their thread: work launched by autograd's backward thread is not inside a forward-thread range.",
   gpuRange: "Wall time of the GPU-side copies of the ranges (gpu_user_annotation: first to last GPU event each range launched, any thread): HTA's \"GPU time by annotation\". Empty where the trace has none or the name occurs under several paths.",
 };
-
-function dur(key: string, label: string, help: string, get: (r: AnnotationRow) => number | null): Column<AnnotationRow> {
-  return { key, label, help, numeric: true, value: get, text: (r) => formatDuration(get(r)), exact: (r) => formatExactUs(get(r)), csvHeader: `${label} (us)` };
-}
 
 /** The card; fills itself once the route answers (an error replaces it with an error card). */
 export function annotationsCard(ctx: ViewContext): HTMLElement {
@@ -45,9 +42,9 @@ export function annotationsCard(ctx: ViewContext): HTMLElement {
         },
         { key: "order", label: "Tree order", help: "Parents before children, siblings by host time.", numeric: true, value: (r) => order.get(r.path.join("\u0000")) ?? 0, text: () => "", csvHeader: "Tree order" },
         { key: "count", label: "Count", numeric: true, value: (r) => r.count, text: (r) => formatInt(r.count) },
-        dur("host", "Host time", ANNOTATION_HELP.host, (r) => r.host_us),
-        dur("device", "Device time", ANNOTATION_HELP.device, (r) => r.device_us),
-        dur("gpu_range", "GPU range", ANNOTATION_HELP.gpuRange, (r) => r.gpu_range_us),
+        durationColumn<AnnotationRow>("host", "Host time", ANNOTATION_HELP.host, (r) => r.host_us),
+        durationColumn<AnnotationRow>("device", "Device time", ANNOTATION_HELP.device, (r) => r.device_us),
+        durationColumn<AnnotationRow>("gpu_range", "GPU range", ANNOTATION_HELP.gpuRange, (r) => r.gpu_range_us),
       ],
       rows: resp.rows,
       sort: { key: "order", dir: "asc" },

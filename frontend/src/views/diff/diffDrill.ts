@@ -5,14 +5,14 @@
  * a point or an expandable entry's name goes one level down.
  */
 import type { PlotlyHTMLElement, PlotMouseEvent } from "plotly.js-dist-min";
-import { ApiError } from "../api";
-import type { Plotly } from "../lib/plotly";
-import { h, replaceChildren } from "../dom";
-import { formatDuration, formatExactUs, formatInt, formatSignedDuration, formatSignedPercent } from "../format";
-import { type Charts, chartDiv, type Figure, plotlyText, shorten } from "./common/charts";
-import { hoverName } from "./common/pie";
-import { type Column, DataTable } from "./common/table";
-import { csvFileName } from "./common/csv";
+import { ApiError } from "../../api";
+import type { Plotly } from "../../lib/plotly";
+import { h, replaceChildren } from "../../dom";
+import { formatDuration, formatExactUs, formatInt, formatSignedDuration, formatSignedPercent } from "../../format";
+import { type Charts, chartDiv, type Figure, plotlyText, shorten } from "../common/charts";
+import { hoverName } from "../common/pie";
+import { type Column, DataTable } from "../common/table";
+import { csvFileName } from "../common/csv";
 import { deltaSpan } from "./diffTables";
 import {
   BASELINE_COLOR,
@@ -25,7 +25,7 @@ import {
   type Target,
   targetParams,
 } from "./diffTypes";
-import type { ViewContext } from "./types";
+import type { ViewContext } from "../types";
 
 export type DrillMetric = "device" | "host";
 

@@ -5,17 +5,17 @@
  * (average per step, table + pie) and notes. Numbers carry tooltips saying how they are computed.
  */
 import type { PlotlyHTMLElement, PlotMouseEvent } from "plotly.js-dist-min";
-import { card, infoIcon } from "../components";
-import { type Child, h, replaceChildren } from "../dom";
-import { formatBytes, formatDuration, formatExactUs, formatInt, formatPercent1 } from "../format";
-import type { Theme } from "../theme";
-import { writeViewUrlState } from "../urlState";
-import { CATEGORY_COLORS, busiestStep, segmentAt } from "./common/stepCategories";
-import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation } from "./common/apiTypes";
-import { Charts, chartDiv, type Figure, plotlyText } from "./common/charts";
-import { rowLinkButton, traceWindowState } from "./common/traceLink";
-import { fetchFor, left, loadErrorCard } from "./common/ui";
-import type { ViewContext } from "./types";
+import { card, infoIcon } from "../../components";
+import { type Child, h, replaceChildren } from "../../dom";
+import { formatBytes, formatDuration, formatExactUs, formatInt, formatPercent1 } from "../../format";
+import type { Theme } from "../../theme";
+import { writeViewUrlState } from "../../urlState";
+import { CATEGORY_COLORS, busiestStep, segmentAt } from "../common/stepCategories";
+import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation } from "../common/apiTypes";
+import { Charts, chartDiv, type Figure, plotlyText } from "../common/charts";
+import { rowLinkButton, traceWindowState } from "../common/traceLink";
+import { fetchFor, left, loadErrorCard } from "../common/ui";
+import type { ViewContext } from "../types";
 
 export const HELP = {
   utilization:

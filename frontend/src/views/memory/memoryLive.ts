@@ -3,13 +3,13 @@
  * the allocations live at an instant (the peak: GET ./memory/events?at_us=), and the Python call stack of the
  * operator that allocated it (the code to change to allocate less).
  */
-import { h } from "../dom";
-import { formatBytes, formatInt } from "../format";
-import { frameList, parseStack } from "./common/callStack";
-import type { Column } from "./common/table";
-import { fetchFor } from "./common/ui";
+import { h } from "../../dom";
+import { formatBytes, formatInt } from "../../format";
+import { frameList, parseStack } from "../common/callStack";
+import type { Column } from "../common/table";
+import { fetchFor } from "../common/ui";
 import type { MemoryEvent } from "./memoryData";
-import type { ViewContext } from "./types";
+import type { ViewContext } from "../types";
 
 export const LIVE_HELP = {
   inRange:

@@ -6,15 +6,15 @@
  * peak's categories (beside the inference's numbers when both exist) and the largest allocations
  * live at the peak with their operators and call stacks.
  */
-import { card, infoIcon } from "../components";
-import { h, replaceChildren } from "../dom";
-import { formatBytes, formatInt, formatPercent1, formatSignedPercent } from "../format";
-import { frameList, parseFrame } from "./common/callStack";
-import { Charts, chartDiv, type Data, type Figure, plotlyText } from "./common/charts";
-import { csvFileName } from "./common/csv";
-import { clampedName, type Column, DataTable } from "./common/table";
-import { fetchFor, left, loadErrorCard } from "./common/ui";
-import { axisUnit, formatMs } from "./memoryData";
+import { card, infoIcon } from "../../components";
+import { h, replaceChildren } from "../../dom";
+import { formatBytes, formatInt, formatMs, formatPercent1, formatSignedPercent } from "../../format";
+import { frameList, parseFrame } from "../common/callStack";
+import { Charts, chartDiv, type Data, type Figure, plotlyText } from "../common/charts";
+import { csvFileName } from "../common/csv";
+import { clampedName, type Column, DataTable } from "../common/table";
+import { fetchFor, left, loadErrorCard } from "../common/ui";
+import { axisUnit } from "./memoryData";
 import {
   type CategoryResponse,
   categoryColor,
@@ -29,7 +29,7 @@ import {
   stackedTraces,
   type TopAllocation,
 } from "./memoryCategoriesData";
-import type { ViewContext } from "./types";
+import type { ViewContext } from "../types";
 
 export interface CategoryCard {
   el: HTMLElement;

@@ -10,22 +10,22 @@
  * Read-only debug hook (documented in docs/guide/trace.md, used by the browser tests):
  * `window.__ptpTrace = { visibleRange(), selected(), stats(), eventsOnScreen() }` in the plugin frame.
  */
-import { ApiError, type QueryParams } from "../api";
-import { card } from "../components";
-import { h, replaceChildren } from "../dom";
-import { readViewUrlState, writeViewUrlState } from "../urlState";
-import { loadSources } from "./common/callStack";
-import { CATEGORY_COLORS, highlightCategory, highlightText } from "./common/stepCategories";
-import { copyText, inVsCode, showToast } from "./common/ui";
+import { ApiError, type QueryParams } from "../../api";
+import { card } from "../../components";
+import { h, replaceChildren } from "../../dom";
+import { readViewUrlState, writeViewUrlState } from "../../urlState";
+import { loadSources } from "../common/callStack";
+import { CATEGORY_COLORS, highlightCategory, highlightText } from "../common/stepCategories";
+import { copyText, inVsCode, showToast } from "../common/ui";
 import { makePalette, parseWindow, locate, formatOffset, formatTime, mergeSteps, formatBytesShort, formatCounter, type Step, type TrackMeta, type WindowData } from "./traceData";
 import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoading, rangePanel, rememberHelp, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
 import { parseTraceQuery, searchParams } from "./traceSearch";
 import { HEADER_H, HOST_LEVELS, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
 import { draw, eventsOnScreen, hitTest, plotWidth, xToTime, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene, type ViewRange } from "./traceRenderer";
-import type { CriticalPathResponse } from "./common/apiTypes";
+import type { CriticalPathResponse } from "../common/apiTypes";
 import type { EventBrief, TraceEventResponse, TraceRangeResponse, TraceSearchResponse, TraceWindowResponse } from "./traceTypes";
-import type { ViewContext } from "./types";
+import type { ViewContext } from "../types";
 
 const FETCH_DEBOUNCE_MS = 100;
 const FETCH_MAX_WAIT_MS = 300;

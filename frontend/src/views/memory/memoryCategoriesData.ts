@@ -3,8 +3,7 @@
  * category" card: category names and colours (torch's), the stacked series as chart traces, and
  * the peak's make-up. No DOM here, so it is tested without a browser.
  */
-import { formatBytes, formatPercent1 } from "../format";
-import { formatMs } from "./memoryData";
+import { formatBytes, formatMs, formatPercent1 } from "../../format";
 
 export type CategorySource = "export" | "inferred";
 

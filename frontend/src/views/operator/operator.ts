@@ -3,20 +3,33 @@
  * self/total time, and the operator table grouped by name, name + input shape or name + call stack.
  * By name, operators called from Python expand to their distinct call stacks (fetched on demand).
  */
-import { card, infoIcon } from "../components";
-import { h, replaceChildren } from "../dom";
-import { formatDuration, formatExactUs, formatInt, formatPercent1 } from "../format";
-import type { OperatorGrouping, OperatorRow, OperatorsResponse } from "./common/apiTypes";
-import { frameList, loadSources, parseStack } from "./common/callStack";
-import { Charts, chartDiv, ColorMap } from "./common/charts";
-import { csvFileName } from "./common/csv";
-import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
-import { type Column, DataTable } from "./common/table";
-import { type TraceLinker, traceLinker, viewLink } from "./common/traceLink";
-import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
-import { readViewUrlState, writeViewUrlState } from "../urlState";
+import { card, infoIcon } from "../../components";
+import { h, replaceChildren } from "../../dom";
+import { formatDuration, formatExactUs, formatInt, formatPercent1 } from "../../format";
+import { loadView } from "../../loadView";
+import { frameList, loadSources, parseStack } from "../common/callStack";
+import type { Charts } from "../common/charts";
+import { durationColumn } from "../common/columns";
+import { csvFileName } from "../common/csv";
+import { topNPiesCard } from "../common/topNPies";
+import { type Column, DataTable } from "../common/table";
+import { type TraceLinker, traceLinker, viewLink } from "../common/traceLink";
+import { startCharts } from "../common/startCharts";
+import { fetchFor, groupingSwitch, left, loadErrorCard } from "../common/ui";
+import {
+  groupingUnsupported,
+  hasWallTime,
+  type OperatorGrouping,
+  type OperatorRow,
+  operatorRowKey,
+  type OperatorsResponse,
+  type OperatorSummary,
+  operatorSummary,
+  rowsThatFit,
+} from "./operatorData";
+import { readViewUrlState, writeViewUrlState } from "../../urlState";
 import { annotationsCard } from "./annotations";
-import type { ViewContext } from "./types";
+import type { ViewContext } from "../types";
 
 export const OP_HELP = {
   calls: "How many times the operator ran in this trace.",
@@ -45,24 +58,6 @@ const GROUPINGS: { id: OperatorGrouping; label: string }[] = [
 interface Flags {
   device: boolean;
   wall: boolean;
-}
-
-function duration(
-  key: string,
-  label: string,
-  help: string,
-  get: (r: OperatorRow) => number,
-): Column<OperatorRow> {
-  return {
-    key,
-    label,
-    help,
-    numeric: true,
-    value: get,
-    text: (r) => formatDuration(get(r)),
-    exact: (r) => formatExactUs(get(r)),
-    csvHeader: `${label} (us)`,
-  };
 }
 
 function tcPercent(key: string, label: string, help: string, get: (r: OperatorRow) => number, time: (r: OperatorRow) => number): Column<OperatorRow> {
@@ -139,12 +134,12 @@ export function operatorColumns(
   }
   cols.push({ key: "calls", label: "Calls", help: OP_HELP.calls, numeric: true, value: (r) => r.calls, text: (r) => formatInt(r.calls), exact: (r) => `${formatInt(r.calls)} calls` });
   if (flags.device) {
-    cols.push(duration("device_self", "Device self", OP_HELP.deviceSelf, (r) => r.device_self_us));
-    cols.push(duration("device_total", "Device total", OP_HELP.deviceTotal, (r) => r.device_total_us));
-    if (flags.wall) cols.push(duration("device_wall", "Device wall", OP_HELP.deviceWall, (r) => r.device_total_wall_us));
+    cols.push(durationColumn<OperatorRow>("device_self", "Device self", OP_HELP.deviceSelf, (r) => r.device_self_us));
+    cols.push(durationColumn<OperatorRow>("device_total", "Device total", OP_HELP.deviceTotal, (r) => r.device_total_us));
+    if (flags.wall) cols.push(durationColumn<OperatorRow>("device_wall", "Device wall", OP_HELP.deviceWall, (r) => r.device_total_wall_us));
   }
-  cols.push(duration("host_self", "Host self", OP_HELP.hostSelf, (r) => r.host_self_us));
-  cols.push(duration("host_total", "Host total", OP_HELP.hostTotal, (r) => r.host_total_us));
+  cols.push(durationColumn<OperatorRow>("host_self", "Host self", OP_HELP.hostSelf, (r) => r.host_self_us));
+  cols.push(durationColumn<OperatorRow>("host_total", "Host total", OP_HELP.hostTotal, (r) => r.host_total_us));
   if (flags.device) {
     cols.push({ key: "tc_eligible", label: "Tensor-core eligible", help: OP_HELP.tcEligible, value: (r) => r.tc_eligible, title: () => OP_HELP.tcEligible });
     cols.push(tcPercent("tc_self", "TC self %", OP_HELP.tcSelf, (r) => r.tc_self_ratio, (r) => r.device_self_us));
@@ -152,8 +147,6 @@ export function operatorColumns(
   }
   return cols;
 }
-
-const rowKey = (r: OperatorRow): string => `${r.name}\u0000${r.input_shape ?? ""}\u0000${r.call_stack ?? ""}`;
 
 function stat(label: string, value: string, help: string): HTMLElement {
   return h("span", { title: help }, `${label} `, h("b", {}, value));
@@ -204,79 +197,54 @@ const PIES: { key: string; title: string; help: string; device: boolean; get: (r
   { key: "host_total", title: "Host total time", help: OP_HELP.hostTotal, device: false, get: (r) => r.host_total_us },
 ];
 
-/** As many table rows as fit the frame's height (about 28 px a row, the table's head and pager aside), 15 to 100:
- * a page of 10 left most of a tall screen empty. */
-function rowsThatFit(): number {
-  return Math.min(100, Math.max(15, Math.floor((window.innerHeight - 140) / 28)));
+/** The pies card: the top N operators by each time (host times only for a trace without GPU work). */
+function operatorPies(rows: readonly OperatorRow[], device: boolean): { el: HTMLElement; draw: (charts: Charts) => Promise<void> } {
+  return topNPiesCard({
+    testid: "card-operator-pies",
+    heading: "Time by operator",
+    noun: "operators",
+    note: h("span", { class: "ptp-muted" }, `${formatInt(rows.length)} operators · the rest are in "Other"`),
+    height: 300,
+    pies: PIES.filter((p) => device || !p.device).map((p) => ({
+      key: p.key,
+      title: p.title,
+      help: p.help,
+      items: () => rows.map((r) => ({ name: r.name, value: p.get(r) })),
+      what: p.title.toLowerCase(),
+      labelMax: 52,
+    })),
+  });
 }
 
-export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
-  replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading operators…"));
-  let byName: OperatorsResponse;
-  const sources = loadSources(ctx); // which frames are the user's: before any stack is drawn
-  try {
-    byName = await fetchFor<OperatorsResponse>(ctx, "operators", { group_by: "name" });
-    await sources;
-  } catch (err) {
-    if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the operators"));
-    return undefined;
-  }
-  if (left(ctx)) return undefined;
-  const rows = Array.isArray(byName.rows) ? byName.rows : [];
-  const sum = byName.totals?.device_sum_us ?? 0;
-  const busy = byName.totals?.device_busy_us ?? 0;
-  const device = sum > 0 || rows.some((r) => r.device_total_us > 0);
-  const cache = new Map<OperatorGrouping, OperatorsResponse>([["name", byName]]);
-  const flagsFor = (resp: OperatorsResponse): Flags => ({
-    device,
-    wall: device && resp.rows.some((r) => Math.abs(r.device_total_wall_us - r.device_total_us) > 1e-6 * Math.max(1, r.device_total_us)),
-  });
-
-  // ---- pies
-  const pieDivs = PIES.filter((p) => device || !p.device).map((p) => ({ p, div: chartDiv(`pie-${p.key}`, 300) }));
-  const top = topNInput("Operators shown in the pies", () => { void drawPies(); });
-  const topInput = top.input;
-  const piesCard = card(
-    { testid: "card-operator-pies" },
-    h(
-      "div",
-      { class: "ptp-card-head" },
-      h("h3", {}, "Time by operator"),
-      h("label", { class: "ptp-picker", title: "The N largest operators get their own slice; all others are summed in \"Other\", so every share is of the whole." }, "Top N", topInput),
-      h("span", { class: "ptp-muted" }, `${formatInt(rows.length)} operators · the rest are in "Other"`),
-    ),
-    h(
-      "div",
-      { class: "ptp-pies" },
-      pieDivs.map(({ p, div }) => h("div", {}, h("div", { class: "ptp-pie-title" }, p.title, infoIcon(p.help)), div)),
-    ),
-  );
-
-  // ---- table
-  let grouping: OperatorGrouping = "name";
-  let stackNames: Set<string> | null = null;
+/** The group-by picker; groupings the trace did not record are offered disabled, with the reason. */
+function groupingSelect(byName: OperatorsResponse, onChange: (g: OperatorGrouping) => void): HTMLSelectElement {
   const select = h(
     "select",
-    { testid: "operator-group-by", attrs: { "aria-label": "Group by" }, onChange: () => { void setGrouping(select.value as OperatorGrouping); } },
+    { testid: "operator-group-by", attrs: { "aria-label": "Group by" }, onChange: () => { onChange(select.value as OperatorGrouping); } },
     GROUPINGS.map((g) => {
-      const unsupported =
-        (g.id === "name_shape" && byName.has_input_shapes === false) || (g.id === "name_stack" && byName.has_call_stacks === false);
+      const unsupported = groupingUnsupported(g.id, byName);
       return h(
         "option",
-        {
-          attrs: { value: g.id, disabled: unsupported },
-          title: unsupported
-            ? g.id === "name_shape"
-              ? "This trace has no input shapes (record with record_shapes=True)."
-              : "This trace has no call stacks (record with with_stack=True)."
-            : undefined,
-        },
-        g.label + (unsupported ? " (not recorded)" : ""),
+        { attrs: { value: g.id, disabled: unsupported !== null }, title: unsupported ?? undefined },
+        g.label + (unsupported !== null ? " (not recorded)" : ""),
       );
     }),
   );
+  return select;
+}
+
+/**
+ * The operator table with its group-by switch (each grouping fetched once), its links, the expanders of
+ * operators called from Python (known from one background request), and the search a link from another page
+ * (Diff, Trace) asks for.
+ */
+function operatorTable(ctx: ViewContext, byName: OperatorsResponse, device: boolean): HTMLElement {
+  let grouping: OperatorGrouping = "name";
+  let stackNames: Set<string> | null = null;
+  const cache = new Map<OperatorGrouping, OperatorsResponse>([["name", byName]]);
+  const select = groupingSelect(byName, (g) => { void setGrouping(g); });
   const tableStatus = h("span", { class: "ptp-muted", testid: "table-status", attrs: { "aria-live": "polite" } });
-  const fit = rowsThatFit();
+  const fit = rowsThatFit(window.innerHeight);
   const table = new DataTable<OperatorRow>({
     testid: "operator-table",
     pageSize: fit,
@@ -291,19 +259,15 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     viewLink(ctx, { label: "kernels", title: `The GPU kernels ${name} launched, in the Kernel view`, testid: "operator-kernels", view: "Kernel", state: { op: name, q: undefined } });
   const setData = (g: OperatorGrouping, resp: OperatorsResponse): void => {
     table.setData({
-      columns: operatorColumns(g, flagsFor(resp), linkToTrace, device ? linkToKernels : undefined, linkToStacks),
+      columns: operatorColumns(g, { device, wall: device && hasWallTime(resp.rows) }, linkToTrace, device ? linkToKernels : undefined, linkToStacks),
       rows: Array.isArray(resp.rows) ? resp.rows : [],
       searches: [{ key: "name", label: "Search operators", placeholder: "Search operator names", text: (r) => r.name }],
       sort: { key: device ? "device_self" : "host_self", dir: "desc" },
       expand:
         g === "name" && byName.has_call_stacks !== false
-          ? {
-              can: (r) => stackNames?.has(r.name) ?? false,
-              render: (r) => stacksPanel(ctx, r.name, device),
-              label: "Show the call stacks",
-            }
+          ? { can: (r) => stackNames?.has(r.name) ?? false, render: (r) => stacksPanel(ctx, r.name, device), label: "Show the call stacks" }
           : null,
-      rowKey,
+      rowKey: operatorRowKey,
     });
   };
   const setGrouping = groupingSwitch(ctx, "operators", cache, select, tableStatus, (g: OperatorGrouping, resp: OperatorsResponse) => {
@@ -311,45 +275,11 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     setData(g, resp);
   });
   setData("name", byName);
-  // A link from another page (Diff, Trace) may name an operator to search for.
   const linked = readViewUrlState().q?.trim();
   if (linked) {
     table.setQuery("name", linked);
     writeViewUrlState({ q: undefined });
   }
-
-  const note = device
-    ? h(
-        "p",
-        { class: "ptp-muted ptp-card-sub", testid: "device-time-note" },
-        "Device time is the sum of the durations of the GPU work each operator launched.",
-        sum > 0 && Math.abs(sum - busy) > 0.01 * sum
-          ? h(
-              "span",
-              { testid: "device-time-overlap" },
-              " Total GPU work summed: ",
-              h("b", { title: `${formatExactUs(sum)}: the durations of all GPU events added up.` }, formatDuration(sum)),
-              "; the GPUs were busy for ",
-              h("b", { title: `${formatExactUs(busy)}: the time in which at least one GPU event ran.` }, formatDuration(busy)),
-              " (work on concurrent streams overlaps).",
-            )
-          : null,
-        " ",
-        infoIcon(`${OP_HELP.deviceSelf}\n${OP_HELP.deviceTotal}`),
-      )
-    : h("p", { class: "ptp-muted ptp-card-sub", testid: "host-only-note" }, "No GPU work was recorded: the table shows host times only.");
-
-  replaceChildren(
-    container,
-    h(
-      "div",
-      { class: "ptp-view ptp-operators", testid: "operator-view" },
-      piesCard,
-      card({ title: "Operators", testid: "card-operator-table" }, note, table.el),
-      annotationsCard(ctx),
-    ),
-  );
-
   // Which operators have call stacks (for the expanders): one request in the background.
   if (byName.has_call_stacks !== false) {
     fetchFor<OperatorsResponse>(ctx, "operators", { group_by: "name_stack" })
@@ -362,31 +292,55 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
         // No expanders then; the "Operator + call stack" grouping reports its own error if chosen.
       });
   }
+  return table.el;
+}
 
-  let charts: Charts | null = null;
-  const colors = new ColorMap();
-  const drawPies = async (): Promise<void> => {
-    if (!charts) return;
-    for (const { p, div } of pieDivs) {
-      const items: Item[] = rows.map((r) => ({ name: r.name, value: p.get(r) }));
-      const slices = topN(items, top.value());
-      colors.assign(slices.filter((s) => !s.other).map((s) => s.name));
-      await charts.draw(div, () => ({
-        data: [pieTrace(slices, { format: formatDuration, colors, what: p.title.toLowerCase(), labelMax: 52 })],
-        layout: pieLayout(),
-      }));
-    }
-  };
-  try {
-    const Plotly = await ctx.loadPlotly();
-    if (left(ctx)) return undefined;
-    charts = new Charts(Plotly, ctx);
-    await drawPies();
-  } catch (err) {
-    if (left(ctx)) return undefined;
-    const message = err instanceof Error ? err.message : String(err);
-    replaceChildren(piesCard, h("p", { class: "ptp-muted", testid: "chart-error" }, `The charts could not be drawn: ${message}`));
+/** What device time means here and, where streams overlapped, the summed GPU work beside the busy time. */
+function deviceTimeNote(summary: OperatorSummary): HTMLElement {
+  const { sumUs, busyUs } = summary;
+  if (!summary.device) {
+    return h("p", { class: "ptp-muted ptp-card-sub", testid: "host-only-note" }, "No GPU work was recorded: the table shows host times only.");
   }
-  const c = charts;
-  return () => c?.dispose();
+  return h(
+    "p",
+    { class: "ptp-muted ptp-card-sub", testid: "device-time-note" },
+    "Device time is the sum of the durations of the GPU work each operator launched.",
+    summary.overlap
+      ? h(
+          "span",
+          { testid: "device-time-overlap" },
+          " Total GPU work summed: ",
+          h("b", { title: `${formatExactUs(sumUs)}: the durations of all GPU events added up.` }, formatDuration(sumUs)),
+          "; the GPUs were busy for ",
+          h("b", { title: `${formatExactUs(busyUs)}: the time in which at least one GPU event ran.` }, formatDuration(busyUs)),
+          " (work on concurrent streams overlaps).",
+        )
+      : null,
+    " ",
+    infoIcon(`${OP_HELP.deviceSelf}\n${OP_HELP.deviceTotal}`),
+  );
+}
+
+export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
+  const query = { run: ctx.run, worker: ctx.worker, span: ctx.span };
+  const data = await loadView(ctx, container, {
+    byName: () => ctx.api.get("operators", { ...query, group_by: "name" }, { signal: ctx.signal }),
+    sources: () => loadSources(ctx), // which frames are the user's: before any stack is drawn
+  }, { what: "the operators" });
+  if (!data) return undefined;
+  const summary = operatorSummary(data.byName);
+  const pies = operatorPies(summary.rows, summary.device);
+  replaceChildren(
+    container,
+    h(
+      "div",
+      { class: "ptp-view ptp-operators", testid: "operator-view" },
+      pies.el,
+      card({ title: "Operators", testid: "card-operator-table" }, deviceTimeNote(summary), operatorTable(ctx, data.byName, summary.device)),
+      annotationsCard(ctx),
+    ),
+  );
+  const charts = await startCharts(ctx, pies.el, pies.draw);
+  if (left(ctx)) return undefined;
+  return () => charts?.dispose();
 }

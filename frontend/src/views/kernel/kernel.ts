@@ -3,21 +3,34 @@
  * of the kernel time on tensor cores, and the kernel table by name or by name + launching operator
  * + launch configuration.
  */
-import { card, infoIcon } from "../components";
-import { h, replaceChildren } from "../dom";
-import { formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../format";
-import type { KernelGrouping, KernelRow, KernelsResponse } from "./common/apiTypes";
-import { Charts, chartDiv, ColorMap, type Figure } from "./common/charts";
-import { csvFileName } from "./common/csv";
-import { type Item, pieLayout, pieTrace, topN, topNInput } from "./common/pie";
-import { clampedName, type Column, DataTable } from "./common/table";
-import { rowLinkButton, traceLinker, type TraceLinker, viewLink } from "./common/traceLink";
-import { shortKernelNames } from "./common/kernelNames";
-import { loadSources } from "./common/callStack";
-import { stacksPanel } from "./operator";
-import { fetchFor, groupingSwitch, left, loadErrorCard } from "./common/ui";
-import { readViewUrlState, writeViewUrlState } from "../urlState";
-import type { ViewContext } from "./types";
+import { card, infoIcon } from "../../components";
+import { h, replaceChildren } from "../../dom";
+import { DASH, formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../../format";
+import { loadView } from "../../loadView";
+import { type Charts, chartDiv, type Figure } from "../common/charts";
+import { durationColumn } from "../common/columns";
+import { csvFileName } from "../common/csv";
+import { pieLayout } from "../common/pie";
+import { topNPiesCard } from "../common/topNPies";
+import { clampedName, type Column, DataTable } from "../common/table";
+import { rowLinkButton, traceLinker, type TraceLinker, viewLink } from "../common/traceLink";
+import { shortKernelNames } from "../common/kernelNames";
+import { loadSources } from "../common/callStack";
+import { stacksPanel } from "../operator/operator";
+import { startCharts } from "../common/startCharts";
+import { groupingSwitch, left } from "../common/ui";
+import {
+  hasLaunchingOperator,
+  type KernelGrouping,
+  type KernelRow,
+  kernelRowKey,
+  type KernelsResponse,
+  type KernelSummary,
+  kernelSummary,
+  tensorCoreSplit,
+} from "./kernelData";
+import { readViewUrlState, writeViewUrlState } from "../../urlState";
+import type { ViewContext } from "../types";
 
 export const KERNEL_HELP = {
   tensorCores: "Whether the kernel uses tensor cores, detected from its name.",
@@ -44,22 +57,7 @@ const GROUPINGS: { id: KernelGrouping; label: string }[] = [
   { id: "name_op", label: "Kernel + operator + launch config" },
 ];
 
-function dur(key: string, label: string, help: string, get: (r: KernelRow) => number): Column<KernelRow> {
-  return {
-    key,
-    label,
-    help,
-    numeric: true,
-    value: get,
-    text: (r) => formatDuration(get(r)),
-    exact: (r) => formatExactUs(get(r)),
-    csvHeader: `${label} (us)`,
-  };
-}
-
-const NO_OPERATOR = "(no operator)";
-
-const yesNo = (v: boolean | undefined): string => (v === undefined ? "—" : v ? "yes" : "no");
+const yesNo = (v: boolean | undefined): string => (v === undefined ? DASH : v ? "yes" : "no");
 
 /** Links of a kernel row: to its occurrences in the Trace view, to the operators that launched it, and (by
  * operator) from an operator cell to the Operator view. */
@@ -105,10 +103,10 @@ export function kernelColumns(grouping: KernelGrouping, links?: KernelLinks): Co
   if (op) cols.push({ key: "op_tc_eligible", label: "Op TC eligible", help: KERNEL_HELP.opTc, value: (r) => r.op_tc_eligible, text: (r) => yesNo(r.op_tc_eligible), title: () => KERNEL_HELP.opTc });
   cols.push(
     { key: "calls", label: "Calls", help: KERNEL_HELP.calls, numeric: true, value: (r) => r.calls, text: (r) => formatInt(r.calls), exact: (r) => `${formatInt(r.calls)} calls` },
-    dur("total", "Total", KERNEL_HELP.total, (r) => r.total_us),
-    dur("mean", "Mean", KERNEL_HELP.mean, (r) => r.mean_us),
-    dur("min", "Min", KERNEL_HELP.min, (r) => r.min_us),
-    dur("max", "Max", KERNEL_HELP.max, (r) => r.max_us),
+    durationColumn<KernelRow>("total", "Total", KERNEL_HELP.total, (r) => r.total_us),
+    durationColumn<KernelRow>("mean", "Mean", KERNEL_HELP.mean, (r) => r.mean_us),
+    durationColumn<KernelRow>("min", "Min", KERNEL_HELP.min, (r) => r.min_us),
+    durationColumn<KernelRow>("max", "Max", KERNEL_HELP.max, (r) => r.max_us),
     {
       key: "blocks_per_sm",
       label: "Mean blocks per SM",
@@ -166,12 +164,8 @@ export function kernelColumns(grouping: KernelGrouping, links?: KernelLinks): Co
   return cols;
 }
 
-const rowKey = (r: KernelRow): string =>
-  [r.name, r.operator ?? "", r.grid ?? "", r.block ?? "", r.registers_per_thread ?? "", r.shared_memory ?? ""].join("\u0000");
-
 function tensorCoreFigure(ratio: number, kernelUs: number): Figure {
-  const on = ratio * kernelUs;
-  const off = Math.max(0, kernelUs - on);
+  const { on, off } = tensorCoreSplit(ratio, kernelUs);
   return {
     data: [
       {
@@ -193,61 +187,66 @@ function tensorCoreFigure(ratio: number, kernelUs: number): Figure {
   };
 }
 
-export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
-  replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading kernels…"));
-  let byName: KernelsResponse;
-  void loadSources(ctx); // the launching operators' stacks, user frames first
-  try {
-    byName = await fetchFor<KernelsResponse>(ctx, "kernels", { group_by: "name" });
-  } catch (err) {
-    if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the kernels"));
-    return undefined;
-  }
-  if (left(ctx)) return undefined;
-  const rows = Array.isArray(byName.rows) ? byName.rows : [];
-  const kernelUs = rows.reduce((s, r) => s + (Number.isFinite(r.total_us) ? r.total_us : 0), 0);
-  const ratio = typeof byName.tensor_core_ratio === "number" && Number.isFinite(byName.tensor_core_ratio) ? byName.tensor_core_ratio : null;
-
-  // ---- pies
-  const kernelPie = chartDiv("pie-kernels", 320);
+/** The pies card: the top N kernels by total time and, when the server knows it, the tensor-core share. */
+function kernelPies(summary: KernelSummary): { el: HTMLElement; draw: (charts: Charts) => Promise<void> } {
+  const { rows, kernelUs, ratio } = summary;
   const tcPie = chartDiv("pie-tensor-cores", 320);
-  const top = topNInput("Kernels shown in the pie", () => { void drawKernelPie(); });
-  const topInput = top.input;
-  const piesCard = card(
-    { testid: "card-kernel-pies" },
-    h(
-      "div",
-      { class: "ptp-card-head" },
-      h("h3", {}, "Time by kernel"),
-      h("label", { class: "ptp-picker", title: "The N largest kernels get their own slice; all others are summed in \"Other\", so every share is of the whole." }, "Top N", topInput),
-      h(
-        "span",
-        { class: "ptp-muted", title: `${formatExactUs(kernelUs)}: ${KERNEL_HELP.total}` },
-        `${formatInt(rows.length)} kernels · ${formatDuration(kernelUs)} of kernel time`,
-      ),
+  const pies = topNPiesCard({
+    testid: "card-kernel-pies",
+    heading: "Time by kernel",
+    noun: "kernels",
+    note: h(
+      "span",
+      { class: "ptp-muted", title: `${formatExactUs(kernelUs)}: ${KERNEL_HELP.total}` },
+      `${formatInt(rows.length)} kernels · ${formatDuration(kernelUs)} of kernel time`,
     ),
-    h(
-      "div",
-      { class: "ptp-pies ptp-kernel-pies" },
-      h("div", {}, h("div", { class: "ptp-pie-title" }, "Total time per kernel", infoIcon(KERNEL_HELP.total)), kernelPie),
-      ratio !== null
-        ? h(
+    pieClass: "ptp-kernel-pies",
+    height: 320,
+    pies: [{
+      key: "kernels",
+      title: "Total time per kernel",
+      help: KERNEL_HELP.total,
+      items: () => rows.map((r) => ({ name: r.name, value: r.total_us })),
+      what: "total",
+      labelMax: 44,
+      labels: (names) => {
+        const short = shortKernelNames(names);
+        return (name) => short.get(name) ?? name;
+      },
+    }],
+    extra: ratio !== null
+      ? h(
+          "div",
+          { testid: "tensor-core-pie" },
+          h(
             "div",
-            { testid: "tensor-core-pie" },
-            h(
-              "div",
-              { class: "ptp-pie-title" },
-              "Kernel time on tensor cores: ",
-              h("span", { testid: "tensor-core-ratio", dataset: { value: String(ratio) } }, formatPercent1(ratio)),
-              infoIcon(KERNEL_HELP.tcRatio),
-            ),
-            tcPie,
-          )
-        : null,
-    ),
-  );
+            { class: "ptp-pie-title" },
+            "Kernel time on tensor cores: ",
+            h("span", { testid: "tensor-core-ratio", dataset: { value: String(ratio) } }, formatPercent1(ratio)),
+            infoIcon(KERNEL_HELP.tcRatio),
+          ),
+          tcPie,
+        )
+      : null,
+  });
+  const draw = async (charts: Charts): Promise<void> => {
+    await pies.draw(charts);
+    if (ratio !== null) await charts.draw(tcPie, () => tensorCoreFigure(ratio, kernelUs));
+  };
+  return { el: pies.el, draw };
+}
 
-  // ---- table
+const GROUP_SEARCHES = {
+  name: { key: "name", label: "Search kernels", placeholder: "Search kernel names", text: (r: KernelRow) => r.name },
+  operator: { key: "operator", label: "Search operators", placeholder: "Search operator names", text: (r: KernelRow) => r.operator ?? "" },
+};
+
+/**
+ * The kernel table card with its group-by switch (each grouping fetched once), the links of its rows, and the
+ * search a link from another page asks for (`q`: a kernel, from the Overview's evidence; `op`: an operator whose
+ * kernels to show, from the Operator view).
+ */
+function kernelTableCard(ctx: ViewContext, byName: KernelsResponse): HTMLElement {
   let grouping: KernelGrouping = "name";
   const cache = new Map<KernelGrouping, KernelsResponse>([["name", byName]]);
   const select = h(
@@ -262,45 +261,46 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     controls: [h("label", { class: "ptp-picker" }, "Group by", select), tableStatus],
     emptyText: "This trace has no GPU kernels.",
   });
+  const showGrouping = async (g: KernelGrouping): Promise<void> => {
+    select.value = g;
+    await setGrouping(g);
+  };
   const links: KernelLinks = {
     trace: traceLinker(ctx),
     // kernel → the operators that launched it: this table by kernel + operator, searched for the kernel
     operators: (kernel) =>
-      rowLinkButton({ label: "operators", title: `The operators that launched ${kernel}`, testid: "kernel-operators", onClick: () => { void showOperatorsOf(kernel); } }),
+      rowLinkButton({
+        label: "operators",
+        title: `The operators that launched ${kernel}`,
+        testid: "kernel-operators",
+        onClick: () => {
+          void showGrouping("name_op").then(() => {
+            table.setQuery("operator", "");
+            table.setQuery("name", kernel, true);
+          });
+        },
+      }),
     operator: (name) =>
       viewLink(ctx, { label: "in Operator view ↗", title: `${name} in the Operator view`, testid: "operator-link", view: "Operator", state: { q: name } }),
   };
   const setData = (g: KernelGrouping, resp: KernelsResponse): void => {
-    const searches = [{ key: "name", label: "Search kernels", placeholder: "Search kernel names", text: (r: KernelRow) => r.name }];
-    if (g === "name_op") searches.push({ key: "operator", label: "Search operators", placeholder: "Search operator names", text: (r: KernelRow) => r.operator ?? "" });
     table.setData({
       columns: kernelColumns(g, links),
       rows: Array.isArray(resp.rows) ? resp.rows : [],
-      searches,
+      searches: g === "name_op" ? [GROUP_SEARCHES.name, GROUP_SEARCHES.operator] : [GROUP_SEARCHES.name],
       sort: { key: "total", dir: "desc" },
       // by operator: the source of a kernel is where its operator was called from
       expand: g === "name_op"
-        ? { can: (r) => !!r.operator && r.operator !== NO_OPERATOR, render: (r) => stacksPanel(ctx, r.operator ?? "", true), label: "Show the call stacks of the launching operator" }
+        ? { can: hasLaunchingOperator, render: (r) => stacksPanel(ctx, r.operator ?? "", true), label: "Show the call stacks of the launching operator" }
         : null,
-      rowKey,
+      rowKey: kernelRowKey,
     });
   };
   const setGrouping = groupingSwitch(ctx, "kernels", cache, select, tableStatus, (g: KernelGrouping, resp: KernelsResponse) => {
     grouping = g;
     setData(g, resp);
   });
-  const showGrouping = async (g: KernelGrouping): Promise<void> => {
-    select.value = g;
-    await setGrouping(g);
-  };
-  const showOperatorsOf = async (kernel: string): Promise<void> => {
-    await showGrouping("name_op");
-    table.setQuery("operator", "");
-    table.setQuery("name", kernel, true);
-  };
   setData("name", byName);
-  // A link from another page may name a kernel to search for (`q`: the Overview's evidence) or an operator
-  // whose kernels to show (`op`: the Operator view's rows).
   const linked = readViewUrlState();
   if (linked.q?.trim()) table.setQuery("name", linked.q.trim());
   if (linked.op?.trim()) {
@@ -308,43 +308,29 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     void showGrouping("name_op").then(() => { table.setQuery("operator", name, true); });
   }
   if (linked.q || linked.op) writeViewUrlState({ q: undefined, op: undefined });
+  return card({ title: "Kernels", testid: "card-kernel-table" }, table.el);
+}
 
+export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
+  void loadSources(ctx); // the launching operators' stacks, user frames first
+  const query = { run: ctx.run, worker: ctx.worker, span: ctx.span };
+  const data = await loadView(ctx, container, {
+    byName: () => ctx.api.get("kernels", { ...query, group_by: "name" }, { signal: ctx.signal }),
+  }, { what: "the kernels" });
+  if (!data) return undefined;
+  const summary = kernelSummary(data.byName);
+  const pies = kernelPies(summary);
   replaceChildren(
     container,
     h(
       "div",
       { class: "ptp-view ptp-kernels", testid: "kernel-view" },
-      rows.length ? piesCard : null,
-      card({ title: "Kernels", testid: "card-kernel-table" }, table.el),
+      summary.rows.length ? pies.el : null,
+      kernelTableCard(ctx, data.byName),
     ),
   );
-
-  let charts: Charts | null = null;
-  const colors = new ColorMap();
-  const drawKernelPie = async (): Promise<void> => {
-    if (!charts) return;
-    const items: Item[] = rows.map((r) => ({ name: r.name, value: r.total_us }));
-    const slices = topN(items, top.value());
-    colors.assign(slices.filter((s) => !s.other).map((s) => s.name));
-    const short = shortKernelNames(slices.map((s) => s.name));
-    await charts.draw(kernelPie, () => ({
-      data: [pieTrace(slices, { format: formatDuration, colors, what: "total", labelMax: 44, label: (name) => short.get(name) ?? name })],
-      layout: pieLayout(),
-    }));
-  };
-  if (rows.length) {
-    try {
-      const Plotly = await ctx.loadPlotly();
-      if (left(ctx)) return undefined;
-      charts = new Charts(Plotly, ctx);
-      await drawKernelPie();
-      if (ratio !== null) await charts.draw(tcPie, () => tensorCoreFigure(ratio, kernelUs));
-    } catch (err) {
-      if (left(ctx)) return undefined;
-      const message = err instanceof Error ? err.message : String(err);
-      replaceChildren(piesCard, h("p", { class: "ptp-muted", testid: "chart-error" }, `The charts could not be drawn: ${message}`));
-    }
-  }
-  const c = charts;
-  return () => c?.dispose();
+  if (!summary.rows.length) return undefined;
+  const charts = await startCharts(ctx, pies.el, pies.draw);
+  if (left(ctx)) return undefined;
+  return () => charts?.dispose();
 }

@@ -3,7 +3,7 @@
  * pure helpers of the Memory page: device order, the time origin, byte units, filters.
  * Times from the backend are absolute µs; the page shows them in ms relative to the trace start.
  */
-import { DASH, formatBytes } from "../format";
+import { formatBytes, formatMs, isNum } from "../../format";
 
 /** One sample: [absolute µs, allocated bytes, reserved bytes]. */
 export type CurvePoint = [number, number, number];
@@ -56,7 +56,6 @@ export interface RowsResponse<R> {
   rows: R[];
 }
 
-const isNum = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** ./memory/curve's answer with anything malformed dropped (devices without a points array). */
@@ -140,19 +139,6 @@ export function axisUnit(maxBytes: number): ByteUnit {
 /** Units of the size filter. */
 export const SIZE_UNITS: readonly ByteUnit[] = [...UNITS].reverse();
 
-/** Bytes that may be negative (a size increase): "−1.50 MiB". */
-export function formatSignedBytes(n: number | null | undefined): string {
-  if (!isNum(n)) return DASH;
-  return n < 0 ? `−${formatBytes(-n)}` : formatBytes(n);
-}
-
-const ms2 = new Intl.NumberFormat("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
-
-/** µs relative to the origin as "12.34 ms". */
-export function formatMs(relUs: number | null | undefined): string {
-  return isNum(relUs) ? `${ms2.format(relUs / 1000)} ms` : DASH;
-}
-
 /** The events of one device at least `minBytes` large. */
 export function filterEvents(events: readonly MemoryEvent[], device: string, minBytes: number): MemoryEvent[] {
   return events.filter((e) => e.device === device && e.size_bytes >= minBytes);
@@ -179,4 +165,45 @@ export function relayoutRange(
   const x1 = Number(b);
   if (!Number.isFinite(x0) || !Number.isFinite(x1)) return null;
   return x0 <= x1 ? [x0, x1] : [x1, x0];
+}
+
+/** The rows of an events or statistics answer; none for a malformed one. */
+export function rowsOf<R>(resp: RowsResponse<R> | null | undefined): R[] {
+  return resp && Array.isArray(resp.rows) ? resp.rows : [];
+}
+
+/** An allocation's identity: device, address and both times (NUL-separated). */
+export function eventKey(e: Pick<MemoryEvent, "device" | "addr" | "alloc_us" | "free_us">): string {
+  return `${e.device}\u0000${e.addr}\u0000${e.alloc_us ?? ""}\u0000${e.free_us ?? ""}`;
+}
+
+/** A device's peak: the server's when it sends bytes and time, else the sample with the most allocated. */
+export function peakOf(dev: CurveDevice): { bytes: number; t: number } {
+  if (isNum(dev.peak_allocated_bytes) && isNum(dev.peak_time_us)) return { bytes: dev.peak_allocated_bytes, t: dev.peak_time_us };
+  let best = dev.points[0] ?? [0, 0, 0];
+  for (const p of dev.points) if (p[1] > best[1]) best = p;
+  return { bytes: isNum(dev.peak_allocated_bytes) ? dev.peak_allocated_bytes : best[1], t: best[0] };
+}
+
+/** "Peak 1.50 GiB at 12.35 ms" (ms from `origin`). */
+export function peakLabel(dev: CurveDevice, origin: number): string {
+  const peak = peakOf(dev);
+  return `Peak ${formatBytes(peak.bytes)} at ${formatMs(peak.t - origin)}`;
+}
+
+/** The size filter in bytes: the typed number times its unit; 0 (no filter) for nothing, a negative or not a number. */
+export function minBytesOf(typed: string, unitBytes: string): number {
+  const v = Number(typed);
+  const unit = Number(unitBytes) || 1;
+  return Number.isFinite(v) && v > 0 ? v * unit : 0;
+}
+
+/** The selected range for people ("12.00 ms – 15.50 ms", ms from `origin`), "whole trace" for none. */
+export function rangeText(range: readonly [number, number] | null, origin: number): string {
+  return range ? `${formatMs(range[0] - origin)} – ${formatMs(range[1] - origin)}` : "whole trace";
+}
+
+/** The range in a CSV file name ("12.00ms-15.50ms"), "" for none. */
+export function rangeFileSuffix(range: readonly [number, number] | null, origin: number): string {
+  return range ? `${formatMs(range[0] - origin)}-${formatMs(range[1] - origin)}`.replace(/ ms/g, "ms") : "";
 }

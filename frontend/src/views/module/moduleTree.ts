@@ -4,9 +4,9 @@
  * a column within each set of siblings (click a header: largest first, then smallest first, then the
  * original order again). Names are text nodes; every numeric cell has its exact value as tooltip.
  */
-import { infoIcon } from "../components";
-import { type Child, h, replaceChildren } from "../dom";
-import { DASH, formatInt } from "../format";
+import { infoIcon } from "../../components";
+import { type Child, h, replaceChildren } from "../../dom";
+import { DASH, formatInt } from "../../format";
 
 export interface TreeColumn<N> {
   key: string;

@@ -3,8 +3,8 @@
  * stack) and the aggregated table of a box-selected time range. Text from the trace is always set
  * as text (h()).
  */
-import { h, replaceChildren } from "../dom";
-import { frameList, parseFrame } from "./common/callStack";
+import { h, replaceChildren } from "../../dom";
+import { frameList, parseFrame } from "../common/callStack";
 import { formatOffset, formatTime } from "./traceData";
 import type { EventBrief, TraceEventResponse, TraceRangeResponse } from "./traceTypes";
 

@@ -8,19 +8,19 @@
  * are still loading the server answers 409: the page shows their progress and asks again.
  */
 import type { PlotlyHTMLElement, PlotMouseEvent } from "plotly.js-dist-min";
-import { ApiError } from "../api";
-import { card, infoIcon, progressBar } from "../components";
-import { type Child, h, replaceChildren } from "../dom";
-import { formatBytes, formatDuration, formatExactUs, formatFixed, formatInt } from "../format";
-import type { Theme } from "../theme";
-import type { RunsResponse } from "../types";
-import { Charts, chartDiv, type Data, type Figure, plotlyText } from "./common/charts";
-import { type Column, DataTable } from "./common/table";
-import { rowLinkButton, traceWindowState } from "./common/traceLink";
-import { left, loadErrorCard } from "./common/ui";
-import { csvFileName } from "./common/csv";
-import { readViewUrlState, writeViewUrlState } from "../urlState";
-import type { ViewContext } from "./types";
+import { ApiError } from "../../api";
+import { card, infoIcon, progressBar } from "../../components";
+import { type Child, h, replaceChildren } from "../../dom";
+import { formatBytes, formatDuration, formatExactUs, formatFixed, formatInt } from "../../format";
+import type { Theme } from "../../theme";
+import type { RunsResponse } from "../../types";
+import { Charts, chartDiv, type Data, type Figure, plotlyText } from "../common/charts";
+import { type Column, DataTable } from "../common/table";
+import { rowLinkButton, traceWindowState } from "../common/traceLink";
+import { left, loadErrorCard } from "../common/ui";
+import { csvFileName } from "../common/csv";
+import { readViewUrlState, writeViewUrlState } from "../../urlState";
+import type { ViewContext } from "../types";
 
 // ------------------------------------------------------------------------------------------- contract
 

@@ -2,12 +2,12 @@
  * The built-in "Trace info" tab: GET ./summary for the selected span, shown as cards and tables.
  * Rendered only for spans in state "ready" (the shell shows progress / error cards otherwise).
  */
-import { ApiError } from "../api";
-import { card, errorCard, progressBar } from "../components";
-import { h, replaceChildren } from "../dom";
-import { DASH, formatBytes, formatDurationUs, formatInt, formatValue } from "../format";
-import type { DeviceInfo, SummaryResponse, TraceMetadata } from "../types";
-import type { ViewContext } from "./types";
+import { ApiError } from "../../api";
+import { card, errorCard, progressBar } from "../../components";
+import { h, replaceChildren } from "../../dom";
+import { DASH, formatBytes, formatDurationUs, formatInt, formatValue } from "../../format";
+import type { DeviceInfo, SummaryResponse, TraceMetadata } from "../../types";
+import type { ViewContext } from "../types";
 
 function tile(label: string, value: string, sub?: string, testid?: string): HTMLElement {
   return h(

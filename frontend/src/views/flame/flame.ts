@@ -4,10 +4,10 @@
  * click to zoom with a breadcrumb back, and the folded stacks (flamegraph.pl, speedscope) to copy or open.
  * An Operator-view row's "stacks" link opens it filtered to that operator (URL key `flame_op`).
  */
-import { card, infoIcon } from "../components";
-import { h, replaceChildren } from "../dom";
-import { formatBytes, formatDuration, formatInt, formatPercent1 } from "../format";
-import { readViewUrlState, writeViewUrlState } from "../urlState";
+import { card, infoIcon } from "../../components";
+import { h, replaceChildren } from "../../dom";
+import { formatBytes, formatDuration, formatInt, formatPercent1 } from "../../format";
+import { readViewUrlState, writeViewUrlState } from "../../urlState";
 import { FlameCanvas, type DrawnFrame, type Orientation } from "./flameCanvas";
 import {
   type FlameLayout,
@@ -21,8 +21,8 @@ import {
   layoutFrames,
   searchFrames,
 } from "./flameData";
-import { copyText, fetchFor, left, loadErrorCard, showTextOverlay, showToast } from "./common/ui";
-import type { ViewContext } from "./types";
+import { copyText, fetchFor, left, loadErrorCard, showTextOverlay, showToast } from "../common/ui";
+import type { ViewContext } from "../types";
 
 interface State {
   metric: FlameMetric;

@@ -3,14 +3,14 @@
  * counters. Per operator, the sums of every counter over its kernels; per kernel, the values with the operators
  * that launched it, each row linking to the kernel in the Trace view.
  */
-import { card, infoIcon } from "../components";
-import { h } from "../dom";
-import { formatDuration, formatFixed, formatInt } from "../format";
-import type { CuptiCounterOperator, CuptiCounterRow, CuptiCountersResponse } from "./common/apiTypes";
-import { csvFileName } from "./common/csv";
-import { clampedName, type Column, DataTable } from "./common/table";
-import { traceRangeLink } from "./common/traceLink";
-import type { ViewContext } from "./types";
+import { card, infoIcon } from "../../components";
+import { h } from "../../dom";
+import { formatDuration, formatFixed, formatInt } from "../../format";
+import type { CuptiCounterOperator, CuptiCounterRow, CuptiCountersResponse } from "../common/apiTypes";
+import { csvFileName } from "../common/csv";
+import { clampedName, type Column, DataTable } from "../common/table";
+import { traceRangeLink } from "../common/traceLink";
+import type { ViewContext } from "../types";
 
 const HELP = {
   card: "Hardware counters the CUPTI range profiler measured per kernel (torch.profiler with profiler_metrics and profiler_measure_per_kernel=True), joined by order to the kernels of the same name, or to the launch calls where the trace has no kernel events.",

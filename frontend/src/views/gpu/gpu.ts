@@ -3,9 +3,9 @@
  * ./queue_length, ./memory_bandwidth, ./kernel_sequences). Every number is over the step window and
  * links to where it comes from in the Trace view (a gap, a kernel and its launch, a sequence's occurrence).
  */
-import { card, infoIcon } from "../components";
-import { type Child, h, replaceChildren } from "../dom";
-import { formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../format";
+import { card, infoIcon } from "../../components";
+import { type Child, h, replaceChildren } from "../../dom";
+import { DASH, formatBytes, formatDuration, formatFixed, formatInt, formatPercent1 } from "../../format";
 import type {
   BandwidthResponse,
   CuptiCountersResponse,
@@ -20,15 +20,16 @@ import type {
   QueueLengthResponse,
   QueueStream,
   Window,
-} from "./common/apiTypes";
-import { Charts, chartDiv, type Figure } from "./common/charts";
-import { csvFileName } from "./common/csv";
-import { clampedName, type Column, DataTable } from "./common/table";
-import { traceRangeLink } from "./common/traceLink";
-import { fetchFor, left, loadErrorCard } from "./common/ui";
+} from "../common/apiTypes";
+import { Charts, chartDiv, type Figure } from "../common/charts";
+import { csvFileName } from "../common/csv";
+import { durationColumn as usColumn } from "../common/columns";
+import { clampedName, type Column, DataTable } from "../common/table";
+import { traceRangeLink } from "../common/traceLink";
+import { fetchFor, left, loadErrorCard } from "../common/ui";
 import { countersCard } from "./gpuCounters";
-import type { ViewContext } from "./types";
-import { readViewUrlState, writeViewUrlState } from "../urlState";
+import type { ViewContext } from "../types";
+import { readViewUrlState, writeViewUrlState } from "../../urlState";
 
 export const GPU_HELP = {
   busy: "Time in the step window during which at least one kernel, memcpy or memset ran on the stream.",
@@ -55,17 +56,11 @@ function share(us: number, window: Window): string {
 
 function durationColumn<R>(key: string, label: string, help: string, get: (r: R) => number | null, window?: Window): Column<R> {
   return {
-    key,
-    label,
-    help,
-    numeric: true,
-    value: get,
+    ...usColumn(key, label, help, get),
     text: (r) => {
       const v = get(r);
-      return v === null ? "—" : window ? share(v, window) : formatDuration(v);
+      return v === null ? DASH : window ? share(v, window) : formatDuration(v);
     },
-    exact: (r) => formatExactUs(get(r)),
-    csvHeader: `${label} (us)`,
   };
 }
 
