@@ -128,25 +128,33 @@ async function fetchWithin(fetchImpl: typeof fetch, url: string, route: string, 
  * or the caller aborts.
  */
 async function requestJSON<T>(fetchImpl: typeof fetch, route: string, params: QueryParams | undefined, options: RequestOptions): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    const { response, body, parsed } = await fetchBody(fetchImpl, route, params, options);
-    const computing = response.status === 409 ? computingOf(body) : null;
-    if (computing) {
+  let waited = false;
+  try {
+    for (let attempt = 0; ; attempt++) {
+      const { response, body, parsed } = await fetchBody(fetchImpl, route, params, options);
+      const computing = response.status === 409 ? computingOf(body) : null;
+      if (!computing) return answerOf(route, response, body, parsed) as T;
+      waited = true;
       announceComputing(route, computing);
       await pause(retryDelayMs(attempt, computing.retryAfterMs), route, options.signal);
-      continue;
     }
-    if (!response.ok) {
-      const sentence =
-        errorSentence(body) ??
-        `The server answered ${response.status}${response.statusText ? " " + response.statusText : ""} for ${route}.`;
-      throw new ApiError(sentence, "http", response.status, route);
-    }
-    if (!parsed) {
-      throw new ApiError(`The server sent a reply to ${route} that is not JSON.`, "parse", response.status, route);
-    }
-    return body as T;
+  } finally {
+    if (waited) announceComputing(route, null);
   }
+}
+
+/** The answer's JSON, or the ApiError it is. */
+function answerOf(route: string, response: Response, body: unknown, parsed: boolean): unknown {
+  if (!response.ok) {
+    const sentence =
+      errorSentence(body) ??
+      `The server answered ${response.status}${response.statusText ? " " + response.statusText : ""} for ${route}.`;
+    throw new ApiError(sentence, "http", response.status, route);
+  }
+  if (!parsed) {
+    throw new ApiError(`The server sent a reply to ${route} that is not JSON.`, "parse", response.status, route);
+  }
+  return body;
 }
 
 async function fetchBody(fetchImpl: typeof fetch, route: string, params: QueryParams | undefined,

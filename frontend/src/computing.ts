@@ -2,8 +2,11 @@
  * Progressive answers: on a big trace the server answers 409 `{"state": "computing", "analysis", "progress",
  * "retry_after_ms"}` while the analysis behind an answer is computed in the background (docs/api/openapi.yaml,
  * `Pending`). api.ts asks again until the answer is ready and tells the listeners here how far it is, so the page
- * that waits (loadView's line, the Trace view's indicator) says "Computing operators… 42 %" instead of an error.
+ * that waits says "Computing operators… 42 %" instead of an error: the shell's line above every page
+ * (`computingStatus`), loadView's loading line, and the Trace view's own indicator.
  */
+import { h, replaceChildren } from "./dom";
+
 
 /** One "computing" answer of the server. */
 export interface Computing {
@@ -35,7 +38,8 @@ export function computingLine(c: Computing): string {
   return `Computing ${c.analysis}…${pct}`;
 }
 
-export type ComputingListener = (route: string, computing: Computing) => void;
+/** Told each "computing" answer of a route, then `null` once that request is over (answered, failed or left). */
+export type ComputingListener = (route: string, computing: Computing | null) => void;
 
 const listeners = new Set<ComputingListener>();
 
@@ -47,7 +51,26 @@ export function onComputing(listener: ComputingListener): () => void {
   };
 }
 
-/** Tell the listeners (api.ts calls this for each "computing" answer before it waits and asks again). */
-export function announceComputing(route: string, computing: Computing): void {
+/** Tell the listeners (api.ts calls this for each "computing" answer before it waits and asks again, and with
+ * `null` when that request is over). */
+export function announceComputing(route: string, computing: Computing | null): void {
   for (const listener of [...listeners]) listener(route, computing);
+}
+
+/**
+ * The shell's line of what the server is computing for the page now ("Computing operators… 42 %", one per route;
+ * hidden when nothing is). The Trace view's windows are left to the Trace view's own indicator.
+ */
+export function computingStatus(): HTMLElement {
+  const el = h("div", { class: "ptp-computing ptp-muted", testid: "computing", attrs: { "aria-live": "polite" } });
+  el.hidden = true;
+  const pending = new Map<string, Computing>();
+  onComputing((route, computing) => {
+    if (route === "trace/window") return;
+    if (computing) pending.set(route, computing);
+    else pending.delete(route);
+    replaceChildren(el, ...[...pending.values()].map((c) => h("div", {}, h("span", { class: "ptp-spinner", attrs: { "aria-hidden": "true" } }), computingLine(c))));
+    el.hidden = pending.size === 0;
+  });
+  return el;
 }

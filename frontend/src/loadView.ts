@@ -40,7 +40,7 @@ export async function loadView<T extends Record<string, unknown>>(
   replaceChildren(container, line);
   const names = Object.keys(fetches) as (keyof T & string)[];
   const stop = onComputing((_route, computing) => {
-    if (!ctx.signal.aborted) line.textContent = computingLine(computing);
+    if (computing && !ctx.signal.aborted) line.textContent = computingLine(computing);
   });
   let values: unknown[];
   try {

@@ -4,7 +4,7 @@ import { container } from "./dom";
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { ApiError, createApi } from "../src/api";
-import { computingLine, computingOf, onComputing, retryDelayMs, type Computing } from "../src/computing";
+import { announceComputing, computingLine, computingOf, computingStatus, onComputing, retryDelayMs, type Computing } from "../src/computing";
 import { loadView } from "../src/loadView";
 
 (globalThis as unknown as { window: typeof globalThis }).window = globalThis;
@@ -51,7 +51,7 @@ describe("computingOf / retryDelayMs / computingLine", () => {
 describe("api: 409 computing", () => {
   it("asks again until the answer comes, telling the listeners each progress", async () => {
     const { fetch, urls } = scripted([() => computing(0.1), () => computing(0.6), () => json({ rows: [1] })]);
-    const seen: [string, Computing][] = [];
+    const seen: [string, Computing | null][] = [];
     const stop = onComputing((route, c) => seen.push([route, c]));
     try {
       assert.deepEqual(await createApi(fetch).getJSON("operators", { run: "r" }), { rows: [1] });
@@ -59,7 +59,8 @@ describe("api: 409 computing", () => {
       stop();
     }
     assert.deepEqual(urls, ["./operators?run=r", "./operators?run=r", "./operators?run=r"]);
-    assert.deepEqual(seen.map(([route, c]) => [route, c.progress]), [["operators", 0.1], ["operators", 0.6]]);
+    // each progress, then "over" once the answer came
+    assert.deepEqual(seen.map(([route, c]) => [route, c?.progress]), [["operators", 0.1], ["operators", 0.6], ["operators", undefined]]);
   });
 
   it("a 409 still loading stays an error; leaving the page stops the asking", async () => {
@@ -93,5 +94,22 @@ describe("api: 409 computing", () => {
     assert.equal(el.textContent, "Computing operators… 42 %");
     release();
     assert.deepEqual(await pending, { ops: { rows: [2] } });
+  });
+});
+
+describe("computingStatus (the shell's line)", () => {
+  it("lists what is computing per route, leaves the Trace view's windows out, and hides when all are over", () => {
+    const el = computingStatus();
+    assert.equal(el.hidden, true);
+    announceComputing("operators", { analysis: "operators", progress: 0.25, retryAfterMs: 500 });
+    announceComputing("modules", { analysis: "modules", progress: null, retryAfterMs: 500 });
+    announceComputing("trace/window", { analysis: "the timeline index", progress: 0.5, retryAfterMs: 500 });
+    assert.equal(el.hidden, false);
+    assert.deepEqual([...el.children].map((c) => c.textContent), ["Computing operators… 25 %", "Computing modules…"]);
+    announceComputing("operators", { analysis: "operators", progress: 0.75, retryAfterMs: 500 });
+    announceComputing("modules", null);
+    assert.deepEqual([...el.children].map((c) => c.textContent), ["Computing operators… 75 %"]);
+    announceComputing("operators", null);
+    assert.equal(el.hidden, true);
   });
 });

@@ -551,7 +551,7 @@ class TraceView {
     const spinner = window.setTimeout(() => { if (this.fetchCtl === controller) this.el.loading.hidden = false; }, 150);
     // a big trace's index may still be computing (409 "computing", asked again by api.ts): say how far it is
     const stopComputing = onComputing((route, computing) => {
-      if (route !== "trace/window" || this.fetchCtl !== controller) return;
+      if (route !== "trace/window" || !computing || this.fetchCtl !== controller) return;
       this.setLoadingText(computingLine(computing));
       this.el.loading.hidden = false;
     });
