@@ -60,8 +60,8 @@ def _memory_series(model: TraceModel) -> dict[str, tuple[np.ndarray, np.ndarray,
     ts = model["events"]["ts"][mem["row"]]
     ok = (mem["total_allocated"] >= 0) & np.isfinite(ts)
     out = {}
-    for dtype, did in sorted({(int(a), int(b)) for a, b in zip(mem["device_type"][ok].tolist(),
-                                                                mem["device_id"][ok].tolist())}):
+    pairs = np.unique(np.stack([mem["device_type"][ok], mem["device_id"][ok]], axis=1), axis=0)  # sorted
+    for dtype, did in pairs.tolist():
         on = ok & (mem["device_type"] == dtype) & (mem["device_id"] == did)
         order = np.argsort(ts[on], kind="stable")
         allocated, reserved = mem["total_allocated"][on], mem["total_reserved"][on]
