@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.arrays import take
+from ..model.arrays import take, unique_pairs
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import launch_rows
@@ -58,8 +58,7 @@ class DeviceWork:
         """The (device, stream) pairs with work, sorted."""
         if self.size == 0:
             return []
-        pairs = np.unique(np.stack([self.device, self.stream], axis=1), axis=0)
-        return [(int(d), int(s)) for d, s in pairs.tolist()]
+        return unique_pairs(self.device, self.stream)
 
     def on_stream(self, device: int, stream: int) -> np.ndarray:
         """Positions of the stream's events, by start time."""

@@ -12,7 +12,7 @@ import pytest
 from tb_plugin.analysis.launches import device_work
 from tb_plugin.loader import load_trace
 from tb_plugin.model import optree
-from tb_plugin.model.arrays import take
+from tb_plugin.model.arrays import take, unique_pairs
 from tests.conftest import real_trace_files, write_trace
 
 TRACES = [str(p) for p in real_trace_files()]
@@ -50,3 +50,13 @@ def test_repeated_and_missing_correlations(tmp_path: Path) -> None:
     assert [float(ev["ts"][r]) if r >= 0 else None for r in got] == [3.0, 20.0, None, None]
     tree = optree.build_host_tree(model)
     np.testing.assert_array_equal(got, take(tree.rows, tree.device_launch, -1))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_unique_pairs_are_numpys_unique_rows(seed: int) -> None:
+    """The devices of the memory counters and the streams of the GPU views: np.unique(axis=0)'s pairs, sorted."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-2, 4, int(rng.integers(0, 60)))
+    b = rng.integers(-3, 9, len(a))
+    want = [tuple(r) for r in np.unique(np.stack([a, b], axis=1), axis=0).tolist()] if len(a) else []
+    assert unique_pairs(a, b) == want
