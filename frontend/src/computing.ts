@@ -26,10 +26,14 @@ export function computingOf(body: unknown): Computing | null {
   return { analysis: b["analysis"], progress, retryAfterMs: retry };
 }
 
-/** The wait before asking again: the server's hint, growing by half with every attempt, within 0.2 and 5 s. */
+/**
+ * The pause before asking again: the server's hint, growing by a quarter with every attempt, within 0.2 and 2 s.
+ * Short, since each request waits up to a second for the answer on the server (a long poll): the pause is the
+ * most an answer waits to be picked up.
+ */
 export function retryDelayMs(attempt: number, retryAfterMs: number): number {
   const base = Math.max(200, retryAfterMs);
-  return Math.min(5000, Math.round(base * 1.5 ** Math.max(0, attempt)));
+  return Math.min(2000, Math.round(base * 1.25 ** Math.max(0, attempt)));
 }
 
 /** "Computing operators… 42 %" (no percentage when the server has no estimate). */

@@ -36,10 +36,10 @@ describe("computingOf / retryDelayMs / computingLine", () => {
     assert.equal(computingOf(null), null);
   });
 
-  it("backs off from the server's hint by half each time, within 0.2 and 5 s", () => {
-    assert.deepEqual([0, 1, 2, 3].map((n) => retryDelayMs(n, 400)), [400, 600, 900, 1350]);
+  it("backs off from the server's hint by a quarter each time, within 0.2 and 2 s", () => {
+    assert.deepEqual([0, 1, 2, 3].map((n) => retryDelayMs(n, 400)), [400, 500, 625, 781]);
     assert.equal(retryDelayMs(0, 50), 200);
-    assert.equal(retryDelayMs(20, 2000), 5000);
+    assert.equal(retryDelayMs(20, 1000), 2000);
   });
 
   it("says what is computing and how far, in whole percent", () => {

@@ -8,8 +8,10 @@ out: the Trace view's windows and the searches are endless. An error is never ke
 
 On a trace of ``PROGRESSIVE_EVENTS`` events or more an answer not computed yet is computed on a thread of its own
 (:func:`~tb_plugin.model.derived.compute_in_background`): the request waits ``PATIENCE_S`` for it, then answers
-409 "computing" with the estimated progress, and the page asks again. So the Overview and the Trace view of a big
-trace are usable while other views' tables are computed, and no request waits for another page's computation.
+409 "computing" with the estimated progress, and the page asks again soon (each request waits for the answer in
+turn: a long poll, so an answer is picked up within the client's short pause of it being ready). So the Overview
+and the Trace view of a big trace are usable while other views' tables are computed, and no request waits for
+another page's computation.
 Smaller traces compute in the request (a few hundred milliseconds at most).
 """
 
@@ -29,7 +31,7 @@ from .http import Encoded, encode
 R = TypeVar("R")
 ANSWER_BYTES = 32 << 20  # per trace: every page's default answers of a 2 GB trace fit many times over
 PROGRESSIVE_EVENTS = 1_000_000  # from this many events on, answers not ready yet are 409 "computing" (a ~400 MB trace)
-PATIENCE_S = 0.25  # how long such a request waits for its answer before saying "computing"
+PATIENCE_S = 1.0  # how long such a request waits for its answer before saying "computing" (a long poll)
 
 
 class _Recent(MutableMapping[Hashable, Encoded]):

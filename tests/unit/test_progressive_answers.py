@@ -78,7 +78,8 @@ def test_concurrent_requests_compute_once_and_the_answer_follows(
     body = first[0].get_json()
     assert body["state"] == "computing" and body["analysis"] == "operators"
     assert 0.2 <= body["progress"] < 0.99  # waited 0.5 s of the expected 2 s (the crowd may add a little)
-    assert 200 <= body["retry_after_ms"] <= 2000 and first[0].headers["Retry-After"] == "1"
+    # a quarter of the expected rest (2 s - 0.5 s or more), at least 0.2 s
+    assert 200 <= body["retry_after_ms"] <= 375 and first[0].headers["Retry-After"] == "1"
     assert body["error"].startswith("computing operators (")
     check(yaml.safe_load((REPO / "docs" / "api" / "openapi.yaml").read_text()), "/operators", 409, body)
     time.sleep(0.3)
