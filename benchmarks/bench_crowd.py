@@ -15,6 +15,7 @@ TensorBoard (its own cache directory, so both parse the trace once), and the cro
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -87,6 +88,25 @@ def get(url: str, timeout: float = 300.0) -> tuple[int, bytes]:
         return err.code, err.read()
 
 
+def get_answer(url: str, timeout: float = 300.0) -> tuple[int, bytes, int]:
+    """GET as the page does: a 409 "computing" (an analysis of a big trace computed in the background) is asked
+    again after its ``retry_after_ms`` until the answer comes. (status, body, how many "computing" answers came)."""
+    deadline = time.monotonic() + timeout
+    computing = 0
+    while True:
+        status, body = get(url, timeout)
+        if status != 409 or time.monotonic() > deadline:
+            return status, body, computing
+        try:
+            doc = json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
+        except ValueError:
+            return status, body, computing
+        if not isinstance(doc, dict) or doc.get("state") != "computing":
+            return status, body, computing
+        computing += 1
+        time.sleep(float(doc.get("retry_after_ms") or 500) / 1000)
+
+
 class Server:
     """The ``tensorboard`` CLI on a fresh logdir and cache directory, with this checkout's plugin."""
 
@@ -144,7 +164,7 @@ def crowd(base: str, routes: list[str], clients: int) -> dict[str, Any]:
         for route in order:
             t = time.perf_counter()
             try:
-                status, body = get(f"{base}/{route}")
+                status, body, _ = get_answer(f"{base}/{route}")
             except Exception as err:  # noqa: BLE001 - a failed request is counted, never fatal
                 status, body = -1, repr(err).encode()
             took = time.perf_counter() - t

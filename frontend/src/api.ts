@@ -6,6 +6,7 @@
  * `get("kernels", {...})` types the query and the answer from docs/api/openapi.yaml (src/generated/api.ts);
  * `getJSON<T>` is the untyped form for callers that still declare their own answer types.
  */
+import { announceComputing, computingOf, retryDelayMs } from "./computing";
 import type { Answer, Query, Route } from "./types";
 
 export type QueryValue = string | number | boolean | null | undefined;
@@ -41,7 +42,7 @@ export class ApiError extends Error {
 
 export interface RequestOptions {
   signal?: AbortSignal;
-  /** default 30 s */
+  /** default 30 s, per request (a route that answers "computing" is asked again, each time with this limit) */
   timeoutMs?: number;
 }
 
@@ -121,19 +122,29 @@ async function fetchWithin(fetchImpl: typeof fetch, url: string, route: string, 
   }
 }
 
+/**
+ * GET and parse JSON. A 409 "computing" (an analysis of a big trace computed in the background, see computing.ts)
+ * is not an error: the listeners are told its progress and the route is asked again, backing off, until it answers
+ * or the caller aborts.
+ */
 async function requestJSON<T>(fetchImpl: typeof fetch, route: string, params: QueryParams | undefined, options: RequestOptions): Promise<T> {
-  const response = await fetchWithin(fetchImpl, buildUrl(route, params), route, options);
-  const text = await response.text().catch(() => "");
-  let body: unknown = undefined;
-  let parsed = false;
-  if (text !== "") {
-    try {
-      body = JSON.parse(text);
-      parsed = true;
-    } catch {
-      parsed = false;
+  let waited = false;
+  try {
+    for (let attempt = 0; ; attempt++) {
+      const { response, body, parsed } = await fetchBody(fetchImpl, route, params, options);
+      const computing = response.status === 409 ? computingOf(body) : null;
+      if (!computing) return answerOf(route, response, body, parsed) as T;
+      waited = true;
+      announceComputing(route, computing);
+      await pause(retryDelayMs(attempt, computing.retryAfterMs), route, options.signal);
     }
+  } finally {
+    if (waited) announceComputing(route, null);
   }
+}
+
+/** The answer's JSON, or the ApiError it is. */
+function answerOf(route: string, response: Response, body: unknown, parsed: boolean): unknown {
   if (!response.ok) {
     const sentence =
       errorSentence(body) ??
@@ -143,5 +154,33 @@ async function requestJSON<T>(fetchImpl: typeof fetch, route: string, params: Qu
   if (!parsed) {
     throw new ApiError(`The server sent a reply to ${route} that is not JSON.`, "parse", response.status, route);
   }
-  return body as T;
+  return body;
+}
+
+async function fetchBody(fetchImpl: typeof fetch, route: string, params: QueryParams | undefined,
+  options: RequestOptions): Promise<{ response: Response; body: unknown; parsed: boolean }> {
+  const response = await fetchWithin(fetchImpl, buildUrl(route, params), route, options);
+  const text = await response.text().catch(() => "");
+  if (text === "") return { response, body: undefined, parsed: false };
+  try {
+    return { response, body: JSON.parse(text) as unknown, parsed: true };
+  } catch {
+    return { response, body: undefined, parsed: false };
+  }
+}
+
+/** Wait `ms`, or throw the "aborted" ApiError as soon as the caller aborts. */
+function pause(ms: number, route: string, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const aborted = (): void => {
+      window.clearTimeout(timer);
+      reject(new ApiError("The request was cancelled.", "aborted", 0, route));
+    };
+    const timer = window.setTimeout(() => {
+      signal?.removeEventListener("abort", aborted);
+      resolve();
+    }, ms);
+    if (signal?.aborted) aborted();
+    else signal?.addEventListener("abort", aborted, { once: true });
+  });
 }

@@ -4,6 +4,7 @@
  * view page. State comes from polling `./runs`; the selection lives in TensorBoard's URL hash.
  */
 import { ApiError, type Api } from "./api";
+import { computingStatus } from "./computing";
 import { emptyState, errorCard, fileErrorCard, progressRow, unreachableCard } from "./components";
 import { h, replaceChildren } from "./dom";
 import { loadPlotly } from "./lib/plotly";
@@ -156,6 +157,8 @@ export class App {
     banner: HTMLElement;
     files: HTMLElement;
     content: HTMLElement;
+    /** what the server computes for the page in the background (409 "computing"), see computing.ts */
+    computing: HTMLElement;
   };
   private optionSignatures = { run: "", worker: "", span: "", tabs: "", files: "" };
 
@@ -178,6 +181,7 @@ export class App {
       banner: h("div", { class: "ptp-banner", testid: "banner" }),
       files: h("div", { class: "ptp-files ptp-stack", testid: "files" }),
       content: h("div", { class: "ptp-content", role: "tabpanel", testid: "content" }),
+      computing: computingStatus(),
     };
     this.el.tabs.addEventListener("keydown", (e) => { this.onTabKey(e); });
   }
@@ -202,6 +206,7 @@ export class App {
         this.el.banner,
         this.el.files,
         this.el.tabs,
+        this.el.computing,
         h("main", { class: "ptp-main" }, this.el.content),
       ),
     );

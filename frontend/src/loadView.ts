@@ -1,7 +1,9 @@
 /**
  * The prologue every data page repeats: say what is loading, fetch what the page needs (in parallel), and
  * put an error card in the page's place when a fetch fails ("Still loading" for a 409, the server's sentence
- * otherwise). A page then renders from typed answers and never sees a half-loaded state:
+ * otherwise). While the server computes an answer of a big trace (409 "computing", which api.ts asks again for),
+ * the line says so: "Computing operators… 42 %". A page then renders from typed answers and never sees a
+ * half-loaded state:
  *
  *   const data = await loadView(ctx, container, {
  *     idle: () => ctx.api.get("idle", { run: ctx.run, worker: ctx.worker, span: ctx.span }, { signal: ctx.signal }),
@@ -9,6 +11,7 @@
  *   }, { what: "the GPU insights" });
  *   if (!data) return undefined;
  */
+import { computingLine, onComputing } from "./computing";
 import { h, replaceChildren } from "./dom";
 import { loadErrorCard } from "./views/common/ui";
 import type { ViewContext } from "./views/types";
@@ -33,14 +36,20 @@ export async function loadView<T extends Record<string, unknown>>(
   fetches: Fetches<T>,
   options: LoadViewOptions,
 ): Promise<T | null> {
-  replaceChildren(container, h("p", { class: "ptp-muted", testid: "view-loading" }, options.loading ?? `Loading ${options.what}…`));
+  const line = h("p", { class: "ptp-muted", testid: "view-loading", attrs: { "aria-live": "polite" } }, options.loading ?? `Loading ${options.what}…`);
+  replaceChildren(container, line);
   const names = Object.keys(fetches) as (keyof T & string)[];
+  const stop = onComputing((_route, computing) => {
+    if (computing && !ctx.signal.aborted) line.textContent = computingLine(computing);
+  });
   let values: unknown[];
   try {
     values = await Promise.all(names.map((name) => fetches[name]()));
   } catch (err) {
     if (!ctx.signal.aborted) replaceChildren(container, loadErrorCard(err, options.what));
     return null;
+  } finally {
+    stop();
   }
   if (ctx.signal.aborted) return null;
   return Object.fromEntries(names.map((name, i) => [name, values[i]])) as T;

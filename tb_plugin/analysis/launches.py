@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from ..model.arrays import take
+from ..model.arrays import take, unique_pairs
 from ..model.derived import memoized
 from ..model.kinds import Kind
-from ..model.optree import host_tree
+from ..model.optree import launch_rows
 from ..model.tables import TraceModel
 from .steps import find_steps
 
@@ -58,8 +58,7 @@ class DeviceWork:
         """The (device, stream) pairs with work, sorted."""
         if self.size == 0:
             return []
-        pairs = np.unique(np.stack([self.device, self.stream], axis=1), axis=0)
-        return [(int(d), int(s)) for d, s in pairs.tolist()]
+        return unique_pairs(self.device, self.stream)
 
     def on_stream(self, device: int, stream: int) -> np.ndarray:
         """Positions of the stream's events, by start time."""
@@ -75,12 +74,12 @@ def device_work(model: TraceModel) -> DeviceWork:
     rows = dev["row"]
     start = ev["ts"][rows]
     end = start + np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0).clip(min=0.0)
-    tree = host_tree(model)
-    launch = tree.device_launch
-    launch_row = take(tree.rows, launch, -1).astype(np.int64)
+    launch_row = launch_rows(model)  # the host tree's join, without nesting the threads (the Trace view's counters)
+    launch_start = take(ev["ts"], launch_row, np.nan)
+    launch_dur = np.nan_to_num(take(ev["dur"], launch_row, 0.0), nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
     return DeviceWork(row=rows, kind=ev["kind"][rows], name=ev["name"][rows], device=dev["device"],
                       stream=dev["stream"], start=start, end=end, launch_row=launch_row,
-                      launch_start=take(tree.start, launch, np.nan), launch_end=take(tree.end, launch, np.nan),
+                      launch_start=launch_start, launch_end=launch_start + launch_dur,
                       launch_pid=take(ev["pid"], launch_row, -1), launch_tid=take(ev["tid"], launch_row, -1))
 
 

@@ -17,7 +17,7 @@ from ..model.arrays import take
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.names import is_dataloader, name_mask, step_number
-from ..model.optree import host_tree
+from ..model.optree import launch_rows
 from ..model.tables import TraceModel
 from .communication import collective_kernel_mask, collectives, communication_intervals
 
@@ -89,18 +89,18 @@ def find_steps(model: TraceModel) -> Steps:
 
 def _device_aware(model: TraceModel, names: list[str], host_start: np.ndarray, host_end: np.ndarray,
                   notes: list[str]) -> Steps:
-    tree = host_tree(model)
     ev = model["events"]
     dev = model["device_events"]
     n = len(names)
     dev_start = ev["ts"][dev["row"]]
     dev_end = dev_start + np.nan_to_num(ev["dur"][dev["row"]], nan=0.0).clip(min=0.0)
 
-    # Step of each launch: the step whose host span fully holds it.
-    launch = tree.device_launch
+    # Step of each launch: the step whose host span fully holds it. The launches come from the correlation join
+    # alone (no host tree: the Trace view's first window shows the steps and must not wait for the tree).
+    launch = launch_rows(model)
     has_launch = launch >= 0
-    l_start = take(tree.start, launch, np.nan)
-    l_end = take(tree.end, launch, np.nan)
+    l_start = take(ev["ts"], launch, np.nan)
+    l_end = l_start + np.nan_to_num(take(ev["dur"], launch, 0.0), nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
     k = np.searchsorted(host_start, l_start, side="right") - 1
     inside = has_launch & (k >= 0)
     inside[inside] &= (l_start[inside] >= host_start[k[inside]]) & (l_end[inside] <= host_end[k[inside]])

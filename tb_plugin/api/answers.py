@@ -5,6 +5,14 @@ open tab asks the same questions at the same moment; without this, each of N req
 encode it and gzip it, N times the work for the one GIL. The first request computes; the others wait for it
 (:func:`~tb_plugin.model.derived.compute_once`). Kept within a byte budget per trace, least recently used first
 out: the Trace view's windows and the searches are endless. An error is never kept: the next request tries again.
+
+On a trace of ``PROGRESSIVE_EVENTS`` events or more an answer not computed yet is computed on a thread of its own
+(:func:`~tb_plugin.model.derived.compute_in_background`): the request waits ``PATIENCE_S`` for it, then answers
+409 "computing" with the estimated progress, and the page asks again soon (each request waits for the answer in
+turn: a long poll, so an answer is picked up within the client's short pause of it being ready). So the Overview
+and the Trace view of a big trace are usable while other views' tables are computed, and no request waits for
+another page's computation.
+Smaller traces compute in the request (a few hundred milliseconds at most).
 """
 
 from __future__ import annotations
@@ -14,13 +22,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, MutableMapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from ..model.derived import compute_once, memoized
+from ..model.derived import compute_in_background, compute_once, memoized
 from ..model.tables import TraceModel
 from .http import Encoded, encode
 
+R = TypeVar("R")
 ANSWER_BYTES = 32 << 20  # per trace: every page's default answers of a 2 GB trace fit many times over
+PROGRESSIVE_EVENTS = 1_000_000  # from this many events on, answers not ready yet are 409 "computing" (a ~400 MB trace)
+PATIENCE_S = 1.0  # how long such a request waits for its answer before saying "computing" (a long poll)
 
 
 class _Recent(MutableMapping[Hashable, Encoded]):
@@ -70,10 +81,33 @@ def _answers(model: TraceModel) -> _Answers:
     return _Answers(_Recent(ANSWER_BYTES))
 
 
-def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any]) -> Encoded:
-    """The encoded payload ``compute()`` returns for ``key`` (route and query) on ``model``, computed once."""
+def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysis: str = "the answer") -> Encoded:
+    """The encoded payload ``compute()`` returns for ``key`` (route and query) on ``model``, computed once; on a
+    big trace it raises :class:`~tb_plugin.model.derived.Computing` while ``analysis`` is computed."""
     cache = _answers(model)
+    events = _events(model)
+    if events >= PROGRESSIVE_EVENTS:
+        return compute_in_background(cache.recent, cache.computing, key, lambda: encode(compute()),
+                                     analysis=analysis, events=events, patience=PATIENCE_S)
     return compute_once(cache.recent, cache.computing, key, lambda: encode(compute()))
+
+
+def derived(model: TraceModel, analysis: str, fn: Callable[[TraceModel], R]) -> R:
+    """``fn(model)`` for a :func:`~tb_plugin.model.derived.memoized` ``fn`` that a route needs before its answer (the
+    Trace view's index): computed in the background on a big trace, like :func:`answer`, into the same memo."""
+    events = _events(model)
+    if events < PROGRESSIVE_EVENTS:
+        return fn(model)
+    inner: Callable[[TraceModel], R] = fn.__wrapped__  # type: ignore[attr-defined]  # set by memoized
+    key = (inner.__module__, inner.__qualname__, ())
+    # the memoized wrapper would wait on the future this puts under its key: the thread runs the function itself
+    return compute_in_background(model.memo, model.computing, key, lambda: inner(model), analysis=analysis,
+                                 events=events, patience=PATIENCE_S)
+
+
+def _events(model: TraceModel) -> int:
+    """How big the trace is (0 for a model without an events table, as tests build)."""
+    return model.n_events if "events" in model.tables else 0
 
 
 _JOB_ANSWERS = _Answers(_Recent(ANSWER_BYTES))

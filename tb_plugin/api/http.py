@@ -12,6 +12,7 @@ import msgspec
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
+from ..model.derived import Computing
 from ..workspace import LookupFailed
 
 log = logging.getLogger(__name__)
@@ -89,12 +90,21 @@ def error_response(request: Request, status: int, message: str) -> Response:
     return json_response(request, {"error": message}, status)
 
 
+def computing_response(request: Request, busy: Computing) -> Response:
+    """409 while an analysis of a big trace is computed in the background: its estimated progress, and when to ask
+    again (``retry_after_ms``, and ``Retry-After`` in whole seconds as HTTP has it)."""
+    response = json_response(request, {"error": str(busy), "state": "computing", "analysis": busy.analysis,
+                                       "progress": busy.progress, "retry_after_ms": busy.retry_after_ms}, 409)
+    response.headers["Retry-After"] = str(max(1, -(-busy.retry_after_ms // 1000)))
+    return response
+
+
 Handler = Callable[[Request], Response]
 
 
 def json_route(handler: Handler) -> Callable[[Any, Any], Any]:
     """Wrap a handler as a WSGI app: API errors and the workspace's refusals (unknown, still loading, failed)
-    become 4xx JSON, anything unexpected a logged 500 JSON."""
+    become 4xx JSON, an analysis still computing a 409 with its progress, anything unexpected a logged 500 JSON."""
 
     @Request.application  # type: ignore[arg-type]
     def app(request: Request) -> Response:
@@ -104,6 +114,8 @@ def json_route(handler: Handler) -> Callable[[Any, Any], Any]:
             return error_response(request, err.status, err.message)
         except LookupFailed as err:
             return error_response(request, err.status, str(err))
+        except Computing as busy:
+            return computing_response(request, busy)
         except HTTPException as err:
             return error_response(request, err.code or 500, err.description or err.name)
         except Exception as err:

@@ -34,7 +34,7 @@ from ..timeline.index import timeline_index
 from ..timeline.window import window
 from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace
 from . import params
-from .answers import answer, job_answer, job_result
+from .answers import answer, derived, job_answer, job_result
 from .http import ApiError, encoded_response, json_response, json_route, secure, text_response
 from .static import relative_path, serve
 
@@ -61,7 +61,8 @@ class Api:
         """The answer to this request on this trace, computed and encoded once (see :mod:`.answers`); ``more``
         is what else it depends on (the experiment trace of a diff)."""
         key = (request.path, tuple(sorted(request.args.items(multi=True))), *more)
-        return encoded_response(request, answer(loaded.model, key, compute))
+        analysis = request.path.rsplit(f"/{self.plugin_name}/", 1)[-1].lstrip("/")  # "operators", "diff/node"
+        return encoded_response(request, answer(loaded.model, key, compute, analysis))
 
     def _counted(self, analysis: Callable[[TraceModel, int], Any], name: str, default: int, minimum: int,
                  maximum: int) -> Callable[[Request], Response]:
@@ -273,7 +274,7 @@ class Api:
 
     def trace_window(self, request: Request) -> Response:
         loaded = self._trace(request)
-        index = timeline_index(loaded.model)
+        index = derived(loaded.model, "the timeline index", timeline_index)
         # the whole trace by default, at least 1 µs of it: an empty trace or a lone instant is an empty window
         start, end = params.time_range(request, index.t_min, max(index.t_max, index.t_min + 1.0))
         assert start is not None and end is not None

@@ -8,14 +8,22 @@ the same moment (every open browser tab polls). Without an in-flight marker each
 same seconds of work and the same memory N times over. The first caller computes; the others wait on its future.
 An exception reaches every caller waiting on that computation and is not cached: the next request tries again
 (a ``MemoryError`` under load is not a property of the trace).
+
+On a big trace some results take seconds. ``compute_in_background`` computes such a key once on a thread of its
+own and lets a caller wait only a moment for it: past that it raises :class:`Computing` (the API answers 409 with
+the estimated progress), and the caller asks again later. A caller never waits for a computation of another key
+to finish first: each key starts on its own thread when first asked, whatever else is being computed.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
+import time
 from collections.abc import Callable, MutableMapping
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, ParamSpec, TypeVar
 
 from .tables import TraceModel
@@ -23,6 +31,15 @@ from .tables import TraceModel
 P = ParamSpec("P")
 R = TypeVar("R")
 _LOCK = threading.Lock()
+log = logging.getLogger(__name__)
+
+
+class Computation(Future[R]):
+    """The future of a key being computed, with the moment its computation started (for progress estimates)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = time.monotonic()
 
 
 def memoized(fn: Callable[..., R]) -> Callable[..., R]:
@@ -50,9 +67,9 @@ def compute_once(memo: MutableMapping[Any, Any], computing: dict[Any, Future[Any
     with _LOCK:
         if key in memo:
             return memo[key]  # type: ignore[no-any-return]
-        running: Future[R] | None = computing.get(key)
+        running: Future[R] | None = _unfinished(computing, key)
         if running is None:
-            mine: Future[R] = Future()
+            mine: Future[R] = Computation()
             computing[key] = mine
     if running is not None:
         return running.result()  # raises the computing caller's exception, if any
@@ -68,3 +85,86 @@ def compute_once(memo: MutableMapping[Any, Any], computing: dict[Any, Future[Any
         del computing[key]
     mine.set_result(value)
     return value
+
+
+def _unfinished(computing: dict[Any, Future[Any]], key: Any) -> Future[Any] | None:
+    """The future of ``key`` in ``computing`` (under ``_LOCK``). A finished one is a background computation's
+    failure, left for the next caller: it is taken out (the caller after that computes again) and handed over."""
+    running = computing.get(key)
+    if running is not None and running.done():
+        del computing[key]
+    return running
+
+
+# ---- computations that take seconds on big traces -------------------------------------------------------------
+
+DEFAULT_US_PER_EVENT = 1.0  # until one computation of an analysis finished: 2 GB traces take ~1 µs per event
+_US_PER_EVENT: dict[str, float] = {}  # what the last computation of each analysis took, per event of its trace
+
+
+class Computing(Exception):
+    """``analysis`` is being computed in the background: ask again in ``retry_after_ms``. ``progress`` (0..1) is
+    an estimate from the time it has run and what the last computation of the same analysis took per event."""
+
+    def __init__(self, analysis: str, progress: float | None, retry_after_ms: int) -> None:
+        pct = "" if progress is None else f" ({progress:.0%} done)"
+        super().__init__(f"computing {analysis}{pct}; ask again in {retry_after_ms / 1000:.1f} s")
+        self.analysis = analysis
+        self.progress = progress
+        self.retry_after_ms = retry_after_ms
+
+
+def compute_in_background(memo: MutableMapping[Any, Any], computing: dict[Any, Future[Any]], key: Any,
+                          compute: Callable[[], R], *, analysis: str, events: int, patience: float) -> R:
+    """``memo[key]``, computed once by ``compute()`` on a thread of its own; waits ``patience`` seconds for it,
+    then raises :class:`Computing` while it goes on. A failure reaches the callers waiting then, or else the next
+    caller, and is not kept (the caller after that computes again)."""
+    try:
+        return memo[key]  # type: ignore[no-any-return]
+    except KeyError:
+        pass
+    with _LOCK:
+        if key in memo:
+            return memo[key]  # type: ignore[no-any-return]
+        running: Future[R] | None = _unfinished(computing, key)
+        if running is None:
+            running = Computation()
+            computing[key] = running
+            threading.Thread(target=_compute, args=(memo, computing, key, compute, running, analysis, events),
+                             name=f"pytorch-profiler-{analysis}", daemon=True).start()
+    try:
+        return running.result(timeout=patience)
+    except FutureTimeout:
+        raise _computing(running, analysis, events) from None
+    except BaseException:
+        with _LOCK:  # this caller got the failure: the next one computes again
+            if computing.get(key) is running:
+                del computing[key]
+        raise
+
+
+def _compute(memo: MutableMapping[Any, Any], computing: dict[Any, Future[Any]], key: Any, compute: Callable[[], R],
+             mine: Future[R], analysis: str, events: int) -> None:
+    started = time.monotonic()
+    try:
+        value = compute()
+    except BaseException as err:  # noqa: BLE001 - left in ``computing`` for the caller that asks next
+        log.debug("computing %s failed: %r", analysis, err)
+        mine.set_exception(err)
+        return
+    _US_PER_EVENT[analysis] = (time.monotonic() - started) * 1e6 / max(events, 1)
+    with _LOCK:
+        memo[key] = value
+        del computing[key]
+    mine.set_result(value)
+
+
+def _computing(running: Future[Any], analysis: str, events: int) -> Computing:
+    """What to tell a caller who stops waiting: progress by the time it ran against the time expected, and when to
+    ask again: soon (a quarter of the expected rest, between 0.2 and 1 s), since the next request waits for the
+    answer itself too (a long poll), so asking often costs little and an answer is picked up as it comes."""
+    elapsed = time.monotonic() - getattr(running, "started", time.monotonic())
+    expected = _US_PER_EVENT.get(analysis, DEFAULT_US_PER_EVENT) * max(events, 1) / 1e6
+    progress = min(0.99, elapsed / expected) if expected > 0 else None
+    retry_ms = int(min(1000.0, max(200.0, (expected - elapsed) * 250)))
+    return Computing(analysis, progress, retry_ms)

@@ -189,6 +189,30 @@ def build_host_tree(model: TraceModel) -> HostTree:
                     op_of=op_of, device_launch=device_launch, device_op=device_op)
 
 
+@memoized
+def launch_rows(model: TraceModel) -> np.ndarray:
+    """Per ``device_events`` row: the event row of its launching runtime or driver call, -1 if unknown.
+
+    The same join as the host tree's (``host_tree(model).rows[device_launch]``: by correlation id, the first
+    launch in the tree's order where ids repeat) without nesting the host threads: the Trace view's arrows and the
+    GPU views' launch delays need only this, so they never wait for the tree.
+    """
+    ev = model["events"]
+    rows = np.flatnonzero(np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER)) & np.isfinite(ev["ts"]))
+    dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
+    rows = rows[np.lexsort((-dur, ev["ts"][rows], ev["tid"][rows], ev["pid"][rows]))]  # the tree's order
+    corr = ev["correlation"][rows]
+    rows, corr = rows[corr >= 0], corr[corr >= 0]
+    order = np.argsort(corr, kind="stable")
+    rows, corr = rows[order], corr[order]
+    dev_corr = ev["correlation"][model["device_events"]["row"]]
+    if not len(rows):
+        return np.full(len(dev_corr), -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(corr, dev_corr), len(corr) - 1)
+    found = (dev_corr >= 0) & (corr[pos] == dev_corr)
+    return np.where(found, rows[pos], -1).astype(np.int64)
+
+
 def _fold_duplicates(kind: np.ndarray, name: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Operators whose parent is an operator of the same name with no other host children are folded in."""
     n = len(kind)

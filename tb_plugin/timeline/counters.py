@@ -16,6 +16,7 @@ import numpy as np
 from ..analysis.bandwidth import copy_rates
 from ..analysis.queues import queue_levels
 from ..model import intervals as iv
+from ..model.arrays import unique_pairs
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.series import Levels, integral, levels_of, max_per_bucket
@@ -60,8 +61,7 @@ def _memory_series(model: TraceModel) -> dict[str, tuple[np.ndarray, np.ndarray,
     ts = model["events"]["ts"][mem["row"]]
     ok = (mem["total_allocated"] >= 0) & np.isfinite(ts)
     out = {}
-    for dtype, did in sorted({(int(a), int(b)) for a, b in zip(mem["device_type"][ok].tolist(),
-                                                                mem["device_id"][ok].tolist())}):
+    for dtype, did in unique_pairs(mem["device_type"][ok], mem["device_id"][ok]):
         on = ok & (mem["device_type"] == dtype) & (mem["device_id"] == did)
         order = np.argsort(ts[on], kind="stable")
         allocated, reserved = mem["total_allocated"][on], mem["total_reserved"][on]

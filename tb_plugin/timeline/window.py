@@ -14,8 +14,7 @@ import numpy as np
 
 from ..analysis.steps import category_events, find_steps
 from ..model import ids
-from ..model.arrays import take
-from ..model.optree import host_tree
+from ..model.optree import launch_rows as launch_of
 from ..model.tables import TraceModel
 from .counters import counters
 from .index import SUMMARY_BUCKETS, LaneSummary, TimelineIndex, Track, depth_of_rows, timeline_index
@@ -289,9 +288,8 @@ def _track_of_rows(ix: TimelineIndex, model: TraceModel, rows: np.ndarray) -> np
 
 def _flows(model: TraceModel, ix: TimelineIndex, visible: np.ndarray, t0: float) -> tuple[list[list[Any]], bool]:
     """Launch → GPU event arrows where either end is drawn as an event in this window."""
-    tree = host_tree(model)
     dev = model["device_events"]
-    launch_rows = take(tree.rows, tree.device_launch, -1)
+    launch_rows = launch_of(model)  # the join alone: the first window never waits for the host tree
     visible_set = np.zeros(model.n_events, dtype=bool)
     visible_set[visible] = True
     has = launch_rows >= 0

@@ -12,6 +12,7 @@
  */
 import { ApiError, type QueryParams } from "../../api";
 import { card } from "../../components";
+import { computingLine, onComputing } from "../../computing";
 import { h, replaceChildren } from "../../dom";
 import { readViewUrlState, writeViewUrlState } from "../../urlState";
 import { loadSources } from "../common/callStack";
@@ -204,7 +205,7 @@ class TraceView {
       viewport: h("div", { class: "ptp-trace-viewport", testid: "trace-viewport" }),
       tooltip: h("div", { class: "ptp-trace-tooltip", testid: "trace-tooltip", attrs: { "aria-hidden": "true" } }),
       loading: h("div", { class: "ptp-trace-loading", testid: "trace-loading", attrs: { "aria-live": "polite" } },
-                 h("span", { class: "ptp-spinner", attrs: { "aria-hidden": "true" } }), "Loading…"),
+                 h("span", { class: "ptp-spinner", attrs: { "aria-hidden": "true" } }), h("span", { testid: "trace-loading-text" }, "Loading…")),
       error: h("div", { class: "ptp-trace-overlay-error", testid: "trace-window-error" }),
       notice: h("div", { class: "ptp-trace-notice", testid: "trace-notice", attrs: { "aria-live": "polite" } }),
       highlight: h("div", { class: "ptp-trace-highlight", testid: "trace-highlight", attrs: { "aria-live": "polite" } }),
@@ -601,6 +602,12 @@ class TraceView {
     const started = performance.now();
     // Only a slow answer shows the indicator, so quick ones do not flicker.
     const spinner = window.setTimeout(() => { if (this.fetchCtl === controller) this.el.loading.hidden = false; }, 150);
+    // a big trace's index may still be computing (409 "computing", asked again by api.ts): say how far it is
+    const stopComputing = onComputing((route, computing) => {
+      if (route !== "trace/window" || !computing || this.fetchCtl !== controller) return;
+      this.setLoadingText(computingLine(computing));
+      this.el.loading.hidden = false;
+    });
     this.ctx.api
       .getJSON<TraceWindowResponse>("trace/window", params, { signal: controller.signal, timeoutMs: 120_000 })
       .then((resp) => {
@@ -620,12 +627,19 @@ class TraceView {
       })
       .finally(() => {
         window.clearTimeout(spinner);
+        stopComputing();
         this.ctx.signal.removeEventListener("abort", onLeave);
         if (this.fetchCtl === controller) {
           this.fetchCtl = null;
           this.el.loading.hidden = true;
+          this.setLoadingText("Loading…");
         }
       });
+  }
+
+  private setLoadingText(text: string): void {
+    const label = this.el.loading.querySelector("[data-testid='trace-loading-text']");
+    if (label) label.textContent = text;
   }
 
   private showWindowError(err: unknown): void {
