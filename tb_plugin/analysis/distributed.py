@@ -138,25 +138,52 @@ def _count_notes(ordered: list[tuple[int, RankSummary]], matched: _Matched) -> l
     for g, name in enumerate(matched.groups):
         per = counts[:, g]
         if len(np.unique(per)) > 1:
-            detail = ", ".join(f"rank {r}: {k}" for (r, _), k in zip(ordered, per.tolist()))
+            detail = _count_detail([r for r, _ in ordered], per.tolist())
             notes.append(f"Process group {name} has different numbers of collectives per rank ({detail}); the "
                          "unmatched ones count as transfer time on the ranks that have them.")
     return notes
 
 
+NAMED_RANKS = 8  # beyond this many ranks, notes name a few ranks and count the rest (the answer must not grow)
+
+
+def _count_detail(ranks: list[int], counts: list[int]) -> str:
+    """"rank 0: 2, rank 1: 1" for a few ranks; for many, per count the number of ranks and the first few."""
+    if len(ranks) <= NAMED_RANKS:
+        return ", ".join(f"rank {r}: {k}" for r, k in zip(ranks, counts))
+    by_count: dict[int, list[int]] = {}
+    for r, k in zip(ranks, counts):
+        by_count.setdefault(k, []).append(r)
+    return "; ".join(f"{k} on {len(rs)} ranks ({_first_ranks(rs)})" for k, rs in sorted(by_count.items()))
+
+
+def _first_ranks(ranks: list[int]) -> str:
+    shown = ", ".join(map(str, ranks[:NAMED_RANKS]))
+    return shown + (f", … {len(ranks) - NAMED_RANKS} more" if len(ranks) > NAMED_RANKS else "")
+
+
 def _prelaunched_notes(ordered: list[tuple[int, RankSummary]]) -> list[str]:
-    """One note per rank with collective kernels launched before the profiled window."""
-    notes = []
+    """One note per rank with collective kernels launched before the profiled window; beyond ``NAMED_RANKS`` such
+    ranks, one note per distinct (count, names) naming the first few ranks."""
+    found = []
     for rank, s in ordered:
         early_mask = _flag(s.collectives, "prelaunched")
-        early = int(early_mask.sum())
-        if early:
+        if early_mask.any():
             names = ", ".join(sorted(set(np.asarray(s.collectives["name"], dtype=object)[early_mask].tolist())))
-            notes.append(f"Rank {rank}: {early} collective kernel{'s' if early > 1 else ''} ({names}) ran in the "
-                         "profiled window but {} launched before it (warm-up, or the step before the profiler "
-                         "started): {} time counts as communication, but not as calls, and is not matched across "
-                         "ranks.".format("were" if early > 1 else "was", "their" if early > 1 else "its"))
-    return notes
+            found.append((rank, int(early_mask.sum()), names))
+    if len(found) > NAMED_RANKS:
+        groups: dict[tuple[int, str], list[int]] = {}
+        for rank, early, names in found:
+            groups.setdefault((early, names), []).append(rank)
+        return [f"{len(rs)} ranks ({_first_ranks(rs)}) each have {early} collective kernel{'s' if early > 1 else ''} "
+                f"({names}) that ran in the profiled window but were launched before it (warm-up, or the step before "
+                "the profiler started): their time counts as communication, but not as calls, and is not matched "
+                "across ranks." for (early, names), rs in groups.items()]
+    return [f"Rank {rank}: {early} collective kernel{'s' if early > 1 else ''} ({names}) ran in the profiled window "
+            "but {} launched before it (warm-up, or the step before the profiler started): {} time counts as "
+            "communication, but not as calls, and is not matched across ranks.".format(
+                "were" if early > 1 else "was", "their" if early > 1 else "its")
+            for rank, early, names in found]
 
 
 def _row(rank: int, s: RankSummary, matched: _Matched, i: int) -> dict[str, Any]:

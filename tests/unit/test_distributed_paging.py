@@ -117,3 +117,10 @@ def test_route_pages_and_refuses_bad_parameters(tensorboard_app: Any, tmp_path: 
                       ("limit=2.5", "limit"), ("sort=name", "sort"), ("order=up", "order")):
         r = client.get(f"{url}&{bad}")
         assert r.status_code == 400 and says in r.get_json()["error"], bad
+
+
+def test_notes_name_a_few_ranks_and_count_the_rest(job: dict[str, Any]) -> None:
+    """The 127 copies of DDP rank 0 each have 2 all-reduce kernels launched before the window: one note, not 127."""
+    (note,) = [n for n in job["notes"] if "launched before it" in n]
+    assert note.startswith("127 ranks (0, 1, 2, 3, 4, 5, 6, 7, … 119 more) each have 2 collective kernels (allreduce) ")
+    assert len(" ".join(page_of(job, 0, 10)["notes"])) < 1000
