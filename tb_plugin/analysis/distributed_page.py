@@ -12,6 +12,7 @@ order, as before paging existed), a larger one with its first ``DEFAULT_LIMIT`` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,10 +29,12 @@ ORDERS = ("asc", "desc")
 
 
 def page_of(job: dict[str, Any], offset: int | None = None, limit: int | None = None, sort: str = "rank",
-            order: str = "asc") -> dict[str, Any]:
+            order: str = "asc", tables: Callable[[int], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """``job`` (from ``job_distributed``) with its rank rows cut to one page (see the module docstring): ``ranks``
     and ``communication_by_step`` hold the page's rows; ``page`` says which; ``totals`` and ``heatmap`` cover
-    every rank. ``offset`` past the last rank gives an empty page."""
+    every rank. ``offset`` past the last rank gives an empty page. ``tables``: for a job from
+    ``job_distributed_lazy``, its function giving the per-collective table of the row at a position, called for the
+    page's rows only."""
     rows: list[dict[str, Any]] = job["ranks"]
     total = len(rows)
     if offset is None and limit is None:
@@ -42,7 +45,8 @@ def page_of(job: dict[str, Any], offset: int | None = None, limit: int | None = 
     by_step = job["communication_by_step"]
     return {
         **job,
-        "ranks": [rows[i] for i in picked],
+        "ranks": [rows[i] if tables is None or rows[i]["collectives"] is not None
+                  else {**rows[i], "collectives": tables(i)} for i in picked],
         "communication_by_step": [by_step[i] for i in picked],
         "page": {"offset": start, "limit": size, "total": total, "sort": sort, "order": order,
                  "positions": [int(i) for i in picked]},

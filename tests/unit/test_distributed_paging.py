@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks import make_ranks
 from tb_plugin.analysis import distributed_page
-from tb_plugin.analysis.distributed import job_distributed
+from tb_plugin.analysis.distributed import job_distributed, job_distributed_lazy
 from tb_plugin.analysis.distributed_page import page_of
 from tb_plugin.analysis.rank_summary import RankSummary, rank_summary
 from tb_plugin.loader import load_trace
@@ -124,3 +124,15 @@ def test_notes_name_a_few_ranks_and_count_the_rest(job: dict[str, Any]) -> None:
     (note,) = [n for n in job["notes"] if "launched before it" in n]
     assert note.startswith("127 ranks (0, 1, 2, 3, 4, 5, 6, 7, … 119 more) each have 2 collective kernels (allreduce) ")
     assert len(" ".join(page_of(job, 0, 10)["notes"])) < 1000
+
+
+def test_a_lazy_job_gives_the_same_pages(job: dict[str, Any], summaries: list[RankSummary]) -> None:
+    """The route computes the per-collective tables of a page's rows only: the pages are the same as from the
+    whole job, and the lazy job holds no table."""
+    lazy, tables = job_distributed_lazy(summaries)
+    assert all(r["collectives"] is None for r in lazy["ranks"])
+    pages: list[tuple[int | None, int | None, str, str]] = [(0, 50, "rank", "asc"), (100, 50, "sync_us", "desc"),
+                                                            (None, None, "rank", "asc")]
+    for offset, limit, sort, order in pages:
+        assert page_of(lazy, offset, limit, sort, order, tables) == page_of(job, offset, limit, sort, order)
+    assert tables(STRAGGLER) == job["ranks"][STRAGGLER]["collectives"] != job["ranks"][0]["collectives"]
