@@ -87,7 +87,9 @@ def preprocess(logdir: Path, cache: Path, workers: int) -> dict[str, Any]:
             "worker_peak_rss_mb_median": peaks[len(peaks) // 2] if peaks else None, "workers_seen": len(peaks)}
 
 
-def serve(logdir: Path, cache: Path, run_name: str, ranks: int, home: Path) -> dict[str, Any]:
+def serve(logdir: Path, cache: Path, run_name: str, ranks: int, home: Path, settle: float = 0.0) -> dict[str, Any]:
+    """The server's figures; ``settle``: seconds to wait after every span is ready before the first request (the
+    server reads the summaries in the background as spans turn ready: a request at once reads the rest itself)."""
     port = free_port()
     tb = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1", "--port",
           str(port), "--load_fast=false", "--profiler_cache_dir", str(cache), "--profiler_cache_max_mb", "1000000",
@@ -100,6 +102,7 @@ def serve(logdir: Path, cache: Path, run_name: str, ranks: int, home: Path) -> d
     try:
         started = time.perf_counter()
         ready_s = _wait_ready(base, ranks, process, log_path)
+        time.sleep(settle)
         url = f"{base}/distributed?run={run_name}&span=1"
         first_s, body = _timed(url)  # the default answer: whole up to 256 ranks, else the first page
         second_s, _ = _timed(url)
@@ -165,6 +168,8 @@ def one(n: int, args: argparse.Namespace, home: Path) -> dict[str, Any]:
     result["preprocess"] = preprocess(logdir, cache, args.workers)
     result["cache_mb"] = round(sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 1e6, 1)
     result["server"] = serve(logdir, cache, run_name, n, home)
+    if args.settle > 0:
+        result["server_settled"] = serve(logdir, cache, run_name, n, home, args.settle)
     print(json.dumps(result), file=sys.stderr)
     return result
 
@@ -176,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=REPO / "samples" / "ddp_resnet",
                         help="a real 2-rank run (default samples/ddp_resnet)")
     parser.add_argument("--keep", action="store_true", help="keep the generated runs and caches")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="also start a second server and wait this many seconds after ready before asking")
     args = parser.parse_args(argv)
     home = BENCH / "scale_out"
     shutil.rmtree(home, ignore_errors=True)
