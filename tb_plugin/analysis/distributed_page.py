@@ -7,7 +7,8 @@ each per-step metric) and the heat-map of communication time by rank and step, b
 ``HEATMAP_MAX_ROWS`` rows (mean and max of the ranks in each bin), so its size stays bounded at any rank count.
 
 The rule without paging parameters: a job of at most ``WHOLE_MAX`` ranks is answered whole (its rows in rank
-order, as before paging existed), a larger one with its first ``DEFAULT_LIMIT`` rows in rank order.
+order, as before paging existed), a larger one with its first ``DEFAULT_LIMIT`` rows in rank order; without
+``limit`` a page has that many rows too.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ def page_of(job: dict[str, Any], offset: int | None = None, limit: int | None = 
     page's rows only."""
     rows: list[dict[str, Any]] = job["ranks"]
     total = len(rows)
-    if offset is None and limit is None:
+    if limit is None:
         limit = total if total <= WHOLE_MAX else DEFAULT_LIMIT
     start = max(0, offset or 0)
-    size = max(1, min(MAX_LIMIT, limit if limit is not None else DEFAULT_LIMIT))
+    size = max(1, min(MAX_LIMIT, limit))
     picked = sorted_positions(rows, sort, order)[start:start + size]
     by_step = job["communication_by_step"]
     return {

@@ -89,6 +89,7 @@ def test_default_page_whole_up_to_256_ranks_then_100_rows(job: dict[str, Any],
                                                           summaries: list[RankSummary]) -> None:
     whole = page_of(job)
     assert [r["rank"] for r in whole["ranks"]] == list(range(RANKS)) and whole["page"]["limit"] == RANKS
+    assert [r["rank"] for r in page_of(job, 10)["ranks"]] == list(range(10, RANKS))  # no limit: the same rule
     big = job_distributed([dataclasses.replace(summaries[i % RANKS], rank=i, worker=f"rank{i}") for i in range(300)])
     first = page_of(big)
     assert [r["rank"] for r in first["ranks"]] == list(range(100))
