@@ -34,7 +34,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 from pathlib import Path
@@ -45,65 +44,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_crowd import _stats, crowd, get, view_routes  # noqa: E402
-from bench_load import _runs_state, free_port, machine_info  # noqa: E402
+from bench_load import TreeSampler, _runs_state, free_port, machine_info  # noqa: E402
 
 API = "/data/plugin/pytorch_profiler"
 
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def _tree(pid: int) -> list[int]:
-    """The pid and its descendants, read from /proc (psutil where present)."""
-    try:
-        import psutil
-
-        proc = psutil.Process(pid)
-        return [pid, *(c.pid for c in proc.children(recursive=True))]
-    except Exception:  # noqa: BLE001 - the process is gone or psutil is missing
-        return [pid]
-
-
-def _rollup(pid: int) -> tuple[int, int]:
-    """(PSS, RSS) bytes of one process from smaps_rollup (one kernel walk, cheap even for a 10 GB process)."""
-    pss = rss = 0
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Pss:"):
-                    pss = int(line.split()[1]) * 1024
-                elif line.startswith("Rss:"):
-                    rss = int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return pss, rss
-
-
-class MemorySampler(threading.Thread):
-    """Peak PSS and peak summed RSS of a process tree, sampled every ``interval`` seconds."""
-
-    def __init__(self, pid: int, interval: float = 0.1) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.interval = pid, interval
-        self.peak_pss = self.peak_rss = 0
-        self._halt = threading.Event()
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            pss = rss = 0
-            for pid in _tree(self.pid):
-                p, r = _rollup(pid)
-                pss, rss = pss + p, rss + r
-            self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
-            self._halt.wait(self.interval)
-
-    def reset(self) -> None:
-        self.peak_pss = self.peak_rss = 0
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join()
 
 
 class Server:
@@ -120,7 +67,7 @@ class Server:
         self.t0 = time.perf_counter()
         self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(logdir),
                                         start_new_session=True)
-        self.sampler = MemorySampler(self.process.pid)
+        self.sampler = TreeSampler(self.process.pid, interval=0.1, pss=True)
         self.sampler.start()
 
     def wait_ready(self, timeout: float) -> dict[str, Any]:
@@ -151,7 +98,7 @@ class Server:
                                "ready_s": ready if state == "ready" else None,
                                "ready_after_first_http_s": ready - first if state == "ready" and first else None,
                                "peak_pss_mb_to_ready": self.sampler.peak_pss / 1e6,
-                               "peak_rss_mb_to_ready": self.sampler.peak_rss / 1e6, "runs_doc": doc}
+                               "peak_rss_mb_to_ready": self.sampler.peak / 1e6, "runs_doc": doc}
         if latencies:
             out["runs_latency"] = {**_stats(latencies), "n": len(latencies)}
         return out
@@ -163,7 +110,7 @@ class Server:
             os.killpg(self.process.pid, 9)  # the session this benchmark started for it, nothing else
         self.process.wait(10)
         self.log.close()
-        return {"peak_pss_mb": self.sampler.peak_pss / 1e6, "peak_rss_mb": self.sampler.peak_rss / 1e6}
+        return {"peak_pss_mb": self.sampler.peak_pss / 1e6, "peak_rss_mb": self.sampler.peak / 1e6}
 
 
 def _json(body: bytes) -> Any:

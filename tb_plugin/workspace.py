@@ -20,13 +20,12 @@ from .analysis.overview import overview
 from .analysis.rank_summary import RankSummary, rank_summary
 from .analysis.views import available_views, merge_views
 from .catalog import remote
-from .catalog.catalog import Catalog, ExportFile, Root, TraceFile
+from .catalog.catalog import Catalog, ExportFile, Identity, Root, TraceFile
 from .catalog.names import span_keys
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler, Runner
 from .jobs.shared import SharedCache
-from .loader import read_failure
 from .loader.memory_export import ExportError, load_export
 from .model.derived import compute_once
 from .model.memory_categories import MemoryExport
@@ -69,14 +68,6 @@ class LookupFailed(Exception):
 class LoadedTrace:
     file: TraceFile
     model: TraceModel
-
-
-@dataclass(frozen=True)
-class SpanTraces:
-    """The workers of one span of a run: the traces that loaded, and the workers whose trace failed (sorted)."""
-
-    traces: list[LoadedTrace]
-    failed: list[str]
 
 
 @dataclass(frozen=True)
@@ -129,7 +120,7 @@ class Workspace:
         self._summaries: dict[Any, RankSummary] = {}  # preprocessed summaries read, by (entry, worker)
         self._summaries_computing: dict[Any, Any] = {}
         self._files: dict[Key, TraceFile] = {}
-        self._exports: dict[tuple[str, int, float, str | None], ExportEntry] = {}  # by file identity
+        self._exports: dict[Identity, ExportEntry] = {}  # by file identity
         self._lock = threading.Lock()
         self._scanned = threading.Event()
         self._stop = threading.Event()
@@ -170,6 +161,7 @@ class Workspace:
         self.scheduler.close()
 
     def wait_scanned(self, timeout: float | None = None) -> bool:
+        """Wait for the first scan to end (tests and benchmarks time from it; requests never wait)."""
         return self._scanned.wait(timeout)
 
     # ---- scanning ---------------------------------------------------------------------------------------------
@@ -217,9 +209,8 @@ class Workspace:
             self._files = fresh
         for key in gone:
             self.scheduler.forget(key)
-        for key, f in fresh.items():
-            self.scheduler.request(key, f.url, f.size, f.mtime, etag=f.etag, access=f.access, problem=f.problem,
-                                   worker=f.worker)
+        for f in fresh.values():
+            self.scheduler.request(f)
         if gone:  # summaries of removed files go too (the memo is keyed by cache entry)
             live = {entry for key in fresh if (entry := self.scheduler.preprocessed(key)) is not None}
             self._summaries = {k: v for k, v in list(self._summaries.items()) if k[0] in live}
@@ -229,7 +220,7 @@ class Workspace:
     def _decode_exports(self, listed: list[ExportFile]) -> None:
         """Decode new memory timeline exports in the scan thread (small files; a bad one gets its error)."""
         known = self._exports
-        fresh: dict[tuple[str, int, float, str | None], ExportEntry] = {}
+        fresh: dict[Identity, ExportEntry] = {}
         for f in listed:
             entry = known.get(f.identity)
             if entry is None:
@@ -322,19 +313,17 @@ class Workspace:
         is opened with the credentials the listing used and streamed. A missing file raises ``OSError``; a store
         that refuses or cannot be reached raises ``LookupFailed(502)`` with the reason.
         """
-        from .catalog.storage import open_url
+        from .loader.source import Unreadable, open_source
 
         cached = self.scheduler.cached_source(trace_file.key)
         if cached is not None:
             return open(cached, "rb")
-        if not remote.is_url(trace_file.url):
+        if not trace_file.is_remote:
             return _open_listed_local(trace_file)
         try:
-            stream, _ = open_url(trace_file.url, trace_file.access)
-        except FileNotFoundError:
-            raise
-        except Exception as err:  # noqa: BLE001 - SDK errors of a remote store: a message, never a 500
-            raise LookupFailed(502, read_failure(err, trace_file.url, trace_file.access)) from None
+            stream, _ = open_source(trace_file.url, trace_file.access)
+        except Unreadable as err:  # the store refused or cannot be reached: a message, never a 500
+            raise LookupFailed(502, str(err)) from None
         return stream
 
     def trace(self, run: str, worker: str, span: str) -> LoadedTrace:
@@ -359,28 +348,14 @@ class Workspace:
         return LoadedTrace(f, model)
 
     def _span_files(self, run: str, span: str) -> list[TraceFile]:
-        """The files of one span of a run, by worker: 404 when the run or the span is unknown."""
-        with self._lock:
-            files = [f for f in self._files.values() if f.run == run]
+        """The files of one span of a run, sorted by worker: 404 when the run or the span is unknown."""
+        files = self._run_files(run)
         if not files:
             raise LookupFailed(404, f"unknown run {run!r}")
         files = sorted((f for f in files if f.span == span), key=lambda f: f.worker)
         if not files:
             raise LookupFailed(404, f"run {run!r} has no span {span!r}")
         return files
-
-    def span_traces(self, run: str, span: str) -> SpanTraces:
-        """Every worker's trace of one span (the views that look across ranks): 404 when the run or the span is
-        unknown, 409 while any worker still loads (the answer would change), 422 when none loaded."""
-        files = self._span_files(run, span)
-        states = [self._loaded(f) for f in files]
-        loading = sum(1 for s in states if s == LOADING)
-        if loading:
-            raise LookupFailed(409, f"{loading} of the {len(files)} workers of span {span} are still loading")
-        traces = [s for s in states if isinstance(s, LoadedTrace)]
-        if not traces:
-            raise LookupFailed(422, f"no worker of span {span} could be loaded")
-        return SpanTraces(traces, [f.worker for f, s in zip(files, states, strict=True) if s == FAILED])
 
     def exports_of(self, loaded: LoadedTrace) -> tuple[list[ExportEntry], list[ExportEntry]]:
         """(exports that belong to this trace, exports beside it that could not be read).
@@ -399,8 +374,7 @@ class Workspace:
 
     def span_label(self, run: str, span: str) -> str:
         """The label (``1``) of a span of a run named by its label or by one of its files' stamps."""
-        with self._lock:
-            files = [f for f in self._files.values() if f.run == run]
+        files = self._run_files(run)
         if any(f.span == span for f in files):
             return span
         return next((f.span for f in files if f.stamp is not None and str(f.stamp) == span), span)
@@ -408,8 +382,7 @@ class Workspace:
     def traces_of_run(self, run: str) -> list[LoadedTrace]:
         """Every span of a run whose model is loaded (views that look across spans or workers use this); a
         preprocessed span whose model was not opened yet is not opened for this."""
-        with self._lock:
-            files = [f for f in self._files.values() if f.run == run]
+        files = self._run_files(run)
         if not files:
             raise LookupFailed(404, f"unknown run {run!r}")
         out = []
@@ -423,8 +396,7 @@ class Workspace:
         """The views a run offers: from its loaded models, and the lists in its preprocessed spans' summaries
         (no model is opened to answer)."""
         loaded = self.traces_of_run(run)
-        with self._lock:
-            files = [f for f in self._files.values() if f.run == run]
+        files = self._run_files(run)
         lists = [available_views([t.model for t in loaded])]
         lists += [s.views for f in files if (s := self._preprocessed_summary(f)) is not None]
         return merge_views(lists)
@@ -432,23 +404,13 @@ class Workspace:
     def span_summaries(self, run: str, span: str) -> list[tuple[TraceFile, RankSummary]]:
         """The rank summary of every ready worker of one span: read from its preprocessed cache entry, or computed
         from its loaded model. What the job-level views read: no model is opened for them."""
-        with self._lock:
-            files = [f for f in self._files.values() if f.run == run and f.span == span]
-        out = []
-        for f in files:
-            summary = self._preprocessed_summary(f)
-            if summary is not None:
-                out.append((f, summary))
-                continue
-            model = self.scheduler.model(f.key, open_lazy=False)
-            if model is not None:
-                out.append((f, rank_summary(model, f.worker)))
-        return out
+        files = [f for f in self._run_files(run) if f.span == span]
+        return [(f, summary) for f in files if (summary := self._summary(f, open_lazy=False)) is not None]
 
     def span_ranks(self, run: str, span: str) -> SpanSummaries:
-        """Every worker's summary of one span (the job-level Distributed view), with ``span_traces``' rules: 404
-        when the run or the span is unknown, 409 while any worker still loads, 422 when none loaded. A preprocessed
-        worker's summary comes from its cache entry: no model is opened for it."""
+        """Every worker's summary of one span (the job-level Distributed view): 404 when the run or the span is
+        unknown, 409 while any worker still loads (the answer would change), 422 when none loaded; the failed
+        workers are named. A preprocessed worker's summary comes from its cache entry: no model is opened for it."""
         files = self._span_files(run, span)
         self._read_summaries(files)
         ranks: list[tuple[TraceFile, RankSummary]] = []
@@ -459,10 +421,7 @@ class Workspace:
             if status is not None and status.state == FAILED:
                 failed.append(f.worker)
                 continue
-            summary = self._preprocessed_summary(f) if status is not None and status.state == READY else None
-            if summary is None and status is not None and status.state == READY:
-                model = self.scheduler.model(f.key)
-                summary = rank_summary(model, f.worker) if model is not None else None
+            summary = self._summary(f, open_lazy=True) if status is not None and status.state == READY else None
             if summary is None:
                 loading += 1
             else:
@@ -473,9 +432,24 @@ class Workspace:
             raise LookupFailed(422, f"no worker of span {span} could be loaded")
         return SpanSummaries(ranks, failed)
 
+    def _summary(self, f: TraceFile, open_lazy: bool) -> RankSummary | None:
+        """The rank summary of a ready file: the preprocessed one (read once), else computed from its loaded model
+        (a preprocessed model is opened for it only with ``open_lazy``); None while neither is at hand."""
+        summary = self._preprocessed_summary(f)
+        if summary is not None:
+            return summary
+        model = self.scheduler.model(f.key, open_lazy=open_lazy)
+        return rank_summary(model, f.worker) if model is not None else None
+
+    def _run_files(self, run: str) -> list[TraceFile]:
+        """The files of one run, copied under the lock (the scan thread replaces the listing)."""
+        with self._lock:
+            return [f for f in self._files.values() if f.run == run]
+
     def _read_summaries(self, files: list[TraceFile]) -> None:
-        """Read the preprocessed summaries of ``files`` not read yet, on threads: Parquet reads release the GIL, and
-        1,024 ranks read one after the other took 1.8 s of a first Distributed answer (benchmarks/README.md)."""
+        """Read the preprocessed summaries of ``files`` not read yet (the scheduler's one background thread may still
+        be at it) on threads: a request sent as 1,024 ranks turn ready reads most of them itself, 1.8 s one after the
+        other; threads help only where Parquet's C++ reader runs without the GIL (benchmarks/README.md)."""
         ready = [f for f in files if (s := self.scheduler.status(f.key)) is not None and s.state == READY
                  and (e := self.scheduler.preprocessed(f.key)) is not None and (e, f.key[1]) not in self._summaries]
         if len(ready) > 1:

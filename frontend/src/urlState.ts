@@ -59,11 +59,11 @@ export function stateFromHash(hash: string): UrlState {
  * `exp_span`; the Flame graph's `flame_op`, an operator to filter by; the Distributed view's `rank` and the Memory
  * view's `device` + `start`/`end`, which the Overview's evidence links set; the Diff view's `step`/`exp_step` and
  * the GPU view's `card`; the Kernel view's `op`, an operator whose kernels to show, and the Memory view's `at`, a
- * time whose live allocations to show). The shell's writes keep them untouched; a view reads and writes them with
+ * time whose live allocations to show; the Trace view's `cat`, a step-breakdown category whose events to highlight). The shell's writes keep them untouched; a view reads and writes them with
  * readViewUrlState / writeViewUrlState (e.g. a table links to the Trace view with
  * `writeViewUrlState({ q: name })` followed by `ctx.navigate("Trace")`).
  */
-export const VIEW_URL_KEYS = ["start", "end", "q", "exp_run", "exp_worker", "exp_span", "rank", "device", "flame_op", "step", "exp_step", "card", "op", "at"] as const;
+export const VIEW_URL_KEYS = ["start", "end", "q", "exp_run", "exp_worker", "exp_span", "rank", "device", "flame_op", "step", "exp_step", "card", "op", "at", "cat"] as const;
 export type ViewUrlKey = (typeof VIEW_URL_KEYS)[number];
 export type ViewUrlState = Partial<Record<ViewUrlKey, string>>;
 

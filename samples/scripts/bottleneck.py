@@ -14,10 +14,11 @@ unless it IS the planted cause:
   tiny_kernels         a deep, narrow residual MLP (Linear 64x64, hand-written SiLU), batch 16, SGD with
                        foreach=False: ~1000 tiny kernels a step, each a few microseconds, so the step is
                        bound by the host's launch rate (GPU mostly idle between kernels).
-  item_sync            an MLP (12 blocks of Linear 2048 + LayerNorm + GELU, batch 1024) that logs
-                       `h.abs().max().item()` after each block (plus `loss.item()`): 13 host-device syncs
-                       a step; at each the host waits for the GPU to drain, then the GPU waits for the
-                       host to launch the next block.
+  item_sync            an MLP (8 blocks of Linear 8192 + LayerNorm + GELU, batch 256, TF32 matmuls,
+                       AdamW) whose loop logs `loss.item()` and keeps a per-sample loss history with
+                       `v.item()` for each sample of the batch (`--sync-samples`, default the whole batch):
+                       257 host-device syncs a step; at each the host waits for the GPU to drain, then
+                       the GPU waits for the host's next launch.
   pageable_h2d         a large batch (64 x 3 x 384 x 384 float32, 113 MB) in ordinary pageable host
                        memory is copied with `.to(device, non_blocking=False)` every step for a cheap
                        model: `Memcpy HtoD (Pageable -> Device)` dominates.
@@ -184,37 +185,44 @@ def case_tiny_kernels(args, device):
 
 # --------------------------------------------------------------------------- item_sync
 
-class LoggedMLP(nn.Module):
+class ResidualMLP(nn.Module):
     def __init__(self, width, blocks):
         super().__init__()
         self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(width, width), nn.LayerNorm(width), nn.GELU()) for _ in range(blocks))
         self.head = nn.Linear(width, 10)
-        self.stats = []
 
     def forward(self, x):
-        self.stats = []
         for blk in self.blocks:
             x = x + blk(x)
-            self.stats.append(x.abs().max().item())  # PLANTED: host-device sync after every block
         return self.head(x)
 
 
 def case_item_sync(args, device):
-    # Each block is ~0.2 ms of GPU work (fp32 GEMM 1024x2048x2048): longer than its launches, so the step is
-    # not launch-bound, but short enough that the GPU idles visibly while the host relaunches after each sync.
-    width, blocks, batch = (64, 4, 16) if args.tiny else (2048, 12, 1024)
+    # A clean step that keeps the GPU busy (a 537M-parameter MLP: TF32 matmuls of 256x8192x8192, ~0.2 ms each, and
+    # a multi-tensor (foreach) AdamW over 2 GB of parameters take longer than the host needs to launch them), then
+    # the planted cost: the loop reads the loss and every sample's loss back to the host one scalar at a time
+    # (a per-sample loss history, e.g. for hard-example mining), each read a DtoH copy + cudaStreamSynchronize.
+    width, blocks, batch = (64, 4, 16) if args.tiny else (8192, 8, 256)
+    n_sync = batch if args.sync_samples is None else min(args.sync_samples, batch)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
     gen = torch.Generator().manual_seed(args.seed)
     x = torch.randn(batch, width, generator=gen).to(device)
     y = torch.randint(0, 10, (batch,), generator=gen).to(device)
-    model = LoggedMLP(width, blocks).to(device)
+    model = ResidualMLP(width, blocks).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    history = []
 
     def step():
-        loss = F.cross_entropy(model(x), y)
+        per_sample = F.cross_entropy(model(x), y, reduction="none")
+        loss = per_sample.mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        return loss.item()  # and one more sync for the loss
+        logged = loss.item()  # PLANTED: a sync for the loss ...
+        for v in per_sample.detach()[:n_sync]:
+            history.append(v.item())  # PLANTED: ... and one per sample
+        return logged
 
     return step, None
 
@@ -309,6 +317,8 @@ def main():
     p.add_argument("--tiny", action="store_true", help="tiny sizes for a CPU dry run")
     p.add_argument("--workers", type=int, default=4, help="input_workers_heavy: DataLoader workers")
     p.add_argument("--blocks", type=int, default=40, help="tiny_kernels: number of narrow blocks")
+    p.add_argument("--sync-samples", type=int, default=None,
+                   help="item_sync: samples whose loss is read with .item() each step (default: the whole batch)")
     p.add_argument("--warmup-steps", type=int, default=5, help="untraced steps before profiling")
     p.add_argument("--active", type=int, default=None, help="active profiler steps (per-case default)")
     p.add_argument("--seed", type=int, default=0)

@@ -6,6 +6,7 @@
 # already holds traces is skipped (delete it to record again). Whole call: a few minutes.
 # Usage: bash samples/scripts/run_corpus.sh DEST
 #        SMOKE=1 bash samples/scripts/run_corpus.sh DEST   # CPU dry run: --device cpu, tiny sizes, gloo
+#        ONLY="item_sync" bash samples/scripts/run_corpus.sh DEST   # record only these runs (space-separated)
 set -u
 DEST=${1:?usage: run_corpus.sh DEST}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -31,6 +32,9 @@ fi
 
 run() {  # run NAME CMD...
   local name=$1; shift
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
+    return
+  fi
   if ls "$DEST/$name"/*.pt.trace.json* >/dev/null 2>&1; then
     echo "=== $name: SKIPPED, $DEST/$name already holds traces"
     printf '%s\tskipped (exists)\t0\t%s\n' "$name" "$*" >> "$TIMINGS"

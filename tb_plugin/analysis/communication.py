@@ -68,6 +68,8 @@ class Collectives:
     # True for a kernel that ran in the window but was launched before it (warm-up, the step before the profiler
     # started): no launch and no args in the trace, so it cannot be matched to its calls on other ranks
     prelaunched: np.ndarray
+    # the event row of the instance (its kernel, or its outermost host span): the Trace view highlights these
+    row: np.ndarray
 
 
 @memoized
@@ -92,9 +94,10 @@ class _Found:
     nbytes: list[int]
     on_host: list[bool]
     prelaunched: list[bool]
+    row: list[int]
 
     def add(self, described: tuple[str, str, int], start: float, end: float, issued: float, on_host: bool,
-            prelaunched: bool = False) -> None:
+            row: int, prelaunched: bool = False) -> None:
         name, group, size = described
         self.name.append(name)
         self.group.append(group)
@@ -104,6 +107,7 @@ class _Found:
         self.nbytes.append(size)
         self.on_host.append(on_host)
         self.prelaunched.append(prelaunched)
+        self.row.append(row)
 
 
 def _describe(model: TraceModel, comm_row: np.ndarray, event_row: int, fallback: str) -> tuple[str, str, int]:
@@ -148,7 +152,7 @@ def _device_instances(model: TraceModel, comm_row: np.ndarray, found: _Found) ->
         s = float(ev["ts"][row])
         launch = int(tree.device_launch[i])
         found.add(_describe(model, comm_row, desc_row, fallback), s, s + float(np.nan_to_num(ev["dur"][row])),
-                  float(tree.start[launch]) if launch >= 0 else s, on_host=False,
+                  float(tree.start[launch]) if launch >= 0 else s, on_host=False, row=row,
                   prelaunched=launch < 0 and desc_row < 0)
     return np.asarray(tree.device_launch[kernels], dtype=np.int64)
 
@@ -203,14 +207,14 @@ def _host_instances(model: TraceModel, comm_row: np.ndarray, launches: np.ndarra
         desc = int(rows[carrier[r]]) if carrier[r] >= 0 else -1
         fallback = model.strings[int(ev["name"][rows[r]])]
         found.add(_describe(model, comm_row, desc, fallback), float(start[r]), float(end[r]), float(start[r]),
-                  on_host=True)
+                  on_host=True, row=int(rows[r]))
 
 
 @memoized
 def collectives(model: TraceModel) -> Collectives:
     """Every collective instance of one trace, ordered by issue time and numbered per process group."""
     comm_row = side_row(model, "comms")
-    found = _Found([], [], [], [], [], [], [], [])
+    found = _Found([], [], [], [], [], [], [], [], [])
     launches = _device_instances(model, comm_row, found)
     _host_instances(model, comm_row, launches, found)
     order = np.argsort(np.asarray(found.issued, dtype=np.float64), kind="stable")
@@ -226,7 +230,8 @@ def collectives(model: TraceModel) -> Collectives:
                        issued=np.asarray(found.issued, dtype=np.float64)[order],
                        nbytes=np.asarray(found.nbytes, dtype=np.int64)[order],
                        on_host=np.asarray(found.on_host, dtype=bool)[order],
-                       prelaunched=np.asarray(found.prelaunched, dtype=bool)[order])
+                       prelaunched=np.asarray(found.prelaunched, dtype=bool)[order],
+                       row=np.asarray(found.row, dtype=np.int64)[order])
 
 
 @memoized

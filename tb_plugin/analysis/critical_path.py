@@ -90,8 +90,8 @@ def _step_thread(model: TraceModel, name: str, lo: float, hi: float) -> tuple[in
 class _Walk:
     """The backward walk over one step; ``segments`` are (start, end, category, event row or -1), latest first."""
 
-    def __init__(self, model: TraceModel, lo: float, hi: float) -> None:
-        self.model, self.lo, self.hi = model, lo, hi
+    def __init__(self, model: TraceModel, lo: float) -> None:
+        self.model, self.lo = model, lo
         self.work: DeviceWork = device_work(model)
         self.prev = _previous_on_stream(model)
         self.by_end = _by_end(model)
@@ -160,7 +160,7 @@ class _Walk:
 
 
 def _walk(model: TraceModel, name: str, lo: float, hi: float, host_end: float) -> list[tuple[float, float, str, int]]:
-    walk = _Walk(model, lo, hi)
+    walk = _Walk(model, lo)
     work = walk.work
     main = _step_thread(model, name, lo, hi)
     pid, tid = main

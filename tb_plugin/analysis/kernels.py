@@ -119,6 +119,13 @@ def kernel_table(model: TraceModel, group_by: str = "name") -> list[dict[str, An
     return out
 
 
+def kernel_view(model: TraceModel, group_by: str = "name") -> dict[str, Any]:
+    """The GPU kernel page: the table grouped by ``group_by``, its total time, and the tensor-core share."""
+    rows = kernel_table(model, group_by)
+    return {"group_by": group_by, "rows": rows, "total_us": float(sum(r["total_us"] for r in rows)),
+            "tensor_core_ratio": tensor_core_share(model)}
+
+
 def tensor_core_share(model: TraceModel) -> float | None:
     """Fraction of all kernel time spent in tensor-core kernels (None without kernels)."""
     ev = model["events"]

@@ -9,6 +9,7 @@ PyTorch < 1.10 have no addresses, so they get statistics but no curve or pairs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,16 +196,23 @@ def memory_events(model: TraceModel, start: float | None = None, end: float | No
     as allocated."""
     lo = -np.inf if start is None else start
     hi = np.inf if end is None else end
-    out = []
+    return [_shown(row, "allocated" if a >= lo else "live") for row, a, f in _timed_pairs(model, device)
+            if a < hi and f >= lo]
+
+
+def _timed_pairs(model: TraceModel, device: str | None) -> Iterator[tuple[dict[str, Any], float, float]]:
+    """Each allocation pair (on ``device`` if given) with its allocation and free µs: -inf for one allocated
+    before the trace began, inf for one never freed in it."""
     for row in memory_pairs(model):
-        if device is not None and row["device"] != device:
-            continue
-        a = row["alloc_us"] if row["alloc_us"] is not None else -np.inf
-        f = row["free_us"] if row["free_us"] is not None else np.inf
-        if a < hi and f >= lo:
-            state = "allocated" if a >= lo else "live"
-            out.append({**{k: v for k, v in row.items() if k != "record"}, "in_range": state})
-    return out
+        if device is None or row["device"] == device:
+            a = row["alloc_us"] if row["alloc_us"] is not None else -np.inf
+            f = row["free_us"] if row["free_us"] is not None else np.inf
+            yield row, a, f
+
+
+def _shown(row: dict[str, Any], state: str) -> dict[str, Any]:
+    """A pair as the API shows it: without its record index, with how it touches the range asked for."""
+    return {**{k: v for k, v in row.items() if k != "record"}, "in_range": state}
 
 
 def live_at(model: TraceModel, at: float, device: str | None = None) -> dict[str, Any]:
@@ -212,14 +220,7 @@ def live_at(model: TraceModel, at: float, device: str | None = None) -> dict[str
     largest first: at the curve's peak, what the peak is made of. ``allocated_bytes`` is the device's total
     allocated at that instant (its last record at or before it; None without a device or a record): the part of
     it the rows do not add up to was allocated before the trace started (weights, optimizer state)."""
-    rows = []
-    for row in memory_pairs(model):
-        if device is not None and row["device"] != device:
-            continue
-        a = row["alloc_us"] if row["alloc_us"] is not None else -np.inf
-        f = row["free_us"] if row["free_us"] is not None else np.inf
-        if a <= at < f:
-            rows.append({**{k: v for k, v in row.items() if k != "record"}, "in_range": "live"})
+    rows = [_shown(row, "live") for row, a, f in _timed_pairs(model, device) if a <= at < f]
     rows.sort(key=lambda r: -r["size_bytes"])
     total = None
     if device is not None:

@@ -89,6 +89,23 @@ def export_device(model: TraceModel, export: MemoryExport) -> int:
     return int(np.argmax(score)) if len(score) else 0
 
 
+def card_exports(model: TraceModel, exports: list[MemoryExport],
+                 device: str | None) -> tuple[int, int | None, int | None]:
+    """What the card shows: (device index, position in ``exports`` of the series drawn, of the raw export that
+    labels the allocations; None where there is none). The device is ``device``, else that of the first export,
+    else the first GPU; of the exports of that device, a timeline is drawn before a raw one, and among one kind
+    the first in the given order."""
+    devices = allocations(model).devices
+    by_device = [(i, export_device(model, e)) for i, e in enumerate(exports)]
+    if device is None:
+        gpus = [i for i, d in enumerate(devices) if d != "CPU"]
+        index = by_device[0][1] if by_device else (gpus[0] if gpus else 0)
+    else:
+        index = devices.index(device)
+    here = sorted((i for i, d in by_device if d == index), key=lambda i: exports[i].kind == RAW)
+    return index, (here[0] if here else None), next((i for i in here if exports[i].kind == RAW), None)
+
+
 def raw_categories(model: TraceModel, export: MemoryExport) -> np.ndarray:
     """Per allocation: torch's category from a raw export's matching create event, -1 where none matches."""
     a = allocations(model)

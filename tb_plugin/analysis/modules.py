@@ -239,6 +239,12 @@ def module_timeline(model: TraceModel, limit: int = 20000) -> list[dict[str, Any
              "dur_us": float(occ["dur"][k]), "depth": int(depth[k])} for k in order[:limit].tolist()]
 
 
+def module_timeline_view(model: TraceModel, limit: int = 20000) -> dict[str, Any]:
+    """The first ``limit`` module occurrences in time, and whether there were more."""
+    occurrences = module_timeline(model, limit + 1)
+    return {"occurrences": occurrences[:limit], "truncated": len(occurrences) > limit}
+
+
 def lightning_hooks(model: TraceModel) -> list[dict[str, Any]]:
     """``[pl][profile]`` hook annotations on the host, aggregated by name."""
     ev = model["events"]

@@ -61,9 +61,11 @@ def _steps_and_summary(model: TraceModel) -> dict[str, Any]:
     }
 
 
-def overview(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None) -> dict[str, Any]:
+def overview(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None,
+             workers: int = 1) -> dict[str, Any]:
     """The Overview; ``job`` (the Distributed view's result for this span) and ``worker`` on multi-rank runs, so
-    the diagnosis knows the job-level picture."""
+    the diagnosis knows the job-level picture; ``workers``, the run's number of workers, the environment shows."""
     d = diagnose(model, job, worker)
-    return {**_steps_and_summary(model), "context": d["context"], "verdict": d["verdict"],
-            "recommendations": d["findings"]}
+    base = _steps_and_summary(model)
+    return {**base, "environment": {**base["environment"], "workers": workers}, "context": d["context"],
+            "verdict": d["verdict"], "recommendations": d["findings"]}

@@ -19,7 +19,7 @@ from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.names import is_dataloader, name_mask, step_number
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
-from .communication import collective_kernel_mask, communication_intervals
+from .communication import collective_kernel_mask, collectives, communication_intervals
 
 CATEGORIES = ("Kernel", "Memcpy", "Memset", "Communication", "Runtime", "DataLoader", "CPU Exec", "Other")
 HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
@@ -153,28 +153,60 @@ def _kind_union(model: TraceModel, mask: np.ndarray) -> iv.Intervals:
     return iv.union(ts, ts + np.nan_to_num(ev["dur"][mask], nan=0.0).clip(min=0.0))
 
 
-@memoized
-def role_intervals(model: TraceModel) -> dict[str, iv.Intervals]:
-    """The raw time ranges of each category before priorities are applied.
+def _category_events(model: TraceModel, category: str) -> np.ndarray:
+    """Per event row: is it one the breakdown counts in ``category`` (any but "Other", which is time no event
+    covers)?
 
-    Communication is ``communication_intervals``, the definition the Distributed view uses too: collective kernels,
-    and host collective spans only where no collective kernel did the work. A host collective span that launched
-    a kernel is CPU work (the host issuing it), as any other operator.
+    The breakdown's time ranges are these events' spans (``role_intervals``), so the Trace view, asked to
+    highlight a category, shows exactly the events the Overview counted. Communication is the collective instances
+    (``collectives``: collective kernels, and host collective spans only where no collective kernel did the work)
+    and Kineto's ``collective_comm`` events; a host collective span that launched a kernel is CPU work (the host
+    issuing it), as any other operator.
     """
     ev = model["events"]
     kind, names = ev["kind"], ev["name"]
-    host = np.isin(kind, HOST_KINDS)
-    loader = host & name_mask(model, names, is_dataloader)
-    steps = host & name_mask(model, names, lambda s: s.startswith("ProfilerStep#"))
-    return {
-        "Kernel": _kind_union(model, (kind == Kind.KERNEL) & ~collective_kernel_mask(model)),
-        "Memcpy": _kind_union(model, kind == Kind.MEMCPY),
-        "Memset": _kind_union(model, kind == Kind.MEMSET),
-        "Communication": communication_intervals(model),
-        "Runtime": _kind_union(model, (kind == Kind.RUNTIME) | (kind == Kind.DRIVER)),
-        "DataLoader": _kind_union(model, loader),
-        "CPU Exec": _kind_union(model, host & ~loader & ~steps),
-    }
+    if category == "Kernel":
+        mask: np.ndarray = (kind == Kind.KERNEL) & ~collective_kernel_mask(model)
+    elif category in ("Memcpy", "Memset"):
+        mask = kind == (Kind.MEMCPY if category == "Memcpy" else Kind.MEMSET)
+    elif category == "Communication":
+        mask = kind == Kind.COMMUNICATION
+        mask[collectives(model).row] = True
+    elif category == "Runtime":
+        mask = (kind == Kind.RUNTIME) | (kind == Kind.DRIVER)
+    else:
+        host = np.isin(kind, HOST_KINDS)
+        loader = host & name_mask(model, names, is_dataloader)
+        if category == "DataLoader":
+            mask = loader
+        elif category == "CPU Exec":
+            steps = host & name_mask(model, names, lambda s: s.startswith("ProfilerStep#"))
+            mask = host & ~loader & ~steps
+        else:
+            raise KeyError(category)
+    return mask
+
+
+@memoized
+def category_events(model: TraceModel, category: str) -> np.ndarray:
+    """``_category_events``, kept for the categories the Trace view highlights (a byte per event each: only those
+    asked for are kept, not all seven); "Other" marks none."""
+    if category == "Other":
+        return np.zeros(model.n_events, dtype=bool)
+    return _category_events(model, category)
+
+
+@memoized
+def role_intervals(model: TraceModel) -> dict[str, iv.Intervals]:
+    """The raw time ranges of each category before priorities are applied: the spans of its events
+    (``category_events``).
+
+    Communication is ``communication_intervals``, the definition the Distributed view uses too (the spans of the
+    same events).
+    """
+    roles = {c: _kind_union(model, _category_events(model, c)) for c in CATEGORIES[:-1] if c != "Communication"}
+    roles["Communication"] = communication_intervals(model)
+    return roles
 
 
 @memoized

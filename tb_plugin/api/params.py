@@ -47,6 +47,13 @@ def number(request: Request, name: str, *, required: bool = True, default: float
     return value
 
 
+def integer(request: Request, name: str, *, required: bool = True, default: int | None = None,
+            minimum: int | None = None, maximum: int | None = None) -> int:
+    """A count or an index (``limit``, ``max_points``, ``id``): :func:`number`'s rules, then cut to a whole number
+    (``2.7`` reads as 2)."""
+    return int(number(request, name, required=required, default=default, minimum=minimum, maximum=maximum))
+
+
 def span_key(request: Request) -> tuple[str, str, str]:
     """The (run, worker, span) every per-trace route takes."""
     return text(request, "run"), text(request, "worker"), text(request, "span")

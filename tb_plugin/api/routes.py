@@ -21,16 +21,16 @@ from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
 from ..analysis.memory import live_at, memory_curve, memory_events, memory_statistics
 from ..analysis.memory_categories import allocations
-from ..analysis.memory_category_view import category_view, export_device
-from ..analysis.modules import module_timeline, module_view
+from ..analysis.memory_category_view import card_exports, category_view
+from ..analysis.modules import module_timeline_view, module_view
 from ..analysis.overview import overview
 from ..analysis.queues import queue_length
 from ..analysis.sequences import kernel_sequences
 from ..analysis.sources import source_files
-from ..analysis.steps import find_steps
+from ..analysis.steps import CATEGORIES, find_steps
 from ..analysis.summary import summary
-from ..model.memory_categories import RAW
-from ..timeline.details import event_details, range_summary, search
+from ..model.tables import TraceModel
+from ..timeline.details import SEARCH_MATCHES, event_details, range_summary, search
 from ..timeline.index import timeline_index
 from ..timeline.window import window
 from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace
@@ -64,6 +64,17 @@ class Api:
         key = (request.path, tuple(sorted(request.args.items(multi=True))), *more)
         return encoded_response(request, answer(loaded.model, key, compute))
 
+    def _counted(self, analysis: Callable[[TraceModel, int], Any], name: str, default: int, minimum: int,
+                 maximum: int) -> Callable[[Request], Response]:
+        """The handler of a route that takes one whole-number parameter (a limit, a number of points) and answers
+        ``analysis(model, value)``."""
+        def handler(request: Request) -> Response:
+            value = params.integer(request, name, required=False, default=default, minimum=minimum, maximum=maximum)
+            loaded = self._trace(request)
+            return self._answer(request, loaded, lambda: analysis(loaded.model, value))
+
+        return handler
+
     def runs(self, request: Request) -> Response:
         ws = self.workspace
         return json_response(request, {
@@ -92,10 +103,7 @@ class Api:
         ranks = self.workspace.span_summaries(loaded.file.run, loaded.file.span) if workers > 1 else []
 
         def compute() -> dict[str, Any]:
-            job = self._job(ranks) if len(ranks) > 1 else None
-            payload = dict(overview(loaded.model, job, loaded.file.worker))
-            payload["environment"] = {**payload["environment"], "workers": workers}
-            return payload
+            return overview(loaded.model, self._job(ranks) if len(ranks) > 1 else None, loaded.file.worker, workers)
 
         # the job picture depends on the other ranks' traces: their identities are part of the answer's key
         return self._answer(request, loaded, compute, workers, tuple(sorted(f.identity for f, _ in ranks)))
@@ -116,19 +124,7 @@ class Api:
     def kernels(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=kernels.GROUPINGS)
         loaded = self._trace(request)
-
-        def compute() -> dict[str, Any]:
-            rows = kernels.kernel_table(loaded.model, group_by)
-            return {"group_by": group_by, "rows": rows, "total_us": float(sum(r["total_us"] for r in rows)),
-                    "tensor_core_ratio": kernels.tensor_core_share(loaded.model)}
-
-        return self._answer(request, loaded, compute)
-
-    def memory_curve(self, request: Request) -> Response:
-        max_points = int(params.number(request, "max_points", required=False, default=4000, minimum=16,
-                                       maximum=100_000))
-        loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: memory_curve(loaded.model, max_points))
+        return self._answer(request, loaded, lambda: kernels.kernel_view(loaded.model, group_by))
 
     def memory_events(self, request: Request) -> Response:
         lo, hi = params.time_range(request)
@@ -147,8 +143,7 @@ class Api:
 
     def memory_categories(self, request: Request) -> Response:
         device = params.text(request, "device", required=False) or None
-        max_points = int(params.number(request, "max_points", required=False, default=2000, minimum=16,
-                                       maximum=100_000))
+        max_points = params.integer(request, "max_points", required=False, default=2000, minimum=16, maximum=100_000)
         loaded = self._trace(request)
         mine, broken = self.workspace.exports_of(loaded)
         devices = allocations(loaded.model).devices
@@ -161,21 +156,14 @@ class Api:
     @staticmethod
     def _memory_categories(loaded: LoadedTrace, mine: list[ExportEntry], broken: list[ExportEntry],
                            device: str | None, max_points: int) -> dict[str, Any]:
-        model = loaded.model
-        devices = allocations(model).devices
-        by_device = [(e, export_device(model, e.export)) for e in mine if e.export is not None]
-        if device is None:
-            gpus = [i for i, d in enumerate(devices) if d != "CPU"]
-            index = by_device[0][1] if by_device else (gpus[0] if gpus else 0)
-        else:
-            index = devices.index(device)
-        here = sorted((e for e, d in by_device if d == index), key=lambda e: (e.file.kind == RAW, e.file.url))
-        series = here[0] if here else None
-        raw = next((e for e in here if e.file.kind == RAW), None)
-        payload = category_view(model, index, series.export if series else None, raw.export if raw else None,
+        usable = sorted(((e, e.export) for e in mine if e.export is not None), key=lambda pair: pair[0].file.url)
+        index, at_series, at_raw = card_exports(loaded.model, [export for _, export in usable], device)
+        series = usable[at_series][0] if at_series is not None else None
+        raw = usable[at_raw][0] if at_raw is not None else None
+        payload = category_view(loaded.model, index, series.export if series else None, raw.export if raw else None,
                                 max_points)
         payload.update({
-            "devices": devices, "trace_file": loaded.file.filename,
+            "devices": allocations(loaded.model).devices, "trace_file": loaded.file.filename,
             "export": None if series is None else {"file": series.file.filename, "folder": series.file.folder,
                                                    "kind": series.file.kind,
                                                    "raw_file": raw.file.filename if raw else None},
@@ -186,16 +174,6 @@ class Api:
     def modules(self, request: Request) -> Response:
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: module_view(loaded.model))
-
-    def modules_timeline(self, request: Request) -> Response:
-        limit = int(params.number(request, "limit", required=False, default=20000, minimum=1, maximum=200_000))
-        loaded = self._trace(request)
-
-        def compute() -> dict[str, Any]:
-            occurrences = module_timeline(loaded.model, limit + 1)
-            return {"occurrences": occurrences[:limit], "truncated": len(occurrences) > limit}
-
-        return self._answer(request, loaded, compute)
 
     def distributed(self, request: Request) -> Response:
         run = params.text(request, "run")
@@ -263,29 +241,9 @@ class Api:
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: idle_time(loaded.model, wait))
 
-    def launch_stats(self, request: Request) -> Response:
-        limit = int(params.number(request, "limit", required=False, default=500, minimum=1, maximum=100_000))
-        loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: launch_stats(loaded.model, limit))
-
-    def cupti_counters(self, request: Request) -> Response:
-        limit = int(params.number(request, "limit", required=False, default=500, minimum=1, maximum=100_000))
-        loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: cupti_counters(loaded.model, limit))
-
-    def queue_length(self, request: Request) -> Response:
-        points = int(params.number(request, "max_points", required=False, default=500, minimum=16, maximum=10_000))
-        loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: queue_length(loaded.model, points))
-
-    def memory_bandwidth(self, request: Request) -> Response:
-        points = int(params.number(request, "max_points", required=False, default=500, minimum=16, maximum=10_000))
-        loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: memory_bandwidth(loaded.model, points))
-
     def kernel_sequences(self, request: Request) -> Response:
-        length = int(params.number(request, "length", required=False, default=3, minimum=2, maximum=16))
-        top = int(params.number(request, "top", required=False, default=20, minimum=1, maximum=200))
+        length = params.integer(request, "length", required=False, default=3, minimum=2, maximum=16)
+        top = params.integer(request, "top", required=False, default=20, minimum=1, maximum=200)
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: kernel_sequences(loaded.model, length, top))
 
@@ -324,16 +282,17 @@ class Api:
         # the whole trace by default, at least 1 µs of it: an empty trace or a lone instant is an empty window
         start, end = params.time_range(request, index.t_min, max(index.t_max, index.t_min + 1.0))
         assert start is not None and end is not None
-        width = int(params.number(request, "width_px", required=False, default=1000, minimum=1, maximum=8192))
+        width = params.integer(request, "width_px", required=False, default=1000, minimum=1, maximum=8192)
         collapsed = params.int_list(request, "collapsed")
         levels = params.int_pairs(request, "levels")
-        host = int(params.number(request, "host_levels", required=False, default=0, minimum=0, maximum=4096)) or None
-        return self._answer(request, loaded,
-                            lambda: window(loaded.model, start, end, width, frozenset(collapsed), levels, host))
+        host = params.integer(request, "host_levels", required=False, default=0, minimum=0, maximum=4096) or None
+        category = params.text(request, "category", required=False, choices=CATEGORIES) or None
+        return self._answer(request, loaded, lambda: window(loaded.model, start, end, width, frozenset(collapsed),
+                                                             levels, host, category))
 
     def trace_event(self, request: Request) -> Response:
         loaded = self._trace(request)
-        row = int(params.number(request, "id", minimum=0))
+        row = params.integer(request, "id", minimum=0)
         if row >= loaded.model.n_events:
             raise ApiError(404, f"no event with id {row} in this trace")
         return self._answer(request, loaded, lambda: event_details(loaded.model, row))
@@ -341,9 +300,10 @@ class Api:
     def trace_search(self, request: Request) -> Response:
         loaded = self._trace(request)
         query = params.text(request, "q")
-        offset = int(params.number(request, "offset", required=False, default=0, minimum=0))
-        limit = int(params.number(request, "limit", required=False, default=100, minimum=1, maximum=1000))
-        return self._answer(request, loaded, lambda: search(loaded.model, query, offset, limit))
+        offset = params.integer(request, "offset", required=False, default=0, minimum=0)
+        limit = params.integer(request, "limit", required=False, default=100, minimum=1, maximum=1000)
+        exact = params.text(request, "match", required=False, default="substring", choices=SEARCH_MATCHES) == "exact"
+        return self._answer(request, loaded, lambda: search(loaded.model, query, offset, limit, exact))
 
     def trace_range(self, request: Request) -> Response:
         loaded = self._trace(request)
@@ -386,20 +346,20 @@ class Api:
             "/overview": json_route(self.overview),
             "/operators": json_route(self.operators),
             "/kernels": json_route(self.kernels),
-            "/memory/curve": json_route(self.memory_curve),
+            "/memory/curve": json_route(self._counted(memory_curve, "max_points", 4000, 16, 100_000)),
             "/memory/events": json_route(self.memory_events),
             "/memory/stats": json_route(self.memory_stats),
             "/memory_categories": json_route(self.memory_categories),
             "/modules": json_route(self.modules),
-            "/modules/timeline": json_route(self.modules_timeline),
+            "/modules/timeline": json_route(self._counted(module_timeline_view, "limit", 20000, 1, 200_000)),
             "/distributed": json_route(self.distributed),
             "/diff": json_route(self.diff),
             "/diff/node": json_route(self.diff_node),
             "/idle": json_route(self.idle),
-            "/launch_stats": json_route(self.launch_stats),
-            "/cupti_counters": json_route(self.cupti_counters),
-            "/queue_length": json_route(self.queue_length),
-            "/memory_bandwidth": json_route(self.memory_bandwidth),
+            "/launch_stats": json_route(self._counted(launch_stats, "limit", 500, 1, 100_000)),
+            "/cupti_counters": json_route(self._counted(cupti_counters, "limit", 500, 1, 100_000)),
+            "/queue_length": json_route(self._counted(queue_length, "max_points", 500, 16, 10_000)),
+            "/memory_bandwidth": json_route(self._counted(memory_bandwidth, "max_points", 500, 16, 10_000)),
             "/kernel_sequences": json_route(self.kernel_sequences),
             "/critical_path": json_route(self.critical_path),
             "/annotations": json_route(self.annotations),

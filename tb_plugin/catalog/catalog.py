@@ -13,19 +13,49 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from . import remote
 from .names import TraceName, file_name, number_spans, parse_any_json_name, parse_trace_name
 from .sniff import classify_file, is_json_name
 from .storage import Access, FileInfo, Storage, local_fingerprint
 
 _URL = re.compile(r"[a-zA-Z][0-9a-zA-Z.+-]*://")
 
+# (url, size, mtime, etag): one version of one file; the parse cache is keyed on it (``jobs.cache.entry_name``)
+Identity = tuple[str, int, float, str | None]
+
 # A file younger than this that changed since the last scan may still be being written: wait for the next scan.
 SETTLE_SECONDS = 2.0
 
 
+class _ListedFile:
+    """What a listed file (a trace or an export) is besides its role: its shown name, its version, where it lives.
+
+    The one place these are derived from the URL, so the scheduler, the loader and the routes never rebuild them.
+    """
+
+    url: str
+    size: int
+    mtime: float
+    etag: str | None
+
+    @property
+    def filename(self) -> str:
+        return file_name(self.url)
+
+    @property
+    def identity(self) -> Identity:
+        """Changes whenever the file's content may have changed: the load cache is keyed on it."""
+        return (self.url, self.size, self.mtime, self.etag)
+
+    @property
+    def is_remote(self) -> bool:
+        return remote.is_remote(self.url)
+
+
 @dataclass(frozen=True)
-class TraceFile:
-    """One trace file and the (run, worker, span) it is shown as."""
+class TraceFile(_ListedFile):
+    """One trace file and the (run, worker, span) it is shown as: what the catalog lists, the scheduler loads and
+    the workspace answers with, passed whole (never unpacked into its fields and packed again)."""
 
     run: str
     worker: str
@@ -43,18 +73,9 @@ class TraceFile:
     def key(self) -> tuple[str, str, str]:
         return (self.run, self.worker, self.span)
 
-    @property
-    def filename(self) -> str:
-        return file_name(self.url)
-
-    @property
-    def identity(self) -> tuple[str, int, float, str | None]:
-        """Changes whenever the file's content may have changed: the load cache is keyed on it."""
-        return (self.url, self.size, self.mtime, self.etag)
-
 
 @dataclass(frozen=True)
-class ExportFile:
+class ExportFile(_ListedFile):
     """A ``prof.export_memory_timeline`` file (``kind`` ``"timeline"`` or ``"raw"``) found under a logdir.
 
     ``folder`` is the run name its folder would have (an export is matched to a trace of that run, or of any run
@@ -68,14 +89,6 @@ class ExportFile:
     mtime: float
     etag: str | None = None
     access: Access | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def filename(self) -> str:
-        return file_name(self.url)
-
-    @property
-    def identity(self) -> tuple[str, int, float, str | None]:
-        return (self.url, self.size, self.mtime, self.etag)
 
 
 @dataclass(frozen=True)
@@ -123,42 +136,58 @@ class Catalog:
         self.rejected = {}
         exports: list[ExportFile] = []
         for root in self.roots:
-            url = root.storage.url
-            try:
-                listing = root.storage.list_files()
-            except Exception as err:  # noqa: BLE001 - any storage failure becomes a message for this root
-                self.errors[url] = root.storage.explain(err)
-                # A store that is briefly unreachable keeps showing what it last listed (loaded runs stay usable).
-                listing = self._last_listing.get(url, [])
-            else:
-                self.errors.pop(url, None)
-                self._last_listing[url] = listing
             stable = []
-            for info in listing:
+            for info in self._listing(root):
                 named = self._name(info.path)
                 if named is None and not is_json_name(posixpath.basename(info.path)):
                     continue
                 seen[info.path] = info
-                before = self._previous.get(info.path)
-                unchanged = before is not None and _version(before) == _version(info)
-                if not (unchanged or (now - info.mtime) >= SETTLE_SECONDS or info.mtime == 0.0):
+                if self._settling(info, now):
                     pending += int(named is not None)
-                elif named is None or named.sniff:
-                    export, reason = self._classify(root, info)
-                    if export is not None:
-                        exports.append(_export_file(root, info, export))
-                    elif named is not None and reason is not None:
-                        self.rejected[info.path] = reason
-                    elif named is not None:
-                        stable.append((named.name, info))
-                else:
-                    stable.append((named.name, info))
+                    continue
+                taken = self._take(root, info, named)
+                if isinstance(taken, ExportFile):
+                    exports.append(taken)
+                elif taken is not None:
+                    stable.append((taken, info))
             files.extend(_files_of_root(root, stable))
         self.exports = exports
         self._previous = seen
         self._sniffed = {p: v for p, v in self._sniffed.items() if p in seen}
         self.pending = pending
         return files
+
+    def _listing(self, root: Root) -> list[FileInfo]:
+        """The root's files. A store that cannot be listed now says why in ``errors`` and keeps showing what it
+        last listed (it may be briefly unreachable: loaded runs stay usable)."""
+        url = root.storage.url
+        try:
+            listing = root.storage.list_files()
+        except Exception as err:  # noqa: BLE001 - any storage failure becomes a message for this root
+            self.errors[url] = root.storage.explain(err)
+            return self._last_listing.get(url, [])
+        self.errors.pop(url, None)
+        self._last_listing[url] = listing
+        return listing
+
+    def _settling(self, info: FileInfo, now: float) -> bool:
+        """Changed since the last scan and younger than ``SETTLE_SECONDS``: it may still be being written."""
+        before = self._previous.get(info.path)
+        unchanged = before is not None and _version(before) == _version(info)
+        return not (unchanged or (now - info.mtime) >= SETTLE_SECONDS or info.mtime == 0.0)
+
+    def _take(self, root: Root, info: FileInfo, named: _Named | None) -> TraceName | ExportFile | None:
+        """What a settled file is to the catalog: a trace (its name), a memory timeline export, or neither (a
+        file named as a trace that is not one says why in ``rejected``)."""
+        if named is not None and not named.sniff:
+            return named.name
+        export, reason = self._classify(root, info)
+        if export is not None:
+            return _export_file(root, info, export)
+        if named is not None and reason is not None:
+            self.rejected[info.path] = reason
+            return None
+        return named.name if named is not None else None
 
     def _name(self, path: str) -> _Named | None:
         """How a listed file is named as a trace, and whether its content must be sniffed first."""
@@ -180,8 +209,7 @@ class Catalog:
         known = self._sniffed.get(info.path)
         if known is not None and known[0] == _version(info):
             return known[1], known[2]
-        access = None if root.storage.is_local else root.storage.access
-        kind, reason = classify_file(root.storage.display(info.path), access)
+        kind, reason = classify_file(root.storage.display(info.path), root.storage.file_access)
         self._sniffed[info.path] = (_version(info), kind, reason)
         return kind, reason
 
@@ -222,7 +250,7 @@ def _run_name(root: Root, directory: str) -> str:
 def _export_file(root: Root, info: FileInfo, kind: str) -> ExportFile:
     return ExportFile(folder=_run_name(root, posixpath.dirname(info.path)),
                       url=root.storage.display(info.path), kind=kind, size=info.size, mtime=info.mtime,
-                      etag=info.etag, access=None if root.storage.is_local else root.storage.access)
+                      etag=info.etag, access=root.storage.file_access)
 
 
 def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]]) -> list[TraceFile]:
@@ -242,5 +270,5 @@ def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]]) -> list[
             files.append(TraceFile(run=_run_name(root, directory), worker=worker, span=span,
                                    url=root.storage.display(info.path), size=info.size, mtime=info.mtime,
                                    etag=_content_tag(root, info), problem=info.problem, stamp=stamp,
-                                   access=None if root.storage.is_local else root.storage.access))
+                                   access=root.storage.file_access))
     return files

@@ -54,7 +54,6 @@ class MissingBackend(RemoteError):
     def __init__(self, store: str, extra: str) -> None:
         super().__init__(f"{store} logdirs need the {EXTRAS[extra]} package, which is not installed: "
                          f'pip install "pytorch-tb-profiler[{extra}]"')
-        self.extra = extra
 
 
 @dataclass(frozen=True, repr=False)
@@ -141,6 +140,12 @@ def is_url(path: str) -> bool:
     return "://" in path
 
 
+def is_remote(url: str) -> bool:
+    """Whether ``url`` names a file on a store other than this machine's disk (``file://`` is local): the one
+    test of "is this remote?" (a remote original is cached beside its parse, a local one is checked as listed)."""
+    return is_url(url) and not url.lower().startswith("file://")
+
+
 def strip_query(url: str) -> tuple[str, str]:
     """``url`` without its query string, and the query string."""
     base, _, query = url.partition("?")
@@ -149,7 +154,7 @@ def strip_query(url: str) -> tuple[str, str]:
 
 def resolve(url: str, access: Access | None = None) -> Location:
     """The filesystem and path for a logdir or file URL. Raises :class:`RemoteError` with a message for the user."""
-    if not is_url(url) or url.lower().startswith("file://"):
+    if not is_remote(url):
         return _local(url)
     base, query = strip_query(url)
     scheme = base.split("://", 1)[0].lower()
@@ -393,13 +398,18 @@ def _s3(url: str, access: Access) -> Location:
         kwargs["anon"], how = False, "the AWS profile/configuration"
     else:
         kwargs["anon"], how = True, "anonymous"
-    fs = s3fs.S3FileSystem(**kwargs)
+    return _bucket_location(s3fs.S3FileSystem(**kwargs), url, "s3", access, endpoint or "AWS S3", how)
+
+
+def _bucket_location(fs: Any, url: str, store: str, access: Access, endpoint: str, auth: str) -> Location:
+    """Where a bucket store's URL (``s3://``, ``gs://``) points: its bucket and path; one naming no bucket is
+    refused with the form to use."""
     path = fs._strip_protocol(url).rstrip("/")
     bucket = path.split("/", 1)[0]
     if not bucket:
-        raise RemoteError("the URL names no bucket; use s3://<bucket>/<path>")
-    return Location(fs=fs, path=path, url=url.rstrip("/"), store="s3", access=access, container=bucket,
-                    endpoint=endpoint or "AWS S3", auth=how)
+        raise RemoteError(f"the URL names no bucket; use {'gs' if store == 'gcs' else store}://<bucket>/<path>")
+    return Location(fs=fs, path=path, url=url.rstrip("/"), store=store, access=access, container=bucket,
+                    endpoint=endpoint, auth=auth)
 
 
 # ---- GCS --------------------------------------------------------------------------------------------------------
@@ -435,13 +445,8 @@ def _gcs(url: str, access: Access) -> Location:
     project = access.get("GOOGLE_CLOUD_PROJECT")
     if project:
         kwargs["project"] = project
-    fs = gcsfs.GCSFileSystem(**kwargs)
-    path = fs._strip_protocol(url).rstrip("/")
-    bucket = path.split("/", 1)[0]
-    if not bucket:
-        raise RemoteError("the URL names no bucket; use gs://<bucket>/<path>")
-    return Location(fs=fs, path=path, url=url.rstrip("/"), store="gcs", access=access, container=bucket,
-                    endpoint=kwargs.get("endpoint_url", "Google Cloud Storage"), auth=how)
+    return _bucket_location(gcsfs.GCSFileSystem(**kwargs), url, "gcs", access,
+                            kwargs.get("endpoint_url", "Google Cloud Storage"), how)
 
 
 # ---- anything else fsspec knows (hdfs://, webhdfs://, memory://, ...) --------------------------------------------

@@ -86,11 +86,6 @@ def sniff(head: bytes, complete: bool = False) -> str | None:
     return f"a JSON object without 'traceEvents'{where}, so not a Chrome/Kineto trace"
 
 
-def sniff_file(url: str, access: Any = None) -> str | None:
-    """Sniff a local path or fsspec URL (see :func:`sniff`); a file that cannot be read is rejected with why."""
-    return classify_file(url, access)[1]
-
-
 def classify_file(url: str, access: Any = None) -> tuple[str | None, str | None]:
     """(export kind, why it is not a trace) of a local path or fsspec URL: ``(None, None)`` for a trace,
     ``("timeline" | "raw", reason)`` for a memory timeline export, ``(None, reason)`` for anything else."""

@@ -72,6 +72,11 @@ class Storage:
     def is_local(self) -> bool:
         return self.location.store == "local"
 
+    @property
+    def file_access(self) -> Access | None:
+        """What a listed file is opened with: the credentials the listing used, none for a local file."""
+        return None if self.is_local else self.access
+
     def list_files(self) -> list[FileInfo]:
         """All files under the root, with one recursive listing (one request per page on object stores)."""
         if self.is_local:
@@ -96,10 +101,6 @@ class Storage:
         """``path`` relative to the root, with ``/`` separators."""
         root = self.root.rstrip("/")
         return path[len(root) + 1:] if path.startswith(root + "/") else path
-
-    def open(self, path: str) -> BinaryIO:
-        handle: Any = self.fs.open(path, "rb")
-        return handle  # type: ignore[no-any-return]
 
     def display(self, path: str) -> str:
         """A path as the user wrote it (URL form for remote stores): what the loader opens again."""

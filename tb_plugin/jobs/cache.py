@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..catalog.catalog import Identity
 from ..loader import MODEL_VERSION
 
 # A remote trace's original bytes, kept in its cache entry (counted in the cache's size bound).
@@ -23,10 +24,12 @@ SOURCE_FILE = "source.bin"
 SUMMARY_MARKER = "summary.json"
 
 
-def entry_name(url: str, size: int, mtime: float, etag: str | None = None) -> str:
-    """The name of a file version's cache entry: keyed by the etag where the store gives one (it changes with every
-    upload, the last-modified time of a blob may not be precise), else by size and mtime. The same name in the
-    local cache and in a shared one (``jobs.shared``), so a preprocessing cluster and a server agree on it."""
+def entry_name(identity: Identity) -> str:
+    """The name of a file version's cache entry (``TraceFile.identity``: url, size, mtime, etag): keyed by the etag
+    where the store gives one (it changes with every upload, the last-modified time of a blob may not be precise),
+    else by size and mtime. The same name in the local cache and in a shared one (``jobs.shared``), so a
+    preprocessing cluster and a server agree on it."""
+    url, size, mtime, etag = identity
     version = f"etag:{etag}" if etag else repr(mtime)
     digest = hashlib.sha256(f"{MODEL_VERSION}\0{url}\0{size}\0{version}".encode()).hexdigest()[:32]
     return f"v{MODEL_VERSION}-{digest}"
@@ -51,9 +54,9 @@ class ParseCache:
         self.directory = path
         self.max_bytes = max_bytes
 
-    def entry(self, url: str, size: int, mtime: float, etag: str | None = None) -> Path:
+    def entry(self, identity: Identity) -> Path:
         """Where the parse of this file version lives (see :func:`entry_name`)."""
-        return self.directory / entry_name(url, size, mtime, etag)
+        return self.directory / entry_name(identity)
 
     def has(self, entry: Path) -> bool:
         return (entry / "meta.json").is_file()

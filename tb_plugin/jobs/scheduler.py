@@ -25,12 +25,12 @@ import time
 import types
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..catalog.names import file_name
+from ..catalog.catalog import TraceFile
 from ..model.tables import TraceModel, load
 from . import budget
 from .cache import SOURCE_FILE, ParseCache
@@ -76,13 +76,10 @@ def _context() -> Any:
 
 @dataclass
 class _Job:
-    url: str
-    size: int
-    mtime: float
+    # the file version this job loads (its ``access``: the credentials the worker opens it with; its ``problem``:
+    # why the listing already knows it cannot be loaded, then it never takes a slot)
+    file: TraceFile
     entry: Path
-    etag: str | None = None
-    access: Any = None  # catalog.storage.Access: the credentials the worker opens ``url`` with
-    problem: str | None = None  # known before loading: why it cannot be loaded (then it never takes a slot)
     state: str = QUEUED
     error: str | None = None
     model: TraceModel | None = None
@@ -91,9 +88,6 @@ class _Job:
     conn: Connection | None = None
     done_progress: float = 0.0
     started: float = 0.0  # time.monotonic() when its loader process started
-    extra: dict[str, Any] = field(default_factory=dict)
-    worker: str = ""  # the rank it is listed as (a remote parse names its summary after it)
-    key: Hashable = None
     lazy: bool = False  # preprocessed: ready with its summary; the model is opened on first use
     fetching: bool = False  # its model is being copied from the shared cache
     remote_result: tuple[bool, str | None] | None = None  # a runner's answer: (ok, reason)
@@ -104,8 +98,7 @@ class Runner(Protocol):
 
     description: str
 
-    def submit(self, url: str, size: int, mtime: float, etag: str | None, worker: str,
-               done: Callable[[bool, str | None], None]) -> None: ...
+    def submit(self, file: TraceFile, done: Callable[[bool, str | None], None]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -148,26 +141,23 @@ class LoadScheduler:
         self._thread.start()
 
     # ---- requests -------------------------------------------------------------------------------------------
-    def request(self, key: Hashable, url: str, size: int, mtime: float, *, etag: str | None = None,
-                access: Any = None, problem: str | None = None, worker: str = "") -> None:
-        """Make sure ``key`` shows this exact file version; a changed file is parsed again.
+    def request(self, file: TraceFile) -> None:
+        """Make sure ``file.key`` shows this exact file version; a changed file is parsed again.
 
-        ``access`` (a picklable ``catalog.storage.Access``) carries the credentials and endpoints the listing used,
-        so the worker process opens a remote ``url`` the same way. ``problem`` (the listing found it is not a
-        regular file) fails the span at once with that reason, without a loader process.
+        ``file.access`` (a picklable ``catalog.storage.Access``) carries the credentials and endpoints the listing
+        used, so the worker process opens a remote file the same way. ``file.problem`` (the listing found it is not
+        a regular file) fails the span at once with that reason, without a loader process.
         """
         with self._lock:
-            job = self._jobs.get(key)
-            if job is not None and (job.url, job.size, job.mtime, job.etag, job.problem) == (
-                    url, size, mtime, etag, problem):
+            job = self._jobs.get(file.key)
+            if job is not None and job.file == file:
                 return
             if job is not None:
                 self._stop(job)
-            job = _Job(url=url, size=size, mtime=mtime, entry=self.cache.entry(url, size, mtime, etag), etag=etag,
-                       access=access, problem=problem, worker=worker, key=key)
-            if problem is not None:
-                job.state, job.error = FAILED, f"{file_name(url)}: {problem}; it is not loaded"
-            self._jobs[key] = job
+            job = _Job(file=file, entry=self.cache.entry(file.identity))
+            if file.problem is not None:
+                job.state, job.error = FAILED, f"{file.filename}: {file.problem}; it is not loaded"
+            self._jobs[file.key] = job
         self._wake()
 
     def forget(self, key: Hashable) -> None:
@@ -298,7 +288,7 @@ class LoadScheduler:
                 if job.state == LOADING and job.process is not None and now - job.started > self.load_timeout:
                     self._stop(job)
                     job.state = FAILED
-                    job.error = (f"{file_name(job.url)}: loading took longer than {self.load_timeout:g} s and was "
+                    job.error = (f"{job.file.filename}: loading took longer than {self.load_timeout:g} s and was "
                                  "stopped (is the file on a stalled mount or store? the limit is "
                                  "--profiler_load_timeout)")
 
@@ -340,7 +330,7 @@ class LoadScheduler:
         with self._lock:
             job.state, job.lazy, job.done_progress = READY, True, 1.0
         if self._on_preprocessed is not None:
-            self._summary_reader.submit(self._preprocessed_hook, job.key, job.entry)
+            self._summary_reader.submit(self._preprocessed_hook, job.file.key, job.entry)
 
     def _preprocessed_hook(self, key: Hashable, entry: Path) -> None:
         assert self._on_preprocessed is not None
@@ -371,7 +361,7 @@ class LoadScheduler:
                 except Exception as err:  # noqa: BLE001 - a damaged entry: its span fails, with the reason
                     with self._lock:
                         job.state = FAILED
-                        job.error = f"{file_name(job.url)}: cannot open the preprocessed model ({err})"
+                        job.error = f"{job.file.filename}: cannot open the preprocessed model ({err})"
                     return None
                 with self._lock:
                     job.model = model
@@ -384,7 +374,7 @@ class LoadScheduler:
         try:
             self.shared.fetch([job.entry.name], self.cache.directory, summary_only=False)
         except Exception as err:  # noqa: BLE001 - the next use tries again; the reason is logged
-            log.warning("cannot copy %s from the shared cache: %s", file_name(job.url), err)
+            log.warning("cannot copy %s from the shared cache: %s", job.file.filename, err)
         finally:
             with self._lock:
                 job.fetching = False
@@ -412,8 +402,8 @@ class LoadScheduler:
         progress = self._ctx.Value("d", 0.0, lock=False)
         with self._lock:
             loading = 1 + sum(1 for other in self._jobs.values() if other.state in (LOADING, QUEUED))
-        parts = budget.parts_for(job.size, job.url.endswith(".gz"), min(loading, self.max_workers))
-        process = self._ctx.Process(target=run_job, args=(job.url, str(job.entry), progress, send, job.access, parts),
+        parts = budget.parts_for(job.file.size, job.file.url.endswith(".gz"), min(loading, self.max_workers))
+        process = self._ctx.Process(target=run_job, args=(job.file, str(job.entry), progress, send, parts),
                                     name="pytorch-profiler-parse", daemon=True)
         with self._lock:
             job.state, job.progress, job.conn = LOADING, progress, recv
@@ -443,11 +433,11 @@ class LoadScheduler:
             job.state, job.started, job.remote_result = LOADING, time.monotonic(), None
             self._parsed_remote += 1
         try:
-            self.runner.submit(job.url, job.size, job.mtime, job.etag, job.worker, done)
+            self.runner.submit(job.file, done)
         except Exception as err:  # noqa: BLE001 - the cluster went away: the span says so
             with self._lock:
                 job.state = FAILED
-                job.error = f"{file_name(job.url)}: cannot submit to {self.runner.description}: {err}"
+                job.error = f"{job.file.filename}: cannot submit to {self.runner.description}: {err}"
 
     def _collect_remote(self) -> None:
         """Parses the cluster finished: ready through the shared cache (queued again, found complete there)."""
@@ -465,7 +455,7 @@ class LoadScheduler:
                 if ok:
                     job.state = QUEUED
                 else:
-                    job.state, job.error = FAILED, reason or f"{file_name(job.url)}: the cluster could not parse it"
+                    job.state, job.error = FAILED, reason or f"{job.file.filename}: the cluster could not parse it"
 
     def _finish(self, job: _Job) -> None:
         message: tuple[str, Any] | None = None
@@ -484,7 +474,7 @@ class LoadScheduler:
             self._stop(job)
             if message is None:
                 code = process.exitcode if process is not None else None
-                job.state, job.error = FAILED, _death_reason(job.url, code)
+                job.state, job.error = FAILED, _death_reason(job.file.filename, code)
                 return
             status, payload = message
             if status != "ok":
@@ -494,10 +484,10 @@ class LoadScheduler:
             model = load(job.entry)
         except Exception as err:  # noqa: BLE001
             with self._lock:
-                job.state, job.error = FAILED, f"{file_name(job.url)}: cannot open the parsed result ({err})"
+                job.state, job.error = FAILED, f"{job.file.filename}: cannot open the parsed result ({err})"
             return
         with self._lock:
-            job.model, job.state, job.done_progress, job.extra = model, READY, 1.0, dict(payload)
+            job.model, job.state, job.done_progress = model, READY, 1.0
         if self._warm is not None:
             self._warm.submit(model)
         self.cache.evict(keep=self._entries())
@@ -528,8 +518,7 @@ class _Warmer:
                 log.exception("precomputing views of %s failed", model.meta.get("source"))
 
 
-def _death_reason(url: str, code: int | None) -> str:
-    name = file_name(url)
+def _death_reason(name: str, code: int | None) -> str:
     if code is not None and code < 0:
         try:
             signame = signal.Signals(-code).name

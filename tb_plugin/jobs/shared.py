@@ -35,7 +35,7 @@ class SharedCache:
         self.fs = self.location.fs
         self.root = self.location.path.rstrip("/") or self.location.path
         # what workers are given and messages show: the path, or the URL without a SAS token (never a secret)
-        self.url = remote.scrub_url(url) if remote.is_url(url) and not self.is_local else self.root
+        self.url = self.root if self.is_local else remote.scrub_url(url)
 
     @property
     def is_local(self) -> bool:

@@ -11,20 +11,21 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from ..catalog.catalog import TraceFile
 from ..catalog.remote import scrub
 from ..loader import TraceLoadError, default_parts, load_trace
 from ..model.tables import save
 from .cache import SOURCE_FILE
 
 
-def run_job(url: str, entry: str, progress: Any, conn: Connection, access: Any = None,
-            parts: int | None = None) -> None:
+def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts: int | None = None) -> None:
     """Entry point of a worker process. Sends ``("ok", stats)`` or ``("error", reason)`` on ``conn``.
 
-    ``access`` (``catalog.storage.Access``) is the environment's credentials as the server captured them: the fork
-    server may have started before they were set, and some libraries read them from the environment. ``parts``
-    is how many processes may build this file (the scheduler's share of the machine, ``jobs.budget``).
+    ``file.access`` (``catalog.storage.Access``) is the environment's credentials as the server captured them: the
+    fork server may have started before they were set, and some libraries read them from the environment.
+    ``parts`` is how many processes may build this file (the scheduler's share of the machine, ``jobs.budget``).
     """
+    access = file.access
 
     def report(fraction: float) -> None:
         progress.value = 0.95 * fraction
@@ -34,9 +35,8 @@ def run_job(url: str, entry: str, progress: Any, conn: Connection, access: Any =
         if access is not None:
             access.apply()
         source: list[bytes] = []
-        remote = "://" in url and not url.startswith("file://")
-        model = load_trace(url, report, parts=min(parts, default_parts()) if parts else default_parts(), access=access,
-                           keep_source=source.append if remote else None)
+        model = load_trace(file.url, report, parts=min(parts, default_parts()) if parts else default_parts(),
+                           access=access, keep_source=source.append if file.is_remote else None)
         save(model, entry)
         if source:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (Path(entry) / SOURCE_FILE).write_bytes(source[0])
@@ -45,11 +45,11 @@ def run_job(url: str, entry: str, progress: Any, conn: Connection, access: Any =
     except TraceLoadError as err:
         message = ("error", scrub(str(err), access))
     except MemoryError:
-        message = ("error", f"{url.rsplit('/', 1)[-1]}: not enough memory to load this trace")
+        message = ("error", f"{file.filename}: not enough memory to load this trace")
     except Exception as err:  # noqa: BLE001 - a bug must still end as a message, never a dead worker
-        name = url.rsplit("/", 1)[-1]
         detail = traceback.format_exception_only(type(err), err)[-1].strip()
-        message = ("error", scrub(f"{name}: internal error while loading ({detail}); please report it", access))
+        reason = f"{file.filename}: internal error while loading ({detail}); please report it"
+        message = ("error", scrub(reason, access))
     try:
         conn.send(message)
     except OSError:

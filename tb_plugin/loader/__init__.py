@@ -5,21 +5,20 @@
 
 from __future__ import annotations
 
-import posixpath
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..catalog.remote import RemoteError, explain, resolve, scrub
-from ..catalog.storage import open_url
+from ..catalog.names import file_name
 from ..model.tables import TraceModel
 from .columns import PARALLEL_MIN_BYTES, ParallelBuildFailed, build_model, build_model_from_text, default_parts
 from .errors import TraceLoadError
-from .read import decode_outline, decompress, outline_by_text, read_bytes
+from .read import decode_outline, decompress, outline_by_text
+from .source import read_failure, read_source
 
-__all__ = ["MODEL_VERSION", "TraceLoadError", "default_parts", "load_bytes", "load_trace"]
+__all__ = ["MODEL_VERSION", "TraceLoadError", "default_parts", "load_bytes", "load_trace", "read_failure"]
 
 # Bumped whenever the model's tables change, so cached parses of older versions are not reused.
 MODEL_VERSION = 5
@@ -83,8 +82,8 @@ def load_trace(url: str, progress: Callable[[float], None] | None = None, parts:
     building. Raises :class:`TraceLoadError` with a one-line reason for anything wrong with the file.
     """
     report = progress or (lambda _f: None)
-    name = posixpath.basename(url.rstrip("/"))
-    raw = _read(url, name, access, report)
+    name = file_name(url)
+    raw = read_source(url, access, lambda f: report(0.3 * f))
     if keep_source is not None:
         keep_source(raw)  # the file's bytes as read (e.g. to cache a remote original next to its parse)
     holder = [raw]
@@ -92,31 +91,4 @@ def load_trace(url: str, progress: Callable[[float], None] | None = None, parts:
     try:
         return load_bytes(holder, name, progress=report, parts=parts)
     except ParallelBuildFailed:  # a part died (memory?): once more in one process, which needs less
-        return load_bytes([_read(url, name, access, report)], name, progress=report, parts=1)
-
-
-def _read(url: str, name: str, access: Any, report: Callable[[float], None]) -> bytes:
-    try:
-        stream, size = open_url(url, access)
-        with stream:
-            return read_bytes(stream, size, lambda f: report(0.3 * f))
-    except (TraceLoadError, MemoryError):
-        raise
-    except Exception as err:  # noqa: BLE001 - a storage SDK's own errors (refused, unreachable) too: say why
-        raise TraceLoadError(f"{name}: cannot read the file ({read_failure(err, url, access)})") from None
-
-
-def read_failure(err: BaseException, url: str, access: Any) -> str:
-    """Why the trace file at ``url`` could not be opened or read, in one line for the user and never with a
-    secret: the system's reason for a local file (or a remote one that is gone), else the store's failure
-    explained (refused, unreachable, which credential to set). The loader and the download route both say it."""
-    if isinstance(err, RemoteError):
-        return scrub(str(err), access)
-    if isinstance(err, (OSError, ValueError)) and ("://" not in url or isinstance(err, FileNotFoundError)):
-        return err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-    try:
-        location = resolve(url, access)
-    except Exception:  # noqa: BLE001 - the explanation must not fail
-        location = None
-    # the captured credentials too: a location that cannot be resolved would scrub only the environment's
-    return scrub(explain(err, location, what="read"), access)
+        return load_bytes([read_source(url, access, lambda f: report(0.3 * f))], name, progress=report, parts=1)

@@ -15,16 +15,16 @@ person can act on; the caller shows it for that file and carries on.
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from ..catalog.storage import open_url
+from ..catalog.names import file_name
 from ..model.memory_categories import CATEGORIES, RAW, TIMELINE, MemoryExport
 from .errors import TraceLoadError
-from .read import decompress, read_bytes
+from .read import decompress
+from .source import read_source
 
 _N = len(CATEGORIES)
 _CREATE_ACTIONS = (1, 2)
@@ -38,15 +38,11 @@ class ExportError(Exception):
 
 def load_export(url: str, kind: str, access: Any = None) -> MemoryExport:
     """Read and decode one export file (local path or fsspec URL) of the kind the catalog recognised."""
-    name = posixpath.basename(url.rstrip("/"))
+    name = file_name(url)
     try:
-        stream, size = open_url(url, access)
-        with stream:
-            data = decompress(read_bytes(stream, size), name)
-    except TraceLoadError as err:
+        data = decompress(read_source(url, access), name)
+    except TraceLoadError as err:  # any read failure is this file's problem, said in one line
         raise ExportError(str(err)) from None
-    except Exception as err:  # noqa: BLE001 - any read failure is this file's problem, said in one line
-        raise ExportError(f"{name}: cannot read the file ({getattr(err, 'strerror', None) or err})") from None
     return decode_export(data, name, kind)
 
 

@@ -16,6 +16,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
+from ..catalog.catalog import TraceFile
+
 T = TypeVar("T")
 Outcome = dict[str, Any]
 Task = Callable[..., Outcome]
@@ -143,12 +145,10 @@ class DaskRunner:
         self.description = f"the Dask cluster at {address}"
         self._futures: set[Any] = set()  # held until done: Dask forgets a task nobody refers to
 
-    def submit(self, url: str, size: int, mtime: float, etag: str | None, worker: str,
-               done: Callable[[bool, str | None], None]) -> None:
+    def submit(self, file: TraceFile, done: Callable[[bool, str | None], None]) -> None:
         from .task import FileSpec, preprocess_file
 
-        future: Any = self.client.submit(preprocess_file, FileSpec(url, size, mtime, etag, worker), self.cache_url,
-                                         pure=False)
+        future: Any = self.client.submit(preprocess_file, FileSpec.of(file), self.cache_url, pure=False)
         self._futures.add(future)
 
         def finished(f: Any) -> None:

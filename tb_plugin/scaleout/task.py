@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..analysis.rank_summary import rank_summary
-from ..catalog.catalog import TraceFile
+from ..catalog.catalog import Identity, TraceFile
 from ..catalog.names import file_name
 from ..catalog.remote import scrub
 from ..jobs.cache import entry_name
@@ -42,12 +42,17 @@ class FileSpec:
 
     @classmethod
     def of(cls, f: TraceFile) -> FileSpec:
+        """The task for a listed file: its identity and rank, without the credentials it was listed with."""
         return cls(url=f.url, size=f.size, mtime=f.mtime, etag=f.etag, worker=f.worker)
+
+    @property
+    def identity(self) -> Identity:
+        return (self.url, self.size, self.mtime, self.etag)
 
     @property
     def name(self) -> str:
         """Its cache entry's name: the local parse cache's, so a server finds it under the same key."""
-        return entry_name(self.url, self.size, self.mtime, self.etag)
+        return entry_name(self.identity)
 
 
 def peak_rss_bytes() -> int:

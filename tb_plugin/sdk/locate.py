@@ -126,7 +126,7 @@ def load(files: list[TraceFile], cache_dir: str | None = None, progress: Progres
     scheduler = LoadScheduler(ParseCache(cache_dir))
     try:
         for f in files:
-            scheduler.request(f.key, f.url, f.size, f.mtime, etag=f.etag, access=f.access, problem=f.problem)
+            scheduler.request(f)
         return [_wait(scheduler, f, progress) for f in files]
     finally:
         scheduler.close()

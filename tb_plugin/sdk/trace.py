@@ -121,9 +121,7 @@ class Trace:
         the diagnosis knows the job picture (straggler, waits), as the page's does."""
         ranks = self._ranks() if self._selection.workers > 1 else []
         job = distributed_view(ranks) if len(ranks) > 1 else None
-        payload = dict(overview_view(self.model, job, self.worker))
-        payload["environment"] = {**payload["environment"], "workers": self._selection.workers}
-        return Overview.of(payload)
+        return Overview.of(overview_view(self.model, job, self.worker, self._selection.workers))
 
     def idle(self, kernel_wait_us: float = KERNEL_WAIT_US) -> pd.DataFrame:
         """Idle time per GPU stream in the step window (the GPU view): busy and idle µs, idle split into host

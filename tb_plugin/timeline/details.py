@@ -113,11 +113,15 @@ def event_details(model: TraceModel, row: int) -> dict[str, Any]:
     return out
 
 
-def search(model: TraceModel, query: str, offset: int, limit: int) -> dict[str, Any]:
-    """Events whose name contains ``query`` (case-insensitive), in time order, one page at a time."""
+SEARCH_MATCHES = ("substring", "exact")
+
+
+def search(model: TraceModel, query: str, offset: int, limit: int, exact: bool = False) -> dict[str, Any]:
+    """Events whose name contains ``query`` (case-insensitive), or with ``exact`` is ``query`` (case and all: a
+    search for ``Linear_1`` must not stop at ``Linear_10``), in time order, one page at a time."""
     ix = timeline_index(model)
     needle = query.lower()
-    codes = model.codes_where(lambda s: needle in s.lower())
+    codes = model.codes_where((lambda s: s == query) if exact else (lambda s: needle in s.lower()))
     hits = np.flatnonzero(np.isin(ix.name, codes))
     order = np.argsort(ix.start[hits], kind="stable")
     hits = hits[order]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.steps import find_steps
+from ..analysis.steps import category_events, find_steps
 from ..model import ids
 from ..model.arrays import take
 from ..model.optree import host_tree
@@ -53,10 +53,11 @@ def _lane_window(ix: TimelineIndex, lane: int, t0: float, t1: float) -> tuple[in
 
 
 def _boxes(start: np.ndarray, dur: np.ndarray, name: np.ndarray, t0: float, px: float,
-           names: _Names) -> dict[str, list[Any]]:
-    """Merge sub-pixel events into boxes: one per run of adjacent occupied pixels."""
+           names: _Names, hit: np.ndarray | None = None) -> dict[str, list[Any]]:
+    """Merge sub-pixel events into boxes: one per run of adjacent occupied pixels. With ``hit`` (per event: in the
+    highlighted category), each box also says how many of its events are (``hl``)."""
     if len(start) == 0:
-        return {"t": [], "d": [], "count": [], "busy": [], "n": []}
+        return {"t": [], "d": [], "count": [], "busy": [], "n": [], **({"hl": []} if hit is not None else {})}
     pixel = np.floor((start - t0) / px).astype(np.int64)
     pixel_end = np.floor((start + dur - t0) / px).astype(np.int64)
     # A new box starts where an event begins beyond the pixel where the previous ones ended.
@@ -86,8 +87,12 @@ def _boxes(start: np.ndarray, dur: np.ndarray, name: np.ndarray, t0: float, px: 
     best = sn[run_start[by_box][first_run]]
     width = np.maximum(b_end - b_start, px)
     name_idx = names.index(best)
-    return {"t": np.round(b_start - t0, 3).tolist(), "d": np.round(width, 3).tolist(), "count": count.tolist(),
-            "busy": np.round(np.minimum(busy / width, 1.0), 3).tolist(), "n": name_idx.tolist()}
+    out: dict[str, list[Any]] = {
+        "t": np.round(b_start - t0, 3).tolist(), "d": np.round(width, 3).tolist(), "count": count.tolist(),
+        "busy": np.round(np.minimum(busy / width, 1.0), 3).tolist(), "n": name_idx.tolist()}
+    if hit is not None:
+        out["hl"] = np.bincount(box, weights=hit, minlength=n).astype(np.int64).tolist()
+    return out
 
 
 def _runs(pixel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,12 +103,15 @@ def _runs(pixel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _lane_from_summary(ix: TimelineIndex, summary: LaneSummary, t0: float, t1: float, px: float, width_px: int,
-                       names: _Names) -> tuple[dict[str, list[Any]], dict[str, list[Any]], np.ndarray]:
+                       names: _Names, lane_rows: tuple[int, int], marked: np.ndarray | None = None,
+                       ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], np.ndarray]:
     """A coarse window of a big lane from its bucket summary: O(buckets in the window), not O(events).
 
     Events at least a pixel wide come from the lane's list of long events; every other event starting in the
     window's buckets is counted in the box of its bucket's pixel (boxes still account for exactly the events they
-    stand for). The box's name is its buckets' most common one.
+    stand for). The box's name is its buckets' most common one. With ``marked`` (a highlighted category's event
+    mask) each event says whether it is marked and each box how many of its events are: that costs a pass over the
+    window's events, paid only while a category is highlighted.
     """
     long_pos = summary.long_pos
     l_start = ix.start[long_pos]
@@ -144,9 +152,36 @@ def _lane_from_summary(ix: TimelineIndex, summary: LaneSummary, t0: float, t1: f
         boxes = {"t": np.round(b_first * px, 3).tolist(), "d": np.round(span, 3).tolist(),
                  "count": b_count.tolist(), "busy": np.round(np.minimum(b_busy / span, 1.0), 3).tolist(),
                  "n": names.index(best).tolist()}
+        if marked is not None:
+            boxes["hl"] = _summary_marks(ix, lane_rows, b_lo, b_hi, big, bucket, box, len(starts), marked)
     events = {"t": np.round(ix.start[big] - t0, 3).tolist(), "d": np.round(ix.dur[big].astype(np.float64), 3).tolist(),
               "n": names.index(ix.name[big]).tolist(), "id": ix.row[big].tolist()}
+    if marked is not None:
+        events["hl"] = marked[ix.row[big]].astype(np.int8).tolist()
+        boxes.setdefault("hl", [])
     return events, boxes, ix.row[big]
+
+
+def _summary_marks(ix: TimelineIndex, lane_rows: tuple[int, int], b_lo: int, b_hi: int, big: np.ndarray,
+                   bucket: np.ndarray, box: np.ndarray, n_boxes: int, marked: np.ndarray) -> list[int]:
+    """Per box of a summarised lane: how many of its events are ``marked``, each event counted in its bucket's box
+    (as the box's ``count`` is), the events drawn one by one left out."""
+    first, last = lane_rows
+    lo = first + int(np.searchsorted(ix.start[first:last], ix.t_min + (b_lo - 1) * ix.bucket_us, side="left"))
+    hi = first + int(np.searchsorted(ix.start[first:last], ix.t_min + (b_hi + 1) * ix.bucket_us, side="left"))
+    own = np.minimum(((ix.start[lo:hi] - ix.t_min) / ix.bucket_us).astype(np.int64), SUMMARY_BUCKETS - 1)
+    pick = lo + np.flatnonzero((own >= b_lo) & (own < b_hi) & marked[ix.row[lo:hi]])
+    pick = pick[~np.isin(pick, big)]
+    pos = np.searchsorted(bucket, own[pick - lo])
+    inside = pos < len(bucket)
+    inside[inside] &= bucket[pos[inside]] == own[pick - lo][inside]
+    counts: list[int] = np.bincount(box[pos[inside]], minlength=n_boxes).tolist()
+    return counts
+
+
+def marked_events(model: TraceModel, category: str) -> np.ndarray:
+    """The event mask of one step-breakdown category (``steps.category_events``); none for "Other"."""
+    return category_events(model, category)
 
 
 def lane_limits(collapsed: frozenset[int], levels: Mapping[int, int]) -> dict[int, int]:
@@ -169,7 +204,8 @@ def host_default(track: Track, host_levels: int | None) -> int | None:
 
 
 def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: frozenset[int] = frozenset(),
-           levels: Mapping[int, int] | None = None, host_levels: int | None = None) -> dict[str, Any]:
+           levels: Mapping[int, int] | None = None, host_levels: int | None = None,
+           category: str | None = None) -> dict[str, Any]:
     """The visible slice of the timeline; times in the answer are µs relative to ``t0`` (``t0`` is absolute).
 
     A track in ``collapsed`` sends its depth-0 lane only; one in ``levels`` its first ``levels[id]`` lanes (deep
@@ -178,9 +214,12 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
 
     Lanes are columnar: ``events`` = {t, d, n, id} (start, duration, index into ``names``, event id) and
     ``boxes`` = {t, d, count, busy, n} (merged sub-pixel events: their span, how many, the busy share of the span,
-    the most common name).
+    the most common name). With ``category`` (one of the step breakdown's categories) events also carry
+    ``hl`` (1 where the event is one the Overview counts in that category) and boxes ``hl`` (how many of their events
+    are); "Other" is time no event covers, so it marks none.
     """
     ix = timeline_index(model)
+    marked = marked_events(model, category) if category is not None else None
     px = (t1 - t0) / max(width_px, 1)
     names = _Names(model)
     tracks_out = []
@@ -198,7 +237,9 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
                 continue
             summary = (ix.summaries or {}).get(lane)
             if summary is not None and px >= ix.bucket_us and hi - lo > SUMMARY_FACTOR * width_px:
-                events_s, boxes_s, shown = _lane_from_summary(ix, summary, t0, t1, px, width_px, names)
+                rows_of_lane = (int(ix.lane_offsets[lane]), int(ix.lane_offsets[lane + 1]))
+                events_s, boxes_s, shown = _lane_from_summary(ix, summary, t0, t1, px, width_px, names, rows_of_lane,
+                                                              marked)
                 visible_rows.append(shown)
                 lanes_out.append({"depth": depth, "events": events_s, "boxes": boxes_s})
                 continue
@@ -210,7 +251,11 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
                       "n": name_idx.tolist(), "id": ix.row[lo:hi][big].tolist()}
             visible_rows.append(ix.row[lo:hi][big])
             small = ~big
-            boxes = _boxes(start[small], dur[small], ix.name[lo:hi][small], t0, px, names)
+            hit = marked[ix.row[lo:hi]] if marked is not None else None
+            boxes = _boxes(start[small], dur[small], ix.name[lo:hi][small], t0, px, names,
+                           hit[small] if hit is not None else None)
+            if hit is not None:
+                events["hl"] = hit[big].astype(np.int8).tolist()
             lanes_out.append({"depth": depth, "events": events, "boxes": boxes})
         tracks_out.append({
             "id": track.id, "kind": track.kind, "pid": ids.for_json(model.strings, track.pid),

@@ -455,14 +455,16 @@ def read_csv(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def save_screenshot(page: Any, name: str, full_height: bool = False) -> None:
-    """docs/images/<name> (1400 wide; 900 high, or the whole page with ``full_height``), for ``make screenshots``."""
+def save_screenshot(page: Any, name: str, full_height: bool = False, max_height: int = 2400) -> None:
+    """docs/images/<name> (1400 wide; 900 high, or the whole page with ``full_height``, up to ``max_height``), for
+    ``make screenshots``. The page is measured at 900 high: measured in a taller window (the last shot's), a short
+    page would fill that window's height with empty space."""
+    page.set_viewport_size({"width": 1400, "height": 900})
     if full_height:
+        page.wait_for_timeout(500)  # the frame lays out at the new size
         frame = page.wait_for_selector('iframe[src*="plugin_entry.html"]').content_frame()
         height = frame.evaluate("() => document.documentElement.scrollHeight")
-        page.set_viewport_size({"width": 1400, "height": max(900, min(int(height) + 170, 2400))})
-    else:
-        page.set_viewport_size({"width": 1400, "height": 900})
+        page.set_viewport_size({"width": 1400, "height": max(900, min(int(height) + 170, max_height))})
     page.wait_for_timeout(800)  # plotly resizes on the next frame
     target = DOCS_IMAGES / name
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -49,6 +49,8 @@ def shot_overview_operator_kernel(page: Any, tb_samples: TensorBoard) -> None:
 
     frame = views.open_view(page, tb_samples, views.TRANSFORMER, "Operator")
     views.wait_charts(frame, "pie-device_self", "pie-device_total", "pie-host_self", "pie-host_total")
+    # 20 rows a page, so the whole table (and its pager) is in the picture
+    frame.select_option("[data-testid=table-page-size]", "20")
     views.row_named(frame, "operator-table", "aten::mm").locator("[data-testid=row-expand]").click()
     frame.wait_for_selector("[data-testid=call-stack]")
     save_screenshot(page, "operator.png", full_height=True)
@@ -76,7 +78,7 @@ def shot_gpu(page: Any, tb_samples: TensorBoard) -> None:
     frame = views.open_view(page, tb_samples, views.TRANSFORMER, "GPU")
     frame.wait_for_selector("[data-testid=gpu-view]")
     views.wait_charts(frame, "queue-chart")
-    save_screenshot(page, "gpu.png", full_height=True)
+    save_screenshot(page, "gpu.png", full_height=True, max_height=4400)  # every card
 
 
 def shot_trace(page: Any, tb: TensorBoard) -> None:  # noqa: F811
@@ -101,6 +103,18 @@ def shot_trace(page: Any, tb: TensorBoard) -> None:  # noqa: F811
     save_screenshot(page, "trace.png")
 
 
+def shot_trace_highlight(page: Any, tb_samples: TensorBoard) -> None:
+    """The Overview's Memcpy row opens its busiest step with the copies highlighted, every other event dimmed."""
+    frame = views.open_view(page, tb_samples, views.TRANSFORMER, "Overview")
+    frame.locator("[data-testid=execution-row][data-category=Memcpy] [data-testid=category-trace]").click()
+    frame.wait_for_selector("[data-testid=trace-highlight-chip]")
+    frame.wait_for_function("() => window.__ptpTrace && window.__ptpTrace.stats().lastDraw.marked > 0")
+    trace.wait_idle(frame)
+    page.mouse.move(5, 890)
+    page.wait_for_timeout(300)
+    save_screenshot(page, "trace_highlight.png")
+
+
 def shot_memory(page: Any, tb_memory_module: TensorBoard) -> None:
     frame = mm.open_view(page, tb_memory_module, mm.TRANSFORMER, "Memory")
     frame.wait_for_selector("[data-testid=memory-curve] .main-svg")
@@ -111,6 +125,7 @@ def shot_memory(page: Any, tb_memory_module: TensorBoard) -> None:
     frame.click(f"[data-testid={mm.EVENTS}] [data-testid=sort-lifetime]")
     frame.click(f"[data-testid={mm.EVENTS}] tbody tr[data-testid=row] >> nth=0")
     frame.wait_for_selector("[data-testid=memory-marked]")
+    frame.evaluate("() => window.scrollTo(0, 0)")  # the curve with the allocation marked (the row click scrolled)
     page.mouse.move(5, 300)
     page.wait_for_timeout(300)
     save_screenshot(page, "memory.png")

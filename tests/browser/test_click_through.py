@@ -1,6 +1,7 @@
-"""Click-through between views (every number leads to its evidence) and call-stack frames, at 1600×1000.
+"""Click-through between views (every number leads to its evidence) and call-stack frames, at 1600×1000 and 1280×800.
 
-Step bar → the Trace view on that step; operator row → its kernels → the timeline; kernel row → its operators;
+Step bar → the Trace view on that step; a step-breakdown category (bar segment, table row) → that step with the
+category's events highlighted and a chip that removes it; operator row → its kernels → the timeline; kernel row → its operators;
 module row → its calls; rank row / heatmap cell → that rank's Trace view at that step; call stacks with the user's
 frame first and library frames dimmed; a frame click copies inside a plain iframe and posts to VS Code only under
 VS Code's webview origin.
@@ -21,8 +22,18 @@ pytestmark = pytest.mark.browser
 P = f"p.{PLUGIN}"
 
 
+SIZES = [(1600, 1000), (1280, 800)]
+
+
+@pytest.fixture(params=SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def big(page: Any, request: pytest.FixtureRequest) -> Any:
+    """The page at each size the Done-when names (the name is from when there was one size)."""
+    page.set_viewport_size({"width": request.param[0], "height": request.param[1]})
+    return page
+
+
 @pytest.fixture
-def big(page: Any) -> Any:
+def wide(page: Any) -> Any:
     page.set_viewport_size({"width": 1600, "height": 1000})
     return page
 
@@ -50,13 +61,15 @@ def test_step_bar_opens_the_trace_view_on_that_step(big: Any, tb_samples: Tensor
     frame.locator("[data-testid=step-chart]").scroll_into_view_if_needed()
     # the second step's tallest segment (bars are drawn per category, one path per step)
     box = frame.evaluate("""() => {
-        const paths = [...document.querySelectorAll('[data-testid=step-chart] .trace.bars')]
-            .map(t => t.querySelectorAll('.point path')[1]).filter(Boolean)
-            .map(p => p.getBoundingClientRect()).filter(r => r.height > 4);
-        paths.sort((a, b) => b.height - a.height);
-        const r = paths[0];
-        return {x: r.x + r.width / 2, y: r.y + r.height / 2};
+        const gd = document.querySelector('[data-testid=step-chart]');
+        const paths = [...gd.querySelectorAll('.trace.bars')]
+            .map((t, i) => ({path: t.querySelectorAll('.point path')[1], name: gd.data[i].name})).filter(p => p.path)
+            .map(p => ({r: p.path.getBoundingClientRect(), name: p.name})).filter(p => p.r.height > 4);
+        paths.sort((a, b) => b.r.height - a.r.height);
+        const r = paths[0].r;
+        return {x: r.x + r.width / 2, y: r.y + r.height / 2, category: paths[0].name};
     }""")
+    assert box["category"] in api(tb_samples, "overview", RESNET)["categories"]
     frame_box = big.query_selector('iframe[src*="plugin_entry.html"]').bounding_box()
     big.mouse.click(frame_box["x"] + box["x"], frame_box["y"] + box["y"])
     frame.wait_for_selector("[data-testid=tab-Trace][aria-selected=true]")
@@ -67,6 +80,68 @@ def test_step_bar_opens_the_trace_view_on_that_step(big: Any, tb_samples: Tensor
     assert end == pytest.approx(step["start_us"] + step["duration_us"] + margin, abs=1e-3)
     shown = wait_trace_range(frame)
     assert shown["start"] == pytest.approx(start, abs=1) and shown["end"] == pytest.approx(end, abs=1)
+    # the segment clicked is the category highlighted
+    assert unquote(top_hash(big)[f"{P}.cat"]) == box["category"]
+    assert frame.get_attribute("[data-testid=trace-highlight-chip]", "data-category") == box["category"]
+
+
+def _highlight_counts(frame: Any) -> dict[str, int]:
+    """Events and boxes of the last frame drawn in full (holding category events) and dimmed."""
+    frame.wait_for_function("() => !window.__ptpTrace.stats().loading && window.__ptpTrace.stats().lastDraw.events > 0")
+    frame.wait_for_timeout(100)  # the frame after the last answer
+    counts: dict[str, int] = frame.evaluate(
+        "() => { const d = window.__ptpTrace.stats().lastDraw; return {marked: d.marked, dimmed: d.dimmed}; }")
+    return counts
+
+
+def test_breakdown_category_opens_its_busiest_step_with_its_events_highlighted(big: Any, tb_samples: TensorBoard) -> None:
+    """The Memcpy row of the execution summary: the step with the most Memcpy time, the copies drawn in full and
+    everything else dimmed; the chip says so and removes the highlight (URL too)."""
+    data = api(tb_samples, "overview", TRANSFORMER)
+    steps = data["steps"]
+    busiest = max(range(len(steps)), key=lambda i: steps[i]["breakdown_us"]["Memcpy"])
+    assert steps[busiest]["breakdown_us"]["Memcpy"] > 0
+    frame = open_view(big, tb_samples, TRANSFORMER, "Overview")
+    row = frame.locator("[data-testid=execution-summary] tr[data-testid=execution-row][data-category=Memcpy]")
+    row.locator("[data-testid=category-trace]").click()
+    frame.wait_for_selector("[data-testid=tab-Trace][aria-selected=true]")
+    step = steps[busiest]
+    margin = max(step["duration_us"] * 0.02, 1)
+    start, end = trace_window(big)
+    assert (start, end) == (pytest.approx(step["start_us"] - margin, abs=1e-3),
+                            pytest.approx(step["start_us"] + step["duration_us"] + margin, abs=1e-3))
+    assert unquote(top_hash(big)[f"{P}.cat"]) == "Memcpy"
+    chip = frame.wait_for_selector("[data-testid=trace-highlight-chip]")
+    assert chip.inner_text().startswith("Highlighting Memcpy: the events the step breakdown counts")
+    assert chip.is_visible() and chip.bounding_box()["x"] + chip.bounding_box()["width"] <= big.viewport_size["width"]
+    wait_trace_range(frame)
+    # the window the view drew marks exactly the step's copies: ask the server the same window
+    window = frame.evaluate("() => window.__ptpTrace.stats().lastWindow")
+    answer = api(tb_samples, "trace/window", TRANSFORMER, start_us=repr(window["t0"]), end_us=repr(window["t1"]),
+                 width_px=str(window["width_px"]), category="Memcpy")
+    marked = sum(sum(lane["events"]["hl"]) + sum(lane["boxes"]["hl"]) for tr in answer["tracks"] for lane in tr["lanes"])
+    assert marked > 0
+    counts = _highlight_counts(frame)
+    assert counts["marked"] > 0 and counts["dimmed"] > 10 * counts["marked"]  # a few copies among many events
+    frame.click("[data-testid=trace-highlight-clear]")
+    frame.wait_for_selector("[data-testid=trace-highlight]", state="hidden")
+    assert f"{P}.cat" not in top_hash(big)
+    frame.wait_for_function("() => window.__ptpTrace.stats().lastDraw.dimmed === 0 && window.__ptpTrace.stats().lastDraw.marked === 0")
+
+
+def test_a_category_from_the_url_is_validated_and_other_dims_everything(big: Any, tb_samples: TensorBoard) -> None:
+    base = f"&{P}.run={TRANSFORMER[0]}&{P}.worker={TRANSFORMER[1]}&{P}.span=1&{P}.view=Trace"
+    big.goto("about:blank")
+    frame = open_plugin(big, tb_samples, base + f"&{P}.cat=Bogus")
+    wait_trace_range(frame)
+    assert frame.is_hidden("[data-testid=trace-highlight]") and f"{P}.cat" not in top_hash(big)
+    assert frame.is_hidden("[data-testid=trace-window-error]")
+    big.goto("about:blank")
+    frame = open_plugin(big, tb_samples, base + f"&{P}.cat=Other")
+    wait_trace_range(frame)
+    assert "time no event covers" in frame.inner_text("[data-testid=trace-highlight-chip]")
+    counts = _highlight_counts(frame)
+    assert counts["marked"] == 0 and counts["dimmed"] > 0
 
 
 # --------------------------------------------------------------------------------------------- Operator ↔ Kernel
@@ -93,7 +168,7 @@ def test_operator_row_shows_its_kernels_and_a_kernel_row_its_operators(big: Any,
     frame.locator("[data-testid=kernel-table] [data-testid=find-in-trace]").first.click()
     frame.wait_for_selector("[data-testid=tab-Trace][aria-selected=true]")
     frame.wait_for_function("names => names.includes(document.querySelector('[data-testid=trace-search]')?.value)",
-                            arg=launched)
+                            arg=[f'"{n}"' for n in launched])
 
     # kernel row → the operators that launched it
     kernel = launched[0]
@@ -111,8 +186,8 @@ def test_operator_row_shows_its_kernels_and_a_kernel_row_its_operators(big: Any,
     frame.wait_for_function("ops => ops.includes(document.querySelector('[data-testid=search-name]')?.value)", arg=ops)
 
 
-def test_kernel_legend_shows_short_names_with_the_full_name_in_the_table(big: Any, tb_samples: TensorBoard) -> None:
-    frame = open_view(big, tb_samples, RESNET, "Kernel")
+def test_kernel_legend_shows_short_names_with_the_full_name_in_the_table(wide: Any, tb_samples: TensorBoard) -> None:
+    frame = open_view(wide, tb_samples, RESNET, "Kernel")
     wait_charts(frame, "pie-kernels")
     legend = frame.eval_on_selector_all("[data-testid=pie-kernels] .legendtext", "els => els.map(e => e.textContent)")
     assert legend and not any(t.startswith("void ") for t in legend)
@@ -146,7 +221,7 @@ def test_module_row_opens_its_calls_and_says_host_or_device(big: Any, tb_samples
     assert row.locator("td[data-col=mean]").inner_text().endswith(" device")
     row.locator("[data-testid=find-in-trace]").click()
     frame.wait_for_selector("[data-testid=tab-Trace][aria-selected=true]")
-    frame.wait_for_function("() => document.querySelector('[data-testid=trace-search]')?.value === 'nn.Module: TransformerEncoder_0'")
+    frame.wait_for_function("() => document.querySelector('[data-testid=trace-search]')?.value === '\"nn.Module: TransformerEncoder_0\"'")
     calls = api(tb_samples, "modules", TRANSFORMER)["modules"][0]["children"][1]
     assert calls["name"] == "TransformerEncoder_0"
     frame.wait_for_function(
@@ -181,7 +256,7 @@ def _framed(page: Any, tb: TensorBoard, outer_url: str, listener: str, tb_url: s
     src = f"{base}/#{PLUGIN}&{P}.run={TRANSFORMER[0]}&{P}.worker={TRANSFORMER[1]}&{P}.span=1&{P}.view=Operator"
     html = f"""<!doctype html><html><body style="margin:0">
         <script>window.__msgs = []; {listener}</script>
-        <iframe id="tb" src="{src}" style="width:1580px;height:980px;border:0"></iframe></body></html>"""
+        <iframe id="tb" src="{src}" style="width:calc(100vw - 20px);height:calc(100vh - 20px);border:0"></iframe></body></html>"""
     page.route(outer_url, lambda route: route.fulfill(status=200, content_type="text/html", body=html))
     if tb_url:
         page.route(f"{tb_url}/**", lambda route: route.fulfill(

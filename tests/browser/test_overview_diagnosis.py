@@ -1,4 +1,5 @@
-"""The Overview's diagnosis in the browser: context, verdict and ranked findings above the fold at 1600×1000, and
+"""The Overview's diagnosis in the browser: the first screen, with context, verdict and ranked findings above the
+fold at 1600×1000 and 1280×800, and
 every kind of evidence link lands where it says (Trace range and search, Operator and Kernel filters, Distributed
 rank, Memory device and range, another rank's Overview, a Diff of two steps, a GPU-insights card)."""
 
@@ -35,6 +36,24 @@ def click_evidence(frame: Any, kind: str, view: str) -> None:
     frame.wait_for_selector(f"[data-testid=tab-{view}][aria-selected=true]")
 
 
+@pytest.mark.parametrize("size", [(1600, 1000), (1280, 800)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_overview_is_the_first_screen_with_its_diagnosis_above_the_fold(page: Any, tb_samples: TensorBoard,
+                                                                        size: tuple[int, int]) -> None:
+    """A link without a view opens the Overview; its context, verdict and first finding need no scrolling."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    p = f"p.{PLUGIN}"
+    page.goto("about:blank")
+    frame = open_plugin(page, tb_samples, f"&{p}.run={RESNET[0]}&{p}.worker={RESNET[1]}&{p}.span=1")
+    frame.wait_for_selector("[data-testid=tab-Overview][aria-selected=true]")
+    frame.wait_for_selector("[data-testid=verdict]")
+    assert top_hash(page)[f"{p}.view"] == "Overview"
+    iframe_top = page.eval_on_selector("iframe", "e => e.getBoundingClientRect().top")
+    for testid in ("run-context", "verdict", "recommendation"):
+        box = frame.eval_on_selector(f"[data-testid={testid}]", "e => { const r = e.getBoundingClientRect(); return {bottom: r.bottom, right: r.right}; }")
+        assert iframe_top + box["bottom"] <= size[1], testid
+        assert box["right"] <= size[0], testid
+
+
 def test_diagnosis_above_the_fold_with_trace_and_operator_links(page: Any, tb_samples: TensorBoard) -> None:
     page.set_viewport_size({"width": 1600, "height": 1000})
     data = overview(tb_samples, *RESNET)
@@ -45,10 +64,6 @@ def test_diagnosis_above_the_fold_with_trace_and_operator_links(page: Any, tb_sa
     items = frame.query_selector_all("[data-testid=recommendation]")
     assert [i.get_attribute("data-kind") for i in items] == [r["kind"] for r in data["recommendations"]]
     assert items[0].query_selector("[data-testid=finding-saving]").inner_text().startswith("est. −114")
-    iframe_top = page.eval_on_selector("iframe", "e => e.getBoundingClientRect().top")
-    for testid in ("run-context", "verdict", "recommendation"):  # above the fold of a 1000 px window
-        bottom = frame.eval_on_selector(f"[data-testid={testid}]", "e => e.getBoundingClientRect().bottom")
-        assert iframe_top + bottom <= 1000, testid
 
     # Trace: the step with the longest DataLoader wait, searching for it
     link = next(e for e in data["recommendations"][0]["evidence"] if e["view"] == "Trace")
@@ -122,9 +137,10 @@ def test_distributed_kernel_and_rank_links(page: Any, tb_dist_diff: TensorBoard)
 
 @pytest.fixture(scope="module")
 def tb_corpus(tb_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> TensorBoard:
-    """``item_sync`` (steps vary: step 2 takes 1.5× step 3; GPU-idle gaps) and ``tiny_kernels`` (launch-bound)."""
+    """``cpu_only`` (steps vary: ProfilerStep#4 26.7 ms against 14.4 ms for #3), ``item_sync`` (sync-bound),
+    ``pageable_h2d`` (GPU-idle gaps) and ``tiny_kernels`` (launch-bound)."""
     root = tmp_path_factory.mktemp("logdir_corpus")
-    for run in ("item_sync", "tiny_kernels"):
+    for run in ("cpu_only", "item_sync", "pageable_h2d", "tiny_kernels"):
         for f in sorted((SAMPLES / run).glob("*.pt.trace.json.gz")):
             link_or_copy(f, root / run / f.name)
     tb: TensorBoard = tb_factory(root)
@@ -136,43 +152,67 @@ def _worker(run: str) -> str:
     return next((SAMPLES / run).glob("*.pt.trace.json.gz")).name.split(".")[0]
 
 
-def test_outlier_steps_open_a_diff_of_the_slowest_and_fastest_step(page: Any, tb_corpus: TensorBoard) -> None:
+def test_sync_bound_verdict_above_the_fold_and_its_trace_link(page: Any, tb_corpus: TensorBoard) -> None:
+    """The planted .item() syncs are the verdict, above the fold; the finding's Trace link opens the step where
+    they cost most, searching for the .item() calls."""
     page.set_viewport_size({"width": 1600, "height": 1000})
     worker = _worker("item_sync")
     data = overview(tb_corpus, "item_sync", worker)
+    assert data["verdict"]["text"].startswith("Sync-bound: The host waits for the GPU 257.0 times per step")
+    frame = open_overview(page, tb_corpus, "item_sync", worker)
+    assert frame.inner_text("[data-testid=verdict]") == data["verdict"]["text"]
+    iframe_top = page.eval_on_selector("iframe", "e => e.getBoundingClientRect().top")
+    for testid in ("run-context", "verdict", "recommendation"):
+        bottom = frame.eval_on_selector(f"[data-testid={testid}]", "e => e.getBoundingClientRect().bottom")
+        assert iframe_top + bottom <= 1000, testid
+    link = next(e for e in data["recommendations"][0]["evidence"] if e["view"] == "Trace")
+    click_evidence(frame, "sync_bound", "Trace")
+    frame.wait_for_function("() => window.__ptpTrace && window.__ptpTrace.visibleRange() !== null")
+    shown = frame.evaluate("() => window.__ptpTrace.visibleRange()")
+    assert shown["start"] == pytest.approx(link["params"]["start_us"], abs=0.01)
+    assert shown["end"] == pytest.approx(link["params"]["end_us"], abs=0.01)
+    assert frame.input_value("[data-testid=trace-search]") == "aten::_local_scalar_dense"
+
+
+def test_outlier_steps_open_a_diff_of_the_slowest_and_fastest_step(page: Any, tb_corpus: TensorBoard) -> None:
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    worker = _worker("cpu_only")
+    data = overview(tb_corpus, "cpu_only", worker)
     link = next(e for r in data["recommendations"] if r["kind"] == "outlier_steps" for e in r["evidence"]
                 if e["view"] == "Diff")
-    assert link["params"] == {"step": "3", "exp_step": "2"}
-    q = {"run": "item_sync", "worker": worker, "span": "1", "exp_run": "item_sync", "exp_worker": worker,
+    assert link["params"] == {"step": "3", "exp_step": "4"}
+    q = {"run": "cpu_only", "worker": worker, "span": "1", "exp_run": "cpu_only", "exp_worker": worker,
          "exp_span": "1"}
-    steps = tb_corpus.get_json("diff?" + urlencode({**q, "step": "3", "exp_step": "2"}))["breakdown"]
-    frame = open_overview(page, tb_corpus, "item_sync", worker)
+    steps = tb_corpus.get_json("diff?" + urlencode({**q, "step": "3", "exp_step": "4"}))["breakdown"]
+    assert (steps["step_baseline_us"], steps["step_experiment_us"]) == (pytest.approx(14_432.5, abs=0.1),
+                                                                        pytest.approx(26_714.9, abs=0.1))
+    frame = open_overview(page, tb_corpus, "cpu_only", worker)
     click_evidence(frame, "outlier_steps", "Diff")
     frame.wait_for_selector("[data-testid=diff-steps-label]")
-    assert frame.inner_text("[data-testid=diff-steps-label]").startswith("step 3 (baseline) ⇄ step 2 (experiment)")
+    assert frame.inner_text("[data-testid=diff-steps-label]").startswith("step 3 (baseline) ⇄ step 4 (experiment)")
     frame.wait_for_selector("[data-testid=step-baseline]")
     shown = float(frame.get_attribute("[data-testid=step-baseline]", "data-value"))
     assert shown == pytest.approx(steps["step_baseline_us"])
     assert float(frame.get_attribute("[data-testid=step-experiment]", "data-value")) == pytest.approx(
         steps["step_experiment_us"])
-    assert "· step 2" in frame.inner_text("[data-testid=step-experiment]")
-    assert "Step (3 ⇄ 2)" in frame.inner_text("[data-testid=diff-breakdown-table] tfoot")
+    assert "· step 4" in frame.inner_text("[data-testid=step-experiment]")
+    assert "Step (3 ⇄ 4)" in frame.inner_text("[data-testid=diff-breakdown-table] tfoot")
     frame.wait_for_function("() => document.querySelector('[data-testid=drill-breadcrumb]')?.innerText"
-                            ".includes('Step 3 ⇄ step 2')")
-    assert top_hash(page).get(f"p.{PLUGIN}.exp_step") == "2"
+                            ".includes('Step 3 ⇄ step 4')")
+    assert top_hash(page).get(f"p.{PLUGIN}.exp_step") == "4"
 
     # one trace, two steps: no "all steps" (it would compare the trace with itself); another step is picked
     assert frame.query_selector("[data-testid=diff-all-steps]") is None
     frame.wait_for_function("() => document.querySelectorAll('[data-testid=diff-step-baseline] option').length === 3")
-    frame.select_option("[data-testid=diff-step-baseline]", "4")
-    four = tb_corpus.get_json("diff?" + urlencode({**q, "step": "4", "exp_step": "2"}))["breakdown"]
+    frame.select_option("[data-testid=diff-step-baseline]", "2")
+    two = tb_corpus.get_json("diff?" + urlencode({**q, "step": "2", "exp_step": "4"}))["breakdown"]
     frame.wait_for_function(f"() => Math.abs(Number(document.querySelector('[data-testid=step-baseline]')"
-                            f"?.dataset.value) - {four['step_baseline_us']}) < 0.01")
-    assert "Step (4 ⇄ 2)" in frame.inner_text("[data-testid=diff-breakdown-table] tfoot")
-    assert top_hash(page).get(f"p.{PLUGIN}.step") == "4"
+                            f"?.dataset.value) - {two['step_baseline_us']}) < 0.01")
+    assert "Step (2 ⇄ 4)" in frame.inner_text("[data-testid=diff-breakdown-table] tfoot")
+    assert top_hash(page).get(f"p.{PLUGIN}.step") == "2"
 
 
-@pytest.mark.parametrize(("run", "kind", "card"), [("item_sync", "gpu_idle_gaps", "idle"),
+@pytest.mark.parametrize(("run", "kind", "card"), [("pageable_h2d", "gpu_idle_gaps", "idle"),
                                                     ("tiny_kernels", "launch_bound", "launch")])
 def test_gpu_insight_links_open_their_card(page: Any, tb_corpus: TensorBoard, run: str, kind: str,
                                            card: str) -> None:

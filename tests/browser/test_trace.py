@@ -12,7 +12,7 @@ import re
 import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlparse
+from urllib.parse import parse_qs, unquote, urlencode, urlparse
 
 import pytest
 
@@ -440,6 +440,24 @@ def test_search_steps_through_hits(page: Any, tb: TensorBoard) -> None:
     frame.fill("[data-testid=trace-search]", "no-such-event-anywhere")
     frame.press("[data-testid=trace-search]", "Enter")
     frame.wait_for_function("sel => document.querySelector(sel).textContent === 'no matches'", arg=count)
+
+
+def test_quoted_search_finds_the_exact_name_only(page: Any, tb: TensorBoard) -> None:
+    """`aten::add` also finds aten::add_, aten::addmm…; `"aten::add"` finds aten::add alone (Linear_1 vs Linear_10)."""
+    exact = api(tb, "trace/search", q="aten::add", match="exact", limit=1000)
+    loose = api(tb, "trace/search", q="aten::add", limit=1)["total"]
+    assert 0 < exact["total"] < loose and {i["name"] for i in exact["items"]} == {"aten::add"}
+    frame = open_trace(page, tb)
+    count = "[data-testid=trace-search-count]"
+    frame.fill("[data-testid=trace-search]", "aten::add")
+    frame.wait_for_function("([sel, t]) => document.querySelector(sel).textContent === t", arg=[count, f"{loose:,} matches"])
+    frame.fill("[data-testid=trace-search]", '"aten::add"')
+    frame.wait_for_function("([sel, t]) => document.querySelector(sel).textContent === t",
+                            arg=[count, f"{exact['total']:,} exact matches"])
+    frame.press("[data-testid=trace-search]", "Enter")
+    frame.wait_for_function("id => window.__ptpTrace.selected()?.id === id", arg=exact["items"][0]["id"])
+    assert hook(frame, "selected")["name"] == "aten::add"
+    assert unquote(top_hash(page)[f"{P}.q"]) == '"aten::add"'
 
 
 def test_search_deep_link_selects_the_first_hit(page: Any, tb: TensorBoard) -> None:

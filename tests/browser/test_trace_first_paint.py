@@ -69,12 +69,14 @@ def test_kineto_overhead_and_empty_counters_get_no_row(page: Any, tb_samples: Te
 # --------------------------------------------------------------------------------------------- steps
 
 
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize(("fixture", "run", "worker", "steps"), [
     ("tb_memory_module", "v100_resnet50", "worker0", ["5", "6", "7", "8", "9", "10"]),
     ("tb_main", "resnet18", "vm_562", ["2", "3", "4"]),
 ])
 def test_each_step_once_in_fit_step(page: Any, request: pytest.FixtureRequest, fixture: str, run: str, worker: str,
-                                    steps: list[str]) -> None:
+                                    steps: list[str], size: tuple[int, int]) -> None:
+    page.set_viewport_size({"width": size[0], "height": size[1]})
     tb = request.getfixturevalue(fixture)
     frame = open_span(page, tb, run, worker, "1")
     assert step_options(frame) == steps

@@ -500,12 +500,12 @@ def test_operator_and_kernel_rows_link_to_their_occurrences_in_the_trace(page: A
     frame = open_view(page, tb_samples, TRANSFORMER, "Operator")
     row_named(frame, "operator-table", "aten::mm").locator("[data-testid=find-in-trace]").click()
     frame.wait_for_selector("[data-testid=tab-Trace][aria-selected=true]")
-    frame.wait_for_function("() => document.querySelector('[data-testid=trace-search]')?.value === 'aten::mm'")
-    expected = api(tb_samples, "trace/search", TRANSFORMER, q="aten::mm", limit="1")["total"]
+    frame.wait_for_function("() => document.querySelector('[data-testid=trace-search]')?.value === '\"aten::mm\"'")
+    expected = api(tb_samples, "trace/search", TRANSFORMER, q="aten::mm", match="exact", limit="1")["total"]
     frame.wait_for_function(
         f"() => (document.querySelector('[data-testid=trace-search-count]')?.textContent || '').includes('{expected}')")
     frame = open_view(page, tb_samples, TRANSFORMER, "Kernel")
     name = api(tb_samples, "kernels", TRANSFORMER)["rows"][0]["name"]
     frame.locator("[data-testid=find-in-trace]").first.click()
     frame.wait_for_selector("[data-testid=tab-Trace][aria-selected=true]")
-    frame.wait_for_function("name => document.querySelector('[data-testid=trace-search]')?.value === name", arg=name)
+    frame.wait_for_function("name => document.querySelector('[data-testid=trace-search]')?.value === name", arg=f'"{name}"')

@@ -226,8 +226,7 @@ def test_a_blob_still_being_written_waits_and_a_changed_blob_is_a_new_version(az
     (changed,) = catalog.scan(time.time())
     assert changed.size == ready.size and changed.etag != ready.etag
     cache = ParseCache(None)
-    assert cache.entry(changed.url, changed.size, changed.mtime, changed.etag) != \
-        cache.entry(ready.url, ready.size, ready.mtime, ready.etag)
+    assert cache.entry(changed.identity) != cache.entry(ready.identity)
 
 
 def test_one_listing_per_scan_not_a_request_per_blob(azure_env: Any, azurite: Azurite, container: str,
@@ -272,7 +271,7 @@ def test_parse_cache_is_reused_across_restarts(azure_env: Any, tmp_path: Path) -
         assert [s["state"] for s in spans.values()] == ["ready"]
         (f,) = first._files.values()
         assert f.etag
-        entry = first.scheduler.cache.entry(f.url, f.size, f.mtime, f.etag)
+        entry = first.scheduler.cache.entry(f.identity)
         assert first.scheduler.cache.has(entry)
     finally:
         first.close()
@@ -280,8 +279,7 @@ def test_parse_cache_is_reused_across_restarts(azure_env: Any, tmp_path: Path) -
     second, spans = load_once()
     try:
         assert [s["state"] for s in spans.values()] == ["ready"]
-        job = second.scheduler._jobs[next(iter(second._files))]
-        assert job.process is None and job.extra == {}  # opened from the cache: no loader process ran
+        assert second.scheduler.counts()["parsed_here"] == 0  # opened from the cache: no loader process ran
         assert sorted(p.name for p in cache_dir.iterdir() if not p.name.startswith(".")) == entries
     finally:
         second.close()

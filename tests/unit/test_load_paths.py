@@ -188,6 +188,7 @@ def test_a_span_turns_ready_on_the_workers_answer_not_its_exit(tmp_path: Path) -
     import multiprocessing
     import time
 
+    from tb_plugin.catalog.catalog import TraceFile
     from tb_plugin.jobs.cache import ParseCache
     from tb_plugin.jobs.scheduler import LOADING, READY, LoadScheduler, _Job
     from tb_plugin.model.tables import save
@@ -203,7 +204,8 @@ def test_a_span_turns_ready_on_the_workers_answer_not_its_exit(tmp_path: Path) -
         send.send(("ok", {"events": 29630}))
         joined: list[object] = []
         process.join = lambda timeout=None: joined.append(timeout)  # type: ignore[method-assign]
-        job = _Job(url=str(RANK0), size=1, mtime=0.0, entry=entry, state=LOADING, process=process, conn=recv)
+        file = TraceFile(run="r", worker="w", span="1", url=str(RANK0), size=1, mtime=0.0)
+        job = _Job(file=file, entry=entry, state=LOADING, process=process, conn=recv)
         scheduler._finish(job)
         assert job.state == READY and job.model is not None and job.model.n_events == 29630
         assert joined == []  # never waited for the process

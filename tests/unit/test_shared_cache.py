@@ -32,7 +32,7 @@ def _recording(fs: Any, method: str, calls: list[list[str]]) -> None:
 
 def test_publish_and_fetch_put_the_markers_last(tmp_path: Path) -> None:
     cache = SharedCache("memory://shared-order")
-    name = entry_name("s3://b/rank0.1.pt.trace.json.gz", 10, 0.0, "etag1")
+    name = entry_name(("s3://b/rank0.1.pt.trace.json.gz", 10, 0.0, "etag1"))
     puts: list[list[str]] = []
     _recording(cache.fs, "put", puts)
     assert cache.done() == set()

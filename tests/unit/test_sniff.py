@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tb_plugin.catalog.catalog import Catalog, Root
-from tb_plugin.catalog.sniff import sniff, sniff_file
+from tb_plugin.catalog.sniff import classify_file, sniff
 from tb_plugin.catalog.storage import Storage
 from tests.conftest import API, cpu_op, wait_until_settled, write_trace
 
@@ -23,12 +23,12 @@ def export_chrome_trace(real_traces: Path, target: Path) -> Path:
 
 def test_export_chrome_trace_output_is_a_trace(real_traces: Path, tmp_path: Path) -> None:
     path = export_chrome_trace(real_traces, tmp_path / "trace.json")
-    assert sniff_file(str(path)) is None
+    assert classify_file(str(path)) == (None, None)
 
 
 def test_hta_style_gzip_and_bare_event_arrays_are_traces(tmp_path: Path) -> None:
     hta = write_trace(tmp_path / "rank-0.json.gz", [cpu_op("aten::mm", 0, 5)])
-    assert sniff_file(str(hta)) is None
+    assert classify_file(str(hta)) == (None, None)
     # the legacy autograd profiler's export_chrome_trace: a bare array of events
     assert sniff(json.dumps([cpu_op("aten::mm", 0, 5)]).encode()) is None
 
@@ -44,7 +44,7 @@ def test_non_trace_json_is_rejected_with_a_reason(tmp_path: Path) -> None:
     assert sniff(b"name,value\n") == "not JSON (it starts with b'name,value\\n')"
     assert (sniff(gzip.compress(b"{}")[:10] + b"\xff\xff\xff") or "").startswith("corrupt gzip data")
     assert sniff(gzip.compress(b"{}")[:8]) == "gzip data that inflates to nothing (cut short?)"
-    assert (sniff_file(str(tmp_path / "missing.json")) or "").startswith("cannot read missing.json")
+    assert (classify_file(str(tmp_path / "missing.json"))[1] or "").startswith("cannot read missing.json")
 
 
 def test_catalog_lists_sniffed_traces_only_when_asked(real_traces: Path, tmp_path: Path) -> None:

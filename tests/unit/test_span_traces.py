@@ -1,4 +1,4 @@
-"""One place answers "which traces of a span, or why not": ``Workspace.span_traces`` (404 / 409 / 422), and the
+"""One place answers "which ranks of a span, or why not": ``Workspace.span_ranks`` (404 / 409 / 422), and the
 workspace's refusals reach the user as JSON through ``http.json_route`` alone."""
 
 from __future__ import annotations
@@ -38,33 +38,33 @@ def _ranks(logdir: Path) -> None:
     write_trace(logdir / "dead" / "b.1.pt.trace.json", raw=b"", gz=False)
 
 
-def test_span_traces_are_the_loaded_workers_and_name_the_failed(tmp_path: Path) -> None:
+def test_span_ranks_are_the_loaded_workers_and_name_the_failed(tmp_path: Path) -> None:
     _ranks(tmp_path / "ld")
     ws = _workspace(tmp_path / "ld", tmp_path)
     try:
         ws.scan_once()
         _settle(ws)
-        ranks = ws.span_traces("ddp", "1")
-        assert [t.file.worker for t in ranks.traces] == ["r0", "r1"]  # sorted by worker, whatever the scan order
-        assert [t.model.n_events for t in ranks.traces] == [1, 2]
-        assert ranks.failed == ["broken"]
+        spanned = ws.span_ranks("ddp", "1")
+        assert [f.worker for f, _ in spanned.ranks] == ["r0", "r1"]  # sorted by worker, whatever the scan order
+        assert [(s.worker, s.rank) for _, s in spanned.ranks] == [("r0", 0), ("r1", 1)]
+        assert spanned.failed == ["broken"]
         cases = {("nope", "1"): (404, "unknown run 'nope'"), ("ddp", "7"): (404, "run 'ddp' has no span '7'"),
                  ("dead", "1"): (422, "no worker of span 1 could be loaded")}
         for (run, span), (status, message) in cases.items():
             with pytest.raises(LookupFailed) as err:
-                ws.span_traces(run, span)
+                ws.span_ranks(run, span)
             assert (err.value.status, str(err.value)) == (status, message)
     finally:
         ws.close()
 
 
-def test_span_traces_wait_while_any_worker_loads(tmp_path: Path) -> None:
+def test_span_ranks_wait_while_any_worker_loads(tmp_path: Path) -> None:
     _ranks(tmp_path / "ld")
     ws = _workspace(tmp_path / "ld", tmp_path)
     try:
         ws.scan_once()  # listed and queued: the loader has not been given time to finish
         with pytest.raises(LookupFailed) as err:
-            ws.span_traces("ddp", "1")
+            ws.span_ranks("ddp", "1")
         assert err.value.status == 409 and str(err.value).endswith("of the 3 workers of span 1 are still loading")
     finally:
         ws.close()

@@ -238,7 +238,8 @@ function sequencesCard(ctx: ViewContext, resp: KernelSequencesResponse, onLength
         label: "Occurrences",
         help: "The first occurrences in the Trace view.",
         value: (r) => r.occurrences.length,
-        render: (r) => h("span", {}, r.occurrences.slice(0, 3).map((o, i) => traceRangeLink(ctx, `#${i + 1} `, o.start_us, o.end_us, r.kernels[0]))),
+        // spaced by a gap: a button's trailing space does not show, and "#1#2#3" read as one link
+        render: (r) => h("span", { style: { display: "inline-flex", gap: "8px" } }, r.occurrences.slice(0, 3).map((o, i) => traceRangeLink(ctx, `#${i + 1}`, o.start_us, o.end_us, r.kernels[0]))),
         sortable: false,
       },
     ],

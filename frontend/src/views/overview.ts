@@ -10,9 +10,10 @@ import { type Child, h, replaceChildren } from "../dom";
 import { formatBytes, formatDuration, formatExactUs, formatInt, formatPercent1 } from "../format";
 import type { Theme } from "../theme";
 import { writeViewUrlState } from "../urlState";
+import { CATEGORY_COLORS, busiestStep, segmentAt } from "./common/stepCategories";
 import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation } from "./common/apiTypes";
 import { Charts, chartDiv, type Figure, plotlyText } from "./common/charts";
-import { traceWindowState } from "./common/traceLink";
+import { rowLinkButton, traceWindowState } from "./common/traceLink";
 import { fetchFor, left, loadErrorCard } from "./common/ui";
 import type { ViewContext } from "./types";
 
@@ -40,17 +41,6 @@ const CATEGORY_HELP: Record<string, string> = {
   DataLoader: "the host was fetching a batch from the DataLoader",
   "CPU Exec": "the host ran operators or annotated code",
   Other: "none of the above (Python between operators, idle time)",
-};
-
-export const CATEGORY_COLORS: Record<string, string> = {
-  Kernel: "#4e79a7",
-  Memcpy: "#e15759",
-  Memset: "#edc948",
-  Communication: "#59a14f",
-  Runtime: "#b07aa1",
-  DataLoader: "#f28e2b",
-  "CPU Exec": "#76b7b2",
-  Other: "#9e9e9e",
 };
 
 function categoryHelp(category: string): string {
@@ -145,7 +135,22 @@ function gpuCard(g: GpuSummary): HTMLElement {
 /** Categories that only GPU work fills: left out of a CPU-only trace's table when empty. */
 const GPU_ONLY = new Set(["Kernel", "Memcpy", "Memset", "Runtime"]);
 
-function executionTable(data: OverviewResponse, gpuTrace: boolean): HTMLElement {
+/** `open(step index, category)` opens the Trace view on that step with the category's events highlighted. */
+type OpenStep = (index: number, category: string | null) => void;
+
+/** A category row's link to its busiest step in the Trace view, the category highlighted. */
+function categoryLink(data: OverviewResponse, category: string, open: OpenStep): HTMLElement | null {
+  const step = busiestStep(data.steps, category);
+  if (step === null) return null;
+  return rowLinkButton({
+    label: "trace ↗",
+    title: `Open step ${data.steps[step]?.name ?? ""} (the one with the most ${category} time) in the Trace view, ${category} highlighted`,
+    testid: "category-trace",
+    onClick: () => { open(step, category); },
+  });
+}
+
+function executionTable(data: OverviewResponse, gpuTrace: boolean, open: OpenStep): HTMLElement {
   const avg = data.average;
   const cats = data.categories.filter((c) => gpuTrace || !GPU_ONLY.has(c) || (num(avg.breakdown_us[c]) ?? 0) > 0);
   return h(
@@ -171,7 +176,7 @@ function executionTable(data: OverviewResponse, gpuTrace: boolean): HTMLElement 
         const tr = h(
           "tr",
           { testid: "execution-row", class: us === 0 ? "ptp-dim" : undefined, dataset: { category: c, us: String(us), share: String(share) } },
-          h("td", { title: categoryHelp(c) }, h("span", { class: "ptp-swatch", style: { background: CATEGORY_COLORS[c] ?? "#9e9e9e" } }), c),
+          h("td", { title: categoryHelp(c) }, h("span", { class: "ptp-swatch", style: { background: CATEGORY_COLORS[c] ?? "#9e9e9e" } }), c, us > 0 ? categoryLink(data, c, open) : null),
           h("td", { class: "ptp-num", testid: "execution-time", title: `${formatExactUs(us)} per step on average\n${categoryHelp(c)}` }, formatDuration(us)),
           h("td", { class: "ptp-num", testid: "execution-share", title: `Average time per step in ${c} / average step time.\n${HELP.breakdown}` }, formatPercent1(share)),
         );
@@ -338,14 +343,31 @@ function stepFigure(data: OverviewResponse, theme: Theme): Figure {
   };
 }
 
-/** Call `open(step index)` when a bar of the step chart is clicked (every segment of a bar is its step). */
-function onStepClick(div: HTMLElement, open: (index: number) => void): void {
+/** The y value (ms) under a click on the step chart, from plotly's y axis (null where it cannot be had). */
+function clickedMs(gd: HTMLElement, ev: PlotMouseEvent): number | null {
+  const layout = (gd as unknown as { _fullLayout?: { yaxis?: { _offset?: number; p2l?: (px: number) => number } } })._fullLayout;
+  const y = layout?.yaxis;
+  const mouse = ev.event as MouseEvent | undefined;
+  if (!y || typeof y.p2l !== "function" || typeof y._offset !== "number" || !mouse) return null;
+  const v = y.p2l(mouse.clientY - gd.getBoundingClientRect().top - y._offset);
+  return Number.isFinite(v) ? v : null;
+}
+
+/**
+ * Call `open(step index, category)` when a bar of the step chart is clicked: the step of the bar, and the category
+ * of the segment under the pointer (hover is unified per step, so the click names every segment: the height says
+ * which), null above the bar.
+ */
+function onStepClick(div: HTMLElement, data: OverviewResponse, open: OpenStep): void {
   const gd = div as PlotlyHTMLElement;
   if (typeof gd.on !== "function") return;
   div.classList.add("ptp-clickable-chart");
   gd.on("plotly_click", (ev: PlotMouseEvent) => {
     const p = ev.points[0];
-    if (p) open(p.pointIndex);
+    if (!p) return;
+    const step = data.steps[p.pointIndex];
+    const ms = clickedMs(div, ev);
+    open(p.pointIndex, step && ms !== null ? segmentAt(step.breakdown_us, data.categories, ms) : null);
   });
 }
 
@@ -396,6 +418,12 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   const stepChart = chartDiv("step-chart", 340);
   const pieChart = chartDiv("breakdown-pie", 280);
   const nSteps = data.steps.length;
+  const openStep: OpenStep = (i, category) => {
+    const step = data.steps[i];
+    if (!step) return;
+    writeViewUrlState({ ...traceWindowState(step.start_us, step.start_us + step.duration_us), cat: category ?? undefined });
+    ctx.navigate("Trace");
+  };
   replaceChildren(
     container,
     h(
@@ -413,13 +441,13 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
           h("strong", { testid: "avg-step-time", title: `${formatExactUs(data.average.duration_us)}\n${HELP.stepTime}`, dataset: { value: String(data.average.duration_us) } }, formatDuration(data.average.duration_us)),
           " per step ",
           infoIcon(HELP.breakdown),
-          nSteps ? " · click a bar to open that step in the Trace view" : null,
+          nSteps ? " · click a bar to open that step in the Trace view, the category you click highlighted" : null,
         ),
         stepChart,
       ),
       card(
         { title: "Execution summary", testid: "card-execution" },
-        h("div", { class: "ptp-split" }, h("div", { class: "ptp-table-wrap" }, executionTable(data, gpuTrace)), pieChart),
+        h("div", { class: "ptp-split" }, h("div", { class: "ptp-table-wrap" }, executionTable(data, gpuTrace, openStep)), pieChart),
       ),
     ),
   );
@@ -430,12 +458,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     if (left(ctx)) return undefined;
     charts = new Charts(Plotly, ctx);
     await charts.draw(stepChart, (theme) => stepFigure(data, theme));
-    onStepClick(stepChart, (i) => {
-      const step = data.steps[i];
-      if (!step) return;
-      writeViewUrlState(traceWindowState(step.start_us, step.start_us + step.duration_us));
-      ctx.navigate("Trace");
-    });
+    onStepClick(stepChart, data, openStep);
     await charts.draw(pieChart, () => sharePieFigure(data));
   } catch (err) {
     if (left(ctx)) return undefined;

@@ -15,10 +15,12 @@ import { card } from "../components";
 import { h, replaceChildren } from "../dom";
 import { readViewUrlState, writeViewUrlState } from "../urlState";
 import { loadSources } from "./common/callStack";
+import { CATEGORY_COLORS, highlightCategory, highlightText } from "./common/stepCategories";
 import { copyText, inVsCode, showToast } from "./common/ui";
 import { makePalette, parseWindow, locate, formatOffset, formatTime, mergeSteps, formatBytesShort, formatCounter, type Step, type TrackMeta, type WindowData } from "./traceData";
 import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoading, rangePanel, rememberHelp, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
+import { parseTraceQuery, searchParams } from "./traceSearch";
 import { HEADER_H, HOST_LEVELS, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
 import { draw, eventsOnScreen, hitTest, plotWidth, xToTime, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene, type ViewRange } from "./traceRenderer";
 import type { CriticalPathResponse } from "./common/apiTypes";
@@ -167,6 +169,8 @@ class TraceView {
   private search: SearchState = { query: "", total: 0, index: -1, pages: new Map(), token: 0 };
   private searchTimer = 0;
   private stepsComplete = false;
+  /** the step-breakdown category highlighted (URL key `cat`, from the Overview's breakdown); null: none */
+  private category: string | null = null;
   private exportStop: (() => void) | null = null;
   private readonly cleanups: (() => void)[] = [];
   private help = helpOpen();
@@ -203,6 +207,7 @@ class TraceView {
                  h("span", { class: "ptp-spinner", attrs: { "aria-hidden": "true" } }), "Loading…"),
       error: h("div", { class: "ptp-trace-overlay-error", testid: "trace-window-error" }),
       notice: h("div", { class: "ptp-trace-notice", testid: "trace-notice", attrs: { "aria-live": "polite" } }),
+      highlight: h("div", { class: "ptp-trace-highlight", testid: "trace-highlight", attrs: { "aria-live": "polite" } }),
       details: h("section", { class: "ptp-trace-panel", testid: "trace-details-panel" }),
       rangePanel: h("section", { class: "ptp-trace-panel", testid: "trace-range-panel" }),
       side: h("aside", { class: "ptp-trace-side", testid: "trace-side" }),
@@ -216,7 +221,8 @@ class TraceView {
       searchInput: h("input", {
         class: "ptp-search ptp-trace-search",
         testid: "trace-search",
-        attrs: { type: "search", placeholder: "Search events", "aria-label": "Search events by name", spellcheck: "false" },
+        attrs: { type: "search", placeholder: "Search events (\"name\" exact)", "aria-label": "Search events by name: text finds names containing it, \"text\" in quotes the exact name",
+                 title: "Names containing the text (any case); in double quotes, the exact name: \"nn.Module: Linear_1\" does not find Linear_10", spellcheck: "false" },
       }),
       searchCount: h("span", { class: "ptp-trace-count", testid: "trace-search-count", attrs: { "aria-live": "polite" } }),
       prevButton: h("button", { class: "ptp-button", testid: "trace-search-prev", title: "Previous match (Shift+Enter)", attrs: { type: "button", "aria-label": "Previous match" } }, "‹"),
@@ -233,6 +239,7 @@ class TraceView {
     this.el.loading.hidden = true;
     this.el.error.hidden = true;
     this.el.notice.hidden = true;
+    this.el.highlight.hidden = true;
     this.el.rangePanel.hidden = true;
   }
 
@@ -279,6 +286,7 @@ class TraceView {
         "div",
         { class: "ptp-trace", testid: "trace-view" },
         toolbar,
+        this.el.highlight,
         this.el.notice,
         this.el.body,
       ),
@@ -305,6 +313,7 @@ class TraceView {
     const start = num(linked.start);
     const end = num(linked.end);
     if (start !== null && end !== null && end > start) this.view = { start, end };
+    this.showHighlight(highlightCategory(linked.cat));
     this.resize();
     this.requestWindow(true);
     const q = linked.q?.trim();
@@ -325,7 +334,49 @@ class TraceView {
     for (const fn of this.cleanups.splice(0)) fn();
     if (window.__ptpTrace) delete window.__ptpTrace;
     // The range and search belong to this page: a link to another page or span must not carry them.
-    writeViewUrlState({ start: undefined, end: undefined, q: undefined });
+    writeViewUrlState({ start: undefined, end: undefined, q: undefined, cat: undefined });
+  }
+
+  /**
+   * Highlight a category of the step breakdown (null: none): the chip says what is highlighted and removes it; the
+   * URL keeps it (`cat`), and the next window is asked with it so the server marks the category's events.
+   */
+  private showHighlight(category: string | null): void {
+    this.category = category;
+    writeViewUrlState({ cat: category ?? undefined });
+    const chip = this.el.highlight;
+    if (category === null) {
+      chip.hidden = true;
+      replaceChildren(chip);
+      return;
+    }
+    replaceChildren(
+      chip,
+      h("span", { class: "ptp-chip", testid: "trace-highlight-chip", dataset: { category } },
+        h("span", { class: "ptp-swatch", style: { background: CATEGORY_COLORS[category] ?? "#9e9e9e" } }),
+        h("span", { testid: "trace-highlight-text" }, highlightText(category)),
+        h("button", {
+          class: "ptp-chip-remove",
+          testid: "trace-highlight-clear",
+          attrs: { type: "button", title: "Stop highlighting: show every event in full", "aria-label": `Stop highlighting ${category}` },
+          onClick: () => { this.clearHighlight(); },
+        }, "✕")),
+    );
+    chip.hidden = false;
+  }
+
+  private clearHighlight(): void {
+    this.showHighlight(null);
+    for (const track of this.data?.tracks ?? []) {
+      for (const lane of track.lanes) {
+        if (lane) {
+          lane.ehl = null;
+          lane.bhl = null;
+        }
+      }
+    }
+    this.markDirty();
+    this.requestWindow(true);
   }
 
   private debugHook(): TraceDebugHook {
@@ -489,7 +540,7 @@ class TraceView {
   }
 
   private covers(data: WindowData, v: ViewRange): boolean {
-    if (data.levelsKey !== this.levelsKey()) return false;
+    if (data.levelsKey !== this.levelsKey() || data.category !== this.category) return false;
     const span = v.end - v.start;
     const lo = Math.max(v.start, data.bounds[0]);
     const hi = Math.min(v.end, data.bounds[1]);
@@ -539,6 +590,8 @@ class TraceView {
     params["width_px"] = Math.max(1, Math.min(MAX_WIDTH_PX, widthPx));
     if (levelsKey) params["levels"] = levelsKey;
     if (!this.data) params["host_levels"] = HOST_LEVELS; // the tracks are not known yet: see adoptLevels
+    const category = this.category;
+    if (category !== null) params["category"] = category;
     this.fetchCtl?.abort();
     const controller = new AbortController();
     this.fetchCtl = controller;
@@ -556,7 +609,7 @@ class TraceView {
         this.stats.windows++;
         this.el.error.hidden = true;
         const t = performance.now();
-        const data = parseWindow(resp, levelsKey);
+        const data = parseWindow(resp, levelsKey, category);
         this.stats.lastWindow = { t0: data.t0, t1: data.t1, px_us: data.pxUs, events: data.eventCount, boxes: data.boxCount, width_px: Number(params["width_px"]) };
         this.accept(data);
         this.stats.lastAcceptMs = performance.now() - t;
@@ -1268,7 +1321,7 @@ class TraceView {
     const el = this.el.searchCount;
     if (!s.query) el.textContent = "";
     else if (s.total === 0) el.textContent = "no matches";
-    else if (s.index < 0) el.textContent = `${s.total.toLocaleString("en-US")} matches`;
+    else if (s.index < 0) el.textContent = `${s.total.toLocaleString("en-US")} ${parseTraceQuery(s.query).exact ? "exact " : ""}matches`;
     else el.textContent = `${(s.index + 1).toLocaleString("en-US")} of ${s.total.toLocaleString("en-US")}`;
     this.el.prevButton.disabled = s.total === 0;
     this.el.nextButton.disabled = s.total === 0;
@@ -1278,7 +1331,8 @@ class TraceView {
     const cached = this.search.pages.get(offset);
     if (cached) return cached;
     const resp = await this.ctx.api.getJSON<TraceSearchResponse>(
-      "trace/search", { ...this.ids, q: this.search.query, offset, limit: SEARCH_PAGE }, { signal: this.ctx.signal, timeoutMs: 120_000 });
+      "trace/search", { ...this.ids, ...searchParams(parseTraceQuery(this.search.query)), offset, limit: SEARCH_PAGE },
+      { signal: this.ctx.signal, timeoutMs: 120_000 });
     if (token !== this.search.token) return null;
     this.search.total = resp.total;
     const items = Array.isArray(resp.items) ? resp.items : [];
@@ -1291,7 +1345,7 @@ class TraceView {
     const token = ++this.search.token;
     this.search = { query, total: 0, index: -1, pages: new Map(), token };
     writeViewUrlState({ q: query || undefined });
-    if (!query) {
+    if (!parseTraceQuery(query).text) {
       this.updateSearchCount();
       return;
     }

@@ -19,6 +19,9 @@ export interface Lane {
   bbusy: Float64Array;
   bc: Uint8Array;
   bn: Int32Array;
+  /** with a highlighted category: per event 1 where it counts in the category; per box how many of its events do */
+  ehl: Uint8Array | null;
+  bhl: Float64Array | null;
 }
 
 export interface TrackMeta {
@@ -76,6 +79,8 @@ export interface WindowData {
   counters: CounterData[];
   /** the `levels=` list the window was asked with */
   levelsKey: string;
+  /** the step-breakdown category the window was asked to highlight (null: none) */
+  category: string | null;
   eventCount: number;
   boxCount: number;
   /** lazily built id → location of the window's events */
@@ -172,6 +177,8 @@ function parseTrack(t: WindowTrack, nameColours: Uint8Array, counts: { events: n
       bbusy: f64(l.boxes.busy),
       bn,
       bc: colours(bn, nameColours),
+      ehl: Array.isArray(l.events.hl) ? Uint8Array.from(l.events.hl) : null,
+      bhl: Array.isArray(l.boxes.hl) ? f64(l.boxes.hl) : null,
     };
     counts.events += lane.et.length;
     counts.boxes += lane.bt.length;
@@ -189,7 +196,7 @@ function parseTrack(t: WindowTrack, nameColours: Uint8Array, counts: { events: n
   };
 }
 
-export function parseWindow(resp: TraceWindowResponse, levelsKey: string): WindowData {
+export function parseWindow(resp: TraceWindowResponse, levelsKey: string, category: string | null = null): WindowData {
   const names = Array.isArray(resp.names) ? resp.names.map(String) : [];
   const nameColours = Uint8Array.from(names.map(colourOf));
   const counts = { events: 0, boxes: 0 };
@@ -213,6 +220,7 @@ export function parseWindow(resp: TraceWindowResponse, levelsKey: string): Windo
       return { name: c.name, unit: c.unit, values, max };
     }),
     levelsKey,
+    category,
     eventCount: counts.events,
     boxCount: counts.boxes,
     index: null,

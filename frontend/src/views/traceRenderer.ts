@@ -125,6 +125,9 @@ export interface DrawStats {
   labels: number;
   /** events of the critical path outlined in this frame */
   critical: number;
+  /** with a highlighted category: events and boxes drawn in full (they hold category events) and dimmed */
+  marked: number;
+  dimmed: number;
   ms: number;
   /** the ruler's labels and the step labels drawn (for tests: what the axis reads) */
   ticks: string[];
@@ -207,9 +210,41 @@ class RectBatch {
 
 const eventRects = new RectBatch(PALETTE_SIZE);
 const boxRects = new RectBatch(PALETTE_SIZE * ALPHA_LEVELS);
+/** events and boxes outside a highlighted category, drawn faintly under the rest */
+const dimRects = new RectBatch(PALETTE_SIZE);
+const DIM_ALPHA = 0.16;
+/** x, y, w, h of each narrow event or box holding category events: outlined, at least MARK_MIN_PX wide, so that a
+ * highlighted copy a few µs long still shows in a step of 50 ms (wider ones stand out by their colour alone) */
+const markRects: number[] = [];
+const MARK_MIN_PX = 3;
+const MARK_OUTLINE_BELOW_PX = 8;
 const labelJobs: { x: number; y: number; text: string; dark: boolean }[] = [];
 
 // ------------------------------------------------------------------------------------------ drawing
+
+/** Paint the batched lanes: dimmed (outside a highlighted category) first, boxes, events, then their labels. */
+function fillLanes(ctx: CanvasRenderingContext2D, colours: Colours): void {
+  const palette = colours.palette;
+  dimRects.fill(ctx, (b) => palette.fill[b] ?? colours.muted, () => DIM_ALPHA);
+  boxRects.fill(ctx, (b) => palette.fill[Math.floor(b / ALPHA_LEVELS)] ?? colours.muted,
+                (b) => 0.22 + 0.78 * (((b % ALPHA_LEVELS) + 0.5) / ALPHA_LEVELS));
+  eventRects.fill(ctx, (b) => palette.fill[b] ?? colours.muted);
+  if (markRects.length) {
+    ctx.strokeStyle = colours.fg;
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    for (let k = 0; k < markRects.length; k += 4) {
+      ctx.rect(Math.round(markRects[k] ?? 0) + 0.5, (markRects[k + 1] ?? 0) + 0.5, Math.max(1, Math.round(markRects[k + 2] ?? 0) - 1), (markRects[k + 3] ?? 0) - 1);
+    }
+    ctx.stroke();
+  }
+  ctx.font = FONT;
+  ctx.textBaseline = "middle";
+  for (const dark of [true, false]) {
+    ctx.fillStyle = dark ? colours.textDark : colours.textLight;
+    for (const job of labelJobs) if (job.dark === dark) ctx.fillText(job.text, job.x, job.y);
+  }
+}
 
 function drawLane(ctx: CanvasRenderingContext2D, scene: Scene, data: WindowData, lane: Lane, top: number, stats: DrawStats): void {
   const plotW = plotWidth(scene);
@@ -236,10 +271,19 @@ function drawLane(ctx: CanvasRenderingContext2D, scene: Scene, data: WindowData,
         x = x0 - 1;
       }
       if (w > plotW + 2) w = plotW + 2;
+      stats.boxes++;
+      if (lane.bhl) {
+        if ((lane.bhl[i] ?? 0) === 0) {
+          dimRects.add(lane.bc[i] ?? 0, x, top, w, h);
+          stats.dimmed++;
+          continue;
+        }
+        stats.marked++;
+        if (w < MARK_OUTLINE_BELOW_PX) markRects.push(x - Math.max(0, (MARK_MIN_PX - w) / 2), top, Math.max(w, MARK_MIN_PX), h);
+      }
       const busy = lane.bbusy[i] ?? 0;
       const level = Math.min(ALPHA_LEVELS - 1, Math.floor(busy * ALPHA_LEVELS));
       boxRects.add((lane.bc[i] ?? 0) * ALPHA_LEVELS + level, x, top, w, h);
-      stats.boxes++;
     }
   }
   if (lane.et.length) {
@@ -259,8 +303,17 @@ function drawLane(ctx: CanvasRenderingContext2D, scene: Scene, data: WindowData,
       }
       if (w > plotW + 4) w = plotW + 4;
       const c = lane.ec[i] ?? 0;
-      eventRects.add(c, x, top, w > 2.5 ? w - 0.5 : Math.max(w, 1), h);
       stats.events++;
+      if (lane.ehl) {
+        if ((lane.ehl[i] ?? 0) === 0) {
+          dimRects.add(c, x, top, w > 2.5 ? w - 0.5 : Math.max(w, 1), h);
+          stats.dimmed++;
+          continue;
+        }
+        stats.marked++;
+        if (w < MARK_OUTLINE_BELOW_PX) markRects.push(x - Math.max(0, (MARK_MIN_PX - w) / 2), top, Math.max(w, MARK_MIN_PX), h);
+      }
+      eventRects.add(c, x, top, w > 2.5 ? w - 0.5 : Math.max(w, 1), h);
       if (w >= MIN_LABEL_PX) {
         const vx = Math.max(x, x0);
         const vw = Math.min(x + w, x0 + plotW) - vx;
@@ -568,7 +621,7 @@ function outline(ctx: CanvasRenderingContext2D, scene: Scene, track: number | nu
 /** Draw a frame. The context is in CSS pixels (the caller set the devicePixelRatio transform). */
 export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
   const t0 = performance.now();
-  const stats: DrawStats = { events: 0, boxes: 0, labels: 0, critical: 0, ms: 0, ticks: [], steps: [] };
+  const stats: DrawStats = { events: 0, boxes: 0, labels: 0, critical: 0, marked: 0, dimmed: 0, ms: 0, ticks: [], steps: [] };
   const { colours, width, height, labelW, layout } = scene;
   const plotW = plotWidth(scene);
   ctx.fillStyle = colours.surface;
@@ -629,6 +682,8 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
   if (data) {
     eventRects.clear();
     boxRects.clear();
+    dimRects.clear();
+    markRects.length = 0;
     labelJobs.length = 0;
     const series = counterSeriesMap(data);
     for (const row of visible) {
@@ -647,16 +702,7 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
         drawCounter(ctx, scene, data, row, top, series, counterColour(row));
       }
     }
-    const palette = colours.palette;
-    boxRects.fill(ctx, (b) => palette.fill[Math.floor(b / ALPHA_LEVELS)] ?? colours.muted,
-                  (b) => 0.22 + 0.78 * (((b % ALPHA_LEVELS) + 0.5) / ALPHA_LEVELS));
-    eventRects.fill(ctx, (b) => palette.fill[b] ?? colours.muted);
-    ctx.font = FONT;
-    ctx.textBaseline = "middle";
-    for (const dark of [true, false]) {
-      ctx.fillStyle = dark ? colours.textDark : colours.textLight;
-      for (const job of labelJobs) if (job.dark === dark) ctx.fillText(job.text, job.x, job.y);
-    }
+    fillLanes(ctx, colours);
     stats.labels = labelJobs.length;
 
     if (scene.allFlows) {

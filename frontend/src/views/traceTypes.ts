@@ -11,6 +11,8 @@ export interface LaneEvents {
   /** index into `names` */
   n: number[];
   id: number[];
+  /** only when the window was asked with a `category`: 1 where the event counts in it */
+  hl?: number[];
 }
 
 /** Merged runs of sub-pixel events, columnar. */
@@ -22,6 +24,8 @@ export interface LaneBoxes {
   busy: number[];
   /** the most common name, index into `names` */
   n: number[];
+  /** only when the window was asked with a `category`: how many of the box's events count in it */
+  hl?: number[];
 }
 
 export interface WindowLane {

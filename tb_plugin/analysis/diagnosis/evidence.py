@@ -19,7 +19,7 @@ from ...model.arrays import take
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.lookups import tree_node_of_row
-from ...model.names import is_dataloader, name_mask
+from ...model.names import name_mask
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
 from ..idle import idle_time
@@ -28,6 +28,7 @@ from ..operators import operator_nodes
 from ..steps import breakdown, find_steps, role_intervals
 from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
 from .gpu_time import spans as _spans
+from .host_only import loader_intervals as loader_intervals
 from .sync_cost import sync_cost as sync_cost
 
 PerStep = np.ndarray  # one value per step, µs
@@ -39,13 +40,6 @@ def per_step(model: TraceModel, intervals: iv.Intervals) -> PerStep:
     """Length of ``intervals`` inside each step."""
     steps = find_steps(model)
     return iv.lengths_within(intervals, steps.start, steps.end)
-
-
-@memoized
-def loader_intervals(model: TraceModel) -> iv.Intervals:
-    ev = model["events"]
-    return _spans(model, np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
-                  & name_mask(model, ev["name"], is_dataloader))
 
 
 @memoized
@@ -183,7 +177,7 @@ class Launches:
     short: int  # of them, shorter than the host call that launched them
     median_kernel_us: float
     median_launch_us: float
-    overhead: PerStep  # Σ (launch − kernel) over the short ones, capped at the GPU idle time of the step
+    overhead: PerStep  # Σ (launch − kernel) over the short ones, capped at the step's GPU idle not charged to syncs
 
 
 @memoized
@@ -203,7 +197,9 @@ def launch_overhead(model: TraceModel) -> Launches:
     short = k_dur < l_dur
     n = steps.count
     extra = np.bincount(step[short], weights=(l_dur - k_dur)[short], minlength=n)[:n] if n else np.zeros(0)
-    overhead = np.minimum(extra, per_step(model, gpu_idle(model)))
+    # the GPU-idle time a sync costs (``sync_cost``) is the sync's: kernels launched into a queue a sync drained
+    # wait for their launches because of the sync, so the overhead is capped at the idle time left
+    overhead = np.minimum(extra, per_step(model, iv.subtract(gpu_idle(model), sync_cost(model).charged)))
     return Launches(kernels=len(k), short=int(short.sum()),
                     median_kernel_us=float(np.median(k_dur)) if len(k) else 0.0,
                     median_launch_us=float(np.median(l_dur)) if len(k) else 0.0, overhead=overhead)

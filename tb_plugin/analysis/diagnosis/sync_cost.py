@@ -18,10 +18,21 @@ C)``, so no Python loop runs per event. The part of each idle gap that the repla
 (laid at the start of the gap, right after the work before it), kept only where the whole GPU is idle, and summed
 per step: the estimated saving. It is at most the step's blocked time (no event moves earlier than its shift).
 
+The replay resets at every step and shifts launches by no more than the step's blocked time, so it misses the
+gap right after a sync when the host, starting from an empty queue, needs longer than that to reach its next
+launch (its per-operator overhead is exposed only because nothing is queued). Hence a second, direct rule: the
+*post-sync bubble*. When a sync was entered while the GPU was busy (it waited for queued work; a sync entered on
+an idle GPU waits only for its own copy and drains nothing) and returned in a GPU-idle gap, that gap is the
+sync's from its start (the GPU ran dry while the host was held) to the next device work, unless the host first
+turns to work that involves no device (an operator that launches nothing, a DataLoader wait: ``host_only``):
+there the charge stops, since from then on the GPU waits for the host's own work, with or without the sync. The
+cost charged is the union of the two, so no idle time counts twice, and the *CPU-bound* / *GPU idle gaps* and
+*Launch-bound* findings leave it out.
+
 Limits: dependencies between streams (events, a collective waiting for its peer) are not replayed; an event
 whose launch is not in the trace does not move; the host work the sync's caller does besides waiting (the
-``h.abs().max()`` whose value is read) is not removed, so a sync that is dropped together with its logging saves
-more.
+reduction whose value is read, the per-sample loop around it) is not removed, so a sync dropped together with
+its logging saves more.
 """
 
 from __future__ import annotations
@@ -42,6 +53,7 @@ from ...model.tables import TraceModel
 from ..launches import device_work
 from ..steps import find_steps
 from .gpu_time import gpu_idle
+from .host_only import next_host_only
 
 _BLOCKING_COPY = re.compile(r"^(?:cudaMemcpy|hipMemcpy|cuMemcpyDtoH(?:_v2)?)$")
 _ITEM = ("aten::item", "aten::_local_scalar_dense")
@@ -54,7 +66,7 @@ class SyncCost:
     blocked_start: np.ndarray  # host time each holds (the call, or the whole .item() around it)
     blocked_end: np.ndarray
     blocked: np.ndarray  # per step, µs: Σ blocked time
-    charged: iv.Intervals  # GPU-idle time the replay closes (the syncs' cost)
+    charged: iv.Intervals  # GPU-idle time the syncs cost: the replay's closed gaps ∪ the post-sync bubbles
     saving: np.ndarray  # per step, µs: the length of ``charged`` in each step
 
 
@@ -102,7 +114,9 @@ def sync_cost(model: TraceModel) -> SyncCost:
     n = steps.count
     held = b_end - b_start
     blocked = np.bincount(k, weights=held, minlength=n)[:n] if n else np.zeros(0)
-    charged = _replay(model, b_end, held, k)
+    replayed = _replay(model, b_end, held, k)
+    bubbles = _bubbles(model, rows, b_start, b_end)
+    charged = iv.union(np.concatenate([replayed[0], bubbles[0]]), np.concatenate([replayed[1], bubbles[1]]))
     return SyncCost(rows=rows, step=k, blocked_start=b_start, blocked_end=b_end, blocked=blocked,
                     charged=charged, saving=iv.lengths_within(charged, steps.start, steps.end))
 
@@ -154,3 +168,19 @@ def _replay(model: TraceModel, b_end: np.ndarray, held: np.ndarray, sync_step: n
     starts, ends = np.concatenate(lo), np.concatenate(hi)
     keep = ends > starts
     return iv.intersect(iv.union(starts[keep], ends[keep]), gpu_idle(model))
+
+
+def _bubbles(model: TraceModel, rows: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> iv.Intervals:
+    """The post-sync bubbles (module doc): for each sync entered while the GPU was busy (it waited for queued
+    work; one entered on an idle GPU waits only for its own copy and drains nothing) that returned in a GPU-idle
+    gap, the gap from its start to the next device work or to the host's first host-only work after the return."""
+    idle_s, idle_e = gpu_idle(model)
+    if not len(idle_s) or not len(rows):
+        return iv.EMPTY
+    i = np.searchsorted(idle_s, b_end, side="right") - 1
+    gap = np.maximum(i, 0)
+    j = np.searchsorted(idle_s, b_start, side="right") - 1
+    idle_on_entry = (j >= 0) & (b_start < idle_e[np.maximum(j, 0)])
+    drained = (i >= 0) & (b_end < idle_e[gap]) & ~idle_on_entry
+    end = np.minimum(idle_e[gap], next_host_only(model, rows, b_end))
+    return iv.union(idle_s[gap][drained], end[drained])

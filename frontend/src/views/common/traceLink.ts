@@ -1,9 +1,10 @@
 /**
  * Links from a number or a row to its evidence in another view. "Find in trace" links: from an Operator or Kernel row to its occurrences in the Trace view, which reads the
- * `q` URL key as its initial search (and steps through the hits with next/previous).
+ * `q` URL key as its initial search (and steps through the hits with next/previous); the name is quoted, an exact search.
  */
 import { h } from "../../dom";
 import { type ViewUrlKey, writeViewUrlState } from "../../urlState";
+import { exactQuery } from "../traceSearch";
 import type { ViewContext } from "../types";
 
 export type TraceLinker = (name: string) => HTMLElement;
@@ -20,7 +21,8 @@ export function traceLinker(ctx: ViewContext): TraceLinker {
                  "aria-label": `Find ${name} in the Trace view` },
         onClick: (ev: Event) => {
           ev.stopPropagation();
-          writeViewUrlState({ q: name, start: undefined, end: undefined });
+          // quoted: the exact name, so that Linear_1's link does not also step through Linear_10's calls
+          writeViewUrlState({ q: exactQuery(name), start: undefined, end: undefined });
           ctx.navigate("Trace");
         },
       },
