@@ -7,9 +7,11 @@ For each rank count: makes the run with ``make_ranks.py`` from a real 2-rank tra
 runs ``preprocess`` on a ``LocalCluster`` of ``--workers`` single-threaded processes into a fresh cache (time,
 throughput in MB/s of trace files, peak RSS of each worker), then starts the real ``tensorboard`` CLI on the logdir
 with ``--profiler_cache_dir`` on that cache and measures: seconds until every span is ready, the first and a second
-``/distributed`` answer (seconds, bytes), and the server's PSS (psutil, the TensorBoard process and its children)
-after the answer. ``server_child_processes`` must be 0: a parse would have started the loader's processes, so the
-server parsed nothing. Prints one JSON summary; writes it to ``.bench/results/scale_out.json`` too.
+default ``/distributed`` answer (seconds, bytes: whole up to 256 ranks, else the first page of 100 rows), the
+whole answer (``limit=1024``), page 2 sorted by step time, and the server's PSS (psutil, the TensorBoard process
+and its children) after the answers. ``server_child_processes`` must be 0: a parse would have started the
+loader's processes, so the server parsed nothing.
+Prints one JSON summary; writes it to ``.bench/results/scale_out.json`` too.
 Everything generated goes under ``.bench/scale_out/`` (removed afterwards unless ``--keep``).
 """
 
@@ -85,7 +87,9 @@ def preprocess(logdir: Path, cache: Path, workers: int) -> dict[str, Any]:
             "worker_peak_rss_mb_median": peaks[len(peaks) // 2] if peaks else None, "workers_seen": len(peaks)}
 
 
-def serve(logdir: Path, cache: Path, run_name: str, ranks: int, home: Path) -> dict[str, Any]:
+def serve(logdir: Path, cache: Path, run_name: str, ranks: int, home: Path, settle: float = 0.0) -> dict[str, Any]:
+    """The server's figures; ``settle``: seconds to wait after every span is ready before the first request (the
+    server reads the summaries in the background as spans turn ready: a request at once reads the rest itself)."""
     port = free_port()
     tb = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1", "--port",
           str(port), "--load_fast=false", "--profiler_cache_dir", str(cache), "--profiler_cache_max_mb", "1000000",
@@ -98,31 +102,41 @@ def serve(logdir: Path, cache: Path, run_name: str, ranks: int, home: Path) -> d
     try:
         started = time.perf_counter()
         ready_s = _wait_ready(base, ranks, process, log_path)
-        t = time.perf_counter()
-        status, body = get(f"{base}/distributed?run={run_name}&span=1")
-        first_s = time.perf_counter() - t
-        if status != 200:
-            raise RuntimeError(f"/distributed answered {status}: {body[:500]!r}")
-        t = time.perf_counter()
-        get(f"{base}/distributed?run={run_name}&span=1")
-        second_s = time.perf_counter() - t
+        time.sleep(settle)
+        url = f"{base}/distributed?run={run_name}&span=1"
+        first_s, body = _timed(url)  # the default answer: whole up to 256 ranks, else the first page
+        second_s, _ = _timed(url)
+        whole_s, whole = _timed(f"{url}&offset=0&limit=1024")
+        sorted_s, _ = _timed(f"{url}&offset=100&limit=100&sort=step_us&order=desc")
         job = json.loads(body)
         pss = tree_pss(process.pid)
         import psutil
 
         # a parse would have started the loader's fork server and its processes: the server has no child at all
         children = len(psutil.Process(process.pid).children(recursive=True))
+        groups = {g["group"]: g["most_waited_for"]["rank"] for g in job.get("groups", [])}
         return {"server_ready_s": round(ready_s, 2), "startup_to_answer_s": round(time.perf_counter() - started, 2),
                 "first_answer_s": round(first_s, 3), "second_answer_s": round(second_s, 3),
-                "answer_bytes": len(body), "ranks_in_answer": len(job["ranks"]),
-                "straggler": (job.get("straggler") or {}).get("rank"), "server_pss_mb": round(pss / 2**20, 1),
-                "server_child_processes": children}
+                "answer_bytes": len(body), "ranks_in_answer": len(job["ranks"]), "page": job.get("page", {}).get(
+                    "total"), "whole_answer_s": round(whole_s, 3), "whole_answer_bytes": len(whole),
+                "sorted_page_2_s": round(sorted_s, 3), "heatmap_rows": len(job.get("heatmap", {}).get("mean", [])),
+                "straggler": (job.get("straggler") or {}).get("rank"), "most_waited_for_by_group": groups,
+                "server_pss_mb": round(pss / 2**20, 1), "server_child_processes": children}
     finally:
         process.terminate()
         try:
             process.wait(15)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def _timed(url: str) -> tuple[float, bytes]:
+    """Seconds to a 200 answer of ``url``, and its body (an error otherwise)."""
+    t = time.perf_counter()
+    status, body = get(url)
+    if status != 200:
+        raise RuntimeError(f"{url} answered {status}: {body[:500]!r}")
+    return time.perf_counter() - t, body
 
 
 def _wait_ready(base: str, ranks: int, process: subprocess.Popen[bytes], log: Path, timeout: float = 600) -> float:
@@ -144,13 +158,18 @@ def _wait_ready(base: str, ranks: int, process: subprocess.Popen[bytes], log: Pa
 def one(n: int, args: argparse.Namespace, home: Path) -> dict[str, Any]:
     logdir = home / f"runs_{n}"
     run_name = f"job{n}"
+    t = time.perf_counter()
     make_ranks.main([str(args.source), "--ranks", str(n), "--out", str(logdir / run_name)])
+    made_s = time.perf_counter() - t
     traces = sum(f.stat().st_size for f in (logdir / run_name).iterdir())
     cache = home / f"cache_{n}"
-    result: dict[str, Any] = {"ranks": n, "workers": args.workers, "trace_mb_gz": round(traces / 1e6, 1)}
+    result: dict[str, Any] = {"ranks": n, "workers": args.workers, "make_ranks_s": round(made_s, 2),
+                              "trace_mb_gz": round(traces / 1e6, 1)}
     result["preprocess"] = preprocess(logdir, cache, args.workers)
     result["cache_mb"] = round(sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 1e6, 1)
     result["server"] = serve(logdir, cache, run_name, n, home)
+    if args.settle > 0:
+        result["server_settled"] = serve(logdir, cache, run_name, n, home, args.settle)
     print(json.dumps(result), file=sys.stderr)
     return result
 
@@ -162,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=REPO / "samples" / "ddp_resnet",
                         help="a real 2-rank run (default samples/ddp_resnet)")
     parser.add_argument("--keep", action="store_true", help="keep the generated runs and caches")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="also start a second server and wait this many seconds after ready before asking")
     args = parser.parse_args(argv)
     home = BENCH / "scale_out"
     shutil.rmtree(home, ignore_errors=True)

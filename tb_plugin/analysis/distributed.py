@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,8 @@ from ..model.tables import TraceModel
 from .communication import Collectives, collectives, dtype_size, normalize_collective
 from .rank_summary import RankSummary, rank_summary
 
-__all__ = ["Collectives", "collectives", "distributed", "dtype_size", "job_distributed", "normalize_collective"]
+__all__ = ["Collectives", "collectives", "distributed", "dtype_size", "job_distributed", "job_distributed_lazy",
+           "normalize_collective"]
 
 
 def distributed(traces: list[tuple[str, TraceModel]]) -> dict[str, Any]:
@@ -105,6 +107,23 @@ def _ordered(summaries: list[RankSummary]) -> list[tuple[int, RankSummary]]:
 
 def job_distributed(summaries: list[RankSummary]) -> dict[str, Any]:
     """The Distributed view of one span from its ranks' summaries."""
+    return _job(summaries, tables=True)[0]
+
+
+def job_distributed_lazy(summaries: list[RankSummary]) -> tuple[dict[str, Any], Callable[[int], list[dict[str, Any]]]]:
+    """``job_distributed`` without the ranks' per-collective tables (``collectives`` is None in every row), and the
+    function that computes the table of the rank at a position in rank order: a page needs only its own rows'
+    tables, and they are half the job's time at 1,024 ranks (benchmarks/README.md)."""
+    job, ordered, matched = _job(summaries, tables=False)
+
+    def table(i: int) -> list[dict[str, Any]]:
+        s = ordered[i][1]
+        return _collective_table(s.collectives, _transfer(s, matched, i), (s.steps["start"], s.steps["end"]))
+
+    return job, table
+
+
+def _job(summaries: list[RankSummary], tables: bool) -> tuple[dict[str, Any], list[tuple[int, RankSummary]], _Matched]:
     ordered = _ordered(summaries)
     ranks = [s for _, s in ordered]
     notes: list[str] = []
@@ -116,7 +135,7 @@ def job_distributed(summaries: list[RankSummary]) -> dict[str, Any]:
     matched = _match(ranks)
     notes.extend(_prelaunched_notes(ordered))
     notes.extend(_count_notes(ordered, matched))
-    rows = [_row(rank, s, matched, i) for i, (rank, s) in enumerate(ordered)]
+    rows = [_row(rank, s, matched, i, tables) for i, (rank, s) in enumerate(ordered)]
     return {
         "world_size": next((s.world_size for s in ranks if s.world_size is not None), len(ranks)),
         "backend": next((s.backend for s in ranks if s.backend), None),
@@ -126,7 +145,7 @@ def job_distributed(summaries: list[RankSummary]) -> dict[str, Any]:
         "straggler": _straggler(rows),
         "groups": _group_stragglers(rows, matched),
         "notes": notes,
-    }
+    }, ordered, matched
 
 
 def _count_notes(ordered: list[tuple[int, RankSummary]], matched: _Matched) -> list[str]:
@@ -138,35 +157,68 @@ def _count_notes(ordered: list[tuple[int, RankSummary]], matched: _Matched) -> l
     for g, name in enumerate(matched.groups):
         per = counts[:, g]
         if len(np.unique(per)) > 1:
-            detail = ", ".join(f"rank {r}: {k}" for (r, _), k in zip(ordered, per.tolist()))
+            detail = _count_detail([r for r, _ in ordered], per.tolist())
             notes.append(f"Process group {name} has different numbers of collectives per rank ({detail}); the "
                          "unmatched ones count as transfer time on the ranks that have them.")
     return notes
 
 
+NAMED_RANKS = 8  # beyond this many ranks, notes name a few ranks and count the rest (the answer must not grow)
+
+
+def _count_detail(ranks: list[int], counts: list[int]) -> str:
+    """"rank 0: 2, rank 1: 1" for a few ranks; for many, per count the number of ranks and the first few."""
+    if len(ranks) <= NAMED_RANKS:
+        return ", ".join(f"rank {r}: {k}" for r, k in zip(ranks, counts))
+    by_count: dict[int, list[int]] = {}
+    for r, k in zip(ranks, counts):
+        by_count.setdefault(k, []).append(r)
+    return "; ".join(f"{k} on {len(rs)} ranks ({_first_ranks(rs)})" for k, rs in sorted(by_count.items()))
+
+
+def _first_ranks(ranks: list[int]) -> str:
+    shown = ", ".join(map(str, ranks[:NAMED_RANKS]))
+    return shown + (f", … {len(ranks) - NAMED_RANKS} more" if len(ranks) > NAMED_RANKS else "")
+
+
 def _prelaunched_notes(ordered: list[tuple[int, RankSummary]]) -> list[str]:
-    """One note per rank with collective kernels launched before the profiled window."""
-    notes = []
+    """One note per rank with collective kernels launched before the profiled window; beyond ``NAMED_RANKS`` such
+    ranks, one note per distinct (count, names) naming the first few ranks."""
+    found = []
     for rank, s in ordered:
         early_mask = _flag(s.collectives, "prelaunched")
-        early = int(early_mask.sum())
-        if early:
+        if early_mask.any():
             names = ", ".join(sorted(set(np.asarray(s.collectives["name"], dtype=object)[early_mask].tolist())))
-            notes.append(f"Rank {rank}: {early} collective kernel{'s' if early > 1 else ''} ({names}) ran in the "
-                         "profiled window but {} launched before it (warm-up, or the step before the profiler "
-                         "started): {} time counts as communication, but not as calls, and is not matched across "
-                         "ranks.".format("were" if early > 1 else "was", "their" if early > 1 else "its"))
-    return notes
+            found.append((rank, int(early_mask.sum()), names))
+    if len(found) > NAMED_RANKS:
+        groups: dict[tuple[int, str], list[int]] = {}
+        for rank, early, names in found:
+            groups.setdefault((early, names), []).append(rank)
+        return [f"{len(rs)} ranks ({_first_ranks(rs)}) each have {early} collective kernel{'s' if early > 1 else ''} "
+                f"({names}) that ran in the profiled window but were launched before it (warm-up, or the step before "
+                "the profiler started): their time counts as communication, but not as calls, and is not matched "
+                "across ranks." for (early, names), rs in groups.items()]
+    return [f"Rank {rank}: {early} collective kernel{'s' if early > 1 else ''} ({names}) ran in the profiled window "
+            "but {} launched before it (warm-up, or the step before the profiler started): {} time counts as "
+            "communication, but not as calls, and is not matched across ranks.".format(
+                "were" if early > 1 else "was", "their" if early > 1 else "its")
+            for rank, early, names in found]
 
 
-def _row(rank: int, s: RankSummary, matched: _Matched, i: int) -> dict[str, Any]:
-    """One rank's row: per-step means of its summary, with transfer and sync from the matched instances."""
+def _transfer(s: RankSummary, matched: _Matched, i: int) -> iv.Intervals:
+    """Rank ``i``'s transfer intervals: the last ``min_dur`` of each matched instance, all of an unmatched one."""
     lo, hi = matched.offsets[i], matched.offsets[i + 1]
-    col = s.collectives
-    start, end = col["start"], col["end"]
+    start, end = s.collectives["start"], s.collectives["end"]
     shortest = end - matched.min_dur[lo:hi]
     real_start = np.where(matched.complete[lo:hi] & (shortest > start), shortest, start)
-    transfer = iv.union(real_start, end) if len(start) else iv.EMPTY
+    return iv.union(real_start, end) if len(start) else iv.EMPTY
+
+
+def _row(rank: int, s: RankSummary, matched: _Matched, i: int, tables: bool = True) -> dict[str, Any]:
+    """One rank's row: per-step means of its summary, with transfer and sync from the matched instances
+    (``tables``: with the per-collective table, else None there)."""
+    col = s.collectives
+    transfer = _transfer(s, matched, i)
     st = s.steps
     n = len(s.step_names)
     c_comp, c_comm, total, busy = st["computation_us"], st["communication_us"], st["step_us"], st["busy_us"]
@@ -200,7 +252,7 @@ def _row(rank: int, s: RankSummary, matched: _Matched, i: int) -> dict[str, Any]
         },
         # each step's [start, end] in this rank's own trace clock: where its Trace view opens for that step
         "step_windows_us": [[float(a), float(b)] for a, b in zip(lo_t.tolist(), hi_t.tolist())],
-        "collectives": _collective_table(col, transfer, (lo_t, hi_t)),
+        "collectives": _collective_table(col, transfer, (lo_t, hi_t)) if tables else None,
         "devices": s.devices,
         "host": s.worker.rsplit("_", 1)[0] if re.search(r"_\d+$", s.worker) else s.worker,
         "process": s.process,

@@ -14,7 +14,8 @@ from ..analysis.bandwidth import memory_bandwidth
 from ..analysis.critical_path import critical_path
 from ..analysis.cupti_counters import cupti_counters
 from ..analysis.diff import diff_node, diff_summary, step_index
-from ..analysis.distributed import job_distributed
+from ..analysis.distributed import job_distributed, job_distributed_lazy
+from ..analysis.distributed_page import page_of
 from ..analysis.flamegraph import METRICS, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
@@ -180,15 +181,19 @@ class Api:
         span = self.workspace.span_label(run, params.text(request, "span"))
         spanned = self.workspace.span_ranks(run, span)
         ranks, failed = spanned.ranks, spanned.failed
+        page = params.distributed_page(request)
 
         def compute() -> dict[str, Any]:
-            payload = dict(self._job(ranks))
+            # the per-collective tables of the page's rows only (half the job's time at 1,024 ranks)
+            key = ("job_lazy", tuple(sorted((f.key, f.identity) for f, _ in ranks)))
+            job, tables = job_result(key, lambda: job_distributed_lazy([s for _, s in ranks]))
+            payload = page_of(job, *page, tables=tables)
             if failed:
                 payload["notes"] = [*payload["notes"],
                                     f"Left out because their traces failed to load: {', '.join(failed)}."]
             return payload
 
-        key = (request.path, run, span, tuple(sorted(f.identity for f, _ in ranks)), tuple(failed))
+        key = (request.path, run, span, page, tuple(sorted(f.identity for f, _ in ranks)), tuple(failed))
         return encoded_response(request, job_answer(key, compute))
 
     def _pair(self, request: Request) -> tuple[LoadedTrace, LoadedTrace]:

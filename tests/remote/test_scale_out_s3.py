@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks import make_ranks
 from tb_plugin.analysis.distributed import job_distributed
+from tb_plugin.analysis.distributed_page import page_of
 from tb_plugin.analysis.rank_summary import RankSummary
 from tb_plugin.jobs.cache import SUMMARY_MARKER
 from tb_plugin.jobs.shared import SharedCache
@@ -142,7 +143,8 @@ def test_tensorboard_on_the_shared_cache_parses_nothing(tensorboard_app: Any, s3
     assert answer.status_code == 200
     job = answer.get_json()
     assert len(job["ranks"]) == RANKS and job["world_size"] == RANKS
-    expected = job_distributed(list(_summaries(shared, {s.worker: s.name for s in todo.done}, tmp_path / "s").values()))
+    expected = page_of(job_distributed(list(_summaries(shared, {s.worker: s.name for s in todo.done},
+                                                        tmp_path / "s").values())))
     assert json.dumps(job, sort_keys=True) == json.dumps(expected, sort_keys=True)
     # /views read the views each trace offers from its summary; neither it nor the Distributed view opened a model
     assert scheduler.counts()["models_open"] == 0

@@ -18,14 +18,6 @@ REPO = Path(__file__).resolve().parents[2]
 PY_LIMIT = 80
 TS_LIMIT = 150
 
-# TypeScript files being rewritten on other branches right now (their views are split there or after the merge); the
-# lead empties this list after merging them; Python has no such list. Never list a file that can be edited here:
-# split the function instead.
-PENDING_OTHER_BRANCHES = frozenset({
-    # render() of these views still does fetching, state and DOM in one function (issue 16, open): each is to be
-    # split into a data module and card builders; the list may only shrink (a file that no longer needs it fails)
-    "frontend/src/views/distributed/distributed.ts",  # render(): 177 lines
-})
 
 
 def python_offenders(root: Path, limit: int = PY_LIMIT) -> list[str]:
@@ -54,10 +46,6 @@ def typescript_offenders(limit: int = TS_LIMIT, folder: Path | None = None) -> l
     return [f"{o['file']}:{o['line']} {o['name']} ({o['lines']} lines)" for o in json.loads(done.stdout)]
 
 
-def _file(offender: str) -> str:
-    return offender.split(":", 1)[0]
-
-
 def test_no_python_function_over_80_lines() -> None:
     """No exceptions for Python: a long function is split before it is merged."""
     offenders = python_offenders(REPO / "tb_plugin")
@@ -65,11 +53,9 @@ def test_no_python_function_over_80_lines() -> None:
 
 
 def test_no_typescript_function_over_150_lines() -> None:
-    found = typescript_offenders()
-    offenders = [o for o in found if _file(o) not in PENDING_OTHER_BRANCHES]
+    """No exceptions for TypeScript either: every view's render() is split into a data module and card builders."""
+    offenders = typescript_offenders()
     assert not offenders, "split these into short functions that do one thing:\n" + "\n".join(offenders)
-    stale = sorted(PENDING_OTHER_BRANCHES - {_file(o) for o in found})
-    assert not stale, f"no long function left in {stale}: remove them from PENDING_OTHER_BRANCHES"
 
 
 def test_the_measures_find_a_long_function(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 from tensorboard.plugins import base_plugin
 
 from tb_plugin.analysis.distributed import distributed
+from tb_plugin.analysis.distributed_page import page_of
 from tb_plugin.cli import main
 from tb_plugin.loader import load_trace
 from tb_plugin.plugin import ProfilerLoader
@@ -36,7 +37,7 @@ def ddp_logdir(tmp_path: Path) -> Path:
 
 def _expected(logdir: Path) -> dict[str, Any]:
     files = sorted((logdir / "ddp").glob("*.gz"))
-    return distributed([(f.name.split(".")[0], load_trace(str(f))) for f in files])
+    return page_of(distributed([(f.name.split(".")[0], load_trace(str(f))) for f in files]))
 
 
 def _preprocess(logdir: Path, cache: Path, capsys: Any, *more: str) -> tuple[int, dict[str, Any]]:
