@@ -107,8 +107,8 @@ def _optional_number(request: Request, name: str, required: bool, default: float
 def distributed_page(request: Request) -> tuple[int | None, int | None, str, str]:
     """``offset``, ``limit`` (None where absent: the default page rule of ``analysis.distributed_page``), ``sort``
     and ``order`` of the Distributed view's rank rows."""
-    offset = int(number(request, "offset")) if request.args.get("offset", "") != "" else None
-    limit = int(number(request, "limit")) if request.args.get("limit", "") != "" else None
+    offset = integer(request, "offset") if request.args.get("offset", "") != "" else None
+    limit = integer(request, "limit") if request.args.get("limit", "") != "" else None
     for name, value, low, high in (("offset", offset, 0, 10**9), ("limit", limit, 1, MAX_LIMIT)):
         if value is not None and not (low <= value <= high and _DIGITS.fullmatch(request.args[name].strip())):
             raise ApiError(400, f"query parameter '{name}' must be an integer from {low} to {high}")

@@ -71,14 +71,18 @@ class ParseCache:
             os.utime(entry)
 
     def evict(self, keep: set[Path] | None = None) -> None:
-        """Remove the oldest entries until the cache fits ``max_bytes``; ``keep`` entries are never removed."""
+        """Remove the oldest entries until the cache fits ``max_bytes``; ``keep`` entries are never removed.
+
+        Other loader processes write and rename entries meanwhile, so any file listed here may be gone by the time
+        it is measured: a vanished file is skipped, never an error (an error here would stop the loader thread)."""
         keep = keep or set()
         entries = []
         for child in self.directory.iterdir():
             if not child.is_dir() or child.name.startswith("."):
                 continue
-            size = sum(f.stat().st_size for f in child.iterdir() if f.is_file())
-            entries.append((child.stat().st_mtime, size, child))
+            mtime = _mtime(child)
+            if mtime is not None:
+                entries.append((mtime, _dir_bytes(child), child))
         total = sum(size for _, size, _ in entries)
         for _, size, child in sorted(entries):
             if total <= self.max_bytes:
@@ -89,5 +93,25 @@ class ParseCache:
             total -= size
         # Leftover temp dirs from killed workers.
         for child in self.directory.glob(".tmp-*"):
-            if time.time() - child.stat().st_mtime > 3600:
+            mtime = _mtime(child)
+            if mtime is not None and time.time() - mtime > 3600:
                 shutil.rmtree(child, ignore_errors=True)
+
+
+def _mtime(path: Path) -> float | None:
+    """``path``'s modification time, or None when it vanished since it was listed."""
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def _dir_bytes(folder: Path) -> int:
+    """The bytes of the files directly in ``folder``, counting none that vanished since it was listed."""
+    total = 0
+    with contextlib.suppress(FileNotFoundError):
+        for f in folder.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if f.is_file():
+                    total += f.stat().st_size
+    return total

@@ -490,7 +490,10 @@ class LoadScheduler:
             job.model, job.state, job.done_progress = model, READY, 1.0
         if self._warm is not None:
             self._warm.submit(model)
-        self.cache.evict(keep=self._entries())
+        try:
+            self.cache.evict(keep=self._entries())
+        except OSError as err:  # a full cache is a nuisance; a dead loader thread would hang every later load
+            log.warning("cannot trim the parse cache %s: %s", self.cache.directory, err)
 
     def _entries(self) -> set[Path]:
         with self._lock:
