@@ -299,7 +299,7 @@ class LoadScheduler:
     def _start_jobs(self) -> None:
         with self._lock:
             queued = [job for job in self._jobs.values() if job.state == QUEUED]
-            busy = sum(1 for job in self._jobs.values() if job.state == LOADING)
+            busy = sum(1 for job in self._jobs.values() if job.state == LOADING and not job.lazy)
             shared_done = self._shared_done
         adopt = []
         preprocessed = 0
@@ -326,18 +326,25 @@ class LoadScheduler:
             log.info("%d traces ready from the shared cache %s without parsing", len(adopt), self.shared_url())
 
     def _ready_lazy(self, job: _Job) -> None:
+        """A preprocessed entry turns ready once its summary is read (by the summary thread, in arrival order): a
+        span that says 'ready' answers the job-level view from memory, never by reading 1,024 files in a request."""
         self.cache.touch(job.entry)
         with self._lock:
-            job.state, job.lazy, job.done_progress = READY, True, 1.0
+            job.lazy = True
+            job.state = LOADING if self._on_preprocessed is not None else READY
         if self._on_preprocessed is not None:
-            self._summary_reader.submit(self._preprocessed_hook, job.file.key, job.entry)
+            self._summary_reader.submit(self._preprocessed_hook, job)
+        else:
+            job.done_progress = 1.0
 
-    def _preprocessed_hook(self, key: Hashable, entry: Path) -> None:
+    def _preprocessed_hook(self, job: _Job) -> None:
         assert self._on_preprocessed is not None
         try:
-            self._on_preprocessed(key, entry)
-        except Exception:
-            log.exception("reading the summary in %s failed", entry)
+            self._on_preprocessed(job.file.key, job.entry)
+        except Exception:  # the summary is then computed from the model when asked: the span still works
+            log.exception("reading the summary in %s failed", job.entry)
+        with self._lock:
+            job.state, job.done_progress = READY, 1.0
 
     def _adopt(self, jobs: list[_Job]) -> None:
         """Copy the summaries of entries complete in the shared cache (one batch); their models wait until used."""
@@ -401,7 +408,7 @@ class LoadScheduler:
         recv, send = self._ctx.Pipe(duplex=False)
         progress = self._ctx.Value("d", 0.0, lock=False)
         with self._lock:
-            loading = 1 + sum(1 for other in self._jobs.values() if other.state in (LOADING, QUEUED))
+            loading = 1 + sum(1 for other in self._jobs.values() if other.state in (LOADING, QUEUED) and not other.lazy)
         parts = budget.parts_for(job.file.size, job.file.url.endswith(".gz"), min(loading, self.max_workers))
         process = self._ctx.Process(target=run_job, args=(job.file, str(job.entry), progress, send, parts),
                                     name="pytorch-profiler-parse", daemon=True)

@@ -104,6 +104,9 @@ def test_tensorboard_on_a_preprocessed_cache_opens_only_the_ranks_asked_for(
     wait_until_settled(client, expect_spans=2)
     scheduler = _plugin(client).workspace.scheduler
     assert scheduler.counts() == {"parsed_here": 0, "parsed_remote": 0, "preprocessed": 2, "models_open": 0}
+    # 'ready' means the rank's summary is in memory: the first job-level answer reads no file (1,024 ranks would
+    # otherwise read theirs inside that request)
+    assert sorted(worker for _, worker in _plugin(client).workspace._summaries) == ["rank0", "rank1"]
     assert "Distributed" in client.get(f"{API}/views?run=ddp").get_json()["views"]
     answer = client.get(f"{API}/distributed?run=ddp&span=1")
     assert answer.status_code == 200
