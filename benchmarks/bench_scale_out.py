@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import os
 import shutil
@@ -139,20 +140,25 @@ def _timed(url: str) -> tuple[float, bytes]:
     return time.perf_counter() - t, body
 
 
-def _wait_ready(base: str, ranks: int, process: subprocess.Popen[bytes], log: Path, timeout: float = 600) -> float:
+def _wait_ready(base: str, ranks: int, process: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> float:
     started = time.perf_counter()
+    body = b""
     while time.perf_counter() - started < timeout:
         if process.poll() is not None:
             raise RuntimeError(f"tensorboard exited: {log.read_text()[-2000:]}")
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
             status, body = get(f"{base}/runs", timeout=10)
-            spans = [s for r in json.loads(body)["runs"] for w in r["workers"] for s in w["spans"]]
-            if status == 200 and len(spans) == ranks and all(s["state"] == "ready" for s in spans):
+            if status != 200:  # TensorBoard still starting (its answer is then no listing)
+                raise ValueError(status)
+            listing = json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
+            spans = [s for r in listing["runs"] for w in r["workers"] for s in w["spans"]]
+            if len(spans) == ranks and all(s["state"] == "ready" for s in spans):
                 return time.perf_counter() - started
             if any(s["state"] == "failed" for s in spans):
                 raise RuntimeError(f"a span failed: {[s for s in spans if s['state'] == 'failed'][:3]}")
         time.sleep(0.1)
-    raise RuntimeError(f"not every span was ready after {timeout} s")
+    raise RuntimeError(f"not every span was ready after {timeout} s; /runs said {body[:600]!r}; "
+                       f"tensorboard's log ends {log.read_text()[-3000:]}")
 
 
 def one(n: int, args: argparse.Namespace, home: Path) -> dict[str, Any]:
