@@ -98,7 +98,8 @@ export function formatPercent1(fraction: number | null | undefined): string {
 /** A number with exactly `digits` decimals and grouping ("4.48", "1.00"); null → "—". */
 export function formatFixed(n: number | null | undefined, digits = 2): string {
   if (!isNum(n)) return DASH;
-  return fixed(digits).format(n);
+  const text = fixed(digits).format(n);
+  return /^-0(\.0*)?$/.test(text) ? text.slice(1) : text; // rounds to zero: "0", never "-0" (Intl keeps the sign)
 }
 
 /**

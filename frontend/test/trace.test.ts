@@ -3,7 +3,8 @@
  * "+-" or "-0", labels are elided to their room, each step once, deep host threads open a few levels deep.
  */
 import { describe, it } from "node:test";
-import { elide, formatCounter, formatOffset, formatTick, formatTime, mergeSteps, tickUnit, type Step, type TrackMeta } from "../src/views/trace/traceData";
+import { elide, formatCounter, formatOffset, formatTick, mergeSteps, tickUnit, type Step, type TrackMeta } from "../src/views/trace/traceData";
+import { formatTime } from "../src/format";
 import { HOST_LEVELS, LANE_H, TRACK_PAD, buildLayout, defaultLevels, type TrackRow } from "../src/views/trace/traceLayout";
 
 type Case = [string, () => void];

@@ -17,6 +17,7 @@ from ..analysis import kernels as kernel_analysis
 from ..analysis import operators as operator_analysis
 from ..analysis.diff import diff_summary
 from ..analysis.distributed import distributed as distributed_view
+from ..analysis.distributed_page import page_of
 from ..analysis.flamegraph import flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
@@ -231,14 +232,16 @@ class Trace:
             self._peers = [(self.worker, self.model), *((f.worker, m) for f, m in zip(others, models))]
         return self._peers
 
-    def distributed_view(self) -> dict[str, Any]:
-        """The Distributed view exactly as the HTTP API answers it (every worker of this span)."""
-        return distributed_view(self._ranks())
+    def distributed_view(self, offset: int | None = None, limit: int | None = None, sort: str = "rank",
+                         order: str = "asc") -> dict[str, Any]:
+        """The Distributed view exactly as the HTTP API answers it for the same paging parameters (every worker of
+        this span; a job of more than 256 ranks comes in pages of rank rows, see ``analysis.distributed_page``)."""
+        return page_of(distributed_view(self._ranks()), offset, limit, sort, order)
 
     def distributed(self) -> pd.DataFrame:
         """One row per rank: computation, communication, overlap, other, transfer, sync and step time (average
         per step). ``attrs`` holds ``world_size``, ``backend``, ``straggler`` and ``notes``."""
-        view = self.distributed_view()
+        view = distributed_view(self._ranks())  # every rank, unpaged
         scalar = [{k: v for k, v in r.items() if k not in ("per_step", "collectives", "devices")}
                   for r in view["ranks"]]
         ranks = frame(scalar)
@@ -248,7 +251,7 @@ class Trace:
     def collectives(self) -> pd.DataFrame:
         """Per rank and collective: calls, sizes and times (the Distributed view's per-rank tables, stacked)."""
         rows = [{"rank": r["rank"], "worker": r["worker"], **c}
-                for r in self.distributed_view()["ranks"] for c in r["collectives"]]
+                for r in distributed_view(self._ranks())["ranks"] for c in r["collectives"]]
         return frame(rows)
 
 

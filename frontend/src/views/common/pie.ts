@@ -19,6 +19,16 @@ export interface Slice extends Item {
   count: number;
 }
 
+/** How every share-of-a-whole pie is drawn: a donut, percentages inside and level, slices in the given order. */
+export const DONUT = {
+  texttemplate: "%{percent:.1%}",
+  textposition: "inside",
+  insidetextorientation: "horizontal",
+  sort: false,
+  direction: "clockwise",
+  hole: 0.45,
+} as const;
+
 /** The `n` largest positive items, then "Other" with the rest (if positive). */
 export function topN(items: readonly Item[], n: number): Slice[] {
   const positive = items.filter((i) => Number.isFinite(i.value) && i.value > 0);
@@ -68,12 +78,8 @@ export function pieTrace(slices: readonly Slice[], opts: PieOptions): Data {
     values: slices.map((s) => s.value),
     text: hover,
     hovertemplate: "%{text}<extra></extra>",
-    texttemplate: "%{percent:.1%}",
-    textposition: "inside",
-    insidetextorientation: "horizontal",
-    sort: false,
-    direction: "clockwise",
-    hole: opts.hole ?? 0.45,
+    ...DONUT,
+    hole: opts.hole ?? DONUT.hole,
     marker: {
       colors: slices.map((s) => (s.other ? OTHER_COLOR : (opts.colors?.get(s.name) ?? OTHER_COLOR))),
       line: { width: 1, color: "rgba(128,128,128,0.35)" },

@@ -10,7 +10,7 @@ import { loadView } from "../../loadView";
 import { type Charts, chartDiv, type Figure } from "../common/charts";
 import { durationColumn } from "../common/columns";
 import { csvFileName } from "../common/csv";
-import { pieLayout } from "../common/pie";
+import { DONUT, pieLayout } from "../common/pie";
 import { topNPiesCard } from "../common/topNPies";
 import { clampedName, type Column, DataTable } from "../common/table";
 import { rowLinkButton, traceLinker, type TraceLinker, viewLink } from "../common/traceLink";
@@ -174,12 +174,7 @@ function tensorCoreFigure(ratio: number, kernelUs: number): Figure {
         values: [on, off],
         text: [formatDuration(on), formatDuration(off)],
         hovertemplate: "%{label}<br>%{text} of kernel time · %{percent:.1%}<extra></extra>",
-        texttemplate: "%{percent:.1%}",
-        textposition: "inside",
-        insidetextorientation: "horizontal",
-        sort: false,
-        direction: "clockwise",
-        hole: 0.45,
+        ...DONUT,
         marker: { colors: ["#59a14f", "#9e9e9e"], line: { width: 1, color: "rgba(128,128,128,0.35)" } },
       },
     ],

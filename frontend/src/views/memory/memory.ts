@@ -424,7 +424,8 @@ class MemoryPage {
     const rows = filterEvents(state.rangeEvents ?? this.data.allEvents, state.device, state.minBytes);
     if (state.marked && state.marked.device !== state.device) state.marked = null;
     this.eventsTable.setData({
-      columns: state.range ? [...this.eventColumns, inRangeColumn()] : this.eventColumns,
+      // "in range" only on rows the server answered for a range (not on the whole trace's, shown until they come)
+      columns: state.rangeEvents ? [...this.eventColumns, inRangeColumn()] : this.eventColumns,
       rows,
       searches: [{ key: "name", label: "Search operators", placeholder: "Search operator names", text: (e) => e.name }],
       sort: state.liveAt !== null ? { key: "size", dir: "desc" } : { key: "alloc", dir: "asc" },

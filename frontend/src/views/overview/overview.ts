@@ -13,6 +13,7 @@ import { writeViewUrlState } from "../../urlState";
 import { CATEGORY_COLORS, busiestStep, segmentAt } from "../common/stepCategories";
 import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation } from "../common/apiTypes";
 import { Charts, chartDiv, type Figure, plotlyText } from "../common/charts";
+import { DONUT } from "../common/pie";
 import { rowLinkButton, traceWindowState } from "../common/traceLink";
 import { fetchFor, left, loadErrorCard } from "../common/ui";
 import type { ViewContext } from "../types";
@@ -381,12 +382,7 @@ function sharePieFigure(data: OverviewResponse): Figure {
         values: cats.map((c) => (num(data.average.breakdown_us[c]) ?? 0) / 1000),
         marker: { colors: cats.map((c) => CATEGORY_COLORS[c] ?? "#9e9e9e"), line: { width: 1, color: "rgba(128,128,128,0.35)" } },
         hovertemplate: "%{label}: %{value:,.2f} ms per step · %{percent:.1%}<extra></extra>",
-        texttemplate: "%{percent:.1%}",
-        textposition: "inside",
-        insidetextorientation: "horizontal",
-        sort: false,
-        direction: "clockwise",
-        hole: 0.45,
+        ...DONUT,
       },
     ],
     layout: {

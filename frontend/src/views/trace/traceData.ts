@@ -3,6 +3,7 @@
  * walks without allocating, colours by name, and time formatting.
  */
 import type { TraceWindowResponse, WindowFlow, WindowTrack } from "./traceTypes";
+import { formatFixed, formatTime } from "../../format";
 
 export interface Lane {
   depth: number;
@@ -265,28 +266,6 @@ export function lowerBound(arr: Float64Array, value: number): number {
 
 // ------------------------------------------------------------------------------------------ formatting
 
-const grouped = (digits: number): Intl.NumberFormat =>
-  new Intl.NumberFormat("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
-const FORMATS = [0, 1, 2, 3, 4, 5, 6].map(grouped);
-
-/** `value` with `digits` decimals; a value that rounds to zero is "0", never "-0" (Intl keeps the sign). */
-function fixed(value: number, digits: number): string {
-  const fmt = FORMATS[Math.min(6, Math.max(0, digits))] ?? grouped(digits);
-  const text = fmt.format(value);
-  return /^-0(\.0*)?$/.test(text) ? text.slice(1) : text;
-}
-
-/** A duration for people: "850 ns", "12.35 µs", "1.234 ms", "2.500 s". */
-export function formatTime(us: number): string {
-  if (!Number.isFinite(us)) return "—";
-  const a = Math.abs(us);
-  if (a === 0) return "0 µs";
-  if (a < 1) return `${fixed(us * 1000, 0)} ns`;
-  if (a < 1000) return `${fixed(us, a < 100 ? 3 : 2)} µs`;
-  if (a < 1_000_000) return `${fixed(us / 1000, 3)} ms`;
-  return `${fixed(us / 1_000_000, 3)} s`;
-}
-
 /**
  * A time relative to the trace start: "+1.234 ms", "−101.64 µs" (before the start, which a view may show), "0 µs";
  * one sign, never "+-".
@@ -337,24 +316,24 @@ export function tickUnit(maxOffsetUs: number): { us: number; suffix: string } {
 /** A ruler label for an offset from the trace start, with the decimals the step needs in that unit. */
 export function formatTick(offsetUs: number, stepUs: number, unit: { us: number; suffix: string }): string {
   const digits = Math.min(6, Math.max(0, Math.ceil(-Math.log10(stepUs / unit.us) - 1e-9)));
-  return `${fixed(offsetUs / unit.us, digits)} ${unit.suffix}`;
+  return `${formatFixed(offsetUs / unit.us, digits)} ${unit.suffix}`;
 }
 
 export function formatBytesShort(bytes: number): string {
   if (!Number.isFinite(bytes)) return "—";
   const a = Math.abs(bytes);
-  if (a >= 1024 ** 3) return `${fixed(bytes / 1024 ** 3, 2)} GiB`;
-  if (a >= 1024 ** 2) return `${fixed(bytes / 1024 ** 2, 1)} MiB`;
-  if (a >= 1024) return `${fixed(bytes / 1024, 1)} KiB`;
-  return `${fixed(bytes, 0)} B`;
+  if (a >= 1024 ** 3) return `${formatFixed(bytes / 1024 ** 3, 2)} GiB`;
+  if (a >= 1024 ** 2) return `${formatFixed(bytes / 1024 ** 2, 1)} MiB`;
+  if (a >= 1024) return `${formatFixed(bytes / 1024, 1)} KiB`;
+  return `${formatFixed(bytes, 0)} B`;
 }
 
 export function formatCounter(value: number, unit: string): string {
   if (!Number.isFinite(value)) return "—";
-  if (unit === "fraction") return `${fixed(value * 100, 1)}%`;
+  if (unit === "fraction") return `${formatFixed(value * 100, 1)}%`;
   if (unit === "bytes") return formatBytesShort(value);
-  if (unit === "count") return fixed(value, 0);
+  if (unit === "count") return formatFixed(value, 0);
   // a trickle (a few .item() copies) keeps two significant digits rather than reading "0.00 GB/s"
-  if (unit === "GB/s") return `${value > 0 && value < 0.1 ? value.toPrecision(2) : fixed(value, 2)} GB/s`;
-  return fixed(value, 2);
+  if (unit === "GB/s") return `${value > 0 && value < 0.1 ? value.toPrecision(2) : formatFixed(value, 2)} GB/s`;
+  return formatFixed(value, 2);
 }

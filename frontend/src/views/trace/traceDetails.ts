@@ -5,7 +5,8 @@
  */
 import { h, replaceChildren } from "../../dom";
 import { frameList, parseFrame } from "../common/callStack";
-import { formatOffset, formatTime } from "./traceData";
+import { formatTime } from "../../format";
+import { formatOffset } from "./traceData";
 import type { EventBrief, TraceEventResponse, TraceRangeResponse } from "./traceTypes";
 
 export interface DetailsHooks {
