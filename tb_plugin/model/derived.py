@@ -60,31 +60,45 @@ def compute_once(memo: MutableMapping[Any, Any], computing: dict[Any, Future[Any
     ``computing`` holds the futures of the keys being computed; the first caller computes, the others wait on
     its future. ``memo`` may be any mapping, also one that forgets (the API's bounded cache of answers).
     """
-    try:
-        return memo[key]  # type: ignore[no-any-return]
-    except KeyError:
-        pass
-    with _LOCK:
-        if key in memo:
-            return memo[key]  # type: ignore[no-any-return]
-        running: Future[R] | None = _unfinished(computing, key)
-        if running is None:
-            mine: Future[R] = Computation()
-            computing[key] = mine
-    if running is not None:
-        return running.result()  # raises the computing caller's exception, if any
+    value, running, mine = _claim(memo, computing, key)
+    if running is None:
+        return value  # type: ignore[no-any-return]
+    if not mine:
+        return running.result()  # type: ignore[no-any-return]  # raises the computing caller's exception, if any
     try:
         value = compute()
     except BaseException as err:
         with _LOCK:
             del computing[key]
-        mine.set_exception(err)
+        running.set_exception(err)
         raise
     with _LOCK:
         memo[key] = value
         del computing[key]
-    mine.set_result(value)
+    running.set_result(value)
     return value
+
+
+def _claim(memo: MutableMapping[Any, Any], computing: dict[Any, Future[Any]], key: Any,
+           start: Callable[[Future[Any]], None] | None = None) -> tuple[Any, Future[Any] | None, bool]:
+    """``(memo[key], None, False)`` when it is known; else ``(None, future, mine)``: the future of the computation
+    of ``key`` already running (``mine`` False), or a new one registered for this caller (``mine`` True), which
+    ``start`` (if given) sets going under the lock, so no second caller starts another."""
+    try:
+        return memo[key], None, False
+    except KeyError:
+        pass
+    with _LOCK:
+        if key in memo:
+            return memo[key], None, False
+        running = _unfinished(computing, key)
+        if running is not None:
+            return None, running, False
+        mine: Future[Any] = Computation()
+        computing[key] = mine
+        if start is not None:
+            start(mine)
+        return None, mine, True
 
 
 def _unfinished(computing: dict[Any, Future[Any]], key: Any) -> Future[Any] | None:
@@ -119,21 +133,15 @@ def compute_in_background(memo: MutableMapping[Any, Any], computing: dict[Any, F
     """``memo[key]``, computed once by ``compute()`` on a thread of its own; waits ``patience`` seconds for it,
     then raises :class:`Computing` while it goes on. A failure reaches the callers waiting then, or else the next
     caller, and is not kept (the caller after that computes again)."""
+    def start(mine: Future[Any]) -> None:
+        threading.Thread(target=_compute, args=(memo, computing, key, compute, mine, analysis, events),
+                         name=f"pytorch-profiler-{analysis}", daemon=True).start()
+
+    value, running, _ = _claim(memo, computing, key, start)
+    if running is None:
+        return value  # type: ignore[no-any-return]
     try:
-        return memo[key]  # type: ignore[no-any-return]
-    except KeyError:
-        pass
-    with _LOCK:
-        if key in memo:
-            return memo[key]  # type: ignore[no-any-return]
-        running: Future[R] | None = _unfinished(computing, key)
-        if running is None:
-            running = Computation()
-            computing[key] = running
-            threading.Thread(target=_compute, args=(memo, computing, key, compute, running, analysis, events),
-                             name=f"pytorch-profiler-{analysis}", daemon=True).start()
-    try:
-        return running.result(timeout=patience)
+        return running.result(timeout=patience)  # type: ignore[no-any-return]
     except FutureTimeout:
         raise _computing(running, analysis, events) from None
     except BaseException:
