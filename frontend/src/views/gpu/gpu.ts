@@ -27,6 +27,7 @@ import { durationColumn as usColumn } from "../common/columns";
 import { clampedName, type Column, DataTable } from "../common/table";
 import { traceRangeLink } from "../common/traceLink";
 import { fetchFor, left, loadErrorCard } from "../common/ui";
+import { loadView } from "../../loadView";
 import { countersCard } from "./gpuCounters";
 import type { ViewContext } from "../types";
 import { readViewUrlState, writeViewUrlState } from "../../urlState";
@@ -267,23 +268,16 @@ function focusRequestedCard(container: HTMLElement): void {
 }
 
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
-  replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading GPU insights…"));
-  let idle: IdleResponse, launches: LaunchStatsResponse, queues: QueueLengthResponse, bandwidth: BandwidthResponse, sequences: KernelSequencesResponse;
-  let counters: CuptiCountersResponse;
-  try {
-    [idle, launches, queues, bandwidth, sequences, counters] = await Promise.all([
-      fetchFor<IdleResponse>(ctx, "idle"),
-      fetchFor<LaunchStatsResponse>(ctx, "launch_stats"),
-      fetchFor<QueueLengthResponse>(ctx, "queue_length"),
-      fetchFor<BandwidthResponse>(ctx, "memory_bandwidth"),
-      fetchFor<KernelSequencesResponse>(ctx, "kernel_sequences"),
-      fetchFor<CuptiCountersResponse>(ctx, "cupti_counters"),
-    ]);
-  } catch (err) {
-    if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the GPU insights"));
-    return undefined;
-  }
-  if (left(ctx)) return undefined;
+  const data = await loadView(ctx, container, {
+    idle: () => fetchFor<IdleResponse>(ctx, "idle"),
+    launches: () => fetchFor<LaunchStatsResponse>(ctx, "launch_stats"),
+    queues: () => fetchFor<QueueLengthResponse>(ctx, "queue_length"),
+    bandwidth: () => fetchFor<BandwidthResponse>(ctx, "memory_bandwidth"),
+    sequences: () => fetchFor<KernelSequencesResponse>(ctx, "kernel_sequences"),
+    counters: () => fetchFor<CuptiCountersResponse>(ctx, "cupti_counters"),
+  }, { what: "the GPU insights" });
+  if (!data) return undefined;
+  const { idle, launches, queues, bandwidth, sequences, counters } = data;
   const w = idle.window;
   const queueChart = chartDiv("queue-chart", 240);
   const bandwidthChart = chartDiv("bandwidth-chart", 240);

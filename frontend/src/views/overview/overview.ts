@@ -15,7 +15,8 @@ import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation 
 import { Charts, chartDiv, type Figure, plotlyText } from "../common/charts";
 import { DONUT } from "../common/pie";
 import { rowLinkButton, traceWindowState } from "../common/traceLink";
-import { fetchFor, left, loadErrorCard } from "../common/ui";
+import { loadView } from "../../loadView";
+import { fetchFor, left } from "../common/ui";
 import type { ViewContext } from "../types";
 
 export const HELP = {
@@ -395,15 +396,9 @@ function sharePieFigure(data: OverviewResponse): Figure {
 }
 
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
-  replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading the overview…"));
-  let data: OverviewResponse;
-  try {
-    data = await fetchFor<OverviewResponse>(ctx, "overview");
-  } catch (err) {
-    if (!left(ctx)) replaceChildren(container, loadErrorCard(err, "the overview"));
-    return undefined;
-  }
-  if (left(ctx)) return undefined;
+  const loaded = await loadView(ctx, container, { data: () => fetchFor<OverviewResponse>(ctx, "overview") }, { what: "the overview" });
+  if (!loaded) return undefined;
+  const { data } = loaded;
   data.steps = Array.isArray(data.steps) ? data.steps : [];
   data.categories = Array.isArray(data.categories) && data.categories.length ? data.categories : Object.keys(CATEGORY_COLORS);
   data.gpus = Array.isArray(data.gpus) ? data.gpus : [];
