@@ -44,6 +44,22 @@ def real_traces() -> Path:
     return REAL_TRACES
 
 
+def raw_events(path: Path) -> list[dict[str, Any]]:
+    """The ``traceEvents`` of a gzipped trace as the JSON has them: the independent side of a test's check."""
+    with gzip.open(path) as fh:
+        events: list[dict[str, Any]] = json.load(fh)["traceEvents"]
+    return events
+
+
+@pytest.fixture(scope="module")
+def h200_transformer(real_traces: Path) -> tuple[Path, Any]:
+    """The H200 bf16 transformer trace (a with_stack=True run): its path and loaded model."""
+    from tb_plugin.loader import load_trace
+
+    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
+    return path, load_trace(str(path))
+
+
 def write_trace(path: Path, events: list[dict[str, Any]] | None = None, *, raw: bytes | None = None,
                 gz: bool | None = None, **top: Any) -> Path:
     """Write a synthetic trace (a dict with traceEvents, or exact ``raw`` bytes), gzip when the name says so."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections import Counter
 from pathlib import Path
@@ -15,30 +14,20 @@ from tb_plugin.loader import load_trace
 from tb_plugin.timeline.details import event_details, search
 from tb_plugin.timeline.index import timeline_index
 from tb_plugin.timeline.window import window
-from tests.conftest import API, wait_until_settled
+from tests.conftest import API, raw_events, wait_until_settled
 
 DRAWN = {"X"}
 
 
-def raw(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path) as fh:
-        events: list[dict[str, Any]] = json.load(fh)["traceEvents"]
-    return events
-
-
-@pytest.fixture(scope="module")
-def transformer(real_traces: Path) -> tuple[Path, Any]:
-    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
-    return path, load_trace(str(path))
 
 
 def all_ids(answer: dict[str, Any]) -> list[int]:
     return [i for tr in answer["tracks"] for lane in tr["lanes"] for i in lane["events"]["id"]]
 
 
-def test_full_zoom_shows_every_event_exactly_once(transformer: tuple[Path, Any]) -> None:
-    path, model = transformer
-    events = [e for e in raw(path) if e.get("ph") == "X" and isinstance(e.get("pid"), int)]
+def test_full_zoom_shows_every_event_exactly_once(h200_transformer: tuple[Path, Any]) -> None:
+    path, model = h200_transformer
+    events = [e for e in raw_events(path) if e.get("ph") == "X" and isinstance(e.get("pid"), int)]
     ix = timeline_index(model)
     # One window so fine that every event with a duration is at least a pixel wide.
     lo = min(e["ts"] for e in events)
@@ -55,8 +44,8 @@ def test_full_zoom_shows_every_event_exactly_once(transformer: tuple[Path, Any])
     assert got == names
 
 
-def test_merged_boxes_account_for_exactly_the_events_they_replace(transformer: tuple[Path, Any]) -> None:
-    _, model = transformer
+def test_merged_boxes_account_for_exactly_the_events_they_replace(h200_transformer: tuple[Path, Any]) -> None:
+    _, model = h200_transformer
     ix = timeline_index(model)
     for width in (200, 2000):
         answer = window(model, ix.t_min, ix.t_max, width)
@@ -73,9 +62,9 @@ def test_merged_boxes_account_for_exactly_the_events_they_replace(transformer: t
         assert len(json.dumps(answer)) < 1_000_000
 
 
-def test_flows_join_launches_to_their_kernels(transformer: tuple[Path, Any]) -> None:
-    path, model = transformer
-    events = raw(path)
+def test_flows_join_launches_to_their_kernels(h200_transformer: tuple[Path, Any]) -> None:
+    path, model = h200_transformer
+    events = raw_events(path)
     launches = {e["args"]["correlation"]: e for e in events
                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     ix = timeline_index(model)
@@ -88,9 +77,9 @@ def test_flows_join_launches_to_their_kernels(transformer: tuple[Path, Any]) -> 
         assert model.strings[int(ev["name"][src])] == launches[corr]["name"]
 
 
-def test_utilization_counter_equals_busy_time(transformer: tuple[Path, Any]) -> None:
-    path, model = transformer
-    kernels = sorted((e["ts"], e["ts"] + e["dur"]) for e in raw(path) if e.get("cat") == "kernel")
+def test_utilization_counter_equals_busy_time(h200_transformer: tuple[Path, Any]) -> None:
+    path, model = h200_transformer
+    kernels = sorted((e["ts"], e["ts"] + e["dur"]) for e in raw_events(path) if e.get("cat") == "kernel")
     ix = timeline_index(model)
     t0, t1, width = ix.t_min, ix.t_max, 500
     answer = window(model, t0, t1, width)
@@ -108,9 +97,9 @@ def test_utilization_counter_equals_busy_time(transformer: tuple[Path, Any]) -> 
     assert busy_counter == pytest.approx(busy, rel=0.002)  # values are rounded to 3 decimals per pixel
 
 
-def test_memory_counter_keeps_the_peak(transformer: tuple[Path, Any]) -> None:
-    path, model = transformer
-    peak = max(e["args"]["Total Allocated"] for e in raw(path)
+def test_memory_counter_keeps_the_peak(h200_transformer: tuple[Path, Any]) -> None:
+    path, model = h200_transformer
+    peak = max(e["args"]["Total Allocated"] for e in raw_events(path)
                if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1)
     ix = timeline_index(model)
     for width in (50, 2000):
@@ -119,8 +108,8 @@ def test_memory_counter_keeps_the_peak(transformer: tuple[Path, Any]) -> None:
         assert max(v for v in series if v is not None) == peak
 
 
-def test_event_details_and_search(transformer: tuple[Path, Any]) -> None:
-    _, model = transformer
+def test_event_details_and_search(h200_transformer: tuple[Path, Any]) -> None:
+    _, model = h200_transformer
     hits = search(model, "NVJET", 0, 50)
     assert hits["total"] > 5 and len(hits["items"]) == min(50, hits["total"])
     starts = [h["start_us"] for h in hits["items"]]
@@ -174,14 +163,14 @@ def test_range_summary_counts_and_clips(tmp_path: Path) -> None:
     assert "late" not in rows
 
 
-def test_coarse_windows_of_big_lanes_come_from_bucket_summaries(transformer: tuple[Path, Any],
+def test_coarse_windows_of_big_lanes_come_from_bucket_summaries(h200_transformer: tuple[Path, Any],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """With summaries forced on every lane, a whole-trace window still accounts for every event exactly, long
     events are drawn one by one, and the busy time in the boxes is the events' own time."""
     from tb_plugin.timeline import index as index_module
     from tb_plugin.timeline import window as window_module
 
-    _, model = transformer
+    _, model = h200_transformer
     monkeypatch.setattr(index_module, "SUMMARY_MIN_EVENTS", 10)
     monkeypatch.setattr(window_module, "SUMMARY_FACTOR", 0)
     ix = index_module.timeline_index.__wrapped__(model)  # a fresh index with summaries, not the memoised one

@@ -7,8 +7,6 @@ answered from its bucket summary. A quoted search is exact: ``Linear_1`` never m
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,31 +20,19 @@ from tb_plugin.model import intervals as iv
 from tb_plugin.timeline.details import search
 from tb_plugin.timeline.index import timeline_index
 from tb_plugin.timeline.window import window
-from tests.conftest import API, wait_until_settled
-
-
-def _raw(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path) as fh:
-        events: list[dict[str, Any]] = json.load(fh)["traceEvents"]
-    return events
-
-
-@pytest.fixture(scope="module")
-def transformer(real_traces: Path) -> tuple[Path, Any]:
-    path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
-    return path, load_trace(str(path))
+from tests.conftest import API, raw_events, wait_until_settled
 
 
 def _marked(answer: dict[str, Any]) -> int:
     return sum(sum(lane["events"]["hl"]) + sum(lane["boxes"]["hl"]) for tr in answer["tracks"] for lane in tr["lanes"])
 
 
-def test_kernel_category_is_the_traces_kernels_but_collectives(transformer: tuple[Path, Any]) -> None:
-    path, model = transformer
-    kernels = [e for e in _raw(path) if e.get("ph") == "X" and e.get("cat") == "kernel"]
+def test_kernel_category_is_the_traces_kernels_but_collectives(h200_transformer: tuple[Path, Any]) -> None:
+    path, model = h200_transformer
+    kernels = [e for e in raw_events(path) if e.get("ph") == "X" and e.get("cat") == "kernel"]
     assert kernels and not any("nccl" in e["name"].lower() for e in kernels)
     assert int(category_events(model, "Kernel").sum()) == len(kernels)
-    memcpy = [e for e in _raw(path) if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy"]
+    memcpy = [e for e in raw_events(path) if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy"]
     assert int(category_events(model, "Memcpy").sum()) == len(memcpy) > 0
 
 
@@ -55,7 +41,7 @@ def test_communication_events_span_the_communication_time(real_traces: Path) -> 
     path = sorted((real_traces / "h200" / "ddp_resnet50").glob("*.gz"))[0]
     model = load_trace(str(path))
     mask = category_events(model, "Communication")
-    nccl = [e for e in _raw(path) if e.get("ph") == "X" and e.get("cat") == "kernel" and "nccl" in e["name"].lower()]
+    nccl = [e for e in raw_events(path) if e.get("ph") == "X" and e.get("cat") == "kernel" and "nccl" in e["name"].lower()]
     assert int(mask.sum()) >= len(nccl) > 0
     ev = model["events"]
     ts = ev["ts"][mask]
@@ -66,8 +52,8 @@ def test_communication_events_span_the_communication_time(real_traces: Path) -> 
     assert not (mask & category_events(model, "Kernel")).any()
 
 
-def test_window_marks_exactly_the_category_events(transformer: tuple[Path, Any]) -> None:
-    _, model = transformer
+def test_window_marks_exactly_the_category_events(h200_transformer: tuple[Path, Any]) -> None:
+    _, model = h200_transformer
     ix = timeline_index(model)
     plain = window(model, ix.t_min, ix.t_max, 800)
     assert not any("hl" in lane["events"] or "hl" in lane["boxes"] for tr in plain["tracks"] for lane in tr["lanes"])
@@ -86,12 +72,12 @@ def test_window_marks_exactly_the_category_events(transformer: tuple[Path, Any])
     assert _marked(window(model, ix.t_min, ix.t_max, 800, category="Other")) == 0
 
 
-def test_summarised_lanes_mark_the_category_events_too(transformer: tuple[Path, Any],
+def test_summarised_lanes_mark_the_category_events_too(h200_transformer: tuple[Path, Any],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from tb_plugin.timeline import index as index_module
     from tb_plugin.timeline import window as window_module
 
-    _, model = transformer
+    _, model = h200_transformer
     monkeypatch.setattr(index_module, "SUMMARY_MIN_EVENTS", 10)
     monkeypatch.setattr(window_module, "SUMMARY_FACTOR", 0)
     ix = index_module.timeline_index.__wrapped__(model)
@@ -103,9 +89,9 @@ def test_summarised_lanes_mark_the_category_events_too(transformer: tuple[Path, 
         assert _marked(answer) == int(category_events(model, category)[ix.row].sum()) > 0, category
 
 
-def test_quoted_search_is_exact(transformer: tuple[Path, Any]) -> None:
-    path, model = transformer
-    names = [e["name"] for e in _raw(path) if e.get("ph") == "X"]
+def test_quoted_search_is_exact(h200_transformer: tuple[Path, Any]) -> None:
+    path, model = h200_transformer
+    names = [e["name"] for e in raw_events(path) if e.get("ph") == "X"]
     # a name that is the start of another one: the substring search finds both, the exact one only itself
     short = next(n for n in sorted(set(names)) if any(m != n and m.startswith(n) for m in set(names)))
     exact = search(model, short, 0, 1000, exact=True)
