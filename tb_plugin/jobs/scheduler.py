@@ -408,7 +408,8 @@ class LoadScheduler:
         recv, send = self._ctx.Pipe(duplex=False)
         progress = self._ctx.Value("d", 0.0, lock=False)
         with self._lock:
-            loading = 1 + sum(1 for other in self._jobs.values() if other.state in (LOADING, QUEUED) and not other.lazy)
+            loading = 1 + sum(1 for other in self._jobs.values()
+                              if other is not job and other.state in (LOADING, QUEUED) and not other.lazy)
         parts = budget.parts_for(job.file.size, job.file.url.endswith(".gz"), min(loading, self.max_workers))
         process = self._ctx.Process(target=run_job, args=(job.file, str(job.entry), progress, send, parts),
                                     name="pytorch-profiler-parse", daemon=True)
