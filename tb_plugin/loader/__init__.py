@@ -13,7 +13,7 @@ import numpy as np
 
 from ..catalog.names import file_name
 from ..model.tables import TraceModel
-from .columns import PARALLEL_MIN_BYTES, ParallelBuildFailed, build_model, build_model_from_text, default_parts
+from .columns import PARALLEL_MIN_BYTES, ParallelBuildFailed, build_model, build_text_parts, default_parts
 from .errors import TraceLoadError
 from .read import decode_outline, decompress, outline_by_text
 from .source import read_failure, read_source
@@ -40,9 +40,12 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
         if found is not None:  # each part decodes its own bytes: no serial decode of the whole array first
             doc, lo, hi = found
             try:
-                return build_model_from_text(data, doc, lo, hi, name, lambda f: report(0.45 + 0.55 * f), parts)
+                builder = build_text_parts(data, lo, hi, lambda f: report(0.45 + 0.55 * f), parts)
             except ParallelBuildFailed:  # a range did not parse (or a part died): the usual parts, same bytes
                 pass
+            else:
+                del data  # every byte is built: the text goes before the tables are concatenated (a copy of them)
+                return builder.finish(doc, name)
     try:
         doc = decode_outline(data, name)  # raw event slices still point into data
         del data

@@ -41,9 +41,9 @@ def assert_same_model(one: TraceModel, other: TraceModel) -> None:
 def text_split(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Parallel text parts for any size; records which path built each load."""
     taken: list[str] = []
-    real = columns.build_model_from_text
+    real = columns.build_text_parts
 
-    def spy(*args: object, **kwargs: object) -> TraceModel:
+    def spy(*args: object, **kwargs: object) -> columns.ModelBuilder:
         taken.append("text")
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
@@ -56,7 +56,7 @@ def text_split(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(loader, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(columns, "MIN_PART_BYTES", 1)
     monkeypatch.setattr(columns, "_fork_part", fork)
-    monkeypatch.setattr(loader, "build_model_from_text", spy)
+    monkeypatch.setattr(loader, "build_text_parts", spy)
     return taken
 
 
