@@ -24,6 +24,7 @@ from ..model import ids
 from ..model.arrays import take
 from ..model.kinds import DEVICE_KINDS, Kind, kind_of
 from ..model.tables import SCHEMAS, Columns, TraceModel, empty_table
+from . import pages
 from .schema import Args, Event, TraceDocument
 
 _EMPTY_ARGS = Args()
@@ -500,11 +501,21 @@ def _build_range(doc: TraceDocument, lo: int, hi: int, progress: Callable[[float
     return builder
 
 
-def _build_text(data: bytes, lo: int, hi: int, progress: Callable[[float], None] | None) -> ModelBuilder:
+def _build_text(data: bytes, lo: int, hi: int, progress: Callable[[float], None] | None,
+                give_back: bool = False) -> ModelBuilder:
+    """Build the events in ``data[lo:hi]``; with ``give_back``, this process drops its pages of the text outside
+    that range at once and each chunk's once decoded (``pages.give_back``: the text is never read here again)."""
     from .read import text_chunks
 
+    if give_back:
+        pages.give_back(data, 0, lo)
+        pages.give_back(data, hi, len(data))
     builder = ModelBuilder()
+    start = lo
     for done, chunk in text_chunks(data, lo, hi):
+        if give_back:
+            pages.give_back(data, start, done)
+        start = done
         builder.add(chunk)
         if progress:
             progress(min((done - lo) / max(1, hi - lo), 1.0))
@@ -607,22 +618,25 @@ def staggered(parts: int) -> list[float]:
 
 
 def build_text_parts(data: bytes, lo: int, hi: int, progress: Callable[[float], None] | None = None,
-                     parts: int = 1) -> ModelBuilder:
+                     parts: int = 1, give_back: bool = False) -> ModelBuilder:
     """Build every table from the text of ``traceEvents`` (``data[lo:hi]``, see ``read.outline_by_text``).
 
     Each of ``parts`` processes decodes and builds its own byte range, so nothing decodes the whole array first.
     Returns the merged builder, not yet finished, so that the caller can free the text before the tables are
     concatenated. A range that does not parse (a separator inside a nested value), or no event at all, raises
     :class:`ParallelBuildFailed`, and the caller builds the same bytes the usual way (:func:`build_model` after
-    one outline decode).
+    one outline decode). With ``give_back`` every process gives back the pages of the text it is done with
+    (``pages``): ``data`` is then unreadable afterwards, also when this raises, so only a caller that can
+    inflate it again may ask for it.
     """
     from .read import split_text
 
     parts = max(1, min(parts, (hi - lo) // MIN_PART_BYTES))  # a smaller part costs more to fork than it saves
     ranges = split_text(data, lo, hi, parts, staggered(parts))
-    children = [_fork_part(functools.partial(_build_text, data, start, stop, None)) for start, stop in ranges[1:]]
+    children = [_fork_part(functools.partial(_build_text, data, start, stop, None, give_back))
+                for start, stop in ranges[1:]]
     try:
-        builder = _build_text(data, *ranges[0], progress) if ranges else ModelBuilder()
+        builder = _build_text(data, *ranges[0], progress, give_back) if ranges else ModelBuilder()
     except ValueError as err:  # read.TextSplitFailed: our own range did not parse
         for pid, fd in children:
             _collect_part(pid, fd)
