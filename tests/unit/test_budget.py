@@ -33,7 +33,11 @@ def test_parts_shrink_when_memory_is_short(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(budget, "available_memory", lambda: 6 * GiB)
     # 2 GB of JSON needs ~6 GB of columns however it is split; each part adds a process: fewer parts fit
     assert budget.parts_for(2 << 30, False, 1) == 1
-    assert budget.parts_for(200 << 20, False, 1) == 14  # (6 GiB - 600 MB) / 384 MB per process
+    assert budget.parts_for(200 << 20, False, 1) == 15  # (6 GiB - 600 MB) / 64 MB per part: every slot
+    monkeypatch.setattr(budget, "available_memory", lambda: 2 * GiB)
+    assert budget.loader_slots() == 5
+    assert budget.parts_for(600 << 20, False, 1) == 3  # (2 GiB - 1.8 GB of tables) / 64 MB per part
+    assert budget.parts_for(600 << 20, False, 2) == 1  # 1 GiB each does not hold the tables: one process
 
 
 def test_a_file_loading_alone_is_built_by_every_slot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
