@@ -15,6 +15,7 @@ from ..model import ids
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.optree import nest
+from ..model.order import preorder
 from ..model.tables import TraceModel
 
 # Everything with a duration is drawn; instants other than [memory] are drawn as zero-width events.
@@ -135,6 +136,18 @@ def _unnamed_negative_pid(model: TraceModel) -> np.ndarray:
     return negative
 
 
+def _by_lane(lane_key: np.ndarray) -> np.ndarray:
+    """A stable sort by lane. Lane keys are track × 4096 + depth over few tracks, so they are ranked with a table and
+    the ranks, which fit 16 bits on any real trace, sorted by radix in one pass."""
+    if not len(lane_key):
+        return np.zeros(0, dtype=np.int64)
+    present = np.zeros(int(lane_key.max()) + 1, dtype=bool)
+    present[lane_key] = True
+    rank = (np.cumsum(present) - 1)[lane_key]
+    small = rank.astype(np.uint16) if rank[-1] < 1 << 16 and rank.max() < 1 << 16 else rank
+    return np.argsort(small, kind="stable")
+
+
 @memoized
 def timeline_index(model: TraceModel) -> TimelineIndex:
     ev = model["events"]
@@ -145,7 +158,7 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
     start = ev["ts"][rows]
     dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
     pid, tid = ev["pid"][rows], ev["tid"][rows]
-    order = np.lexsort((-dur, start, tid, pid))
+    order = preorder(pid, tid, start, dur)
     rows, start, dur, pid, tid = rows[order], start[order], dur[order], pid[order], tid[order]
     parent, depth = nest(pid, tid, start, start + dur)
     child_time = np.zeros(len(start))
@@ -164,7 +177,7 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
 
     # Lanes: (track, depth), events sorted by start within each.
     lane_key = track_of.astype(np.int64) * 4096 + np.minimum(depth, 4095)
-    lane_order = np.lexsort((start, lane_key))
+    lane_order = _by_lane(lane_key)  # rows are sorted by track and start already: a stable sort by lane suffices
     lane_key = lane_key[lane_order]
     lane_starts = np.flatnonzero(np.concatenate([[True], lane_key[1:] != lane_key[:-1]])) if len(lane_key) else \
         np.empty(0, np.int64)  # lane_key is sorted: each lane starts where it changes
