@@ -19,6 +19,7 @@ from ..model.arrays import take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import host_tree, innermost_containing, nest
+from ..model.order import preorder
 from ..model.tables import TraceModel
 from .operators import operator_nodes, subtree_device_time
 
@@ -46,7 +47,7 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
     start = ev["ts"][rows]
     dur = np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
     pid, tid = ev["pid"][rows], ev["tid"][rows]
-    order = np.lexsort((-dur, start, tid, pid))
+    order = preorder(pid, tid, start, dur)
     frames, rows, start, dur, pid, tid = frames[order], rows[order], start[order], dur[order], pid[order], tid[order]
     parent, _ = nest(pid, tid, start, start + dur)
     n = len(frames)
