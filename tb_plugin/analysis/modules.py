@@ -18,7 +18,8 @@ import numpy as np
 from ..model.arrays import take
 from ..model.derived import memoized
 from ..model.kinds import Kind
-from ..model.optree import host_tree, innermost_containing, nest
+from ..model.nesting import nest
+from ..model.optree import host_tree, innermost_containing
 from ..model.order import preorder
 from ..model.tables import TraceModel
 from .operators import operator_nodes, subtree_device_time

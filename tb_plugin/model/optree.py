@@ -15,10 +15,10 @@ import numpy as np
 from .arrays import take
 from .derived import memoized
 from .kinds import Kind
+from .nesting import _MAX_JUMPS, _previous_later_end, nest
 from .order import preorder
 from .tables import TraceModel
 
-_TOLERANCE_US = 1e-3  # timestamps carry nanoseconds; float rounding must not break nesting
 TREE_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER)
 
 
@@ -40,96 +40,6 @@ class HostTree:
     @property
     def size(self) -> int:
         return len(self.rows)
-
-
-def nest(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Parent and depth of each interval in preorder arrays (sorted by thread, start, longest first).
-
-    The rule is a stack walk per thread (:func:`_nest_walk`): an interval's parent is the innermost earlier one
-    still open at its start that also reaches its end; a partial overlap is no container. The walk is a Python
-    loop per interval (seconds on a large trace recorded with stacks, whose python functions overlap operators
-    partially), so every thread is nested at once with numpy by :func:`_nest_jumps`, which gives the walk's
-    answer on every input; only an input that needs too many jumps is walked.
-    """
-    n = len(start)
-    if n == 0:
-        return np.full(0, -1, dtype=np.int64), np.zeros(0, dtype=np.int32)
-    first = np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])])
-    found = _nest_jumps(start, end, np.cumsum(first))
-    if found is not None:
-        return found
-    parent = np.full(n, -1, dtype=np.int64)
-    depth = np.zeros(n, dtype=np.int32)
-    bounds = np.append(np.flatnonzero(first), n)
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        p, d = _nest_walk(start[lo:hi], end[lo:hi])
-        parent[lo:hi] = np.where(p >= 0, p + lo, -1)
-        depth[lo:hi] = d
-    return parent, depth
-
-
-def _nest_walk(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The reference rule for one thread's intervals (sorted by start, longest first): a stack walk."""
-    starts, ends = start.tolist(), end.tolist()
-    parents, depths = [-1] * len(starts), [0] * len(starts)
-    stack: list[int] = []
-    tol = _TOLERANCE_US
-    for i, (s, e) in enumerate(zip(starts, ends)):
-        while stack and ends[stack[-1]] <= s + tol:
-            stack.pop()
-        k = len(stack) - 1
-        while k >= 0 and ends[stack[k]] < e - tol:  # a partial overlap: not a container
-            k -= 1
-        if k >= 0:
-            p = stack[k]
-            parents[i] = p
-            depths[i] = depths[p] + 1
-        stack.append(i)
-    return np.asarray(parents, dtype=np.int64), np.asarray(depths, dtype=np.int32)
-
-
-def _nest_jumps(start: np.ndarray, end: np.ndarray, thread: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`_nest_walk`'s answer for every thread at once, with numpy; None if an input needs too many jumps.
-
-    The walk's stack holds every earlier interval still open (end > s + tol): one is popped only once closed, and
-    the top is open after the pops. So for an interval with e − tol > s + tol the walk picks the latest earlier
-    interval of its thread with end ≥ e − tol (such an interval is open, and a closed one left in the stack cannot
-    qualify); for a shorter one it picks the top, the latest interval with end > s + tol. Both are "the latest
-    earlier interval whose end reaches a threshold", found from the interval before by following links to the
-    nearest earlier interval ending strictly later (each link skips only intervals ending sooner). The depth is
-    then the number of ancestors (pointer doubling).
-    """
-    n = len(start)
-    tol = _TOLERANCE_US
-    if not (np.isfinite(start).all() and np.isfinite(end).all()):
-        return None
-    long = end - tol > start + tol
-    threshold = np.where(long, end - tol, np.nextafter(start + tol, np.inf))
-    later = _previous_later_end(end, thread)
-    if later is None:
-        return None
-    parent = np.arange(n) - 1
-    parent[np.flatnonzero(np.concatenate([[True], thread[1:] != thread[:-1]]))] = -1
-    active = np.flatnonzero(parent >= 0)
-    for _ in range(_MAX_JUMPS):
-        active = active[end[parent[active]] < threshold[active]]
-        if not len(active):
-            return parent, _ancestors(parent)
-        parent[active] = later[parent[active]]
-        active = active[parent[active] >= 0]
-    return None
-
-
-def _ancestors(parent: np.ndarray) -> np.ndarray:
-    """How many ancestors each node has, by pointer doubling (list ranking along the parent links)."""
-    count = (parent >= 0).astype(np.int32)
-    up = parent.copy()
-    active = np.flatnonzero(up >= 0)
-    while len(active):
-        count[active] += count[up[active]]  # the right side is read before any write: a synchronous round
-        up[active] = up[up[active]]
-        active = active[up[active] >= 0]
-    return count
 
 
 def _by_depth(depth: np.ndarray) -> list[np.ndarray]:
@@ -285,28 +195,6 @@ def innermost_containing(span_pid: np.ndarray, span_tid: np.ndarray, span_start:
         cand[active] = later[cand[active]]
         active = active[cand[active] >= 0]
     return _innermost_walk(span_pid, span_tid, span_start, span_end, pid, tid, ts)
-
-
-_MAX_JUMPS = 512
-
-
-def _previous_later_end(ends: np.ndarray, thread: np.ndarray) -> np.ndarray | None:
-    """Per span (in sweep order): the nearest earlier span of its thread that ends strictly later, -1 if none.
-
-    Pointer jumping: each link starts at the span before and jumps along links while the target ends no later; a
-    target's own link only skips spans ending no later than the target, so every jump keeps the answer ahead.
-    """
-    n = len(ends)
-    link = np.arange(n) - 1
-    link[np.flatnonzero(np.concatenate([[True], thread[1:] != thread[:-1]]))] = -1
-    active = np.flatnonzero(link >= 0)  # links that may still point at a span ending no later
-    for _ in range(_MAX_JUMPS):
-        active = active[ends[link[active]] <= ends[active]]
-        if not len(active):
-            return link
-        link[active] = link[link[active]]
-        active = active[link[active] >= 0]
-    return None
 
 
 def _innermost_walk(span_pid: np.ndarray, span_tid: np.ndarray, span_start: np.ndarray, span_end: np.ndarray,

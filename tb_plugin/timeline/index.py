@@ -16,7 +16,7 @@ import numpy as np
 from ..model import ids
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
-from ..model.optree import nest
+from ..model.nesting import nest
 from ..model.order import preorder
 from ..model.tables import TraceModel
 
