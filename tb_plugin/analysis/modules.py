@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.arrays import take
+from ..model.arrays import group_rows, take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import host_tree, innermost_containing, nest
@@ -188,14 +188,13 @@ def module_tree(model: TraceModel) -> list[dict[str, Any]]:
     occ = module_occurrences(model)
     if len(occ["frame"]) == 0:
         return []
-    keys = np.stack([occ["name"].astype(np.int64), occ["module_id"]], axis=1)
-    uniq, first, group = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    group = group.reshape(-1)
-    m = len(uniq)
-    parent_group = np.full(m, -1, dtype=np.int64)
-    for g, p in zip(group.tolist(), occ["parent"].tolist()):
-        if p >= 0 and parent_group[g] < 0 and group[p] != g:
-            parent_group[g] = group[p]
+    first, group = group_rows([occ["name"], occ["module_id"]])
+    m = len(first)
+    parent_group = np.full(m, -1, dtype=np.int64)  # the group of the first occurrence's parent in another group
+    parent = occ["parent"]
+    across = np.flatnonzero((parent >= 0) & (group[np.maximum(parent, 0)] != group))
+    groups, at = np.unique(group[across], return_index=True)
+    parent_group[groups] = group[parent[across[at]]]
 
     def total(values: np.ndarray) -> np.ndarray:
         return np.bincount(group, weights=values.astype(np.float64), minlength=m)
@@ -211,8 +210,8 @@ def module_tree(model: TraceModel) -> list[dict[str, Any]]:
     for g in range(m):
         mean = (dev_total[g] if dev_total[g] > 0 else host_total[g]) / occurrences[g]
         nodes.append({
-            "name": _module_label(model.strings[int(uniq[g][0])]),
-            "id": int(uniq[g][1]),
+            "name": _module_label(model.strings[int(occ["name"][first[g]])]),
+            "id": int(occ["module_id"][first[g]]),
             "occurrences": int(occurrences[g]),
             "operators": int(operators[g]),
             "host_total_us": float(host_total[g]), "host_self_us": float(host_self[g]),

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 
 from ..model import intervals as iv
-from ..model.arrays import take
+from ..model.arrays import group_rows, take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import HostTree, host_tree
 from ..model.tables import TraceModel
+from . import python_stacks
 from .tensor_cores import op_is_tensor_core_eligible, tensor_core_mask
 
 GROUPINGS = ("name", "name_shape", "name_stack")
@@ -28,7 +29,6 @@ _NOT_OPERATORS = re.compile(
     r"^(?:ProfilerStep#|enumerate\(DataLoader\)#|enumerate\(DataPipe\)#|Optimizer\.|DataParallel\.forward$"
     r"|DistributedDataParallel\.forward$|\[pl\]\[)"
 )
-_SOURCE_FRAME = re.compile(r"\(\d+\): ")
 
 
 @dataclass(frozen=True)
@@ -169,74 +169,14 @@ def _own_table(string_codes: np.ndarray, strings: list[str]) -> CallStacks:
     return CallStacks(inverse.reshape(-1).astype(np.int64) - shift, texts)
 
 
-def _innermost_frames(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
-    """Per operator row: the index (into the ``python`` table) of the innermost Python frame enclosing it on
-    its thread, -1 when none. One sweep per thread over frames and operators sorted by start."""
-    ev = model["events"]
-    py_rows = model["python"]["row"]
-    rows = np.concatenate([py_rows, op_rows])
-    is_py = np.concatenate([np.ones(len(py_rows), bool), np.zeros(len(op_rows), bool)])
-    which = np.concatenate([np.arange(len(py_rows)), np.arange(len(op_rows))])
-    start = ev["ts"][rows]
-    end = start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
-    order = np.lexsort((~is_py, -(end - start), start, ev["tid"][rows], ev["pid"][rows]))
-    pid, tid = ev["pid"][rows][order].tolist(), ev["tid"][rows][order].tolist()
-    s_list, e_list = start[order].tolist(), end[order].tolist()
-    py_list, which_list = is_py[order].tolist(), which[order].tolist()
-    innermost = np.full(len(op_rows), -1, dtype=np.int64)
-    stack: list[int] = []  # indices into the sorted arrays of open Python frames
-    prev = None
-    for i in range(len(order)):
-        thread = (pid[i], tid[i])
-        if thread != prev:
-            stack.clear()
-            prev = thread
-        while stack and e_list[stack[-1]] < s_list[i]:
-            stack.pop()
-        if py_list[i]:
-            stack.append(i)
-        elif stack:
-            innermost[which_list[i]] = which_list[stack[-1]]
-    return innermost
-
-
 def _python_stacks(model: TraceModel, op_rows: np.ndarray) -> CallStacks:
     """Call stacks from ``python_function`` events: each operator's innermost enclosing frame, followed up its
-    chain of Python parents (source frames only), one chain per distinct frame."""
-    py = model["python"]
-    by_id = {int(pid_): k for k, pid_ in enumerate(py["python_id"].tolist()) if pid_ >= 0}
-    parent = py["parent_id"].tolist()
-    frame_name = [model.strings[c] for c in model["events"]["name"][py["row"]].tolist()]
-    texts: list[str] = []
-    index: dict[str, int] = {}
-
-    def code_of(frame: int) -> int:
-        frames: list[str] = []
-        k: int | None = frame
-        seen = 0
-        while k is not None and seen < 512:
-            if _SOURCE_FRAME.search(frame_name[k]):
-                frames.append(frame_name[k])
-            k = by_id.get(parent[k])
-            seen += 1
-        if not frames:
-            return -1
-        text = ";".join(frames)
-        if text not in index:
-            index[text] = len(texts)
-            texts.append(text)
-        return index[text]
-
-    frames, inverse = np.unique(_innermost_frames(model, op_rows), return_inverse=True)
-    codes = np.fromiter((code_of(f) if f >= 0 else -1 for f in frames.tolist()), dtype=np.int64, count=len(frames))
+    chain of Python parents (source frames only), one chain per distinct frame (``python_stacks``)."""
+    frames, inverse = np.unique(python_stacks.innermost_frames(model, op_rows), return_inverse=True)
+    codes = np.full(len(frames), -1, dtype=np.int64)
+    used = frames >= 0
+    codes[used], texts = python_stacks.stack_table(model, frames[used])
     return CallStacks(codes[inverse.reshape(-1)], texts)
-
-
-def _group(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Group rows by several integer key columns: (index of each group's first row, group id per row)."""
-    stacked = np.stack(keys, axis=1) if keys[0].size else np.empty((0, len(keys)), dtype=np.int64)
-    _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
 
 
 @memoized
@@ -255,7 +195,7 @@ def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, 
     elif group_by == "name_stack":
         stacks = call_stacks(model)
         keys.append(stacks.codes)
-    first, group = _group(keys)
+    first, group = group_rows(keys)
     n = len(first)
 
     def total(values: np.ndarray) -> np.ndarray:
