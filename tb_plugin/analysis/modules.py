@@ -73,11 +73,9 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
     child_time = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=n)
     device_total = device_self.copy()
     bwd_host, bwd_device = _backward_of_modules(model, op_module, n)
-    for k in range(n - 1, -1, -1):  # preorder reversed: children before their parents
-        if parent[k] >= 0:
-            device_total[parent[k]] += device_total[k]
-            bwd_host[parent[k]] += bwd_host[k]
-            bwd_device[parent[k]] += bwd_device[k]
+    for level in _levels_up(parent):  # children before their parents
+        for values in (device_total, bwd_host, bwd_device):
+            np.add.at(values, parent[level], values[level])
     return {
         "frame": frames,
         "name": ev["name"][rows],
@@ -92,6 +90,25 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
         "backward_host": bwd_host,
         "backward_device": bwd_device,
     }
+
+
+def _depth(parent: np.ndarray) -> np.ndarray:
+    """Nesting depth of each occurrence (0 at the top), one step up all of them at a time."""
+    depth = np.zeros(len(parent), dtype=np.int64)
+    up = parent.copy()
+    while True:
+        below = np.flatnonzero(up >= 0)
+        if not len(below):
+            return depth
+        depth[below] += 1
+        up[below] = parent[up[below]]
+
+
+def _levels_up(parent: np.ndarray) -> list[np.ndarray]:
+    """The occurrences with a parent by depth, deepest first, each level in reverse preorder: adding a level into
+    the parents in this order makes the same float sums as a loop over the occurrences in reverse preorder."""
+    depth = _depth(parent)
+    return [np.flatnonzero(depth == d)[::-1] for d in range(int(depth.max(initial=0)), 0, -1)]
 
 
 def _backward_of_modules(model: TraceModel, op_module: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -128,19 +145,29 @@ def _backward_of_modules(model: TraceModel, op_module: np.ndarray, n: int) -> tu
     for d in range(1, int(tree.depth.max(initial=0)) + 1):
         level = np.flatnonzero((tree.depth == d) & (tree.parent >= 0))
         root[level] = root[tree.parent[level]]
-    backward_root = dict(zip(flows["id"][finishes].tolist(),
-                             take(root[cpu], bwd, -1).tolist()))
-    device_time = subtree_device_time(model)
-    seen: set[tuple[int, int]] = set()
-    for flow_id, op_pos in zip(flows["id"][starts].tolist(), fwd.tolist()):
-        r = backward_root.get(flow_id, -1)
-        module = int(op_module[op_pos]) if op_pos >= 0 else -1
-        if r < 0 or module < 0 or (module, r) in seen:
-            continue
-        seen.add((module, r))
-        host[module] += float(tree.end[r] - tree.start[r])
-        device[module] += float(device_time[r])
+    r = _backward_root(flows["id"][finishes], take(root[cpu], bwd, -1), flows["id"][starts])
+    module = take(op_module, fwd, -1)
+    # each (module, root) once, the first flow's; added in flow order, as a loop would (np.add.at is in order)
+    pair = np.flatnonzero((r >= 0) & (module >= 0))
+    _, first = np.unique(module[pair] * (tree.size + 1) + r[pair], return_index=True)
+    pair = pair[np.sort(first)]
+    np.add.at(host, module[pair], tree.end[r[pair]] - tree.start[r[pair]])
+    np.add.at(device, module[pair], subtree_device_time(model)[r[pair]])
     return host, device
+
+
+def _backward_root(finish_id: np.ndarray, finish_root: np.ndarray, start_id: np.ndarray) -> np.ndarray:
+    """Per flow start: the backward root of the flow finish with its id (the last such finish where ids repeat,
+    as a dict built from them keeps), -1 when none."""
+    order = np.argsort(finish_id, kind="stable")
+    ids = finish_id[order]
+    last = order[np.concatenate([ids[1:] != ids[:-1], [True]])] if len(ids) else order
+    ids = finish_id[last]
+    if not len(ids):
+        return np.full(len(start_id), -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(ids, start_id), len(ids) - 1)
+    out: np.ndarray = np.where(ids[pos] == start_id, finish_root[last[pos]], -1).astype(np.int64)
+    return out
 
 
 _SOURCE_FRAME = re.compile(r"\(\d+\): ")
@@ -231,9 +258,7 @@ def module_tree(model: TraceModel) -> list[dict[str, Any]]:
 def module_timeline(model: TraceModel, limit: int = 20000) -> list[dict[str, Any]]:
     """Module occurrences (name, start, duration, depth) for a call-tree timeline, the first ``limit`` in time."""
     occ = module_occurrences(model)
-    depth = np.zeros(len(occ["frame"]), dtype=np.int64)
-    for k, p in enumerate(occ["parent"].tolist()):  # preorder: parents come first
-        depth[k] = depth[p] + 1 if p >= 0 else 0
+    depth = _depth(occ["parent"])
     order = np.argsort(occ["start"], kind="stable")
     return [{"name": _module_label(model.strings[int(occ["name"][k])]), "start_us": float(occ["start"][k]),
              "dur_us": float(occ["dur"][k]), "depth": int(depth[k])} for k in order[:limit].tolist()]
