@@ -89,10 +89,23 @@ def _downsample(t: np.ndarray, alloc: np.ndarray, res: np.ndarray, max_points: i
     b = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, buckets - 1)
     starts = np.flatnonzero(np.concatenate([[True], b[1:] != b[:-1]]))
     ends = np.append(starts[1:], len(t))
-    keep = [starts, ends - 1]
-    keep.append(np.array([s + int(np.argmax(alloc[s:e])) for s, e in zip(starts.tolist(), ends.tolist())]))
-    keep.append(np.array([s + int(np.argmin(alloc[s:e])) for s, e in zip(starts.tolist(), ends.tolist())]))
+    keep = [starts, ends - 1, _first_extreme(alloc, starts, ends, largest=True),
+            _first_extreme(alloc, starts, ends, largest=False)]
     return np.unique(np.concatenate(keep))
+
+
+def _first_extreme(values: np.ndarray, starts: np.ndarray, ends: np.ndarray, largest: bool) -> np.ndarray:
+    """Per bucket ``[start, end)``: ``start + argmax`` (or ``argmin``) of the bucket, the first index holding its
+    extreme, for all buckets at once (a NaN, which argmax picks and ``==`` never finds, takes the loop)."""
+    if np.isnan(values).any():
+        arg = np.argmax if largest else np.argmin
+        return np.array([s + int(arg(values[s:e])) for s, e in zip(starts.tolist(), ends.tolist())])
+    extreme = (np.maximum if largest else np.minimum).reduceat(values, starts)
+    bucket = np.repeat(np.arange(len(starts)), ends - starts)
+    hit = np.flatnonzero(values == extreme[bucket])
+    _, first = np.unique(bucket[hit], return_index=True)
+    out: np.ndarray = hit[first]
+    return out
 
 
 def memory_curve(model: TraceModel, max_points: int = 4000) -> dict[str, Any]:
