@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.arrays import group_rows, take
+from ..model.arrays import group_rows, take, unique_pairs
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import host_tree, innermost_containing, nest
@@ -55,8 +55,8 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
     ops = operator_nodes(model)
     tree = host_tree(model)
     op_rows = tree.rows[ops.node]
-    op_module = innermost_containing(pid, tid, start, start + dur, ev["pid"][op_rows], ev["tid"][op_rows],
-                                     ev["ts"][op_rows])
+    op_module = _innermost_on_shared_threads(pid, tid, start, start + dur, ev["pid"][op_rows],
+                                            ev["tid"][op_rows], ev["ts"][op_rows])
     # Direct operators: those whose enclosing operator is in another module (or none).
     node_pos = np.full(tree.size, -1, dtype=np.int64)
     node_pos[ops.node] = np.arange(len(ops.node))
@@ -90,6 +90,33 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
         "backward_host": bwd_host,
         "backward_device": bwd_device,
     }
+
+
+def _innermost_on_shared_threads(span_pid: np.ndarray, span_tid: np.ndarray, span_start: np.ndarray,
+                                 span_end: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """``innermost_containing`` given only the spans on the points' threads and the points on the spans' threads:
+    it only ever matches a point to a span of its own thread, so the answer is the same for less to sort (module
+    frames and forward operators are on the main thread, backward operators on the autograd thread)."""
+    spans = _on_threads(span_pid, span_tid, pid, tid)
+    points = _on_threads(pid, tid, span_pid[spans], span_tid[spans])
+    out = np.full(len(ts), -1, dtype=np.int64)
+    inner = innermost_containing(span_pid[spans], span_tid[spans], span_start[spans], span_end[spans],
+                                 pid[points], tid[points], ts[points])
+    out[points] = take(spans, inner, -1)
+    return out
+
+
+def _on_threads(pid: np.ndarray, tid: np.ndarray, other_pid: np.ndarray, other_tid: np.ndarray) -> np.ndarray:
+    """Indices of the rows (pid, tid) whose thread is among the other rows' threads (compared thread by thread
+    where there are a few, else by thread numbers of both sides)."""
+    threads = unique_pairs(other_pid, other_tid)
+    if len(threads) > 32:
+        _, thread = group_rows([np.concatenate([pid, other_pid]), np.concatenate([tid, other_tid])])
+        return np.flatnonzero(np.isin(thread[:len(pid)], thread[len(pid):]))
+    keep = np.zeros(len(pid), dtype=bool)
+    for p, t in threads:
+        keep |= (pid == p) & (tid == t)
+    return np.flatnonzero(keep)
 
 
 def _depth(parent: np.ndarray) -> np.ndarray:
@@ -135,11 +162,12 @@ def _backward_of_modules(model: TraceModel, op_module: np.ndarray, n: int) -> tu
         return host, device
     op_rows = tree.rows[ops.node]
     op_end = tree.end[ops.node]
-    fwd = innermost_containing(ev["pid"][op_rows], ev["tid"][op_rows], tree.start[ops.node], op_end,
-                               flows["pid"][starts], flows["tid"][starts], flows["ts"][starts])
+    fwd = _innermost_on_shared_threads(ev["pid"][op_rows], ev["tid"][op_rows], tree.start[ops.node], op_end,
+                                       flows["pid"][starts], flows["tid"][starts], flows["ts"][starts])
     cpu = np.flatnonzero((tree.kind == Kind.CPU_OP) & (tree.parent >= -1))
-    bwd = innermost_containing(ev["pid"][tree.rows[cpu]], ev["tid"][tree.rows[cpu]], tree.start[cpu], tree.end[cpu],
-                               flows["pid"][finishes], flows["tid"][finishes], flows["ts"][finishes])
+    bwd = _innermost_on_shared_threads(ev["pid"][tree.rows[cpu]], ev["tid"][tree.rows[cpu]], tree.start[cpu],
+                                       tree.end[cpu], flows["pid"][finishes], flows["tid"][finishes],
+                                       flows["ts"][finishes])
     # The root (top-level node) above each backward operator.
     root = np.arange(tree.size)
     for d in range(1, int(tree.depth.max(initial=0)) + 1):
