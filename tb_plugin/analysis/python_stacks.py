@@ -41,11 +41,51 @@ def _sweep_order(model: TraceModel, op_rows: np.ndarray) -> dict[str, np.ndarray
     start = ev["ts"][rows]
     end = start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
     pid, tid = ev["pid"][rows], ev["tid"][rows]
-    order = np.lexsort((~is_py, -(end - start), start, tid, pid))
+    order = sweep_permutation(pid, tid, start, end - start, is_py)
     pid, tid = pid[order], tid[order]
     new_thread = np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]) if len(order) else order
     return {"thread": np.cumsum(new_thread), "start": start[order], "end": end[order], "is_py": is_py[order],
             "which": which[order], "pid": pid, "tid": tid}
+
+
+def sweep_permutation(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, length: np.ndarray,
+                      is_py: np.ndarray) -> np.ndarray:
+    """``np.lexsort((~is_py, -length, start, tid, pid))``, faster where there are a few threads: starts come
+    nearly sorted (a stable sort of them is quick), threads are a few numbers, and only the rows sharing a thread
+    and a start (a few) are sorted by the remaining keys. Stable like lexsort: full ties keep their order."""
+    thread = _few_threads(pid, tid)
+    if thread is None:
+        return np.lexsort((~is_py, -length, start, tid, pid))
+    order = np.argsort(start, kind="stable")
+    order = order[np.argsort(thread[order], kind="stable")]
+    s, th = start[order], thread[order]
+    tie = ((s[1:] == s[:-1]) | (np.isnan(s[1:]) & np.isnan(s[:-1]))) & (th[1:] == th[:-1])
+    if tie.any():
+        tied = np.flatnonzero(np.concatenate([tie, [False]]) | np.concatenate([[False], tie]))
+        group = np.cumsum(np.concatenate([[True], ~tie[tied[:-1]]]))  # runs of equal (thread, start)
+        rows = order[tied]
+        order[tied] = rows[np.lexsort((~is_py[rows], -length[rows], group))]
+    return order
+
+
+def _few_threads(pid: np.ndarray, tid: np.ndarray, most: int = 32) -> np.ndarray | None:
+    """Per row: its thread's number in (pid, tid) order; None past ``most`` threads. One pass over the rows left
+    per thread found (cheaper than a sort of the rows while threads are few)."""
+    thread = np.zeros(len(pid), dtype=np.int64)
+    found: list[tuple[int, int]] = []
+    left = np.arange(len(pid))
+    while len(left):
+        if len(found) == most:
+            return None
+        p, t = pid[left[0]], tid[left[0]]
+        mine = (pid[left] == p) & (tid[left] == t)
+        thread[left[mine]] = len(found)
+        found.append((int(p), int(t)))
+        left = left[~mine]
+    rank = np.empty(len(found), dtype=np.int64)
+    rank[sorted(range(len(found)), key=found.__getitem__)] = np.arange(len(found))
+    out: np.ndarray = rank[thread] if found else thread
+    return out
 
 
 def innermost_frames(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
@@ -167,40 +207,65 @@ def stack_table(model: TraceModel, frames: np.ndarray) -> tuple[np.ndarray, list
     stack in ``texts`` (numbered in the order of ``frames``), -1 where the chain holds no source frame."""
     py = model["python"]
     parent = parent_frames(py["python_id"], py["parent_id"])
-    names = model["events"]["name"][py["row"]]
+    names = model["events"]["name"][py["row"]].astype(np.int64)
     source = np.isin(names, model.codes_where(lambda s: SOURCE_FRAME.search(s) is not None))
     length = _chain_lengths(parent)
     near = _nearest_source(parent, source)
     above = np.where(parent >= 0, near[np.maximum(parent, 0)], -1)  # a source frame's nearest source ancestor
+    stack, stack_name, stack_up = _stack_ids(source & (length <= MAX_FRAMES), above, names)
+    # per frame: the stack of its nearest source frame, -1 for none, or -2 - position where the walk decides
+    key = np.where(near[frames] >= 0, stack[np.maximum(near[frames], 0)], -1)
+    key = np.where(length[frames] > MAX_FRAMES, -2 - np.arange(len(frames)), key)
+    distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     strings, names_list, parent_list = model.strings, names.tolist(), parent.tolist()
-    above_list = above.tolist()
+    name_list, up_list = stack_name.tolist(), stack_up.tolist()
     text_of: dict[int, str] = {}
 
-    def source_text(frame: int) -> str:
+    def text(k: int) -> str:  # the text of stack k, its outer part first
         chain = []
-        k = frame
         while k >= 0 and k not in text_of:
             chain.append(k)
-            k = above_list[k]
-        text = text_of[k] if k >= 0 else ""
+            k = up_list[k]
+        out = text_of[k] if k >= 0 else ""
         for k in reversed(chain):
-            text = strings[names_list[k]] + (";" + text if text else "")
-            text_of[k] = text
-        return text
+            out = text_of[k] = strings[name_list[k]] + (";" + out if out else "")
+        return out
 
     texts: list[str] = []
     index: dict[str, int] = {}
-    codes = np.full(len(frames), -1, dtype=np.int64)
-    for i, (frame, n, first) in enumerate(zip(frames.tolist(), length[frames].tolist(), near[frames].tolist())):
-        if n > MAX_FRAMES:
-            text = _walk_text(frame, parent_list, names_list, strings)
-        else:
-            text = source_text(first) if first >= 0 else ""
-        if text:
-            codes[i] = index.setdefault(text, len(texts))
-            if codes[i] == len(texts):
-                texts.append(text)
-    return codes, texts
+    code = np.full(len(distinct), -1, dtype=np.int64)
+    for d in np.argsort(first, kind="stable").tolist():  # texts numbered as the frames first meet them
+        k = int(distinct[d])
+        t = text(k) if k >= 0 else _walk_text(int(frames[first[d]]), parent_list, names_list, strings) if k < -1 \
+            else ""
+        if t:
+            code[d] = index.setdefault(t, len(texts))
+            if code[d] == len(texts):
+                texts.append(t)
+    return code[inverse.reshape(-1)], texts
+
+
+def _stack_ids(nodes: np.ndarray, above: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Numbers for the chains of source frames: per frame of the mask ``nodes`` (source frames whose chain is
+    within the cut), the number of its chain of source frames, equal for equal (name, outer chain) pairs; and per
+    number its innermost frame's name and its outer chain's number (-1 at the top). Level by level from the top,
+    one ``np.unique`` each, so a text is built once per chain, not once per frame."""
+    stack = np.full(len(above), -1, dtype=np.int64)
+    level = _chain_lengths(above)  # source frames on the chain, the frame itself included
+    members = np.flatnonzero(nodes)
+    members = members[np.argsort(level[members], kind="stable")]
+    bounds = np.searchsorted(level[members], np.arange(1, int(level[members].max(initial=0)) + 2))
+    stack_name, stack_up, count = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], 0
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        at = members[lo:hi]
+        outer = np.where(above[at] >= 0, stack[np.maximum(above[at], 0)], -1)
+        distinct, first, inverse = np.unique(names[at] * (count + 1) + outer + 1, return_index=True,
+                                             return_inverse=True)
+        stack[at] = count + inverse.reshape(-1)
+        stack_name.append(names[at][first])
+        stack_up.append(outer[first])
+        count += len(distinct)
+    return stack, np.concatenate(stack_name), np.concatenate(stack_up)
 
 
 def _walk_text(frame: int, parent: list[int], names: list[int], strings: list[str]) -> str:

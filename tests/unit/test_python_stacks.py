@@ -126,3 +126,18 @@ def test_a_chain_longer_than_the_cut_and_a_cycle_are_cut_as_the_walk_cuts_them(t
     assert by_length[0].split(";") == cycled
     assert len(by_length[1].split(";")) == ps.MAX_FRAMES  # the innermost 512 of 552 frames
     assert by_length[1].startswith(f"deep.py({ps.MAX_FRAMES + 39}): f;")
+
+
+@pytest.mark.parametrize(("threads", "seed"), [(1, 0), (3, 1), (3, 2), (40, 3)])
+def test_sweep_permutation_is_lexsorts(threads: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 20_000
+    pid = rng.integers(5, 7, n)
+    tid = rng.integers(0, threads, n) * 1_000_003
+    start = np.sort(rng.integers(0, 3000, n).astype(float))  # nearly sorted, with many equal starts
+    start[rng.integers(0, n, 200)] = rng.uniform(0, 3000, 200)
+    start[rng.integers(0, n, 20)] = np.nan
+    length = rng.choice([0.0, 1.0, 2.5, 7.0], n)
+    is_py = rng.random(n) < 0.4
+    got = ps.sweep_permutation(pid, tid, start, length, is_py)
+    assert got.tolist() == np.lexsort((~is_py, -length, start, tid, pid)).tolist()
