@@ -19,7 +19,7 @@ from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import host_tree, innermost_containing
 from ..model.tables import TraceModel
-from .operators import call_stacks, operator_nodes
+from .operators import call_stacks, operator_nodes, tree_levels
 
 _DEVICE_TYPES = {0: "CPU", 1: "GPU", 6: "HIP", 12: "XPU", 13: "MPS", 15: "HPU", 19: "MTIA", 20: "PrivateUse1"}
 UNKNOWN = "<unknown>"
@@ -281,8 +281,7 @@ def memory_statistics(model: TraceModel, start: float | None = None, end: float 
     labels = np.array(rec.device, dtype=object)[pick] if len(rec.device) else np.empty(0, dtype=object)
     owner, size = rec.owner[pick], rec.nbytes[pick].astype(np.float64)
     out: list[dict[str, Any]] = []
-    has_parent = tree.parent >= 0
-    levels = [np.flatnonzero((tree.depth == d) & has_parent) for d in range(int(tree.depth.max(initial=0)), 0, -1)]
+    levels = list(reversed(tree_levels(model)[1:]))
     for device in sorted(set(labels.tolist()), key=lambda s: (s != "CPU", s)):
         on = labels == device
         n = tree.size

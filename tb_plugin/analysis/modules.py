@@ -21,7 +21,7 @@ from ..model.kinds import Kind
 from ..model.optree import host_tree, innermost_containing, nest
 from ..model.order import preorder
 from ..model.tables import TraceModel
-from .operators import operator_nodes, subtree_device_time
+from .operators import operator_nodes, subtree_device_time, tree_levels
 
 MODULE_PREFIX = "nn.Module: "
 _PL_MODULE = re.compile(r"^\[pl\]\[module\](?:[\w.]+: )?(?P<path>[\w.]+)$")
@@ -170,8 +170,7 @@ def _backward_of_modules(model: TraceModel, op_module: np.ndarray, n: int) -> tu
                                        flows["ts"][finishes])
     # The root (top-level node) above each backward operator.
     root = np.arange(tree.size)
-    for d in range(1, int(tree.depth.max(initial=0)) + 1):
-        level = np.flatnonzero((tree.depth == d) & (tree.parent >= 0))
+    for level in tree_levels(model)[1:]:
         root[level] = root[tree.parent[level]]
     r = _backward_root(flows["id"][finishes], take(root[cpu], bwd, -1), flows["id"][starts])
     module = take(op_module, fwd, -1)

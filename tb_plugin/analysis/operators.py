@@ -52,13 +52,21 @@ def _durations(tree: HostTree) -> np.ndarray:
     return spans
 
 
-def _subtree_last(tree: HostTree) -> np.ndarray:
+@memoized
+def tree_levels(model: TraceModel) -> list[np.ndarray]:
+    """The host-tree nodes that have a parent, by depth (item d: those at depth d, ascending), sorted once: a loop
+    over the levels that selected each level with a mask over all nodes was depth × nodes of work."""
+    tree = host_tree(model)
+    nodes = np.flatnonzero(tree.parent >= 0)
+    by_depth = nodes[np.argsort(tree.depth[nodes], kind="stable")]
+    bounds = np.searchsorted(tree.depth[by_depth], np.arange(int(tree.depth.max(initial=0)) + 2))
+    return [by_depth[lo:hi] for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+
+
+def _subtree_last(model: TraceModel, tree: HostTree) -> np.ndarray:
     """Largest node number in each node's subtree (subtrees are contiguous in preorder)."""
     last = np.arange(tree.size)
-    order = np.argsort(-tree.depth, kind="stable")
-    for d in range(int(tree.depth.max()) if tree.size else -1, 0, -1):
-        level = order[tree.depth[order] == d]
-        level = level[tree.parent[level] >= 0]
+    for level in reversed(tree_levels(model)[1:]):
         np.maximum.at(last, tree.parent[level], last[level])
     return last
 
@@ -91,7 +99,7 @@ def operator_nodes(model: TraceModel) -> OperatorNodes:
     prefix = np.concatenate([[0.0], np.cumsum(o_dur)])
     prefix_tc = np.concatenate([[0.0], np.cumsum(np.where(o_tc, o_dur, 0.0))])
 
-    last = _subtree_last(tree)
+    last = _subtree_last(model, tree)
     nodes = np.flatnonzero(in_tree & (tree.kind == Kind.CPU_OP) & ~tree.merged)
     keep = ~np.isin(names[nodes], model.codes_where(lambda s: _NOT_OPERATORS.match(s) is not None))
     nodes = nodes[keep]
@@ -117,9 +125,8 @@ def operator_nodes(model: TraceModel) -> OperatorNodes:
     eligible_node = np.zeros(tree.size, dtype=bool)
     code_ok = model.codes_where(op_is_tensor_core_eligible)
     eligible_node[nodes] = np.isin(names[nodes], code_ok) | (tc_self > 0)
-    for d in range(int(tree.depth.max()) if tree.size else -1, 0, -1):
-        level = np.flatnonzero((tree.depth == d) & eligible_node & (tree.parent >= 0))
-        eligible_node[tree.parent[level]] = True
+    for level in reversed(tree_levels(model)[1:]):
+        eligible_node[tree.parent[level[eligible_node[level]]]] = True
     return OperatorNodes(node=nodes, name=names[nodes], host_total=dur[nodes], host_self=host_self[nodes],
                          device_self=device_self, device_total=device_total, device_total_wall=wall,
                          tc_self=tc_self, tc_total=tc_total, eligible=eligible_node[nodes])
@@ -259,7 +266,7 @@ def subtree_device_time(model: TraceModel) -> np.ndarray:
     order = np.argsort(launch[has], kind="stable")
     node = launch[has][order]
     prefix = np.concatenate([[0.0], np.cumsum(dur[has][order])])
-    last = _subtree_last(tree)
+    last = _subtree_last(model, tree)
     everything = np.arange(tree.size)
     out: np.ndarray = prefix[np.searchsorted(node, last, side="right")] - prefix[np.searchsorted(node, everything)]
     return out
