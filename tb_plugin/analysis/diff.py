@@ -145,29 +145,47 @@ def diff_summary(base: TraceModel, exp: TraceModel, step: str | None = None,
 
 @dataclass(frozen=True)
 class _Side:
+    """One trace's host tree as the drill-down reads it, node by node: Python lists (a numpy scalar per lookup
+    costs more than the lookup), each node's children as a range of ``child_nodes``, and the name each node is
+    matched by, worked out once per distinct name."""
+
     model: TraceModel
     tree: HostTree
     device: np.ndarray
-    children: dict[int, list[int]]
+    child_nodes: list[int]
+    child_start: list[int]  # children of node n: child_nodes[child_start[n]:child_start[n + 1]]
+    name_code: list[int]  # per node
+    annotation: list[bool]  # per node: a user annotation (record_function region)
+    keys: dict[int, str]  # per name code: the name it is matched by
+
+    def children(self, node: int) -> list[int]:
+        return self.child_nodes[self.child_start[node]:self.child_start[node + 1]]
 
 
 @memoized
 def _side(model: TraceModel) -> _Side:
     tree = host_tree(model)
     keep = (tree.parent >= -1) & np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION))
-    children: dict[int, list[int]] = {}
-    for node in np.flatnonzero(keep & (tree.parent >= 0)).tolist():
-        children.setdefault(int(tree.parent[node]), []).append(node)
-    return _Side(model, tree, subtree_device_time(model), children)
+    nodes = np.flatnonzero(keep & (tree.parent >= 0))
+    parents = tree.parent[nodes]
+    by_parent = np.argsort(parents, kind="stable")  # children in node order, as appended one by one
+    start = np.searchsorted(parents[by_parent], np.arange(tree.size + 1))
+    codes = model["events"]["name"][tree.rows]
+    keys = {c: _key_of(model.strings[c]) for c in np.unique(codes).tolist()}
+    return _Side(model, tree, subtree_device_time(model), nodes[by_parent].tolist(), start.tolist(),
+                 codes.tolist(), (tree.kind == Kind.USER_ANNOTATION).tolist(), keys)
 
 
 def _name(side: _Side, node: int) -> str:
-    return side.model.strings[int(side.model["events"]["name"][side.tree.rows[node]])]
+    return side.model.strings[side.name_code[node]]
 
 
 def _key(side: _Side, node: int) -> str:
+    return side.keys[side.name_code[node]]
+
+
+def _key_of(name: str) -> str:
     """The name nodes are matched by: data loaders of any iterator class align, backward roots by their op."""
-    name = _name(side, node)
     if _DATALOADER.match(name):
         return "DataLoader"
     m = _OPTIMIZER.match(name)
@@ -200,7 +218,7 @@ def _top_level(side: _Side, step: int | None = None) -> list[int]:
         number = steps.names[step]
         is_step &= name_mask(side.model, names, lambda s: str(step_number(s)) == number)
     step_nodes = np.flatnonzero(is_step).tolist()
-    out = [c for s in step_nodes for c in side.children.get(s, [])]
+    out = [c for s in step_nodes for c in side.children(s)]
     if not step_nodes or not steps.count:
         return np.flatnonzero((tree.parent == -1) & host).tolist()  # type: ignore[no-any-return]
     first, last = (0, steps.count - 1) if step is None else (step, step)
@@ -210,10 +228,13 @@ def _top_level(side: _Side, step: int | None = None) -> list[int]:
 
 
 def _stats(side: _Side, nodes: list[int]) -> dict[str, Any] | None:
+    """Count, host and device time of the nodes; added one by one in their order (a cumulative sum, not numpy's
+    pairwise sum: the same floats as adding them in a loop)."""
     if not nodes:
         return None
-    host = float(sum(side.tree.end[n] - side.tree.start[n] for n in nodes))
-    device = float(sum(side.device[n] for n in nodes))
+    index = np.asarray(nodes, dtype=np.int64)
+    host = float(np.cumsum(side.tree.end[index] - side.tree.start[index])[-1])
+    device = float(np.cumsum(side.device[index])[-1])
     return {"count": len(nodes), "host_us": host, "device_us": device}
 
 
@@ -233,12 +254,11 @@ def _phases(side: _Side, nodes: list[int]) -> list[tuple[str, list[int]]]:
     operators and of backward roots between them become one entry each."""
     out: list[tuple[str, list[int]]] = []
     for node in nodes:
-        name = _name(side, node)
         key = _key(side, node)
-        if key == "DataLoader" or key.startswith("Optimizer.") or side.tree.kind[node] == Kind.USER_ANNOTATION:
+        if key == "DataLoader" or key.startswith("Optimizer.") or side.annotation[node]:
             out.append((key, [node]))
             continue
-        run = "Backward" if name.startswith(_BACKWARD) else "Operators"
+        run = "Backward" if _name(side, node).startswith(_BACKWARD) else "Operators"
         if out and out[-1][0] == run:
             out[-1][1].append(node)
         else:
@@ -285,7 +305,7 @@ def _align_phases(a: _Side, left: list[int], pa: list[tuple[str, list[int]]], b:
 
 def _members(side: _Side, nodes: list[int]) -> list[int]:
     """What a drill-down entry expands into: a single node's children; a group's members."""
-    return side.children.get(nodes[0], []) if len(nodes) == 1 else list(nodes)
+    return side.children(nodes[0]) if len(nodes) == 1 else list(nodes)
 
 
 def _expand(a: _Side, left: list[int], b: _Side, right: list[int]) -> list[tuple[list[int], list[int]]]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.arrays import take
+from ..model.arrays import group_rows, take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import host_tree
@@ -73,9 +73,7 @@ def kernel_table(model: TraceModel, group_by: str = "name") -> list[dict[str, An
         op_names = take(ev["name"][tree.rows], op_node, -1).astype(np.int64)
         keys += [op_names] + [dev[c][k] for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                                                   "registers", "shared_memory")]
-    stacked = np.stack(keys, axis=1)
-    _, first, group = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-    group = group.reshape(-1)
+    first, group = group_rows(keys)
     n = len(first)
     calls = np.bincount(group, minlength=n)
     total = np.bincount(group, weights=dur, minlength=n)

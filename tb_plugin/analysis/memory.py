@@ -9,7 +9,6 @@ PyTorch < 1.10 have no addresses, so they get statistics but no curve or pairs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +19,7 @@ from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import host_tree, innermost_containing
 from ..model.tables import TraceModel
-from .operators import call_stacks, operator_nodes
+from .operators import call_stacks, operator_nodes, tree_levels
 
 _DEVICE_TYPES = {0: "CPU", 1: "GPU", 6: "HIP", 12: "XPU", 13: "MPS", 15: "HPU", 19: "MTIA", 20: "PrivateUse1"}
 UNKNOWN = "<unknown>"
@@ -90,10 +89,23 @@ def _downsample(t: np.ndarray, alloc: np.ndarray, res: np.ndarray, max_points: i
     b = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, buckets - 1)
     starts = np.flatnonzero(np.concatenate([[True], b[1:] != b[:-1]]))
     ends = np.append(starts[1:], len(t))
-    keep = [starts, ends - 1]
-    keep.append(np.array([s + int(np.argmax(alloc[s:e])) for s, e in zip(starts.tolist(), ends.tolist())]))
-    keep.append(np.array([s + int(np.argmin(alloc[s:e])) for s, e in zip(starts.tolist(), ends.tolist())]))
+    keep = [starts, ends - 1, _first_extreme(alloc, starts, ends, largest=True),
+            _first_extreme(alloc, starts, ends, largest=False)]
     return np.unique(np.concatenate(keep))
+
+
+def _first_extreme(values: np.ndarray, starts: np.ndarray, ends: np.ndarray, largest: bool) -> np.ndarray:
+    """Per bucket ``[start, end)``: ``start + argmax`` (or ``argmin``) of the bucket, the first index holding its
+    extreme, for all buckets at once (a NaN, which argmax picks and ``==`` never finds, takes the loop)."""
+    if np.isnan(values).any():
+        arg = np.argmax if largest else np.argmin
+        return np.array([s + int(arg(values[s:e])) for s, e in zip(starts.tolist(), ends.tolist())])
+    extreme = (np.maximum if largest else np.minimum).reduceat(values, starts)
+    bucket = np.repeat(np.arange(len(starts)), ends - starts)
+    hit = np.flatnonzero(values == extreme[bucket])
+    _, first = np.unique(bucket[hit], return_index=True)
+    out: np.ndarray = hit[first]
+    return out
 
 
 def memory_curve(model: TraceModel, max_points: int = 4000) -> dict[str, Any]:
@@ -125,17 +137,26 @@ def memory_curve(model: TraceModel, max_points: int = 4000) -> dict[str, Any]:
     return {"devices": devices, "reason": reason, "start_us": span[0] if span else None}
 
 
-def _display_name(model: TraceModel, node: int) -> str:
-    if node < 0:
-        return UNKNOWN
+def _display_names(model: TraceModel, owner: np.ndarray) -> list[str]:
+    """Per record: its operator's name, ``parent (aten::empty…)`` where an allocator primitive made it (the parent
+    is the operator that asked for the memory), ``<unknown>`` without one; each distinct text built once."""
     tree = host_tree(model)
-    ev = model["events"]
-    name = model.strings[int(ev["name"][tree.rows[node]])]
-    if name.startswith("aten::empty"):
-        parent = int(tree.op_of[tree.parent[node]]) if tree.parent[node] >= 0 else -1
-        if parent >= 0:
-            return f"{model.strings[int(ev['name'][tree.rows[parent]])]} ({name})"
-    return name
+    names = model["events"]["name"]
+    node = np.maximum(owner, 0)
+    code = take(names[tree.rows], owner, -1).astype(np.int64)
+    up = np.where(tree.parent[node] >= 0, tree.op_of[np.maximum(tree.parent[node], 0)], -1)
+    empty = np.isin(code, model.codes_where(lambda s: s.startswith("aten::empty")))
+    parent_code = np.where(empty & (up >= 0), take(names[tree.rows], up, -1), -1).astype(np.int64)
+    texts: dict[tuple[int, int], str] = {}
+    for c, pc in zip(code.tolist(), parent_code.tolist()):
+        if (c, pc) not in texts:
+            name = model.strings[c] if c >= 0 else UNKNOWN
+            texts[c, pc] = f"{model.strings[pc]} ({name})" if pc >= 0 else name
+    return [texts[k] for k in zip(code.tolist(), parent_code.tolist())]
+
+
+def _display_name(model: TraceModel, node: int) -> str:
+    return _display_names(model, np.array([node], dtype=np.int64))[0]
 
 
 def _record_stacks(model: TraceModel, owner: np.ndarray) -> list[str | None]:
@@ -149,44 +170,70 @@ def _record_stacks(model: TraceModel, owner: np.ndarray) -> list[str | None]:
     return [stacks.texts[c] if c >= 0 else None for c in per_record.tolist()]
 
 
+@dataclass(frozen=True)
+class MemoryPairs:
+    """Allocations with their frees, in allocation time order (frees with no allocation in the trace too), as
+    columns: a row dict per pair is built only for the pairs an answer shows. ``alloc``/``free`` are the times,
+    -inf / inf where the trace has none (``has_alloc``/``has_free`` false: allocated before it began, never freed
+    in it), which is how a range selects them."""
+
+    name: list[str]
+    device: list[str]
+    size: list[int]
+    alloc: np.ndarray
+    free: np.ndarray
+    has_alloc: np.ndarray
+    has_free: np.ndarray
+    addr: list[int]
+    call_stack: list[str | None]
+
+    def rows(self, picked: np.ndarray, state: list[str]) -> list[dict[str, Any]]:
+        """The pairs ``picked`` as the API shows them, each with how it touches the range asked for."""
+        a, f = self.alloc[picked], self.free[picked]
+        has_a, has_f = self.has_alloc[picked], self.has_free[picked]
+        alloc = [t if h else None for t, h in zip(a.tolist(), has_a.tolist())]
+        free = [t if h else None for t, h in zip(f.tolist(), has_f.tolist())]
+        life = [t if h else None for t, h in zip((f - a).tolist(), (has_a & has_f).tolist())]
+        return [{"name": self.name[k], "device": self.device[k], "size_bytes": self.size[k], "alloc_us": al,
+                 "free_us": fr, "lifetime_us": li, "addr": self.addr[k], "call_stack": self.call_stack[k],
+                 "in_range": st}
+                for k, al, fr, li, st in zip(picked.tolist(), alloc, free, life, state)]
+
+
 @memoized
-def memory_pairs(model: TraceModel) -> list[dict[str, Any]]:
-    """Allocations with their frees, in allocation time order (frees with no allocation in the trace too), each
-    with the call stack of its operator."""
+def memory_pairs(model: TraceModel) -> MemoryPairs:
+    """Allocations and frees paired by (device, address) in time order: a free closes the allocation just before
+    it at its address, if the record just before it there is one (an address reused before its free was recorded
+    leaves the older allocation unfreed); found with one sort by (device, address, time)."""
     rec = memory_records(model)
     if not rec.has_addresses:
-        return []
-    stacks = _record_stacks(model, rec.owner)
-    pending: dict[tuple[str, int], int] = {}
-    rows: list[dict[str, Any]] = []
-    names: dict[int, str] = {}
-
-    def name_of(node: int) -> str:
-        if node not in names:
-            names[node] = _display_name(model, node)
-        return names[node]
-
-    for i, (t, size, addr, device, owner) in enumerate(zip(rec.ts.tolist(), rec.nbytes.tolist(), rec.addr.tolist(),
-                                                            rec.device, rec.owner.tolist())):
-        if addr < 0 or size == 0:
-            continue
-        key = (device, addr)
-        if size > 0:
-            if key in pending:  # an address reused before its free was recorded: close the old one as unfreed
-                pending.pop(key)
-            pending[key] = len(rows)
-            rows.append({"name": name_of(owner), "device": device, "size_bytes": int(size), "alloc_us": t,
-                         "free_us": None, "lifetime_us": None, "addr": int(addr), "call_stack": stacks[i],
-                         "record": i})
-        else:
-            j = pending.pop(key, None)
-            if j is None:
-                rows.append({"name": name_of(owner), "device": device, "size_bytes": int(-size), "alloc_us": None,
-                             "free_us": t, "lifetime_us": None, "addr": int(addr), "call_stack": None, "record": i})
-            else:
-                rows[j]["free_us"] = t
-                rows[j]["lifetime_us"] = t - rows[j]["alloc_us"]
-    return rows
+        none = np.zeros(0, dtype=bool)
+        return MemoryPairs([], [], [], np.zeros(0), np.zeros(0), none, none, [], [])
+    kept = np.flatnonzero((rec.addr >= 0) & (rec.nbytes != 0))
+    label_code: dict[str, int] = {}
+    device = np.array([label_code.setdefault(d, len(label_code)) for d in rec.device], dtype=np.int64)[kept]
+    addr, size = rec.addr[kept], rec.nbytes[kept]
+    order = np.lexsort((kept, addr, device))
+    alloc = size[order] > 0
+    follows = np.zeros(len(kept), dtype=bool)  # a free just after an allocation at the same (device, address)
+    follows[1:] = ((device[order][1:] == device[order][:-1]) & (addr[order][1:] == addr[order][:-1])
+                   & alloc[:-1] & ~alloc[1:])
+    freed_by = np.full(len(kept), -1, dtype=np.int64)  # per kept record (an allocation): its free's record
+    freed_by[order[np.flatnonzero(follows) - 1]] = kept[order[follows]]
+    paired_free = np.zeros(len(kept), dtype=bool)
+    paired_free[order[follows]] = True
+    rows = kept[~paired_free]  # allocations, and frees with no allocation, in record (time) order
+    is_alloc = rec.nbytes[rows] > 0
+    free_of = freed_by[~paired_free]
+    names = _display_names(model, rec.owner[rows])
+    stacks = _record_stacks(model, rec.owner[rows])
+    has_free = ~is_alloc | (free_of >= 0)
+    return MemoryPairs(
+        name=names, device=[rec.device[r] for r in rows.tolist()], size=np.abs(rec.nbytes[rows]).tolist(),
+        alloc=np.where(is_alloc, rec.ts[rows], -np.inf), has_alloc=is_alloc, has_free=has_free,
+        free=np.where(is_alloc, np.where(free_of >= 0, rec.ts[np.maximum(free_of, 0)], np.inf), rec.ts[rows]),
+        addr=rec.addr[rows].tolist(),
+        call_stack=[st if a else None for st, a in zip(stacks, is_alloc.tolist())])
 
 
 def memory_events(model: TraceModel, start: float | None = None, end: float | None = None,
@@ -194,25 +241,16 @@ def memory_events(model: TraceModel, start: float | None = None, end: float | No
     """Pairs touching [start, end): allocated in it (``in_range`` "allocated") or allocated before it and live in it
     ("live": alive at its start, freed in it or later), on one device if given. Without a range every pair counts
     as allocated."""
+    pairs = memory_pairs(model)
     lo = -np.inf if start is None else start
     hi = np.inf if end is None else end
-    return [_shown(row, "allocated" if a >= lo else "live") for row, a, f in _timed_pairs(model, device)
-            if a < hi and f >= lo]
+    picked = np.flatnonzero((pairs.alloc < hi) & (pairs.free >= lo) & _on_device(pairs, device))
+    allocated = (pairs.alloc[picked] >= lo).tolist()
+    return pairs.rows(picked, ["allocated" if a else "live" for a in allocated])
 
 
-def _timed_pairs(model: TraceModel, device: str | None) -> Iterator[tuple[dict[str, Any], float, float]]:
-    """Each allocation pair (on ``device`` if given) with its allocation and free µs: -inf for one allocated
-    before the trace began, inf for one never freed in it."""
-    for row in memory_pairs(model):
-        if device is None or row["device"] == device:
-            a = row["alloc_us"] if row["alloc_us"] is not None else -np.inf
-            f = row["free_us"] if row["free_us"] is not None else np.inf
-            yield row, a, f
-
-
-def _shown(row: dict[str, Any], state: str) -> dict[str, Any]:
-    """A pair as the API shows it: without its record index, with how it touches the range asked for."""
-    return {**{k: v for k, v in row.items() if k != "record"}, "in_range": state}
+def _on_device(pairs: MemoryPairs, device: str | None) -> np.ndarray | bool:
+    return True if device is None else np.array([d == device for d in pairs.device], dtype=bool)
 
 
 def live_at(model: TraceModel, at: float, device: str | None = None) -> dict[str, Any]:
@@ -220,7 +258,9 @@ def live_at(model: TraceModel, at: float, device: str | None = None) -> dict[str
     largest first: at the curve's peak, what the peak is made of. ``allocated_bytes`` is the device's total
     allocated at that instant (its last record at or before it; None without a device or a record): the part of
     it the rows do not add up to was allocated before the trace started (weights, optimizer state)."""
-    rows = [_shown(row, "live") for row, a, f in _timed_pairs(model, device) if a <= at < f]
+    pairs = memory_pairs(model)
+    picked = np.flatnonzero((pairs.alloc <= at) & (at < pairs.free) & _on_device(pairs, device))
+    rows = pairs.rows(picked, ["live"] * len(picked))
     rows.sort(key=lambda r: -r["size_bytes"])
     total = None
     if device is not None:
@@ -241,8 +281,7 @@ def memory_statistics(model: TraceModel, start: float | None = None, end: float 
     labels = np.array(rec.device, dtype=object)[pick] if len(rec.device) else np.empty(0, dtype=object)
     owner, size = rec.owner[pick], rec.nbytes[pick].astype(np.float64)
     out: list[dict[str, Any]] = []
-    has_parent = tree.parent >= 0
-    levels = [np.flatnonzero((tree.depth == d) & has_parent) for d in range(int(tree.depth.max(initial=0)), 0, -1)]
+    levels = list(reversed(tree_levels(model)[1:]))
     for device in sorted(set(labels.tolist()), key=lambda s: (s != "CPU", s)):
         on = labels == device
         n = tree.size

@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from ..model.arrays import take
+from ..model.arrays import group_rows, take, unique_pairs
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.nesting import nest
 from ..model.optree import host_tree, innermost_containing
 from ..model.order import preorder
 from ..model.tables import TraceModel
-from .operators import operator_nodes, subtree_device_time
+from .operators import operator_nodes, subtree_device_time, tree_levels
 
 MODULE_PREFIX = "nn.Module: "
 _PL_MODULE = re.compile(r"^\[pl\]\[module\](?:[\w.]+: )?(?P<path>[\w.]+)$")
@@ -56,8 +56,8 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
     ops = operator_nodes(model)
     tree = host_tree(model)
     op_rows = tree.rows[ops.node]
-    op_module = innermost_containing(pid, tid, start, start + dur, ev["pid"][op_rows], ev["tid"][op_rows],
-                                     ev["ts"][op_rows])
+    op_module = _innermost_on_shared_threads(pid, tid, start, start + dur, ev["pid"][op_rows],
+                                            ev["tid"][op_rows], ev["ts"][op_rows])
     # Direct operators: those whose enclosing operator is in another module (or none).
     node_pos = np.full(tree.size, -1, dtype=np.int64)
     node_pos[ops.node] = np.arange(len(ops.node))
@@ -74,11 +74,9 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
     child_time = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=n)
     device_total = device_self.copy()
     bwd_host, bwd_device = _backward_of_modules(model, op_module, n)
-    for k in range(n - 1, -1, -1):  # preorder reversed: children before their parents
-        if parent[k] >= 0:
-            device_total[parent[k]] += device_total[k]
-            bwd_host[parent[k]] += bwd_host[k]
-            bwd_device[parent[k]] += bwd_device[k]
+    for level in _levels_up(parent):  # children before their parents
+        for values in (device_total, bwd_host, bwd_device):
+            np.add.at(values, parent[level], values[level])
     return {
         "frame": frames,
         "name": ev["name"][rows],
@@ -93,6 +91,52 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
         "backward_host": bwd_host,
         "backward_device": bwd_device,
     }
+
+
+def _innermost_on_shared_threads(span_pid: np.ndarray, span_tid: np.ndarray, span_start: np.ndarray,
+                                 span_end: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """``innermost_containing`` given only the spans on the points' threads and the points on the spans' threads:
+    it only ever matches a point to a span of its own thread, so the answer is the same for less to sort (module
+    frames and forward operators are on the main thread, backward operators on the autograd thread)."""
+    spans = _on_threads(span_pid, span_tid, pid, tid)
+    points = _on_threads(pid, tid, span_pid[spans], span_tid[spans])
+    out = np.full(len(ts), -1, dtype=np.int64)
+    inner = innermost_containing(span_pid[spans], span_tid[spans], span_start[spans], span_end[spans],
+                                 pid[points], tid[points], ts[points])
+    out[points] = take(spans, inner, -1)
+    return out
+
+
+def _on_threads(pid: np.ndarray, tid: np.ndarray, other_pid: np.ndarray, other_tid: np.ndarray) -> np.ndarray:
+    """Indices of the rows (pid, tid) whose thread is among the other rows' threads (compared thread by thread
+    where there are a few, else by thread numbers of both sides)."""
+    threads = unique_pairs(other_pid, other_tid)
+    if len(threads) > 32:
+        _, thread = group_rows([np.concatenate([pid, other_pid]), np.concatenate([tid, other_tid])])
+        return np.flatnonzero(np.isin(thread[:len(pid)], thread[len(pid):]))
+    keep = np.zeros(len(pid), dtype=bool)
+    for p, t in threads:
+        keep |= (pid == p) & (tid == t)
+    return np.flatnonzero(keep)
+
+
+def _depth(parent: np.ndarray) -> np.ndarray:
+    """Nesting depth of each occurrence (0 at the top), one step up all of them at a time."""
+    depth = np.zeros(len(parent), dtype=np.int64)
+    up = parent.copy()
+    while True:
+        below = np.flatnonzero(up >= 0)
+        if not len(below):
+            return depth
+        depth[below] += 1
+        up[below] = parent[up[below]]
+
+
+def _levels_up(parent: np.ndarray) -> list[np.ndarray]:
+    """The occurrences with a parent by depth, deepest first, each level in reverse preorder: adding a level into
+    the parents in this order makes the same float sums as a loop over the occurrences in reverse preorder."""
+    depth = _depth(parent)
+    return [np.flatnonzero(depth == d)[::-1] for d in range(int(depth.max(initial=0)), 0, -1)]
 
 
 def _backward_of_modules(model: TraceModel, op_module: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -119,29 +163,39 @@ def _backward_of_modules(model: TraceModel, op_module: np.ndarray, n: int) -> tu
         return host, device
     op_rows = tree.rows[ops.node]
     op_end = tree.end[ops.node]
-    fwd = innermost_containing(ev["pid"][op_rows], ev["tid"][op_rows], tree.start[ops.node], op_end,
-                               flows["pid"][starts], flows["tid"][starts], flows["ts"][starts])
+    fwd = _innermost_on_shared_threads(ev["pid"][op_rows], ev["tid"][op_rows], tree.start[ops.node], op_end,
+                                       flows["pid"][starts], flows["tid"][starts], flows["ts"][starts])
     cpu = np.flatnonzero((tree.kind == Kind.CPU_OP) & (tree.parent >= -1))
-    bwd = innermost_containing(ev["pid"][tree.rows[cpu]], ev["tid"][tree.rows[cpu]], tree.start[cpu], tree.end[cpu],
-                               flows["pid"][finishes], flows["tid"][finishes], flows["ts"][finishes])
+    bwd = _innermost_on_shared_threads(ev["pid"][tree.rows[cpu]], ev["tid"][tree.rows[cpu]], tree.start[cpu],
+                                       tree.end[cpu], flows["pid"][finishes], flows["tid"][finishes],
+                                       flows["ts"][finishes])
     # The root (top-level node) above each backward operator.
     root = np.arange(tree.size)
-    for d in range(1, int(tree.depth.max(initial=0)) + 1):
-        level = np.flatnonzero((tree.depth == d) & (tree.parent >= 0))
+    for level in tree_levels(model)[1:]:
         root[level] = root[tree.parent[level]]
-    backward_root = dict(zip(flows["id"][finishes].tolist(),
-                             take(root[cpu], bwd, -1).tolist()))
-    device_time = subtree_device_time(model)
-    seen: set[tuple[int, int]] = set()
-    for flow_id, op_pos in zip(flows["id"][starts].tolist(), fwd.tolist()):
-        r = backward_root.get(flow_id, -1)
-        module = int(op_module[op_pos]) if op_pos >= 0 else -1
-        if r < 0 or module < 0 or (module, r) in seen:
-            continue
-        seen.add((module, r))
-        host[module] += float(tree.end[r] - tree.start[r])
-        device[module] += float(device_time[r])
+    r = _backward_root(flows["id"][finishes], take(root[cpu], bwd, -1), flows["id"][starts])
+    module = take(op_module, fwd, -1)
+    # each (module, root) once, the first flow's; added in flow order, as a loop would (np.add.at is in order)
+    pair = np.flatnonzero((r >= 0) & (module >= 0))
+    _, first = np.unique(module[pair] * (tree.size + 1) + r[pair], return_index=True)
+    pair = pair[np.sort(first)]
+    np.add.at(host, module[pair], tree.end[r[pair]] - tree.start[r[pair]])
+    np.add.at(device, module[pair], subtree_device_time(model)[r[pair]])
     return host, device
+
+
+def _backward_root(finish_id: np.ndarray, finish_root: np.ndarray, start_id: np.ndarray) -> np.ndarray:
+    """Per flow start: the backward root of the flow finish with its id (the last such finish where ids repeat,
+    as a dict built from them keeps), -1 when none."""
+    order = np.argsort(finish_id, kind="stable")
+    ids = finish_id[order]
+    last = order[np.concatenate([ids[1:] != ids[:-1], [True]])] if len(ids) else order
+    ids = finish_id[last]
+    if not len(ids):
+        return np.full(len(start_id), -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(ids, start_id), len(ids) - 1)
+    out: np.ndarray = np.where(ids[pos] == start_id, finish_root[last[pos]], -1).astype(np.int64)
+    return out
 
 
 _SOURCE_FRAME = re.compile(r"\(\d+\): ")
@@ -189,14 +243,13 @@ def module_tree(model: TraceModel) -> list[dict[str, Any]]:
     occ = module_occurrences(model)
     if len(occ["frame"]) == 0:
         return []
-    keys = np.stack([occ["name"].astype(np.int64), occ["module_id"]], axis=1)
-    uniq, first, group = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    group = group.reshape(-1)
-    m = len(uniq)
-    parent_group = np.full(m, -1, dtype=np.int64)
-    for g, p in zip(group.tolist(), occ["parent"].tolist()):
-        if p >= 0 and parent_group[g] < 0 and group[p] != g:
-            parent_group[g] = group[p]
+    first, group = group_rows([occ["name"], occ["module_id"]])
+    m = len(first)
+    parent_group = np.full(m, -1, dtype=np.int64)  # the group of the first occurrence's parent in another group
+    parent = occ["parent"]
+    across = np.flatnonzero((parent >= 0) & (group[np.maximum(parent, 0)] != group))
+    groups, at = np.unique(group[across], return_index=True)
+    parent_group[groups] = group[parent[across[at]]]
 
     def total(values: np.ndarray) -> np.ndarray:
         return np.bincount(group, weights=values.astype(np.float64), minlength=m)
@@ -212,8 +265,8 @@ def module_tree(model: TraceModel) -> list[dict[str, Any]]:
     for g in range(m):
         mean = (dev_total[g] if dev_total[g] > 0 else host_total[g]) / occurrences[g]
         nodes.append({
-            "name": _module_label(model.strings[int(uniq[g][0])]),
-            "id": int(uniq[g][1]),
+            "name": _module_label(model.strings[int(occ["name"][first[g]])]),
+            "id": int(occ["module_id"][first[g]]),
             "occurrences": int(occurrences[g]),
             "operators": int(operators[g]),
             "host_total_us": float(host_total[g]), "host_self_us": float(host_self[g]),
@@ -233,9 +286,7 @@ def module_tree(model: TraceModel) -> list[dict[str, Any]]:
 def module_timeline(model: TraceModel, limit: int = 20000) -> list[dict[str, Any]]:
     """Module occurrences (name, start, duration, depth) for a call-tree timeline, the first ``limit`` in time."""
     occ = module_occurrences(model)
-    depth = np.zeros(len(occ["frame"]), dtype=np.int64)
-    for k, p in enumerate(occ["parent"].tolist()):  # preorder: parents come first
-        depth[k] = depth[p] + 1 if p >= 0 else 0
+    depth = _depth(occ["parent"])
     order = np.argsort(occ["start"], kind="stable")
     return [{"name": _module_label(model.strings[int(occ["name"][k])]), "start_us": float(occ["start"][k]),
              "dur_us": float(occ["dur"][k]), "depth": int(depth[k])} for k in order[:limit].tolist()]

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 
 from ..model import intervals as iv
-from ..model.arrays import take
+from ..model.arrays import group_rows, take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.optree import HostTree, host_tree
 from ..model.tables import TraceModel
+from . import python_stacks
 from .tensor_cores import op_is_tensor_core_eligible, tensor_core_mask
 
 GROUPINGS = ("name", "name_shape", "name_stack")
@@ -28,7 +29,6 @@ _NOT_OPERATORS = re.compile(
     r"^(?:ProfilerStep#|enumerate\(DataLoader\)#|enumerate\(DataPipe\)#|Optimizer\.|DataParallel\.forward$"
     r"|DistributedDataParallel\.forward$|\[pl\]\[)"
 )
-_SOURCE_FRAME = re.compile(r"\(\d+\): ")
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,21 @@ def _durations(tree: HostTree) -> np.ndarray:
     return spans
 
 
-def _subtree_last(tree: HostTree) -> np.ndarray:
+@memoized
+def tree_levels(model: TraceModel) -> list[np.ndarray]:
+    """The host-tree nodes that have a parent, by depth (item d: those at depth d, ascending), sorted once: a loop
+    over the levels that selected each level with a mask over all nodes was depth × nodes of work."""
+    tree = host_tree(model)
+    nodes = np.flatnonzero(tree.parent >= 0)
+    by_depth = nodes[np.argsort(tree.depth[nodes], kind="stable")]
+    bounds = np.searchsorted(tree.depth[by_depth], np.arange(int(tree.depth.max(initial=0)) + 2))
+    return [by_depth[lo:hi] for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+
+
+def _subtree_last(model: TraceModel, tree: HostTree) -> np.ndarray:
     """Largest node number in each node's subtree (subtrees are contiguous in preorder)."""
     last = np.arange(tree.size)
-    order = np.argsort(-tree.depth, kind="stable")
-    for d in range(int(tree.depth.max()) if tree.size else -1, 0, -1):
-        level = order[tree.depth[order] == d]
-        level = level[tree.parent[level] >= 0]
+    for level in reversed(tree_levels(model)[1:]):
         np.maximum.at(last, tree.parent[level], last[level])
     return last
 
@@ -91,7 +99,7 @@ def operator_nodes(model: TraceModel) -> OperatorNodes:
     prefix = np.concatenate([[0.0], np.cumsum(o_dur)])
     prefix_tc = np.concatenate([[0.0], np.cumsum(np.where(o_tc, o_dur, 0.0))])
 
-    last = _subtree_last(tree)
+    last = _subtree_last(model, tree)
     nodes = np.flatnonzero(in_tree & (tree.kind == Kind.CPU_OP) & ~tree.merged)
     keep = ~np.isin(names[nodes], model.codes_where(lambda s: _NOT_OPERATORS.match(s) is not None))
     nodes = nodes[keep]
@@ -117,9 +125,8 @@ def operator_nodes(model: TraceModel) -> OperatorNodes:
     eligible_node = np.zeros(tree.size, dtype=bool)
     code_ok = model.codes_where(op_is_tensor_core_eligible)
     eligible_node[nodes] = np.isin(names[nodes], code_ok) | (tc_self > 0)
-    for d in range(int(tree.depth.max()) if tree.size else -1, 0, -1):
-        level = np.flatnonzero((tree.depth == d) & eligible_node & (tree.parent >= 0))
-        eligible_node[tree.parent[level]] = True
+    for level in reversed(tree_levels(model)[1:]):
+        eligible_node[tree.parent[level[eligible_node[level]]]] = True
     return OperatorNodes(node=nodes, name=names[nodes], host_total=dur[nodes], host_self=host_self[nodes],
                          device_self=device_self, device_total=device_total, device_total_wall=wall,
                          tc_self=tc_self, tc_total=tc_total, eligible=eligible_node[nodes])
@@ -169,74 +176,14 @@ def _own_table(string_codes: np.ndarray, strings: list[str]) -> CallStacks:
     return CallStacks(inverse.reshape(-1).astype(np.int64) - shift, texts)
 
 
-def _innermost_frames(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
-    """Per operator row: the index (into the ``python`` table) of the innermost Python frame enclosing it on
-    its thread, -1 when none. One sweep per thread over frames and operators sorted by start."""
-    ev = model["events"]
-    py_rows = model["python"]["row"]
-    rows = np.concatenate([py_rows, op_rows])
-    is_py = np.concatenate([np.ones(len(py_rows), bool), np.zeros(len(op_rows), bool)])
-    which = np.concatenate([np.arange(len(py_rows)), np.arange(len(op_rows))])
-    start = ev["ts"][rows]
-    end = start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
-    order = np.lexsort((~is_py, -(end - start), start, ev["tid"][rows], ev["pid"][rows]))
-    pid, tid = ev["pid"][rows][order].tolist(), ev["tid"][rows][order].tolist()
-    s_list, e_list = start[order].tolist(), end[order].tolist()
-    py_list, which_list = is_py[order].tolist(), which[order].tolist()
-    innermost = np.full(len(op_rows), -1, dtype=np.int64)
-    stack: list[int] = []  # indices into the sorted arrays of open Python frames
-    prev = None
-    for i in range(len(order)):
-        thread = (pid[i], tid[i])
-        if thread != prev:
-            stack.clear()
-            prev = thread
-        while stack and e_list[stack[-1]] < s_list[i]:
-            stack.pop()
-        if py_list[i]:
-            stack.append(i)
-        elif stack:
-            innermost[which_list[i]] = which_list[stack[-1]]
-    return innermost
-
-
 def _python_stacks(model: TraceModel, op_rows: np.ndarray) -> CallStacks:
     """Call stacks from ``python_function`` events: each operator's innermost enclosing frame, followed up its
-    chain of Python parents (source frames only), one chain per distinct frame."""
-    py = model["python"]
-    by_id = {int(pid_): k for k, pid_ in enumerate(py["python_id"].tolist()) if pid_ >= 0}
-    parent = py["parent_id"].tolist()
-    frame_name = [model.strings[c] for c in model["events"]["name"][py["row"]].tolist()]
-    texts: list[str] = []
-    index: dict[str, int] = {}
-
-    def code_of(frame: int) -> int:
-        frames: list[str] = []
-        k: int | None = frame
-        seen = 0
-        while k is not None and seen < 512:
-            if _SOURCE_FRAME.search(frame_name[k]):
-                frames.append(frame_name[k])
-            k = by_id.get(parent[k])
-            seen += 1
-        if not frames:
-            return -1
-        text = ";".join(frames)
-        if text not in index:
-            index[text] = len(texts)
-            texts.append(text)
-        return index[text]
-
-    frames, inverse = np.unique(_innermost_frames(model, op_rows), return_inverse=True)
-    codes = np.fromiter((code_of(f) if f >= 0 else -1 for f in frames.tolist()), dtype=np.int64, count=len(frames))
+    chain of Python parents (source frames only), one chain per distinct frame (``python_stacks``)."""
+    frames, inverse = np.unique(python_stacks.innermost_frames(model, op_rows), return_inverse=True)
+    codes = np.full(len(frames), -1, dtype=np.int64)
+    used = frames >= 0
+    codes[used], texts = python_stacks.stack_table(model, frames[used])
     return CallStacks(codes[inverse.reshape(-1)], texts)
-
-
-def _group(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Group rows by several integer key columns: (index of each group's first row, group id per row)."""
-    stacked = np.stack(keys, axis=1) if keys[0].size else np.empty((0, len(keys)), dtype=np.int64)
-    _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
 
 
 @memoized
@@ -255,7 +202,7 @@ def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, 
     elif group_by == "name_stack":
         stacks = call_stacks(model)
         keys.append(stacks.codes)
-    first, group = _group(keys)
+    first, group = group_rows(keys)
     n = len(first)
 
     def total(values: np.ndarray) -> np.ndarray:
@@ -319,7 +266,7 @@ def subtree_device_time(model: TraceModel) -> np.ndarray:
     order = np.argsort(launch[has], kind="stable")
     node = launch[has][order]
     prefix = np.concatenate([[0.0], np.cumsum(dur[has][order])])
-    last = _subtree_last(tree)
+    last = _subtree_last(model, tree)
     everything = np.arange(tree.size)
     out: np.ndarray = prefix[np.searchsorted(node, last, side="right")] - prefix[np.searchsorted(node, everything)]
     return out

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.derived import memoized
 from ..model.tables import TraceModel
 
 
@@ -24,8 +25,10 @@ def event_counts(model: TraceModel) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+@memoized
 def time_range_us(model: TraceModel) -> tuple[float, float] | None:
-    """First start and last end over timed events, ignoring non-finite values."""
+    """First start and last end over timed events, ignoring non-finite values (kept: the summary, the memory
+    curve and its phases all ask)."""
     ev = model["events"]
     ts, dur = ev["ts"], np.nan_to_num(ev["dur"], nan=0.0, posinf=0.0, neginf=0.0)
     ok = np.isfinite(ts)

@@ -1,5 +1,6 @@
 """Gathers over optional indices: the one way to look up ``values[index]`` where ``-1`` (or any negative) means
-"none", so an empty table (a trace with no host operators, no steps) never turns a lookup into an IndexError."""
+"none", so an empty table (a trace with no host operators, no steps) never turns a lookup into an IndexError;
+and grouping by integer columns without ``np.unique(axis=0)`` (a sort of rows, many times slower than of integers)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,39 @@ def unique_pairs(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
     for value in np.unique(a).tolist():
         out.extend((int(value), int(other)) for other in np.unique(b[a == value]).tolist())
     return out
+
+
+_PACKED = 1 << 62
+
+
+def group_rows(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Group rows by integer key columns: (each group's first row, group id per row), groups in the order of
+    their keys: ``np.unique(np.stack(keys, axis=1), axis=0, return_index=True, return_inverse=True)[1:]``.
+
+    The columns, each shifted to start at 0, are packed into one integer per row (a key times the next column's
+    span plus that column keeps the order); where the product of spans would pass 62 bits, the key so far and
+    then the column are first renumbered densely (``np.unique``'s inverse, which keeps the order too).
+    """
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    key = np.zeros(n, dtype=np.int64)
+    key_span = 1
+    for values in keys:
+        column = values.astype(np.int64)
+        lo = int(column.min())
+        span = int(column.max()) - lo + 1
+        if key_span * span >= _PACKED:
+            key, key_span = _dense(key)
+            if key_span * span >= _PACKED:
+                (column, span), lo = _dense(column), 0
+        key = key * span + (column - lo)
+        key_span *= span
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first.astype(np.int64), inverse.reshape(-1).astype(np.int64)
+
+
+def _dense(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """``values`` renumbered 0, 1, … in their order, and how many distinct there are."""
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64), len(distinct)

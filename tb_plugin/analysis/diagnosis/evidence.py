@@ -240,10 +240,12 @@ def tensor_core_gap(model: TraceModel) -> TensorCoreGap:
     ops = operator_nodes(model)
     tree = host_tree(model)
     steps = find_steps(model)
-    eligible = set(ops.node[ops.eligible].tolist())
-    above = {int(tree.parent[n]) for n in eligible if tree.parent[n] in eligible}
-    bottom = np.fromiter((n not in above for n in ops.node.tolist()), dtype=bool, count=len(ops.node))
-    bottom &= ops.eligible
+    eligible = np.zeros(tree.size, dtype=bool)
+    eligible[ops.node[ops.eligible]] = True
+    parent = tree.parent[ops.node[ops.eligible]]
+    above = np.zeros(tree.size, dtype=bool)  # eligible operators with an eligible child
+    above[parent[(parent >= 0) & eligible[np.maximum(parent, 0)]]] = True
+    bottom = ~above[ops.node] & ops.eligible
     no_tc = bottom & (np.nan_to_num(ops.tc_self, nan=0.0) <= 0)
     total = float(ops.device_self.sum())
     time = float(ops.device_self[no_tc].sum())
