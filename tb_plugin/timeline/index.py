@@ -85,9 +85,10 @@ def _summarize(start: np.ndarray, dur: np.ndarray, name: np.ndarray, lo: int, t_
     first = np.flatnonzero(np.concatenate([[True], bucket[1:] != bucket[:-1]]))  # start-sorted: runs per bucket
     count = np.diff(np.append(first, len(bucket))).astype(np.int32)
     busy = np.add.reduceat(dur.astype(np.float64), first)
-    group = np.repeat(np.arange(len(first)), count)
-    order = np.lexsort((name, group))
-    sg, sn = group[order], name[order]
+    group = np.repeat(np.arange(len(first), dtype=np.int64), count)
+    # (bucket, name) pairs in order: one sort of a packed key (names offset to keep their order as unsigned)
+    key = np.sort((group << 32) | (name.astype(np.int64) + (1 << 31)))
+    sg, sn = key >> 32, ((key & 0xFFFFFFFF) - (1 << 31)).astype(name.dtype)
     change = np.concatenate([[True], (sg[1:] != sg[:-1]) | (sn[1:] != sn[:-1])])
     run_start = np.flatnonzero(change)
     run_len = np.diff(np.append(run_start, len(sg)))
