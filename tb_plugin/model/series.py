@@ -21,12 +21,21 @@ def levels_of(points: np.ndarray, delta: np.ndarray) -> Levels:
     return points[:-1], points[1:], level
 
 
-def integral(levels: Levels, t: np.ndarray) -> np.ndarray:
-    """∫ level from -inf to each t, for a piecewise-constant level on sorted segments."""
+def areas(levels: Levels) -> np.ndarray:
+    """∫ level up to each segment's start (one more entry: the whole): what :func:`integral` reads; a caller that
+    samples the same levels on many grids (the Trace view's counters, once per window) computes it once."""
+    seg_start, seg_end, level = levels
+    return np.concatenate([[0.0], np.cumsum(level * (seg_end - seg_start))])
+
+
+def integral(levels: Levels, t: np.ndarray, area: np.ndarray | None = None) -> np.ndarray:
+    """∫ level from -inf to each t, for a piecewise-constant level on sorted segments (``area``: its
+    :func:`areas`, else computed here)."""
     seg_start, seg_end, level = levels
     if len(seg_start) == 0:
         return np.zeros(len(t))
-    area = np.concatenate([[0.0], np.cumsum(level * (seg_end - seg_start))])
+    if area is None:
+        area = areas(levels)
     k = np.searchsorted(seg_start, t, side="right") - 1
     inside = np.clip(t - seg_start[np.maximum(k, 0)], 0.0, (seg_end - seg_start)[np.maximum(k, 0)])
     value: np.ndarray = np.where(k >= 0, area[np.maximum(k, 0)] + level[np.maximum(k, 0)] * inside, 0.0)
@@ -45,8 +54,9 @@ def max_per_bucket(ts: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.
     if has.any():
         # reduceat over each bucket's own sample range: starts are the buckets' first samples, and the end of each
         # range is the next start (buckets with samples are disjoint and in order).
+        # Only the window's own samples are read: a window of a long series costs its samples, not the series.
         starts = first[has]
-        maxima = np.maximum.reduceat(values[: last[has][-1]], starts)
+        maxima = np.maximum.reduceat(values[starts[0]: last[has][-1]], starts - starts[0])
         peak[has] = maxima
     result: np.ndarray = np.fmax(held, peak)
     return result
