@@ -14,14 +14,15 @@ import numpy as np
 
 from ..analysis.steps import category_events, find_steps
 from ..model import ids
-from ..model.optree import launch_rows as launch_of
 from ..model.tables import TraceModel
 from .counters import counters
-from .index import SUMMARY_BUCKETS, LaneSummary, TimelineIndex, Track, depth_of_rows, timeline_index
+from .flows import flows
+from .index import TimelineIndex, Track, timeline_index
+from .pyramid import LanePyramid, bucket_of, most_common, pyramid_of
 
-MAX_FLOWS = 4000
-# A lane window holding more events than this many per pixel is answered from the lane's bucket summary.
-SUMMARY_FACTOR = 8
+# A lane window holding more events than this many per pixel is answered from the lane's bucket summary: its
+# pyramid reads 1 to 4 buckets a pixel, so from 2 events a pixel on that is the cheaper way.
+SUMMARY_FACTOR = 2
 
 
 class _Names:
@@ -54,7 +55,11 @@ def _lane_window(ix: TimelineIndex, lane: int, t0: float, t1: float) -> tuple[in
 def _boxes(start: np.ndarray, dur: np.ndarray, name: np.ndarray, t0: float, px: float,
            names: _Names, hit: np.ndarray | None = None) -> dict[str, list[Any]]:
     """Merge sub-pixel events into boxes: one per run of adjacent occupied pixels. With ``hit`` (per event: in the
-    highlighted category), each box also says how many of its events are (``hl``)."""
+    highlighted category), each box also says how many of its events are (``hl``).
+
+    Events come in start order, so each box is a contiguous run of them: every per-box figure is one ``reduceat``
+    over the runs, and the most common name one sort of (box, name) keys (a wide window of a big lane merges tens
+    of thousands of events here)."""
     if len(start) == 0:
         return {"t": [], "d": [], "count": [], "busy": [], "n": [], **({"hl": []} if hit is not None else {})}
     pixel = np.floor((start - t0) / px).astype(np.int64)
@@ -64,33 +69,18 @@ def _boxes(start: np.ndarray, dur: np.ndarray, name: np.ndarray, t0: float, px: 
     new = np.empty(len(start), dtype=bool)
     new[0] = True
     new[1:] = pixel[1:] > reach[:-1] + 1
-    box = np.cumsum(new) - 1
-    n = int(box[-1]) + 1
-    b_start = start[new]
-    ends = start + dur
-    b_end = np.full(n, -np.inf)
-    np.maximum.at(b_end, box, ends)
-    count = np.bincount(box, minlength=n)
-    busy = np.bincount(box, weights=dur, minlength=n)
-    # Most common name per box: sort by (box, name), take the longest run in each box.
-    order = np.lexsort((name, box))
-    sb, sn = box[order], name[order]
-    change = np.empty(len(sb), dtype=bool)
-    change[0] = True
-    change[1:] = (sb[1:] != sb[:-1]) | (sn[1:] != sn[:-1])
-    run_start = np.flatnonzero(change)
-    run_len = np.diff(np.append(run_start, len(sb)))
-    run_box = sb[run_start]
-    by_box = np.lexsort((-run_len, run_box))  # longest run first within each box
-    _, first_run = np.unique(run_box[by_box], return_index=True)
-    best = sn[run_start[by_box][first_run]]
+    first = np.flatnonzero(new)
+    b_start = start[first]
+    b_end = np.maximum.reduceat(start + dur, first)
+    count = np.diff(np.append(first, len(start)))
+    busy = np.add.reduceat(dur, first)
     width = np.maximum(b_end - b_start, px)
-    name_idx = names.index(best)
+    name_idx = names.index(most_common(np.repeat(np.arange(len(first), dtype=np.int64), count), name)[0])
     out: dict[str, list[Any]] = {
         "t": np.round(b_start - t0, 3).tolist(), "d": np.round(width, 3).tolist(), "count": count.tolist(),
         "busy": np.round(np.minimum(busy / width, 1.0), 3).tolist(), "n": name_idx.tolist()}
     if hit is not None:
-        out["hl"] = np.bincount(box, weights=hit, minlength=n).astype(np.int64).tolist()
+        out["hl"] = np.add.reduceat(hit.astype(np.int64), first).tolist()
     return out
 
 
@@ -101,10 +91,11 @@ def _runs(pixel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, np.diff(np.append(starts, len(pixel)))
 
 
-def _lane_from_summary(ix: TimelineIndex, summary: LaneSummary, t0: float, t1: float, px: float, width_px: int,
+def _lane_from_summary(ix: TimelineIndex, pyramid: LanePyramid, t0: float, t1: float, px: float, width_px: int,
                        names: _Names, lane_rows: tuple[int, int], marked: np.ndarray | None = None,
                        ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], np.ndarray]:
-    """A coarse window of a big lane from its bucket summary: O(buckets in the window), not O(events).
+    """A coarse window of a big lane from its bucket summary: O(pixels) buckets (the coarsest level of the lane's
+    :mod:`.pyramid` whose buckets are at most a pixel wide), not O(events).
 
     Events at least a pixel wide come from the lane's list of long events; every other event starting in the
     window's buckets is counted in the box of its bucket's pixel (boxes still account for exactly the events they
@@ -112,20 +103,18 @@ def _lane_from_summary(ix: TimelineIndex, summary: LaneSummary, t0: float, t1: f
     mask) each event says whether it is marked and each box how many of its events are: that costs a pass over the
     window's events, paid only while a category is highlighted.
     """
-    long_pos = summary.long_pos
-    l_start = ix.start[long_pos]
-    l_dur = ix.dur[long_pos].astype(np.float64)
-    big = long_pos[(l_dur >= px) & (l_start < t1) & (l_start + l_dur > t0)]
-    width = ix.bucket_us
+    big = pyramid.long.at_least(px, t0, t1)
+    level = pyramid.level_for(ix.bucket_us, px)
+    width = ix.bucket_us * (1 << level.shift)
     b_lo = int(np.floor((t0 - ix.t_min) / width))
     b_hi = int(np.ceil((t1 - ix.t_min) / width))
-    first, last = np.searchsorted(summary.bucket, [b_lo, b_hi])
-    bucket = summary.bucket[first:last]
-    count = summary.count[first:last].astype(np.int64)
-    busy = summary.busy[first:last].copy()
-    top, top_count = summary.top[first:last], summary.top_count[first:last]
+    first, last = np.searchsorted(level.bucket, [b_lo, b_hi])
+    bucket = level.bucket[first:last]
+    count = level.count[first:last].copy()
+    busy = level.busy[first:last].copy()
+    top, top_count = level.top[first:last], level.top_count[first:last]
     if len(big):  # drawn one by one: take them out of their buckets
-        own = np.minimum(((ix.start[big] - ix.t_min) / width).astype(np.int64), SUMMARY_BUCKETS - 1)
+        own = bucket_of(ix, ix.start[big]) >> level.shift
         pos = np.searchsorted(bucket, own)
         inside = pos < len(bucket)
         inside[inside] &= bucket[pos[inside]] == own[inside]
@@ -138,21 +127,22 @@ def _lane_from_summary(ix: TimelineIndex, summary: LaneSummary, t0: float, t1: f
     boxes: dict[str, list[Any]] = {"t": [], "d": [], "count": [], "busy": [], "n": []}
     if len(starts):
         box = np.repeat(np.arange(len(starts)), lengths)
-        b_count = np.bincount(box, weights=count).astype(np.int64)
-        b_busy = np.bincount(box, weights=busy)
+        b_count = np.add.reduceat(count, starts)
+        b_busy = np.add.reduceat(busy, starts)
         b_first = pixel[starts]
         b_last = np.maximum.reduceat(pixel, starts)
         span = (b_last - b_first + 1) * px
         # per box, the bucket whose top name is most common: a segmented argmax (count high, position low)
         # (bucket positions < 2**20: there are at most SUMMARY_BUCKETS buckets)
         low = (1 << 20) - 1 - np.arange(len(top_count), dtype=np.int64)
-        key = top_count.astype(np.int64) * (1 << 20) + low
+        key = top_count * (1 << 20) + low
         best = top[(1 << 20) - 1 - np.maximum.reduceat(key, starts) % (1 << 20)]
         boxes = {"t": np.round(b_first * px, 3).tolist(), "d": np.round(span, 3).tolist(),
                  "count": b_count.tolist(), "busy": np.round(np.minimum(b_busy / span, 1.0), 3).tolist(),
                  "n": names.index(best).tolist()}
         if marked is not None:
-            boxes["hl"] = _summary_marks(ix, lane_rows, b_lo, b_hi, big, bucket, box, len(starts), marked)
+            boxes["hl"] = _summary_marks(ix, lane_rows, (b_lo, b_hi, level.shift), big, bucket, box, len(starts),
+                                         marked)
     events = {"t": np.round(ix.start[big] - t0, 3).tolist(), "d": np.round(ix.dur[big].astype(np.float64), 3).tolist(),
               "n": names.index(ix.name[big]).tolist(), "id": ix.row[big].tolist()}
     if marked is not None:
@@ -161,14 +151,17 @@ def _lane_from_summary(ix: TimelineIndex, summary: LaneSummary, t0: float, t1: f
     return events, boxes, ix.row[big]
 
 
-def _summary_marks(ix: TimelineIndex, lane_rows: tuple[int, int], b_lo: int, b_hi: int, big: np.ndarray,
+def _summary_marks(ix: TimelineIndex, lane_rows: tuple[int, int], buckets: tuple[int, int, int], big: np.ndarray,
                    bucket: np.ndarray, box: np.ndarray, n_boxes: int, marked: np.ndarray) -> list[int]:
     """Per box of a summarised lane: how many of its events are ``marked``, each event counted in its bucket's box
-    (as the box's ``count`` is), the events drawn one by one left out."""
+    (as the box's ``count`` is), the events drawn one by one left out. ``buckets``: the window's first and end
+    bucket at the level read, and that level's shift."""
     first, last = lane_rows
-    lo = first + int(np.searchsorted(ix.start[first:last], ix.t_min + (b_lo - 1) * ix.bucket_us, side="left"))
-    hi = first + int(np.searchsorted(ix.start[first:last], ix.t_min + (b_hi + 1) * ix.bucket_us, side="left"))
-    own = np.minimum(((ix.start[lo:hi] - ix.t_min) / ix.bucket_us).astype(np.int64), SUMMARY_BUCKETS - 1)
+    b_lo, b_hi, shift = buckets
+    width = ix.bucket_us * (1 << shift)
+    lo = first + int(np.searchsorted(ix.start[first:last], ix.t_min + (b_lo - 1) * width, side="left"))
+    hi = first + int(np.searchsorted(ix.start[first:last], ix.t_min + (b_hi + 1) * width, side="left"))
+    own = bucket_of(ix, ix.start[lo:hi]) >> shift
     pick = lo + np.flatnonzero((own >= b_lo) & (own < b_hi) & marked[ix.row[lo:hi]])
     pick = pick[~np.isin(pick, big)]
     pos = np.searchsorted(bucket, own[pick - lo])
@@ -234,10 +227,11 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
             lo, hi = _lane_window(ix, lane, t0, t1)
             if hi <= lo:
                 continue
-            summary = (ix.summaries or {}).get(lane)
-            if summary is not None and px >= ix.bucket_us and hi - lo > SUMMARY_FACTOR * width_px:
+            coarse = px >= ix.bucket_us and hi - lo > SUMMARY_FACTOR * width_px
+            pyramid = pyramid_of(model, ix, lane) if coarse else None
+            if pyramid is not None:
                 rows_of_lane = (int(ix.lane_offsets[lane]), int(ix.lane_offsets[lane + 1]))
-                events_s, boxes_s, shown = _lane_from_summary(ix, summary, t0, t1, px, width_px, names, rows_of_lane,
+                events_s, boxes_s, shown = _lane_from_summary(ix, pyramid, t0, t1, px, width_px, names, rows_of_lane,
                                                               marked)
                 visible_rows.append(shown)
                 lanes_out.append({"depth": depth, "events": events_s, "boxes": boxes_s})
@@ -263,46 +257,17 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
             "shown_depths": min(limit, len(track.lanes)), "collapsed": limit <= 1, "lanes": lanes_out,
         })
     rows = np.concatenate(visible_rows) if visible_rows else np.empty(0, dtype=np.int32)
-    flows, truncated = _flows(model, ix, rows, t0)
+    arrows, truncated = flows(model, ix, rows, t0)
     steps = find_steps(model)
     return {
         "t0": t0, "t1": t1, "px_us": px,
         "bounds": [ix.t_min, ix.t_max],
         "names": names.table(),
         "tracks": tracks_out,
-        "flows": flows,
+        "flows": arrows,
         "flows_truncated": truncated,
         # every step (there are few), so a client can offer "fit step N" from any window
         "steps": [[steps.names[i], round(float(steps.start[i] - t0), 3), round(float(steps.duration[i]), 3)]
                   for i in range(steps.count)],
         "counters": counters(model, t0, t1, width_px),
     }
-
-
-def _track_of_rows(ix: TimelineIndex, model: TraceModel, rows: np.ndarray) -> np.ndarray:
-    ev = model["events"]
-    lookup = {(tr.pid, tr.tid): tr.id for tr in ix.tracks}
-    return np.fromiter((lookup.get((p, t), -1) for p, t in zip(ev["pid"][rows].tolist(), ev["tid"][rows].tolist())),
-                       dtype=np.int64, count=len(rows))
-
-
-def _flows(model: TraceModel, ix: TimelineIndex, visible: np.ndarray, t0: float) -> tuple[list[list[Any]], bool]:
-    """Launch → GPU event arrows where either end is drawn as an event in this window."""
-    dev = model["device_events"]
-    launch_rows = launch_of(model)  # the join alone: the first window never waits for the host tree
-    visible_set = np.zeros(model.n_events, dtype=bool)
-    visible_set[visible] = True
-    has = launch_rows >= 0
-    shown = has & (visible_set[dev["row"]] | visible_set[np.maximum(launch_rows, 0)])
-    pick = np.flatnonzero(shown)
-    truncated = len(pick) > MAX_FLOWS
-    pick = pick[:MAX_FLOWS]
-    src, dst = launch_rows[pick], dev["row"][pick]
-    ev = model["events"]
-    src_track, dst_track = _track_of_rows(ix, model, src), _track_of_rows(ix, model, dst)
-    depth = depth_of_rows(model)
-    flows = [[int(a), int(ta), round(float(ev["ts"][a] - t0), 3), int(b), int(tb), round(float(ev["ts"][b] - t0), 3),
-              int(da), int(db)]
-             for a, ta, b, tb, da, db in zip(src.tolist(), src_track.tolist(), dst.tolist(), dst_track.tolist(),
-                                             depth[src].tolist(), depth[dst].tolist())]
-    return flows, truncated
