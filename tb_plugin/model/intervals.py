@@ -83,21 +83,24 @@ def covered_before(a: Intervals) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(ends - starts)])
 
 
+def covered_until(a: Intervals, t: np.ndarray, prefix: np.ndarray | None = None) -> np.ndarray:
+    """Length of ``a`` inside (-inf, t) for each t: full pieces ending before t plus the part of the piece
+    containing t (``prefix``: its :func:`covered_before`, else computed here)."""
+    starts, ends = a
+    if len(starts) == 0:
+        return np.zeros(len(t))
+    before = covered_before(a) if prefix is None else prefix
+    t = np.asarray(t, dtype=np.float64)
+    k = np.searchsorted(ends, t, side="right")
+    partial = np.where(k < len(starts), np.clip(t - starts[np.minimum(k, len(starts) - 1)], 0.0, None), 0.0)
+    return np.asarray(before[k] + partial)
+
+
 def lengths_within(a: Intervals, los: np.ndarray, his: np.ndarray, prefix: np.ndarray | None = None) -> np.ndarray:
     """Length of ``a`` inside each [los[i], his[i]): per-window sums via prefix sums (``prefix``: its
     :func:`covered_before`, else computed here), not a loop."""
-    starts, ends = a
-    if len(starts) == 0:
+    if len(a[0]) == 0:
         return np.zeros(len(los))
     before = covered_before(a) if prefix is None else prefix
-
-    def covered_until(t: np.ndarray) -> np.ndarray:
-        # Length of a inside (-inf, t): full pieces ending before t plus the part of the piece containing t.
-        k = np.searchsorted(ends, t, side="right")
-        full = before[k]
-        partial = np.where(k < len(starts), np.clip(t - starts[np.minimum(k, len(starts) - 1)], 0.0, None), 0.0)
-        return np.asarray(full + partial)
-
-    inside: np.ndarray = covered_until(np.asarray(his, dtype=np.float64)) - covered_until(
-        np.asarray(los, dtype=np.float64))
+    inside: np.ndarray = covered_until(a, his, before) - covered_until(a, los, before)
     return inside.clip(min=0.0)

@@ -37,8 +37,9 @@ def integral(levels: Levels, t: np.ndarray, area: np.ndarray | None = None) -> n
     if area is None:
         area = areas(levels)
     k = np.searchsorted(seg_start, t, side="right") - 1
-    inside = np.clip(t - seg_start[np.maximum(k, 0)], 0.0, (seg_end - seg_start)[np.maximum(k, 0)])
-    value: np.ndarray = np.where(k >= 0, area[np.maximum(k, 0)] + level[np.maximum(k, 0)] * inside, 0.0)
+    at = np.maximum(k, 0)  # only the segments sampled are read: a window of a long series costs its pixels
+    inside = np.clip(t - seg_start[at], 0.0, seg_end[at] - seg_start[at])
+    value: np.ndarray = np.where(k >= 0, area[at] + level[at] * inside, 0.0)
     return value
 
 
@@ -47,8 +48,8 @@ def max_per_bucket(ts: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.
     ``values[j]`` holds from ``ts[j]`` (sorted) until the next sample; NaN before the first sample."""
     before = np.searchsorted(ts, edges[:-1], side="right") - 1  # value in force at the bucket's start
     held = take(values, before, np.nan)
-    first = np.searchsorted(ts, edges[:-1], side="left")
-    last = np.searchsorted(ts, edges[1:], side="left")
+    left = np.searchsorted(ts, edges, side="left")  # each bucket's samples: [left[i], left[i + 1])
+    first, last = left[:-1], left[1:]
     has = last > first
     peak = np.full(len(held), np.nan)
     if has.any():

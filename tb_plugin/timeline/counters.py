@@ -105,7 +105,7 @@ def counters(model: TraceModel, t0: float, t1: float, width_px: int) -> list[dic
     src = _sources(model)
     out: list[dict[str, Any]] = []
     for device, busy, before, levels, area in src.kernels:
-        util = iv.lengths_within(busy, edges[:-1], edges[1:], before) / px
+        util = np.diff(iv.covered_until(busy, edges, before)).clip(min=0.0) / px  # one search of the edges
         sm = np.diff(integral(levels, edges, area)) / px
         out.append({"name": f"{gpu_label(device)} utilization", "unit": "fraction", "max": 1.0,
                     "values": np.round(util, 3).tolist()})
@@ -123,5 +123,13 @@ def counters(model: TraceModel, t0: float, t1: float, width_px: int) -> list[dic
             values = max_per_bucket(ts, series, edges)
             out.append({"name": f"{label} memory {kind}", "unit": "bytes",
                         "max": most,  # over the whole trace: a stable scale
-                        "values": [None if v != v else v for v in np.round(values).tolist()]})  # NaN: no sample
+                        "values": _nan_as_none(np.round(values))})
+    return out
+
+
+def _nan_as_none(values: np.ndarray) -> list[float | None]:
+    """The values as a list with None where NaN (no sample yet): JSON has no NaN."""
+    out: list[float | None] = values.tolist()
+    for i in np.flatnonzero(np.isnan(values)).tolist():
+        out[i] = None
     return out

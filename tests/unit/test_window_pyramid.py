@@ -83,13 +83,33 @@ def test_boxes_merge_runs_of_adjacent_pixels() -> None:
     start = np.array([0.2, 1.0, 1.5, 5.0, 5.5])
     dur = np.array([0.5, 0.25, 0.75, 0.25, 0.25])
     name = np.array([0, 1, 1, 2, 0], dtype=np.int32)
-    boxes = _boxes(start, dur, name, 0.0, 1.0, names, hit=np.array([True, False, True, False, False]))
+    boxes, lanes = _boxes(start, dur, name, 0.0, 1.0, names, hit=np.array([True, False, True, False, False]))
+    assert lanes.tolist() == [0, 0]
     assert boxes["count"] == [3, 2]
     assert boxes["t"] == [0.2, 5.0]
     assert boxes["d"] == [2.05, 1.0]  # 0.2 .. 2.25; 5.0 .. 5.75 is less than a pixel: one pixel
     assert boxes["busy"] == [round(1.5 / 2.05, 3), 0.5]
     assert [names.table()[i] for i in boxes["n"]] == ["b", "a"]  # b twice; a and c once each: the smaller code
     assert boxes["hl"] == [2, 0]
+
+
+def test_boxes_of_several_lanes_never_span_two() -> None:
+    model: Any = type("M", (), {"strings": ["a", "b", "c"]})()
+    names = _Names(model)
+    # lane 0: pixels 0 and 1 (one box); lane 1 (in start order): an event long before the window (a lane window
+    # holds such events after a long one), which without the lane's own reach would join lane 0's box, then pixels
+    # 2 and 3 (adjacent: one box)
+    start = np.array([0.2, 1.0, -50.0, 2.5, 3.0])
+    dur = np.array([0.5, 0.5, 0.5, 0.25, 0.5])
+    name = np.array([0, 0, 2, 1, 2], dtype=np.int32)
+    boxes, lanes = _boxes(start, dur, name, 0.0, 1.0, names, lane=np.array([0, 0, 1, 1, 1]))
+    assert lanes.tolist() == [0, 1, 1]
+    assert boxes["count"] == [2, 1, 2]
+    assert boxes["t"] == [0.2, -50.0, 2.5]
+    assert boxes["d"] == [1.3, 1.0, 1.0]
+    alone = [_boxes(start[:2], dur[:2], name[:2], 0.0, 1.0, names)[0],
+             _boxes(start[2:], dur[2:], name[2:], 0.0, 1.0, names)[0]]
+    assert [alone[0]["count"] + alone[1]["count"], alone[0]["t"] + alone[1]["t"]] == [boxes["count"], boxes["t"]]
 
 
 @pytest.fixture()
