@@ -12,8 +12,9 @@ import pytest
 
 from tb_plugin.timeline import index as index_module
 from tb_plugin.timeline import window as window_module
+from tb_plugin.timeline.lanes import Names as _Names
+from tb_plugin.timeline.lanes import _boxes
 from tb_plugin.timeline.pyramid import Level, LongEvents, _coarser, _long_events, most_common, pyramid_of
-from tb_plugin.timeline.window import _boxes, _Names
 
 
 def test_most_common_name_per_group_smallest_code_of_equals() -> None:
@@ -185,3 +186,47 @@ def test_mid_size_lanes_are_summarised_here(h200_transformer: tuple[Path, Any],
                                     max(counts.values()))
     wide = [lo + i for i, d in enumerate(ix.dur[lo:hi].tolist()) if d >= ix.bucket_us]
     assert pyramid.long.pos.tolist() == wide
+
+
+def _resolved(lanes: list[dict[str, list[Any]]], names: Any) -> list[dict[str, list[Any]]]:
+    table = names.table()
+    return [{key: ([table[i] for i in values] if key == "n" else values) for key, values in lane.items()}
+            for lane in lanes]
+
+
+@pytest.mark.parametrize("category", [None, "Kernel", "CPU Exec"])
+def test_lanes_together_are_each_lane_alone(summarised: tuple[Any, Any], category: str | None) -> None:
+    """All lanes of a window in one numpy pass answer what each lane answers on its own (coarse lanes from their
+    pyramids at several levels, fine lanes event by event), marks of a highlighted category included."""
+    from tb_plugin.timeline.lanes import coarse_lanes, fine_lanes
+    from tb_plugin.timeline.window import _lane_window, marked_events
+
+    model, ix = summarised
+    marked = marked_events(model, category) if category else None
+    span = ix.t_max - ix.t_min
+    for t0, t1, width in ((ix.t_min, ix.t_max, 100), (ix.t_min + 0.2 * span, ix.t_min + 0.5 * span, 700),
+                          (ix.t_min + 0.6 * span, ix.t_min + 0.7 * span, 2000),  # levels 4, 1, 0
+                          (ix.t_min + 0.4 * span, ix.t_min + 0.41 * span, 2000)):  # finer than the buckets
+        px = (t1 - t0) / width
+        ranges = [w for w in (_lane_window(ix, lane, t0, t1) for lane in range(len(ix.lane_depth))) if w[1] > w[0]]
+        together = _Names(model)
+        events, boxes, _ = fine_lanes(ix, ranges, t0, px, together, marked)
+        for k, (lo, hi) in enumerate(ranges):
+            alone = _Names(model)
+            e1, b1, _ = fine_lanes(ix, [(lo, hi)], t0, px, alone, marked)
+            assert _resolved(e1, alone) == _resolved(events[k:k + 1], together)
+            assert _resolved(b1, alone) == _resolved(boxes[k:k + 1], together)
+        if px < ix.bucket_us:
+            continue
+        lanes = [(pyramid_of(model, ix, lane), (int(ix.lane_offsets[lane]), int(ix.lane_offsets[lane + 1])))
+                 for lane in sorted(ix.summaries)]
+        together = _Names(model)
+        events, boxes, _ = coarse_lanes(ix, lanes, t0, t1, px, width, together, marked)  # type: ignore[arg-type]
+        assert sum(len(b["count"]) for b in boxes) > len(lanes)
+        for k, lane in enumerate(lanes):
+            alone = _Names(model)
+            e1, b1, _ = coarse_lanes(ix, [lane], t0, t1, px, width, alone, marked)  # type: ignore[list-item]
+            assert _resolved(e1, alone) == _resolved(events[k:k + 1], together)
+            assert _resolved(b1, alone) == _resolved(boxes[k:k + 1], together)
+            if marked is not None:
+                assert len(b1[0]["hl"]) == len(b1[0]["count"])
