@@ -43,12 +43,27 @@ def integral(levels: Levels, t: np.ndarray, area: np.ndarray | None = None) -> n
     return value
 
 
-def max_per_bucket(ts: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+def sample_positions(ts: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the buckets between ``edges`` fall in the sorted sample times ``ts``: per bucket the last sample at or
+    before its start (-1: none), and per edge the first sample at or after it (a bucket's samples are
+    [left[i], left[i + 1])). One search of the edges (a tie with a sample, rare, costs a second search of those
+    edges only); series sampled at the same times share it."""
+    left = np.searchsorted(ts, edges, side="left")
+    before = left[:-1] - 1
+    tie = np.flatnonzero((left[:-1] < len(ts)) & (ts[np.minimum(left[:-1], len(ts) - 1)] == edges[:-1])) \
+        if len(ts) else np.empty(0, dtype=np.int64)
+    if len(tie):
+        before[tie] = np.searchsorted(ts, edges[:-1][tie], side="right") - 1
+    return before, left
+
+
+def max_per_bucket(ts: np.ndarray, values: np.ndarray, edges: np.ndarray,
+                   positions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Per bucket [edges[i], edges[i+1]): the largest value held at any moment in it (the step function's max);
-    ``values[j]`` holds from ``ts[j]`` (sorted) until the next sample; NaN before the first sample."""
-    before = np.searchsorted(ts, edges[:-1], side="right") - 1  # value in force at the bucket's start
-    held = take(values, before, np.nan)
-    left = np.searchsorted(ts, edges, side="left")  # each bucket's samples: [left[i], left[i + 1])
+    ``values[j]`` holds from ``ts[j]`` (sorted) until the next sample; NaN before the first sample. ``positions``:
+    :func:`sample_positions` of ``ts`` and ``edges``, else computed here."""
+    before, left = sample_positions(ts, edges) if positions is None else positions
+    held = take(values, before, np.nan)  # the value in force at the bucket's start
     first, last = left[:-1], left[1:]
     has = last > first
     peak = np.full(len(held), np.nan)

@@ -20,7 +20,7 @@ from ..model import intervals as iv
 from ..model.arrays import unique_pairs
 from ..model.derived import memoized
 from ..model.kinds import Kind
-from ..model.series import Levels, areas, integral, levels_of, max_per_bucket
+from ..model.series import Levels, areas, integral, levels_of, max_per_bucket, sample_positions
 from ..model.tables import TraceModel
 
 
@@ -119,8 +119,9 @@ def counters(model: TraceModel, t0: float, t1: float, width_px: int) -> list[dic
         out.append({"name": f"{gpu_label(device)} {direction} bandwidth", "unit": "GB/s", "max": fastest,
                     "values": np.round(gbps, 4).tolist()})
     for label, ts, allocated, reserved, most_allocated, most_reserved in src.memory:
+        positions = sample_positions(ts, edges)  # both series are sampled at the same times
         for kind, series, most in (("allocated", allocated, most_allocated), ("reserved", reserved, most_reserved)):
-            values = max_per_bucket(ts, series, edges)
+            values = max_per_bucket(ts, series, edges, positions)
             out.append({"name": f"{label} memory {kind}", "unit": "bytes",
                         "max": most,  # over the whole trace: a stable scale
                         "values": _nan_as_none(np.round(values))})

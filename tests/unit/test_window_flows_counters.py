@@ -12,7 +12,7 @@ import pytest
 from tb_plugin.loader import load_trace
 from tb_plugin.model import intervals as iv
 from tb_plugin.model.optree import launch_rows
-from tb_plugin.model.series import areas, integral, max_per_bucket
+from tb_plugin.model.series import areas, integral, max_per_bucket, sample_positions
 from tb_plugin.timeline.flows import MAX_FLOWS, flows
 from tb_plugin.timeline.index import depth_of_rows, timeline_index
 from tb_plugin.timeline.window import window
@@ -120,3 +120,17 @@ def test_counters_keep_their_whole_trace_scale(h200_transformer: tuple[Path, Any
         assert len(a["values"]) == 400
     allocated = next(c for c in whole if c["name"] == "GPU 0 memory allocated")
     assert allocated["max"] == max(v for v in allocated["values"] if v is not None)
+
+
+def test_a_sample_on_a_bucket_edge_starts_that_bucket() -> None:
+    """A sample exactly at a bucket's start is the value in force there (not the one before it), including one of
+    several samples at the same time (the last of them holds)."""
+    ts = np.array([0.0, 2.0, 2.0, 4.0])
+    values = np.array([9.0, 1.0, 3.0, 2.0])
+    edges = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    # [1, 2): 9 held; [2, 3): samples 1 and 3 at 2; [3, 4): 3 held; [4, 5): 2 at 4
+    assert max_per_bucket(ts, values, edges).tolist() == [9.0, 3.0, 3.0, 2.0]
+    before, left = sample_positions(ts, edges)
+    assert before.tolist() == [0, 2, 2, 3] and left.tolist() == [1, 1, 3, 3, 4]
+    falling = np.array([9.0, 1.0, 0.5, 2.0])  # after the tie the value held is the last sample's
+    assert max_per_bucket(ts, falling, edges).tolist() == [9.0, 1.0, 0.5, 2.0]
