@@ -126,7 +126,7 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
         "flows": arrows,
         "flows_truncated": truncated,
         # every step (there are few), so a client can offer "fit step N" from any window
-        "steps": [list(step) for step in zip(steps.names, np.round(steps.start - t0, 3).tolist(),
-                                             np.round(steps.duration, 3).tolist())],
+        "steps": list(zip(steps.names, np.round(steps.start - t0, 3).tolist(),  # tuples: JSON arrays
+                          np.round(steps.duration, 3).tolist())),
         "counters": counters(model, t0, t1, width_px),
     }
