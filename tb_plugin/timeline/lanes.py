@@ -139,10 +139,14 @@ def coarse_lanes(ix: TimelineIndex, lanes: list[tuple[LanePyramid, tuple[int, in
     b_hi = np.ceil((t1 - ix.t_min) / width).astype(np.int64)
     cuts = [np.searchsorted(level.bucket, [lo, hi]).tolist() for level, lo, hi in zip(chosen, b_lo, b_hi)]
     sizes = np.array([b - a for a, b in cuts], dtype=np.int64)
-    lane = np.repeat(np.arange(n, dtype=np.int64), sizes)
-    bucket, count, busy, top, top_count = (np.concatenate([getattr(level, field)[a:b] for level, (a, b) in
-                                                           zip(chosen, cuts)])
-                                           for field in ("bucket", "count", "busy", "top", "top_count"))
+    lane: np.ndarray = np.repeat(np.arange(n, dtype=np.int64), sizes)
+
+    def gather(field: str, dtype: type) -> np.ndarray:  # one column of every lane's buckets in the window
+        out: np.ndarray = np.concatenate([getattr(level, field)[a:b] for level, (a, b) in zip(chosen, cuts)])
+        return out.astype(dtype)
+
+    bucket, count, busy = gather("bucket", np.int64), gather("count", np.int64), gather("busy", np.float64)
+    top, top_count = gather("top", np.int32), gather("top_count", np.int64)
     bigs = [pyramid.long.at_least(px, t0, t1) for pyramid, _ in lanes]
     big = np.concatenate(bigs).astype(np.int64)
     big_lane = np.repeat(np.arange(n, dtype=np.int64), [len(b) for b in bigs])

@@ -39,11 +39,11 @@ class Level:
     """One level of a lane's pyramid: buckets of ``bucket_us * 4**level`` µs that hold events, ascending."""
 
     shift: int  # this level's bucket number is the index's bucket number >> shift
-    bucket: np.ndarray  # int64
-    count: np.ndarray  # int64 events starting in the bucket
+    bucket: np.ndarray  # int32 (level 0: the index's own arrays, not copies)
+    count: np.ndarray  # int32 or int64: events starting in the bucket
     busy: np.ndarray  # float64 their summed durations
     top: np.ndarray  # int32 most common name code (of the bucket below with the highest top_count)
-    top_count: np.ndarray  # int64 that bucket's count of it
+    top_count: np.ndarray  # int32 that bucket's count of it
 
 
 @dataclass(frozen=True)
@@ -94,9 +94,10 @@ def _coarser(level: Level) -> Level:
     # per group, the bucket with the highest top_count, the earliest of equals: a segmented argmax on one key
     # (top_count high, position low; positions < 2**32)
     low = (1 << 32) - 1 - np.arange(len(level.bucket), dtype=np.int64)
-    best = (1 << 32) - 1 - np.maximum.reduceat(level.top_count * (1 << 32) + low, first) % (1 << 32)
-    return Level(shift=level.shift + LEVEL_SHIFT, bucket=group[first], count=np.add.reduceat(level.count, first),
-                 busy=np.add.reduceat(level.busy, first), top=level.top[best], top_count=level.top_count[best])
+    best = (1 << 32) - 1 - np.maximum.reduceat(level.top_count.astype(np.int64) * (1 << 32) + low, first) % (1 << 32)
+    return Level(shift=level.shift + LEVEL_SHIFT, bucket=group[first].astype(np.int32),
+                 count=np.add.reduceat(level.count.astype(np.int64), first), busy=np.add.reduceat(level.busy, first),
+                 top=level.top[best], top_count=level.top_count[best])
 
 
 def _long_events(ix: TimelineIndex, long_pos: np.ndarray) -> LongEvents:
@@ -150,9 +151,9 @@ def summarize(ix: TimelineIndex, lane: int) -> LaneSummary:
 
 def lane_pyramid(ix: TimelineIndex, summary: LaneSummary) -> LanePyramid:
     """The pyramid of one summarised lane: levels up to the one with a single bucket."""
-    levels = [Level(shift=0, bucket=summary.bucket.astype(np.int64), count=summary.count.astype(np.int64),
-                    busy=summary.busy.astype(np.float64), top=summary.top,
-                    top_count=summary.top_count.astype(np.int64))]
+    # level 0 is the index's summary itself: a pyramid costs about a third more than the summary, not a copy
+    levels = [Level(shift=0, bucket=summary.bucket, count=summary.count, busy=summary.busy, top=summary.top,
+                    top_count=summary.top_count)]
     while len(levels[-1].bucket) > 1:
         levels.append(_coarser(levels[-1]))
     return LanePyramid(levels=levels, long=_long_events(ix, summary.long_pos))
