@@ -6,7 +6,8 @@
 - **phases** (per ``--parts`` value, each in a fresh child process, as the loader worker runs them): read, gunzip,
   the top-level outline (the text split into parts' byte ranges, or with one part the decode into raw slices),
   building the tables (``parts`` forked processes; ``MIN_PART_EVENTS`` is lowered
-  so that the value asked for is what runs), writing the parse cache (Arrow IPC) and memory-mapping it back.
+  so that the value asked for is what runs), writing the parse cache (Arrow IPC), building and storing the Trace
+  view's index (as the loader process does) and memory-mapping the model back.
 - ``--cprofile``: the same with the largest ``--parts`` under cProfile in the parent (the merge of the parts, the
   finish), top functions by cumulative time.
 - ``--views``: on the memory-mapped model, each analysis's first (cold) computation, one after another, in the
@@ -41,6 +42,7 @@ def phases(path: str, parts: int, profile: bool) -> dict[str, Any]:
     from tb_plugin.loader import columns
     from tb_plugin.loader.read import decode_outline, decompress, outline_by_text, read_bytes
     from tb_plugin.model.tables import load, save
+    from tb_plugin.timeline.stored import StoredIndex
 
     columns.MIN_PART_EVENTS = 1000  # let the number of parts asked for run
     out: dict[str, Any] = {"parts": parts}
@@ -72,6 +74,8 @@ def phases(path: str, parts: int, profile: bool) -> dict[str, Any]:
     entry = tempfile.mkdtemp(prefix="profile_load_")
     save(model, entry)
     out["save_s"], t = time.perf_counter() - t, time.perf_counter()
+    StoredIndex().save(model, entry)  # the Trace view's index, as the loader process builds and stores it
+    out["index_s"], t = time.perf_counter() - t, time.perf_counter()
     model = load(entry)
     out["mmap_load_s"] = time.perf_counter() - t
     out["events"], out["model_mb"] = model.n_events, model.nbytes() / 1e6

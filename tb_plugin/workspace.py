@@ -31,6 +31,7 @@ from .model.derived import compute_once
 from .model.memory_categories import MemoryExport
 from .model.tables import TraceModel
 from .timeline.index import timeline_index
+from .timeline.stored import StoredIndex
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class Workspace:
         cache = ParseCache(None if cache_dir and remote.is_url(cache_dir) else cache_dir, cache_max_bytes)
         runner = self._runner(dask_scheduler, shared.url if shared is not None else str(cache.directory))
         self.scheduler = LoadScheduler(cache, workers, on_ready=on_ready, load_timeout=load_timeout, shared=shared,
-                                       runner=runner, on_preprocessed=self._read_summary)
+                                       runner=runner, on_preprocessed=self._read_summary, stored=StoredIndex())
         self._summaries: dict[Any, RankSummary] = {}  # preprocessed summaries read, by (entry, worker)
         self._summaries_computing: dict[Any, Any] = {}
         self._files: dict[Key, TraceFile] = {}

@@ -25,7 +25,8 @@ from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.lookups import side_row
 from ..model.names import is_collective_host, is_collective_kernel, name_mask
-from ..model.optree import host_tree, innermost_containing, nest
+from ..model.nesting import nest
+from ..model.optree import host_tree, innermost_containing
 from ..model.tables import TraceModel
 
 _DTYPE_BYTES = {

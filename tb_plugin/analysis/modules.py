@@ -18,7 +18,9 @@ import numpy as np
 from ..model.arrays import take
 from ..model.derived import memoized
 from ..model.kinds import Kind
-from ..model.optree import host_tree, innermost_containing, nest
+from ..model.nesting import nest
+from ..model.optree import host_tree, innermost_containing
+from ..model.order import preorder
 from ..model.tables import TraceModel
 from .operators import operator_nodes, subtree_device_time
 
@@ -46,7 +48,7 @@ def module_occurrences(model: TraceModel) -> dict[str, np.ndarray]:
     start = ev["ts"][rows]
     dur = np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
     pid, tid = ev["pid"][rows], ev["tid"][rows]
-    order = np.lexsort((-dur, start, tid, pid))
+    order = preorder(pid, tid, start, dur)
     frames, rows, start, dur, pid, tid = frames[order], rows[order], start[order], dur[order], pid[order], tid[order]
     parent, _ = nest(pid, tid, start, start + dur)
     n = len(frames)

@@ -13,15 +13,27 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Protocol
 
 from ..catalog.catalog import Identity
 from ..loader import MODEL_VERSION
+from ..model.tables import TraceModel
 
 # A remote trace's original bytes, kept in its cache entry (counted in the cache's size bound).
 SOURCE_FILE = "source.bin"
 # The last file written into a preprocessed entry (``pytorch-tb-profiler preprocess``): the rank's summary beside its
 # model. An entry that has it is complete, and the server loads its summary only, the model on first use.
 SUMMARY_MARKER = "summary.json"
+
+
+class Stored(Protocol):
+    """Results derived from a model that the loader process computes and stores in the model's entry, and the server
+    gives back to the model when it opens the entry (the workspace passes one: the Trace view's index). Picklable:
+    it travels to the loader process."""
+
+    def save(self, model: TraceModel, directory: str) -> None: ...
+
+    def attach(self, model: TraceModel, directory: str) -> None: ...
 
 
 def entry_name(identity: Identity) -> str:

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from ..catalog.catalog import TraceFile
 from ..model.tables import TraceModel, load
 from . import budget
-from .cache import SOURCE_FILE, ParseCache
+from .cache import SOURCE_FILE, ParseCache, Stored
 from .shared import SharedCache
 
 log = logging.getLogger(__name__)
@@ -117,8 +117,10 @@ class LoadScheduler:
                  on_ready: Callable[[TraceModel], None] | None = None,
                  load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, shared: SharedCache | None = None,
                  runner: Runner | None = None,
-                 on_preprocessed: Callable[[Hashable, Path], object] | None = None) -> None:
+                 on_preprocessed: Callable[[Hashable, Path], object] | None = None,
+                 stored: Stored | None = None) -> None:
         self.cache = cache
+        self.stored = stored
         self.shared = shared
         self.runner = runner
         self._shared_done: set[str] = set()
@@ -364,7 +366,7 @@ class LoadScheduler:
         with self._open_lock:  # one opening per model, however many requests ask at once
             if job.model is None:
                 try:
-                    model = load(job.entry)
+                    model = self._open(job.entry)
                 except Exception as err:  # noqa: BLE001 - a damaged entry: its span fails, with the reason
                     with self._lock:
                         job.state = FAILED
@@ -388,7 +390,7 @@ class LoadScheduler:
 
     def _open_cached(self, job: _Job) -> None:
         try:
-            model = load(job.entry)
+            model = self._open(job.entry)
         except Exception as err:  # noqa: BLE001 - a damaged cache entry is re-parsed, not fatal
             log.warning("discarding damaged cache entry %s: %s", job.entry, err)
             shutil.rmtree(job.entry, ignore_errors=True)
@@ -399,6 +401,17 @@ class LoadScheduler:
         if self._warm is not None:
             self._warm.submit(model)
 
+    def _open(self, entry: Path) -> TraceModel:
+        """The model of a cache entry, with what the loader process stored beside it (a damaged extra is dropped:
+        it is computed again on first use)."""
+        model = load(entry)
+        if self.stored is not None:
+            try:
+                self.stored.attach(model, str(entry))
+            except Exception as err:  # noqa: BLE001 - see the docstring
+                log.warning("ignoring the stored results in %s: %s", entry, err)
+        return model
+
     def _spawn(self, job: _Job) -> None:
         if self.runner is not None:
             self._submit_remote(job)
@@ -408,9 +421,10 @@ class LoadScheduler:
         recv, send = self._ctx.Pipe(duplex=False)
         progress = self._ctx.Value("d", 0.0, lock=False)
         with self._lock:
-            loading = 1 + sum(1 for other in self._jobs.values() if other.state in (LOADING, QUEUED) and not other.lazy)
+            loading = 1 + sum(1 for other in self._jobs.values()
+                              if other is not job and other.state in (LOADING, QUEUED) and not other.lazy)
         parts = budget.parts_for(job.file.size, job.file.url.endswith(".gz"), min(loading, self.max_workers))
-        process = self._ctx.Process(target=run_job, args=(job.file, str(job.entry), progress, send, parts),
+        process = self._ctx.Process(target=run_job, args=(job.file, str(job.entry), progress, send, parts, self.stored),
                                     name="pytorch-profiler-parse", daemon=True)
         with self._lock:
             job.state, job.progress, job.conn = LOADING, progress, recv
@@ -488,7 +502,7 @@ class LoadScheduler:
                 job.state, job.error = FAILED, str(payload)
                 return
         try:
-            model = load(job.entry)
+            model = self._open(job.entry)
         except Exception as err:  # noqa: BLE001
             with self._lock:
                 job.state, job.error = FAILED, f"{job.file.filename}: cannot open the parsed result ({err})"

@@ -6,6 +6,7 @@ starting a worker costs a fork, not an interpreter start.
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -15,15 +16,18 @@ from ..catalog.catalog import TraceFile
 from ..catalog.remote import scrub
 from ..loader import TraceLoadError, default_parts, load_trace
 from ..model.tables import save
-from .cache import SOURCE_FILE
+from .cache import SOURCE_FILE, Stored
 
 
-def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts: int | None = None) -> None:
+def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts: int | None = None,
+            stored: Stored | None = None) -> None:
     """Entry point of a worker process. Sends ``("ok", stats)`` or ``("error", reason)`` on ``conn``.
 
     ``file.access`` (``catalog.storage.Access``) is the environment's credentials as the server captured them: the
     fork server may have started before they were set, and some libraries read them from the environment.
     ``parts`` is how many processes may build this file (the scheduler's share of the machine, ``jobs.budget``).
+    ``stored`` computes what the server would otherwise compute first when the trace turns ready, while this
+    process still holds the model, and writes it beside the parse (:class:`cache.Stored`).
     """
     access = file.access
 
@@ -38,6 +42,8 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         model = load_trace(file.url, report, parts=min(parts, default_parts()) if parts else default_parts(),
                            access=access, keep_source=source.append if file.is_remote else None)
         save(model, entry)
+        if stored is not None:
+            _save_derived(stored, model, entry)
         if source:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (Path(entry) / SOURCE_FILE).write_bytes(source[0])
         progress.value = 1.0
@@ -56,3 +62,10 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         pass  # the server stopped waiting (the file changed or went away, or it is shutting down): nobody to tell
     finally:
         conn.close()
+
+
+def _save_derived(stored: Stored, model: Any, entry: str) -> None:
+    """Derived results are an optimisation: if computing or writing them fails, the trace still loads and the
+    server computes them on first use (and reports any error there, where the user looks)."""
+    with contextlib.suppress(Exception):
+        stored.save(model, entry)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..catalog.names import file_name
 from ..model.tables import TraceModel
-from .columns import PARALLEL_MIN_BYTES, ParallelBuildFailed, build_model, build_model_from_text, default_parts
+from .columns import PARALLEL_MIN_BYTES, ParallelBuildFailed, build_model, build_text_parts, default_parts
 from .errors import TraceLoadError
 from .read import decode_outline, decompress, outline_by_text
 from .source import read_failure, read_source
@@ -32,17 +32,27 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
     bytes are freed as soon as they are inflated (they would otherwise sit in every forked part's memory).
     """
     report = progress or (lambda _f: None)
-    data = decompress(raw.pop() if isinstance(raw, list) else raw, name)
+    packed = raw.pop() if isinstance(raw, list) else raw
     del raw
+    data = decompress(packed, name)
+    parallel = parts > 1 and len(data) >= PARALLEL_MIN_BYTES
+    # Text this function inflated itself is its own: the parts give its pages back as they build them, and the
+    # compressed bytes (a tenth of it) are kept to inflate it again should they fail. Plain JSON is the caller's.
+    give_back = parallel and data is not packed
+    if not give_back:
+        packed = b""
     report(0.45)
-    if parts > 1 and len(data) >= PARALLEL_MIN_BYTES:
-        found = outline_by_text(data)
-        if found is not None:  # each part decodes its own bytes: no serial decode of the whole array first
-            doc, lo, hi = found
-            try:
-                return build_model_from_text(data, doc, lo, hi, name, lambda f: report(0.45 + 0.55 * f), parts)
-            except ParallelBuildFailed:  # a range did not parse (or a part died): the usual parts, same bytes
-                pass
+    found = outline_by_text(data) if parallel else None
+    if found is not None:  # each part decodes its own bytes: no serial decode of the whole array first
+        doc, lo, hi = found
+        try:
+            builder = build_text_parts(data, lo, hi, lambda f: report(0.45 + 0.55 * f), parts, give_back)
+        except ParallelBuildFailed:  # a range did not parse (or a part died): the usual parts, same bytes
+            data = decompress(packed, name) if give_back else data
+        else:
+            del data, packed  # every byte is built: the text goes before the tables are concatenated (a copy)
+            return builder.finish(doc, name)
+    del packed
     try:
         doc = decode_outline(data, name)  # raw event slices still point into data
         del data

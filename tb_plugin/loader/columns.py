@@ -24,6 +24,7 @@ from ..model import ids
 from ..model.arrays import take
 from ..model.kinds import DEVICE_KINDS, Kind, kind_of
 from ..model.tables import SCHEMAS, Columns, TraceModel, empty_table
+from . import pages
 from .schema import Args, Event, TraceDocument
 
 _EMPTY_ARGS = Args()
@@ -320,14 +321,20 @@ class ModelBuilder:
         return kinds
 
     def tables(self) -> dict[str, Columns]:
-        """Concatenate the chunks' columns."""
+        """Concatenate the chunks' columns; the builder is spent afterwards.
+
+        Each column's chunks are let go as soon as it is whole, so the peak is the model plus one column's chunks,
+        not the model twice (on a 2 GB trace the tables are ~600 MB).
+        """
         out: dict[str, Columns] = {}
-        for name, parts in self.parts.items():
+        for name in list(self.parts):
+            parts = self.parts.pop(name)
             if not parts:
                 out[name] = empty_table(name)
-            else:
-                out[name] = {col: np.concatenate([p[col] for p in parts]).astype(dtype, copy=False)
-                             for col, dtype in SCHEMAS[name].items()}
+                continue
+            out[name] = {}
+            for col, dtype in SCHEMAS[name].items():
+                out[name][col] = np.concatenate([p.pop(col) for p in parts]).astype(dtype, copy=False)
         return out
 
     def absorb(self, strings: list[str], parts: dict[str, list[Columns]]) -> None:
@@ -494,11 +501,21 @@ def _build_range(doc: TraceDocument, lo: int, hi: int, progress: Callable[[float
     return builder
 
 
-def _build_text(data: bytes, lo: int, hi: int, progress: Callable[[float], None] | None) -> ModelBuilder:
+def _build_text(data: bytes, lo: int, hi: int, progress: Callable[[float], None] | None,
+                give_back: bool = False) -> ModelBuilder:
+    """Build the events in ``data[lo:hi]``; with ``give_back``, this process drops its pages of the text outside
+    that range at once and each chunk's once decoded (``pages.give_back``: the text is never read here again)."""
     from .read import text_chunks
 
+    if give_back:
+        pages.give_back(data, 0, lo)
+        pages.give_back(data, hi, len(data))
     builder = ModelBuilder()
+    start = lo
     for done, chunk in text_chunks(data, lo, hi):
+        if give_back:
+            pages.give_back(data, start, done)
+        start = done
         builder.add(chunk)
         if progress:
             progress(min((done - lo) / max(1, hi - lo), 1.0))
@@ -600,26 +617,37 @@ def staggered(parts: int) -> list[float]:
     return [1.0] + [1.0 + MERGE_STAGGER * k for k in range(parts - 1)]
 
 
-def build_model_from_text(data: bytes, doc: TraceDocument, lo: int, hi: int, source: str,
-                          progress: Callable[[float], None] | None = None, parts: int = 1) -> TraceModel:
+def build_text_parts(data: bytes, lo: int, hi: int, progress: Callable[[float], None] | None = None,
+                     parts: int = 1, give_back: bool = False) -> ModelBuilder:
     """Build every table from the text of ``traceEvents`` (``data[lo:hi]``, see ``read.outline_by_text``).
 
     Each of ``parts`` processes decodes and builds its own byte range, so nothing decodes the whole array first.
-    A range that does not parse (a separator inside a nested value) raises :class:`ParallelBuildFailed`, and
-    the caller builds the same bytes the usual way (:func:`build_model` after one outline decode).
+    Returns the merged builder, not yet finished, so that the caller can free the text before the tables are
+    concatenated. A range that does not parse (a separator inside a nested value), or no event at all, raises
+    :class:`ParallelBuildFailed`, and the caller builds the same bytes the usual way (:func:`build_model` after
+    one outline decode). With ``give_back`` every process gives back the pages of the text it is done with
+    (``pages``): ``data`` is then unreadable afterwards, also when this raises, so only a caller that can
+    inflate it again may ask for it.
     """
     from .read import split_text
 
     parts = max(1, min(parts, (hi - lo) // MIN_PART_BYTES))  # a smaller part costs more to fork than it saves
     ranges = split_text(data, lo, hi, parts, staggered(parts))
-    children = [_fork_part(functools.partial(_build_text, data, start, stop, None)) for start, stop in ranges[1:]]
+    children = [_fork_part(functools.partial(_build_text, data, start, stop, None, give_back))
+                for start, stop in ranges[1:]]
     try:
-        builder = _build_text(data, *ranges[0], progress) if ranges else ModelBuilder()
+        builder = _build_text(data, *ranges[0], progress, give_back) if ranges else ModelBuilder()
     except ValueError as err:  # read.TextSplitFailed: our own range did not parse
         for pid, fd in children:
             _collect_part(pid, fd)
         raise ParallelBuildFailed(f"the trace's text could not be split into events ({err})") from None
-    model = _merge(builder, children).finish(doc, source)
-    if not model.n_events:  # nothing usable: the usual path says precisely what is wrong with the file
+    builder = _merge(builder, children)
+    if not builder.n_events:  # nothing usable: the usual path says precisely what is wrong with the file
         raise ParallelBuildFailed("no events in the trace's text")
-    return model
+    return builder
+
+
+def build_model_from_text(data: bytes, doc: TraceDocument, lo: int, hi: int, source: str,
+                          progress: Callable[[float], None] | None = None, parts: int = 1) -> TraceModel:
+    """:func:`build_text_parts`, finished into the model (``doc`` holds the trace's other top-level keys)."""
+    return build_text_parts(data, lo, hi, progress, parts).finish(doc, source)

@@ -47,10 +47,21 @@ def memoized(fn: Callable[..., R]) -> Callable[..., R]:
 
     @functools.wraps(fn)
     def wrapper(model: TraceModel, *args: Any) -> R:
-        key = (fn.__module__, fn.__qualname__, args)
-        return compute_once(model.memo, model.computing, key, lambda: fn(model, *args))
+        return compute_once(model.memo, model.computing, _key(fn, args), lambda: fn(model, *args))
 
     return wrapper
+
+
+def _key(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, str, tuple[Any, ...]]:
+    return (fn.__module__, fn.__qualname__, args)
+
+
+def seed(model: TraceModel, fn: Callable[..., R], value: R, *args: Any) -> None:
+    """Give a :func:`memoized` function's result for ``(model, *args)`` as computed elsewhere (a loader process that
+    stored it beside the parse), so the first caller finds it instead of computing it. Only while the model is being
+    opened, before anyone asks: the value must be exactly what ``fn`` would return."""
+    with _LOCK:
+        model.memo.setdefault(_key(fn, args), value)
 
 
 def compute_once(memo: MutableMapping[Any, Any], computing: dict[Any, Future[Any]], key: Any,

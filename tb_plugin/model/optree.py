@@ -15,9 +15,10 @@ import numpy as np
 from .arrays import take
 from .derived import memoized
 from .kinds import Kind
+from .nesting import _MAX_JUMPS, _previous_later_end, nest
+from .order import preorder
 from .tables import TraceModel
 
-_TOLERANCE_US = 1e-3  # timestamps carry nanoseconds; float rounding must not break nesting
 TREE_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER)
 
 
@@ -41,105 +42,6 @@ class HostTree:
         return len(self.rows)
 
 
-def nest(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Parent and depth of each interval in preorder arrays (sorted by thread, start, longest first).
-
-    The rule is a stack walk per thread (:func:`_nest_walk`): an interval's parent is the innermost earlier one
-    still open at its start that also reaches its end; a partial overlap is no container. That walk is a Python
-    loop per interval (seconds on a large trace, and the host tree and the Trace view both need it), so each thread
-    is first nested with numpy (:func:`_nest_vectorized`), which is exact whenever the intervals open at each start
-    are exactly its ancestors; a thread where that check fails (partial overlaps) is walked.
-    """
-    n = len(start)
-    parent = np.full(n, -1, dtype=np.int64)
-    depth = np.zeros(n, dtype=np.int32)
-    if n == 0:
-        return parent, depth
-    bounds = np.flatnonzero(np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1]), [True]]))
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        s, e = start[lo:hi], end[lo:hi]
-        found = _nest_vectorized(s, e) if hi - lo >= _VECTOR_MIN else None
-        p, d = found if found is not None else _nest_walk(s, e)
-        parent[lo:hi] = np.where(p >= 0, p + lo, -1)
-        depth[lo:hi] = d
-    return parent, depth
-
-
-def _nest_walk(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The reference rule for one thread's intervals (sorted by start, longest first): a stack walk."""
-    starts, ends = start.tolist(), end.tolist()
-    parents, depths = [-1] * len(starts), [0] * len(starts)
-    stack: list[int] = []
-    tol = _TOLERANCE_US
-    for i, (s, e) in enumerate(zip(starts, ends)):
-        while stack and ends[stack[-1]] <= s + tol:
-            stack.pop()
-        k = len(stack) - 1
-        while k >= 0 and ends[stack[k]] < e - tol:  # a partial overlap: not a container
-            k -= 1
-        if k >= 0:
-            p = stack[k]
-            parents[i] = p
-            depths[i] = depths[p] + 1
-        stack.append(i)
-    return np.asarray(parents, dtype=np.int64), np.asarray(depths, dtype=np.int32)
-
-
-_VECTOR_MIN = 32  # a thread with fewer intervals is walked: numpy's per-call cost would outweigh the loop
-_MAX_TIES = 16  # mean intervals starting within the tolerance of each, beyond which a thread is walked
-
-
-def _nest_vectorized(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`_nest_walk`'s answer computed with numpy, or None where it may differ (the thread is then walked).
-
-    With ``open(i)`` = the earlier intervals still open at i's start (end > start_i + tol), the walk's stack at i
-    is ``open(i)`` whenever ``open(i)`` is exactly i's ancestors; then i's depth is ``|open(i)|`` and its parent
-    the last earlier interval one level up. Both are computed for every interval at once, then checked: the parent
-    is one level up, open at i's start and reaching its end, and every ancestor is open at i's start. By induction
-    over i these checks make the result the walk's (see tests/unit/test_nest.py for the comparison).
-    """
-    n = len(start)
-    tol = _TOLERANCE_US
-    if not (np.isfinite(start).all() and np.isfinite(end).all() and (end >= start).all()):
-        return None  # the counting below relies on every interval ending at or after its start
-    x = start + tol
-    # |open(i)| = i - #{j < i: end_j <= x_i}; intervals after i end at or after x_i but for near-ties (< tol apart).
-    closed = np.searchsorted(np.sort(end), x, side="right")
-    window = np.searchsorted(start, x, side="right") - np.arange(n)  # i and the intervals starting with it
-    if int(window.sum()) > _MAX_TIES * n:
-        return None
-    later_closed = (end <= x).astype(np.int64)
-    ties = np.flatnonzero(window > 1)
-    m = 1
-    while len(ties):  # the few intervals that start within the tolerance of later ones
-        later_closed[ties] += end[ties + m] <= x[ties]
-        m += 1
-        ties = ties[window[ties] > m]
-    depth = np.arange(n) - closed + later_closed
-    if n and (depth.min() < 0):
-        return None
-    parent = np.full(n, -1, dtype=np.int64)
-    reach = np.full(n, np.inf)  # the earliest end among each interval's ancestors
-    order = np.argsort(depth, kind="stable")
-    level_bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2 if n else 1))
-    for d in range(1, len(level_bounds) - 1):
-        above = order[level_bounds[d - 1]:level_bounds[d]]
-        here = order[level_bounds[d]:level_bounds[d + 1]]
-        if not len(here):
-            break
-        k = np.searchsorted(above, here) - 1
-        if (k < 0).any():
-            return None
-        p = above[k]
-        parent[here] = p
-        reach[here] = np.minimum(reach[p], end[p])
-    inner = parent >= 0
-    p = parent[inner]
-    if not (np.all(reach[inner] > x[inner]) and np.all(end[p] >= end[inner] - tol)):
-        return None
-    return parent, depth.astype(np.int32)
-
-
 def _by_depth(depth: np.ndarray) -> list[np.ndarray]:
     if len(depth) == 0:
         return []
@@ -161,7 +63,7 @@ def build_host_tree(model: TraceModel) -> HostTree:
     dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
     end = start + dur
     pid, tid = ev["pid"][rows], ev["tid"][rows]
-    order = np.lexsort((-dur, start, tid, pid))
+    order = preorder(pid, tid, start, dur)
     rows, start, end, pid, tid = rows[order], start[order], end[order], pid[order], tid[order]
     kind = ev["kind"][rows]
     parent, depth = nest(pid, tid, start, end)
@@ -200,7 +102,7 @@ def launch_rows(model: TraceModel) -> np.ndarray:
     ev = model["events"]
     rows = np.flatnonzero(np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER)) & np.isfinite(ev["ts"]))
     dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
-    rows = rows[np.lexsort((-dur, ev["ts"][rows], ev["tid"][rows], ev["pid"][rows]))]  # the tree's order
+    rows = rows[preorder(ev["pid"][rows], ev["tid"][rows], ev["ts"][rows], dur)]  # the tree's order
     corr = ev["correlation"][rows]
     rows, corr = rows[corr >= 0], corr[corr >= 0]
     order = np.argsort(corr, kind="stable")
@@ -293,28 +195,6 @@ def innermost_containing(span_pid: np.ndarray, span_tid: np.ndarray, span_start:
         cand[active] = later[cand[active]]
         active = active[cand[active] >= 0]
     return _innermost_walk(span_pid, span_tid, span_start, span_end, pid, tid, ts)
-
-
-_MAX_JUMPS = 512
-
-
-def _previous_later_end(ends: np.ndarray, thread: np.ndarray) -> np.ndarray | None:
-    """Per span (in sweep order): the nearest earlier span of its thread that ends strictly later, -1 if none.
-
-    Pointer jumping: each link starts at the span before and jumps along links while the target ends no later; a
-    target's own link only skips spans ending no later than the target, so every jump keeps the answer ahead.
-    """
-    n = len(ends)
-    link = np.arange(n) - 1
-    link[np.flatnonzero(np.concatenate([[True], thread[1:] != thread[:-1]]))] = -1
-    active = np.flatnonzero(link >= 0)  # links that may still point at a span ending no later
-    for _ in range(_MAX_JUMPS):
-        active = active[ends[link[active]] <= ends[active]]
-        if not len(active):
-            return link
-        link[active] = link[link[active]]
-        active = active[link[active] >= 0]
-    return None
 
 
 def _innermost_walk(span_pid: np.ndarray, span_tid: np.ndarray, span_start: np.ndarray, span_end: np.ndarray,

@@ -104,9 +104,7 @@ def save(model: TraceModel, directory: str | os.PathLike[str]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
     try:
         for name, cols in model.tables.items():
-            batch = pa.record_batch([_to_arrow(v) for v in cols.values()], names=list(cols))
-            with pa.OSFile(str(tmp / f"{name}.arrow"), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as w:
-                w.write_batch(batch)
+            write_columns(tmp / f"{name}.arrow", cols)
         strings = pa.record_batch([_strings_to_arrow(model.strings)], names=["s"])
         with pa.OSFile(str(tmp / "strings.arrow"), "wb") as sink, pa.ipc.new_file(sink, strings.schema) as w:
             w.write_batch(strings)
@@ -117,6 +115,19 @@ def save(model: TraceModel, directory: str | os.PathLike[str]) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_columns(path: str | os.PathLike[str], cols: Mapping[str, np.ndarray]) -> None:
+    """One table of equally long numeric columns as an Arrow IPC file (what :func:`read_columns` maps back)."""
+    batch = pa.record_batch([_to_arrow(v) for v in cols.values()], names=list(cols))
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as w:
+        w.write_batch(batch)
+
+
+def read_columns(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """The columns of an Arrow IPC file, memory-mapped: zero-copy, read-only views of the file."""
+    table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+    return {c: _to_numpy(table.column(c)) for c in table.column_names}
 
 
 # Columns cross into and out of Arrow as raw buffers, never through ``pa.array`` or ``to_numpy``: those import
@@ -148,8 +159,7 @@ def load(directory: str | os.PathLike[str]) -> TraceModel:
         if not path.exists():
             tables[name] = empty_table(name)
             continue
-        table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
-        tables[name] = {c: _to_numpy(table.column(c)) for c in table.column_names}
+        tables[name] = read_columns(path)
     strings_tbl = pa.ipc.open_file(pa.memory_map(str(src / "strings.arrow"), "r")).read_all()
     strings = strings_tbl.column("s").to_pylist()
     return TraceModel(strings=strings, tables=tables, meta=meta)

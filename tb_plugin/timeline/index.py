@@ -7,6 +7,8 @@ per-event Python object.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +16,8 @@ import numpy as np
 from ..model import ids
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
-from ..model.optree import nest
+from ..model.nesting import nest
+from ..model.order import preorder
 from ..model.tables import TraceModel
 
 # Everything with a duration is drawn; instants other than [memory] are drawn as zero-width events.
@@ -135,6 +138,63 @@ def _unnamed_negative_pid(model: TraceModel) -> np.ndarray:
     return negative
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """One track's lanes: its events (positions within the track) in lane order, depth then start."""
+
+    order: np.ndarray
+    depths: np.ndarray  # the lanes' depths, ascending
+    offsets: np.ndarray  # lane k is order[offsets[k]:offsets[k + 1]]
+    max_end: np.ndarray
+    self_time: np.ndarray
+    summaries: dict[int, LaneSummary]  # by lane number within the track
+
+
+_PARALLEL_MIN_EVENTS = 200_000  # below this the threads' start costs more than they save
+
+
+def _track_piece(start: np.ndarray, dur: np.ndarray, names: np.ndarray, lo: int, t_min: float,
+                 bucket_us: float) -> _Piece:
+    """Nest one track's events (sorted by start, longest first) and lay them out in lanes by depth."""
+    n = len(start)
+    parent, depth = nest(np.zeros(n, np.int8), np.zeros(n, np.int8), start, start + dur)
+    nested = parent >= 0
+    self_time = np.clip(dur - np.bincount(parent[nested], weights=dur[nested], minlength=n), 0.0, None)
+    lane = np.minimum(depth, 4095).astype(np.uint16)
+    order = np.argsort(lane, kind="stable")  # a radix sort: events keep their start order within a lane
+    lane = lane[order]
+    first = np.flatnonzero(np.concatenate([[True], lane[1:] != lane[:-1]])) if n else np.empty(0, np.int64)
+    offsets = np.append(first, n).astype(np.int64)
+    s, d = start[order], dur[order]
+    ends = s + d
+    max_end = ends.copy()
+    summaries = {}
+    for k in range(len(first)):
+        a, b = int(offsets[k]), int(offsets[k + 1])
+        max_end[a:b] = np.maximum.accumulate(ends[a:b])
+        if b - a > SUMMARY_MIN_EVENTS:
+            summaries[k] = _summarize(s[a:b], d[a:b], names[order[a:b]], lo + a, t_min, bucket_us)
+    return _Piece(order=order, depths=lane[first].astype(np.int16), offsets=offsets, max_end=max_end,
+                  self_time=self_time[order], summaries=summaries)
+
+
+def _pieces(start: np.ndarray, dur: np.ndarray, names: np.ndarray, bounds: list[tuple[int, int]], t_min: float,
+            bucket_us: float) -> list[_Piece]:
+    """Every track's piece; tracks are independent, so a big trace lays them out on threads (the work is numpy
+    sorts, gathers and comparisons over large arrays, which release the GIL): the host threads of a 2 GB trace
+    hold millions of events each."""
+    def piece(lo: int, hi: int) -> _Piece:
+        return _track_piece(start[lo:hi], dur[lo:hi], names[lo:hi], lo, t_min, bucket_us)
+
+    threads = min(len(bounds), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    if threads < 2 or len(start) < _PARALLEL_MIN_EVENTS:
+        return [piece(lo, hi) for lo, hi in bounds]
+    with ThreadPoolExecutor(threads, thread_name_prefix="pytorch-profiler-lanes") as pool:
+        biggest_first = sorted(range(len(bounds)), key=lambda k: bounds[k][0] - bounds[k][1])
+        futures = {k: pool.submit(piece, *bounds[k]) for k in biggest_first}
+        return [futures[k].result() for k in range(len(bounds))]
+
+
 @memoized
 def timeline_index(model: TraceModel) -> TimelineIndex:
     ev = model["events"]
@@ -145,43 +205,47 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
     start = ev["ts"][rows]
     dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
     pid, tid = ev["pid"][rows], ev["tid"][rows]
-    order = np.lexsort((-dur, start, tid, pid))
+    order = preorder(pid, tid, start, dur)
     rows, start, dur, pid, tid = rows[order], start[order], dur[order], pid[order], tid[order]
-    parent, depth = nest(pid, tid, start, start + dur)
-    child_time = np.zeros(len(start))
-    nested = parent >= 0
-    np.add.at(child_time, parent[nested], dur[nested])
-    self_time = np.clip(dur - child_time, 0.0, None)
+    t_min = float(start.min()) if len(start) else 0.0
+    t_max = float((start + dur).max()) if len(start) else 0.0
+    bucket_us = max(t_max - t_min, 1e-3) / SUMMARY_BUCKETS
 
-    # Tracks: one per (pid, tid); GPU tracks are those holding device events. The rows are sorted by pid and tid
-    # already, so a track starts where either changes (np.unique(axis=0) would sort them again, slowly).
+    # Tracks: one per (pid, tid), contiguous in this order. GPU tracks are those holding device events.
     first = np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]) if len(pid) else np.empty(0, bool)
-    track_of = np.cumsum(first) - 1
-    pairs = np.stack([pid[first], tid[first]], axis=1)
+    starts = np.flatnonzero(first)
+    bounds = list(zip(starts.tolist(), np.append(starts[1:], len(pid)).tolist()))
     is_device = np.isin(ev["kind"][rows], (*DEVICE_KINDS, Kind.GPU_USER_ANNOTATION))
-    gpu_track = np.bincount(track_of, weights=is_device.astype(float), minlength=len(pairs)) > 0
+    gpu_track = np.bincount(np.cumsum(first) - 1, weights=is_device.astype(float), minlength=len(starts)) > 0
+    pieces = _pieces(start, dur, ev["name"][rows].astype(np.int32), bounds, t_min, bucket_us)
+
+    lane_order = np.concatenate([lo + p.order for (lo, _), p in zip(bounds, pieces)]) if pieces else \
+        np.empty(0, np.int64)
+    lane_count = np.array([len(p.depths) for p in pieces], dtype=np.int64)
+    lane_first = np.concatenate([[0], np.cumsum(lane_count)])
+    summaries = {int(lane_first[t]) + k: summary for t, p in enumerate(pieces) for k, summary in p.summaries.items()}
+    tracks = _tracks(model, [(int(pid[lo]), int(tid[lo])) for lo, _ in bounds], gpu_track, lane_first)
+    return TimelineIndex(
+        tracks=sorted(tracks, key=lambda tr: tr.sort_key),
+        lane_track=np.repeat(np.arange(len(pieces), dtype=np.int32), lane_count),
+        lane_depth=_cat([p.depths for p in pieces], np.int16),
+        lane_offsets=np.append(_cat([lo + p.offsets[:-1] for (lo, _), p in zip(bounds, pieces)], np.int64),
+                               len(lane_order)).astype(np.int64),
+        start=start[lane_order], dur=dur[lane_order].astype(np.float32), max_end=_cat([p.max_end for p in pieces],
+                                                                                      np.float64),
+        self_time=_cat([p.self_time for p in pieces], np.float32), name=ev["name"][rows][lane_order].astype(np.int32),
+        row=rows[lane_order].astype(np.int32), t_min=t_min, t_max=t_max, bucket_us=bucket_us, summaries=summaries)
+
+
+def _cat(pieces: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(pieces).astype(dtype, copy=False) if pieces else np.empty(0, dtype)
+
+
+def _tracks(model: TraceModel, pairs: list[tuple[int, int]], gpu_track: np.ndarray,
+            lane_first: np.ndarray) -> list[Track]:
     processes, threads, sort_index = _labels(model)
-
-    # Lanes: (track, depth), events sorted by start within each.
-    lane_key = track_of.astype(np.int64) * 4096 + np.minimum(depth, 4095)
-    lane_order = np.lexsort((start, lane_key))
-    lane_key = lane_key[lane_order]
-    lane_starts = np.flatnonzero(np.concatenate([[True], lane_key[1:] != lane_key[:-1]])) if len(lane_key) else \
-        np.empty(0, np.int64)  # lane_key is sorted: each lane starts where it changes
-    lane_ids = lane_key[lane_starts]
-    lane_offsets = np.append(lane_starts, len(lane_key)).astype(np.int64)
-    s, d = start[lane_order], dur[lane_order]
-    ends = s + d
-    max_end = ends.copy()
-    for k in range(len(lane_ids)):
-        lo, hi = lane_offsets[k], lane_offsets[k + 1]
-        max_end[lo:hi] = np.maximum.accumulate(ends[lo:hi])
-    lane_track = (lane_ids // 4096).astype(np.int32)
-    lane_depth = (lane_ids % 4096).astype(np.int16)
-
     tracks: list[Track] = []
-    lane_pos = np.searchsorted(lane_track, np.arange(len(pairs) + 1))
-    for t, (p, th) in enumerate(pairs.tolist()):
+    for t, (p, th) in enumerate(pairs):
         gpu = bool(gpu_track[t])
         process_label = processes.get(p, f"{'GPU' if gpu else 'process'} {ids.display(model.strings, p)}")
         shown = ids.display(model.strings, th)
@@ -192,21 +256,8 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
         tracks.append(Track(id=t, pid=p, tid=th, kind="gpu" if gpu else "cpu", process_label=process_label,
                             label=f"{process_label} · {label}" if gpu else label,
                             sort_key=(rank, sort_index.get(p, p), th),
-                            lanes=range(int(lane_pos[t]), int(lane_pos[t + 1]))))
-    t_min = float(start.min()) if len(start) else 0.0
-    t_max = float((start + dur).max()) if len(start) else 0.0
-    names = ev["name"][rows][lane_order].astype(np.int32)
-    bucket_us = max(t_max - t_min, 1e-3) / SUMMARY_BUCKETS
-    summaries = {}
-    for k in range(len(lane_ids)):
-        lo, hi = int(lane_offsets[k]), int(lane_offsets[k + 1])
-        if hi - lo > SUMMARY_MIN_EVENTS:
-            summaries[k] = _summarize(s[lo:hi], d[lo:hi], names[lo:hi], lo, t_min, bucket_us)
-    return TimelineIndex(tracks=sorted(tracks, key=lambda tr: tr.sort_key), lane_track=lane_track,
-                         lane_depth=lane_depth, lane_offsets=lane_offsets, start=s, dur=d.astype(np.float32),
-                         max_end=max_end, self_time=self_time[lane_order].astype(np.float32), name=names,
-                         row=rows[lane_order].astype(np.int32), t_min=t_min, t_max=t_max, bucket_us=bucket_us,
-                         summaries=summaries)
+                            lanes=range(int(lane_first[t]), int(lane_first[t + 1]))))
+    return tracks
 
 
 @memoized

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tb_plugin.jobs import budget
@@ -31,4 +33,40 @@ def test_parts_shrink_when_memory_is_short(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(budget, "available_memory", lambda: 6 * GiB)
     # 2 GB of JSON needs ~6 GB of columns however it is split; each part adds a process: fewer parts fit
     assert budget.parts_for(2 << 30, False, 1) == 1
-    assert budget.parts_for(200 << 20, False, 1) == 14  # (6 GiB - 600 MB) / 384 MB per process
+    assert budget.parts_for(200 << 20, False, 1) == 15  # (6 GiB - 600 MB) / 64 MB per part: every slot
+    monkeypatch.setattr(budget, "available_memory", lambda: 2 * GiB)
+    assert budget.loader_slots() == 5
+    assert budget.parts_for(600 << 20, False, 1) == 3  # (2 GiB - 1.8 GB of tables) / 64 MB per part
+    assert budget.parts_for(600 << 20, False, 2) == 1  # 1 GiB each does not hold the tables: one process
+
+
+def test_a_file_loading_alone_is_built_by_every_slot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduler asks the budget with the files loading beside this one. It once counted the file itself among
+    them (it is still queued when it starts), so a big trace loading alone got half the machine: 7 parts of 15."""
+    from tb_plugin.catalog.catalog import TraceFile
+    from tb_plugin.jobs.cache import ParseCache
+    from tb_plugin.jobs.scheduler import LOADING, QUEUED, LoadScheduler, _Job
+
+    asked: list[int] = []
+    monkeypatch.setattr(budget, "parts_for", lambda size, gz, loading: asked.append(loading) or 1)
+    started: list[int] = []
+
+    class Process:  # records the parts the loader process would have been given
+        def __init__(self, target: object, args: tuple[object, ...], name: str, daemon: bool) -> None:
+            self.parts = args[4]  # run_job(file, entry, progress, conn, parts, stored)
+
+        def start(self) -> None:
+            started.append(self.parts)  # type: ignore[arg-type]
+
+    scheduler = LoadScheduler(ParseCache(tmp_path / "cache"), max_workers=15)
+    scheduler.close()  # no loop thread: the jobs below are started by hand
+    monkeypatch.setattr(scheduler._ctx, "Process", Process)
+    jobs = [_Job(file=TraceFile(run="r", worker="w", span=str(k), url=f"/t/{k}.pt.trace.json.gz", size=12 << 20,
+                                mtime=0.0), entry=tmp_path / str(k)) for k in range(3)]
+    scheduler._jobs[jobs[0].file.key] = jobs[0]
+    scheduler._spawn(jobs[0])  # alone
+    for job in jobs[1:]:
+        scheduler._jobs[job.file.key] = job
+    scheduler._spawn(jobs[1])  # beside jobs[0] (loading) and jobs[2] (queued)
+    assert asked == [1, 3] and started == [1, 1]
+    assert [job.state for job in jobs] == [LOADING, LOADING, QUEUED]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tb_plugin.loader as loader
-from tb_plugin.loader import columns, load_trace
+from tb_plugin.loader import columns, load_trace, pages
 from tb_plugin.loader.read import _gunzip_whole, decompress, outline_by_text, split_text
 from tb_plugin.model import ids
 from tb_plugin.model.tables import TraceModel
@@ -41,9 +41,9 @@ def assert_same_model(one: TraceModel, other: TraceModel) -> None:
 def text_split(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Parallel text parts for any size; records which path built each load."""
     taken: list[str] = []
-    real = columns.build_model_from_text
+    real = columns.build_text_parts
 
-    def spy(*args: object, **kwargs: object) -> TraceModel:
+    def spy(*args: object, **kwargs: object) -> columns.ModelBuilder:
         taken.append("text")
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
@@ -56,7 +56,7 @@ def text_split(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(loader, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(columns, "MIN_PART_BYTES", 1)
     monkeypatch.setattr(columns, "_fork_part", fork)
-    monkeypatch.setattr(loader, "build_model_from_text", spy)
+    monkeypatch.setattr(loader, "build_text_parts", spy)
     return taken
 
 
@@ -103,9 +103,13 @@ def test_a_range_that_does_not_parse_falls_back_to_the_usual_parts(tmp_path: Pat
         ev["args"] = {"External id": 1, "list": [{"k": i} for i in range(40)]}
     path = tmp_path / "w.1.pt.trace.json"
     path.write_text(kineto_text(evs))
-    many = load_trace(str(path), parts=4)
-    assert text_split[0] == "text" and usual == [4]
-    assert many.n_events == 300
+    gz = tmp_path / "w.2.pt.trace.json.gz"  # inflated here: the parts gave its pages back, it is inflated again
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    for source in (path, gz):
+        one, many = load_trace(str(source), parts=1), load_trace(str(source), parts=4)
+        assert many.n_events == 300
+        assert_same_model(one, many)
+    assert text_split[0] == "text" and text_split.count("text") == 2 and usual == [1, 4, 1, 4]
 
 
 @pytest.mark.parametrize("nested", [False, True])
@@ -129,6 +133,34 @@ def test_bare_tokens_are_repaired_in_each_part(tmp_path: Path, text_split: list[
     assert text_split == ["text", *["fork"] * 3]
     assert int(np.isnan(many["events"]["dur"]).sum()) == 3
     assert_same_model(one, many)
+
+
+def test_given_back_pages_read_as_zeros_and_the_edges_stay() -> None:
+    data = bytes(range(256)) * (64 << 10)  # 16 MiB of its own
+    base = int(np.frombuffer(data, dtype=np.uint8).ctypes.data)
+    start, stop = 1000, 5 * 4096 * 100 + 7
+    dropped = pages.give_back(data, start, stop)
+    first, last = -(-(base + start) // 4096) * 4096 - base, (base + stop) // 4096 * 4096 - base
+    assert dropped == last - first > 0
+    view = np.frombuffer(data, dtype=np.uint8)
+    assert not view[first:last].any()
+    expected = np.arange(len(data), dtype=np.int64) % 256
+    np.testing.assert_array_equal(view[:first], expected[:first])  # the page holding ``start`` is kept
+    np.testing.assert_array_equal(view[last:], expected[last:])
+    assert pages.give_back(data, 10, 20) == 0  # no whole page inside
+
+
+def test_text_parts_give_back_the_parents_copy_of_the_childrens_text(text_split: list[str]) -> None:
+    """After the build the parent's text reads as zeros wherever a child built it (whole pages): each page lived
+    in one process only, the one that decoded it. The model is still the usual path's."""
+    data = decompress(RANK0.read_bytes(), RANK0.name)
+    _, lo, hi = outline_by_text(data) or (None, 0, 0)
+    builder = columns.build_text_parts(data, lo, hi, None, 3, give_back=True)
+    assert text_split == ["fork", "fork"] and builder.n_events == 29630
+    view = np.frombuffer(data, dtype=np.uint8)
+    second = split_text(data, lo, hi, 3, columns.staggered(3))[1]
+    inside = view[second[0] + 4096:second[1] - 4096]
+    assert len(inside) > 1 << 20 and not inside.any()
 
 
 def test_split_text_cuts_only_at_separators() -> None:

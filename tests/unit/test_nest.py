@@ -1,7 +1,7 @@
 """The vectorised nesting (model/optree.nest) against the reference stack walk, interval for interval.
 
-``nest`` nests each thread with numpy and walks only threads where its checks fail; the two must agree on every
-input: real traces (host trees and the Trace view's drawn events) and synthetic ones built to hit the edges (equal
+``nest`` nests every thread at once with numpy pointer jumps and walks only an input that needs too many jumps; the
+two must agree on every input: real traces (host trees and the Trace view's drawn events) and synthetic ones built to hit the edges (equal
 starts, zero durations, children a fraction of the tolerance past their parent, partial overlaps).
 """
 
@@ -16,7 +16,8 @@ import pytest
 from tb_plugin.loader import load_trace
 from tb_plugin.model import optree
 from tb_plugin.model.kinds import Kind
-from tb_plugin.model.optree import _innermost_walk, _nest_vectorized, _nest_walk, innermost_containing, nest
+from tb_plugin.model.nesting import _nest_jumps, _nest_walk, nest
+from tb_plugin.model.optree import _innermost_walk, innermost_containing
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRACES = sorted(str(p) for p in DATA.rglob("*.pt.trace.json*"))
@@ -80,9 +81,10 @@ def test_exactly_nested_threads_take_the_vectorised_path() -> None:
     rng = np.random.default_rng(1)
     s, d = random_forest(rng, 500, same=0.05)
     _, _, start, end = sorted_intervals(np.zeros(len(s)), np.zeros(len(s)), s, d)
-    found = _nest_vectorized(start, end)
+    found = _nest_jumps(start, end, np.zeros(len(start), dtype=np.int64))
     assert found is not None
     np.testing.assert_array_equal(found[0], _nest_walk(start, end)[0])
+    np.testing.assert_array_equal(found[1], _nest_walk(start, end)[1])
     assert found[1].max() >= 3  # a real tree, not a flat list
 
 
@@ -113,18 +115,18 @@ def test_real_traces_match_the_walk(path: str) -> None:
 
 
 @pytest.mark.parametrize("path", [p for p in TRACES if "/h200/" in p][:3], ids=lambda p: Path(p).parent.name)
-def test_host_trees_of_recent_traces_are_nested_with_numpy(path: str) -> None:
-    """Operators, annotations and runtime calls of a Kineto trace nest properly: no thread needs the walk (python
-    functions, which the Trace view draws too, overlap operators partially; those threads are walked)."""
+def test_recent_traces_are_nested_with_numpy(path: str) -> None:
+    """Host trees and the Trace view's drawn events, python functions included (they overlap operators partially),
+    are nested by the pointer jumps: no thread is walked."""
     model = load_trace(path)
     ev = model["events"]
-    rows = np.flatnonzero(np.isin(ev["kind"], optree.TREE_KINDS) & np.isfinite(ev["ts"]))
-    dur = np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
-    pid, tid, start, end = sorted_intervals(ev["pid"][rows], ev["tid"][rows], ev["ts"][rows], dur)
-    bounds = np.flatnonzero(np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1]), [True]]))
-    walked = [(lo, hi) for lo, hi in itertools.pairwise(bounds)
-              if hi - lo >= optree._VECTOR_MIN and _nest_vectorized(start[lo:hi], end[lo:hi]) is None]
-    assert len(rows) > 1000 and walked == []
+    drawn = np.flatnonzero(np.isfinite(ev["ts"]) & ~np.isin(ev["kind"], (Kind.MEMORY, Kind.TRACE)))
+    host = np.flatnonzero(np.isin(ev["kind"], optree.TREE_KINDS) & np.isfinite(ev["ts"]))
+    for rows in (host, drawn):
+        dur = np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
+        pid, tid, start, end = sorted_intervals(ev["pid"][rows], ev["tid"][rows], ev["ts"][rows], dur)
+        thread = np.cumsum(np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]))
+        assert len(rows) > 1000 and _nest_jumps(start, end, thread) is not None
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -175,3 +177,82 @@ def test_innermost_operator_of_each_kernel_launch_matches_the_sweep(path: str) -
     got, want = innermost_containing(*args), _innermost_walk(*args)
     np.testing.assert_array_equal(got, want)
     assert (got >= 0).mean() > 0.9
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_random_overlapping_intervals_near_the_tolerance_match_the_walk(seed: int) -> None:
+    """No structure at all: random starts on a grid as fine as the 1 ns tolerance or coarse, durations zero or
+    exponential at that scale, so ties, instants, sub-tolerance overhangs and partial overlaps all occur."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 200))
+    scale = float(rng.choice([0.0005, 0.002, 1.0, 100.0]))
+    start = np.round(rng.uniform(0, 10, n) * scale, 4) if seed % 2 else np.round(rng.integers(0, 20, n) * scale * 5e-4, 6)
+    dur = np.round(rng.exponential(scale, n) * (rng.random(n) < 0.8), 5)
+    _, _, start, end = sorted_intervals(np.zeros(n), np.zeros(n), start, dur)
+    got = _nest_jumps(start, end, np.zeros(n, dtype=np.int64))
+    want = _nest_walk(start, end)
+    assert got is not None
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.fixture
+def chunked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long threads are nested in chunks on threads: make 'long' a few dozen intervals, and four workers on any
+    machine, so that the chunked path is the one these tests take."""
+    from tb_plugin.model import nesting
+
+    monkeypatch.setattr(nesting, "_CHUNK_EVENTS", 16)
+    monkeypatch.setattr(nesting, "_workers", lambda: 4)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_chunked_threads_match_the_walk(seed: int, chunked: None) -> None:
+    from tb_plugin.model import nesting
+
+    rng = np.random.default_rng(seed)
+    pids, tids, starts, durs = [], [], [], []
+    for thread in range(4):
+        jitter = [0.0, 0.0004, 0.002, 0.5][thread]
+        s, d = random_forest(rng, int(rng.integers(10, 400)), jitter)
+        while thread == 0 and len(s) < 40:  # at least one thread long enough for chunks
+            s, d = random_forest(rng, 400, jitter)
+        pids.append(np.full(len(s), 7))
+        tids.append(np.full(len(s), thread))
+        starts.append(s)
+        durs.append(d)
+    pid, tid, start, end = sorted_intervals(*(np.concatenate(x) for x in (pids, tids, starts, durs)))
+    first = np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])])
+    assert nesting._nest_long_threads(start, end, first) is not None  # the chunked path, not a fallback
+    got, want = nest(pid, tid, start, end), walk_all(pid, tid, start, end)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_chunked_random_overlaps_near_the_tolerance_match_the_walk(seed: int, chunked: None) -> None:
+    from tb_plugin.model import nesting
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(40, 300))
+    scale = float(rng.choice([0.0005, 0.002, 1.0, 100.0]))
+    start = np.round(rng.uniform(0, 10, n) * scale, 4) if seed % 2 else np.round(rng.integers(0, 20, n) * scale * 5e-4, 6)
+    dur = np.round(rng.exponential(scale, n) * (rng.random(n) < 0.8), 5)
+    _, _, start, end = sorted_intervals(np.zeros(n), np.zeros(n), start, dur)
+    found = nesting._nest_chunked(start, end, 4)
+    want = _nest_walk(start, end)
+    assert found is not None
+    np.testing.assert_array_equal(found[0], want[0])
+    np.testing.assert_array_equal(found[1], want[1])
+
+
+@pytest.mark.parametrize("path", [p for p in TRACES if "/h200/" in p][:3], ids=lambda p: Path(p).parent.name)
+def test_chunked_real_traces_match_the_walk(path: str, chunked: None) -> None:
+    model = load_trace(path)
+    ev = model["events"]
+    drawn = np.flatnonzero(np.isfinite(ev["ts"]) & ~np.isin(ev["kind"], (Kind.MEMORY, Kind.TRACE)))
+    dur = np.nan_to_num(ev["dur"][drawn], nan=0.0).clip(min=0.0)
+    pid, tid, start, end = sorted_intervals(ev["pid"][drawn], ev["tid"][drawn], ev["ts"][drawn], dur)
+    got, want = nest(pid, tid, start, end), walk_all(pid, tid, start, end)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])

@@ -1,0 +1,46 @@
+"""The order every per-thread sweep uses: by thread (pid, tid), then start, longest first.
+
+``np.lexsort((-dur, start, tid, pid))`` gives it, but sorts all four keys in full: about 1 s for the 5 M events of
+a 2 GB trace, asked by the Trace view's index, the host tree and the launch join. Events come nearly sorted by
+start, so a stable sort by start is cheap (timsort finds the runs), only events sharing a start need the duration
+key, and the threads are a few small integers, which a stable radix sort orders in one pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def preorder(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Exactly ``np.lexsort((-dur, start, tid, pid))`` (ties in all keys keep their input order)."""
+    order = np.argsort(start, kind="stable")
+    s = start[order]
+    tie = np.flatnonzero(s[1:] == s[:-1])
+    if len(tie):
+        pos = np.unique(np.concatenate([tie, tie + 1]))  # every member of each run of equal starts
+        sub = order[pos]
+        order[pos] = sub[np.lexsort((-dur[sub], start[sub]))]
+    thread = thread_rank(pid[order], tid[order])
+    small = thread.astype(np.uint16) if len(thread) and thread.max() < 1 << 16 else thread
+    return order[np.argsort(small, kind="stable")]
+
+
+def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Each row's rank among the distinct (pid, tid) pairs in (pid, tid) order."""
+    p, t = _dense(pid), _dense(tid)
+    width = int(t.max(initial=0)) + 1
+    pair = p * width + t
+    present = np.zeros((int(p.max(initial=0)) + 1) * width, dtype=bool)  # few ids: a small table
+    present[pair] = True
+    rank: np.ndarray = (np.cumsum(present) - 1)[pair]
+    return rank
+
+
+def _dense(values: np.ndarray) -> np.ndarray:
+    """Each value's rank among the distinct values (int64). Ids repeat in long runs and are few, so the distinct
+    ones come from the run heads and each row finds its rank by a binary search among them."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=np.int64)
+    heads = values[np.concatenate([[True], values[1:] != values[:-1]])]
+    distinct = np.unique(heads)
+    return np.searchsorted(distinct, values).astype(np.int64)
