@@ -1,10 +1,11 @@
 """Trace view server-side costs on one trace: index build, bytes per event, window query latency and answer size.
 
-    python benchmarks/bench_window.py .bench/runs/transformer_bf16_x22/*.pt.trace.json.gz [--width 2000]
+    python benchmarks/bench_window.py .bench/runs/transformer_bf16_x22/*.pt.trace.json.gz [--width 2000] [--gzip]
 
 Loads the trace in this process (as a parsed model), builds the timeline index, then times /trace/window's
 function at zoom levels from the whole trace down to 1/10,000 of it, at random positions, and reports p50/p95 and
-the answer size as JSON. Prints the machine.
+the answer size as JSON. With ``--gzip`` each answer is encoded as the server keeps it (``api.http.encode``: JSON
+and gzip), so the time is the server's for an uncached window short of HTTP. Prints the machine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tb_plugin.api.http import encode
 from tb_plugin.loader import default_parts, load_trace
 from tb_plugin.timeline.index import depth_of_rows, timeline_index
 from tb_plugin.timeline.window import window
@@ -44,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("trace", type=Path)
     parser.add_argument("--width", type=int, default=2000)
     parser.add_argument("--queries", type=int, default=20, help="queries per zoom level")
+    parser.add_argument("--gzip", action="store_true", help="encode as the server does: JSON and gzip")
     args = parser.parse_args(argv)
     print(f"machine: {machine()}")
     t = time.perf_counter()
@@ -65,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             start = ix.t_min + rng.random() * (span - width)
             t = time.perf_counter()
             answer = window(model, start, start + width, args.width)
-            body = msgspec.json.encode(answer)
+            body = encode(answer).body if args.gzip else msgspec.json.encode(answer)
             times.append((time.perf_counter() - t) * 1000)
             sizes.append(len(body) / 1024)
         times.sort()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,8 +16,19 @@ from ..workspace import LookupFailed
 
 log = logging.getLogger(__name__)
 
+try:  # ISA-L's deflate is 4-5x faster than zlib's level 1 at a like size: the Trace view's wide windows are
+    # 0.5-1 MB of JSON, each gzipped once (isal is installed where the platform has it; zlib elsewhere)
+    from isal.igzip import compress as _compress
+except ImportError:  # pragma: no cover - exercised where isal is not installed
+    from gzip import compress as _compress  # type: ignore[assignment]
+
 _ENCODER = msgspec.json.Encoder()
 _GZIP_MIN_BYTES = 1024
+
+
+def gzip_body(body: bytes) -> bytes:
+    """``body`` as a gzip stream, the fastest way at hand: level 1 of ISA-L, else of zlib."""
+    return _compress(body, compresslevel=1)
 
 
 class ApiError(Exception):
@@ -49,15 +59,15 @@ class Encoded:
 
 def encode(payload: Any) -> Encoded:
     body = _ENCODER.encode(payload)
-    return Encoded(body, gzip.compress(body, compresslevel=1) if len(body) >= _GZIP_MIN_BYTES else None)
+    return Encoded(body, gzip_body(body) if len(body) >= _GZIP_MIN_BYTES else None)
 
 
 def json_response(request: Request, payload: Any, status: int = 200) -> Response:
     body = _ENCODER.encode(payload)
-    gzipped = None
+    packed = None
     if len(body) >= _GZIP_MIN_BYTES and _accepts_gzip(request):
-        gzipped = gzip.compress(body, compresslevel=1)
-    return encoded_response(request, Encoded(body, gzipped), status)
+        packed = gzip_body(body)
+    return encoded_response(request, Encoded(body, packed), status)
 
 
 def encoded_response(request: Request, encoded: Encoded, status: int = 200) -> Response:
@@ -75,9 +85,8 @@ def encoded_response(request: Request, encoded: Encoded, status: int = 200) -> R
 def text_response(request: Request, text: str) -> Response:
     """A plain-text answer (folded stacks): shown as text by a browser, read as is by ``flamegraph.pl``."""
     body = text.encode("utf-8")
-    gzipped = gzip.compress(body, compresslevel=1) if len(body) >= _GZIP_MIN_BYTES and _accepts_gzip(request) \
-        else None
-    response = encoded_response(request, Encoded(body, gzipped))
+    packed = gzip_body(body) if len(body) >= _GZIP_MIN_BYTES and _accepts_gzip(request) else None
+    response = encoded_response(request, Encoded(body, packed))
     response.content_type = "text/plain; charset=utf-8"
     return response
 

@@ -76,20 +76,31 @@ def length_within(a: Intervals, lo: float, hi: float) -> float:
     return float((np.minimum(a[1], hi) - np.maximum(a[0], lo)).clip(min=0.0).sum())
 
 
-def lengths_within(a: Intervals, los: np.ndarray, his: np.ndarray) -> np.ndarray:
-    """Length of ``a`` inside each [los[i], his[i]): per-window sums via prefix sums, not a loop."""
+def covered_before(a: Intervals) -> np.ndarray:
+    """Length of ``a`` before each of its pieces (one more entry: the whole): what :func:`lengths_within` reads; a
+    caller that asks the same intervals on many grids (the Trace view's counters, once per window) keeps it."""
+    starts, ends = a
+    return np.concatenate([[0.0], np.cumsum(ends - starts)])
+
+
+def covered_until(a: Intervals, t: np.ndarray, prefix: np.ndarray | None = None) -> np.ndarray:
+    """Length of ``a`` inside (-inf, t) for each t: full pieces ending before t plus the part of the piece
+    containing t (``prefix``: its :func:`covered_before`, else computed here)."""
     starts, ends = a
     if len(starts) == 0:
+        return np.zeros(len(t))
+    before = covered_before(a) if prefix is None else prefix
+    t = np.asarray(t, dtype=np.float64)
+    k = np.searchsorted(ends, t, side="right")
+    partial = np.where(k < len(starts), np.clip(t - starts[np.minimum(k, len(starts) - 1)], 0.0, None), 0.0)
+    return np.asarray(before[k] + partial)
+
+
+def lengths_within(a: Intervals, los: np.ndarray, his: np.ndarray, prefix: np.ndarray | None = None) -> np.ndarray:
+    """Length of ``a`` inside each [los[i], his[i]): per-window sums via prefix sums (``prefix``: its
+    :func:`covered_before`, else computed here), not a loop."""
+    if len(a[0]) == 0:
         return np.zeros(len(los))
-    prefix = np.concatenate([[0.0], np.cumsum(ends - starts)])
-
-    def covered_until(t: np.ndarray) -> np.ndarray:
-        # Length of a inside (-inf, t): full pieces ending before t plus the part of the piece containing t.
-        k = np.searchsorted(ends, t, side="right")
-        full = prefix[k]
-        partial = np.where(k < len(starts), np.clip(t - starts[np.minimum(k, len(starts) - 1)], 0.0, None), 0.0)
-        return np.asarray(full + partial)
-
-    inside: np.ndarray = covered_until(np.asarray(his, dtype=np.float64)) - covered_until(
-        np.asarray(los, dtype=np.float64))
+    before = covered_before(a) if prefix is None else prefix
+    inside: np.ndarray = covered_until(a, his, before) - covered_until(a, los, before)
     return inside.clip(min=0.0)

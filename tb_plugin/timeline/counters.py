@@ -9,6 +9,7 @@ view's analyses (``analysis/queues``, ``analysis/bandwidth``), drawn here over t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from ..model import intervals as iv
 from ..model.arrays import unique_pairs
 from ..model.derived import memoized
 from ..model.kinds import Kind
-from ..model.series import Levels, integral, levels_of, max_per_bucket
+from ..model.series import Levels, areas, integral, levels_of, max_per_bucket, sample_positions
 from ..model.tables import TraceModel
 
 
@@ -72,29 +73,64 @@ def _memory_series(model: TraceModel) -> dict[str, tuple[np.ndarray, np.ndarray,
     return out
 
 
+@dataclass(frozen=True)
+class _Sources:
+    """What every window samples, prepared once per model: the prefix sums that turn a window's counters into
+    O(pixels · log samples) work (without them each window summed every kernel and segment of the trace again), and
+    each series' maximum over the whole trace (the counter's stable scale)."""
+
+    kernels: list[tuple[int, iv.Intervals, np.ndarray, Levels, np.ndarray]]  # device, busy, its prefix, SM, areas
+    queues: list[tuple[int, int, Levels, int]]  # device, stream, levels, max
+    copies: list[tuple[int, str, Levels, np.ndarray, float]]  # device, direction, levels, areas, max
+    memory: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, int, int]]  # label, ts, allocated, reserved, maxima
+
+
+@memoized
+def _sources(model: TraceModel) -> _Sources:
+    kernels = [(device, busy, iv.covered_before(busy), levels, areas(levels))
+               for device, (busy, levels) in _kernel_spans(model).items()]
+    queues = [(device, stream, levels, int(levels[2].max()) if len(levels[2]) else 0)
+              for (device, stream), levels in queue_levels(model).items()]
+    copies = [(device, direction, levels, areas(levels), float(levels[2].max()) if len(levels[2]) else 0.0)
+              for (device, direction), (_, levels) in copy_rates(model).items()]
+    memory = [(label, ts, allocated, reserved, int(allocated.max()) if len(allocated) else 0,
+               int(reserved.max()) if len(reserved) else 0)
+              for label, (ts, allocated, reserved) in _memory_series(model).items()]
+    return _Sources(kernels, queues, copies, memory)
+
+
 def counters(model: TraceModel, t0: float, t1: float, width_px: int) -> list[dict[str, Any]]:
     edges = np.linspace(t0, t1, max(width_px, 1) + 1)
     px = edges[1] - edges[0]
+    src = _sources(model)
     out: list[dict[str, Any]] = []
-    for device, (busy, levels) in _kernel_spans(model).items():
-        util = iv.lengths_within(busy, edges[:-1], edges[1:]) / px
-        sm = np.diff(integral(levels, edges)) / px
+    for device, busy, before, levels, area in src.kernels:
+        util = np.diff(iv.covered_until(busy, edges, before)).clip(min=0.0) / px  # one search of the edges
+        sm = np.diff(integral(levels, edges, area)) / px
         out.append({"name": f"{gpu_label(device)} utilization", "unit": "fraction", "max": 1.0,
                     "values": np.round(util, 3).tolist()})
         out.append({"name": f"{gpu_label(device)} est. SM efficiency", "unit": "fraction", "max": 1.0,
                     "values": np.round(sm, 3).tolist()})
-    for (device, stream), levels in queue_levels(model).items():
-        out.append({"name": f"{gpu_label(device)} stream {stream} queue length", "unit": "count",
-                    "max": int(levels[2].max()) if len(levels[2]) else 0,
+    for device, stream, levels, top in src.queues:
+        out.append({"name": f"{gpu_label(device)} stream {stream} queue length", "unit": "count", "max": top,
                     "values": np.nan_to_num(max_per_bucket(levels[0], levels[2], edges), nan=0.0).tolist()})
-    for (device, direction), (_, levels) in copy_rates(model).items():
-        gbps = np.diff(integral(levels, edges)) / px
-        out.append({"name": f"{gpu_label(device)} {direction} bandwidth", "unit": "GB/s",
-                    "max": float(levels[2].max()) if len(levels[2]) else 0.0, "values": np.round(gbps, 4).tolist()})
-    for label, (ts, allocated, reserved) in _memory_series(model).items():
-        for kind, series in (("allocated", allocated), ("reserved", reserved)):
-            values = max_per_bucket(ts, series, edges)
+    for device, direction, levels, area, fastest in src.copies:
+        gbps = np.diff(integral(levels, edges, area)) / px
+        out.append({"name": f"{gpu_label(device)} {direction} bandwidth", "unit": "GB/s", "max": fastest,
+                    "values": np.round(gbps, 4).tolist()})
+    for label, ts, allocated, reserved, most_allocated, most_reserved in src.memory:
+        positions = sample_positions(ts, edges)  # both series are sampled at the same times
+        for kind, series, most in (("allocated", allocated, most_allocated), ("reserved", reserved, most_reserved)):
+            values = max_per_bucket(ts, series, edges, positions)
             out.append({"name": f"{label} memory {kind}", "unit": "bytes",
-                        "max": int(series.max()) if len(series) else 0,  # over the whole trace: a stable scale
-                        "values": [None if v != v else v for v in np.round(values).tolist()]})  # NaN: no sample
+                        "max": most,  # over the whole trace: a stable scale
+                        "values": _nan_as_none(np.round(values))})
+    return out
+
+
+def _nan_as_none(values: np.ndarray) -> list[float | None]:
+    """The values as a list with None where NaN (no sample yet): JSON has no NaN."""
+    out: list[float | None] = values.tolist()
+    for i in np.flatnonzero(np.isnan(values)).tolist():
+        out[i] = None
     return out

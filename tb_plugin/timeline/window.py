@@ -14,34 +14,16 @@ import numpy as np
 
 from ..analysis.steps import category_events, find_steps
 from ..model import ids
-from ..model.optree import launch_rows as launch_of
 from ..model.tables import TraceModel
 from .counters import counters
-from .index import SUMMARY_BUCKETS, LaneSummary, TimelineIndex, Track, depth_of_rows, timeline_index
+from .flows import flows
+from .index import TimelineIndex, Track, timeline_index
+from .lanes import Names, coarse_lanes, fine_lanes
+from .pyramid import LanePyramid, pyramid_of
 
-MAX_FLOWS = 4000
-# A lane window holding more events than this many per pixel is answered from the lane's bucket summary.
-SUMMARY_FACTOR = 8
-
-
-class _Names:
-    """Per-answer string table: events refer to names by index, so repeated names cost a few bytes."""
-
-    def __init__(self, model: TraceModel) -> None:
-        self.model = model
-        self.codes: dict[int, int] = {}
-
-    def index(self, codes: np.ndarray) -> np.ndarray:
-        uniq, inverse = np.unique(codes, return_inverse=True)
-        local = np.fromiter((self.codes.setdefault(int(c), len(self.codes)) for c in uniq.tolist()),
-                            dtype=np.int64, count=len(uniq))
-        return local[inverse.reshape(-1)]
-
-    def table(self) -> list[str]:
-        out = [""] * len(self.codes)
-        for code, i in self.codes.items():
-            out[i] = self.model.strings[code] if code >= 0 else ""
-        return out
+# A lane window holding more events than this many per pixel is answered from the lane's bucket summary: its
+# pyramid reads 1 to 4 buckets a pixel, so from 2 events a pixel on that is the cheaper way.
+SUMMARY_FACTOR = 2
 
 
 def _lane_window(ix: TimelineIndex, lane: int, t0: float, t1: float) -> tuple[int, int]:
@@ -49,133 +31,6 @@ def _lane_window(ix: TimelineIndex, lane: int, t0: float, t1: float) -> tuple[in
     first = lo + int(np.searchsorted(ix.max_end[lo:hi], t0, side="right"))
     last = lo + int(np.searchsorted(ix.start[lo:hi], t1, side="left"))
     return first, max(first, last)
-
-
-def _boxes(start: np.ndarray, dur: np.ndarray, name: np.ndarray, t0: float, px: float,
-           names: _Names, hit: np.ndarray | None = None) -> dict[str, list[Any]]:
-    """Merge sub-pixel events into boxes: one per run of adjacent occupied pixels. With ``hit`` (per event: in the
-    highlighted category), each box also says how many of its events are (``hl``)."""
-    if len(start) == 0:
-        return {"t": [], "d": [], "count": [], "busy": [], "n": [], **({"hl": []} if hit is not None else {})}
-    pixel = np.floor((start - t0) / px).astype(np.int64)
-    pixel_end = np.floor((start + dur - t0) / px).astype(np.int64)
-    # A new box starts where an event begins beyond the pixel where the previous ones ended.
-    reach = np.maximum.accumulate(pixel_end)
-    new = np.empty(len(start), dtype=bool)
-    new[0] = True
-    new[1:] = pixel[1:] > reach[:-1] + 1
-    box = np.cumsum(new) - 1
-    n = int(box[-1]) + 1
-    b_start = start[new]
-    ends = start + dur
-    b_end = np.full(n, -np.inf)
-    np.maximum.at(b_end, box, ends)
-    count = np.bincount(box, minlength=n)
-    busy = np.bincount(box, weights=dur, minlength=n)
-    # Most common name per box: sort by (box, name), take the longest run in each box.
-    order = np.lexsort((name, box))
-    sb, sn = box[order], name[order]
-    change = np.empty(len(sb), dtype=bool)
-    change[0] = True
-    change[1:] = (sb[1:] != sb[:-1]) | (sn[1:] != sn[:-1])
-    run_start = np.flatnonzero(change)
-    run_len = np.diff(np.append(run_start, len(sb)))
-    run_box = sb[run_start]
-    by_box = np.lexsort((-run_len, run_box))  # longest run first within each box
-    _, first_run = np.unique(run_box[by_box], return_index=True)
-    best = sn[run_start[by_box][first_run]]
-    width = np.maximum(b_end - b_start, px)
-    name_idx = names.index(best)
-    out: dict[str, list[Any]] = {
-        "t": np.round(b_start - t0, 3).tolist(), "d": np.round(width, 3).tolist(), "count": count.tolist(),
-        "busy": np.round(np.minimum(busy / width, 1.0), 3).tolist(), "n": name_idx.tolist()}
-    if hit is not None:
-        out["hl"] = np.bincount(box, weights=hit, minlength=n).astype(np.int64).tolist()
-    return out
-
-
-def _runs(pixel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start positions and lengths of runs of adjacent pixels in a sorted pixel array."""
-    new = np.concatenate([[True], pixel[1:] > pixel[:-1] + 1])
-    starts = np.flatnonzero(new)
-    return starts, np.diff(np.append(starts, len(pixel)))
-
-
-def _lane_from_summary(ix: TimelineIndex, summary: LaneSummary, t0: float, t1: float, px: float, width_px: int,
-                       names: _Names, lane_rows: tuple[int, int], marked: np.ndarray | None = None,
-                       ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], np.ndarray]:
-    """A coarse window of a big lane from its bucket summary: O(buckets in the window), not O(events).
-
-    Events at least a pixel wide come from the lane's list of long events; every other event starting in the
-    window's buckets is counted in the box of its bucket's pixel (boxes still account for exactly the events they
-    stand for). The box's name is its buckets' most common one. With ``marked`` (a highlighted category's event
-    mask) each event says whether it is marked and each box how many of its events are: that costs a pass over the
-    window's events, paid only while a category is highlighted.
-    """
-    long_pos = summary.long_pos
-    l_start = ix.start[long_pos]
-    l_dur = ix.dur[long_pos].astype(np.float64)
-    big = long_pos[(l_dur >= px) & (l_start < t1) & (l_start + l_dur > t0)]
-    width = ix.bucket_us
-    b_lo = int(np.floor((t0 - ix.t_min) / width))
-    b_hi = int(np.ceil((t1 - ix.t_min) / width))
-    first, last = np.searchsorted(summary.bucket, [b_lo, b_hi])
-    bucket = summary.bucket[first:last]
-    count = summary.count[first:last].astype(np.int64)
-    busy = summary.busy[first:last].copy()
-    top, top_count = summary.top[first:last], summary.top_count[first:last]
-    if len(big):  # drawn one by one: take them out of their buckets
-        own = np.minimum(((ix.start[big] - ix.t_min) / width).astype(np.int64), SUMMARY_BUCKETS - 1)
-        pos = np.searchsorted(bucket, own)
-        inside = pos < len(bucket)
-        inside[inside] &= bucket[pos[inside]] == own[inside]
-        np.subtract.at(count, pos[inside], 1)
-        np.subtract.at(busy, pos[inside], ix.dur[big][inside].astype(np.float64))
-    keep = count > 0
-    bucket, count, busy, top, top_count = bucket[keep], count[keep], busy[keep], top[keep], top_count[keep]
-    pixel = np.clip(np.floor((ix.t_min + bucket * width - t0) / px), 0, width_px - 1).astype(np.int64)
-    starts, lengths = _runs(pixel)
-    boxes: dict[str, list[Any]] = {"t": [], "d": [], "count": [], "busy": [], "n": []}
-    if len(starts):
-        box = np.repeat(np.arange(len(starts)), lengths)
-        b_count = np.bincount(box, weights=count).astype(np.int64)
-        b_busy = np.bincount(box, weights=busy)
-        b_first = pixel[starts]
-        b_last = np.maximum.reduceat(pixel, starts)
-        span = (b_last - b_first + 1) * px
-        # per box, the bucket whose top name is most common: a segmented argmax (count high, position low)
-        # (bucket positions < 2**20: there are at most SUMMARY_BUCKETS buckets)
-        low = (1 << 20) - 1 - np.arange(len(top_count), dtype=np.int64)
-        key = top_count.astype(np.int64) * (1 << 20) + low
-        best = top[(1 << 20) - 1 - np.maximum.reduceat(key, starts) % (1 << 20)]
-        boxes = {"t": np.round(b_first * px, 3).tolist(), "d": np.round(span, 3).tolist(),
-                 "count": b_count.tolist(), "busy": np.round(np.minimum(b_busy / span, 1.0), 3).tolist(),
-                 "n": names.index(best).tolist()}
-        if marked is not None:
-            boxes["hl"] = _summary_marks(ix, lane_rows, b_lo, b_hi, big, bucket, box, len(starts), marked)
-    events = {"t": np.round(ix.start[big] - t0, 3).tolist(), "d": np.round(ix.dur[big].astype(np.float64), 3).tolist(),
-              "n": names.index(ix.name[big]).tolist(), "id": ix.row[big].tolist()}
-    if marked is not None:
-        events["hl"] = marked[ix.row[big]].astype(np.int8).tolist()
-        boxes.setdefault("hl", [])
-    return events, boxes, ix.row[big]
-
-
-def _summary_marks(ix: TimelineIndex, lane_rows: tuple[int, int], b_lo: int, b_hi: int, big: np.ndarray,
-                   bucket: np.ndarray, box: np.ndarray, n_boxes: int, marked: np.ndarray) -> list[int]:
-    """Per box of a summarised lane: how many of its events are ``marked``, each event counted in its bucket's box
-    (as the box's ``count`` is), the events drawn one by one left out."""
-    first, last = lane_rows
-    lo = first + int(np.searchsorted(ix.start[first:last], ix.t_min + (b_lo - 1) * ix.bucket_us, side="left"))
-    hi = first + int(np.searchsorted(ix.start[first:last], ix.t_min + (b_hi + 1) * ix.bucket_us, side="left"))
-    own = np.minimum(((ix.start[lo:hi] - ix.t_min) / ix.bucket_us).astype(np.int64), SUMMARY_BUCKETS - 1)
-    pick = lo + np.flatnonzero((own >= b_lo) & (own < b_hi) & marked[ix.row[lo:hi]])
-    pick = pick[~np.isin(pick, big)]
-    pos = np.searchsorted(bucket, own[pick - lo])
-    inside = pos < len(bucket)
-    inside[inside] &= bucket[pos[inside]] == own[pick - lo][inside]
-    counts: list[int] = np.bincount(box[pos[inside]], minlength=n_boxes).tolist()
-    return counts
 
 
 def marked_events(model: TraceModel, category: str) -> np.ndarray:
@@ -220,12 +75,14 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
     ix = timeline_index(model)
     marked = marked_events(model, category) if category is not None else None
     px = (t1 - t0) / max(width_px, 1)
-    names = _Names(model)
+    names = Names(model)
     tracks_out = []
     visible_rows: list[np.ndarray] = []
     limits = lane_limits(collapsed, levels or {})
+    fine: list[tuple[dict[str, Any], int, int]] = []  # lanes answered event by event: their place, lo, hi
+    coarse: list[tuple[dict[str, Any], LanePyramid, tuple[int, int]]] = []  # from pyramids: place, pyramid, rows
     for track in ix.tracks:
-        lanes_out = []
+        lanes_out: list[dict[str, Any]] = []
         limit = limits.get(track.id) or host_default(track, host_levels) or len(track.lanes)
         for lane in track.lanes:
             depth = int(ix.lane_depth[lane])
@@ -234,75 +91,42 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
             lo, hi = _lane_window(ix, lane, t0, t1)
             if hi <= lo:
                 continue
-            summary = (ix.summaries or {}).get(lane)
-            if summary is not None and px >= ix.bucket_us and hi - lo > SUMMARY_FACTOR * width_px:
-                rows_of_lane = (int(ix.lane_offsets[lane]), int(ix.lane_offsets[lane + 1]))
-                events_s, boxes_s, shown = _lane_from_summary(ix, summary, t0, t1, px, width_px, names, rows_of_lane,
-                                                              marked)
-                visible_rows.append(shown)
-                lanes_out.append({"depth": depth, "events": events_s, "boxes": boxes_s})
-                continue
-            start, dur = ix.start[lo:hi], ix.dur[lo:hi].astype(np.float64)
-            big = dur >= px
-            idx = np.flatnonzero(big)
-            name_idx = names.index(ix.name[lo:hi][big])
-            events = {"t": np.round(start[idx] - t0, 3).tolist(), "d": np.round(dur[idx], 3).tolist(),
-                      "n": name_idx.tolist(), "id": ix.row[lo:hi][big].tolist()}
-            visible_rows.append(ix.row[lo:hi][big])
-            small = ~big
-            hit = marked[ix.row[lo:hi]] if marked is not None else None
-            boxes = _boxes(start[small], dur[small], ix.name[lo:hi][small], t0, px, names,
-                           hit[small] if hit is not None else None)
-            if hit is not None:
-                events["hl"] = hit[big].astype(np.int8).tolist()
-            lanes_out.append({"depth": depth, "events": events, "boxes": boxes})
+            wide = px >= ix.bucket_us and hi - lo > SUMMARY_FACTOR * width_px
+            pyramid = pyramid_of(model, ix, lane) if wide else None
+            lanes_out.append({"depth": depth})
+            if pyramid is not None:
+                coarse.append((lanes_out[-1], pyramid, (int(ix.lane_offsets[lane]), int(ix.lane_offsets[lane + 1]))))
+            else:
+                fine.append((lanes_out[-1], lo, hi))
         tracks_out.append({
             "id": track.id, "kind": track.kind, "pid": ids.for_json(model.strings, track.pid),
             "tid": ids.for_json(model.strings, track.tid), "label": track.label,
             "process": track.process_label, "depths": len(track.lanes),
             "shown_depths": min(limit, len(track.lanes)), "collapsed": limit <= 1, "lanes": lanes_out,
         })
+    if coarse:
+        lane_events, lane_boxes, shown = coarse_lanes(ix, [(pyramid, rows) for _, pyramid, rows in coarse], t0, t1,
+                                                      px, width_px, names, marked)
+        visible_rows.append(shown)
+        for (out, _, _), events, boxes in zip(coarse, lane_events, lane_boxes):
+            out["events"], out["boxes"] = events, boxes
+    if fine:
+        lane_events, lane_boxes, shown = fine_lanes(ix, [(lo, hi) for _, lo, hi in fine], t0, px, names, marked)
+        visible_rows.append(shown)
+        for (out, _, _), events, boxes in zip(fine, lane_events, lane_boxes):
+            out["events"], out["boxes"] = events, boxes
     rows = np.concatenate(visible_rows) if visible_rows else np.empty(0, dtype=np.int32)
-    flows, truncated = _flows(model, ix, rows, t0)
+    arrows, truncated = flows(model, ix, rows, t0)
     steps = find_steps(model)
     return {
         "t0": t0, "t1": t1, "px_us": px,
         "bounds": [ix.t_min, ix.t_max],
         "names": names.table(),
         "tracks": tracks_out,
-        "flows": flows,
+        "flows": arrows,
         "flows_truncated": truncated,
         # every step (there are few), so a client can offer "fit step N" from any window
-        "steps": [[steps.names[i], round(float(steps.start[i] - t0), 3), round(float(steps.duration[i]), 3)]
-                  for i in range(steps.count)],
+        "steps": list(zip(steps.names, np.round(steps.start - t0, 3).tolist(),  # tuples: JSON arrays
+                          np.round(steps.duration, 3).tolist())),
         "counters": counters(model, t0, t1, width_px),
     }
-
-
-def _track_of_rows(ix: TimelineIndex, model: TraceModel, rows: np.ndarray) -> np.ndarray:
-    ev = model["events"]
-    lookup = {(tr.pid, tr.tid): tr.id for tr in ix.tracks}
-    return np.fromiter((lookup.get((p, t), -1) for p, t in zip(ev["pid"][rows].tolist(), ev["tid"][rows].tolist())),
-                       dtype=np.int64, count=len(rows))
-
-
-def _flows(model: TraceModel, ix: TimelineIndex, visible: np.ndarray, t0: float) -> tuple[list[list[Any]], bool]:
-    """Launch → GPU event arrows where either end is drawn as an event in this window."""
-    dev = model["device_events"]
-    launch_rows = launch_of(model)  # the join alone: the first window never waits for the host tree
-    visible_set = np.zeros(model.n_events, dtype=bool)
-    visible_set[visible] = True
-    has = launch_rows >= 0
-    shown = has & (visible_set[dev["row"]] | visible_set[np.maximum(launch_rows, 0)])
-    pick = np.flatnonzero(shown)
-    truncated = len(pick) > MAX_FLOWS
-    pick = pick[:MAX_FLOWS]
-    src, dst = launch_rows[pick], dev["row"][pick]
-    ev = model["events"]
-    src_track, dst_track = _track_of_rows(ix, model, src), _track_of_rows(ix, model, dst)
-    depth = depth_of_rows(model)
-    flows = [[int(a), int(ta), round(float(ev["ts"][a] - t0), 3), int(b), int(tb), round(float(ev["ts"][b] - t0), 3),
-              int(da), int(db)]
-             for a, ta, b, tb, da, db in zip(src.tolist(), src_track.tolist(), dst.tolist(), dst_track.tolist(),
-                                             depth[src].tolist(), depth[dst].tolist())]
-    return flows, truncated
