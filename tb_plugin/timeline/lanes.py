@@ -135,8 +135,9 @@ def coarse_lanes(ix: TimelineIndex, lanes: list[tuple[LanePyramid, tuple[int, in
     chosen = [pyramid.level_for(ix.bucket_us, px) for pyramid, _ in lanes]
     shift = np.array([level.shift for level in chosen], dtype=np.int64)
     width = ix.bucket_us * (1 << shift).astype(np.float64)
-    b_lo = np.floor((t0 - ix.t_min) / width).astype(np.int64)
-    b_hi = np.ceil((t1 - ix.t_min) / width).astype(np.int64)
+    # clipped before the cast: a window far past the trace (any finite t0, t1 is valid) must not overflow int64
+    b_lo = np.clip(np.floor((t0 - ix.t_min) / width), -(2.0**62), 2.0**62).astype(np.int64)
+    b_hi = np.clip(np.ceil((t1 - ix.t_min) / width), -(2.0**62), 2.0**62).astype(np.int64)
     cuts = [np.searchsorted(level.bucket, [lo, hi]).tolist() for level, lo, hi in zip(chosen, b_lo, b_hi)]
     sizes = np.array([b - a for a, b in cuts], dtype=np.int64)
     lane: np.ndarray = np.repeat(np.arange(n, dtype=np.int64), sizes)

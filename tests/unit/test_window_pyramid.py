@@ -155,6 +155,20 @@ def test_coarse_windows_account_for_every_event_at_every_level(summarised: tuple
                 assert all(a + b <= c + 1e-6 for a, b, c in zip(t, d, t[1:]))  # boxes never overlap
 
 
+def test_a_window_far_wider_than_the_trace_still_counts_every_event(summarised: tuple[Any, Any]) -> None:
+    """Any finite t0, t1 is a valid window: bucket numbers past int64 once wrapped (a RuntimeWarning, then an empty
+    answer); they are clipped, so the whole trace falls in the window's boxes."""
+    model, ix = summarised
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        answer = window_module.window(model, -1e300, 1e300, 2000)
+    shown = sum(len(lane["events"]["id"]) for tr in answer["tracks"] for lane in tr["lanes"])
+    merged = sum(sum(lane["boxes"]["count"]) for tr in answer["tracks"] for lane in tr["lanes"])
+    assert shown + merged == len(ix.start) and merged > 0
+
+
 def test_mid_size_lanes_are_summarised_here(h200_transformer: tuple[Path, Any],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A lane the index leaves alone (fewer than SUMMARY_MIN_EVENTS events) gets its summary from the pyramid
