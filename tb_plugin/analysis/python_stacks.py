@@ -24,11 +24,11 @@ import re
 
 import numpy as np
 
+from ..model.nesting import MAX_JUMPS, previous_later_end
 from ..model.tables import TraceModel
 
 SOURCE_FRAME = re.compile(r"\(\d+\): ")
 MAX_FRAMES = 512  # the walk up a chain of parent ids stops after this many frames (also a guard against cycles)
-_MAX_JUMPS = 512  # link follows before the sweep is the faster way
 
 
 def _sweep_order(model: TraceModel, op_rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -98,7 +98,7 @@ def innermost_frames(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
     if not len(frame_pos) or not len(op_pos):
         return out
     f_end, f_thread = s["end"][frame_pos], s["thread"][frame_pos]
-    link = _previous_later_end(f_end, f_thread)
+    link = previous_later_end(f_end, f_thread)
     if link is None:
         return _innermost_walk(s)
     # the last frame before each operator in sweep order, if on the operator's thread
@@ -106,7 +106,7 @@ def innermost_frames(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
     cand = np.where((cand >= 0) & (f_thread[np.maximum(cand, 0)] == s["thread"][op_pos]), cand, -1)
     when = s["start"][op_pos]
     active = np.flatnonzero(cand >= 0)  # operators whose candidate may be closed
-    for _ in range(_MAX_JUMPS):
+    for _ in range(MAX_JUMPS):
         active = active[f_end[cand[active]] < when[active]]
         if not len(active):
             out[s["which"][op_pos]] = np.where(cand >= 0, s["which"][frame_pos[np.maximum(cand, 0)]], -1)
@@ -114,24 +114,6 @@ def innermost_frames(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
         cand[active] = link[cand[active]]
         active = active[cand[active] >= 0]
     return _innermost_walk(s)
-
-
-def _previous_later_end(ends: np.ndarray, thread: np.ndarray) -> np.ndarray | None:
-    """Per frame (in sweep order): the nearest earlier frame of its thread ending strictly later, -1 if none;
-    None when pointer jumping would take too many rounds (the caller sweeps instead).
-
-    Each link only ever skips frames ending no later than its own frame, so a jump to the link's link keeps that.
-    """
-    link = np.arange(len(ends)) - 1
-    link[np.flatnonzero(np.concatenate([[True], thread[1:] != thread[:-1]]))] = -1
-    active = np.flatnonzero(link >= 0)
-    for _ in range(_MAX_JUMPS):
-        active = active[ends[link[active]] <= ends[active]]
-        if not len(active):
-            return link
-        link[active] = link[link[active]]
-        active = active[link[active] >= 0]
-    return None
 
 
 def _innermost_walk(s: dict[str, np.ndarray]) -> np.ndarray:

@@ -89,13 +89,13 @@ def _parents_by_jumps(start: np.ndarray, end: np.ndarray, thread: np.ndarray) ->
         return None
     long = end - tol > start + tol
     threshold = np.where(long, end - tol, np.nextafter(start + tol, np.inf))
-    later = _previous_later_end(end, thread)
+    later = previous_later_end(end, thread)
     if later is None:
         return None
     parent = np.arange(n) - 1
     parent[np.flatnonzero(np.concatenate([[True], thread[1:] != thread[:-1]]))] = -1
     active = np.flatnonzero(parent >= 0)
-    for _ in range(_MAX_JUMPS):
+    for _ in range(MAX_JUMPS):
         active = active[end[parent[active]] < threshold[active]]
         if not len(active):
             return parent
@@ -104,10 +104,10 @@ def _parents_by_jumps(start: np.ndarray, end: np.ndarray, thread: np.ndarray) ->
     return None
 
 
-_MAX_JUMPS = 512
+MAX_JUMPS = 512  # pointer-jump rounds before an input is taken for pathological (then walked or swept)
 
 
-def _previous_later_end(ends: np.ndarray, thread: np.ndarray) -> np.ndarray | None:
+def previous_later_end(ends: np.ndarray, thread: np.ndarray) -> np.ndarray | None:
     """Per span (in sweep order): the nearest earlier span of its thread that ends strictly later, -1 if none.
 
     Pointer jumping: each link starts at the span before and jumps along links while the target ends no later; a
@@ -117,7 +117,7 @@ def _previous_later_end(ends: np.ndarray, thread: np.ndarray) -> np.ndarray | No
     link = np.arange(n) - 1
     link[np.flatnonzero(np.concatenate([[True], thread[1:] != thread[:-1]]))] = -1
     active = np.flatnonzero(link >= 0)  # links that may still point at a span ending no later
-    for _ in range(_MAX_JUMPS):
+    for _ in range(MAX_JUMPS):
         active = active[ends[link[active]] <= ends[active]]
         if not len(active):
             return link

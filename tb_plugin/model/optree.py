@@ -15,7 +15,7 @@ import numpy as np
 from .arrays import take
 from .derived import memoized
 from .kinds import Kind
-from .nesting import _MAX_JUMPS, _previous_later_end, nest
+from .nesting import MAX_JUMPS, nest, previous_later_end
 from .order import preorder
 from .tables import TraceModel
 
@@ -177,7 +177,7 @@ def innermost_containing(span_pid: np.ndarray, span_tid: np.ndarray, span_start:
     spans = order[is_span]  # span indices in sweep order
     span_thread = thread[is_span]
     ends = span_end[spans]
-    later = _previous_later_end(ends, span_thread)
+    later = previous_later_end(ends, span_thread)
     if later is None:
         return _innermost_walk(span_pid, span_tid, span_start, span_end, pid, tid, ts)
     # the last span before each point in sweep order, if it is on the point's thread
@@ -186,7 +186,7 @@ def innermost_containing(span_pid: np.ndarray, span_tid: np.ndarray, span_start:
     cand = np.where((last >= 0) & (span_thread[np.maximum(last, 0)] == point_thread), last, -1)
     when = t[order][~is_span]
     active = np.flatnonzero(cand >= 0)  # points whose candidate may still be closed
-    for _ in range(_MAX_JUMPS):
+    for _ in range(MAX_JUMPS):
         active = active[ends[cand[active]] <= when[active]]
         if not len(active):
             out = np.full(len(ts), -1, dtype=np.int64)

@@ -179,17 +179,23 @@ def test_innermost_operator_of_each_kernel_launch_matches_the_sweep(path: str) -
     assert (got >= 0).mean() > 0.9
 
 
-@pytest.mark.parametrize("seed", range(200))
-def test_random_overlapping_intervals_near_the_tolerance_match_the_walk(seed: int) -> None:
-    """No structure at all: random starts on a grid as fine as the 1 ns tolerance or coarse, durations zero or
-    exponential at that scale, so ties, instants, sub-tolerance overhangs and partial overlaps all occur."""
+def random_overlapping(seed: int, at_least: int) -> tuple[np.ndarray, np.ndarray]:
+    """One thread of ``at_least``..299 intervals with no structure, sorted (start, end)."""
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 200))
+    n = int(rng.integers(at_least, 300))
     scale = float(rng.choice([0.0005, 0.002, 1.0, 100.0]))
     start = np.round(rng.uniform(0, 10, n) * scale, 4) if seed % 2 else np.round(rng.integers(0, 20, n) * scale * 5e-4, 6)
     dur = np.round(rng.exponential(scale, n) * (rng.random(n) < 0.8), 5)
     _, _, start, end = sorted_intervals(np.zeros(n), np.zeros(n), start, dur)
-    got = _nest_jumps(start, end, np.zeros(n, dtype=np.int64))
+    return start, end
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_random_overlapping_intervals_near_the_tolerance_match_the_walk(seed: int) -> None:
+    """No structure at all: random starts on a grid as fine as the 1 ns tolerance or coarse, durations zero or
+    exponential at that scale, so ties, instants, sub-tolerance overhangs and partial overlaps all occur."""
+    start, end = random_overlapping(seed, 1)
+    got = _nest_jumps(start, end, np.zeros(len(start), dtype=np.int64))
     want = _nest_walk(start, end)
     assert got is not None
     np.testing.assert_array_equal(got[0], want[0])
@@ -233,12 +239,7 @@ def test_chunked_threads_match_the_walk(seed: int, chunked: None) -> None:
 def test_chunked_random_overlaps_near_the_tolerance_match_the_walk(seed: int, chunked: None) -> None:
     from tb_plugin.model import nesting
 
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(40, 300))
-    scale = float(rng.choice([0.0005, 0.002, 1.0, 100.0]))
-    start = np.round(rng.uniform(0, 10, n) * scale, 4) if seed % 2 else np.round(rng.integers(0, 20, n) * scale * 5e-4, 6)
-    dur = np.round(rng.exponential(scale, n) * (rng.random(n) < 0.8), 5)
-    _, _, start, end = sorted_intervals(np.zeros(n), np.zeros(n), start, dur)
+    start, end = random_overlapping(seed, 40)
     found = nesting._nest_chunked(start, end, 4)
     want = _nest_walk(start, end)
     assert found is not None
