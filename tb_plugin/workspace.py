@@ -21,7 +21,7 @@ from .analysis.rank_summary import RankSummary, rank_summary
 from .analysis.views import available_views, merge_views
 from .catalog import remote
 from .catalog.catalog import Catalog, ExportFile, Identity, Root, TraceFile
-from .catalog.names import span_keys
+from .catalog.names import span_keys, span_order
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler, Runner
@@ -270,7 +270,7 @@ class Workspace:
             workers = []
             for worker in sorted(runs[run]):
                 spans = []
-                files = sorted(runs[run][worker], key=_span_order)
+                files = sorted(runs[run][worker], key=lambda f: span_order(f.span))
                 for f, key in zip(files, span_keys([(f.span, f.stamp) for f in files])):
                     status = self.scheduler.status(f.key)
                     spans.append({
@@ -503,7 +503,3 @@ def _by_stamp(files: Iterable[TraceFile], run: str, worker: str, stamp: str) -> 
     """A worker's file whose name carries ``stamp`` (a span's stable key); a label match is looked up first."""
     return next((f for f in files if f.run == run and f.worker == worker and f.stamp is not None
                  and str(f.stamp) == stamp), None)
-
-
-def _span_order(f: TraceFile) -> tuple[int, str]:
-    return (int(f.span), "") if f.span.isdigit() else (1 << 62, f.span)

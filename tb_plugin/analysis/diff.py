@@ -325,7 +325,7 @@ def diff_node(base: TraceModel, exp: TraceModel, path: str = "0", step: str | No
     aligned children."""
     a, b = _side(base), _side(exp)
     parts = path.split("-")
-    if parts[0] != "0" or not all(p.isdigit() for p in parts):
+    if parts[0] != "0" or not all(p.isascii() and p.isdigit() for p in parts):  # not "²": int() refuses it
         raise KeyError(path)
     kb, ke = step_index(base, step), step_index(exp, exp_step)
     (left, pa), (right, pb) = _root(base, kb), _root(exp, ke)

@@ -61,6 +61,12 @@ def span_keys(spans: list[tuple[str, int | None]]) -> list[str]:
             for label, stamp in spans]
 
 
+def span_order(span: str) -> tuple[int, str]:
+    """The sort key of a span name: numbered spans ("1", "2", … "10") by number, others after them by name.
+    ASCII digits only: ``str.isdigit`` also takes "²", which ``int`` refuses."""
+    return (int(span), "") if span.isascii() and span.isdigit() else (1 << 62, span)
+
+
 def file_name(url: str) -> str:
     """The file name of a local path or a URL: local paths split as the OS splits them (a backslash is a character
     of a name on POSIX, a separator on Windows), URLs at ``/``."""

@@ -189,7 +189,8 @@ class _Ids:
         else:
             text = _as_text(value)
         stripped = text.strip()
-        if stripped.lstrip("-").isdigit():
+        digits = stripped.lstrip("-")
+        if digits.isascii() and digits.isdigit():  # not "²", which isdigit() takes and int() refuses: it is text
             number = ids.numeric(int(stripped))
             if number is not None:
                 return number

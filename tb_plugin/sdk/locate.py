@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..catalog import remote
 from ..catalog.catalog import Catalog, Root, TraceFile
-from ..catalog.names import file_name
+from ..catalog.names import file_name, span_order
 from ..catalog.storage import Storage
 from ..jobs.cache import ParseCache
 from ..jobs.scheduler import FAILED, READY, LoadScheduler
@@ -102,7 +102,7 @@ def select(path: str, run: str | None = None, worker: str | None = None, span: s
     run = _pick("run", run, sorted({f.run for f in files}), path)
     in_run = [f for f in files if f.run == run]
     worker = _pick("worker", worker, sorted({f.worker for f in in_run}), f"run {run!r}")
-    spans = sorted({f.span for f in in_run if f.worker == worker}, key=_span_order)
+    spans = sorted({f.span for f in in_run if f.worker == worker}, key=span_order)
     span = _pick("span", span, spans, f"worker {worker!r} of run {run!r}")
     chosen = next(f for f in in_run if f.worker == worker and f.span == span)
     peers = tuple(sorted((f for f in in_run if f.span == span), key=lambda f: f.worker))
@@ -115,10 +115,6 @@ def _pick(what: str, wanted: str | None, available: list[str], where: str) -> st
     if wanted not in available:
         raise ProfilerError(f"{where} has no {what} {wanted!r}; it has {', '.join(map(repr, available[:20]))}")
     return wanted
-
-
-def _span_order(span: str) -> tuple[int, str]:
-    return (int(span), "") if span.isdigit() else (1 << 62, span)
 
 
 def load(files: list[TraceFile], cache_dir: str | None = None, progress: Progress | None = None) -> list[TraceModel]:

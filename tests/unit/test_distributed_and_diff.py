@@ -117,8 +117,9 @@ def test_diff_of_the_dataloader_pair(real_traces: Path) -> None:
     assert child["path"] == loaders[0]["path"] and child["children"]
     total_b = sum(c["baseline"]["host_us"] for c in root["children"] if c["baseline"])
     assert total_b == pytest.approx(root["baseline"]["host_us"])  # the drill-down never drops time
-    with pytest.raises(KeyError):
-        diff_node(base, exp, "0-99999")
+    for bad in ("0-99999", "0-²"):  # "²".isdigit() is true but int() refuses it: unknown path, not a crash
+        with pytest.raises(KeyError):
+            diff_node(base, exp, bad)
 
 
 def test_collectives_launched_before_the_window_are_explained_not_miscounted() -> None:

@@ -35,6 +35,8 @@ def odd_ids_trace() -> list[dict[str, Any]]:
         {"ph": "X", "cat": "cpu_op", "name": "aten::div", "pid": 100, "tid": "7 loader", "ts": 70, "dur": 3,
          "args": {}},
         {"ph": "X", "cat": "cpu_op", "name": "aten::neg", "pid": 100, "tid": 2.5, "ts": 80, "dur": 3, "args": {}},
+        # "²".isdigit() is true, but int("²") raises: it is a textual id (it once failed the whole load)
+        {"ph": "X", "cat": "cpu_op", "name": "aten::abs", "pid": 100, "tid": "-²", "ts": 90, "dur": 3, "args": {}},
         {"ph": "M", "name": "thread_name", "pid": 100, "tid": NEG, "args": {"name": "runtime thread"}},
         {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler", "pid": "Spans", "tid": "PyTorch Profiler",
          "ts": 0, "dur": 200, "args": {}},
@@ -47,8 +49,9 @@ def test_ids_keep_their_value_and_never_collide(tmp_path: Path) -> None:
     tid = {model.strings[n]: int(t) for n, t in zip(ev["name"], ev["tid"])}
     assert tid["cudaLaunchKernel"] == NEG and tid["aten::mm"] == NEG  # a negative number is a number
     assert tid["aten::mul"] == 7 and tid["aten::sub"] == 7  # 7.0 and "7" are thread 7
-    texts = {name: ids.display(model.strings, tid[name]) for name in ("aten::add", "aten::div", "aten::neg")}
-    assert texts == {"aten::add": str(U64), "aten::div": "7 loader", "aten::neg": "2.5"}
+    texts = {name: ids.display(model.strings, tid[name]) for name in ("aten::add", "aten::div", "aten::neg",
+                                                                      "aten::abs")}
+    assert texts == {"aten::add": str(U64), "aten::div": "7 loader", "aten::neg": "2.5", "aten::abs": "-²"}
     assert all(ids.is_text(np.array([tid[n]]))[0] for n in texts)
     assert len({tid[n] for n in ("aten::add", "aten::div", "aten::neg", "aten::mul", "aten::mm")}) == 5
     flows = model["flows"]

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tb_plugin.catalog.names import span_keys
+from tb_plugin.catalog.names import span_keys, span_order
 from tests.conftest import API, wait_until_settled, write_trace
 
 
@@ -17,6 +17,11 @@ def _trace(path: Path, name: str) -> None:
     write_trace(path, events)
     old = time.time() - 60  # settled: not a file still being written
     os.utime(path, (old, old))
+
+
+def test_spans_sort_by_number_then_by_name() -> None:
+    spans = ["10", "x", "2", "²", "1"]  # "²".isdigit() is true but int() refuses it: a name like "x"
+    assert sorted(spans, key=span_order) == ["1", "2", "10", "x", "²"]
 
 
 def test_keys_are_stamps_unless_a_stamp_reads_as_another_label() -> None:
