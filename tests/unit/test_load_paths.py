@@ -190,6 +190,19 @@ def test_gunzip_in_one_call_only_for_a_single_member() -> None:
     assert decompress(double, "t.json.gz") == a + b
 
 
+def test_every_saved_column_type_maps_to_numpy_without_pyarrow_pandas_shim() -> None:
+    """``DataType.to_pandas_dtype`` imports pandas on some pyarrow builds (25.x: 0.55 s on the 16-core machine,
+    caught by py-spy in the server's first model opening); the parse cache's reader looks every column type of the
+    model up instead, so that fallback never runs for a model."""
+    import pyarrow as pa
+
+    from tb_plugin.model.tables import _NUMPY_DTYPES, SCHEMAS
+
+    for table, cols in SCHEMAS.items():
+        for col, dtype in cols.items():
+            assert _NUMPY_DTYPES.get(pa.from_numpy_dtype(np.dtype(dtype))) == np.dtype(dtype), (table, col)
+
+
 def test_parse_cache_round_trip_does_not_import_pandas(tmp_path: Path) -> None:
     """pyarrow's pa.array and to_numpy import pandas (0.3-0.5 s) on first use: the loader process and the server
     must not pay that to write and map a parse."""
