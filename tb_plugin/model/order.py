@@ -13,6 +13,13 @@ import numpy as np
 
 def preorder(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Exactly ``np.lexsort((-dur, start, tid, pid))`` (ties in all keys keep their input order)."""
+    order = start_order(start, dur)
+    out: np.ndarray = order[by_thread(thread_rank(pid[order], tid[order]))]
+    return out
+
+
+def start_order(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Exactly ``np.lexsort((-dur, start))``: a stable sort of the starts, the few equal ones by duration."""
     order = np.argsort(start, kind="stable")
     s = start[order]
     tie = np.flatnonzero(s[1:] == s[:-1])
@@ -20,9 +27,13 @@ def preorder(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndarra
         pos = np.unique(np.concatenate([tie, tie + 1]))  # every member of each run of equal starts
         sub = order[pos]
         order[pos] = sub[np.lexsort((-dur[sub], start[sub]))]
-    thread = thread_rank(pid[order], tid[order])
+    return order
+
+
+def by_thread(thread: np.ndarray) -> np.ndarray:
+    """A stable sort by thread rank: a radix sort where the ranks fit 16 bits (always, for real traces)."""
     small = thread.astype(np.uint16) if len(thread) and thread.max() < 1 << 16 else thread
-    return order[np.argsort(small, kind="stable")]
+    return np.argsort(small, kind="stable")
 
 
 def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from ..model import ids
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.nesting import nest
-from ..model.order import preorder
+from ..model.order import by_thread, start_order, thread_rank
 from ..model.tables import TraceModel
 
 # Everything with a duration is drawn; instants other than [memory] are drawn as zero-width events.
@@ -141,23 +141,44 @@ def _unnamed_negative_pid(model: TraceModel) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Piece:
-    """One track's lanes: its events (positions within the track) in lane order, depth then start."""
+    """One track's lanes (its events are written into the index's columns at the track's place)."""
 
-    order: np.ndarray
     depths: np.ndarray  # the lanes' depths, ascending
-    offsets: np.ndarray  # lane k is order[offsets[k]:offsets[k + 1]]
-    max_end: np.ndarray
-    self_time: np.ndarray
+    offsets: np.ndarray  # lane k holds the track's events [offsets[k], offsets[k + 1])
+    gpu: bool  # the track holds device events
     summaries: dict[int, LaneSummary]  # by lane number within the track
 
 
+@dataclass(frozen=True)
+class _Columns:
+    """The index's per-event columns, each track's part written by its own thread."""
+
+    start: np.ndarray
+    dur: np.ndarray
+    max_end: np.ndarray
+    self_time: np.ndarray
+    name: np.ndarray
+    row: np.ndarray
+
+    @staticmethod
+    def empty(n: int) -> _Columns:
+        return _Columns(start=np.empty(n), dur=np.empty(n, np.float32), max_end=np.empty(n),
+                        self_time=np.empty(n, np.float32), name=np.empty(n, np.int32), row=np.empty(n, np.int32))
+
+
 _PARALLEL_MIN_EVENTS = 200_000  # below this the threads' start costs more than they save
+_GPU_TRACK_KINDS = (*DEVICE_KINDS, Kind.GPU_USER_ANNOTATION)
 
 
-def _track_piece(start: np.ndarray, dur: np.ndarray, names: np.ndarray, lo: int, t_min: float,
+def _track_piece(ev: dict[str, np.ndarray], rows: np.ndarray, lo: int, out: _Columns, t_min: float,
                  bucket_us: float) -> _Piece:
-    """Nest one track's events (sorted by start, longest first) and lay them out in lanes by depth."""
-    n = len(start)
+    """Order one track's events (start, longest first), nest them, lay them out in lanes by depth and write them
+    into ``out`` from position ``lo``."""
+    n = len(rows)
+    ts = ev["ts"][rows]
+    dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
+    order = start_order(ts, dur)
+    rows, start, dur = rows[order], ts[order], dur[order]
     parent, depth = nest(np.zeros(n, np.int8), np.zeros(n, np.int8), start, start + dur)
     nested = parent >= 0
     self_time = np.clip(dur - np.bincount(parent[nested], weights=dur[nested], minlength=n), 0.0, None)
@@ -166,29 +187,32 @@ def _track_piece(start: np.ndarray, dur: np.ndarray, names: np.ndarray, lo: int,
     lane = lane[order]
     first = np.flatnonzero(np.concatenate([[True], lane[1:] != lane[:-1]])) if n else np.empty(0, np.int64)
     offsets = np.append(first, n).astype(np.int64)
-    s, d = start[order], dur[order]
+    here = slice(lo, lo + n)
+    s, d = start[order], dur[order]  # float64: the summaries are of the exact durations
+    out.start[here], out.dur[here], out.row[here] = s, d, rows[order]
+    out.name[here] = ev["name"][rows[order]]
+    out.self_time[here] = self_time[order]
     ends = s + d
-    max_end = ends.copy()
     summaries = {}
     for k in range(len(first)):
         a, b = int(offsets[k]), int(offsets[k + 1])
-        max_end[a:b] = np.maximum.accumulate(ends[a:b])
+        out.max_end[lo + a:lo + b] = np.maximum.accumulate(ends[a:b])
         if b - a > SUMMARY_MIN_EVENTS:
-            summaries[k] = _summarize(s[a:b], d[a:b], names[order[a:b]], lo + a, t_min, bucket_us)
-    return _Piece(order=order, depths=lane[first].astype(np.int16), offsets=offsets, max_end=max_end,
-                  self_time=self_time[order], summaries=summaries)
+            summaries[k] = _summarize(s[a:b], d[a:b], out.name[lo + a:lo + b], lo + a, t_min, bucket_us)
+    return _Piece(depths=lane[first].astype(np.int16), offsets=offsets, summaries=summaries,
+                  gpu=bool(np.isin(ev["kind"][rows], _GPU_TRACK_KINDS).any()))
 
 
-def _pieces(start: np.ndarray, dur: np.ndarray, names: np.ndarray, bounds: list[tuple[int, int]], t_min: float,
-            bucket_us: float) -> list[_Piece]:
+def _pieces(ev: dict[str, np.ndarray], rows: np.ndarray, bounds: list[tuple[int, int]], out: _Columns,
+            t_min: float, bucket_us: float) -> list[_Piece]:
     """Every track's piece; tracks are independent, so a big trace lays them out on threads (the work is numpy
     sorts, gathers and comparisons over large arrays, which release the GIL): the host threads of a 2 GB trace
     hold millions of events each."""
     def piece(lo: int, hi: int) -> _Piece:
-        return _track_piece(start[lo:hi], dur[lo:hi], names[lo:hi], lo, t_min, bucket_us)
+        return _track_piece(ev, rows[lo:hi], lo, out, t_min, bucket_us)
 
     threads = min(len(bounds), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
-    if threads < 2 or len(start) < _PARALLEL_MIN_EVENTS:
+    if threads < 2 or len(rows) < _PARALLEL_MIN_EVENTS:
         return [piece(lo, hi) for lo, hi in bounds]
     with ThreadPoolExecutor(threads, thread_name_prefix="pytorch-profiler-lanes") as pool:
         biggest_first = sorted(range(len(bounds)), key=lambda k: bounds[k][0] - bounds[k][1])
@@ -204,38 +228,34 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
     keep &= ~_unnamed_negative_pid(model)
     rows = np.flatnonzero(keep)
     start = ev["ts"][rows]
-    dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
-    pid, tid = ev["pid"][rows], ev["tid"][rows]
-    order = preorder(pid, tid, start, dur)
-    rows, start, dur, pid, tid = rows[order], start[order], dur[order], pid[order], tid[order]
     t_min = float(start.min()) if len(start) else 0.0
-    t_max = float((start + dur).max()) if len(start) else 0.0
+    t_max = float((start + np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)).max()) \
+        if len(start) else 0.0
     bucket_us = max(t_max - t_min, 1e-3) / SUMMARY_BUCKETS
 
-    # Tracks: one per (pid, tid), contiguous in this order. GPU tracks are those holding device events.
-    first = np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]) if len(pid) else np.empty(0, bool)
-    starts = np.flatnonzero(first)
-    bounds = list(zip(starts.tolist(), np.append(starts[1:], len(pid)).tolist()))
-    is_device = np.isin(ev["kind"][rows], (*DEVICE_KINDS, Kind.GPU_USER_ANNOTATION))
-    gpu_track = np.bincount(np.cumsum(first) - 1, weights=is_device.astype(float), minlength=len(starts)) > 0
-    pieces = _pieces(start, dur, ev["name"][rows].astype(np.int32), bounds, t_min, bucket_us)
-
-    lane_order = np.concatenate([lo + p.order for (lo, _), p in zip(bounds, pieces)]) if pieces else \
+    # Tracks: one per (pid, tid), in (pid, tid) order, each contiguous in the index; each orders its own events.
+    thread = thread_rank(ev["pid"][rows], ev["tid"][rows])
+    grouped = by_thread(thread)
+    rows, thread = rows[grouped], thread[grouped]
+    starts = np.flatnonzero(np.concatenate([[True], thread[1:] != thread[:-1]])) if len(rows) else \
         np.empty(0, np.int64)
+    bounds = list(zip(starts.tolist(), np.append(starts[1:], len(rows)).tolist()))
+    out = _Columns.empty(len(rows))
+    pieces = _pieces(ev, rows, bounds, out, t_min, bucket_us)
+
     lane_count = np.array([len(p.depths) for p in pieces], dtype=np.int64)
     lane_first = np.concatenate([[0], np.cumsum(lane_count)])
     summaries = {int(lane_first[t]) + k: summary for t, p in enumerate(pieces) for k, summary in p.summaries.items()}
-    tracks = _tracks(model, [(int(pid[lo]), int(tid[lo])) for lo, _ in bounds], gpu_track, lane_first)
+    pairs = [(int(ev["pid"][rows[lo]]), int(ev["tid"][rows[lo]])) for lo, _ in bounds]
+    tracks = _tracks(model, pairs, np.array([p.gpu for p in pieces], dtype=bool), lane_first)
     return TimelineIndex(
         tracks=sorted(tracks, key=lambda tr: tr.sort_key),
         lane_track=np.repeat(np.arange(len(pieces), dtype=np.int32), lane_count),
         lane_depth=_cat([p.depths for p in pieces], np.int16),
         lane_offsets=np.append(_cat([lo + p.offsets[:-1] for (lo, _), p in zip(bounds, pieces)], np.int64),
-                               len(lane_order)).astype(np.int64),
-        start=start[lane_order], dur=dur[lane_order].astype(np.float32), max_end=_cat([p.max_end for p in pieces],
-                                                                                      np.float64),
-        self_time=_cat([p.self_time for p in pieces], np.float32), name=ev["name"][rows][lane_order].astype(np.int32),
-        row=rows[lane_order].astype(np.int32), t_min=t_min, t_max=t_max, bucket_us=bucket_us, summaries=summaries)
+                               len(rows)).astype(np.int64),
+        start=out.start, dur=out.dur, max_end=out.max_end, self_time=out.self_time, name=out.name, row=out.row,
+        t_min=t_min, t_max=t_max, bucket_us=bucket_us, summaries=summaries)
 
 
 def _cat(pieces: list[np.ndarray], dtype: type) -> np.ndarray:
