@@ -101,18 +101,31 @@ def launch_rows(model: TraceModel) -> np.ndarray:
     """
     ev = model["events"]
     rows = np.flatnonzero(np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER)) & np.isfinite(ev["ts"]))
-    dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
-    rows = rows[preorder(ev["pid"][rows], ev["tid"][rows], ev["ts"][rows], dur)]  # the tree's order
     corr = ev["correlation"][rows]
     rows, corr = rows[corr >= 0], corr[corr >= 0]
     order = np.argsort(corr, kind="stable")
     rows, corr = rows[order], corr[order]
+    _tree_order_among_equal(ev, rows, corr)
     dev_corr = ev["correlation"][model["device_events"]["row"]]
     if not len(rows):
         return np.full(len(dev_corr), -1, dtype=np.int64)
     pos = np.minimum(np.searchsorted(corr, dev_corr), len(corr) - 1)
     found = (dev_corr >= 0) & (corr[pos] == dev_corr)
     return np.where(found, rows[pos], -1).astype(np.int64)
+
+
+def _tree_order_among_equal(ev: dict[str, np.ndarray], rows: np.ndarray, corr: np.ndarray) -> None:
+    """Launches sharing a correlation id (rare: a trace that repeats ids) put in the host tree's order, in place, so
+    the first of each is the one the tree's join takes; ordering only those spares sorting every launch."""
+    tie = np.flatnonzero(corr[1:] == corr[:-1])
+    if not len(tie):
+        return
+    pos = np.unique(np.concatenate([tie, tie + 1]))
+    sub = rows[pos]
+    dur = np.nan_to_num(ev["dur"][sub], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
+    rank = np.empty(len(sub), dtype=np.int64)
+    rank[preorder(ev["pid"][sub], ev["tid"][sub], ev["ts"][sub], dur)] = np.arange(len(sub))
+    rows[pos] = sub[np.lexsort((rank, corr[pos]))]
 
 
 def _fold_duplicates(kind: np.ndarray, name: np.ndarray, parent: np.ndarray) -> np.ndarray:

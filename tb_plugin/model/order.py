@@ -47,11 +47,22 @@ def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return rank
 
 
+_TABLE_RANGE = 1 << 16  # ids spanning fewer values are ranked through a table (one pass, no search)
+
+
 def _dense(values: np.ndarray) -> np.ndarray:
-    """Each value's rank among the distinct values (int64). Ids repeat in long runs and are few, so the distinct
-    ones come from the run heads and each row finds its rank by a binary search among them."""
+    """Each value's rank among the distinct values (int64). Ids are few: within a small range through a table of
+    the values present; otherwise the distinct ones come from the run heads (ids repeat in long runs) and each row
+    finds its rank by a binary search among them."""
     if len(values) == 0:
         return np.zeros(0, dtype=np.int64)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo < _TABLE_RANGE:
+        shifted = (values - lo).astype(np.int64)
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[shifted] = True
+        rank: np.ndarray = (np.cumsum(present) - 1)[shifted]
+        return rank
     heads = values[np.concatenate([[True], values[1:] != values[:-1]])]
     distinct = np.unique(heads)
     return np.searchsorted(distinct, values).astype(np.int64)
