@@ -16,7 +16,7 @@ from .arrays import take
 from .derived import memoized
 from .kinds import Kind
 from .nesting import MAX_JUMPS, nest, previous_later_end
-from .order import preorder
+from .order import preorder, sweep_order
 from .tables import TraceModel
 
 TREE_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER)
@@ -183,7 +183,7 @@ def innermost_containing(span_pid: np.ndarray, span_tid: np.ndarray, span_start:
     t = np.concatenate([span_start, ts])
     length = np.concatenate([span_end - span_start, np.zeros(len(ts))])
     all_pid, all_tid = np.concatenate([span_pid, pid]), np.concatenate([span_tid, tid])
-    order = np.lexsort((-length, kind, t, all_tid, all_pid))
+    order = sweep_order(all_pid, all_tid, t, (-length, kind))  # = np.lexsort((-length, kind, t, tid, pid))
     is_span = kind[order] == 0
     thread = np.cumsum(np.concatenate([[True], (all_pid[order][1:] != all_pid[order][:-1])
                                        | (all_tid[order][1:] != all_tid[order][:-1])]))

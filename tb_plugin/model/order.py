@@ -13,20 +13,32 @@ import numpy as np
 
 def preorder(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Exactly ``np.lexsort((-dur, start, tid, pid))`` (ties in all keys keep their input order)."""
-    order = start_order(start, dur)
+    return sweep_order(pid, tid, start, (-dur,))
+
+
+def sweep_order(pid: np.ndarray, tid: np.ndarray, time: np.ndarray, ties: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Exactly ``np.lexsort((*ties, time, tid, pid))``: by thread, then time, then the ``ties`` keys (the last
+    one first, as lexsort reads them) for the few rows sharing a time."""
+    order = time_order(time, ties)
     out: np.ndarray = order[by_thread(thread_rank(pid[order], tid[order]))]
     return out
 
 
 def start_order(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Exactly ``np.lexsort((-dur, start))``: a stable sort of the starts, the few equal ones by duration."""
-    order = np.argsort(start, kind="stable")
-    s = start[order]
+    return time_order(start, (-dur,))
+
+
+def time_order(time: np.ndarray, ties: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Exactly ``np.lexsort((*ties, time))``: a stable sort of the times (timsort finds the runs of nearly sorted
+    events), the few equal ones by the ``ties`` keys."""
+    order = np.argsort(time, kind="stable")
+    s = time[order]
     tie = np.flatnonzero(s[1:] == s[:-1])
     if len(tie):
-        pos = np.unique(np.concatenate([tie, tie + 1]))  # every member of each run of equal starts
+        pos = np.unique(np.concatenate([tie, tie + 1]))  # every member of each run of equal times
         sub = order[pos]
-        order[pos] = sub[np.lexsort((-dur[sub], start[sub]))]
+        order[pos] = sub[np.lexsort((*(key[sub] for key in ties), time[sub]))]
     return order
 
 
