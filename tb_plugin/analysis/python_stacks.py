@@ -25,6 +25,7 @@ import re
 import numpy as np
 
 from ..model.nesting import MAX_JUMPS, previous_later_end
+from ..model.order import sweep_order
 from ..model.tables import TraceModel
 
 SOURCE_FRAME = re.compile(r"\(\d+\): ")
@@ -41,51 +42,11 @@ def _sweep_order(model: TraceModel, op_rows: np.ndarray) -> dict[str, np.ndarray
     start = ev["ts"][rows]
     end = start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
     pid, tid = ev["pid"][rows], ev["tid"][rows]
-    order = sweep_permutation(pid, tid, start, end - start, is_py)
+    order = sweep_order(pid, tid, start, (~is_py, -(end - start)))  # frames first at ties
     pid, tid = pid[order], tid[order]
     new_thread = np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]) if len(order) else order
     return {"thread": np.cumsum(new_thread), "start": start[order], "end": end[order], "is_py": is_py[order],
             "which": which[order], "pid": pid, "tid": tid}
-
-
-def sweep_permutation(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, length: np.ndarray,
-                      is_py: np.ndarray) -> np.ndarray:
-    """``np.lexsort((~is_py, -length, start, tid, pid))``, faster where there are a few threads: starts come
-    nearly sorted (a stable sort of them is quick), threads are a few numbers, and only the rows sharing a thread
-    and a start (a few) are sorted by the remaining keys. Stable like lexsort: full ties keep their order."""
-    thread = _few_threads(pid, tid)
-    if thread is None:
-        return np.lexsort((~is_py, -length, start, tid, pid))
-    order = np.argsort(start, kind="stable")
-    order = order[np.argsort(thread[order], kind="stable")]
-    s, th = start[order], thread[order]
-    tie = ((s[1:] == s[:-1]) | (np.isnan(s[1:]) & np.isnan(s[:-1]))) & (th[1:] == th[:-1])
-    if tie.any():
-        tied = np.flatnonzero(np.concatenate([tie, [False]]) | np.concatenate([[False], tie]))
-        group = np.cumsum(np.concatenate([[True], ~tie[tied[:-1]]]))  # runs of equal (thread, start)
-        rows = order[tied]
-        order[tied] = rows[np.lexsort((~is_py[rows], -length[rows], group))]
-    return order
-
-
-def _few_threads(pid: np.ndarray, tid: np.ndarray, most: int = 32) -> np.ndarray | None:
-    """Per row: its thread's number in (pid, tid) order; None past ``most`` threads. One pass over the rows left
-    per thread found (cheaper than a sort of the rows while threads are few)."""
-    thread = np.zeros(len(pid), dtype=np.int64)
-    found: list[tuple[int, int]] = []
-    left = np.arange(len(pid))
-    while len(left):
-        if len(found) == most:
-            return None
-        p, t = pid[left[0]], tid[left[0]]
-        mine = (pid[left] == p) & (tid[left] == t)
-        thread[left[mine]] = len(found)
-        found.append((int(p), int(t)))
-        left = left[~mine]
-    rank = np.empty(len(found), dtype=np.int64)
-    rank[sorted(range(len(found)), key=found.__getitem__)] = np.arange(len(found))
-    out: np.ndarray = rank[thread] if found else thread
-    return out
 
 
 def innermost_frames(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:

@@ -18,6 +18,11 @@ def take(values: np.ndarray, index: np.ndarray, missing: Any) -> np.ndarray:
     return out
 
 
+def concat(pieces: list[np.ndarray], dtype: Any) -> np.ndarray:
+    """``np.concatenate(pieces)`` as ``dtype``, also of no pieces at all."""
+    return np.concatenate(pieces).astype(dtype, copy=False) if pieces else np.empty(0, dtype)
+
+
 def unique_pairs(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
     """The distinct (a, b) integer pairs, sorted: ``np.unique(axis=0)``'s answer by two 1-D uniques (which sort
     plain integers, many times faster than rows of a 2-D array)."""

@@ -126,8 +126,9 @@ def previous_later_end(ends: np.ndarray, thread: np.ndarray) -> np.ndarray | Non
     return None
 
 
-def _workers() -> int:
-    """Threads a long thread's chunks may use: the cores this process may run on."""
+def workers() -> int:
+    """Threads a big computation may use (a long thread's chunks, a trace's tracks): the cores this process may
+    run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -159,14 +160,14 @@ def _nest_long_threads(start: np.ndarray, end: np.ndarray, first: np.ndarray) ->
     """Threads of at least two chunks nested chunk by chunk (:func:`_nest_chunked`), the others all at once."""
     bounds = np.append(np.flatnonzero(first), len(start))
     long = [(lo, hi) for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()) if hi - lo >= 2 * _CHUNK_EVENTS]
-    workers = _workers()
-    if not long or workers < 2:
+    cores = workers()
+    if not long or cores < 2:
         return None
     parent = np.full(len(start), -1, dtype=np.int64)
     depth = np.zeros(len(start), dtype=np.int32)
     rest = np.ones(len(start), dtype=bool)
     for lo, hi in long:
-        found = _nest_chunked(start[lo:hi], end[lo:hi], workers)
+        found = _nest_chunked(start[lo:hi], end[lo:hi], cores)
         if found is None:
             return None
         parent[lo:hi] = np.where(found[0] >= 0, found[0] + lo, -1)

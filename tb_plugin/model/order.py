@@ -34,7 +34,7 @@ def time_order(time: np.ndarray, ties: tuple[np.ndarray, ...]) -> np.ndarray:
     events), the few equal ones by the ``ties`` keys."""
     order = np.argsort(time, kind="stable")
     s = time[order]
-    tie = np.flatnonzero(s[1:] == s[:-1])
+    tie = np.flatnonzero((s[1:] == s[:-1]) | (np.isnan(s[1:]) & np.isnan(s[:-1])))  # lexsort ties NaNs too
     if len(tie):
         pos = np.unique(np.concatenate([tie, tie + 1]))  # every member of each run of equal times
         sub = order[pos]

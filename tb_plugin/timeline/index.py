@@ -7,16 +7,16 @@ per-event Python object.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..model import ids
+from ..model.arrays import concat
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
-from ..model.nesting import nest
+from ..model.nesting import nest, workers
 from ..model.order import by_thread, start_order, thread_rank
 from ..model.tables import TraceModel
 
@@ -79,24 +79,41 @@ class TimelineIndex:
         return sum(a.nbytes for a in arrays)
 
 
-def _summarize(start: np.ndarray, dur: np.ndarray, name: np.ndarray, lo: int, t_min: float,
-               width: float) -> LaneSummary:
-    bucket = np.minimum(((start - t_min) / width).astype(np.int64), SUMMARY_BUCKETS - 1).astype(np.int32)
-    first = np.flatnonzero(np.concatenate([[True], bucket[1:] != bucket[:-1]]))  # start-sorted: runs per bucket
-    count = np.diff(np.append(first, len(bucket))).astype(np.int32)
-    busy = np.add.reduceat(dur.astype(np.float64), first)
-    group = np.repeat(np.arange(len(first), dtype=np.int64), count)
-    # (bucket, name) pairs in order: one sort of a packed key (names offset to keep their order as unsigned)
-    key = np.sort((group << 32) | (name.astype(np.int64) + (1 << 31)))
-    sg, sn = key >> 32, ((key & 0xFFFFFFFF) - (1 << 31)).astype(name.dtype)
-    change = np.concatenate([[True], (sg[1:] != sg[:-1]) | (sn[1:] != sn[:-1])])
+def bucket_numbers(start: np.ndarray, t_min: float, width: float) -> np.ndarray:
+    """The summary bucket of each start (the last bucket holds the trace's end)."""
+    bucket: np.ndarray = np.minimum(((start - t_min) / width).astype(np.int64), SUMMARY_BUCKETS - 1)
+    return bucket
+
+
+def most_common(group: np.ndarray, name: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group (``group`` ascending from 0 without gaps, one entry per event), its most common name code and how
+    many carry it; of equally common names the smallest code. One sort of (group, name) in one int64 key."""
+    low = int(name.min())
+    span = int(name.max()) - low + 1
+    key = np.sort(group.astype(np.int64) * span + (name - low))  # names are int32 codes: no overflow
+    change = np.empty(len(key), dtype=bool)
+    change[0] = True
+    change[1:] = key[1:] != key[:-1]
     run_start = np.flatnonzero(change)
-    run_len = np.diff(np.append(run_start, len(sg)))
-    by_group = np.lexsort((-run_len, sg[run_start]))
-    _, first_run = np.unique(sg[run_start][by_group], return_index=True)
-    best = by_group[first_run]
-    return LaneSummary(bucket=bucket[first], count=count, busy=busy, top=sn[run_start[best]].astype(np.int32),
-                       top_count=run_len[best].astype(np.int32),
+    run_len = np.diff(np.append(run_start, len(key)))
+    run_key = key[run_start]
+    run_group = run_key // span
+    group_first = np.flatnonzero(np.concatenate([[True], run_group[1:] != run_group[:-1]]))
+    # per group the longest run, the smallest name of equals: a segmented max of (length, -name) in one int64
+    best = np.maximum.reduceat(run_len * span + (span - 1 - run_key % span), group_first)
+    return low + span - 1 - best % span, best // span
+
+
+def summarize_lane(start: np.ndarray, dur: np.ndarray, name: np.ndarray, lo: int, t_min: float,
+                   width: float) -> LaneSummary:
+    """The summary of one lane's events (sorted by start; ``lo`` is the lane's first position in the index)."""
+    bucket = bucket_numbers(start, t_min, width)
+    first = np.flatnonzero(np.concatenate([[True], bucket[1:] != bucket[:-1]]))  # start-sorted: runs per bucket
+    count = np.diff(np.append(first, len(bucket)))
+    dur = dur.astype(np.float64)
+    top, top_count = most_common(np.repeat(np.arange(len(first), dtype=np.int64), count), name)
+    return LaneSummary(bucket=bucket[first].astype(np.int32), count=count.astype(np.int32),
+                       busy=np.add.reduceat(dur, first), top=top.astype(np.int32), top_count=top_count.astype(np.int32),
                        long_pos=(lo + np.flatnonzero(dur >= width)).astype(np.int64))
 
 
@@ -198,7 +215,7 @@ def _track_piece(ev: dict[str, np.ndarray], rows: np.ndarray, lo: int, out: _Col
         a, b = int(offsets[k]), int(offsets[k + 1])
         out.max_end[lo + a:lo + b] = np.maximum.accumulate(ends[a:b])
         if b - a > SUMMARY_MIN_EVENTS:
-            summaries[k] = _summarize(s[a:b], d[a:b], out.name[lo + a:lo + b], lo + a, t_min, bucket_us)
+            summaries[k] = summarize_lane(s[a:b], d[a:b], out.name[lo + a:lo + b], lo + a, t_min, bucket_us)
     return _Piece(depths=lane[first].astype(np.int16), offsets=offsets, summaries=summaries,
                   gpu=bool(np.isin(ev["kind"][rows], _GPU_TRACK_KINDS).any()))
 
@@ -211,7 +228,7 @@ def _pieces(ev: dict[str, np.ndarray], rows: np.ndarray, bounds: list[tuple[int,
     def piece(lo: int, hi: int) -> _Piece:
         return _track_piece(ev, rows[lo:hi], lo, out, t_min, bucket_us)
 
-    threads = min(len(bounds), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    threads = min(len(bounds), workers())
     if threads < 2 or len(rows) < _PARALLEL_MIN_EVENTS:
         return [piece(lo, hi) for lo, hi in bounds]
     with ThreadPoolExecutor(threads, thread_name_prefix="pytorch-profiler-lanes") as pool:
@@ -251,15 +268,11 @@ def timeline_index(model: TraceModel) -> TimelineIndex:
     return TimelineIndex(
         tracks=sorted(tracks, key=lambda tr: tr.sort_key),
         lane_track=np.repeat(np.arange(len(pieces), dtype=np.int32), lane_count),
-        lane_depth=_cat([p.depths for p in pieces], np.int16),
-        lane_offsets=np.append(_cat([lo + p.offsets[:-1] for (lo, _), p in zip(bounds, pieces)], np.int64),
+        lane_depth=concat([p.depths for p in pieces], np.int16),
+        lane_offsets=np.append(concat([lo + p.offsets[:-1] for (lo, _), p in zip(bounds, pieces)], np.int64),
                                len(rows)).astype(np.int64),
         start=out.start, dur=out.dur, max_end=out.max_end, self_time=out.self_time, name=out.name, row=out.row,
         t_min=t_min, t_max=t_max, bucket_us=bucket_us, summaries=summaries)
-
-
-def _cat(pieces: list[np.ndarray], dtype: type) -> np.ndarray:
-    return np.concatenate(pieces).astype(dtype, copy=False) if pieces else np.empty(0, dtype)
 
 
 def _tracks(model: TraceModel, pairs: list[tuple[int, int]], gpu_track: np.ndarray,

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from ..model.tables import TraceModel
-from .index import TimelineIndex
-from .pyramid import LanePyramid, bucket_of, most_common
+from .index import TimelineIndex, most_common
+from .pyramid import LanePyramid, bucket_of
 
 _KEY = 1 << 32  # (lane, bucket) and (count, position) in one int64: buckets and positions are below 2**32
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..model.derived import compute_once
 from ..model.tables import TraceModel
-from .index import SUMMARY_BUCKETS, LaneSummary, TimelineIndex
+from .index import LaneSummary, TimelineIndex, bucket_numbers, summarize_lane
 
 LEVEL_SHIFT = 2  # each level's buckets are 2**LEVEL_SHIFT of the level below
 # Lanes the index does not summarise are summarised here from this many events on: a window wider than the
@@ -110,43 +110,17 @@ def _long_events(ix: TimelineIndex, long_pos: np.ndarray) -> LongEvents:
                       longest=longest, dur_desc=-dur[longest])
 
 
-def most_common(group: np.ndarray, name: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per group (``group`` ascending from 0 without gaps, one entry per event), its most common name code and how
-    many carry it; of equally common names the smallest code. One sort of (group, name) in one int64 key."""
-    low = int(name.min())
-    span = int(name.max()) - low + 1
-    key = np.sort(group.astype(np.int64) * span + (name - low))  # names are int32 codes: no overflow
-    change = np.empty(len(key), dtype=bool)
-    change[0] = True
-    change[1:] = key[1:] != key[:-1]
-    run_start = np.flatnonzero(change)
-    run_len = np.diff(np.append(run_start, len(key)))
-    run_key = key[run_start]
-    run_group = run_key // span
-    group_first = np.flatnonzero(np.concatenate([[True], run_group[1:] != run_group[:-1]]))
-    # per group the longest run, the smallest name of equals: a segmented max of (length, -name) in one int64
-    best = np.maximum.reduceat(run_len * span + (span - 1 - run_key % span), group_first)
-    return low + span - 1 - best % span, best // span
-
-
 def bucket_of(ix: TimelineIndex, start: np.ndarray) -> np.ndarray:
-    """The index's summary bucket of each start (the index's own rule: the last bucket holds the trace's end)."""
-    bucket: np.ndarray = np.minimum(((start - ix.t_min) / ix.bucket_us).astype(np.int64), SUMMARY_BUCKETS - 1)
-    return bucket
+    """The index's summary bucket of each start."""
+    return bucket_numbers(start, ix.t_min, ix.bucket_us)
 
 
 def summarize(ix: TimelineIndex, lane: int) -> LaneSummary:
     """A lane's summary in the index's buckets, for a lane the index does not summarise (fewer than
-    ``SUMMARY_MIN_EVENTS`` events: a whole-trace window of it still merged tens of thousands of events)."""
+    ``SUMMARY_MIN_EVENTS`` events: a whole-trace window of it still merged tens of thousands of events). From the
+    index's float32 durations: the exact ones are the loader's."""
     lo, hi = int(ix.lane_offsets[lane]), int(ix.lane_offsets[lane + 1])
-    dur = ix.dur[lo:hi].astype(np.float64)
-    bucket = bucket_of(ix, ix.start[lo:hi])
-    first = np.flatnonzero(np.concatenate([[True], bucket[1:] != bucket[:-1]]))  # start-sorted: runs per bucket
-    count = np.diff(np.append(first, len(bucket)))
-    top, top_count = most_common(np.repeat(np.arange(len(first)), count), ix.name[lo:hi])
-    return LaneSummary(bucket=bucket[first].astype(np.int32), count=count.astype(np.int32),
-                       busy=np.add.reduceat(dur, first), top=top.astype(np.int32), top_count=top_count.astype(np.int32),
-                       long_pos=(lo + np.flatnonzero(dur >= ix.bucket_us)).astype(np.int64))
+    return summarize_lane(ix.start[lo:hi], ix.dur[lo:hi], ix.name[lo:hi], lo, ix.t_min, ix.bucket_us)
 
 
 def lane_pyramid(ix: TimelineIndex, summary: LaneSummary) -> LanePyramid:

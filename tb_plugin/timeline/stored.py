@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.arrays import concat
 from ..model.derived import seed
 from ..model.tables import TraceModel, read_columns, write_columns
 from .index import LaneSummary, TimelineIndex, Track, timeline_index
@@ -46,11 +47,11 @@ def write_index(ix: TimelineIndex, folder: Path) -> None:
     lanes = sorted(summaries)
     _write(folder, "events", {c: getattr(ix, c) for c in _EVENT_COLUMNS})
     _write(folder, "lanes", {"track": ix.lane_track, "depth": ix.lane_depth, "first": ix.lane_offsets[:-1]})
-    per_bucket = {c: _cat([getattr(summaries[k], c) for k in lanes], _DTYPES[c]) for c in _SUMMARY_COLUMNS}
-    per_bucket["lane"] = _cat([np.full(len(summaries[k].bucket), k, np.int32) for k in lanes], np.int32)
+    per_bucket = {c: concat([getattr(summaries[k], c) for k in lanes], _DTYPES[c]) for c in _SUMMARY_COLUMNS}
+    per_bucket["lane"] = concat([np.full(len(summaries[k].bucket), k, np.int32) for k in lanes], np.int32)
     _write(folder, "buckets", per_bucket)
-    _write(folder, "long", {"lane": _cat([np.full(len(summaries[k].long_pos), k, np.int32) for k in lanes], np.int32),
-                            "pos": _cat([summaries[k].long_pos for k in lanes], np.int64)})
+    _write(folder, "long", {"lane": concat([np.full(len(summaries[k].long_pos), k, np.int32) for k in lanes], np.int32),
+                            "pos": concat([summaries[k].long_pos for k in lanes], np.int64)})
     meta = {"version": _VERSION, "t_min": ix.t_min, "t_max": ix.t_max, "bucket_us": ix.bucket_us,
             "summary_lanes": lanes, "tracks": [_track_json(t) for t in ix.tracks]}
     tmp = folder / f".{MARKER}.tmp"
@@ -96,10 +97,6 @@ def _write(folder: Path, name: str, cols: dict[str, np.ndarray]) -> None:
     tmp = folder / f".timeline.{name}.arrow.tmp"
     write_columns(tmp, cols)
     os.replace(tmp, folder / f"timeline.{name}.arrow")
-
-
-def _cat(pieces: list[np.ndarray], dtype: Any) -> np.ndarray:
-    return np.concatenate(pieces).astype(dtype, copy=False) if pieces else np.empty(0, dtype)
 
 
 def _track_json(t: Track) -> dict[str, Any]:

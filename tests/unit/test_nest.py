@@ -209,7 +209,7 @@ def chunked(monkeypatch: pytest.MonkeyPatch) -> None:
     from tb_plugin.model import nesting
 
     monkeypatch.setattr(nesting, "_CHUNK_EVENTS", 16)
-    monkeypatch.setattr(nesting, "_workers", lambda: 4)
+    monkeypatch.setattr(nesting, "workers", lambda: 4)
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -19,6 +19,7 @@ from tb_plugin.analysis import python_stacks as ps
 from tb_plugin.analysis.operators import call_stacks, operator_nodes
 from tb_plugin.loader import load_trace
 from tb_plugin.model.optree import host_tree
+from tb_plugin.model.order import sweep_order
 from tb_plugin.model.tables import TraceModel
 from tests.conftest import real_trace_files, sample_trace_files, write_trace
 
@@ -129,7 +130,7 @@ def test_a_chain_longer_than_the_cut_and_a_cycle_are_cut_as_the_walk_cuts_them(t
 
 
 @pytest.mark.parametrize(("threads", "seed"), [(1, 0), (3, 1), (3, 2), (40, 3)])
-def test_sweep_permutation_is_lexsorts(threads: int, seed: int) -> None:
+def test_sweep_order_is_lexsorts(threads: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = 20_000
     pid = rng.integers(5, 7, n)
@@ -139,5 +140,5 @@ def test_sweep_permutation_is_lexsorts(threads: int, seed: int) -> None:
     start[rng.integers(0, n, 20)] = np.nan
     length = rng.choice([0.0, 1.0, 2.5, 7.0], n)
     is_py = rng.random(n) < 0.4
-    got = ps.sweep_permutation(pid, tid, start, length, is_py)
+    got = sweep_order(pid, tid, start, (~is_py, -length))
     assert got.tolist() == np.lexsort((~is_py, -length, start, tid, pid)).tolist()

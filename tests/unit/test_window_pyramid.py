@@ -12,9 +12,10 @@ import pytest
 
 from tb_plugin.timeline import index as index_module
 from tb_plugin.timeline import window as window_module
+from tb_plugin.timeline.index import most_common
 from tb_plugin.timeline.lanes import Names as _Names
 from tb_plugin.timeline.lanes import _boxes
-from tb_plugin.timeline.pyramid import Level, LongEvents, _coarser, _long_events, most_common, pyramid_of
+from tb_plugin.timeline.pyramid import Level, LongEvents, _coarser, _long_events, pyramid_of
 
 
 def test_most_common_name_per_group_smallest_code_of_equals() -> None:
