@@ -131,7 +131,7 @@ class Segment:
 class Allocator:
     """One device's caching allocator, as far as a snapshot shows it."""
 
-    def __init__(self, limit: int = 1 << 40, version: str = "2.11", device: int = 0) -> None:
+    def __init__(self, limit: int = 1 << 40, version: str = "2.11", device: int = 0, track: bool = True) -> None:
         self.limit = limit
         self.version = version
         self.device = device
@@ -140,6 +140,14 @@ class Allocator:
         self.next_address = BASE_ADDRESS
         self.clock = T0_US
         self.recording = True
+        # the allocator's own truth, entry by entry (independent of any analysis): the allocated blocks'
+        # requested bytes and addresses after each recorded entry, and the segments as _snapshot() would list
+        # them at the highest of those moments
+        self.track = track
+        self.truth_live: list[int] = []
+        self.truth_addresses: list[frozenset[int]] = []
+        self.peak_segments: list[dict[str, Any]] = []
+        self.peak_entry = -1
 
     # ---- what torch records
     def _record(self, action: str, addr: int, size: int, frames: list[dict[str, Any]] | None = None,
@@ -159,6 +167,13 @@ class Allocator:
             entry["time_us"] = self.clock
         entry.update(more)
         self.trace.append(entry)
+        if self.track:
+            live = [b for seg in self.segments for b in seg.blocks if b.allocated]
+            total = sum(b.requested for b in live)
+            if not self.truth_live or total > max(self.truth_live):
+                self.peak_segments, self.peak_entry = self.segments_dump(), len(self.trace) - 1
+            self.truth_live.append(total)
+            self.truth_addresses.append(frozenset(b.address for b in live))
 
     @property
     def reserved(self) -> int:
@@ -311,3 +326,84 @@ def write(snapshot: dict[str, Any], path: Path, protocol: int = pickle.DEFAULT_P
     data = pickle.dumps(snapshot, protocol=protocol)
     path.write_bytes(gzip.compress(data, mtime=0) if path.name.endswith(".gz") else data)
     return path
+
+
+def _deep_stacks(count: int, depth: int, rng: Any) -> list[list[dict[str, Any]]]:
+    """``count`` distinct stacks of about ``depth`` frames: C++ allocator frames, a library forward, module calls
+    and the user's layers (shared frame objects, as torch's symbolizer makes them)."""
+    cpp = [frame("??", 0, f"at::native::op_{i}(...)") for i in range(40)] + [F["alloc_cpp"], F["empty_cpp"]]
+    layers = [frame(USER, 100 + i, "forward") for i in range(count)]
+    out = []
+    for i in range(count):
+        lib = [frame(f"{TORCH}/nn/modules/m{i % 7}.py", 10 + i % 13, "forward"), F["call_impl"], F["wrapped_call"]]
+        tail = [layers[i], F["call_impl"], F["wrapped_call"], F["user_train"], F["user_main"]]
+        head = [F["alloc_cpp"], F["empty_cpp"]] + [cpp[int(j)] for j in rng.integers(0, 40, max(0, depth - 10))]
+        out.append(head + lib + tail)
+    return out
+
+
+def big_history(entries: int = 100_000, seed: int = 0, stacks: int = 300, depth: int = 30) -> dict[str, Any]:
+    """A snapshot of about ``entries`` history entries (``max_entries``' default is far more): allocations of
+    realistic sizes in one large segment, most freed soon, some kept, addresses reused per size, a stack from
+    ``stacks`` distinct ones of ``depth`` frames, each entry with a list of its own (torch gathers a traceback per
+    entry and shares only the frames), the free's list shared by its two entries. For the benchmark and scale
+    tests."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    pool = _deep_stacks(stacks, depth, rng)
+    seg_size = 8 << 30
+    trace: list[dict[str, Any]] = [{"action": "segment_alloc", "addr": BASE_ADDRESS, "size": seg_size, "stream": 0,
+                                    "time_us": T0_US, "frames": pool[0]}]
+    free_by_size: dict[int, list[int]] = {}
+    live: list[tuple[int, int, list[dict[str, Any]]]] = []
+    bump = BASE_ADDRESS
+    t = T0_US
+    sizes = (rng.lognormal(12, 2.5, entries) // 512 * 512 + 512).astype(int).clip(512, 256 << 20)
+    k = 0
+    while len(trace) < entries:
+        t += int(rng.integers(1, 5))
+        if live and (rng.random() < 0.48 or len(live) > 4000):
+            j = int(rng.integers(max(0, len(live) - 64), len(live))) if rng.random() < 0.9 else \
+                int(rng.integers(0, len(live)))
+            addr, size, fr = live.pop(j)
+            free_frames = list(pool[int(rng.integers(0, len(pool)))])  # context="all": the free's own stack
+            trace.append({"action": "free_requested", "addr": addr, "size": size, "stream": 0, "time_us": t,
+                          "frames": free_frames})
+            trace.append({"action": "free_completed", "addr": addr, "size": size, "stream": 0, "time_us": t,
+                          "frames": free_frames})
+            free_by_size.setdefault(size, []).append(addr)
+            continue
+        size = int(sizes[k % len(sizes)])
+        k += 1
+        reuse = free_by_size.get(size)
+        if reuse:
+            addr = reuse.pop()
+        else:
+            addr, bump = bump, bump + size
+        fr = pool[int(rng.integers(0, len(pool)))]
+        live.append((addr, size, fr))
+        trace.append({"action": "alloc", "addr": addr, "size": size, "stream": 0, "time_us": t, "frames": list(fr)})
+    blocks = [{"address": a, "size": s, "requested_size": s, "state": "active_allocated", "frames": fr}
+              for a, s, fr in sorted(live)]
+    segment = {"device": 0, "address": BASE_ADDRESS, "total_size": seg_size, "allocated_size": 0,
+               "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "large",
+               "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": _with_gaps(blocks, seg_size)}
+    return {"segments": [segment], "device_traces": [trace], "allocator_settings": {"expandable_segments": False},
+            "external_annotations": []}
+
+
+def _with_gaps(blocks: list[dict[str, Any]], seg_size: int) -> list[dict[str, Any]]:
+    """The live blocks with inactive blocks filling the space between them, as a segment lists them."""
+    out: list[dict[str, Any]] = []
+    at = BASE_ADDRESS
+    for b in blocks:
+        if b["address"] > at:
+            out.append({"address": at, "size": b["address"] - at, "requested_size": 0, "state": "inactive",
+                        "frames": []})
+        out.append(b)
+        at = b["address"] + b["size"]
+    if at < BASE_ADDRESS + seg_size:
+        out.append({"address": at, "size": BASE_ADDRESS + seg_size - at, "requested_size": 0, "state": "inactive",
+                    "frames": []})
+    return out

@@ -125,10 +125,11 @@ def segments_before(snap: AllocatorSnapshot, device: int) -> SegmentSet:
     return segs
 
 
-def segments_at(snap: AllocatorSnapshot, device: int, p: int) -> SegmentSet:
-    """The device's segments after position ``p`` (``-1``: before the first entry)."""
+def segments_at(snap: AllocatorSnapshot, device: int, p: int, replay: bool = False) -> SegmentSet:
+    """The device's segments after position ``p`` (``-1``: before the first entry); ``replay`` replays the history
+    up to the end too, instead of reading the end's segments (a test that both agree)."""
     h = device_history(snap, device)
-    if p >= h.n - 1:
+    if p >= h.n - 1 and not replay:
         return _end_segments(snap, device)
     segs = SegmentSet()
     base = segments_before(snap, device)
@@ -171,12 +172,13 @@ class Layout:
         return int(self.gap_size.max(initial=0))
 
 
-def layout_at(snap: AllocatorSnapshot, device: int, p: int) -> Layout:
-    """The segments after position ``p`` with their live blocks and free gaps."""
+def layout_at(snap: AllocatorSnapshot, device: int, p: int, replay: bool = False) -> Layout:
+    """The segments after position ``p`` with their live blocks and free gaps (at the end, the snapshot's own
+    blocks; ``replay`` computes them from the history there too)."""
     h = device_history(snap, device)
-    start, size, stream, exp = segments_at(snap, device, p).arrays()
+    start, size, stream, exp = segments_at(snap, device, p, replay).arrays()
     live = np.flatnonzero(h.live_mask(p))
-    at_end = p >= h.n - 1
+    at_end = p >= h.n - 1 and not replay
     block = np.where(h.block_size[live] >= 0, h.block_size[live], round_size(h.size[live]))
     order = np.argsort(h.addr[live], kind="stable")
     live, block = live[order], block[order]

@@ -34,7 +34,7 @@ from ..catalog.names import file_name
 from ..model.snapshot import A, ACTIONS, AllocatorSnapshot
 from .errors import TraceLoadError
 from .source import read_source
-from .unpickle import Refused, load_data
+from .unpickle import Refused, load_data, no_gc
 
 MAX_INFLATED_BYTES = 4 << 30  # a snapshot that inflates beyond this is not read (a gzip bomb, or ~10 M entries)
 _STATES = {"active_allocated": 0, "active_pending_free": 1, "active_awaiting_free": 1, "inactive": 2}
@@ -65,7 +65,8 @@ def decode_snapshot_bytes(raw: bytes, name: str) -> AllocatorSnapshot:
         raise SnapshotError(f"{name}: refused: {err}") from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError,
             MemoryError, OverflowError) as err:
-        what = "cut short (was it still being written?)" if isinstance(err, EOFError) else f"damaged ({err})"
+        short = isinstance(err, EOFError) or "truncated" in str(err)
+        what = "cut short (was it still being written?)" if short else f"damaged ({err})"
         raise SnapshotError(f"{name}: not a readable pickle: {what}") from None
     del data
     return decode_snapshot(obj, name)
@@ -96,7 +97,8 @@ def decode_snapshot(obj: Any, name: str) -> AllocatorSnapshot:
         raise SnapshotError(f"{name}: not a PyTorch allocator snapshot (a pickled {kind} without 'segments' and "
                             "'device_traces'; torch.cuda.memory._dump_snapshot writes them)")
     try:
-        return _decode(obj, name)
+        with no_gc():
+            return _decode(obj, name)
     except _Bad as err:
         raise SnapshotError(f"{name}: not a PyTorch allocator snapshot: {err}") from None
     except (TypeError, ValueError, OverflowError, AttributeError, KeyError) as err:
@@ -143,8 +145,8 @@ class _Stacks:
         self._frame_by_id: dict[int, int] = {}
         self._stack: dict[tuple[int, ...], int] = {}
         self._stack_by_id: dict[int, int] = {}
+        self._stack_by_ids: dict[tuple[int, ...], int] = {}
         self.stacks: list[tuple[int, ...]] = []
-        self._keep: list[Any] = []  # the objects whose id() is cached stay alive while decoding
 
     def code(self, text: Any) -> int:
         text = text if isinstance(text, str) else str(text)
@@ -169,11 +171,15 @@ class _Stacks:
             self.lines.append(key[1])
             self.names.append(self.code(key[2]))
         self._frame_by_id[id(f)] = found
-        self._keep.append(f)
         return found
 
     def of(self, frames: Any) -> int:
-        """The stack index of a ``frames`` list, -1 for none or an empty one."""
+        """The stack index of a ``frames`` list, -1 for none or an empty one.
+
+        torch gathers a traceback per entry but shares the frame dicts, so most lists are new while their frames
+        are not: a list is looked up by its frames' ids (C-speed ``map(id, …)``), and only a new combination is
+        interned frame by frame. The unpickled snapshot stays alive while decoding, so no id is reused meanwhile.
+        """
         if not frames:
             return -1
         found = self._stack_by_id.get(id(frames))
@@ -181,13 +187,16 @@ class _Stacks:
             return found
         if not isinstance(frames, (list, tuple)):
             raise _Bad(f"'frames' is a {type(frames).__name__}, not a list")
-        key = tuple(self.frame(f) for f in frames)
-        found = self._stack.get(key)
+        ids = tuple(map(id, frames))
+        found = self._stack_by_ids.get(ids)
         if found is None:
-            found = self._stack[key] = len(self.stacks)
-            self.stacks.append(key)
+            key = tuple(self.frame(f) for f in frames)
+            found = self._stack.get(key)
+            if found is None:
+                found = self._stack[key] = len(self.stacks)
+                self.stacks.append(key)
+            self._stack_by_ids[ids] = found
         self._stack_by_id[id(frames)] = found
-        self._keep.append(frames)
         return found
 
     def csr(self) -> tuple[np.ndarray, np.ndarray]:

@@ -11,8 +11,12 @@ id, an out-of-band buffer) stops the read with :class:`Refused`, naming what the
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import io
 import pickle
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 _CONTAINERS = frozenset({("builtins", "set"), ("builtins", "frozenset"), ("__builtin__", "set"),
@@ -38,4 +42,30 @@ class _DataOnly(pickle.Unpickler):
 def load_data(data: bytes) -> Any:
     """The plain data pickled in ``data``; :class:`Refused` for a pickle that would import or call anything,
     ``pickle.UnpicklingError``, ``EOFError`` or ``ValueError`` for one that is damaged."""
-    return _DataOnly(io.BytesIO(data)).load()
+    with no_gc():
+        return _DataOnly(io.BytesIO(data)).load()
+
+
+_GC_LOCK = threading.Lock()
+_GC_HOLDERS = 0
+_GC_WAS_ENABLED = True
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused meanwhile: building a million dicts and lists (a 100,000-entry history)
+    otherwise triggers it hundreds of times over objects that are all alive, which doubles the time. Nested and
+    concurrent holders keep it paused until the last one leaves; it is never enabled if it was off before."""
+    global _GC_HOLDERS, _GC_WAS_ENABLED
+    with _GC_LOCK:
+        if _GC_HOLDERS == 0:
+            _GC_WAS_ENABLED = gc.isenabled()
+            gc.disable()
+        _GC_HOLDERS += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC_HOLDERS -= 1
+            if _GC_HOLDERS == 0 and _GC_WAS_ENABLED:
+                gc.enable()
