@@ -151,7 +151,7 @@ class Snapshots:
                 self.decoded(entry)
             except SnapshotError:
                 pass  # the entry keeps the reason
-            except Exception as err:  # noqa: BLE001 - the thread must survive any one file
+            except Exception as err:
                 log.exception("reading the snapshot %s failed", f.filename)
                 self._fail(entry, f"{f.filename}: cannot be read ({type(err).__name__}: {err})")
 

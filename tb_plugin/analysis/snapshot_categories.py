@@ -172,4 +172,5 @@ def _same_function(snap: AllocatorSnapshot, python_frame: np.ndarray, alloc: np.
     f = np.where(free >= 0, python_frame[np.clip(free, 0, None)], -1)
     ok = (a >= 0) & (f >= 0)
     ac, fc = np.clip(a, 0, None), np.clip(f, 0, None)
-    return ok & (snap.frame_file[ac] == snap.frame_file[fc]) & (snap.frame_name[ac] == snap.frame_name[fc])
+    same: np.ndarray = ok & (snap.frame_file[ac] == snap.frame_file[fc]) & (snap.frame_name[ac] == snap.frame_name[fc])
+    return same

@@ -49,8 +49,7 @@ class FrameKinds:
 @snapshot_memo
 def frame_kinds(snap: AllocatorSnapshot) -> FrameKinds:
     files = [snap.strings[int(c)] for c in np.unique(snap.frame_file).tolist()]
-    python = [f for f in files if is_python_file(f)]
-    roots = library_roots([f for f in python if f.startswith("/")])
+    roots = library_roots([f for f in files if is_python_file(f) and f.startswith("/")])
     kind_of = {f: (KINDS.index(classify(f, roots)) if is_python_file(f) else CPP) for f in files}
     by_code = np.full(len(snap.strings), CPP, dtype=np.int8)
     for code in np.unique(snap.frame_file).tolist():

@@ -29,7 +29,8 @@ FRAGMENTATION_POINTS = 200
 
 def round_size(size: np.ndarray) -> np.ndarray:
     """The allocator's rounding of a request (``round_size`` in CUDACachingAllocator.cpp, default settings)."""
-    return np.maximum(MIN_BLOCK, (size + MIN_BLOCK - 1) // MIN_BLOCK * MIN_BLOCK)
+    rounded: np.ndarray = np.maximum(MIN_BLOCK, (size + MIN_BLOCK - 1) // MIN_BLOCK * MIN_BLOCK)
+    return rounded
 
 
 class SegmentSet:

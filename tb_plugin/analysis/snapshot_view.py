@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..model.memory_categories import CATEGORIES
-from ..model.snapshot import ACTIVE_STATES, A, AllocatorSnapshot, snapshot_memo
+from ..model.snapshot import ACTIVE_STATES, A, AllocatorSnapshot
 from .snapshot_categories import categories
 from .snapshot_findings import findings, oom_details, step_at
 from .snapshot_frames import frame_kinds, frame_label, stack_frames
@@ -100,7 +100,8 @@ def _device_row(snap: AllocatorSnapshot, d: int) -> dict[str, Any]:
             "segments": int((snap.seg_device == d).sum())}
 
 
-def _allocation_row(snap: AllocatorSnapshot, h: History, i: int, cats: np.ndarray, origin: np.ndarray) -> dict[str, Any]:
+def _allocation_row(snap: AllocatorSnapshot, h: History, i: int, cats: np.ndarray,
+                    origin: np.ndarray) -> dict[str, Any]:
     end = int(h.end[i])
     start_us = h.time_at(int(h.start[i]))
     end_us = h.time_at(end) if end < h.n else None
@@ -244,7 +245,7 @@ def _segment_row(snap: AllocatorSnapshot, h: History, lay: Any, s: int, cats: np
               for j in mine.tolist()]
     blocks += [{"offset": int(lay.gap_start[g]) - start, "bytes": int(lay.gap_size[g]), "state": "free"}
                for g in gaps.tolist()]
-    blocks.sort(key=lambda b: b["offset"])
+    blocks.sort(key=lambda b: int(b["offset"]))  # type: ignore[call-overload]
     return {
         "address": start, "bytes": int(lay.seg_size[s]), "stream": int(lay.seg_stream[s]),
         "expandable": bool(lay.seg_expandable[s]), "live_bytes": int(h.size[lay.alloc[mine]].sum()),

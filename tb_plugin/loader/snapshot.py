@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..catalog.names import file_name
-from ..model.snapshot import A, ACTIONS, AllocatorSnapshot
+from ..model.snapshot import ACTIONS, A, AllocatorSnapshot
 from .errors import TraceLoadError
 from .source import read_source
 from .unpickle import Refused, load_data, no_gc
@@ -220,7 +220,7 @@ def _decode(obj: dict[str, Any], name: str) -> AllocatorSnapshot:
         settings=_settings(obj.get("allocator_settings")), notes=notes)
 
 
-def _events(traces: list[Any], stacks: _Stacks) -> dict[str, np.ndarray]:
+def _events(traces: list[Any], stacks: _Stacks) -> dict[str, Any]:
     per_device = [_list(t, f"device_traces[{d}]") for d, t in enumerate(traces)]
     entries = [e for trace in per_device for e in trace]
     _dicts(entries, "a device_traces entry")
@@ -248,7 +248,7 @@ def _block_extra(b: dict[str, Any]) -> tuple[Any, Any]:
     return first.get("frames"), b.get("requested_size", first.get("real_size", b.get("size", 0)))
 
 
-def _segments(segments: list[Any], stacks: _Stacks) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], bool]:
+def _segments(segments: list[Any], stacks: _Stacks) -> tuple[dict[str, Any], dict[str, Any], bool]:
     _dicts(segments, "segments")
     address = _ints([s.get("address", 0) for s in segments], "address")
     blocks = [_list(s.get("blocks"), "blocks") for s in segments]
@@ -286,7 +286,7 @@ def _segments(segments: list[Any], stacks: _Stacks) -> tuple[dict[str, np.ndarra
     return seg, blk, legacy
 
 
-def _annotations(items: list[Any], stacks: _Stacks) -> dict[str, np.ndarray]:
+def _annotations(items: list[Any], stacks: _Stacks) -> dict[str, Any]:
     items = [a for a in items if isinstance(a, dict)]
     times = [a.get("time_us") for a in items]
     return {
@@ -311,7 +311,7 @@ def _settings(value: Any) -> dict[str, Any] | None:
     return out
 
 
-def _notes(events: dict[str, np.ndarray], legacy: bool) -> tuple[str, ...]:
+def _notes(events: dict[str, Any], legacy: bool) -> tuple[str, ...]:
     notes = []
     if len(events["ev_action"]) == 0:
         notes.append("The snapshot holds no allocation history, only the memory held when it was taken: call "

@@ -24,7 +24,7 @@ from tb_plugin.analysis.snapshot_view import allocation, live_set, segments_view
 from tb_plugin.loader.snapshot import SnapshotError, decode_snapshot, decode_snapshot_bytes, load_snapshot
 from tb_plugin.loader.unpickle import Refused, load_data
 from tb_plugin.model.memory_categories import CATEGORIES
-from tests.snapshots import S, Allocator, OutOfMemory, big_history, training, write
+from tests.snapshots import Allocator, OutOfMemory, S, big_history, training
 
 
 class RunsCode:
