@@ -44,6 +44,7 @@ class MemoryHistory:
         self.max_oom_dumps = max_oom_dumps
         self.oom_dumps: list[str] = []
         self.active = False
+        self._legacy = False
         self._lock = threading.Lock()
         import torch  # lazily: only a script that records imports torch
 
@@ -51,7 +52,7 @@ class MemoryHistory:
         if not torch.cuda.is_available():
             warnings.warn("CUDA is not available: the allocator's memory history is not recorded", stacklevel=3)
             return
-        _start(torch, max_entries, stacks)
+        self._legacy = _start(torch, max_entries, stacks)
         self.active = True
         if dump_on_oom:
             torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
@@ -69,11 +70,20 @@ class MemoryHistory:
         return self._write(self._torch.cuda.memory._snapshot(), path or self._path(""))
 
     def _on_oom(self, device: int, alloc: int, device_allocated: int, device_free: int) -> None:
+        """torch's out-of-memory observer: ``alloc`` is the segment it failed to get, ``device_allocated`` what the
+        process may use (``set_per_process_memory_fraction``'s limit, else the device's memory), ``device_free``
+        what cudaMemGetInfo said; the snapshot carries them under ``pytorch_tb_profiler`` (other readers ignore a
+        key they do not know), so the Memory view can tell a process limit from a full device."""
         with self._lock:
             if not self.active or len(self.oom_dumps) >= self.max_oom_dumps:
                 return
             try:
-                self.oom_dumps.append(self._write(self._torch.cuda.memory._snapshot(), self._path("oom")))
+                snapshot = self._torch.cuda.memory._snapshot()
+                total = _total_memory(self._torch, device)
+                snapshot["pytorch_tb_profiler"] = {"oom": {
+                    "device": device, "segment_bytes": alloc, "limit_bytes": device_allocated,
+                    "device_free_bytes": device_free, "device_total_bytes": total}}
+                self.oom_dumps.append(self._write(snapshot, self._path("oom")))
             except Exception as err:  # noqa: BLE001 - the program's OutOfMemoryError must still be raised
                 warnings.warn(f"could not write the out-of-memory snapshot: {err}", stacklevel=2)
 
@@ -99,7 +109,9 @@ class MemoryHistory:
     def stop(self) -> None:
         """Stop recording (the out-of-memory observer stays attached in torch, but writes nothing any more)."""
         with self._lock:
-            if self.active:
+            if self.active and self._legacy:
+                self._torch.cuda.memory._record_memory_history(False)
+            elif self.active:
                 self._torch.cuda.memory._record_memory_history(enabled=None)
             self.active = False
 
@@ -110,14 +122,24 @@ class MemoryHistory:
         self.stop()
 
 
-def _start(torch: Any, max_entries: int, stacks: str) -> None:
-    """``_record_memory_history`` in torch >= 2.1's form, or 2.0's (``enabled`` a bool, its own argument names)."""
+def _total_memory(torch: Any, device: int) -> int | None:
+    try:
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    except Exception:  # noqa: BLE001 - a number for the record only
+        return None
+
+
+def _start(torch: Any, max_entries: int, stacks: str) -> bool:
+    """``_record_memory_history`` in torch >= 2.1's form, or 2.0's (``enabled`` a bool, its own argument names):
+    True for 2.0's."""
     try:
         torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks=stacks,
                                                  max_entries=max_entries)
+        return False
     except TypeError:
         torch.cuda.memory._record_memory_history(True, trace_alloc_max_entries=max_entries,
                                                  trace_alloc_record_context=True, record_context_cpp=stacks == "all")
+        return True
 
 
 def record_memory_history(logdir: str, *, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "all",

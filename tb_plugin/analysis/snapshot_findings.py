@@ -57,12 +57,23 @@ def oom_details(snap: AllocatorSnapshot, device: int) -> dict[str, Any] | None:
     requested, device_free = int(snap.ev_size[row]), int(snap.ev_device_free[row])
     fragmented = lay.free >= requested > lay.largest_free
     return {
+        "limit_bytes": _process_limit(snap, device),
         "position": p, "time_us": h.time_at(p), "requested_bytes": requested, "device_free_bytes": device_free,
         "live_bytes": h.live_at(p), "reserved_bytes": h.reserved_at(p), "free_in_reserved_bytes": lay.free,
         "largest_free_bytes": lay.largest_free, "reason": "fragmentation" if fragmented else "live_data",
         "count": len(ooms), "step": step_at(snap, device, p),
         "frame": frame_label(snap, int(frame_kinds(snap).origin_of(snap.ev_stack[[row]])[0])),
     }
+
+
+def _process_limit(snap: AllocatorSnapshot, device: int) -> int | None:
+    """The memory the process was allowed (``set_per_process_memory_fraction``), where the observer saw one below
+    the device's memory; None otherwise."""
+    seen = snap.observed_oom
+    if not seen or seen.get("device") != device or seen.get("limit_bytes") is None:
+        return None
+    limit, total = seen["limit_bytes"], seen.get("device_total_bytes")
+    return limit if total is None or (limit is not None and limit < total) else None
 
 
 def gib(n: float) -> str:
@@ -79,13 +90,21 @@ def _expandable_on(snap: AllocatorSnapshot) -> bool:
         "expandable_segments:true" in str(settings.get("PYTORCH_CUDA_ALLOC_CONF", "")).replace(" ", "").lower()
 
 
+def _beyond(oom: dict[str, Any]) -> str:
+    """What more the allocator could not get: up to the process's limit, or the device's free memory."""
+    if oom["limit_bytes"] is not None:
+        return (f"the process may use {gib(oom['limit_bytes'])} (set_per_process_memory_fraction), "
+                f"{gib(max(0, oom['limit_bytes'] - oom['reserved_bytes']))} more than it held")
+    return f"the device had {gib(oom['device_free_bytes'])} free"
+
+
 def _oom_finding(snap: AllocatorSnapshot, oom: dict[str, Any]) -> dict[str, Any]:
     where = f" at step {oom['step']}" if oom["step"] else ""
     asked = f"Out of memory{where} asking {gib(oom['requested_bytes'])} (from {oom['frame']})"
     if oom["reason"] == "fragmentation":
         headline = (f"{asked}: {gib(oom['free_in_reserved_bytes'])} of the {gib(oom['reserved_bytes'])} reserved "
-                    f"was free, but in blocks of at most {gib(oom['largest_free_bytes'])}, and the device had "
-                    f"{gib(oom['device_free_bytes'])} more: fragmentation.")
+                    f"was free, but in blocks of at most {gib(oom['largest_free_bytes'])}, and {_beyond(oom)}: "
+                    "fragmentation.")
         advice = (f"Set {EXPANDABLE}: segments then grow in place, so free space is not cut into pieces."
                   if not _expandable_on(snap) else
                   "Expandable segments are on already: free caches between phases (torch.cuda.empty_cache()) or "
@@ -93,8 +112,8 @@ def _oom_finding(snap: AllocatorSnapshot, oom: dict[str, Any]) -> dict[str, Any]
         suggests = ["expandable_segments"]
     else:
         headline = (f"{asked}: {gib(oom['live_bytes'])} was live in {gib(oom['reserved_bytes'])} reserved, "
-                    f"{gib(oom['free_in_reserved_bytes'])} of it free and {gib(oom['device_free_bytes'])} free on "
-                    "the device: the live data does not fit.")
+                    f"{gib(oom['free_in_reserved_bytes'])} of it free, and {_beyond(oom)}: the live data does not "
+                    "fit.")
         advice = ("Hold less at once: a smaller batch, activation checkpointing, or mixed precision; the live set at "
                   "the out-of-memory shows what holds the memory.")
         suggests = ["smaller_batch", "activation_checkpointing"]

@@ -15,6 +15,8 @@ reads every version, and so does this):
   ``stream``, ``frames``, and from 2.1 on ``time_us`` (µs since the epoch).
 - ``allocator_settings`` (2.6+: ``PYTORCH_CUDA_ALLOC_CONF``, ``expandable_segments``, ``max_split_size``, …) and
   ``external_annotations`` (2.6+, ``global_record_annotations``: ``device``, ``time_us``, ``stage``, ``name``).
+- ``pytorch_tb_profiler.oom`` (this project's :func:`tb_plugin.record_memory_history` only): the arguments torch
+  gave its out-of-memory observer (the segment it failed to get, the process's limit, the device's free bytes).
 - a frame: ``filename``, ``line``, ``name`` (FX fields beside them are ignored); innermost first.
 
 Keys a version does not write are missing values, keys a later version adds are ignored. The pickle's dicts live
@@ -217,7 +219,8 @@ def _decode(obj: dict[str, Any], name: str) -> AllocatorSnapshot:
         name=name, strings=stacks.strings, frame_file=np.array(stacks.files, dtype=np.int32),
         frame_line=np.array(stacks.lines, dtype=np.int64), frame_name=np.array(stacks.names, dtype=np.int32),
         stack_offsets=offsets, stack_frames=flat, **events, **segments, **blocks, **annotations,
-        settings=_settings(obj.get("allocator_settings")), notes=notes)
+        settings=_settings(obj.get("allocator_settings")), observed_oom=_observed(obj.get("pytorch_tb_profiler")),
+        notes=notes)
 
 
 def _events(traces: list[Any], stacks: _Stacks) -> dict[str, Any]:
@@ -309,6 +312,15 @@ def _settings(value: Any) -> dict[str, Any] | None:
         elif isinstance(v, _SETTING_TYPES):
             out[str(key)] = v
     return out
+
+
+def _observed(value: Any) -> dict[str, int | None] | None:
+    """What ``tb_plugin.record_memory_history``'s out-of-memory observer adds (torch's observer arguments)."""
+    oom = value.get("oom") if isinstance(value, dict) else None
+    if not isinstance(oom, dict):
+        return None
+    keys = ("device", "segment_bytes", "limit_bytes", "device_free_bytes", "device_total_bytes")
+    return {k: oom[k] if isinstance(oom.get(k), int) else None for k in keys}
 
 
 def _notes(events: dict[str, Any], legacy: bool) -> tuple[str, ...]:

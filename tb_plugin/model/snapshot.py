@@ -73,6 +73,7 @@ class AllocatorSnapshot:
     ann_start: np.ndarray  # bool: START (else END)
     ann_name: np.ndarray  # i4 code into ``strings``
     settings: dict[str, Any] | None  # ``allocator_settings`` (torch >= 2.6), plain values only
+    observed_oom: dict[str, int | None] | None  # what tb_plugin.record_memory_history's observer was told
     notes: tuple[str, ...]  # what this format lacks, said once (no history, no times, legacy block history)
     memo: dict[Any, Any] = field(default_factory=dict, repr=False)
     computing: dict[Any, Future[Any]] = field(default_factory=dict, repr=False)

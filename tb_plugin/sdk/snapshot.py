@@ -69,7 +69,7 @@ class Snapshot:
         full = view.snapshot_summary(self.data, d)
         oom = full["oom"]
         keys = ("requested_bytes", "device_free_bytes", "time_us", "live_bytes", "reason", "position",
-                "free_in_reserved_bytes", "largest_free_bytes")
+                "free_in_reserved_bytes", "largest_free_bytes", "limit_bytes")
         return {
             "file": full["file"], "device": d, "live_bytes": full["live_bytes"],
             "reserved_bytes": full["reserved_bytes"], "peak_live_bytes": full["peak_live_bytes"],

@@ -124,7 +124,8 @@ def test_the_python_api_gives_the_routes_numbers(tensorboard_app: Any, logdir: P
     assert summary["oom"] == {"requested_bytes": 12 << 20, "device_free_bytes": route["oom"]["device_free_bytes"],
                               "time_us": route["oom"]["time_us"], "live_bytes": route["oom"]["live_bytes"],
                               "reason": "fragmentation", "position": route["oom"]["position"],
-                              "free_in_reserved_bytes": 52 << 20, "largest_free_bytes": 4 << 20}
+                              "free_in_reserved_bytes": 52 << 20, "largest_free_bytes": 4 << 20,
+                              "limit_bytes": None}
     allocs = s.allocations()
     assert len(allocs) == route["allocations"]
     assert {"size_bytes", "start", "end", "category", "frame", "stack"} <= set(allocs.columns)
