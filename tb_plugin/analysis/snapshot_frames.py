@@ -23,6 +23,7 @@ KINDS = ("user", "library", "generated", "cpp")
 USER, LIBRARY, GENERATED, CPP = range(4)
 # an autograd node's C++ frame: ``torch::autograd::generated::MmBackward0::apply(...)``
 _AUTOGRAD_NODE = re.compile(r"(?:autograd::generated::)?(\w*Backward\d*)::apply")
+_AUTOGRAD_ENGINE = "torch::autograd::Engine::"
 
 
 def is_python_file(path: str) -> bool:
@@ -36,7 +37,7 @@ class FrameKinds:
     kind: np.ndarray  # i1 per frame: index into KINDS
     user_frame: np.ndarray  # i4 per stack: its innermost user frame, -1 when it has none
     python_frame: np.ndarray  # i4 per stack: its innermost Python frame (user or library), -1 when none
-    origin: np.ndarray  # i4 per stack: the frame that made it (user, else Python, else an autograd node), -1
+    origin: np.ndarray  # i4 per stack: the frame that made it (user, else Python, else the autograd node or engine)
 
     def origin_of(self, stacks: np.ndarray) -> np.ndarray:
         """The origin frame of each stack index (-1 for none or no stack)."""
@@ -61,6 +62,9 @@ def frame_kinds(snap: AllocatorSnapshot) -> FrameKinds:
     node = np.array([_AUTOGRAD_NODE.search(snap.strings[int(c)]) is not None for c in snap.frame_name.tolist()],
                     dtype=bool).reshape(len(kind))
     autograd = _innermost(snap, node & (kind == CPP), n_stacks)
+    engine = np.array([_AUTOGRAD_ENGINE in snap.strings[int(c)] for c in snap.frame_name.tolist()],
+                      dtype=bool).reshape(len(kind))
+    autograd = np.where(autograd >= 0, autograd, _innermost(snap, engine & (kind == CPP), n_stacks))
     origin = np.where(user >= 0, user, np.where(python >= 0, python, autograd)).astype(np.int32)
     return FrameKinds(kind=kind, user_frame=user, python_frame=python, origin=origin)
 
@@ -87,6 +91,8 @@ def frame_label(snap: AllocatorSnapshot, f: int) -> str:
     node = _AUTOGRAD_NODE.search(name)
     if node is not None and not is_python_file(path):
         return f"{node.group(1)} (autograd)"
+    if _AUTOGRAD_ENGINE in name and not is_python_file(path):
+        return "autograd engine (C++)"
     return f"{posixpath.basename(path) or path}:{line} {name}" if line >= 0 else f"{posixpath.basename(path)} {name}"
 
 
