@@ -111,9 +111,12 @@ def allocation_phases(snap: AllocatorSnapshot, device: int) -> tuple[np.ndarray,
     seen = np.flatnonzero(h.start >= 0)
     seen = seen[np.argsort(h.start[seen], kind="stable")]
     seq = phase[seen].copy()
-    for i in range(1, len(seq)):  # an allocation without Python frames right after backward is backward
-        if seq[i] == StackPhase.UNKNOWN and seq[i - 1] == StackPhase.BACKWARD:
-            seq[i] = StackPhase.BACKWARD
+    # an allocation without Python frames right after backward ones is backward: each unknown takes backward when
+    # the last known phase before it is backward
+    known = np.where(seq != StackPhase.UNKNOWN, np.arange(len(seq)), -1)
+    last = np.maximum.accumulate(known) if len(seq) else known
+    after_backward = (last >= 0) & (seq[np.clip(last, 0, None)] == StackPhase.BACKWARD)
+    seq[(seq == StackPhase.UNKNOWN) & after_backward] = StackPhase.BACKWARD
     phase[seen] = seq
     window_end = np.full(len(phase), h.n, dtype=np.int64)
     if len(seq):

@@ -109,10 +109,17 @@ def _end_segments(snap: AllocatorSnapshot, device: int) -> SegmentSet:
     return segs
 
 
-def _segment_entries(snap: AllocatorSnapshot, h: History) -> np.ndarray:
-    """Positions of the device's segment entries, in order."""
+@snapshot_memo
+def _entries_of(snap: AllocatorSnapshot, device: int) -> np.ndarray:
+    h = device_history(snap, device)
     kinds = (A["segment_alloc"], A["segment_free"], A["segment_map"], A["segment_unmap"])
     return np.flatnonzero(np.isin(snap.ev_action[h.rows], kinds))
+
+
+def _segment_entries(snap: AllocatorSnapshot, h: History) -> np.ndarray:
+    """Positions of the device's segment entries, in order."""
+    found: np.ndarray = _entries_of(snap, h.device)
+    return found
 
 
 @snapshot_memo

@@ -201,6 +201,23 @@ class _Stacks:
         self._stack_by_id[id(frames)] = found
         return found
 
+    def codes(self, lists: list[Any]) -> np.ndarray:
+        """:meth:`of` for each of many ``frames`` lists, its fast paths inlined (a call per entry is half the time
+        of a 100,000-entry history)."""
+        by_id, by_ids = self._stack_by_id, self._stack_by_ids
+        out = np.empty(len(lists), dtype=np.int32)
+        for i, frames in enumerate(lists):
+            if not frames:
+                out[i] = -1
+                continue
+            found = by_id.get(id(frames))
+            if found is None:
+                found = by_ids.get(tuple(map(id, frames))) if isinstance(frames, (list, tuple)) else None
+                found = self.of(frames) if found is None else found
+                by_id[id(frames)] = found
+            out[i] = found
+        return out
+
     def csr(self) -> tuple[np.ndarray, np.ndarray]:
         lengths = np.fromiter((len(s) for s in self.stacks), dtype=np.int64, count=len(self.stacks))
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -237,7 +254,7 @@ def _events(traces: list[Any], stacks: _Stacks) -> dict[str, Any]:
         "ev_size": _ints([e.get("size", 0) for e in entries], "size"),
         "ev_stream": _ints([e.get("stream", 0) for e in entries], "stream"),
         "ev_time_us": time_us.reshape(len(entries)),
-        "ev_stack": np.array([stacks.of(e.get("frames")) for e in entries], dtype=np.int32).reshape(len(entries)),
+        "ev_stack": stacks.codes([e.get("frames") for e in entries]),
         "ev_device_free": _ints([e.get("device_free", -1) for e in entries], "device_free"),
     }
 
@@ -284,7 +301,7 @@ def _segments(segments: list[Any], stacks: _Stacks) -> tuple[dict[str, Any], dic
         "blk_segment": owner, "blk_address": blk_address.astype(np.int64).reshape(len(flat)), "blk_size": sizes,
         "blk_requested": _ints([r for _, r in extra], "requested_size"),
         "blk_state": np.fromiter((_STATES.get(b.get("state"), 2) for b in flat), dtype=np.int8, count=len(flat)),
-        "blk_stack": np.array([stacks.of(f) for f, _ in extra], dtype=np.int32).reshape(len(flat)),
+        "blk_stack": stacks.codes([f for f, _ in extra]),
     }
     return seg, blk, legacy
 
