@@ -97,6 +97,7 @@ class ExportEntry:
 
 
 SNAPSHOT_CACHE_BYTES = 1 << 30  # decoded allocator snapshots kept (their columns), least recently used out first
+SNAPSHOTS_KEPT = 16  # and at most this many (each also keeps its encoded answers, api.answers.SNAPSHOT_ANSWER_BYTES)
 MAX_SNAPSHOT_BYTES = 2 << 30  # a snapshot file beyond this is not read
 
 
@@ -192,7 +193,7 @@ class Snapshots:
 
     def _evict(self) -> None:
         total = sum(s.nbytes for s in self._decoded.values())
-        while total > self.max_bytes and len(self._decoded) > 1:
+        while (total > self.max_bytes or len(self._decoded) > SNAPSHOTS_KEPT) and len(self._decoded) > 1:
             _, gone = self._decoded.popitem(last=False)
             total -= gone.nbytes
 

@@ -93,9 +93,12 @@ def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysi
     return compute_once(cache.recent, cache.computing, key, lambda: encode(compute()))
 
 
+SNAPSHOT_ANSWER_BYTES = 8 << 20  # per snapshot (the workspace keeps 16 decoded at most): windows are ~0.5 MB
+
+
 @snapshot_memo
 def _snapshot_answers(snap: AllocatorSnapshot) -> _Answers:
-    return _Answers(_Recent(ANSWER_BYTES))
+    return _Answers(_Recent(SNAPSHOT_ANSWER_BYTES))
 
 
 def snapshot_answer(snap: AllocatorSnapshot, key: Hashable, compute: Callable[[], Any]) -> Encoded:

@@ -144,3 +144,28 @@ def test_the_benchmark_size_history_answers_quickly(tmp_path: Path) -> None:
     s = tb_plugin.open_snapshot(str(path))
     s.summary()
     assert time.perf_counter() - start < 30  # loose here (a shared CI core); benchmarks/ gives the real figure
+
+
+def test_decoded_snapshots_are_kept_within_their_budget_and_read_again_when_asked(tmp_path: Path) -> None:
+    from tb_plugin.catalog.catalog import Catalog, Root
+    from tb_plugin.catalog.storage import Storage
+    from tb_plugin.workspace import Snapshots
+
+    for i in range(3):
+        aged(write(training(steps=i + 1).dump(), tmp_path / "run" / f"s{i}.pickle"))
+    catalog = Catalog([Root(None, Storage(str(tmp_path)))])
+    catalog.scan()
+    shelf = Snapshots(max_bytes=1)  # room for one decoded snapshot only
+    shelf.update(catalog.snapshots)
+    deadline = time.time() + 30
+    while time.time() < deadline and any(r["state"] != "ready" for r in shelf.by_run()["run"]):
+        time.sleep(0.05)
+    assert [r["state"] for r in shelf.by_run()["run"]] == ["ready"] * 3
+    assert len(shelf._decoded) == 1  # the budget: the others are read again when asked
+    first = shelf.get("run", "s0.pickle")
+    again = shelf.get("run", "s0.pickle")
+    assert first is again and first.n_events == len(training(steps=1).trace)
+    assert shelf.get("run", "s2.pickle").n_events == len(training(steps=3).trace) and len(shelf._decoded) == 1
+    shelf.update([])  # the files are gone: so are their entries
+    assert shelf.by_run() == {} and not shelf._decoded
+    shelf.close()
