@@ -87,8 +87,8 @@ describe("words and colours", () => {
   it("an out-of-memory's verdict", () => {
     const oom: SnapshotOom = { position: 9, time_us: null, requested_bytes: 12 * MiB, device_free_bytes: 0, limit_bytes: null, live_bytes: 48 * MiB,
       reserved_bytes: 100 * MiB, free_in_reserved_bytes: 52 * MiB, largest_free_bytes: 4 * MiB, reason: "fragmentation", count: 1, step: 2, frame: "train.py:44 forward" };
-    assert.equal(oomSentence(oom), "Out of memory in step 2: train.py:44 forward asked for 12.0 MiB. Fragmentation: 52.0 MiB was free in the reserved segments, but no block larger than 4.00 MiB.");
-    assert.match(oomSentence({ ...oom, reason: "live_data", limit_bytes: 1536 * MiB, step: null }), /^Out of memory: .* Live data: 48.0 MiB was live, only 52.0 MiB of the 100 MiB reserved was free, and the process may use 1.50 GiB \(set_per_process_memory_fraction\)\.$/);
+    assert.equal(oomSentence(oom), "In step 2, train.py:44 forward asked for 12.0 MiB. Fragmentation: 52.0 MiB was free in the reserved segments, but no block larger than 4.00 MiB.");
+    assert.match(oomSentence({ ...oom, reason: "live_data", limit_bytes: 1536 * MiB, step: null }), /^train\.py:44 forward asked for .* Live data: 48.0 MiB was live, only 52.0 MiB of the 100 MiB reserved was free, and the process may use 1.50 GiB \(set_per_process_memory_fraction\)\.$/);
   });
 
   it("user frames first; byte ticks are round", () => {

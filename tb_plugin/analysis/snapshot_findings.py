@@ -77,10 +77,10 @@ def _process_limit(snap: AllocatorSnapshot, device: int) -> int | None:
 
 
 def gib(n: float) -> str:
-    """Bytes as people read them in a sentence (``2.0 GiB``, ``512 MiB``)."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+    """Bytes as people read them in a sentence (``1.23 GiB``, ``512.0 MiB``)."""
+    for unit, shift, digits in (("GiB", 30, 2), ("MiB", 20, 1), ("KiB", 10, 1)):
         if abs(n) >= 1 << shift:
-            return f"{n / (1 << shift):.1f} {unit}"
+            return f"{n / (1 << shift):.{digits}f} {unit}"
     return f"{int(n)} B"
 
 

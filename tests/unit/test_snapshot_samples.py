@@ -88,7 +88,7 @@ def test_the_recorded_out_of_memory_matches_torchs_record(oom: Any) -> None:
     assert o["reason"] == "live_data"
     finding = summary["findings"][0]
     assert finding["kind"] == "oom_live_data" and "at step 2 asking 512.0 MiB" in finding["headline"]
-    assert "the process may use 1.5 GiB (set_per_process_memory_fraction)" in finding["headline"]
+    assert "the process may use 1.50 GiB (set_per_process_memory_fraction)" in finding["headline"]
 
 
 def test_the_out_of_memorys_live_set_is_mostly_activations_of_the_forward(oom: Any) -> None:

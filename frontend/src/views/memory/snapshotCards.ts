@@ -81,7 +81,7 @@ export function summaryCard(s: SnapshotSummary, deviceSelect: HTMLElement | null
       stat("History", `${formatInt(s.positions)} entries, ${formatInt(s.allocations)} allocations`,
         "The allocator's recorded actions on this device (alloc, free, segment changes, out-of-memory); each is a moment of the timeline.", "snapshot-entries")),
     oom ? h("div", { class: "ptp-snap-oom", testid: "snapshot-oom", dataset: { reason: oom.reason, position: String(oom.position) } },
-      h("strong", {}, "Out of memory"), " at ", momentLabel(oom.position, oom.time_us, startUs), ". ", oomSentence(oom)) : null,
+      h("strong", {}, "Out of memory"), ` at ${momentLabel(oom.position, oom.time_us, startUs)}. `, oomSentence(oom)) : null,
     s.findings.length ? h("ul", { class: "ptp-snap-findings", testid: "snapshot-findings" }, s.findings.map((f) => findingItem(f, go))) : null,
     s.notes.length ? h("p", { class: "ptp-muted" }, s.notes.join(" ")) : null,
   );

@@ -262,7 +262,7 @@ export class SnapshotChart {
   private drawMarks(g: CanvasRenderingContext2D, col: Colours): void {
     const w = this.win;
     if (!w) return;
-    const mark = (p: number | null, colour: string, label: string, dash: number[]): void => {
+    const mark = (p: number | null, colour: string, label: string, dash: number[], row: number): void => {
       const c = p === null ? -1 : columnOfPosition(w, p);
       if (c < 0) return;
       const x = Math.round(this.x(c + 0.5)) + 0.5;
@@ -279,12 +279,12 @@ export class SnapshotChart {
         g.font = "bold 11px sans-serif";
         g.textAlign = x > this.width - 140 ? "right" : "left";
         g.textBaseline = "top";
-        g.fillText(label, x + (g.textAlign === "right" ? -4 : 4), 2);
+        g.fillText(label, x + (g.textAlign === "right" ? -4 : 4), 1 + 8 * row);
       }
     };
-    mark(this.marks.peak, col.fg, "peak", [3, 3]);
-    mark(this.marks.oom, col.error, "out of memory", []);
-    mark(this.marks.moment, col.accent, "", []);
+    mark(this.marks.peak, col.fg, "peak", [3, 3], 0);
+    mark(this.marks.oom, col.error, "out of memory", [], 1);
+    mark(this.marks.moment, col.accent, "", [], 0);
   }
 
   /** Where each band is drawn, in CSS pixels of the canvas (the browser tests hover them). */

@@ -133,14 +133,14 @@ export function lifetimeText(a: SnapshotAllocation, startUs: number | null | und
 
 /** The out-of-memory in one sentence with its verdict. */
 export function oomSentence(oom: SnapshotOom): string {
-  const step = oom.step !== null ? ` in step ${oom.step}` : "";
+  const step = oom.step !== null ? `In step ${oom.step}, ` : "";
   const room = oom.limit_bytes !== null
     ? `the process may use ${formatBytes(oom.limit_bytes)} (set_per_process_memory_fraction)`
     : `the device had ${formatBytes(oom.device_free_bytes)} free`;
   const why = oom.reason === "fragmentation"
     ? `Fragmentation: ${formatBytes(oom.free_in_reserved_bytes)} was free in the reserved segments, but no block larger than ${formatBytes(oom.largest_free_bytes)}.`
     : `Live data: ${formatBytes(oom.live_bytes)} was live, only ${formatBytes(oom.free_in_reserved_bytes)} of the ${formatBytes(oom.reserved_bytes)} reserved was free, and ${room}.`;
-  return `Out of memory${step}: ${oom.frame} asked for ${formatBytes(oom.requested_bytes)}. ${why}`;
+  return `${step}${oom.frame} asked for ${formatBytes(oom.requested_bytes)}. ${why}`;
 }
 
 /** Fragmentation at a moment: 1 - largest free block / free bytes, as a percentage ("—" when nothing is free). */
