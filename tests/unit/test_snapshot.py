@@ -288,3 +288,20 @@ def test_a_long_history_stays_columns_and_small_answers() -> None:
     assert sum(len(b["steps"]) for b in w["bands"]) < 800 * 1500
     assert max(w["live_bytes"]) == h.peak_bytes
     assert snap.nbytes < 5 << 20
+
+
+def test_a_snapshot_without_history_still_shows_what_is_live_and_its_segments() -> None:
+    """``torch.cuda.memory._snapshot()`` without ``_record_memory_history``: segments only."""
+    a = fragmenting()
+    d = a.dump()
+    d["device_traces"] = [[]]
+    snap = decode_snapshot(d, "state.pickle")
+    assert "no allocation history" in snap.notes[0]
+    summary = snapshot_summary(snap, 0)
+    assert summary["positions"] == 0 and summary["oom"] is None and summary["peak"]["position"] == -1
+    assert summary["live_bytes"] == summary["peak_live_bytes"] == requested_of_live_blocks(d["segments"])
+    live = live_set(snap, 0, -1)
+    assert live["live_bytes"] == summary["live_bytes"] and live["count"] == 12
+    segments = segments_view(snap, 0, -1)
+    assert segments["exact"] and segments["free_bytes"] == 13 * (4 << 20)
+    assert timeline_window(snap, 0, None, None, 100)["bands"] == []

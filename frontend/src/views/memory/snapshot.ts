@@ -130,7 +130,9 @@ class SnapshotPage {
       if (my !== this.seq.window || left(this.ctx)) return;
       this.win = win;
       this.chart.set(win, this.marks());
-      this.status.textContent = `entries ${win.start.toLocaleString("en-US")}–${win.end.toLocaleString("en-US")} of ${win.positions.toLocaleString("en-US")}; bands of ${formatBytes(win.smaller_than_bytes)} and more`;
+      this.status.textContent = win.positions === 0
+        ? "No history was recorded: below is what was live when the snapshot was taken."
+        : `entries ${win.start.toLocaleString("en-US")}–${win.end.toLocaleString("en-US")} of ${win.positions.toLocaleString("en-US")}; bands of ${formatBytes(win.smaller_than_bytes)} and more`;
       this.drawLegend(win);
     } catch (err) {
       if (my !== this.seq.window || left(this.ctx)) return;
