@@ -176,7 +176,7 @@ def parse_override(text: str | None) -> PeakOverride:
             number = float(value)
         except ValueError:
             raise ValueError(f"peaks: {key}={value!r} is not a number") from None
-        if not number > 0 or number == float("inf"):
+        if not number > 0:
             raise ValueError(f"peaks: {key} must be a positive number (TFLOP/s, or GB/s for bw)")
         if key == "bandwidth":
             bandwidth = number * G
