@@ -5,6 +5,7 @@ import {
   drawable,
   intensityRange,
   markerSizes,
+  memoryLine,
   pointsByRoof,
   roofLine,
   roofsToDraw,
@@ -46,18 +47,21 @@ describe("roofline data", () => {
     assert.deepEqual(roofsToDraw(answer([point({ roof: "fp32", intensity: null })])).map((r) => r.roof), []);
   });
 
-  it("bends each roof at its ridge: min(peak, intensity × bandwidth)", () => {
-    const bf16 = H100.compute[2];
-    assert.ok(bf16);
-    const line = roofLine(bf16, H100.bandwidth_bytes_per_s, 1, 1e4);
-    assert.deepEqual(line.x, [1, bf16.ridge_intensity, 1e4]);
-    assert.deepEqual(line.y, [3.35e12, 989.5e12, 989.5e12]);
-    // without a bandwidth the roof is flat
-    assert.deepEqual(roofLine(bf16, null, 1, 10).y, [989.5e12, 989.5e12]);
+  it("draws each compute roof flat from its ridge, and the memory roof up to the highest ridge", () => {
+    const [fp32, , bf16] = H100.compute;
+    assert.ok(fp32 && bf16);
+    assert.deepEqual(roofLine(bf16, 1, 1e4), { x: [bf16.ridge_intensity, 1e4], y: [989.5e12, 989.5e12] });
+    // a ridge left of the range: flat over all of it
+    assert.deepEqual(roofLine(fp32, 100, 1e4).x, [100, 1e4]);
+    const memory = memoryLine(H100.bandwidth_bytes_per_s, [fp32, bf16], 1, 1e4);
+    assert.deepEqual(memory, { x: [1, bf16.ridge_intensity], y: [3.35e12, bf16.ridge_intensity * 3.35e12] });
+    assert.equal(memoryLine(null, [fp32], 1, 10), null);
   });
 
   it("spans a decade beyond the points and the ridges", () => {
-    const [lo, hi] = intensityRange([point({ intensity: 2 }), point({ intensity: 50 })], [H100.compute[0]!]);
+    const [fp32] = H100.compute;
+    assert.ok(fp32);
+    const [lo, hi] = intensityRange([point({ intensity: 2 }), point({ intensity: 50 })], [fp32]);
     assert.equal(lo, 0.2);
     assert.equal(hi, 500);
   });
@@ -67,8 +71,9 @@ describe("roofline data", () => {
   });
 
   it("groups drawable points by roof, keeping their index in the answer", () => {
-    const pts = [point({ roof: "bf16" }), point({ roof: "fp32", intensity: 0 }), point({ roof: "fp32" }), point({ roof: null })];
-    assert.equal(drawable(pts[1]!), false);
+    const copy = point({ roof: "fp32", intensity: 0 });
+    const pts = [point({ roof: "bf16" }), copy, point({ roof: "fp32" }), point({ roof: null })];
+    assert.equal(drawable(copy), false);
     const groups = pointsByRoof(pts);
     assert.deepEqual([...groups.keys()], ["bf16", "fp32", "none"]);
     assert.deepEqual(groups.get("fp32")?.map((i) => i.index), [2]);

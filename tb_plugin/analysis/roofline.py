@@ -174,7 +174,9 @@ def place(point: dict[str, Any], device: Device | None) -> dict[str, Any]:
     memory_time = nbytes / bw if nbytes is not None and bw else 0.0
     roof_time = max(flops / peak, memory_time)
     out["peak_flops_per_s"] = peak
-    if out["intensity"] is not None and bw:
+    if flops <= 0:
+        pass  # a copy: no FLOP roof to reach, only the memory one (fraction and waste from its bytes)
+    elif out["intensity"] is not None and bw:
         out["attainable_flops_per_s"] = min(peak, out["intensity"] * bw)
     elif nbytes is None:
         out["attainable_flops_per_s"] = peak

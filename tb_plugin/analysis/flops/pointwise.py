@@ -44,8 +44,7 @@ ROWWISE: dict[str, float] = {
     "mse_loss_backward": 3.0, "binary_cross_entropy": 4.0, "binary_cross_entropy_with_logits": 6.0,
     "smooth_l1_loss": 4.0, "l1_loss": 2.0,
 }
-COPIES = ("copy_", "_to_copy", "clone", "contiguous", "fill_", "zero_", "zeros_like", "ones_like", "index_select",
-          "gather", "masked_select", "_copy_from", "_copy_from_and_resize", "repeat", "flip", "roll", "tril",
+COPIES = ("copy_", "_to_copy", "clone", "contiguous", "fill_", "zero_", "zeros_like", "ones_like", "masked_select", "_copy_from", "_copy_from_and_resize", "repeat", "flip", "roll", "tril",
           "triu", "constant_pad_nd")
 
 
@@ -116,6 +115,22 @@ def copy(c: Call) -> Work | None:
     return Work(0.0, float(moved), c.dtype(first) or "?", "copy", f"no FLOPs; {fmt(n)} elements read and written")
 
 
+def gather(c: Call) -> Work | None:
+    """``gather(self, dim, index)`` / ``index_select(self, dim, index)``: the elements picked are read and written
+    once (the output has the index's shape, or the input's with ``dim`` cut to the index's length)."""
+    x, idx, dim = c.shape(0), c.shape(2), c.value(1)
+    if x is None or idx is None or not isinstance(dim, int) or not x:
+        return None
+    if c.name == "index_select":
+        out = list(x)
+        out[dim % len(x)] = numel(idx)
+        n = numel(out)
+    else:
+        n = numel(idx)
+    return Work(0.0, c.nbytes(2) + 2 * n * c.itemsize(0), c.dtype(0) or "?", "copy",
+                f"no FLOPs; {fmt(n)} elements picked, read and written")
+
+
 def embedding(c: Call) -> Work | None:
     """``embedding(weight, indices)``: one row of the table read per index, written to the output."""
     w, idx = c.shape(0), c.shape(1)
@@ -148,5 +163,5 @@ def _family(table: dict[str, float], fn: Callable[[Call, float], Work | None],
 POINTWISE: dict[str, Callable[[Call], Work | None]] = {
     **_family(ELEMENTWISE, elementwise, True), **_family(REDUCTIONS, reduction, False),
     **_family(ROWWISE, rowwise, False), **dict.fromkeys(COPIES, copy),
-    "embedding": embedding, "embedding_dense_backward": embedding_backward,
+    "embedding": embedding, "embedding_dense_backward": embedding_backward, "gather": gather, "index_select": gather,
 }

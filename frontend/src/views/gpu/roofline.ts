@@ -18,8 +18,10 @@ import { groupingSwitch } from "../common/ui";
 import type { ViewContext } from "../types";
 import {
   boundText,
+  drawable,
   intensityRange,
   markerSizes,
+  memoryLine,
   pointsByRoof,
   ROOF_COLORS,
   roofLine,
@@ -62,10 +64,15 @@ export function rooflineFigure(resp: RooflineResponse): Figure {
     type: "scatter" as const,
     mode: "lines" as const,
     name: `${r.label} · ${formatFlops(r.peak_flops_per_s)}`,
-    ...roofLine(r, resp.roofs.bandwidth_bytes_per_s, lo, hi),
+    ...roofLine(r, lo, hi),
     line: { color: ROOF_COLORS[r.roof] ?? "#9e9e9e", width: 2, dash: used.has(r.roof) ? ("solid" as const) : ("dot" as const) },
     hoverinfo: "skip" as const,
   }));
+  const memory = memoryLine(resp.roofs.bandwidth_bytes_per_s, roofs, lo, hi);
+  if (memory) {
+    const bw = resp.roofs.bandwidth_bytes_per_s ?? 0;
+    data.unshift({ type: "scatter" as const, mode: "lines" as const, name: `Memory · ${formatFixed(bw / 1e12, 2)} TB/s`, ...memory, line: { color: "#7f7f7f", width: 2 }, hoverinfo: "skip" as const });
+  }
   const sizes = markerSizes(resp.points);
   for (const [roof, items] of pointsByRoof(resp.points)) {
     data.push({
@@ -114,6 +121,7 @@ function columns(ctx: ViewContext, grouping: RooflineGrouping): Column<RooflineP
     { key: "roof", label: "Roof", help: ROOFLINE_HELP.roof, value: (p) => p.roof ?? null },
     numberColumn("achieved", "Achieved", "FLOPs / time.", (p) => p.achieved_flops_per_s, (v) => formatFlops(v)),
     numberColumn("attainable", "Attainable", "min(peak, intensity × bandwidth).", (p) => p.attainable_flops_per_s, (v) => formatFlops(v)),
+    numberColumn("bandwidth", "Bandwidth", "Bytes moved / time (the memory roof: the device's bandwidth).", (p) => p.achieved_bytes_per_s, (v) => `${formatFixed(v / 1e9, 1)} GB/s`),
     numberColumn("intensity", "FLOPs/byte", "Arithmetic intensity: FLOPs / bytes moved.", (p) => p.intensity, (v) => formatFixed(v, 2)),
     numberColumn("flops", "FLOPs", ROOFLINE_HELP.how, (p) => p.flops, (v) => formatFlops(v, "FLOP")),
     { key: "bytes", label: "Bytes", help: "Inputs read + outputs written (a lower bound on the traffic).", numeric: true, value: (p) => p.bytes, text: (p) => formatBytes(p.bytes) },
@@ -124,6 +132,7 @@ function columns(ctx: ViewContext, grouping: RooflineGrouping): Column<RooflineP
 
 function deviceLine(resp: RooflineResponse): HTMLElement {
   const d = resp.device;
+  const hidden = resp.points.filter((p) => !drawable(p)).length;
   const t = resp.totals;
   const what = d.table_entry ? `${d.table_entry} peaks (${d.source ?? ""})` : (d.note ?? "no peaks");
   return h(
@@ -131,6 +140,7 @@ function deviceLine(resp: RooflineResponse): HTMLElement {
     { class: "ptp-muted ptp-card-sub", testid: "roofline-device" },
     `${d.name ?? "Unknown device"}: ${what}. ${formatFlops(t.achieved_flops_per_s)} achieved over the kernels whose work is known (${formatFixed(t.estimated_time_us / 1000, 2)} of ${formatFixed(t.kernel_time_us / 1000, 2)} ms of kernel time)`,
     resp.unestimated.kernels ? `; ${formatInt(resp.unestimated.kernels)} kernels (${formatFixed(resp.unestimated.time_us / 1000, 2)} ms) have no estimate.` : ".",
+    hidden ? ` ${formatInt(hidden)} points without FLOPs or bytes (copies, …) are in the table only.` : "",
   );
 }
 

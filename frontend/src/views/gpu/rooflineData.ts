@@ -1,7 +1,7 @@
 /**
  * The roofline card's pure part (GET ./roofline): its answer types (generated from docs/api/openapi.yaml), the
- * log-log figure — a roof per compute class the points use (and, beside a CUDA-core FP32 point, the TF32
- * tensor-core roof it could reach), each bent down at its ridge by the memory roof, and the points as markers
+ * log-log figure — the memory roof (slanted) and a flat roof per compute class the points use (and, beside a
+ * CUDA-core FP32 point, the TF32 tensor-core roof it could reach) from its ridge on, and the points as markers
  * whose area follows their time — and what the table shows. DOM-free: frontend/test/rooflineData.test.ts.
  */
 import { isNum } from "../../format";
@@ -42,12 +42,19 @@ export function intensityRange(points: RooflinePoint[], roofs: ComputeRoof[]): [
   return [Math.min(...xs) / 10, Math.max(...xs) * 10];
 }
 
-/** The polyline of one roof over [lo, hi]: y = min(peak, x · bandwidth), with its corner at the ridge. */
-export function roofLine(roof: ComputeRoof, bandwidth: number | null, lo: number, hi: number): { x: number[]; y: number[] } {
-  if (!isNum(bandwidth) || bandwidth <= 0 || !isNum(roof.ridge_intensity)) return { x: [lo, hi], y: [roof.peak_flops_per_s, roof.peak_flops_per_s] };
-  const ridge = roof.ridge_intensity;
-  const xs = ridge > lo && ridge < hi ? [lo, ridge, hi] : [lo, hi];
-  return { x: xs, y: xs.map((x) => Math.min(roof.peak_flops_per_s, x * bandwidth)) };
+/** A compute roof: flat at its peak from its ridge (where the memory roof reaches it) to `hi`; from `lo` without a
+ * bandwidth. */
+export function roofLine(roof: ComputeRoof, lo: number, hi: number): { x: number[]; y: number[] } {
+  const start = isNum(roof.ridge_intensity) && roof.ridge_intensity > lo ? Math.min(roof.ridge_intensity, hi) : lo;
+  return { x: [start, hi], y: [roof.peak_flops_per_s, roof.peak_flops_per_s] };
+}
+
+/** The memory roof: y = intensity × bandwidth from `lo` up to the highest of the drawn roofs' ridges. */
+export function memoryLine(bandwidth: number | null, roofs: ComputeRoof[], lo: number, hi: number): { x: number[]; y: number[] } | null {
+  if (!isNum(bandwidth) || bandwidth <= 0) return null;
+  const ridges = roofs.map((r) => r.ridge_intensity).filter(isNum);
+  const end = Math.min(hi, ridges.length ? Math.max(...ridges) : hi);
+  return { x: [lo, end], y: [lo * bandwidth, end * bandwidth] };
 }
 
 /** Marker diameter (px) of each point: area proportional to its time, 8 px at least, 44 px for the longest. */
