@@ -65,7 +65,8 @@ def _steps_and_summary(model: TraceModel) -> dict[str, Any]:
 
 
 def overview(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None,
-             workers: int = 1, peaks: PeakOverride = NO_OVERRIDE, ranks: tuple[RankSummary, ...] = ()) -> dict[str, Any]:
+             workers: int = 1, peaks: PeakOverride = NO_OVERRIDE,
+             ranks: tuple[RankSummary, ...] = ()) -> dict[str, Any]:
     """The Overview; ``job`` (the Distributed view's result for this span) and ``worker`` on multi-rank runs, so
     the diagnosis knows the job-level picture; ``workers``, the run's number of workers, the environment shows;
     ``peaks`` overrides the device peaks MFU uses; ``ranks``, the span's rank summaries, give the job's MFU."""

@@ -29,7 +29,8 @@ from .steps import find_steps, role_intervals
 from .views import available_views
 from .work import dominant_roof, step_work
 
-# Per-step columns of a summary (µs; ``model_flops``: the step's model FLOPs, ``work.step_work``); ``overlap_us`` is NaN on every step where overlap is not measured.
+# Per-step columns of a summary (µs; ``model_flops``: the step's model FLOPs, ``work.step_work``); ``overlap_us``
+# is NaN on every step where overlap is not measured.
 STEP_COLUMNS = ("start", "end", "step_us", "computation_us", "communication_us", "overlap_us", "busy_us",
                 "model_flops")
 # Per collective instance, ordered by issue time; ``seq`` numbers the instances of each process group; ``on_host``:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.arrays import group_rows, take
+from ..model.arrays import group_rows
 from ..model.derived import memoized
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
@@ -57,6 +57,7 @@ def peaks_of(props: dict[str, Any] | None, override: PeakOverride = NO_OVERRIDE)
 def device_answer(props: dict[str, Any] | None, device: Device | None) -> dict[str, Any]:
     """What a page says of the peaks it used: the trace's device, the table entry (or none), its source."""
     name = props.get("name") if props else None
+    note: str | None
     if device is None:
         note = (f"{name} is not in the peak table: achieved figures only (set the peaks with --profiler_peaks)"
                 if name else "The trace names no GPU: achieved figures only (set the peaks with --profiler_peaks)")
@@ -142,7 +143,8 @@ def _how(ops: Any, owner: int, shared: int, source: str) -> str:
         formula = ops.texts[int(ops.how[owner])] if len(ops.texts) > int(ops.how[owner]) else ""
         text += f": {formula}" if formula else ""
         if shared > 1:
-            text += f"; the call's work split by duration among the {shared} kernels it launched"
+            text += (f"; the call's work split by duration among the {shared} kernels it launched (its FLOPs among its "
+                     "compute kernels)")
     return text
 
 
@@ -155,7 +157,7 @@ def _unestimated(model: TraceModel, rows: np.ndarray, dur: np.ndarray) -> dict[s
         time = np.bincount(group, weights=dur)
         for g in np.argsort(-time, kind="stable")[:5].tolist():
             top.append({"name": model.strings[int(names[first[g]])], "time_us": float(time[g])})
-    return {"kernels": int(len(rows)), "time_us": float(dur.sum()), "top": top}
+    return {"kernels": len(rows), "time_us": float(dur.sum()), "top": top}
 
 
 def place(point: dict[str, Any], device: Device | None) -> dict[str, Any]:

@@ -11,13 +11,17 @@ else the formulas of :mod:`.flops` over the recorded shapes, dtypes and scalar a
   covers the softmax of an attention, the bias of a convolution).
 
 A kernel gets the work of the counted call at or above its launching operator, split among that call's kernels by
-duration; a kernel's own ``kernel_flop`` / ``kernel_num_gb`` args replace that share. Each kernel also gets the
+duration: its bytes among all of them, a matmul's, convolution's or attention's FLOPs among its compute kernels
+(tensor-core kernels, or GEMM/convolution kernels by name: ``COMPUTE_KERNEL``) where it has any, so a layout
+transform cuDNN runs beside a convolution (``nchwToNhwcKernel``) takes bytes and no FLOPs. A kernel's own
+``kernel_flop`` / ``kernel_num_gb`` args replace its share. Each kernel also gets the
 *roof* it is held to: a tensor-core class (``tf32``, ``bf16``, ``fp16``, ``fp8``, ``fp64_tensor``) where it runs on
 tensor cores, else the CUDA-core ``fp32`` (``fp64`` for doubles).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +48,15 @@ ROOFS = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8")
 _TENSOR_ROOF = {"fp32": "tf32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp4": "fp8",
                 "fp64": "fp64_tensor", "int8": "fp8", "uint8": "fp8"}
 _LOW_PRECISION = ("bf16", "fp16", "fp8", "fp4", "int8", "uint8")
+# Kernels that do a matmul's, convolution's or attention's arithmetic (lowercased names), not its layout transforms
+COMPUTE_KERNEL = re.compile(r"gemm|conv|fprop|dgrad|wgrad|xmma|cutlass|nvjet|flash|fmha|attention|attn|sdpa|winograd"
+                            r"|implicit|splitk|cublas|cudnn_generated|triton_tem|matmul")
+LAYOUT_KERNEL = re.compile(r"nchwtonhwc|nhwctonchw|transpose|convert|copy|cast|fill|memset|permute|reorder")
+
+
+def is_compute_kernel(name: str) -> bool:
+    lowered = name.lower()
+    return COMPUTE_KERNEL.search(lowered) is not None and LAYOUT_KERNEL.search(lowered) is None
 
 
 @dataclass(frozen=True)
@@ -150,7 +163,8 @@ def _counted(tree: HostTree, levels: list[np.ndarray], est: np.ndarray, heavy: n
     for level in levels:
         parents = tree.parent[level]
         under_heavy[level] = under_heavy[parents] | counted_heavy[parents]
-    return counted_heavy | (est & ~heavy & ~below_any & ~under_heavy)
+    counted: np.ndarray = counted_heavy | (est & ~heavy & ~below_any & ~under_heavy)
+    return counted
 
 
 @memoized
@@ -233,23 +247,35 @@ def kernel_work(model: TraceModel) -> KernelWork:
     owner = ops.index_of(take(counted_owner(model), launcher, -1))
     has = owner >= 0
     n_ops = len(ops.node)
-    total = np.bincount(owner[has], weights=dur[has], minlength=n_ops)
-    count = np.bincount(owner[has], minlength=n_ops)
-    share = np.zeros(len(k))
-    safe = take(total, owner, 0.0)
-    share[has] = np.where(safe[has] > 0, dur[has] / np.where(safe[has] > 0, safe[has], 1.0), 1.0 / count[owner[has]])
-    flops = np.where(has, take(ops.flops, owner, np.nan) * share, np.nan)
+    names = ev["name"][rows]
+    tc = tensor_core_mask(model, names)
+    share = _shares(owner, dur, n_ops)
+    compute = tc | np.isin(names, model.codes_where(is_compute_kernel))
+    heavy = np.where(has, take(ops.heavy, owner, False), False)
+    computing = _shares(owner, dur * compute, n_ops)
+    by_compute = heavy & (take(np.bincount(owner[has], weights=compute[has], minlength=n_ops), owner, 0) > 0)
+    flops = np.where(has, take(ops.flops, owner, np.nan) * np.where(by_compute, computing, share), np.nan)
     nbytes = np.where(has, take(ops.bytes, owner, np.nan) * share, np.nan)
     source = np.where(has, take(ops.source, owner, -1), -1).astype(np.int8)
     _own_args(model, rows, flops, nbytes, source)
-    names = ev["name"][rows]
-    tc = tensor_core_mask(model, names)
     cuda = np.isin(names, model.codes_where(kernel_says_cuda_cores))
     dtype = np.where(has, take(ops.dtype, owner, 0), 0).astype(np.int64)
-    heavy = np.where(has, take(ops.heavy, owner, False), False)
     roof = ROOF_TABLE[dtype, heavy.astype(int), tc.astype(int), cuda.astype(int)]
+    count = np.bincount(owner[has], minlength=n_ops)
     return KernelWork(kernel=k, owner=owner, flops=flops, bytes=nbytes, roof=roof, source=source,
                       shared=np.where(has, take(count, owner, 0), 0), tensor_cores=tc)
+
+
+def _shares(owner: np.ndarray, weight: np.ndarray, n: int) -> np.ndarray:
+    """Each kernel's share of its owner's total ``weight`` (equal shares where the total is 0); 0 without owner."""
+    has = owner >= 0
+    total = np.bincount(owner[has], weights=weight[has], minlength=n)
+    count = np.bincount(owner[has], minlength=n)
+    out = np.zeros(len(owner))
+    t = take(total, owner, 0.0)
+    equal = 1.0 / np.maximum(count[owner[has]], 1)
+    out[has] = np.where(t[has] > 0, weight[has] / np.where(t[has] > 0, t[has], 1.0), equal)
+    return out
 
 
 def _own_args(model: TraceModel, rows: np.ndarray, flops: np.ndarray, nbytes: np.ndarray, source: np.ndarray) -> None:

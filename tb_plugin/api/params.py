@@ -6,7 +6,8 @@ import re
 
 from werkzeug.wrappers import Request
 
-from ..analysis.device_peaks import PeakOverride, parse_override
+from ..analysis.device_peaks import PeakOverride
+from ..analysis.device_peaks import parse_override as parse_override  # plugin.py checks --profiler_peaks with it
 from ..analysis.distributed_page import MAX_LIMIT, ORDERS, SORT_KEYS
 from .http import ApiError
 

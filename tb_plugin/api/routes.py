@@ -12,8 +12,8 @@ from ..analysis import kernels, operators
 from ..analysis.annotations import annotation_times
 from ..analysis.bandwidth import memory_bandwidth
 from ..analysis.critical_path import critical_path
-from ..analysis.device_peaks import NO_OVERRIDE, PeakOverride
 from ..analysis.cupti_counters import cupti_counters
+from ..analysis.device_peaks import NO_OVERRIDE, PeakOverride
 from ..analysis.diff import diff_node, diff_summary, step_index
 from ..analysis.distributed import job_distributed, job_distributed_lazy
 from ..analysis.distributed_page import page_of

@@ -1,5 +1,6 @@
 """``report PATH -o report.html``: one self-contained HTML file with plotly charts of the Overview (with MFU),
-Operator, Kernel, roofline, Memory and Distributed views, plotly.js embedded once: it opens offline, from an email or a CI artifact.
+Operator, Kernel, roofline, Memory and Distributed views, plotly.js embedded once: it opens offline, from an email
+or a CI artifact.
 
 Charts are plotly figures built from the Python API's DataFrames (plotly express); tables are pandas' HTML.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import plotly.express as px
@@ -114,28 +116,34 @@ def _top_bars(page: Page, rows: pd.DataFrame, key: str, what: str) -> None:
                       title=f"Top {len(shown)} {what} (ms)"))
 
 
-def roofline_figure(points: pd.DataFrame, roofs: dict[str, object]) -> go.Figure:
-    """Log-log: achieved FLOP/s against FLOPs per byte, one marker per point (its area ∝ time), under the memory
-    roof and the compute roof of each class the points use (beside an FP32 point, the TF32 tensor-core roof)."""
+def roofline_figure(points: pd.DataFrame, roofs: dict[str, Any]) -> go.Figure:
+    """Log-log, as the GPU view draws it: the memory roof (slanted), a flat roof per class the points use from its
+    ridge on (beside an FP32 point, the TF32 tensor-core roof, dotted), one marker per point, its area ∝ time."""
     shown = points[points["intensity"].fillna(0) > 0]
     fig = go.Figure()
-    compute = {r["roof"]: r for r in roofs.get("compute", [])}  # type: ignore[attr-defined]
+    compute = {r["roof"]: r for r in roofs.get("compute", [])}
     bw = roofs.get("bandwidth_bytes_per_s")
-    used = set(shown["roof"].dropna()) | ({"tf32"} if "fp32" in set(shown["roof"].dropna()) else set())
-    lo = float(shown["intensity"].min()) / 4 if not shown.empty else 0.01
-    hi = float(shown["intensity"].max()) * 4 if not shown.empty else 1e4
-    for name in [c for c in compute if c in used]:
-        peak, ridge = compute[name]["peak_flops_per_s"], compute[name]["ridge_intensity"]
-        xs = [x for x in (lo, ridge, max(hi, ridge * 4)) if x is not None and x >= lo]
-        ys = [min(peak, x * bw) if bw else peak for x in xs]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"{compute[name]['label']} roof",
-                                 line={"dash": "solid" if name in set(shown["roof"]) else "dot"}))
-    size = 8 + 40 * (shown["time_us"] / shown["time_us"].max()) ** 0.5 if not shown.empty else []
+    own = set(shown["roof"].dropna())
+    used = own | ({"tf32"} if "fp32" in own else set())
+    drawn = [compute[c] for c in compute if c in used]
+    xs = [float(x) for x in shown["intensity"]] + [float(r["ridge_intensity"]) for r in drawn if r["ridge_intensity"]]
+    lo, hi = (min(xs) / 10, max(xs) * 10) if xs else (0.01, 1e4)
+    if bw and drawn:
+        top = max(float(r["ridge_intensity"] or hi) for r in drawn)
+        fig.add_trace(go.Scatter(x=[lo, top], y=[lo * bw, top * bw], mode="lines", name=f"memory {bw / 1e12:.2f} TB/s",
+                                 line={"color": "#7f7f7f"}))
+    for r in drawn:
+        start = max(lo, float(r["ridge_intensity"] or lo))
+        fig.add_trace(go.Scatter(x=[start, hi], y=[r["peak_flops_per_s"]] * 2, mode="lines",
+                                 name=f"{r['label']} {r['peak_flops_per_s'] / 1e12:g} TFLOP/s",
+                                 line={"dash": "solid" if r["roof"] in own else "dot"}))
+    longest = float(shown["time_us"].max()) if not shown.empty else 1.0
+    size = [8 + 36 * (t / longest) ** 0.5 for t in shown["time_us"]]
     fig.add_trace(go.Scatter(x=shown["intensity"], y=shown["achieved_flops_per_s"], mode="markers", name="points",
                              text=_short(shown["name"]), marker={"size": size, "opacity": 0.7},
                              hovertemplate="%{text}<br>%{x:.3g} FLOP/byte, %{y:.3g} FLOP/s<extra></extra>"))
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOPs per byte)")
-    fig.update_yaxes(type="log", title="achieved FLOP/s")
+    fig.update_yaxes(type="log", title="achieved FLOP/s", exponentformat="SI")
     fig.update_layout(title="Roofline: kernels under the roofs of their class", height=520)
     return fig
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from tb_plugin.analysis import flops as F
 from tb_plugin.analysis.flops.attention import pairs
 

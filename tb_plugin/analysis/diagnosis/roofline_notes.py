@@ -29,7 +29,7 @@ def tensor_core_clause(model: TraceModel) -> str:
         return ""
     ops = op_work(model)
     heavy = (kw.owner >= 0) & np.where(kw.owner >= 0, ops.heavy[np.maximum(kw.owner, 0)], False)
-    mine = heavy & ~kw.tensor_cores & np.isfinite(kw.flops)
+    mine = heavy & ~kw.tensor_cores & (np.nan_to_num(kw.flops) > 0)  # their compute kernels, not layout transforms
     time = float(np.nan_to_num(model["events"]["dur"][model["device_events"]["row"][kw.kernel[mine]]]).sum()) * 1e-6
     flops = float(kw.flops[mine].sum())
     roofs = kw.roof[mine]
@@ -42,7 +42,8 @@ def tensor_core_clause(model: TraceModel) -> str:
         return ""
     clause = f"; their FLOPs run at {_pct(flops / time / peak)} of the {ROOF_LABELS[roof]} roof"
     if tensor and tensor > peak:
-        clause += f" and {_pct(flops / time / tensor)} of the {ROOF_LABELS['fp64_tensor' if roof == 'fp64' else 'tf32']} peak"
+        label = ROOF_LABELS["fp64_tensor" if roof == "fp64" else "tf32"]
+        clause += f" and {_pct(flops / time / tensor)} of the {label} peak"
     return clause
 
 

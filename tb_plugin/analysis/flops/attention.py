@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from .call import Call, Work, fmt, numel
 
@@ -99,5 +100,9 @@ def attention(c: Call, args: AttentionArgs) -> Work | None:
                 f"D={d} Dv={dv}, {mask_text}: {fmt(n)} pairs")
 
 
+def _with_args(args: AttentionArgs, c: Call) -> Work | None:
+    return attention(c, args)
+
+
 ATTENTION: dict[str, Callable[[Call], Work | None]] = {
-    name: (lambda c, a=args: attention(c, a)) for name, args in SCHEMAS.items()}
+    name: partial(_with_args, args) for name, args in SCHEMAS.items()}

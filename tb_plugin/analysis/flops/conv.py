@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from .call import Call, Work, fmt, numel
 
@@ -104,8 +105,9 @@ def convolution(c: Call, args: ConvArgs) -> Work | None:
     out_shape = [x[0], channels, *out]
     size = c.itemsize(0)
     what = "input" if transposed else "output"
+    spatial = "×".join(map(str, x[2:] if transposed else out))
     return Work(flops, c.input_bytes() + numel(out_shape) * size, c.dtype(0) or "?", "convolution",
-                f"2·N·({what} positions)·(weight elements): N={x[0]}, {what} {'×'.join(map(str, (x[2:] if transposed else out)))}, "
+                f"2·N·({what} positions)·(weight elements): N={x[0]}, {what} {spatial}, "
                 f"weight {'×'.join(map(str, w))} → output {'×'.join(map(str, out_shape))}")
 
 
@@ -143,8 +145,12 @@ def _backward(c: Call, grad: int, inp: int, weight: int, transposed: bool, mask:
                 + (f" + {fmt(numel(g))} for the bias" if flags[2] else ""))
 
 
+def _with_args(args: ConvArgs, c: Call) -> Work | None:
+    return convolution(c, args)
+
+
 CONVOLUTION: dict[str, Callable[[Call], Work | None]] = {
-    **{name: (lambda c, a=args: convolution(c, a)) for name, args in SCHEMAS.items()},
+    **{name: partial(_with_args, args) for name, args in SCHEMAS.items()},
     "convolution_backward": convolution_backward,
     "cudnn_convolution_backward": cudnn_convolution_backward,
 }

@@ -7,6 +7,7 @@ model's FLOPs.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from .call import Call, Work, fmt, numel
 
@@ -44,8 +45,8 @@ ROWWISE: dict[str, float] = {
     "mse_loss_backward": 3.0, "binary_cross_entropy": 4.0, "binary_cross_entropy_with_logits": 6.0,
     "smooth_l1_loss": 4.0, "l1_loss": 2.0,
 }
-COPIES = ("copy_", "_to_copy", "clone", "contiguous", "fill_", "zero_", "zeros_like", "ones_like", "masked_select", "_copy_from", "_copy_from_and_resize", "repeat", "flip", "roll", "tril",
-          "triu", "constant_pad_nd")
+COPIES = ("copy_", "_to_copy", "clone", "contiguous", "fill_", "zero_", "zeros_like", "ones_like", "masked_select",
+          "_copy_from", "_copy_from_and_resize", "repeat", "flip", "roll", "tril", "triu", "constant_pad_nd")
 
 
 def _broadcast(shapes: list[list[int]]) -> list[int] | None:
@@ -150,11 +151,15 @@ def embedding_backward(c: Call) -> Work | None:
                 f"1 FLOP per gradient element × {fmt(numel(g))} (rows summed into a {vocab}×{g[-1]} table)")
 
 
+def _apply(fn: Callable[[Call, float], Work | None], per: float, c: Call) -> Work | None:
+    return fn(c, per)
+
+
 def _family(table: dict[str, float], fn: Callable[[Call, float], Work | None],
             inplace: bool) -> dict[str, Callable[[Call], Work | None]]:
     out: dict[str, Callable[[Call], Work | None]] = {}
     for name, per in table.items():
-        out[name] = lambda c, p=per: fn(c, p)
+        out[name] = partial(_apply, fn, per)
         if inplace:
             out[name + "_"] = out[name]
     return out

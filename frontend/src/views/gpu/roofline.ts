@@ -92,7 +92,7 @@ export function rooflineFigure(resp: RooflineResponse): Figure {
     layout: {
       hovermode: "closest",
       xaxis: { type: "log", title: { text: "arithmetic intensity (FLOPs per byte)" }, range: [Math.log10(lo), Math.log10(hi)], automargin: true },
-      yaxis: { type: "log", title: { text: "achieved FLOP/s" }, automargin: true },
+      yaxis: { type: "log", title: { text: "achieved FLOP/s" }, exponentformat: "SI", automargin: true },
       legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", font: { size: 11 } },
       margin: { l: 64, r: 16, t: 40, b: 48 },
     },

@@ -46,7 +46,7 @@ function jobTable(m: Mfu): HTMLElement | null {
     h(
       "table",
       { class: "ptp-table", testid: "mfu-ranks" },
-      h("thead", {}, h("tr", {}, ["Rank", "Worker", "FLOPs per step", "Step", "Achieved", "MFU"].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ["Rank", "Worker", "FLOPs per step", "Step", "Achieved", "MFU"].map((t, i) => h("th", { class: i > 1 ? "ptp-num" : undefined }, t)))),
       h("tbody", {}, job.ranks.map((r) => h("tr", { dataset: { worker: r.worker } }, h("td", {}, r.rank === null ? DASH : String(r.rank)), h("td", {}, r.worker), h("td", { class: "ptp-num" }, formatFlops(r.model_flops_per_step, "FLOP")), h("td", { class: "ptp-num" }, `${formatFixed(r.step_us / 1000, 2)} ms`), h("td", { class: "ptp-num" }, formatFlops(r.achieved_flops_per_s)), h("td", { class: "ptp-num", testid: "mfu-rank-ratio" }, ratioText(r.ratio))))),
     ),
   );
@@ -57,14 +57,14 @@ function stepsTable(m: Mfu): HTMLElement | null {
   return h(
     "table",
     { class: "ptp-table", testid: "mfu-steps" },
-    h("thead", {}, h("tr", {}, ["Step", "Model FLOPs", "Step time", "Achieved", "MFU"].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ["Step", "Model FLOPs", "Step time", "Achieved", "MFU"].map((t, i) => h("th", { class: i > 0 ? "ptp-num" : undefined }, t)))),
     h("tbody", {}, m.steps.map((s) => h("tr", {}, h("td", {}, s.name), h("td", { class: "ptp-num" }, formatFlops(s.model_flops, "FLOP")), h("td", { class: "ptp-num" }, `${formatFixed(s.duration_us / 1000, 2)} ms`), h("td", { class: "ptp-num" }, formatFlops(s.achieved_flops_per_s)), h("td", { class: "ptp-num" }, ratioText(s.ratio))))),
   );
 }
 
 export function mfuCard(ctx: ViewContext, m: Mfu): HTMLElement {
   const peak = isNum(m.peak_flops_per_s) ? `${formatFlops(m.peak_flops_per_s)} ${CLASS_LABEL[m.dtype ?? ""] ?? ""}` : "n/a";
-  const device = m.device.table_entry ? `${m.device.table_entry} (${m.device.source ?? ""})` : (m.device.note ?? "");
+  const device = m.device.table_entry ? `Peaks of the ${m.device.table_entry}: ${m.device.source ?? ""}.` : (m.device.note ?? "");
   const open = rowLinkButton({ label: "roofline ↗", title: "The kernels against the roofs of the device, in GPU insights", testid: "mfu-roofline", onClick: () => { writeViewUrlState({ card: "roofline" }); ctx.navigate("GPU"); } });
   return card(
     { title: "Model FLOPs utilisation", testid: "card-mfu" },
