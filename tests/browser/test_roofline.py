@@ -45,10 +45,14 @@ def test_roofline_point_click_lands_on_its_kernel_row(page: Any, tb_samples: Ten
     roofs = [t for t in traces if t["mode"] == "lines"]
     points = [t for t in traces if t["mode"] == "markers"]
     # the bf16 GEMMs and attention under the BF16 tensor-core roof; the element-wise kernels under FP32, with the
-    # TF32 tensor-core roof drawn beside it
-    assert {t["name"].split(" · ")[0] for t in roofs} == {"BF16 tensor cores", "FP32 (CUDA cores)", "TF32 tensor cores"}
+    # TF32 tensor-core roof drawn beside it; the memory roof under all of them
+    assert {t["name"].split(" · ")[0] for t in roofs} == {"Memory", "BF16 tensor cores", "FP32 (CUDA cores)",
+                                                         "TF32 tensor cores"}
     bf16 = next(t for t in roofs if t["name"].startswith("BF16"))
     assert max(bf16["y"]) == 989.5e12  # the H200's dense BF16 peak (1,979 TFLOP/s with sparsity, halved)
+    memory = next(t for t in roofs if t["name"].startswith("Memory"))
+    assert [y / x for x, y in zip(memory["x"], memory["y"])] == pytest.approx([4.8e12, 4.8e12])  # 4.8 TB/s HBM3e
+    assert memory["x"][-1] == pytest.approx(989.5e12 / 4.8e12)  # up to the BF16 ridge
     drawn = {i for t in points for i in t["customdata"]}
     drawable = {i for i, p in enumerate(answer["points"]) if (p["intensity"] or 0) > 0 and p["achieved_flops_per_s"]}
     assert drawn == drawable and drawn
