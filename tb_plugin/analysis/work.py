@@ -22,6 +22,7 @@ tensor cores, else the CUDA-core ``fp32`` (``fp64`` for doubles).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +81,16 @@ class OpWork:
         return np.where(found, pos, -1)
 
 
+def matching(model: TraceModel, codes: np.ndarray, predicate: Callable[[str], bool]) -> np.ndarray:
+    """Per entry of a string-code column: does its text satisfy ``predicate`` (asked once per distinct code, not of
+    every string of the trace: a 2 GB trace's string table holds millions of shapes and stacks)."""
+    distinct = np.unique(codes)
+    hits = np.fromiter((c >= 0 and predicate(model.strings[c]) for c in distinct.tolist()), dtype=bool,
+                       count=len(distinct))
+    found: np.ndarray = np.isin(codes, distinct[hits])
+    return found
+
+
 def _operator_nodes(tree: HostTree) -> np.ndarray:
     return np.flatnonzero((tree.kind == Kind.CPU_OP) & ~tree.merged & (tree.parent >= -1))
 
@@ -104,14 +115,16 @@ def _estimates(model: TraceModel, nodes: np.ndarray) -> tuple[np.ndarray, _Colum
     ops = model["ops"]
     ops_row = side_row(model, "ops")[rows]
     names = model["events"]["name"][rows].astype(np.int64)
-    cols = [take(ops[c], ops_row, -1).astype(np.int64) for c in ("input_dims", "input_type", "concrete_inputs")]
-    first, group = group_rows([names, *cols])
+    known = matching(model, names, formulas.known)
+    cols = [np.where(known, take(ops[c], ops_row, -1), -1).astype(np.int64)
+            for c in ("input_dims", "input_type", "concrete_inputs")]
+    first, group = group_rows([np.where(known, names, -1), *cols])  # the unknown calls all in one group
     n = len(first)
     out = _Columns(np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, np.int8), np.zeros(n, bool),
                    np.zeros(n, np.int32), np.zeros(n, np.int8), [])
     texts: dict[str, int] = {}
     codes = {d: i for i, d in enumerate(DTYPES)}
-    for g in np.flatnonzero(np.isin(names[first], model.codes_where(formulas.known))).tolist():
+    for g in np.flatnonzero(known[first]).tolist():
         i = int(first[g])
         w = formulas.estimate(model.strings[int(names[i])], *(model.text(int(c[i])) for c in cols))
         if w is not None:
@@ -139,7 +152,7 @@ def _per_node(model: TraceModel, nodes: np.ndarray, group: np.ndarray, g: _Colum
     new_bytes = np.where(np.isfinite(gb), gb * 1e9, c.bytes[at])
     traced = by_kernel_args | by_flops
     names = model["events"]["name"][host_tree(model).rows[nodes[at]]]
-    eligible = np.isin(names, model.codes_where(op_is_tensor_core_eligible))
+    eligible = matching(model, names, op_is_tensor_core_eligible)
     c.heavy[at] = np.where(traced & ~formula, eligible, c.heavy[at])
     if (traced & ~formula).any():
         c.texts = [*c.texts, "the trace's own figures (no formula for this operator)"]
@@ -250,7 +263,7 @@ def kernel_work(model: TraceModel) -> KernelWork:
     names = ev["name"][rows]
     tc = tensor_core_mask(model, names)
     share = _shares(owner, dur, n_ops)
-    compute = tc | np.isin(names, model.codes_where(is_compute_kernel))
+    compute = tc | matching(model, names, is_compute_kernel)
     heavy = np.where(has, take(ops.heavy, owner, False), False)
     computing = _shares(owner, dur * compute, n_ops)
     by_compute = heavy & (take(np.bincount(owner[has], weights=compute[has], minlength=n_ops), owner, 0) > 0)
@@ -258,7 +271,7 @@ def kernel_work(model: TraceModel) -> KernelWork:
     nbytes = np.where(has, take(ops.bytes, owner, np.nan) * share, np.nan)
     source = np.where(has, take(ops.source, owner, -1), -1).astype(np.int8)
     _own_args(model, rows, flops, nbytes, source)
-    cuda = np.isin(names, model.codes_where(kernel_says_cuda_cores))
+    cuda = matching(model, names, kernel_says_cuda_cores)
     dtype = np.where(has, take(ops.dtype, owner, 0), 0).astype(np.int64)
     roof = ROOF_TABLE[dtype, heavy.astype(int), tc.astype(int), cuda.astype(int)]
     count = np.bincount(owner[has], minlength=n_ops)
@@ -314,8 +327,7 @@ def op_roofs(model: TraceModel) -> np.ndarray:
     total = np.bincount(kw.owner[has], weights=dur[has], minlength=n)
     on_tc = np.bincount(kw.owner[has], weights=dur[has] * kw.tensor_cores[has], minlength=n)
     launched = np.bincount(kw.owner[has], minlength=n) > 0
-    cuda_kernel = np.isin(ev["name"][model["device_events"]["row"][kw.kernel]],
-                          model.codes_where(kernel_says_cuda_cores))
+    cuda_kernel = matching(model, ev["name"][model["device_events"]["row"][kw.kernel]], kernel_says_cuda_cores)
     cuda = np.bincount(kw.owner[has], weights=cuda_kernel[has], minlength=n) > 0
     tc = launched & (on_tc > 0.5 * np.where(total > 0, total, np.inf))
     table: np.ndarray = ROOF_TABLE[ops.dtype.astype(np.int64), ops.heavy.astype(int), tc.astype(int),
