@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from ..model.kinds import Kind
 from ..model.tables import TraceModel
 from .device_peaks import NO_OVERRIDE, PeakOverride
 from .rank_summary import RankSummary
 from .roofline import device_answer, peaks_of, trace_device
 from .steps import find_steps
-from .work import ROOFS, SOURCES, dominant_roof, step_work
+from .work import ROOFS, SOURCES, dominant_roof, matching, step_work
 
 _CLASS_WORDS = {"fp64": "FP64", "fp64_tensor": "FP64 tensor-core", "fp32": "FP32 (CUDA cores)",
                 "tf32": "TF32 tensor-core", "bf16": "BF16 tensor-core", "fp16": "FP16 tensor-core",
@@ -53,18 +54,30 @@ def mfu(model: TraceModel, override: PeakOverride = NO_OVERRIDE,
         "estimated": bool(work.by_source[SOURCES.index("shapes")] > 0),
         "dtypes": [{"dtype": r, "flops_share": float(s)} for r, s in zip(ROOFS, shares.tolist()) if s > 0],
         "sources": {s: float(v) for s, v in zip(SOURCES, work.by_source.tolist()) if v > 0},
-        "device": device_answer(props, device), "steps": per_step, "note": _note(flops, roof, device is not None),
+        "device": device_answer(props, device), "steps": per_step,
+        "note": _note(model, flops, roof, device is not None, props is not None),
         "job": job_mfu(ranks, override) if len(ranks) > 1 else None,
     }
 
 
-def _note(flops: float, roof: str | None, known: bool) -> str | None:
+def _note(model: TraceModel, flops: float, roof: str | None, known: bool, gpu: bool) -> str | None:
+    if flops <= 0 and _replays_graphs(model):
+        return ("The steps replay CUDA graphs: their operators ran at capture, outside the trace, so the replayed "
+                "kernels' FLOPs are unknown.")
     if flops <= 0:
         return ("No operator's work could be estimated: record with record_shapes=True (PyTorch ≥ 2.0 also records "
                 "strides and is_causal) for model FLOPs.")
+    if not gpu:
+        return "No GPU in the trace: achieved FLOP/s only."
     if not known:
         return "The device has no peak in the table: achieved FLOP/s only."
     return f"Against the {_CLASS_WORDS.get(roof or '', roof)} peak, the class carrying most of the FLOPs."
+
+
+def _replays_graphs(model: TraceModel) -> bool:
+    ev = model["events"]
+    calls = ev["name"][np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER))]
+    return bool(matching(model, calls, lambda s: "GraphLaunch" in s).any())
 
 
 def rank_mfu(summary: RankSummary, override: PeakOverride = NO_OVERRIDE) -> dict[str, Any]:

@@ -189,3 +189,14 @@ def test_transformer_sample_model_flops_match_six_n_tokens() -> None:
     assert float(ops.flops[gemm].sum()) / 3 == six_nt + head  # the matmuls alone are 6·N·T exactly
     m = mfu(model)
     assert m["dtype"] == "bf16" and m["device"]["table_entry"] == "NVIDIA H200 SXM" and 0 < m["ratio"] < 0.05
+
+
+def test_mfu_says_why_it_has_no_figure() -> None:
+    """A CUDA-graph replay records no operators (their FLOPs are unknown, not zero work); a CPU run has no GPU peak."""
+    (graph,) = sorted((SAMPLES / "cuda_graph").glob("*.pt.trace.json.gz"))
+    m = mfu(load_trace(str(graph)))
+    assert m["model_flops_per_step"] == 0 and m["ratio"] is None and "replay CUDA graphs" in m["note"]
+    (cpu,) = sorted((SAMPLES / "cpu_only").glob("*.pt.trace.json.gz"))
+    m = mfu(load_trace(str(cpu)))
+    assert m["model_flops_per_step"] > 0 and m["ratio"] is None and m["peak_flops_per_s"] is None
+    assert m["note"] == "No GPU in the trace: achieved FLOP/s only." and m["device"]["name"] is None
