@@ -200,3 +200,25 @@ def test_mfu_says_why_it_has_no_figure() -> None:
     m = mfu(load_trace(str(cpu)))
     assert m["model_flops_per_step"] > 0 and m["ratio"] is None and m["peak_flops_per_s"] is None
     assert m["note"] == "No GPU in the trace: achieved FLOP/s only." and m["device"]["name"] is None
+
+
+def test_a_convolutions_flops_go_to_its_compute_kernels_not_its_layout_transforms(tmp_path: Path) -> None:
+    """cuDNN runs nchwToNhwc beside the convolution's GEMM: the transform gets its share of the bytes, no FLOPs."""
+    x, w = [32, 64, 56, 56], [64, 64, 3, 3]
+    dims = [x, w, [], [], [], [], [], [], []]
+    types = [FP32, FP32, "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"]
+    events = [
+        step(1, 0, 1000),
+        op("aten::cudnn_convolution", 10, 200, dims, types, ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False",
+                                                            "False", "True"]),
+        launch(20, 5, corr=1), launch(40, 5, corr=2),
+        kernel("void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true>", 30, 100, corr=1),
+        kernel("sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize128x128x8_ffma", 140, 300, corr=2),
+    ]
+    model = model_of(tmp_path, events, deviceProperties=H100)
+    kw = kernel_work(model)
+    flops = 2 * 32 * 56 * 56 * 64 * 64 * 9
+    assert kw.flops.tolist() == [0.0, flops]
+    nbytes = (32 * 64 * 56 * 56 * 2 + 64 * 64 * 9) * 4  # input, weight, output (stride 1, padding 1: 56 × 56)
+    assert kw.bytes.tolist() == pytest.approx([nbytes / 4, nbytes * 3 / 4])
+    assert [ROOFS[r] for r in kw.roof] == ["fp32", "fp32"]  # FFMA: CUDA cores, the FP32 roof
