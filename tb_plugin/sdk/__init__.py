@@ -4,6 +4,7 @@
     t = tb_plugin.open("log/run1")            # a trace file, a run directory or a logdir (local or fsspec URL)
     t.overview().breakdown                    # the step breakdown, as the Overview page shows it
     t.operators(group_by="name_shape")        # the Operator view
+    t.overview().mfu.ratio, t.roofline()      # model FLOPs utilisation, the roofline
     tb_plugin.diff("log/base", "log/new").breakdown
     s = tb_plugin.open_snapshot("oom.pickle")  # an allocator snapshot (torch.cuda.memory._dump_snapshot)
     s.summary()["oom"]                        # what was asked, what was free, fragmentation or live data
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 from .locate import EXIT_BAD_TRACE, EXIT_NO_TRACE, ProfilerError
 from .snapshot import Snapshot, SnapshotError, open_snapshot
-from .trace import Overview, Trace, TraceDiff, metric_names
+from .trace import Mfu, Overview, Trace, TraceDiff, metric_names
 from .trace import diff_traces as diff
 from .trace import open_trace as open
 
-__all__ = ["EXIT_BAD_TRACE", "EXIT_NO_TRACE", "Overview", "ProfilerError", "Snapshot", "SnapshotError", "Trace",
+__all__ = ["EXIT_BAD_TRACE", "EXIT_NO_TRACE", "Mfu", "Overview", "ProfilerError", "Snapshot", "SnapshotError", "Trace",
            "TraceDiff", "diff", "metric_names", "open", "open_snapshot"]
