@@ -40,6 +40,7 @@ from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace
 from . import params
 from .answers import answer, derived, job_answer, job_result
 from .http import ApiError, encoded_response, json_response, json_route, secure, text_response
+from .snapshot_routes import SnapshotApi
 from .static import relative_path, serve
 
 _CONTROL = dict.fromkeys(range(32), "_") | {127: "_"}
@@ -58,6 +59,7 @@ class Api:
         self.workspace = workspace
         self.plugin_name = plugin_name
         self.peaks = peaks  # --profiler_peaks: the device peaks MFU and the roofline use, unless a request says
+        self.snapshot = SnapshotApi(workspace)
 
     def _trace(self, request: Request) -> LoadedTrace:
         return self.workspace.trace(*params.span_key(request))
@@ -384,4 +386,5 @@ class Api:
             "/trace/search": json_route(self.trace_search),
             "/trace/file": json_route(self.trace_file),
             "/trace/range": json_route(self.trace_range),
+            **{route: json_route(handler) for route, handler in self.snapshot.routes().items()},
         }
