@@ -48,14 +48,14 @@ class MemoryHistory:
         self._lock = threading.Lock()
         import torch  # lazily: only a script that records imports torch
 
-        self._torch = torch
+        self._torch: Any = torch  # torch's private memory API is typed differently across versions
         if not torch.cuda.is_available():
             warnings.warn("CUDA is not available: the allocator's memory history is not recorded", stacklevel=3)
             return
-        self._legacy = _start(torch, max_entries, stacks)
+        self._legacy = _start(self._torch, max_entries, stacks)
         self.active = True
         if dump_on_oom:
-            torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
+            self._torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
 
     def _path(self, kind: str) -> str:
         host = socket.gethostname().split(".")[0] or "host"
