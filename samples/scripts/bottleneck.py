@@ -171,7 +171,7 @@ class NarrowBlock(nn.Module):
 
 def case_tiny_kernels(args, device, fixed=False):
     """`fixed` (calibration twin, issue 25): the same step captured once in a CUDA graph and replayed."""
-    blocks = 8 if args.tiny else args.blocks
+    blocks = args.blocks  # width 64, batch 16: cheap on a CPU dry run too
     width, batch = 64, 16
     gen = torch.Generator().manual_seed(args.seed)
     x = torch.randn(batch, width, generator=gen).to(device)
@@ -216,7 +216,7 @@ def case_item_sync(args, device, fixed=False):
     # a multi-tensor (foreach) AdamW over 2 GB of parameters take longer than the host needs to launch them), then
     # the planted cost: the loop reads the loss and every sample's loss back to the host one scalar at a time
     # (a per-sample loss history, e.g. for hard-example mining), each read a DtoH copy + cudaStreamSynchronize.
-    width, blocks, batch = (64, 4, 16) if args.tiny else (8192, 8, 256)
+    width, blocks, batch = (64, 8, 256) if args.tiny else (8192, 8, 256)
     n_sync = batch if args.sync_samples is None else min(args.sync_samples, batch)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True

@@ -47,9 +47,9 @@ PAIRS = {
     },
     "unfused_optimizer": {
         "script": "calibration.py", "queue": 0, "root_cause": "unfused_optimizer",
-        "planted": "torch.optim.AdamW(params, foreach=False) over an MLP of 64 Linear 512x512 layers "
-                   "(130 parameter tensors, batch 64): the single-tensor AdamW launches ~9 small kernels per "
-                   "parameter, so Optimizer.step dominates the step.",
+        "planted": "torch.optim.AdamW(params, foreach=False) over an MLP of 50 Linear 512x512 layers "
+                   "(102 parameter tensors, batch 64): the single-tensor AdamW launches ~9 small kernels per "
+                   "parameter, one parameter at a time, so Optimizer.step dominates the step.",
         "fix": "torch.optim.AdamW(params, fused=True): one multi-tensor fused kernel per parameter group chunk.",
     },
     "item_sync": {
@@ -71,8 +71,9 @@ PAIRS = {
     # ---------------------------------------------------------------- queue 1 (GPU 1)
     "healthy": {
         "script": "calibration.py", "queue": 1, "root_cause": "none", "variants": ("run1", "run2"),
-        "planted": "No planted cause: a GPU-bound bf16 TransformerEncoder (4 layers, d_model 512, batch 16 x 256 "
-                   "tokens, AdamW, tokens resident on the device, no host reads) recorded twice (the noise floor).",
+        "planted": "No planted cause: a GPU-bound bf16 TransformerEncoder (2 layers, d_model 1024, 8 heads, batch "
+                   "64 x 512 tokens, AdamW, tokens resident on the device, no host reads; record_function forward/"
+                   "backward/optimizer) recorded twice (the noise floor).",
         "fix": "Nothing to fix: run2 repeats run1 unchanged.",
     },
     "cpu_tensor_creation": {
@@ -94,7 +95,7 @@ PAIRS = {
         "script": "calibration.py", "queue": 1, "root_cause": "dataloader_wait",
         "planted": "DataLoader(num_workers=0, pin_memory=False) whose Dataset does a per-sample numpy transform "
                    "(nearest resize 128->96, a 3x3 box blur, normalise; ~1 ms a sample) on the main thread for "
-                   "a conv net (batch 64).",
+                   "a conv net (conv-BN-ReLU, widths 128-256-512-1024, batch 32).",
         "fix": "DataLoader(num_workers=8, pin_memory=True, persistent_workers=True), the same Dataset and "
                "transform.",
     },
@@ -108,8 +109,8 @@ PAIRS = {
     },
     "checkpointing": {
         "script": "calibration.py", "queue": 1, "root_cause": "activation_checkpointing",
-        "planted": "Each of the 8 MLP blocks (LayerNorm, Linear 2048->8192, GELU, Linear 8192->2048; bf16 "
-                   "autocast, 8 x 512 tokens, AdamW) runs under torch.utils.checkpoint.checkpoint("
+        "planted": "Each of the 3 MLP blocks (LayerNorm, Linear 2048->8192, GELU, Linear 8192->2048; bf16 "
+                   "autocast, 8 x 1024 tokens, AdamW) runs under torch.utils.checkpoint.checkpoint("
                    "use_reentrant=False) although the model fits without it: the forward is recomputed in "
                    "the backward.",
         "fix": "No checkpointing: the blocks are called directly and keep their activations.",
@@ -124,7 +125,8 @@ PAIRS = {
     # ---------------------------------------------------------------- 2 ranks (both GPUs)
     "straggler_host": {
         "script": "calibration_dist.py", "queue": "both", "root_cause": "straggler_host", "straggler_rank": 1,
-        "planted": "2-rank DistributedDataParallel (TF32 residual MLP, NCCL); rank 1 alone calls "
+        "planted": "2-rank DistributedDataParallel (TF32 residual MLP, 4 x Linear 5120, batch 1024, AdamW, NCCL); "
+                   "rank 1 alone calls "
                    "slow_metric_logging() at the start of every step, ~30 ms of pure-Python work, so rank 0 "
                    "waits for it in the gradient all-reduce.",
         "fix": "No rank calls slow_metric_logging().",
@@ -132,7 +134,8 @@ PAIRS = {
     "pipeline_bubble": {
         "script": "calibration_dist.py", "queue": "both", "root_cause": "pipeline_bubble",
         "planted": "A 2-stage GPipe schedule over NCCL P2P (dist.isend/irecv of activations and their "
-                   "gradients; stage 0: embedding + 4 MLP blocks, stage 1: 4 MLP blocks + output projection) "
+                   "gradients; d_model 1536, TF32; stage 0: embedding + 2 MLP blocks, stage 1: 1 MLP block + "
+                   "output projection + loss) "
                    "with the global batch of 32 x 256 tokens in 2 micro-batches: each stage idles for a third "
                    "of the step (record_function forward_mb<i> / backward_mb<i>).",
         "fix": "The same global batch in 8 micro-batches of 4 sequences: the bubble shrinks to a ninth.",
