@@ -19,6 +19,10 @@ DEST/<case>/<variant>); `healthy` takes `--variant run1|run2` (the same run twic
   cudnn_benchmark      conv net, cudnn.benchmark = False                  -> True (autotuned in warm-up)
   healthy              GPU-bound bf16 TransformerEncoder, no planted cause (run1, run2)
 
+Everything in a run but its planted cause is kept clean: TF32 on for fp32 matmuls and convolutions (only
+tf32_off turns it off), data resident on the device or copied from pinned memory with non_blocking=True,
+no host reads, no CPU-made tensors. Models are built directly on the device (a cheap process start).
+
 Every run: a few untraced warm-up steps, a few timed untraced steps (their mean is printed), then
 torch.profiler with CPU + CUDA activities, record_shapes, profile_memory and with_stack (except
 `recompile`: see calibration_pairs.py), schedule(wait=1, warmup=1, active=4, repeat=1) and
@@ -36,21 +40,19 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import numpy as np  # noqa: E402
+import bottleneck as bn  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch.profiler import ProfilerActivity, profile, record_function, schedule, tensorboard_trace_handler  # noqa: E402
-
-import bottleneck as bn  # noqa: E402
 from calibration_pairs import PAIRS, variants  # noqa: E402
 from pp_two_groups import Block  # noqa: E402
+from torch.profiler import ProfilerActivity, profile, record_function, schedule, tensorboard_trace_handler  # noqa: E402
 
 ACTIVE = 4  # >= 4 active steps, so that a steady-state step cadence can be measured
 CASES = tuple(p for p, spec in PAIRS.items() if spec["script"] == "calibration.py")
@@ -64,7 +66,7 @@ class Case:
     warmup: int = 3  # untraced steps before anything is timed
     timed: int = 3  # untraced steps timed between two syncs (the printed untraced step time)
     with_stack: bool = True
-    close: Optional[Callable[[], None]] = None
+    close: Callable[[], None] | None = None
     notes: dict = field(default_factory=dict)
 
 
@@ -200,7 +202,6 @@ def case_item_sync(args, device, fixed):
 
 def case_tolist_print(args, device, fixed):
     width, blocks, batch = (64, 6, 1024) if args.tiny else (4096, 6, 1024)
-    torch.backends.cuda.matmul.allow_tf32 = True
     gen = torch.Generator().manual_seed(args.seed)
     x, y = labelled_batch(device, gen, batch, width)
     model = on_device(device, lambda: bn.ResidualMLP(width, blocks))
@@ -248,7 +249,8 @@ class ConvNet(nn.Module):
         for i, w in enumerate(widths):
             for j in range(2):
                 stride = 2 if i > 0 and j == 0 else 1
-                layers += [nn.Conv2d(c, w, kernel, stride, kernel // 2, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
+                conv = nn.Conv2d(c, w, kernel, stride, kernel // 2, bias=False)
+                layers += [conv, nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
                 c = w
         self.features = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
         self.head = nn.Linear(c, num_classes)
@@ -340,7 +342,8 @@ class LoaderSteps:
 
 
 def case_dataloader_workers(args, device, fixed):
-    batch, raw, size, widths, workers = (32, 32, 24, (8, 16, 32, 64), 2) if args.tiny else (32, 128, 96, (128, 256, 512, 1024), 8)
+    tiny, full = (32, 32, 24, (8, 16, 32, 64), 2), (32, 128, 96, (128, 256, 512, 1024), 8)
+    batch, raw, size, widths, workers = tiny if args.tiny else full
     n_batches = 24
     dataset = bn.HeavyTransformImages(n_batches * batch, raw, size, 1, args.seed)
     if fixed:  # FIX: worker processes, pinned batches, workers kept across epochs
@@ -418,9 +421,8 @@ def case_healthy(args, device, fixed):
     target = torch.randint(0, 10, (batch,), generator=gen).to(device)
 
     def step():
-        with record_function("forward"):
-            with torch.autocast(device.type, dtype=torch.bfloat16):
-                loss = F.cross_entropy(model(tokens).float(), target)
+        with record_function("forward"), torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(tokens).float(), target)
         with record_function("backward"):
             loss.backward()
         with record_function("optimizer"):
@@ -431,6 +433,16 @@ def case_healthy(args, device, fixed):
 
 
 # --------------------------------------------------------------------------- recording
+
+def clean_defaults(device):
+    """Keep everything but the planted cause clean: TF32 tensor cores on for fp32 matmuls and convolutions
+    (PyTorch leaves them off for matmuls; only tf32_off turns them off again: that is its planted cause)."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.cuda.init()
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
 
 def sync(device):
     if device.type == "cuda":
@@ -525,9 +537,7 @@ def main(argv=None):
     start = time.perf_counter()
     bn.seed_all(args.seed)
     device = torch.device(args.device)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        torch.cuda.init()
+    clean_defaults(device)
     fixed = args.variant == "fixed"
     t0 = time.perf_counter()
     case = globals()[f"case_{args.case}"](args, device, fixed)

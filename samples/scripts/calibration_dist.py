@@ -27,18 +27,17 @@ os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import bottleneck as bn  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
-from torch.profiler import record_function  # noqa: E402
-
-import bottleneck as bn  # noqa: E402
-from calibration import Case, on_device, record, trace_files, train_step  # noqa: E402
+from calibration import Case, clean_defaults, on_device, record, trace_files, train_step  # noqa: E402
 from calibration_pairs import PAIRS  # noqa: E402
 from pp_two_groups import Stage0, Stage1  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+from torch.profiler import record_function  # noqa: E402
 
 CASES = tuple(p for p, spec in PAIRS.items() if spec["script"] == "calibration_dist.py")
 
@@ -69,8 +68,6 @@ def _timed(fn, *a):
 
 def case_straggler_host(args, rank, device, fixed):
     width, blocks, batch = (64, 4, 16) if args.tiny else (5120, 4, 1024)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
     torch.manual_seed(args.seed)  # the same initial weights on both ranks (DDP broadcasts anyway)
     model = on_device(device, lambda: bn.ResidualMLP(width, blocks))
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -97,8 +94,6 @@ def case_pipeline_bubble(args, rank, device, fixed):
     vocab, d, seqs, seq = (512, 32, 32, 16) if args.tiny else (8192, 1536, 32, 256)
     n_mb = 8 if fixed else 2  # PLANTED: 2 micro-batches (bubble 1/3). FIX: 8 (bubble 1/9)
     mb = seqs // n_mb
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
     torch.manual_seed(args.seed + rank)
     model = on_device(device, lambda: Stage0(vocab, d, 2) if rank == 0 else Stage1(vocab, d, 1))
     if rank == 1:
@@ -159,6 +154,7 @@ def worker(rank, args):
         device = torch.device("cpu")
         torch.set_num_threads(1)
         dist.init_process_group("gloo", rank=rank, world_size=2)
+    clean_defaults(device)
     bn.seed_all(args.seed + rank)
     fixed = args.variant == "fixed"
     case = globals()[f"case_{args.case}"](args, rank, device, fixed)

@@ -27,7 +27,8 @@ def read_timings(dest):
                 parts = line.rstrip("\n").split("\t")
                 if len(parts) == 6:
                     pair, variant, queue, status, seconds, command = parts
-                    out[(pair, variant)] = {"queue": queue, "status": status, "seconds": float(seconds), "command": command}
+                    out[(pair, variant)] = {"queue": queue, "status": status, "seconds": float(seconds),
+                                            "command": command}
     return out
 
 
@@ -59,7 +60,7 @@ def environment(dest):
         if torch.cuda.is_available():
             env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
             env["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    except Exception as e:  # the manifest must still be written
+    except Exception as e:  # noqa: BLE001 - the manifest must still be written
         env["torch_error"] = repr(e)
     smi = os.path.join(dest, "logs", "nvidia-smi.txt")
     if os.path.exists(smi):
