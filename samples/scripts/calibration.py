@@ -228,7 +228,7 @@ def case_tolist_print(args, device, fixed):
             return
         # PLANTED: every step reads the metrics back and prints them.
         print(f"step {count[0]}: loss {loss.cpu().item():.4f} acc {acc.cpu().item():.3f} "
-              f"preds {preds.tolist()} conf {[round(c, 3) for c in conf.tolist()]}")
+              f"preds {preds.tolist()} conf {conf.tolist()}")
 
     return Case(step)
 

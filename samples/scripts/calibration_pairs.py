@@ -25,7 +25,7 @@ PAIRS = {
     },
     "empty_cache": {
         "script": "calibration.py", "queue": 0, "root_cause": "allocator_churn",
-        "planted": "An fp32 residual MLP (8 x Linear 2048 + LayerNorm + GELU, batch 1024, AdamW) calls "
+        "planted": "A TF32 residual MLP (8 x Linear 2048 + LayerNorm + GELU, batch 1024, AdamW) calls "
                    "torch.cuda.empty_cache() at the end of every training step, so the caching allocator "
                    "returns its blocks (cudaFree) and the next step cudaMallocs them again.",
         "fix": "The torch.cuda.empty_cache() call is removed from the loop.",
