@@ -17,6 +17,7 @@ DEST/<case>/<variant>); `healthy` takes `--variant run1|run2` (the same run twic
   pageable_copy        113 MB pageable .to(device) every step             -> pinned, non_blocking, prefetched
   checkpointing        torch.utils.checkpoint on a model that fits        -> no checkpointing
   cudnn_benchmark      conv net, cudnn.benchmark = False                  -> True (autotuned in warm-up)
+  cudnn_autotune_shapes  cudnn.benchmark = True, a new image size every step -> benchmark = False
   healthy              GPU-bound bf16 TransformerEncoder, no planted cause (run1, run2)
 
 Everything in a run but its planted cause is kept clean: TF32 on for fp32 matmuls and convolutions (only
@@ -93,7 +94,7 @@ def train_step(model, opt, x, y):
 # --------------------------------------------------------------------------- allocator churn
 
 def case_empty_cache(args, device, fixed):
-    width, blocks, batch = (64, 8, 16) if args.tiny else (2048, 8, 1024)
+    width, blocks, batch = (64, 6, 16) if args.tiny else (2048, 6, 1024)
     gen = torch.Generator().manual_seed(args.seed)
     x, y = labelled_batch(device, gen, batch, width)
     model = on_device(device, lambda: bn.ResidualMLP(width, blocks))
@@ -408,6 +409,23 @@ def case_cudnn_benchmark(args, device, fixed):
     model = on_device(device, lambda: ConvNet(widths, kernel=5))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     return Case(lambda: train_step(model, opt, x, y), warmup=4)
+
+
+def case_cudnn_autotune_shapes(args, device, fixed):
+    batch, widths, base = (2, (8, 16, 32, 64), 16) if args.tiny else (32, (32, 64, 128, 256), 96)
+    torch.backends.cudnn.benchmark = not fixed  # PLANTED: True with changing shapes. FIX: False
+    model = on_device(device, lambda: ConvNet(widths))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    calls = [0]
+
+    def step():
+        size = base + 2 * calls[0]  # a new image size every step: every convolution is a new cuDNN problem
+        calls[0] += 1
+        x = torch.randn(batch, 3, size, size, device=device)
+        y = torch.randint(0, 10, (batch,), device=device)
+        train_step(model, opt, x, y)
+
+    return Case(step, warmup=2)
 
 
 def case_healthy(args, device, fixed):

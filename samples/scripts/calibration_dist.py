@@ -8,12 +8,15 @@ DIR with worker name `rank0` / `rank1`. What each case plants and fixes is in ca
                    -> nobody calls it
   pipeline_bubble  2-stage GPipe over isend/irecv, the global batch in 2 micro-batches
                    -> the same global batch in 8 micro-batches
+  grad_accum_allreduce  DDP, 4 accumulated micro-batches, each backward all-reduces
+                   -> ddp.no_sync() for all but the last micro-batch
 
 Recording as calibration.py's: a few untraced warm-up and timed steps, a barrier, then profiler
 schedule(wait=1, warmup=1, active=4, repeat=1) with record_shapes, profile_memory and with_stack; each
 rank prints a `CALIBRATION_RESULT {json}` line.
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -67,7 +70,7 @@ def _timed(fn, *a):
 
 
 def case_straggler_host(args, rank, device, fixed):
-    width, blocks, batch = (64, 4, 16) if args.tiny else (5120, 4, 1024)
+    width, blocks, batch = (64, 2, 16) if args.tiny else (7168, 2, 1024)
     torch.manual_seed(args.seed)  # the same initial weights on both ranks (DDP broadcasts anyway)
     model = on_device(device, lambda: bn.ResidualMLP(width, blocks))
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -89,8 +92,8 @@ def case_straggler_host(args, rank, device, fixed):
 # --------------------------------------------------------------------------- pipeline_bubble
 
 def case_pipeline_bubble(args, rank, device, fixed):
-    # Stage 0: embedding + 2 blocks; stage 1: 1 block + LayerNorm + output projection (about one more block
-    # of work with the loss): the two stages take about as long.
+    # Stage 0: embedding + 2 blocks; stage 1: 1 block + LayerNorm + output projection and the loss (about
+    # one more block of work): the two stages take about as long, so the idle time is the bubble.
     vocab, d, seqs, seq = (512, 32, 32, 16) if args.tiny else (8192, 1536, 32, 256)
     n_mb = 8 if fixed else 2  # PLANTED: 2 micro-batches (bubble 1/3). FIX: 8 (bubble 1/9)
     mb = seqs // n_mb
@@ -139,6 +142,32 @@ def case_pipeline_bubble(args, rank, device, fixed):
         opt.zero_grad(set_to_none=True)
 
     return Case(step, notes={"micro_batches": n_mb, "micro_batch": mb})
+
+
+# --------------------------------------------------------------------------- grad_accum_allreduce
+
+def case_grad_accum_allreduce(args, rank, device, fixed):
+    width, blocks, micro, n_micro = (64, 2, 8, 4) if args.tiny else (7168, 2, 256, 4)
+    torch.manual_seed(args.seed)
+    model = on_device(device, lambda: bn.ResidualMLP(width, blocks))
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
+    gen = torch.Generator().manual_seed(args.seed + rank)
+    xs = torch.randn(n_micro, micro, width, generator=gen).to(device)
+    ys = torch.randint(0, 10, (n_micro, micro), generator=gen).to(device)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        for i in range(n_micro):
+            # PLANTED: DDP all-reduces the gradients after every micro-batch's backward.
+            # FIX: no_sync() for all but the last micro-batch (the gradients accumulate locally).
+            sync_now = not fixed or i == n_micro - 1
+            with record_function(f"micro_batch{i}"), (contextlib.nullcontext() if sync_now else ddp.no_sync()):
+                loss = F.cross_entropy(ddp(xs[i]), ys[i]) / n_micro
+                loss.backward()
+        opt.step()
+
+    return Case(step, notes={"micro_batches": n_micro})
 
 
 # --------------------------------------------------------------------------- recording

@@ -25,7 +25,7 @@ PAIRS = {
     },
     "empty_cache": {
         "script": "calibration.py", "queue": 0, "root_cause": "allocator_churn",
-        "planted": "A TF32 residual MLP (8 x Linear 2048 + LayerNorm + GELU, batch 1024, AdamW) calls "
+        "planted": "A TF32 residual MLP (6 x Linear 2048 + LayerNorm + GELU, batch 1024, AdamW) calls "
                    "torch.cuda.empty_cache() at the end of every training step, so the caching allocator "
                    "returns its blocks (cudaFree) and the next step cudaMallocs them again.",
         "fix": "The torch.cuda.empty_cache() call is removed from the loop.",
@@ -122,10 +122,18 @@ PAIRS = {
                    "convolution's algorithm by heuristics.",
         "fix": "torch.backends.cudnn.benchmark = True (autotuned during the warm-up steps, before profiling).",
     },
+    "cudnn_autotune_shapes": {
+        "script": "calibration.py", "queue": 1, "root_cause": "cudnn_autotune_churn",
+        "planted": "A conv net (conv-BN-ReLU, widths 32-64-128-256, batch 32, SGD) with "
+                   "torch.backends.cudnn.benchmark = True is fed a new image size every step (96, 98, 100, ... "
+                   "px: variable-resolution batches), so cuDNN autotunes every convolution again inside each step.",
+        "fix": "torch.backends.cudnn.benchmark = False: the same sizes run with cuDNN's heuristic algorithm "
+               "choice, no autotuning.",
+    },
     # ---------------------------------------------------------------- 2 ranks (both GPUs)
     "straggler_host": {
         "script": "calibration_dist.py", "queue": "both", "root_cause": "straggler_host", "straggler_rank": 1,
-        "planted": "2-rank DistributedDataParallel (TF32 residual MLP, 4 x Linear 5120, batch 1024, AdamW, NCCL); "
+        "planted": "2-rank DistributedDataParallel (TF32 residual MLP, 2 x Linear 7168, batch 1024, AdamW, NCCL); "
                    "rank 1 alone calls "
                    "slow_metric_logging() at the start of every step, ~30 ms of pure-Python work, so rank 0 "
                    "waits for it in the gradient all-reduce.",
@@ -139,6 +147,15 @@ PAIRS = {
                    "with the global batch of 32 x 256 tokens in 2 micro-batches: each stage idles for a third "
                    "of the step (record_function forward_mb<i> / backward_mb<i>).",
         "fix": "The same global batch in 8 micro-batches of 4 sequences: the bubble shrinks to a ninth.",
+    },
+    "grad_accum_allreduce": {
+        "script": "calibration_dist.py", "queue": "both", "root_cause": "grad_accum_allreduce",
+        "planted": "2-rank DistributedDataParallel with gradient accumulation over 4 micro-batches (TF32 "
+                   "residual MLP, 2 x Linear 7168, micro-batch 256, AdamW, NCCL; record_function "
+                   "micro_batch<i>): every micro-batch's backward all-reduces the full gradients (103M "
+                   "parameters, 411 MB).",
+        "fix": "The first 3 micro-batches run under ddp.no_sync(): one gradient all-reduce per step, in the "
+               "last micro-batch's backward.",
     },
 }
 
