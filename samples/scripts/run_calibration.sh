@@ -13,6 +13,7 @@
 set -u
 DEST=${1:?usage: run_calibration.sh DEST}
 HERE=$(cd "$(dirname "$0")" && pwd)
+HERE=$(realpath --relative-to="$PWD" "$HERE" 2>/dev/null || echo "$HERE")  # commands as run from here
 # NVLink multicast off (shared machines).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
