@@ -456,7 +456,7 @@ def clean_defaults(device):
     """Keep everything but the planted cause clean: TF32 tensor cores on for fp32 matmuls and convolutions
     (PyTorch leaves them off for matmuls; only tf32_off turns them off again: that is its planted cause)."""
     if device.type == "cuda":
-        torch.cuda.set_device(device)
+        torch.cuda.set_device(device.index or 0)
         torch.cuda.init()
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
