@@ -104,6 +104,8 @@ def _to_float(value: Any) -> float:
         return math.nan if value is None else float(value)
     try:
         return float(value)
+    except OverflowError:  # an integer of hundreds of digits: beyond any float, as 1e400 is
+        return math.inf if value > 0 else -math.inf
     except (TypeError, ValueError):
         return math.nan
 
@@ -112,7 +114,7 @@ def floats(items: Sequence[Any]) -> np.ndarray:
     """float64 column; None, "N/A" and other non-numbers become NaN, "inf"/"Infinity" stay infinite."""
     try:
         out = np.array(items, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         out = None
     if out is None or out.ndim != 1:  # odd values; equal-length lists ([[], []]) would make a 2-D array
         out = np.fromiter(map(_to_float, items), dtype=np.float64, count=len(items))
@@ -124,7 +126,7 @@ def _to_int(value: Any) -> int:
         return -1
     try:
         f = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return -1
     return int(f) if math.isfinite(f) and abs(f) < _INT_LIMIT else -1
 
@@ -190,7 +192,8 @@ class _Ids:
             text = _as_text(value)
         stripped = text.strip()
         digits = stripped.lstrip("-")
-        if digits.isascii() and digits.isdigit():  # not "²", which isdigit() takes and int() refuses: it is text
+        # not "²", which isdigit() takes and int() refuses, nor thousands of digits (beyond any id): it is text
+        if digits.isascii() and digits.isdigit() and len(digits) < 40:
             number = ids.numeric(int(stripped))
             if number is not None:
                 return number

@@ -7,6 +7,7 @@ it sees well-typed :class:`~tb_plugin.loader.schema.Event` structs.
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -173,6 +174,8 @@ def _outline_once(data: bytes, name: str) -> TraceDocument:
     except msgspec.ValidationError as err:
         if "traceEvents" in str(err):
             raise TraceLoadError(f"{name}: not a Kineto trace: 'traceEvents' is not a list") from None
+        if "out of range" in str(err):
+            raise TraceLoadError(f"{name}: a number in the trace's top level is out of range ({err})") from None
         raise TraceLoadError(f"{name}: not a Kineto trace: the top level is neither an object nor a list") from None
 
 
@@ -202,8 +205,8 @@ def _what_else(data: bytes) -> str:
         return "a JSON object without 'traceEvents'"
     if "nodes" in keys:
         return "a PyTorch execution trace ('nodes', no 'traceEvents'); open the Kineto trace recorded beside it"
-    shown = ", ".join(repr(k) for k in sorted(keys)[:5]) + (", …" if len(keys) > 5 else "")
-    return f"a JSON object without 'traceEvents' (keys: {shown or 'none'})"
+    # never its keys: the file may be anything a link points to, and its key names are its content
+    return "a JSON object without 'traceEvents'"
 
 
 def _outline_tolerant(data: bytes, name: str) -> TraceDocument:
@@ -355,10 +358,31 @@ def _loose_args(args: dict[str, Any]) -> Args:
     return result
 
 
+# A JSON string literal, or a number: strings first, so that digits inside them stay untouched.
+_NUMBERS = re.compile(rb'"(?:[^"\\]|\\.)*"|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)')
+
+
+def _quote_huge_numbers(buffer: bytes) -> bytes:
+    """``buffer`` with every number beyond float range (``1e400``, an integer of thousands of digits), which
+    msgspec refuses, quoted: as text it costs that field of that event (NaN, -1), like any odd value."""
+    def repl(m: re.Match[bytes]) -> bytes:
+        token = m.group(1)
+        if token is None or (len(token) < 300 and math.isfinite(float(token))):
+            return m.group(0)
+        return b'"' + token + b'"'
+
+    return _NUMBERS.sub(repl, buffer)
+
+
 def _decode_events_loose(buffer: bytes) -> list[Event]:
-    """Slow path for a chunk with wrong types (``args`` that is not an object, an event that is a string)."""
+    """Slow path for a chunk with wrong types (``args`` that is not an object, an event that is a string) or
+    numbers out of range."""
+    try:
+        decoded = _LOOSE_DECODER.decode(buffer)
+    except msgspec.ValidationError:  # "Number out of range": msgspec checks it whatever the type
+        decoded = _LOOSE_DECODER.decode(_quote_huge_numbers(buffer))
     cleaned = []
-    for ev in _LOOSE_DECODER.decode(buffer):
+    for ev in decoded:
         if not isinstance(ev, dict):
             continue
         args = ev.pop("args", None)

@@ -111,6 +111,25 @@ def test_a_link_to_a_non_trace_is_never_served(tensorboard_app: Any, tmp_path: P
     assert r.status_code == 422 and SECRET not in r.data and r.get_json()["error"].startswith("x.1.pt.trace.json")
 
 
+def test_an_error_about_a_linked_outside_json_shows_none_of_its_keys(tensorboard_app: Any, tmp_path: Path) -> None:
+    """A link to a JSON file outside the logdir fails, and its card says so without the file's key names (they are
+    its content: ``aws_secret_access_key`` says what the file holds)."""
+    outside = tmp_path / "outside" / "credentials.json"
+    outside.parent.mkdir()
+    outside.write_text(json.dumps({"aws_secret_access_key": "x", "db_password_prod": "y"}))
+    logdir = tmp_path / "ld"
+    (logdir / "run").mkdir(parents=True)
+    os.symlink(outside, logdir / "run" / "x.1.pt.trace.json")
+    _old(outside)
+    client = tensorboard_app(logdir)
+    span = spans_by_file(wait_until_settled(client, expect_spans=1))["x.1.pt.trace.json"]
+    assert span["state"] == "failed"
+    assert span["error"] == "x.1.pt.trace.json: not a Kineto trace: a JSON object without 'traceEvents'"
+    body = client.get(f"{API}/runs").get_data(as_text=True) + client.get(f"{API}/summary?{_query('run', 'x')}").get_data(
+        as_text=True)
+    assert "aws_secret" not in body and "db_password" not in body
+
+
 def test_a_link_retargeted_after_loading_is_not_served(tensorboard_app: Any, tmp_path: Path) -> None:
     secret = tmp_path / "outside" / "passwd"
     secret.parent.mkdir()

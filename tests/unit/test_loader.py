@@ -138,6 +138,24 @@ def test_non_json_number_tokens_are_tolerated_per_field(tmp_path: Path) -> None:
     assert m["events"]["correlation"].tolist() == [3, -1, -1]
 
 
+@pytest.mark.parametrize("number", ["9" * 400, "-" + "9" * 400, "1e400", "-1e999", "9" * 5000])
+def test_numbers_beyond_float_range_cost_only_their_field(tmp_path: Path, number: str) -> None:
+    """A 400-digit ``dur`` (or ``ts``, ``pid``, an id) is as unusable as ``1e400``: that field of that event is
+    missing, the file loads (it used to fail with "internal error ... please report it")."""
+    events = (f'{{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": {number}, '
+              f'"args": {{"External id": {number}}}}}, '
+              f'{{"ph": "X", "cat": "cpu_op", "name": "b", "pid": {number}, "tid": 1, "ts": {number}, "dur": 5}}, '
+              '{"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 2, "dur": 3, '
+              '"args": {"note": "1e400 in a string stays text"}}')
+    m = load_trace(str(write_trace(tmp_path / "t.pt.trace.json", raw=f'{{"traceEvents": [{events}]}}'.encode())))
+    ev = m["events"]
+    assert [m.strings[c] for c in ev["name"]] == ["a", "b", "c"]
+    assert math.isnan(ev["dur"][0]) and ev["dur"][1:].tolist() == [5.0, 3.0]
+    assert ev["ts"][0] == 0.0 and math.isnan(ev["ts"][1]) and ev["ts"][2] == 2.0
+    assert ev["external_id"].tolist() == [-1, -1, -1]
+    assert ids.is_text(ev["pid"][1:2])[0] and ev["pid"][0] == ev["pid"][2] == 1  # an id beyond 2**62 is text
+
+
 def test_wrong_field_types_are_tolerated(tmp_path: Path) -> None:
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "a", "pid": "100", "tid": "main", "ts": "5", "dur": None,
@@ -234,7 +252,7 @@ BROKEN = {
     "cut_json": (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1', False, "JSON is cut short"),
     "not_gzip": (b"\x00\x01garbage bytes that are not gzip", True, "not gzip data"),
     "no_trace_events": (b'{"schemaVersion": 1, "events": []}', False, "not a Kineto trace: a JSON object without "
-                        "'traceEvents' (keys: 'events', 'schemaVersion')"),
+                        "'traceEvents'"),
     "not_json": (b"hello world", False, "not valid JSON"),
     "trace_events_not_a_list": (b'{"traceEvents": 5}', False, "not a Kineto trace: 'traceEvents' is not a list"),
     "array_of_arrays": (b"[[1, 2], [3]]", False, "not a Kineto trace: none of its 2 trace entries is an event"),
