@@ -31,7 +31,7 @@ def queue_levels(model: TraceModel) -> dict[tuple[int, int], Levels]:
     out: dict[tuple[int, int], Levels] = {}
     for device, stream in work.streams():
         on = work.on_stream(device, stream)
-        on = on[work.launch_row[on] >= 0]
+        on = on[(work.launch_row[on] >= 0) & np.isfinite(work.start[on]) & np.isfinite(work.launch_start[on])]
         if len(on) == 0:
             continue
         points = np.concatenate([work.launch_start[on], work.end[on]])

@@ -134,10 +134,17 @@ def _to_int(value: Any) -> int:
 _INT_LIMIT = float(1 << 62)
 
 
+# Beyond this many µs (300,000 years; a nanosecond clock since 1970 reads ~1.8e18) a time is no time: ``1e308`` is
+# as unusable as a missing value, and kept it would turn every sum it joins into infinity.
+MAX_TIME_US = 1e19
+
+
 def times(items: Sequence[Any]) -> np.ndarray:
-    """A time column (``ts``, ``dur``): like :func:`floats`, but an infinite time is as unusable as a missing one."""
+    """A time column (``ts``, ``dur``): like :func:`floats`, but an infinite or absurd time (beyond
+    :data:`MAX_TIME_US`) is as unusable as a missing one."""
     out = floats(items)
-    out[~np.isfinite(out)] = np.nan
+    with np.errstate(invalid="ignore"):
+        out[~(np.abs(out) <= MAX_TIME_US)] = np.nan
     return out
 
 
