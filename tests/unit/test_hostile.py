@@ -247,3 +247,49 @@ def test_a_non_numeric_device_is_an_unknown_device_not_gpu_minus_1(tensorboard_a
         sep = "&" if "?" in route else "?"
         body = client.get(f"{API}/{route}{sep}{q}").get_data(as_text=True)
         assert "GPU -1" not in body and "GPU-1" not in body and "process -1" not in body, route
+
+
+# ---- 6. injection in exports: the offline report ---------------------------------------------------------------
+
+LINK = '<a href="https://evil.example/">click</a>'
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_report_charts_show_html_in_names_as_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plotly draws labels, legends and hover text as HTML: an operator, kernel or worker named with a link must
+    reach the charts escaped (shown as the text it is), never as a live ``<a href>``."""
+    import plotly.io as pio
+
+    import tb_plugin
+    from tb_plugin.cli import report
+    from tests.unit.test_views_synthetic import kernel, launch, step
+
+    events = [step(1, 0, 100), cpu_op(LINK, 1, 60), launch(2, 5, 1), kernel(f"<img src=x onerror=alert(1)>{LINK}", 10,
+                                                                                50, 1)]
+    for worker in ("<b>w", "<i>v"):  # two ranks: the Distributed chart names them
+        write_trace(tmp_path / "ld" / "a" / f"{worker}.1.pt.trace.json", events)
+    figures: list[Any] = []
+    real = pio.to_html
+
+    def keep(figure: Any, *args: Any, **kwargs: Any) -> str:
+        figures.append(figure)
+        return real(figure, *args, **kwargs)
+
+    monkeypatch.setattr(report.pio, "to_html", keep)
+    report.render(tb_plugin.open(tmp_path / "ld" / "a", cache_dir=str(tmp_path / "cache")))
+    labels = [s for figure in figures for trace in figure.to_plotly_json()["data"] for s in _strings(trace)]
+    assert len(figures) == 5  # steps, categories, operators, kernels, ranks
+    assert any("&lt;a href=&quot;https://evil.example/&quot;&gt;click" in s for s in labels)
+    assert "&lt;b&gt;w" in labels and "&lt;img src=x onerror=alert(1)&gt;&lt;a href=&quot;https://evil.example/&quot;…" in labels
+    assert not [s for s in labels if "<a " in s or "<img" in s or "<b>" in s]
