@@ -378,7 +378,25 @@ class ModelBuilder:
         meta["source"] = source
         tables = self.tables()
         correlation_from_flows(tables, self.strings.find("ac2g"))
+        clamped = clamp_negative_durations(tables["events"], self.strings.values)
+        if clamped is not None:
+            meta["negative_durations"] = clamped
         return TraceModel(strings=self.strings.values, tables=tables, meta=meta)
+
+
+def clamp_negative_durations(events: Columns, strings: list[str]) -> dict[str, Any] | None:
+    """Set every negative ``dur`` to 0 (a span cannot end before it starts: kept, a step would take negative time
+    and a sum of them shrink), and say how many there were, the most negative and its event's name, for the
+    notes that tell the user (``analysis.steps``). None when there is none."""
+    dur = events["dur"]
+    negative = np.flatnonzero(dur < 0)
+    if not len(negative):
+        return None
+    worst = int(negative[np.argmin(dur[negative])])
+    code = int(events["name"][worst])
+    clamped = {"count": len(negative), "min_us": float(dur[worst]), "example": strings[code] if code >= 0 else None}
+    dur[negative] = 0.0
+    return clamped
 
 
 _CORRELATED_KINDS = (Kind.RUNTIME, Kind.DRIVER, *DEVICE_KINDS)
