@@ -1,7 +1,10 @@
 """Memoisation of results derived from one model (trees, correlations, per-view tables).
 
 A model never changes after loading, so anything computed from it is computed once and kept on it; the cache
-goes away with the model when its file is removed or replaced.
+goes away with the model when its file is removed or replaced. What is kept, and within which byte budget, is
+:mod:`.memo`'s rule: a parameter-free result for the model's life, a result keyed by arguments (a request's
+choice) within the process-wide budget, least recently used out. An analysis whose parameter only cuts a table
+(a row limit, a number of points) memoises the whole table, parameter-free, and cuts it per call, unmemoised.
 
 Once per key, also under concurrency: when a trace turns ready, dozens of requests may ask for the same table at
 the same moment (every open browser tab polls). Without an in-flight marker each of them would compute it — the
@@ -100,8 +103,10 @@ def _claim(memo: MutableMapping[Any, Any], computing: dict[Any, Future[Any]], ke
     except KeyError:
         pass
     with _LOCK:
-        if key in memo:
+        try:  # a bounded memo may have let it go since (model.memo): then it is computed again
             return memo[key], None, False
+        except KeyError:
+            pass
         running = _unfinished(computing, key)
         if running is not None:
             return None, running, False

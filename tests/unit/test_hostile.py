@@ -293,3 +293,43 @@ def test_report_charts_show_html_in_names_as_text(tmp_path: Path, monkeypatch: p
     assert any("&lt;a href=&quot;https://evil.example/&quot;&gt;click" in s for s in labels)
     assert "&lt;b&gt;w" in labels and "&lt;img src=x onerror=alert(1)&gt;&lt;a href=&quot;https://evil.example/&quot;…" in labels
     assert not [s for s in labels if "<a " in s or "<img" in s or "<b>" in s]
+
+
+# ---- 7. a client sweeping parameter values: memory stays bounded -------------------------------------------------
+
+def test_a_thousand_distinct_parameter_values_grow_the_server_less_than_100_mb(tensorboard_app: Any,
+                                                                             real_traces: Path) -> None:
+    """Each distinct ``limit`` of /launch_stats (``max_points`` of /memory_bandwidth, /queue_length, …) used to
+    keep its whole answer on the model for good: 1.8 GB after 1,000 such requests on this 8,772-kernel trace, and
+    an OOM-killed server on a bigger one. The analyses now memoise their parameter-free tables and cut them per
+    request; only encoded answers are kept, within one byte budget (``model.memo.ANSWERS``)."""
+    import gc
+    import shutil
+
+    import psutil
+
+    logdir = Path(tensorboard_app.cache_dir).parent / "ld"
+    shutil.copytree(real_traces / "kineto_v100" / "resnet50_num_workers_0", logdir / "v100")
+    client = tensorboard_app(logdir)
+    wait_until_settled(client, expect_spans=2)
+    q = _query("v100", "worker0")
+
+    def rss() -> float:
+        gc.collect()
+        return float(psutil.Process().memory_info().rss) / 1e6
+
+    routes = ("launch_stats?limit={}", "memory_bandwidth?max_points={}", "queue_length?max_points={}",
+              "idle?kernel_wait_us={}", "kernel_sequences?length={}&top={}", "memory/curve?max_points={}")
+    for route in routes:  # the parameter-free tables every value shares
+        assert client.get(f"{API}/{route.split('?')[0]}?{q}").status_code == 200
+    before = rss()
+    for i in range(1000):
+        route = routes[i % len(routes)]
+        values = ((2 + i % 15, 1 + i % 200) if "top=" in route else
+                  (i / 7,) if "kernel_wait" in route else (10_000 - i,))
+        r = client.get(f"{API}/{route.format(*values)}&{q}")
+        assert r.status_code == 200, (route, r.data[:200])
+    grown = rss() - before
+    assert grown < 100, f"the server grew {grown:.0f} MB over 1,000 requests with distinct parameter values"
+    stats = client.get(f"{API}/launch_stats?limit=3&{q}").get_json()
+    assert len(stats["rows"]) == 3 and stats["total_rows"] == 8772  # still the whole table behind every cut
