@@ -25,6 +25,9 @@ try:  # ISA-L's inflate is 2-3x faster than zlib's; optional.
 except ImportError:  # pragma: no cover - exercised where isal is not installed
     _zlib = zlib  # type: ignore[misc]
 
+# What a corrupt gzip stream raises: ISA-L's error is a class of its own, not zlib's
+_INFLATE_ERRORS: tuple[type[BaseException], ...] = (OSError, zlib.error, ValueError,
+                                                    getattr(_zlib, "error", zlib.error))
 Progress = Callable[[float], None]
 _CHUNK = 8 << 20
 GZIP_MAGIC = b"\x1f\x8b"
@@ -95,7 +98,7 @@ def decompress(raw: bytes, name: str, limits: Limits | None = None) -> bytes:
         raise TraceLoadError(why, lasting=lasting) from None
     except EOFError:
         raise TraceLoadError(f"{name}: the gzip data is cut short (was the file still being written?)") from None
-    except (OSError, zlib.error, _zlib.error, ValueError) as err:  # ISA-L's error is its own class
+    except _INFLATE_ERRORS as err:
         raise TraceLoadError(f"{name}: the gzip data is corrupt ({err})") from None
     if not first_byte(out):
         raise TraceLoadError(f"{name}: the file is empty")
