@@ -304,3 +304,27 @@ def test_parallel_build_equals_sequential(real_traces: Path, monkeypatch: pytest
                 values = [one.text(v) for v in values.tolist()]
                 other = [three.text(v) for v in other.tolist()]
             np.testing.assert_array_equal(other, values, err_msg=f"{name}.{col}")
+
+
+def test_long_names_are_shortened_alike_by_every_parallel_part(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Names over 8,192 characters are stored shortened, with the text as written beside (``long_texts``): a
+    name in several parts' ranges is one code once merged, two names alike but for their end stay two, and the
+    saved model maps the texts back."""
+    from tb_plugin.loader import columns
+
+    monkeypatch.setattr(columns, "PARALLEL_MIN_EVENTS", 1000)
+    monkeypatch.setattr(columns, "MIN_PART_EVENTS", 1000)
+    names = ["y" * 20_000 + "1", "y" * 20_000 + "2", "aten::mm"]
+    events = [cpu_op(names[i % 3], i, 1) for i in range(3000)]
+    path = write_trace(tmp_path / "w.1.pt.trace.json.gz", events)
+    one, three = load_trace(str(path), parts=1), load_trace(str(path), parts=3)
+    save(three, tmp_path / "saved")
+    back = load(tmp_path / "saved")
+    for model in (one, three, back):
+        codes = model["events"]["name"]
+        assert len(set(codes.tolist())) == 3
+        assert [model.full_text(int(c)) for c in codes[:6]] == names * 2
+        shown = model.strings[int(codes[0])]
+        assert shown.startswith("y" * 8192 + "… [20,001 characters, #") and shown != model.strings[int(codes[1])]
+        assert sorted(model.long_texts) == sorted({int(codes[0]), int(codes[1])})
