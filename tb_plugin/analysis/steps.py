@@ -239,7 +239,7 @@ def _category_events(model: TraceModel, category: str) -> np.ndarray:
     return mask
 
 
-@memoized
+@memoized(closed=True)
 def category_events(model: TraceModel, category: str) -> np.ndarray:
     """``_category_events``, kept for the categories the Trace view highlights (a byte per event each: only those
     asked for are kept, not all seven); "Other" marks none."""

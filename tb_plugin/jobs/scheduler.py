@@ -91,6 +91,7 @@ class _Job:
     lazy: bool = False  # preprocessed: ready with its summary; the model is opened on first use
     fetching: bool = False  # its model is being copied from the shared cache
     remote_result: tuple[bool, str | None] | None = None  # a runner's answer: (ok, reason)
+    failure_checked: bool = False  # the parse cache was asked whether this file version failed before
 
 
 class Runner(Protocol):
@@ -306,7 +307,8 @@ class LoadScheduler:
         adopt = []
         preprocessed = 0
         for job in queued:
-            failure = self.cache.failure(job.entry)
+            failure = None if job.failure_checked else self.cache.failure(job.entry)
+            job.failure_checked = True  # once per job: the loop passes every queued job each time it wakes
             if failure is not None:  # this file version failed before, for a reason that does not change
                 with self._lock:
                     job.state, job.error = FAILED, failure

@@ -4,7 +4,9 @@ Two kinds of results are kept (``docs/guide/limits.md``):
 
 - A **parameter-free** result (the host tree, a view's table, the Overview) is kept for the life of its model:
   there is one per analysis, so they are bounded by the code and grow with the model, never with requests.
-- A result that depends on a **value a request chooses** (a step, a thread, a grouping) and every encoded answer
+  So is a result whose arguments come from a fixed set (``memoized(closed=True)``: a grouping of a few choices, a
+  table's name, the model's own threads or devices).
+- A result that depends on a **value a request chooses** (a step, a sequence length) and every encoded answer
   (one per route and query) is kept in a process-wide :class:`ByteBudget`, least recently used first out. A client
   sweeping ``?limit=1..100000`` then costs the server at most the budget, however many models it reads.
 
@@ -84,6 +86,8 @@ class ByteBudget:
 
 ANSWERS = ByteBudget(ANSWER_BYTES)
 RESULTS = ByteBudget(RESULT_BYTES)
+# (module, function) of the memoised functions whose arguments come from a fixed set (``memoized(closed=True)``)
+CLOSED: set[tuple[str, str]] = set()
 
 
 class BoundedMemo(MutableMapping[Hashable, Any]):
@@ -123,15 +127,17 @@ class BoundedMemo(MutableMapping[Hashable, Any]):
 
 
 class Memo(MutableMapping[Hashable, Any]):
-    """A model's memo (``TraceModel.memo``): keys ``(module, function, args)`` with no ``args`` are kept for the
-    model's life; the others in the process-wide :data:`RESULTS` budget (see the module's docstring)."""
+    """A model's memo (``TraceModel.memo``): keys ``(module, function, args)`` with no ``args``, or of a function
+    whose arguments come from a fixed set (:data:`CLOSED`), are kept for the model's life; the others in the
+    process-wide :data:`RESULTS` budget (see the module's docstring)."""
 
     def __init__(self, budget: ByteBudget | None = None) -> None:
         self.pinned: dict[Hashable, Any] = {}
         self.bounded = BoundedMemo(budget or RESULTS)
 
     def _part(self, key: Hashable) -> MutableMapping[Hashable, Any]:
-        return self.bounded if isinstance(key, tuple) and len(key) == 3 and key[2] else self.pinned
+        bounded = isinstance(key, tuple) and len(key) == 3 and key[2] and key[:2] not in CLOSED
+        return self.bounded if bounded else self.pinned
 
     def __getitem__(self, key: Hashable) -> Any:
         return self._part(key)[key]

@@ -114,15 +114,19 @@ def test_results_keyed_by_arguments_are_kept_within_a_byte_budget(monkeypatch: p
         calls.append(n)
         return np.zeros(290)  # 2.4 kB: four fit
 
+    @memoized(closed=True)
+    def by_grouping(model: TraceModel, group_by: str) -> np.ndarray:
+        return np.zeros(5_000)  # one of a few groupings: kept with the model like a parameter-free result
+
     a, b = _model(), _model()
-    assert table(a) is table(a)
+    assert table(a) is table(a) and by_grouping(a, "name") is by_grouping(a, "name")
     for n in range(10):
         cut(a, n)
     assert len(a.memo.bounded) == 4 and memo.RESULTS.nbytes <= 10_000
     cut(a, 9)
     cut(b, 0)  # another model's result pushes a's least recent (6) out
     assert calls[-1] == 0 and sorted(k[2][0] for k in a.memo.bounded) == [7, 8, 9]
-    assert len(a.memo.pinned) == 1
+    assert len(a.memo.pinned) == 2 and by_grouping(a, "name") is by_grouping(a, "name")
     cut(a, 6)
     assert calls[-1] == 6  # computed again, once it was let go
 

@@ -74,6 +74,7 @@ def test_a_load_past_the_time_limit_fails_and_frees_its_slot(tensorboard_app: An
     scheduler = _plugin(client).workspace.scheduler
     job = next(iter(scheduler._jobs.values()))
     assert job.process is None  # killed: the one loader slot is free again
+    assert scheduler.cache.failure(job.entry) is None  # a stalled load may go through later: not remembered
     scheduler.load_timeout = None
     write_trace(logdir / "small" / "w.1.pt.trace.json", [cpu_op("aten::add", 0, 5)])
     spans = spans_by_file(wait_until_settled(client, expect_spans=2, timeout=30))

@@ -328,3 +328,33 @@ def test_long_names_are_shortened_alike_by_every_parallel_part(tmp_path: Path,
         shown = model.strings[int(codes[0])]
         assert shown.startswith("y" * 8192 + "… [20,001 characters, #") and shown != model.strings[int(codes[1])]
         assert sorted(model.long_texts) == sorted({int(codes[0]), int(codes[1])})
+
+
+def test_limits_fail_a_file_early_and_say_whether_the_failure_lasts(tmp_path: Path) -> None:
+    """Over the memory left: refused by its size (plain JSON), or inflated no further than the bound (gzip), or by
+    its number of events, none of it lasting (it may load elsewhere or later); over the ratio or not JSON: lasting
+    (the parse cache remembers it); a file that cannot be read: not lasting."""
+    from tb_plugin.loader import Limits
+
+    events = [cpu_op(f"op{i}", i * 1.5, 1.25, **{"External id": i * 7919 % 10007}) for i in range(2000)]
+    plain = write_trace(tmp_path / "a.1.pt.trace.json", events)
+    packed = write_trace(tmp_path / "b.1.pt.trace.json.gz", events)
+    memory = Limits(max_text_bytes=50_000, always_inflate_bytes=0, memory_bytes=150_000)
+    cases = [
+        (plain, memory, False, "a.1.pt.trace.json: too large for the memory available: its "
+                               f"{plain.stat().st_size:,} bytes of JSON need about"),
+        (packed, memory, False, "b.1.pt.trace.json.gz: too large for the memory available: it inflates to more "
+                                "than 50,000 bytes of JSON, which need about three times that to load, and "
+                                "150,000 bytes is available now"),
+        (packed, Limits(max_events=1999), False, "b.1.pt.trace.json.gz: too many events for the memory available: "
+                                                 "2,000, and at most 1,999 fit"),
+        (packed, Limits(max_ratio=2, always_inflate_bytes=0), True, "b.1.pt.trace.json.gz: refused: its "),
+        (write_trace(tmp_path / "c.1.pt.trace.json", raw=b"\x89PNG\r\n\x1a\n" + bytes(100)), Limits(), True,
+         "c.1.pt.trace.json: not valid JSON: the file is neither an object nor an array"),
+        (tmp_path / "gone.1.pt.trace.json", Limits(), False, "gone.1.pt.trace.json: cannot read the file"),
+    ]
+    for path, limits, lasting, reason in cases:
+        with pytest.raises(TraceLoadError) as err:
+            load_trace(str(path), limits=limits)
+        assert str(err.value).startswith(reason) and err.value.lasting is lasting, str(err.value)
+    assert load_trace(str(packed), limits=Limits(max_events=2000, max_text_bytes=10 << 20)).n_events == 2000

@@ -116,6 +116,11 @@ def test_steps_with_the_same_number_are_each_a_step_and_said_so(tmp_path: Path) 
     assert d["breakdown"]["step_baseline_us"] == 200 and d["step_names"]["baseline"] == ["1", "1 (2)", "1 (3)", "2"]
     assert [(r["name"], r["baseline_calls"], r["baseline_host_self_us"]) for r in d["operators"]] == [
         ("aten::mm", 1, 150)]
+    from tb_plugin.analysis.critical_path import critical_path
+
+    path = critical_path(model, "1 (2)")
+    assert (path["step"], path["start_us"], path["duration_us"]) == ("1 (2)", 100, 200)
+    assert {s["name"] for s in path["segments"]} >= {"aten::mm"}
 
 
 def test_negative_durations_count_as_zero_and_are_said(tmp_path: Path) -> None:

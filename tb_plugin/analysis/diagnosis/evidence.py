@@ -93,7 +93,7 @@ class HotOp:
     region: str | None  # the innermost annotation around most of its calls (forward, optimizer, …)
 
 
-@memoized
+@memoized(closed=True)
 def hot_ops_in_gaps(model: TraceModel, limit: int = 3) -> list[HotOp]:
     """The host operators that fill the GPU-idle gaps (DataLoader time aside): each operator's overlap with GPU
     idle time minus that of the operators inside it (self), summed by name; the top ``limit``. CPU-only: the step
