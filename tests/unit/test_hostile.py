@@ -43,7 +43,7 @@ def test_fifos_fail_at_once_and_leave_the_loader_free(tensorboard_app: Any, tmp_
         _old(logdir / "pipes" / name)
     client = tensorboard_app(logdir, profiler_workers=1)
     spans = spans_by_file(wait_until_settled(client, expect_spans=3, timeout=30))
-    assert spans["w.1.pt.trace.json"]["state"] == "ready"
+    assert spans["w.1.pt.trace.json"]["state"] == "ready", spans["w.1.pt.trace.json"]
     for name in ("a.1.pt.trace.json", "b.1.pt.trace.json.gz"):
         span = spans[name]
         assert span["state"] == "failed" and span["progress"] == 0.0
