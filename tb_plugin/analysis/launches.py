@@ -127,6 +127,12 @@ def launch_stats(model: TraceModel, limit: int = 500) -> dict[str, Any]:
     return {**t.answer, "rows": rows}
 
 
+def launch_summary(model: TraceModel) -> dict[str, Any]:
+    """``launch_stats``'s summary and per-name means, without building any row (callers must not change them)."""
+    answer = _launched(model).answer
+    return {"summary": answer["summary"], "by_name": answer["by_name"]}
+
+
 @memoized
 def _launched(model: TraceModel) -> _Launched:
     work = device_work(model)

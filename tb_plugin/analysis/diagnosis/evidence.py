@@ -22,8 +22,8 @@ from ...model.lookups import tree_node_of_row
 from ...model.names import name_mask
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
+from .. import launches
 from ..idle import idle_time
-from ..launches import launch_stats
 from ..operators import operator_nodes
 from ..steps import breakdown, find_steps, role_intervals
 from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
@@ -295,5 +295,5 @@ def host_wait(model: TraceModel) -> HostWait | None:
 
 def launch_summary(model: TraceModel) -> dict[str, Any]:
     """The GPU insights' launch statistics (``launches.launch_stats``): launch delay p50/p95, short kernels."""
-    summary: dict[str, Any] = launch_stats(model)["summary"]
+    summary: dict[str, Any] = launches.launch_summary(model)["summary"]
     return summary
