@@ -97,7 +97,7 @@ class ExportEntry:
 
 
 SNAPSHOT_CACHE_BYTES = 1 << 30  # decoded allocator snapshots kept (their columns), least recently used out first
-SNAPSHOTS_KEPT = 16  # and at most this many (each also keeps its encoded answers, api.answers.SNAPSHOT_ANSWER_BYTES)
+SNAPSHOTS_KEPT = 16  # and at most this many (their encoded answers count against model.memo.ANSWERS)
 MAX_SNAPSHOT_BYTES = 2 << 30  # a snapshot file beyond this is not read
 
 

@@ -78,6 +78,7 @@ def _match(ranks: list[RankSummary]) -> _Matched:
     dur = (np.concatenate([c["end"] for c in cols]) - np.concatenate([c["start"] for c in cols])
            if len(cols) else np.zeros(0))
     early = (np.concatenate([_flag(c, "prelaunched") for c in cols]) if len(cols) else np.zeros(0, dtype=bool))
+    early |= ~np.isfinite(dur)  # an instance without usable times cannot be compared either
     key = group.astype(np.int64) * (int(seq.max(initial=0)) + 1) + seq
     _, inverse, present = np.unique(key, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)

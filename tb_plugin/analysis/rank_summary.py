@@ -79,7 +79,7 @@ def rank_summary(model: TraceModel, worker: str) -> RankSummary:
     return _summary(model, worker)
 
 
-@memoized
+@memoized(closed=True)
 def _summary(model: TraceModel, worker: str) -> RankSummary:
     info = model.meta.get("distributedInfo")
     info = info if isinstance(info, dict) else {}

@@ -13,7 +13,7 @@ Missing values are ``-1`` in integer columns and ``NaN`` in ``time_us``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .derived import compute_once
+from .memo import RESULTS, BoundedMemo
 
 # ``TraceEntry::Action`` spelled as torch writes it; ``other`` is a spelling a later torch may add
 ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
@@ -75,7 +76,8 @@ class AllocatorSnapshot:
     settings: dict[str, Any] | None  # ``allocator_settings`` (torch >= 2.6), plain values only
     observed_oom: dict[str, int | None] | None  # what tb_plugin.record_memory_history's observer was told
     notes: tuple[str, ...]  # what this format lacks, said once (no history, no times, legacy block history)
-    memo: dict[Any, Any] = field(default_factory=dict, repr=False)
+    # keyed by request values (a window, a time): bounded in bytes with every other such result (model/memo.py)
+    memo: MutableMapping[Any, Any] = field(default_factory=lambda: BoundedMemo(RESULTS), repr=False)
     computing: dict[Any, Future[Any]] = field(default_factory=dict, repr=False)
 
     @property

@@ -21,7 +21,7 @@ from ..analysis.distributed import distributed as distributed_view
 from ..analysis.distributed_page import page_of
 from ..analysis.flamegraph import flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
-from ..analysis.launches import launch_stats
+from ..analysis.launches import launch_summary
 from ..analysis.memory import memory_curve, memory_events, memory_statistics
 from ..analysis.memory_categories import allocations
 from ..analysis.memory_category_view import category_view, export_device
@@ -181,9 +181,9 @@ class Trace:
         """Kernel launch statistics per kernel name (the GPU view): launches, mean CPU launch and GPU durations,
         launch delay, kernels shorter than their launch. ``attrs["summary"]`` holds the whole window's figures
         (``launch_delay_p50_us``, ``launch_delay_p95_us``, ``short_kernels``, …)."""
-        stats = launch_stats(self.model)
+        stats = launch_summary(self.model)
         out = frame(stats["by_name"])
-        out.attrs["summary"] = stats["summary"]
+        out.attrs["summary"] = dict(stats["summary"])  # a copy: the analysis keeps its own
         return out
 
     def operators(self, group_by: str = "name") -> pd.DataFrame:

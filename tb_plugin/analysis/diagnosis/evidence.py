@@ -22,8 +22,8 @@ from ...model.lookups import tree_node_of_row
 from ...model.names import name_mask
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
+from .. import launches
 from ..idle import idle_time
-from ..launches import launch_stats
 from ..operators import operator_nodes
 from ..steps import breakdown, find_steps, role_intervals
 from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
@@ -93,7 +93,7 @@ class HotOp:
     region: str | None  # the innermost annotation around most of its calls (forward, optimizer, …)
 
 
-@memoized
+@memoized(closed=True)
 def hot_ops_in_gaps(model: TraceModel, limit: int = 3) -> list[HotOp]:
     """The host operators that fill the GPU-idle gaps (DataLoader time aside): each operator's overlap with GPU
     idle time minus that of the operators inside it (self), summed by name; the top ``limit``. CPU-only: the step
@@ -295,5 +295,5 @@ def host_wait(model: TraceModel) -> HostWait | None:
 
 def launch_summary(model: TraceModel) -> dict[str, Any]:
     """The GPU insights' launch statistics (``launches.launch_stats``): launch delay p50/p95, short kernels."""
-    summary: dict[str, Any] = launch_stats(model)["summary"]
+    summary: dict[str, Any] = launches.launch_summary(model)["summary"]
     return summary
