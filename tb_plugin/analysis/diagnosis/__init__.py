@@ -13,6 +13,7 @@ from ...model.tables import TraceModel
 from ..steps import find_steps
 from .context import run_context
 from .findings import RULES, TITLES, Facts, Finding, ms
+from .replayed import replay_savings
 
 VERDICT_SHARE = 0.10  # a cause becomes the verdict when it saves at least this share of the step
 
@@ -79,5 +80,6 @@ def diagnose(model: TraceModel, job: dict[str, Any] | None = None, worker: str |
     # never suggest what the run already does: the rules word around it, and a rule that slips is left out
     # (tests/unit/test_diagnosis.py checks every corpus run's advice, tags and words, against its context)
     found = [f for f in found if not set(f.suggests) & set(context["in_use"])]
+    replay_savings(model, found)
     found.sort(key=lambda f: (not _blocks_the_rest(f, facts), -f.saving_us, not f.cause))
     return {"context": context, "verdict": _verdict(found, facts), "findings": [f.as_dict(facts) for f in found]}

@@ -16,8 +16,9 @@ from .changes import (
     OverlapComm,
     ReplaceDevice,
     ScaleDevice,
+    SideStream,
     flatten,
 )
 
 __all__ = ["CaptureGraph", "Change", "Combined", "DropDevice", "DropHost", "OverlapComm", "ReplaceDevice",
-           "ScaleDevice", "flatten"]
+           "ScaleDevice", "SideStream", "flatten"]

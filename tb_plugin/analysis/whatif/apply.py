@@ -23,6 +23,7 @@ from .changes import (
     OverlapComm,
     ReplaceDevice,
     ScaleDevice,
+    SideStream,
     flatten,
 )
 from .graph import Graph, graph
@@ -36,6 +37,7 @@ class Applied:
     dropped: iv.Intervals  # host time that vanishes
     live_waits: np.ndarray  # per wait: still waits (its call was not dropped)
     live_deps: np.ndarray  # per device event: its cross-stream edge still holds
+    stream: np.ndarray  # per device event: the stream it runs on (a side stream past the graph's own)
 
 
 @memoized
@@ -67,6 +69,7 @@ def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
     lo: list[np.ndarray] = []
     hi: list[np.ndarray] = []
     live_deps = d.dep >= 0
+    stream = d.stream.copy()
     for change in flatten(changes):
         if isinstance(change, DropHost):
             _add(lo, hi, _spans(model, change.rows, change.keep_us))
@@ -79,6 +82,8 @@ def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
             _replace(model, g, change, busy, gap, dur, lo, hi)
         elif isinstance(change, CaptureGraph):
             _add(lo, hi, _captured(model, g, change))
+        elif isinstance(change, SideStream):
+            _side_stream(model, g, change, stream, gap)
         elif isinstance(change, OverlapComm):
             at = idx[_valid(model, change.rows)]
             live_deps &= ~np.isin(d.dep, at[at >= 0])
@@ -86,7 +91,7 @@ def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
     w = g.waits
     covered = iv.lengths_within(dropped, w.start, w.ret) if w.size else np.zeros(0)
     return Applied(busy=busy, gap=gap, dur=dur, dropped=dropped, live_waits=covered < (w.ret - w.start) - 1e-6,
-                   live_deps=live_deps)
+                   live_deps=live_deps, stream=stream)
 
 
 def _scaled(model: TraceModel, change: ScaleDevice) -> tuple[np.ndarray, np.ndarray]:
@@ -97,6 +102,22 @@ def _scaled(model: TraceModel, change: ScaleDevice) -> tuple[np.ndarray, np.ndar
     at = device_index(model)[rows[valid]]
     keep = at >= 0
     return at[keep], np.maximum(factor[keep], 1e-9)
+
+
+def _side_stream(model: TraceModel, g: Graph, change: SideStream, stream: np.ndarray, gap: np.ndarray) -> None:
+    """Move the events to a side stream of their device (one per device, after the graph's streams)."""
+    at = device_index(model)[_valid(model, change.rows)]
+    at = np.unique(at[at >= 0])
+    if not len(at):
+        return
+    n_streams = len(g.device.keys)
+    devices = sorted({k[0] for k in g.device.keys})
+    device_of = np.asarray([devices.index(g.device.keys[s][0]) for s in range(n_streams)], dtype=np.int64)
+    stream[at] = n_streams + device_of[g.device.stream[at]]
+    gap[at] = 0.0
+    before = at - 1  # the event queued before a moved one keeps no overhead gap for it
+    before = before[(before >= 0) & (g.device.stream[np.maximum(before, 0)] == g.device.stream[at])]
+    gap[before] = 0.0
 
 
 def _valid(model: TraceModel, rows: np.ndarray) -> np.ndarray:
@@ -131,8 +152,8 @@ def _replace(model: TraceModel, g: Graph, change: ReplaceDevice | DropDevice, bu
 
 def _captured(model: TraceModel, g: Graph, change: CaptureGraph) -> tuple[np.ndarray, np.ndarray]:
     """The host time a graph replay removes: per step, the outermost operators around the events' launches (or
-    the launch calls themselves where no operator is around them) and ``region_rows``, less one graph launch kept
-    at the start of each step's first span."""
+    the launch calls themselves where no operator is around them) and ``region_rows``, but the blocking calls (a
+    graph cannot capture a sync), less one graph launch: the first ``cost`` µs of each step's captured time stay."""
     at = device_index(model)[_valid(model, change.rows)]
     at = np.unique(at[at >= 0])
     launch = g.device.launch_row[at]
@@ -141,16 +162,25 @@ def _captured(model: TraceModel, g: Graph, change: CaptureGraph) -> tuple[np.nda
     rows = np.unique(np.concatenate([outer, _valid(model, change.region_rows)]))
     ev = model["events"]
     start = ev["ts"][rows].astype(np.float64)
-    end = start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
+    lo, hi = iv.subtract(iv.union(start, start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)),
+                         _blocking_calls(model, g))
     steps = find_steps(model)
-    step = (np.searchsorted(steps.host_start, start, side="right") - 1) if steps.count else np.zeros(len(rows), int)
+    step = (np.searchsorted(steps.host_start, lo, side="right") - 1) if steps.count else np.zeros(len(lo), int)
     nodes = _nodes_per_step(g, at, steps.count)
-    order = np.lexsort((start, step))
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = step[order][1:] != step[order][:-1]
-    keep = np.zeros(len(rows))
-    keep[order[first]] = [change.cost_of(int(take(nodes, np.array([s]), 0)[0])) for s in step[order][first].tolist()]
-    return np.minimum(start + keep, end), end
+    per_step = np.asarray(change.costs_of(nodes), dtype=np.float64)
+    cost = take(per_step, step, float(change.cost_of(0)))
+    # the graph launch is the first ``cost`` µs of each step's captured time (however many spans that takes)
+    length = hi - lo
+    before = np.cumsum(length) - length
+    first = np.searchsorted(step, step, side="left")
+    kept = np.clip(cost - (before - before[first]), 0.0, length) if len(lo) else np.zeros(0)
+    return lo + kept, hi
+
+
+def _blocking_calls(model: TraceModel, g: Graph) -> iv.Intervals:
+    """The blocking calls' own spans: a graph cannot capture a host sync, so its wait stays."""
+    w = g.waits
+    return iv.union(w.start, w.ret)
 
 
 def _nodes_per_step(g: Graph, at: np.ndarray, n: int) -> np.ndarray:

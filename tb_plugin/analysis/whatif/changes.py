@@ -28,6 +28,9 @@ memoised by the changes' ids, not by their arrays.
 - ``OverlapComm(rows)``: these collectives stop holding back work on other streams (a stream that waited for one
   starts when its own work and launch allow); what remains of them is what is not hidden: their own stream and the
   step's end still wait for them
+- ``SideStream(rows)``: these device events (copies) move to a side stream of their own on their device, in the same
+  order: they still run one after another and take their time, but the work queued after them on their old stream no
+  longer waits for them (a copy overlapped with compute: ``non_blocking=True`` on a side stream, prefetching)
 - ``Combined(parts)``: all ``parts`` at once, as one change with one id (a finding whose fix does several
   things)
 
@@ -56,6 +59,9 @@ class Change:
 
     id: str
     label: str
+    # True: only this rank makes the change (the straggler's own cause): on a multi-rank run it is replayed against
+    # the other ranks' measured pace (their collectives wait for nobody new), not assuming they change too
+    own_rank: bool = False
 
     def leaves(self) -> tuple[Change, ...]:
         """The elementary changes this one is made of (itself, or a Combined's parts, flattened)."""
@@ -113,6 +119,13 @@ class CaptureGraph(Change):
         """The launch cost of a graph of ``nodes`` events."""
         return float(self.launch_us) if self.launch_us is not None else GRAPH_LAUNCH_PER_NODE_US * max(nodes, 1)
 
+    def costs_of(self, nodes: np.ndarray) -> np.ndarray:
+        """``cost_of`` for many graphs at once."""
+        if self.launch_us is not None:
+            return np.full(len(nodes), float(self.launch_us))
+        out: np.ndarray = GRAPH_LAUNCH_PER_NODE_US * np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+        return out
+
 
 @dataclass(frozen=True, eq=False)
 class DropDevice(Change):
@@ -127,6 +140,16 @@ class DropDevice(Change):
 @dataclass(frozen=True, eq=False)
 class OverlapComm(Change):
     """Collectives (their device rows) that stop holding back the work of other streams."""
+
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rows", _rows(self.rows))
+
+
+@dataclass(frozen=True, eq=False)
+class SideStream(Change):
+    """Device events (copies) that move to a side stream of their device: overlapped with the compute."""
 
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 

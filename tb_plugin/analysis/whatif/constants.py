@@ -15,6 +15,9 @@
 - a CUDA-graph replay: ``GRAPH_LAUNCH_PER_NODE_US`` = 2.7 µs of host time per captured kernel, in one
   ``cudaGraphLaunch``; kernels of a graph run back to back — ``samples/cuda_graph`` (H200, CUDA 13): three launches of
   29-kernel graphs took 77-87 µs; the gap between graph kernels is 0.13 µs (median)
+- pinned host-to-device bandwidth: ``pinned_h2d_gbps(cc)``: 50 GB/s from Hopper on (PCIe 5.0 x16), 25 GB/s on
+  Ampere and Ada (PCIe 4.0 x16), 12 GB/s before (PCIe 3.0 x16); a pageable copy's speed-up is that over its own
+  measured bandwidth, and its call stops blocking the host — the PCIe specifications' x16 rates, less protocol overhead
 - a cached allocation: ``CACHED_ALLOC_US`` = 0: the caching allocator's fast path (~1 µs) runs inside the operator
   that allocates and is in its time already; ``cudaMalloc``/``cudaFree`` (the latter also waits for the device) are
   what a warm cache removes — PyTorch's CUDACachingAllocator
@@ -26,6 +29,7 @@ import re
 from typing import Any
 
 KERNEL_LAUNCH_US = 4.0
+PINNED_H2D_GBPS = ((9, 50.0), (8, 25.0), (0, 12.0))  # (from compute capability major, GB/s)
 GRAPH_LAUNCH_PER_NODE_US = 2.7
 CACHED_ALLOC_US = 0.0
 
@@ -104,3 +108,9 @@ def fused_cost_us(nbytes: float, device: dict[str, Any] | None) -> float | None:
     """A fused memory-bound kernel's time: the bytes it moves over the device's bandwidth (None: unknown device)."""
     gbps = memory_bandwidth_gbps(device)
     return nbytes / (gbps * 1e3) if gbps else None
+
+
+def pinned_h2d_gbps(cc: tuple[int, int] | None) -> float:
+    """Achievable pinned host-to-device bandwidth of the GPU generation's host link (module doc)."""
+    major = cc[0] if cc else 0
+    return next(gbps for first, gbps in PINNED_H2D_GBPS if major >= first)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model import intervals as iv
+from ...model.derived import memoized
 from ...model.tables import TraceModel
 from ..steps import find_steps
 from .apply import Applied, apply
@@ -81,51 +82,66 @@ class Replay:
 
 
 class _Streams:
-    """The per-stream running maxima, advanced lazily up to the event a visit needs."""
+    """The per-stream running maxima, advanced lazily up to the event a visit needs. Events are kept in *chain*
+    order (by stream, then start): the graph's order, unless a change moved events to another stream."""
 
-    def __init__(self, g: Graph, a: Applied, x_fixed: np.ndarray, x_offset: np.ndarray, launch: np.ndarray) -> None:
+    def __init__(self, g: Graph, a: Applied, x_offset: np.ndarray) -> None:
         d = g.device
-        self.bounds = d.bounds
-        self.stream = d.stream
-        occ = a.busy + a.gap
+        order = np.arange(d.size) if np.array_equal(a.stream, d.stream) else np.lexsort((d.start, a.stream))
+        self.pos = np.empty(d.size, dtype=np.int64)
+        self.pos[order] = np.arange(d.size)
+        self.order = order
+        self.stream = a.stream[order]
+        n_streams = int(self.stream.max(initial=-1)) + 1
+        self.bounds = np.searchsorted(self.stream, np.arange(n_streams + 1))
+        occ = (a.busy + a.gap)[order]
         cum = np.concatenate([[0.0], np.cumsum(occ)])
-        self.c = cum[:-1] - cum[d.bounds[d.stream]]  # exclusive running sum within each stream
-        self.dur = a.dur
-        self.x_fixed, self.x_offset, self.launch = x_fixed, x_offset, launch
-        self.override = np.full(d.size, -np.inf)
+        self.c = cum[:-1] - cum[self.bounds[self.stream]]  # exclusive running sum within each stream
+        self.dur = a.dur[order]
+        self.x_fixed, self.x_offset, self.launch = d.release[order], x_offset[order], d.launch[order]
+        self.override = np.full(d.size, -np.inf)  # chain order
         self.start = np.full(d.size, np.nan)
-        self.next = d.bounds[:-1].copy()
-        self.best = np.full(len(d.bounds) - 1, -np.inf)
+        self.next = self.bounds[:-1].copy()
+        self.best = np.full(n_streams, -np.inf)
         self.at: list[float] = []
         self.raise_to: list[float] = []
 
     def m_at(self, t: np.ndarray) -> np.ndarray:
         if not self.at:
             return np.zeros(len(t))
-        at = np.asarray(self.at)
-        k = np.searchsorted(at, t, side="right") - 1
+        k = np.searchsorted(np.asarray(self.at), t, side="right") - 1
         out: np.ndarray = np.where(k >= 0, np.asarray(self.raise_to)[np.maximum(k, 0)], 0.0)
         return out
 
     def end_of(self, i: int) -> float:
-        """The replayed end of event ``i``, advancing its stream up to it."""
-        s = int(self.stream[i])
+        """The replayed end of event ``i`` (graph order), advancing its stream up to it."""
+        p = int(self.pos[i])
+        s = int(self.stream[p])
         lo = int(self.next[s])
-        if i >= lo:
-            sl = slice(lo, i + 1)
+        if p >= lo:
+            sl = slice(lo, p + 1)
             launched = np.isfinite(self.launch[sl])
             x = np.where(launched, self.x_offset[sl] + self.m_at(np.nan_to_num(self.launch[sl])), self.x_fixed[sl])
             x = np.maximum(x, self.override[sl])
             run = np.maximum(np.maximum.accumulate(x - self.c[sl]), self.best[s])
             self.start[sl] = self.c[sl] + run
             self.best[s] = run[-1]
-            self.next[s] = i + 1
-        return float(self.start[i] + self.dur[i])
+            self.next[s] = p + 1
+        return float(self.start[p] + self.dur[p])
 
-    def finish(self) -> None:
+    def hold(self, i: int, until: float) -> None:
+        """Event ``i`` (graph order) starts no earlier than ``until``."""
+        p = int(self.pos[i])
+        self.override[p] = max(self.override[p], until)
+
+    def finish(self) -> np.ndarray:
+        """Every event's replayed start, in graph order."""
         for s in range(len(self.bounds) - 1):
             if self.bounds[s + 1] > self.next[s]:
-                self.end_of(int(self.bounds[s + 1]) - 1)
+                self.end_of(int(self.order[int(self.bounds[s + 1]) - 1]))
+        out = np.empty(len(self.order))
+        out[self.order] = self.start
+        return out
 
 
 def replay(model: TraceModel, changes: tuple[Change, ...] | list[Change] = ()) -> Replay:
@@ -140,12 +156,11 @@ def replay(model: TraceModel, changes: tuple[Change, ...] | list[Change] = ()) -
     d = g.device
     launched = np.isfinite(d.launch)
     x_offset = np.where(launched, d.release - np.nan_to_num(d.launch) + host.work(np.nan_to_num(d.launch)), 0.0)
-    streams = _Streams(g, a, d.release, x_offset, d.launch)
+    streams = _Streams(g, a, x_offset)
     _visit(g, a, host, streams)
-    streams.finish()
+    start = streams.finish()
     host = HostMap(excluded=excluded, prefix=host.prefix, at=np.asarray(streams.at, dtype=np.float64),
                    raise_to=np.asarray(streams.raise_to, dtype=np.float64))
-    start = streams.start
     end = start + a.dur
     return _steps(model, g, host, start, end)
 
@@ -163,7 +178,7 @@ def _visit(g: Graph, a: Applied, host: HostMap, streams: _Streams) -> None:
     m = 0.0
     for kind, i in zip(kinds[order].tolist(), what[order].tolist()):
         if kind == 0:
-            streams.override[i] = streams.end_of(int(d.dep[i])) + float(d.dep_lag[i])
+            streams.hold(i, streams.end_of(int(d.dep[i])) + float(d.dep_lag[i]))
             continue
         targets = w.targets[i]
         done = max((streams.end_of(int(t)) for t in targets[targets >= 0].tolist()), default=-np.inf)
@@ -198,3 +213,9 @@ def measured_step_us(model: TraceModel) -> float:
     if steps.count >= 2:
         return float(steps.end[-1] - steps.end[0]) / (steps.count - 1)
     return float(steps.duration[0]) if steps.count else 0.0
+
+
+@memoized
+def baseline(model: TraceModel) -> Replay:
+    """The replay without a change: the measured run (memoised; every saving is measured from it)."""
+    return replay(model, ())
