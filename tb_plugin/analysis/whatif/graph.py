@@ -155,10 +155,12 @@ def _device(model: TraceModel) -> Device:
 
 
 def _latency(start: np.ndarray, launch: np.ndarray, pred_finish: np.ndarray) -> float:
-    """Median launch → start of events launched into an idle stream (0-50 µs; 5 µs where none is)."""
+    """Median launch → start of events launched into an idle stream, among those that started within 50 µs (an
+    event held longer waited for something else: another stream); 5 µs where none did."""
     idle = np.isfinite(launch) & (launch >= pred_finish)
     delay = (start - launch)[idle]
-    return float(np.clip(np.median(delay), 0.0, 50.0)) if len(delay) else 5.0
+    delay = delay[(delay >= 0) & (delay <= 50.0)]
+    return float(np.median(delay)) if len(delay) else 5.0
 
 
 def _dependencies(device: np.ndarray, stream: np.ndarray, start: np.ndarray, end: np.ndarray, bounds: np.ndarray,
