@@ -313,3 +313,29 @@ def test_the_replay_against_the_peers_without_a_change_is_the_measured_run(run: 
         r = replay(model, (), peers)
         assert r.step_us == pytest.approx(measured_step_us(model), rel=1e-9)
         assert np.allclose(r.device_end, graph(model).device.end)
+
+
+RUNS = sorted({p.parent for p in TRACES})
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+def test_every_findings_saving_is_its_replay_and_never_negative(run: Path) -> None:
+    """On every sample and test run (first worker; multi-rank runs with their job): a finding with a fix saves
+    baseline − replayed (never below 0), the baseline being the measured cadence."""
+    from tb_plugin.analysis.distributed import distributed
+    from tb_plugin.analysis.overview import overview
+    from tb_plugin.analysis.rank_summary import rank_summary
+
+    files = sorted(run.glob("*.pt.trace.json*"))
+    models = [(f.name.split(".")[0], load_trace(str(f))) for f in files]
+    worker, model = models[0]
+    multi = len({w for w, _ in models}) > 1
+    o = overview(model, distributed(models), worker, len(models), [rank_summary(m, w) for w, m in models]) \
+        if multi else overview(model)
+    for r in o["recommendations"]:
+        assert r["saving_us"] >= 0
+        w = r["what_if"]
+        if w is not None:
+            assert w["baseline_step_us"] == pytest.approx(measured_step_us(model))
+            assert r["saving_us"] == pytest.approx(max(w["baseline_step_us"] - w["predicted_step_us"], 0.0))
+            assert r["estimated"] == "replay"
