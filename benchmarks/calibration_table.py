@@ -94,7 +94,7 @@ def _diagnosed(models: list[tuple[str, TraceModel]], at: int) -> tuple[dict[str,
         return overview(model), {}
     job = distributed(models)
     summaries = [rank_summary(m, w) for w, m in models]
-    return overview(model, job, worker, len(models), summaries), {"job": job, "worker": worker,
+    return overview(model, job, worker, len(models), ranks=tuple(summaries)), {"job": job, "worker": worker,
                                                                    "summaries": summaries}
 
 

@@ -330,7 +330,7 @@ def test_every_findings_saving_is_its_replay_and_never_negative(run: Path) -> No
     models = [(f.name.split(".")[0], load_trace(str(f))) for f in files]
     worker, model = models[0]
     multi = len({w for w, _ in models}) > 1
-    o = overview(model, distributed(models), worker, len(models), [rank_summary(m, w) for w, m in models]) \
+    o = overview(model, distributed(models), worker, len(models), ranks=tuple(rank_summary(m, w) for w, m in models)) \
         if multi else overview(model)
     for r in o["recommendations"]:
         assert r["saving_us"] >= 0
