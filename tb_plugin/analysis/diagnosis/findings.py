@@ -22,7 +22,9 @@ from ..kernels import kernel_table
 from ..memory import memory_curve
 from ..steps import breakdown, find_steps
 from ..summary import devices
+from ..whatif.changes import Change
 from . import evidence as E
+from . import fixes
 from .roofline_notes import tensor_core_clause, waste_clause
 
 DOCS = {
@@ -81,12 +83,24 @@ class Finding:
     evidence: list[dict[str, Any]] = field(default_factory=list)
     cause: bool = True  # False: says where to look (outliers, memory), never becomes the verdict
     fallback: bool = False  # the verdict only when no cause saves ≥ 10 % (GPU-bound, CPU compute-bound)
+    change: Change | None = None  # the fix as a what-if change: saving_us is then replayed (diagnosis.replayed)
+    what_if: dict[str, Any] | None = None  # the replay's answer (set by diagnosis.replayed)
 
     def as_dict(self, facts: Facts) -> dict[str, Any]:
         return {"id": self.kind, "kind": self.kind, "title": TITLES[self.kind],
                 "text": f"{self.headline}. {self.advice}", "headline": self.headline, "advice": self.advice,
                 "saving_us": float(self.saving_us), "share": facts.share(self.saving_us),
-                "evidence": self.evidence, "suggests": self.suggests, "link": self.link, "cause": self.cause}
+                "evidence": self.evidence, "suggests": self.suggests, "link": self.link, "cause": self.cause,
+                "what_if": self.what_if, "estimated": _estimated(self)}
+
+
+def _estimated(f: Finding) -> str:
+    """How the saving was found: a what-if replay of the fix, a rule of thumb, or none (no saving claimed)."""
+    if f.what_if is not None:
+        return "replay"
+    if f.kind == "outlier_steps":
+        return "measured"  # the steps' own spread, not a prediction
+    return "rule of thumb" if f.saving_us > 0 else "none"
 
 
 def ms(us: float) -> str:
@@ -158,7 +172,8 @@ def input_bound(f: Facts) -> Finding | None:
     k = worst(loader)
     return Finding("input_bound", f"DataLoader waits {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))})",
                    advice, mean, suggests, DOCS["dataloader"],
-                   [trace_link(f, k, f"DataLoader in {step_label(f, k)}", "enumerate(DataLoader)")])
+                   [trace_link(f, k, f"DataLoader in {step_label(f, k)}", "enumerate(DataLoader)")],
+                   change=fixes.input_wait(f.model))
 
 
 def cpu_tensor_creation(f: Facts) -> Finding | None:
@@ -185,7 +200,8 @@ def cpu_tensor_creation(f: Facts) -> Finding | None:
                    "Create them on the GPU (torch.randn(..., device='cuda'), torch.empty(..., device='cuda')"
                    ".normal_()) instead of on the CPU followed by a copy.",
                    mean, ["gpu_tensor_creation"], DOCS["creation"],
-                   [operator_link(top), trace_link(f, k, f"{top} in {step_label(f, k)}", top)])
+                   [operator_link(top), trace_link(f, k, f"{top} in {step_label(f, k)}", top)],
+                   change=fixes.gpu_creation(f.model))
 
 
 def _gpu_busy(f: Facts) -> float:
@@ -226,7 +242,8 @@ def cpu_bound(f: Facts) -> Finding | None:
         links.append(gpu_link("idle", "idle time by stream in GPU insights"))
     kind = "cpu_bound" if _gpu_busy(f) < 0.5 else "gpu_idle_gaps"
     return Finding(kind, f"The GPU is idle {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))}) "
-                   f"while the host runs operators and Python{split}", advice, mean, suggests, DOCS["compile"], links)
+                   f"while the host runs operators and Python{split}", advice, mean, suggests, DOCS["compile"], links,
+                   change=fixes.compiled_step(f.model, kind))
 
 
 def _launch_bound(f: Facts) -> bool:
@@ -268,7 +285,8 @@ def launch_bound(f: Facts) -> Finding | None:
                    f"{ms(mean)} per step ({pct(f.share(mean))}) waiting for launches", advice, mean, suggests,
                    DOCS["graphs"],
                    [trace_link(f, k, f"launches in {step_label(f, k)}"), kernel_link("Kernels"),
-                    gpu_link("launch", "launch statistics in GPU insights")])
+                    gpu_link("launch", "launch statistics in GPU insights")],
+                   change=fixes.graph_replay(f.model, "launch_bound"))
 
 
 def sync_bound(f: Facts) -> Finding | None:
@@ -296,7 +314,7 @@ def sync_bound(f: Facts) -> Finding | None:
                    f"({pct(f.share(mean))}) follows the syncs",
                    "Keep values on the GPU: read losses and metrics every N steps (accumulate them in a GPU tensor), "
                    "and avoid .item()/.cpu()/print on GPU tensors inside the step.",
-                   mean, ["fewer_syncs"], DOCS["sync"], links)
+                   mean, ["fewer_syncs"], DOCS["sync"], links, change=fixes.drop_syncs(f.model))
 
 
 def pageable_copies(f: Facts) -> Finding | None:
@@ -319,7 +337,8 @@ def pageable_copies(f: Facts) -> Finding | None:
     k = worst(c.time)
     return Finding("pageable_copies", f"{c.pageable} host-to-device copies come from pageable memory{size}: "
                    f"{ms(mean)} per step ({pct(f.share(mean))}); the host blocks on each", advice, mean, suggests,
-                   DOCS["pin_memory"], [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy HtoD (Pageable")])
+                   DOCS["pin_memory"], [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy HtoD (Pageable")],
+                   change=fixes.pinned_copies(f.model, f.context))
 
 
 def copy_bound(f: Facts) -> Finding | None:
@@ -337,7 +356,8 @@ def copy_bound(f: Facts) -> Finding | None:
                    f"({pct(f.share(mean))})", "Keep tensors on the GPU across steps (no .cpu()/.to() round trips), "
                    "and overlap the remaining copies with compute (non_blocking=True on a side stream).",
                    mean, ["fewer_copies"], DOCS["tuning"], [trace_link(f, k, f"copies in {step_label(f, k)}",
-                                                                       "Memcpy")])
+                                                                       "Memcpy")],
+                   change=fixes.overlap_copies(f.model))
 
 
 def low_tensor_cores(f: Facts) -> Finding | None:
@@ -361,7 +381,8 @@ def low_tensor_cores(f: Facts) -> Finding | None:
     return Finding("low_tensor_cores", f"{pct(gap.share)} of the kernel time is in matmul/convolution/attention "
                    f"kernels that use no tensor cores on {f.context['device']} (compute capability {cc}): "
                    f"{ms(mean)} per step{tensor_core_clause(f.model)}", advice, mean / 2, suggests, DOCS["amp"],
-                   [kernel_link("Kernels"), gpu_link("roofline", "roofline in GPU insights")])
+                   [kernel_link("Kernels"), gpu_link("roofline", "roofline in GPU insights")],
+                   change=fixes.tensor_cores(f.model, f.context))
 
 
 def _parallel_advice(f: Facts) -> tuple[str, list[str], str]:
@@ -407,7 +428,8 @@ def straggler_wait(f: Facts) -> Finding | None:
                    [distributed_link(other, f"rank {other} in Distributed"),
                     {"view": "Overview", "params": {"worker": job.get("straggler_worker")},
                      "label": f"rank {other}'s Overview"},
-                    trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")])
+                    trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")],
+                   change=fixes.faster_straggler(job))
 
 
 def _collective_mix(f: Facts) -> str:
@@ -441,7 +463,8 @@ def communication(f: Facts) -> Finding | None:
     return Finding("communication_bound", f"{what}{_collective_mix(f)} move data {ms(mean)} of {ms(f.step_us)} "
                    f"per step ({pct(f.share(mean))}) not hidden by computation{also}", advice, mean, suggests, link,
                    [distributed_link(job.get("rank"), "Distributed view"),
-                    trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")])
+                    trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")],
+                   change=fixes.overlap_comm(f.model))
 
 
 def straggler(f: Facts) -> Finding | None:
@@ -462,7 +485,8 @@ def straggler(f: Facts) -> Finding | None:
     return Finding("straggler", f"This rank is the straggler: the other ranks wait {ms(others)} per step for it"
                    f"{cost}{why}", "Find what this rank does that the others do not (data, host work, a slower "
                    "device) and even it out; every rank gains the wait.", stalled, ["fix_straggler"],
-                   DOCS["distributed"], [distributed_link(job.get("rank"), "Distributed view")])
+                   DOCS["distributed"], [distributed_link(job.get("rank"), "Distributed view")],
+                   change=fixes.even_out(f.model, idle) if idle > 500 else None)
 
 
 def diff_link(f: Facts, slow: int, fast: int) -> dict[str, Any]:

@@ -86,6 +86,9 @@ export interface Recommendation {
   cause?: boolean;
   suggests?: string[];
   evidence?: Evidence[];
+  /** the fix replayed alone (null: the saving is a rule of thumb, or none is claimed) */
+  what_if?: { id: string; saving_us: number; predicted_step_us: number; baseline_step_us: number; model: string; label: string } | null;
+  estimated?: "replay" | "rule of thumb" | "measured" | "none";
 }
 
 export interface Verdict {

@@ -18,6 +18,7 @@ import { rowLinkButton, traceWindowState } from "../common/traceLink";
 import { loadView } from "../../loadView";
 import { fetchFor, left } from "../common/ui";
 import type { ViewContext } from "../types";
+import { whatIfCard } from "./whatIf";
 import { mfuCard } from "./mfuCard";
 
 export const HELP = {
@@ -242,7 +243,13 @@ export function openEvidence(ctx: ViewContext, e: Evidence): void {
 }
 
 const SAVING_HELP =
-  "Estimated saving per step if this cause were removed; each kind's formula is in the guide (docs/guide/overview.md). Findings are ranked by it.";
+  "Estimated saving per step if this cause were removed: the step time replayed with the finding's fix (a what-if replay of the trace), where the finding names one; else the rule's estimate (docs/guide/overview.md). Findings are ranked by it.";
+
+function savingTitle(r: Recommendation): string {
+  const w = r.what_if;
+  if (!w) return `${SAVING_HELP}\nThis one: ${r.estimated ?? "rule of thumb"}.`;
+  return `${SAVING_HELP}\nReplayed (${w.model}): ${w.label}: ${formatDuration(w.baseline_step_us)} → ${formatDuration(w.predicted_step_us)} per step.`;
+}
 
 function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLElement {
   const href = safeLink(r.link);
@@ -258,7 +265,7 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
       { class: "ptp-finding-head" },
       h("strong", { class: "ptp-finding-title" }, r.title),
       saving !== null && saving > 0
-        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: SAVING_HELP }, `est. −${formatDuration(saving)}/step${num(r.share) !== null ? ` (${formatPercent1(r.share)})` : ""}`)
+        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: savingTitle(r), dataset: { estimated: r.estimated ?? "" } }, `est. −${formatDuration(saving)}/step${num(r.share) !== null ? ` (${formatPercent1(r.share)})` : ""}`)
         : null,
     ),
     h("span", { class: "ptp-rec-text" }, r.text),
@@ -422,6 +429,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       "div",
       { class: "ptp-view ptp-overview", testid: "overview" },
       diagnosisCard(ctx, data, gpuTrace),
+      whatIfCard(ctx, data.recommendations, data.verdict?.id),
       data.mfu && (gpuTrace || data.mfu.model_flops_per_step > 0) ? mfuCard(ctx, data.mfu) : null,
       data.notes.map((n) => h("div", { class: "ptp-note", testid: "overview-note", role: "note" }, infoIcon("A note from the analysis."), h("span", {}, n))),
       h("div", { class: "ptp-grid ptp-grid-cards" }, configurationCard(data), gpuTrace ? data.gpus.map(gpuCard) : null),
