@@ -117,8 +117,10 @@ CORPUS = [
     # host 17.2 ms (13.5-13.8 ms of it the loss.item() waiting for the queue); the GPU idles from loss.item()'s
     # return through the per-sample reads, 5.0 ms a step, which a host not held would have overlapped with the
     # queued work (test_item_sync_numbers_from_the_raw_trace checks these against the raw JSON).
+    # The sync is named in the user's terms: .item() at the loop's line (its Python frames).
     Case("samples/item_sync", "sync_bound", r"The host waits for the GPU 257\.0 times per step \(cudaStreamSynchronize "
-         r"inside aten::_local_scalar_dense\).*blocked 17\.2 ms per step.*: 5\.0 ms of GPU idle per step \(17 %\)"),
+         r"inside aten::_local_scalar_dense: \.item\(\) at bottleneck\.py:216 \(step\)\).*blocked 17\.2 ms per step.*: "
+         r"5\.0 ms of GPU idle per step \(17 %\)"),
     # fsdp_comm: rank 1's host issues each collective later, so rank 0 waits 15.4 ms a step in them (the
     # Distributed view's sync time), but its own host is busy meanwhile: the wait stalls it 1.5 ms. The FSDP
     # transfer itself, 6.5 ms not hidden by computation, is the largest saving.
@@ -309,14 +311,16 @@ def test_sync_does_not_take_the_hosts_own_time(tmp_path: Path) -> None:
     """1980 µs of host work after the sync: the GPU idles 1005 → 2993 (1988 µs). Replayed without the 910 µs wait
     the tail would start at 2083: 910 µs of the gap are the sync's. The post-sync bubble adds nothing: it stops
     where the host turns to aten::cat (1010), an operator that launches nothing, so it is 1005 → 1010, inside the
-    replay's share. The rest is aten::cat's (host-bound) and ranks first: 1915 → 2990 under aten::cat (1075 µs)
-    plus the step's first 6 µs under aten::mm, before the gemm."""
+    replay's share. The rest is aten::cat's: the main thread computing on the CPU (it launches nothing), 1915 →
+    2990 (1075 µs), ranks first as *Host compute in the step*; the step's first 6 µs under aten::mm, before the
+    gemm, are below any finding's threshold."""
     o = overview(model_of(tmp_path, _item_sync_steps(1_980), deviceProperties=PROPS))
     check_shape(o)
     by_kind = {r["kind"]: r for r in o["recommendations"]}
     assert by_kind["sync_bound"]["saving_us"] == pytest.approx(910)
-    assert by_kind["cpu_bound"]["saving_us"] == pytest.approx(1_075 + 6)
-    assert o["verdict"]["kind"] == "cpu_bound" and "aten::cat" in by_kind["cpu_bound"]["text"]
+    assert by_kind["host_compute"]["saving_us"] == pytest.approx(1_075)
+    assert o["verdict"]["kind"] == "host_compute" and "aten::cat (2.0 ms)" in by_kind["host_compute"]["text"]
+    assert "cpu_bound" not in by_kind
 
 
 def _late_sync_steps() -> list[dict[str, Any]]:

@@ -12,7 +12,13 @@ from typing import Any
 from ...model.tables import TraceModel
 from ..steps import find_steps
 from .context import run_context
-from .findings import RULES, TITLES, Facts, Finding, ms
+from . import rules_causes
+from .findings import RULES as SYMPTOM_RULES
+from .findings import TITLES as SYMPTOM_TITLES
+from .findings import Facts, Finding, ms
+
+RULES = rules_causes.RULES + SYMPTOM_RULES
+TITLES = {**SYMPTOM_TITLES, **rules_causes.TITLES}
 
 VERDICT_SHARE = 0.10  # a cause becomes the verdict when it saves at least this share of the step
 
@@ -51,15 +57,18 @@ def _verdict(found: list[Finding], facts: Facts) -> dict[str, Any]:
     causes = [f for f in found if f.cause and not f.fallback and f.saving_us >= VERDICT_SHARE * facts.step_us]
     pick = causes[0] if causes else next((f for f in found if f.fallback), None)
     if pick is None:
-        return {"kind": "none", "id": None, "saving_us": 0.0,
+        return {"kind": "none", "id": None, "saving_us": 0.0, "where": None,
                 "text": "No dominant bottleneck: no cause would save 10 % of the step."}
-    text = f"{TITLES[pick.kind]}: {pick.headline}"
+    # the symptom's title with where its cause lives: "Launch-bound at train.py:74 (train_step) → loss.backward: …"
+    at = pick.where.text() if pick.where else ""
+    text = f"{TITLES[pick.kind]}{f' at {at}' if at else ''}: {pick.headline}"
     if pick.saving_us > 0:
         text += f"; est. −{ms(pick.saving_us)}/step"
     job = facts.job or {}
     if job.get("straggler_rank") is not None and job["straggler_rank"] == job.get("rank") and pick.kind != "straggler":
         text += f". This rank is the job's straggler: the others wait {ms(float(job['others_wait_us']))}/step for it"
-    return {"kind": pick.kind, "id": pick.kind, "saving_us": float(pick.saving_us), "text": text}
+    return {"kind": pick.kind, "id": pick.kind, "saving_us": float(pick.saving_us), "text": text,
+            "where": pick.where.as_dict() if at and pick.where else None}
 
 
 def diagnose(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ...model import intervals as iv
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
 from ..communication import collectives
@@ -23,6 +24,7 @@ from ..memory import memory_curve
 from ..steps import breakdown, find_steps
 from ..summary import devices
 from . import evidence as E
+from .location import Where, locate, locate_rows, short_frame, threads_of
 
 DOCS = {
     "dataloader": "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
@@ -80,12 +82,22 @@ class Finding:
     evidence: list[dict[str, Any]] = field(default_factory=list)
     cause: bool = True  # False: says where to look (outliers, memory), never becomes the verdict
     fallback: bool = False  # the verdict only when no cause saves ≥ 10 % (GPU-bound, CPU compute-bound)
+    where: Where | None = None  # where in the step the evidence lives (``location.py``)
+    confidence: str = "high"  # high: the trace shows the cause; medium: inferred from its effects; low: a guess
+    # how ``saving_us`` is estimated: "measured" (the time the evidence takes, e.g. the DataLoader wait),
+    # "replayed" (a what-if replay of the change), "rule of thumb" (a formula; "provisional" until replayed)
+    estimated: str = "measured"
+    rows: np.ndarray | None = field(default=None, repr=False)  # the event rows a change would act on
 
     def as_dict(self, facts: Facts) -> dict[str, Any]:
-        return {"id": self.kind, "kind": self.kind, "title": TITLES[self.kind],
+        from .rules_causes import TITLES as CAUSE_TITLES
+
+        return {"id": self.kind, "kind": self.kind, "title": {**TITLES, **CAUSE_TITLES}[self.kind],
                 "text": f"{self.headline}. {self.advice}", "headline": self.headline, "advice": self.advice,
                 "saving_us": float(self.saving_us), "share": facts.share(self.saving_us),
-                "evidence": self.evidence, "suggests": self.suggests, "link": self.link, "cause": self.cause}
+                "evidence": self.evidence, "suggests": self.suggests, "link": self.link, "cause": self.cause,
+                "where": self.where.as_dict() if self.where and self.where.text() else None,
+                "confidence": self.confidence, "estimated": self.estimated}
 
 
 def ms(us: float) -> str:
@@ -192,9 +204,35 @@ def _gpu_busy(f: Facts) -> float:
     return 1.0 - f.share(float(idle.mean())) if len(idle) else 0.0
 
 
+def mostly_at(where: Where) -> str:
+    """"; mostly at train.py:74 (train_step) → torch._tensor.backward (78 % of it)" for a headline."""
+    text = where.text()
+    if not text:
+        return ""
+    share = f" ({pct(where.share)} of it)" if where.frame and 0 < where.share < 0.9 else ""
+    return f"; mostly at {text}{share}"
+
+
+def _host_advice(f: Facts, where: Where) -> tuple[str, list[str]]:
+    """What cuts the host's work, given what the run already does and where the work is: the backward pass
+    (autograd launches each kernel from its own thread), the optimizer, or the model's forward."""
+    api = where.api() or ""
+    if not f.uses("torch_compile"):
+        part = ("the backward pass (autograd launches every kernel one by one)" if api.endswith("backward") else
+                f"'{where.annotation}'" if where.annotation and where.annotation != "backward" else "the model")
+        return (f"Cut the host work per step in {part}: torch.compile the model (fewer, fused kernels, backward "
+                "included), use larger batches", ["torch_compile", "larger_batch"])
+    if not f.uses("cuda_graphs"):
+        return ("The model is compiled, yet the host still leaves the GPU idle: replay the step as a CUDA graph "
+                "(torch.compile(mode='reduce-overhead')), use larger batches", ["cuda_graphs", "larger_batch"])
+    return ("The run is compiled and replays CUDA graphs: the host work below runs outside them; move it out of "
+            "the step or into the captured region", ["more_graph_capture"])
+
+
 def cpu_bound(f: Facts) -> Finding | None:
     """GPU idle while the host runs operators/Python ≥ 20 % of the step; saving: that time. "CPU-bound" only where
-    the GPU is busy < 50 % of the step; above, the same evidence is "GPU idle gaps" (the GPU is mostly busy)."""
+    the GPU is busy < 50 % of the step; above, the same evidence is "GPU idle gaps" (the GPU is mostly busy). The
+    finding says where the host is meanwhile (``location.locate`` of the idle time)."""
     if not f.gpu or _launch_bound(f):
         return None
     gap = E.host_gap(f.model)
@@ -203,29 +241,22 @@ def cpu_bound(f: Facts) -> Finding | None:
         return None
     hot = E.hot_ops_in_gaps(f.model)
     named = ", ".join(f"{h.name} ({ms(h.gap_us)}{f' in {h.region}' if h.region else ''})" for h in hot)
-    if not f.uses("torch_compile"):
-        advice, suggests = "Cut the host work per step: torch.compile the model, use larger batches", ["torch_compile",
-                                                                                                        "larger_batch"]
-    elif not f.uses("cuda_graphs"):
-        advice = ("The model is compiled, yet the host still leaves the GPU idle: replay the step as a CUDA graph "
-                  "(torch.compile(mode='reduce-overhead')), use larger batches")
-        suggests = ["cuda_graphs", "larger_batch"]
-    else:
-        advice, suggests = ("The run is compiled and replays CUDA graphs: the operators below run outside them; "
-                            "move them out of the step or into the captured region"), ["more_graph_capture"]
+    where = locate(f.model, E.host_gap_intervals(f.model))
+    advice, suggests = _host_advice(f, where)
     advice += f". Operators in the GPU-idle gaps: {named}." if named else "."
     k = worst(gap)
     links = [operator_link(h.name) for h in hot] + [trace_link(f, k, f"GPU-idle gaps in {step_label(f, k)}")]
     hw = E.host_wait(f.model)
     split = ""
     if hw is not None and hw.idle > 0:
-        where = f"GPU {hw.device} stream {hw.stream}" if hw.device is not None else f"stream {hw.stream}"
-        split = (f"; on {where}, {ms(hw.host_wait)} of its {ms(hw.idle)} idle per step is host wait (the next "
+        at = f"GPU {hw.device} stream {hw.stream}" if hw.device is not None else f"stream {hw.stream}"
+        split = (f"; on {at}, {ms(hw.host_wait)} of its {ms(hw.idle)} idle per step is host wait (the next "
                  "kernel not yet launched)")
         links.append(gpu_link("idle", "idle time by stream in GPU insights"))
     kind = "cpu_bound" if _gpu_busy(f) < 0.5 else "gpu_idle_gaps"
     return Finding(kind, f"The GPU is idle {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))}) "
-                   f"while the host runs operators and Python{split}", advice, mean, suggests, DOCS["compile"], links)
+                   f"while the host runs operators and Python{mostly_at(where)}{split}", advice, mean, suggests,
+                   DOCS["compile"], links, where=where, confidence="medium")
 
 
 def _launch_bound(f: Facts) -> bool:
@@ -240,13 +271,16 @@ def _launch_bound(f: Facts) -> bool:
 
 def launch_bound(f: Facts) -> Finding | None:
     """Launch-bound (see ``_launch_bound``): it replaces CPU-bound, whose evidence it explains; saving: the GPU
-    idle time while the host runs (as CPU-bound), at least the launch overhead."""
+    idle time while the host runs (as CPU-bound), at least the launch overhead. Kernels a graph launch
+    (``cudaGraphLaunch``) replays are not launched one by one: they never count. Says where the short kernels are
+    launched from (their launches' location)."""
     if not _launch_bound(f):
         return None
     lo = E.launch_overhead(f.model)
     gap = E.host_gap(f.model)
     per = np.maximum(lo.overhead, gap)
     mean = float(per.mean())
+    where = locate_rows(f.model, lo.rows)
     if not f.uses("torch_compile"):
         advice, suggests = "Fuse the small operations with torch.compile, or batch the work into fewer kernels.", [
             "torch_compile"]
@@ -254,25 +288,49 @@ def launch_bound(f: Facts) -> Finding | None:
         advice, suggests = ("The model is compiled; replay it as a CUDA graph (torch.compile(mode='reduce-overhead')) "
                             "so one launch replaces many."), ["cuda_graphs"]
     else:
-        advice, suggests = ("CUDA graphs are in use, yet these kernels are launched one by one outside them: capture "
-                            "this part of the step too."), ["more_graph_capture"]
+        advice, suggests = (f"CUDA graphs replay {lo.graphed} kernels in the steps, yet these {lo.kernels} are "
+                            "launched one by one outside them: capture this part of the step too."), [
+            "more_graph_capture"]
     n = max(find_steps(f.model).count, 1)
     k = worst(per)
     st = E.launch_summary(f.model)
     delay = (f"; launch delay p50 {st['launch_delay_p50_us']:.1f} µs, p95 {st['launch_delay_p95_us']:.1f} µs"
              if st["launch_delay_p50_us"] is not None else "")
+    graphed = f", not counting {lo.graphed} that CUDA graphs replay" if lo.graphed else ""
     return Finding("launch_bound", f"{lo.short} of {lo.kernels} kernels ({pct(lo.short / lo.kernels)}; "
-                   f"{lo.kernels / n:.0f} per step) ran shorter than the CPU call that launched them (median kernel "
-                   f"{lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs{delay}): the GPU idles "
-                   f"{ms(mean)} per step ({pct(f.share(mean))}) waiting for launches", advice, mean, suggests,
-                   DOCS["graphs"],
+                   f"{lo.kernels / n:.0f} per step{graphed}) ran shorter than the CPU call that launched them (median kernel {lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs"
+                   f"{delay}): the GPU idles {ms(mean)} per step ({pct(f.share(mean))}) waiting for launches"
+                   f"{mostly_at(where)}", advice, mean, suggests, DOCS["graphs"],
                    [trace_link(f, k, f"launches in {step_label(f, k)}"), kernel_link("Kernels"),
-                    gpu_link("launch", "launch statistics in GPU insights")])
+                    gpu_link("launch", "launch statistics in GPU insights")], where=where, confidence="medium")
+
+
+# what the user wrote, by the API the trace shows at the sync (``Where.api``) or by the operator it ran in
+_SYNC_API = (("item", ".item()"), ("tolist", ".tolist()"), ("print", "print()"), ("__format__", "formatting"),
+             ("__repr__", "printing"), ("__str__", "printing"), ("cpu", ".cpu()"), ("numpy", ".numpy()"),
+             ("to", ".to('cpu')"), ("synchronize", "torch.cuda.synchronize()"), ("nonzero", ".nonzero()"),
+             ("__bool__", "a GPU tensor in an if"), ("is_nonzero", "a GPU tensor in an if"))
+
+
+def sync_api(where: Where, sources: list[str]) -> str | None:
+    """The user's call that syncs: from the API at the user's frame, else from the operator the sync ran in."""
+    api = (where.api() or "").rsplit(".", 1)[-1]
+    for name, text in _SYNC_API:
+        if api == name:
+            return text
+    if "aten::_local_scalar_dense" in sources:
+        return ".item() (or .tolist(), printing a GPU tensor)"
+    if {"aten::to", "aten::_to_copy", "aten::copy_"} & set(sources):
+        return ".cpu() / .to('cpu')"
+    if "aten::nonzero" in sources:
+        return ".nonzero() (or boolean-mask indexing)"
+    return None
 
 
 def sync_bound(f: Facts) -> Finding | None:
     """GPU busy < 90 % and the GPU-idle time the host syncs cost (``sync_cost``: a replay of the step with the
-    host never blocked) ≥ 2 % of the step; saving: that time."""
+    host never blocked) ≥ 2 % of the step; saving: that time. Names the user's call that syncs (``.item()``,
+    ``.cpu()``, ``.tolist()``, ``print``) and its line, from the Python frames around the blocked time."""
     if not f.gpu or _gpu_busy(f) >= 0.9:
         return None
     s = E.host_syncs(f.model)
@@ -280,9 +338,11 @@ def sync_bound(f: Facts) -> Finding | None:
     mean = float(cost.saving.mean()) if len(cost.saving) else 0.0
     if not len(s.calls) or s.calls.sum() == 0 or f.share(mean) < 0.02:
         return None
+    where = locate(f.model, iv.union(cost.blocked_start, cost.blocked_end), threads_of(f.model, cost.rows))
+    api = sync_api(where, s.sources)
     item = "aten::_local_scalar_dense" in s.sources
     within = f" inside {', '.join(s.sources[:3])}" if s.sources else ""
-    why = " (aten::_local_scalar_dense is .item(), .tolist() or printing a GPU tensor)" if item else ""
+    why = f": {api}{_at_frame(where)}" if api else ""
     k = worst(cost.saving)
     q = "aten::_local_scalar_dense" if item else s.names[0]
     links = [trace_link(f, k, f"syncs in {step_label(f, k)}", q)]
@@ -290,12 +350,16 @@ def sync_bound(f: Facts) -> Finding | None:
         links.append(operator_link("aten::_local_scalar_dense", ".item() calls in Operators"))
     blocked = float(cost.blocked.mean())
     return Finding("sync_bound", f"The host waits for the GPU {float(s.calls.mean()):.1f} times per step "
-                   f"({', '.join(s.names)}{within}){why}, blocked {ms(blocked)} per step; each time the GPU's queue "
+                   f"({', '.join(s.names)}{within}{why}), blocked {ms(blocked)} per step; each time the GPU's queue "
                    f"runs dry and it then waits for the host's next launches: {ms(mean)} of GPU idle per step "
                    f"({pct(f.share(mean))}) follows the syncs",
-                   "Keep values on the GPU: read losses and metrics every N steps (accumulate them in a GPU tensor), "
-                   "and avoid .item()/.cpu()/print on GPU tensors inside the step.",
-                   mean, ["fewer_syncs"], DOCS["sync"], links)
+                   f"Keep values on the GPU{f' instead of {api}' if api else ''}: read losses and metrics every N "
+                   "steps (accumulate them in a GPU tensor), and avoid .item()/.cpu()/.tolist()/print on GPU tensors "
+                   "inside the step.", mean, ["fewer_syncs"], DOCS["sync"], links, where=where, estimated="replayed")
+
+
+def _at_frame(where: Where) -> str:
+    return f" at {short_frame(where.frame)}" if where.frame else ""
 
 
 def pageable_copies(f: Facts) -> Finding | None:
