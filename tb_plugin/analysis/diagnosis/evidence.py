@@ -243,6 +243,30 @@ def h2d_copies(model: TraceModel) -> Copies:
                   time=per_step(model, _spans(model, mask)), pinned=int(pinned.sum()))
 
 
+@memoized
+def copy_directions(model: TraceModel) -> tuple[dict[str, float], np.ndarray, str]:
+    """Per step: device time of copies by direction (HtoD, DtoH, DtoD, PtoP), the launch calls of the dominant
+    direction's copies inside steps, and that direction."""
+    ev = model["events"]
+    dev = model["device_events"]
+    tree = host_tree(model)
+    names = ev["name"][dev["row"]]
+    copies = ev["kind"][dev["row"]] == Kind.MEMCPY
+    n = max(find_steps(model).count, 1)
+    out: dict[str, float] = {}
+    for d in ("HtoD", "DtoH", "DtoD", "PtoP"):
+        mask = np.zeros(model.n_events, dtype=bool)
+        mask[dev["row"][copies & name_mask(model, names, lambda s, d=d: d in s)]] = True
+        out[d] = float(per_step(model, _spans(model, mask)).sum()) / n
+    top = max(out, key=lambda d: out[d])
+    mine = copies & name_mask(model, names, lambda s: top in s) & (tree.device_launch >= 0)
+    launches = tree.device_launch[mine]
+    steps = find_steps(model)
+    k = np.searchsorted(steps.start, tree.start[launches], side="right") - 1
+    inside = (k >= 0) & (tree.start[launches] < take(steps.end, k, -np.inf))
+    return out, tree.rows[launches[inside]], top
+
+
 @dataclass(frozen=True)
 class TensorCoreGap:
     eligible: PerStep  # kernel time of tensor-core-eligible operators without tensor-core kernels, per step

@@ -385,8 +385,22 @@ def pageable_copies(f: Facts) -> Finding | None:
                    DOCS["pin_memory"], [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy HtoD (Pageable")])
 
 
+_DIRECTIONS = (("HtoD", "host to device"), ("DtoH", "device to host"), ("DtoD", "device to device"),
+               ("PtoP", "peer to peer"))
+_COPY_ADVICE = {
+    "HtoD": "Copy the data to the GPU once and keep it there (no per-step .to('cuda') of the same tensors); copy "
+            "the rest from pinned memory with non_blocking=True, prefetching the next batch on a side stream.",
+    "DtoH": "Keep results on the GPU: a .cpu()/.numpy()/.tolist() per step copies them back (and waits for them); "
+            "read them every N steps.",
+    "DtoD": "Avoid device copies in the model: .contiguous(), .clone() and layout changes (permute then reshape) "
+            "copy whole tensors; keep one layout (e.g. channels_last end to end).",
+    "PtoP": "Peer copies between GPUs: keep each tensor on the GPU that uses it, or overlap the copies with compute.",
+}
+
+
 def copy_bound(f: Facts) -> Finding | None:
-    """Memcpy ≥ 10 % of the step (beyond the pageable copies, counted above); saving: that copy time."""
+    """Memcpy ≥ 10 % of the step (beyond the pageable copies, counted above); saving: that copy time. Says which
+    direction dominates and where the copies are made (their launches' location)."""
     if not f.gpu:
         return None
     memcpy = breakdown(f.model).per_step["Memcpy"]
@@ -395,12 +409,14 @@ def copy_bound(f: Facts) -> Finding | None:
     mean = float(extra.mean()) if len(extra) else 0.0
     if f.share(float(memcpy.mean()) if len(memcpy) else 0.0) < 0.1 or mean <= 0:
         return None
+    split, rows, top = E.copy_directions(f.model)
+    parts = ", ".join(f"{label} {ms(split[d])}" for d, label in _DIRECTIONS if split.get(d, 0.0) > 0)
+    where = locate_rows(f.model, rows) if len(rows) else Where()
     k = worst(memcpy)
-    return Finding("copy_bound", f"Memory copies not hidden by kernels take {ms(mean)} per step "
-                   f"({pct(f.share(mean))})", "Keep tensors on the GPU across steps (no .cpu()/.to() round trips), "
-                   "and overlap the remaining copies with compute (non_blocking=True on a side stream).",
-                   mean, ["fewer_copies"], DOCS["tuning"], [trace_link(f, k, f"copies in {step_label(f, k)}",
-                                                                       "Memcpy")])
+    return Finding("copy_bound", f"Memory copies not hidden by kernels take {ms(mean)} of {ms(f.step_us)} per step "
+                   f"({pct(f.share(mean))}){f'; by direction, {parts}' if parts else ''}{mostly_at(where)}",
+                   _COPY_ADVICE.get(top, _COPY_ADVICE["HtoD"]), mean, ["fewer_copies"], DOCS["tuning"],
+                   [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy")], where=where)
 
 
 def low_tensor_cores(f: Facts) -> Finding | None:
@@ -583,17 +599,18 @@ def memory_pressure(f: Facts) -> Finding | None:
 
 
 def gpu_bound(f: Facts) -> Finding | None:
-    """Computation on the GPU (kernels, copies, sets; collectives not: a collective kernel may be waiting) ≥ 80 %
-    of the step: the kernels set the pace (no saving estimate: it depends on the kernels)."""
+    """Kernels (the *Kernel* category: computation, collectives not) ≥ 80 % of the step: the kernels set the pace
+    (no saving estimate: it depends on the kernels). Copies are not computation (a copy-bound step is *Copy-bound*),
+    nor is a collective kernel, which may be waiting for another rank."""
     if not f.gpu:
         return None
     per = breakdown(f.model).per_step
-    busy = f.share(float(sum(per[c].mean() for c in ("Kernel", "Memcpy", "Memset"))))
+    busy = f.share(float(per["Kernel"].mean()))
     if busy < 0.8:
         return None
     top = kernel_table(f.model)[:3]
     named = ", ".join(r["name"][:60] for r in top)
-    return Finding("gpu_bound", f"The GPU is busy {pct(busy)} of the step", f"The kernels set the pace: make them "
+    return Finding("gpu_bound", f"Kernels run {pct(busy)} of the step", f"The kernels set the pace: make them "
                    f"faster or do less work (top kernels: {named}).", 0.0, [], DOCS["tuning"],
                    [kernel_link("Kernels")], fallback=True)
 
