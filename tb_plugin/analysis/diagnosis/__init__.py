@@ -39,6 +39,9 @@ def job_picture(job: dict[str, Any] | None, worker: str | None) -> dict[str, Any
     return {
         "rank": me["rank"], "world_size": job.get("world_size") or len(rows),
         "wait_us": me["sync_us"], "host_wait_us": me["host_wait_us"], "communication_us": me["communication_us"],
+        # collectives' waiting and host syncs, each stall counted once (the Distributed view's ``wait_us``)
+        "stall_wait_us": me.get("wait_us", max(me["sync_us"], me["host_wait_us"])),
+        "own_cause": s.get("own_cause"),
         "stalled_us": me.get("stalled_us", 0.0), "exposed_transfer_us": me.get("exposed_transfer_us", 0.0),
         "straggler_rank": s.get("rank"), "straggler_worker": s.get("worker"),
         "others_wait_us": s.get("others_wait_us"), "others_stalled_us": s.get("others_stalled_us"),
@@ -67,6 +70,9 @@ def _verdict(found: list[Finding], facts: Facts) -> dict[str, Any]:
     job = facts.job or {}
     if job.get("straggler_rank") is not None and job["straggler_rank"] == job.get("rank") and pick.kind != "straggler":
         text += f". This rank is the job's straggler: the others wait {ms(float(job['others_wait_us']))}/step for it"
+        cause = job.get("own_cause")
+        if cause:
+            text += f"; it spends {ms(float(cause['us']))}/step in {cause['text']}, the others {ms(cause['others_us'])}"
     return {"kind": pick.kind, "id": pick.kind, "saving_us": float(pick.saving_us), "text": text,
             "where": pick.where.as_dict() if at and pick.where else None}
 

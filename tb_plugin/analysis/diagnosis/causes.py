@@ -29,7 +29,7 @@ from ...model.arrays import take
 from ...model.derived import memoized
 from ...model.kinds import DEVICE_KINDS, Kind
 from ...model.names import name_mask
-from ...model.optree import HostTree, host_tree
+from ...model.optree import HostTree, host_tree, launch_rows
 from ...model.tables import TraceModel
 from ..steps import find_steps
 from .gpu_time import gpu_idle, spans
@@ -441,6 +441,17 @@ def graph_kernels(model: TraceModel) -> np.ndarray:
     names = take(ev["name"][tree.rows], launch, -1)
     graph: np.ndarray = np.isin(names, model.codes_where(lambda s: _GRAPH_LAUNCH.match(s) is not None)) & (launch >= 0)
     return graph
+
+
+def host_rows(model: TraceModel, rows: np.ndarray) -> np.ndarray:
+    """Event rows with each device event replaced by its launch call (dropped where the launch is unknown)."""
+    dev = model["device_events"]
+    pos = np.full(model.n_events, -1, dtype=np.int64)
+    pos[dev["row"]] = np.arange(len(dev["row"]))
+    at = pos[rows]
+    launch = take(launch_rows(model), at, -1)
+    out = np.where(at >= 0, launch, rows)
+    return out[out >= 0]
 
 
 def device_spans(model: TraceModel, rows: np.ndarray) -> iv.Intervals:

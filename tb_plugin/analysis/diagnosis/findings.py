@@ -9,6 +9,7 @@ evidence.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...model import intervals as iv
+from ...model.kinds import Kind
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
 from ..communication import collectives
@@ -204,6 +206,9 @@ def _gpu_busy(f: Facts) -> float:
     return 1.0 - f.share(float(idle.mean())) if len(idle) else 0.0
 
 
+_ADDRESS = re.compile(r" (?:of (?:[\w.]+ )?object )?at 0x[0-9a-fA-F]+")
+
+
 def mostly_at(where: Where) -> str:
     """"; mostly at train.py:74 (train_step) → torch._tensor.backward (78 % of it)" for a headline."""
     text = where.text()
@@ -235,13 +240,18 @@ def cpu_bound(f: Facts) -> Finding | None:
     finding says where the host is meanwhile (``location.locate`` of the idle time)."""
     if not f.gpu or _launch_bound(f):
         return None
-    gap = E.host_gap(f.model)
+    gap_iv = E.host_gap_intervals(f.model)
+    own = own_cause_rows(f)
+    if len(own):  # the straggler's own cause is its finding's (the job waits for it), not this one's
+        ev = f.model["events"]
+        gap_iv = iv.subtract(gap_iv, iv.union(ev["ts"][own], ev["ts"][own] + np.nan_to_num(ev["dur"][own])))
+    gap = E.per_step(f.model, gap_iv)
     mean = float(gap.mean()) if len(gap) else 0.0
     if f.share(mean) < 0.2:
         return None
     hot = E.hot_ops_in_gaps(f.model)
     named = ", ".join(f"{h.name} ({ms(h.gap_us)}{f' in {h.region}' if h.region else ''})" for h in hot)
-    where = locate(f.model, E.host_gap_intervals(f.model))
+    where = locate(f.model, gap_iv)
     advice, suggests = _host_advice(f, where)
     advice += f". Operators in the GPU-idle gaps: {named}." if named else "."
     k = worst(gap)
@@ -458,8 +468,8 @@ def _parallel_advice(f: Facts) -> tuple[str, list[str], str]:
 
 def straggler_wait(f: Facts) -> Finding | None:
     """Multi-rank: another rank is the straggler and this one waits for it (in collectives beyond the fastest
-    rank's time, and in host synchronisation; the larger of the two where their sum exceeds the step, since they
-    then overlap) ≥ 5 % of the step. Saving: the time the wait *stalls* this rank (``stalled_us`` of the
+    rank's time, or blocked in host synchronisation: the union, each stall counted once, the Distributed view's
+    ``wait_us``) ≥ 5 % of the step. Saving: the time the wait *stalls* this rank (``stalled_us`` of the
     Distributed view: no computation or transfer runs and the host is idle or blocked), not the whole wait: a
     collective that waits on the device while the host works ahead costs nothing until the host has to wait too."""
     job = f.job or {}
@@ -467,9 +477,8 @@ def straggler_wait(f: Facts) -> Finding | None:
     if other is None or other == job.get("rank"):
         return None
     collective, host = float(job["wait_us"]), float(job["host_wait_us"])
-    # The host often blocks (cudaStreamSynchronize) on the very collective that waits on the device: when the two
-    # add up to more than the step they overlap, and the larger one is the wait (a P2P pipeline does this).
-    wait = collective + host if collective + host <= f.step_us else max(collective, host)
+    # The host often blocks (cudaStreamSynchronize) on the very collective that waits on the device: one stall
+    wait = min(float(job.get("stall_wait_us", max(collective, host))), f.step_us)
     if f.share(wait) < 0.05:
         return None
     stalled = min(float(job.get("stalled_us") or 0.0), wait)
@@ -477,10 +486,15 @@ def straggler_wait(f: Facts) -> Finding | None:
     hidden = "" if stalled >= 0.9 * wait else (f"; it stalls this rank {ms(stalled)} per step "
                                                f"({pct(f.share(stalled))}), the rest is hidden behind this rank's "
                                                "own work")
+    cause = job.get("own_cause") or {}
+    why = f"; rank {other} spends {ms(float(cause['us']))} per step in {cause['text']}" if cause else ""
+    parts = [p for p in (f"{ms(collective)} in collectives" if collective >= 1 else "",
+                         f"{ms(host)} blocked in host synchronisation" if host >= 1 else "") if p]
+    split = f" ({' and '.join(parts)}{', overlapping' if len(parts) == 2 else ''})" if parts else ""
     return Finding("straggler_wait", f"This rank waits {ms(wait)} of {ms(f.step_us)} per step ({pct(f.share(wait))}) "
-                   f"for rank {other}, the straggler ({ms(collective)} in collectives, {ms(host)} in host "
-                   f"synchronisation){hidden}", f"Speed up rank {other} (its Overview says why it is slow); "
-                   "compressing or reordering this rank's communication would not shorten the wait.", stalled,
+                   f"for rank {other}, the straggler{split}{why}{hidden}", f"Speed up rank {other} (its Overview "
+                   "says why it is slow); compressing or reordering this rank's communication would not shorten the "
+                   "wait.", stalled,
                    ["fix_straggler"], DOCS["distributed"],
                    [distributed_link(other, f"rank {other} in Distributed"),
                     {"view": "Overview", "params": {"worker": job.get("straggler_worker")},
@@ -522,25 +536,55 @@ def communication(f: Facts) -> Finding | None:
                     trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")])
 
 
+def own_cause_rows(f: Facts) -> np.ndarray:
+    """On the straggler's own trace: the event rows of its own cause (the Python function, operator or kernel that
+    the Distributed view found it spends more time in than the other ranks), names compared without addresses."""
+    job = f.job or {}
+    cause = job.get("own_cause") if job.get("straggler_rank") == job.get("rank") else None
+    if not cause:
+        return np.zeros(0, dtype=np.int64)
+    ev = f.model["events"]
+    want = cause["name"]
+    match = f.model.codes_where(lambda s: _ADDRESS.sub("", s) == want)
+    kinds = {"python": (Kind.PYTHON_FUNCTION,), "operator": (Kind.CPU_OP, Kind.USER_ANNOTATION),
+             "kernel": (Kind.KERNEL,)}.get(cause["kind"], ())
+    rows: np.ndarray = np.flatnonzero(np.isin(ev["name"], match) & np.isin(ev["kind"], kinds))
+    return rows
+
+
 def straggler(f: Facts) -> Finding | None:
     """Multi-rank: this rank is the straggler. Saving (for the job): the time the others' wait stalls them, at most
-    this rank's extra host idle time over theirs where that is above 0.5 ms (a sleep, I/O: what evening out
-    removes; the rest of the others' stall, e.g. a pipeline's bubbles, is not this rank's extra)."""
+    what this rank does beyond them: its own cause's extra time (``distributed._own_cause``: the Python call,
+    operator or kernel whose self time exceeds the others' the most), else its extra host idle time over theirs
+    where that is above 0.5 ms (a sleep, I/O: what evening out removes; the rest of the others' stall, e.g. a
+    pipeline's bubbles, is not this rank's extra). Names the cause and the user's frame that makes it."""
     job = f.job or {}
     if job.get("straggler_rank") is None or job.get("straggler_rank") != job.get("rank"):
         return None
     others = float(job["others_wait_us"])
     stalled = min(float(job.get("others_stalled_us") or others), others)
     idle = float(job.get("extra_idle_us") or 0.0)
-    if idle > 500:
+    cause = job.get("own_cause")
+    where = None
+    if cause:
+        stalled = min(stalled, float(cause["excess_us"]))
+        rows = own_cause_rows(f)
+        where = locate_rows(f.model, rows) if len(rows) else None
+        why = (f"; it spends {ms(float(cause['us']))} per step in {cause['text']}, the other ranks "
+               f"{ms(float(cause['others_us']))}")
+        advice = (f"Take {cause['text']} out of the step, or make it cheaper: every rank waits for it. ")
+    elif idle > 500:
         stalled = min(stalled, idle)
-    why = (f"; its host has {ms(idle)} per step more time with no recorded activity (sleep, I/O, unprofiled work) "
-           "than the others'") if idle > 500 else ""
+        why = (f"; its host has {ms(idle)} per step more time with no recorded activity (sleep, I/O, unprofiled "
+               "work) than the others'")
+        advice = ""
+    else:
+        why, advice = "", ""
     cost = "" if stalled >= 0.9 * others else f" (it stalls them {ms(stalled)})"
     return Finding("straggler", f"This rank is the straggler: the other ranks wait {ms(others)} per step for it"
-                   f"{cost}{why}", "Find what this rank does that the others do not (data, host work, a slower "
-                   "device) and even it out; every rank gains the wait.", stalled, ["fix_straggler"],
-                   DOCS["distributed"], [distributed_link(job.get("rank"), "Distributed view")])
+                   f"{cost}{why}", advice + "Find what this rank does that the others do not (data, host work, a "
+                   "slower device) and even it out; every rank gains the wait.", stalled, ["fix_straggler"],
+                   DOCS["distributed"], [distributed_link(job.get("rank"), "Distributed view")], where=where)
 
 
 def diff_link(f: Facts, slow: int, fast: int) -> dict[str, Any]:

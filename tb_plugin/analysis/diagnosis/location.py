@@ -158,7 +158,8 @@ class Where:
             parts.append(f"{lead} → {api}" if api else lead)
         if self.module:
             parts.append(f"in {module_name(self.module)}")
-        inside = [f"'{a}'" for a in (self.region, self.annotation) if a]
+        api = self.api()
+        inside = [f"'{a}'" for a in (self.region, self.annotation) if a and a != api]
         if inside:
             parts.append("inside " + " and ".join(inside))
         return ", ".join(parts)

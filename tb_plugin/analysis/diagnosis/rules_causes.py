@@ -321,7 +321,7 @@ def pipeline_bubble(f: Facts) -> Finding | None:
     n = max(len(exposed), 1)
     counts = {k: int((names == k).sum()) for k in _P2P if (names == k).any()}
     mix = ", ".join(f"{v / n:.0f} {k}" for k, v in counts.items())
-    where = locate_rows(f.model, col.row[p2p & (col.row >= 0)])
+    where = locate_rows(f.model, C.host_rows(f.model, col.row[p2p & (col.row >= 0)]))
     k = worst(exposed)
     return Finding("pipeline_bubble", f"This pipeline stage waits in point-to-point transfers ({mix} per step) "
                    f"{ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))}) with no computation to overlap",
