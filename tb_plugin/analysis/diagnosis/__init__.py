@@ -16,6 +16,7 @@ from . import rules_causes
 from .findings import RULES as SYMPTOM_RULES
 from .findings import TITLES as SYMPTOM_TITLES
 from .findings import Facts, Finding, ms
+from .replayed import replay_savings
 
 RULES = rules_causes.RULES + SYMPTOM_RULES
 TITLES = {**SYMPTOM_TITLES, **rules_causes.TITLES}
@@ -94,5 +95,6 @@ def diagnose(model: TraceModel, job: dict[str, Any] | None = None, worker: str |
     # never suggest what the run already does: the rules word around it, and a rule that slips is left out
     # (tests/unit/test_diagnosis.py checks every corpus run's advice, tags and words, against its context)
     found = [f for f in found if not set(f.suggests) & set(context["in_use"])]
+    replay_savings(model, found)
     found.sort(key=lambda f: (not _blocks_the_rest(f, facts), -f.saving_us, not f.cause))
     return {"context": context, "verdict": _verdict(found, facts), "findings": [f.as_dict(facts) for f in found]}

@@ -253,6 +253,7 @@ def recompute(model: TraceModel) -> Recompute:
 class OptimizerWork:
     name: str | None  # the optimizer class (AdamW)
     rows: np.ndarray  # the Optimizer.step annotations inside steps
+    op_rows: np.ndarray  # the outermost operators inside them (per-parameter or foreach dispatch)
     device_rows: np.ndarray  # kernels, copies and sets launched inside them
     kernels: float  # per step
     kernel_time: PerStep
@@ -272,7 +273,9 @@ def optimizer_work(model: TraceModel) -> OptimizerWork:
     dev = model["device_events"]
     launched = take(under, tree.device_op, False).astype(bool) & (tree.device_op >= 0)
     rows = dev["row"][launched]
-    ops = np.unique(names[under & (tree.kind == Kind.CPU_OP)])
+    is_op = under & (tree.kind == Kind.CPU_OP) & ~tree.merged
+    outer_ops = np.flatnonzero(is_op & ~take(is_op, tree.parent, False).astype(bool))
+    ops = np.unique(names[is_op])
     texts = [model.strings[int(c)] for c in ops.tolist()]
     kind = ("fused" if any(t.startswith("aten::_fused_") for t in texts) else
             "compiled" if any(t.startswith("triton_") or t.startswith("Torch-Compiled") for t in texts) else
@@ -287,7 +290,8 @@ def optimizer_work(model: TraceModel) -> OptimizerWork:
     np.maximum.at(hi, step[step >= 0], end[step >= 0])
     span = iv.union(lo[np.isfinite(lo)], hi[np.isfinite(lo)])
     match = _OPTIMIZER.match(model.strings[int(names[nodes[0]])]) if len(nodes) else None
-    return OptimizerWork(name=match.group(1) if match else None, rows=tree.rows[nodes], device_rows=rows,
+    return OptimizerWork(name=match.group(1) if match else None, rows=tree.rows[nodes],
+                         op_rows=tree.rows[outer_ops], device_rows=rows,
                          kernels=float(kernels.sum()) / n, kernel_time=per_step(model, iv.union(start, end)),
                          implementation=kind, claimed=iv.intersect(span, gpu_idle(model)))
 
@@ -371,6 +375,8 @@ class Convolutions:
     tuning_rows: np.ndarray  # convolution calls inside steps that try algorithms (cudnn.benchmark autotuning)
     tuning_steps: int  # steps with such calls
     tuning_extra: PerStep  # their device time beyond their last kernel (the algorithm finally used)
+    tuning_extra_rows: np.ndarray  # those kernels
+    tuning_syncs: np.ndarray  # the syncs inside the tuning calls
     tuned: bool  # autotuning shows anywhere in the trace (so cudnn.benchmark is on)
     shapes: int  # distinct input shapes of the convolution calls inside steps
     calls: int  # convolution calls inside steps
@@ -411,9 +417,12 @@ def convolutions(model: TraceModel) -> Convolutions:
     ops_row[model["ops"]["row"]] = np.arange(len(model["ops"]["row"]))
     in_steps = nodes[step[nodes] >= 0]
     dims = take(model["ops"]["input_dims"], ops_row[tree.rows[in_steps]], -1)
+    in_tuning = take(tuning, take(conv_of, syncs, -1), False).astype(bool) & (step[syncs] >= 0)
     return Convolutions(time=per_step(model, iv.union(start, end)), tuning_rows=tree.rows[tune_nodes],
                         tuning_steps=len(np.unique(step[tune_nodes])),
-                        tuning_extra=per_step(model, iv.union(e_start, e_end)), tuned=bool(tuning.any()),
+                        tuning_extra=per_step(model, iv.union(e_start, e_end)),
+                        tuning_extra_rows=dev["row"][extra & (step_of(model, ev["ts"][dev["row"]]) >= 0)],
+                        tuning_syncs=tree.rows[syncs[in_tuning]], tuned=bool(tuning.any()),
                         shapes=len(np.unique(dims[dims >= 0])), calls=len(in_steps))
 
 

@@ -25,7 +25,9 @@ from ..kernels import kernel_table
 from ..memory import memory_curve
 from ..steps import breakdown, find_steps
 from ..summary import devices
+from ..whatif.changes import Change
 from . import evidence as E
+from . import cause_fixes, fixes
 from .location import Where, locate, locate_rows, short_frame, threads_of
 
 DOCS = {
@@ -86,10 +88,10 @@ class Finding:
     fallback: bool = False  # the verdict only when no cause saves ≥ 10 % (GPU-bound, CPU compute-bound)
     where: Where | None = None  # where in the step the evidence lives (``location.py``)
     confidence: str = "high"  # high: the trace shows the cause; medium: inferred from its effects; low: a guess
-    # how ``saving_us`` is estimated: "measured" (the time the evidence takes, e.g. the DataLoader wait),
-    # "replayed" (a what-if replay of the change), "rule of thumb" (a formula; "provisional" until replayed)
-    estimated: str = "measured"
-    rows: np.ndarray | None = field(default=None, repr=False)  # the event rows a change would act on
+    change: Change | None = None  # the fix as a what-if change: saving_us is then replayed (diagnosis.replayed)
+    what_if: dict[str, Any] | None = None  # the replay's answer (set by diagnosis.replayed)
+    # how the saving is found where no replay gives it (None: by the rule below, ``_estimated``)
+    estimated: str | None = None
 
     def as_dict(self, facts: Facts) -> dict[str, Any]:
         from .rules_causes import TITLES as CAUSE_TITLES
@@ -98,8 +100,20 @@ class Finding:
                 "text": f"{self.headline}. {self.advice}", "headline": self.headline, "advice": self.advice,
                 "saving_us": float(self.saving_us), "share": facts.share(self.saving_us),
                 "evidence": self.evidence, "suggests": self.suggests, "link": self.link, "cause": self.cause,
+                "what_if": self.what_if, "estimated": _estimated(self),
                 "where": self.where.as_dict() if self.where and self.where.text() else None,
-                "confidence": self.confidence, "estimated": self.estimated}
+                "confidence": self.confidence}
+
+
+def _estimated(f: Finding) -> str:
+    """How the saving was found: a what-if replay of the fix, a rule of thumb, or none (no saving claimed)."""
+    if f.what_if is not None:
+        return "replay"
+    if f.kind == "outlier_steps":
+        return "measured"  # the steps' own spread, not a prediction
+    if f.saving_us <= 0:
+        return "none"
+    return f.estimated or "rule of thumb"
 
 
 def ms(us: float) -> str:
@@ -171,7 +185,8 @@ def input_bound(f: Facts) -> Finding | None:
     k = worst(loader)
     return Finding("input_bound", f"DataLoader waits {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))})",
                    advice, mean, suggests, DOCS["dataloader"],
-                   [trace_link(f, k, f"DataLoader in {step_label(f, k)}", "enumerate(DataLoader)")])
+                   [trace_link(f, k, f"DataLoader in {step_label(f, k)}", "enumerate(DataLoader)")],
+                   change=fixes.input_wait(f.model))
 
 
 def cpu_tensor_creation(f: Facts) -> Finding | None:
@@ -198,7 +213,8 @@ def cpu_tensor_creation(f: Facts) -> Finding | None:
                    "Create them on the GPU (torch.randn(..., device='cuda'), torch.empty(..., device='cuda')"
                    ".normal_()) instead of on the CPU followed by a copy.",
                    mean, ["gpu_tensor_creation"], DOCS["creation"],
-                   [operator_link(top), trace_link(f, k, f"{top} in {step_label(f, k)}", top)])
+                   [operator_link(top), trace_link(f, k, f"{top} in {step_label(f, k)}", top)],
+                   change=fixes.gpu_creation(f.model))
 
 
 def _gpu_busy(f: Facts) -> float:
@@ -266,7 +282,8 @@ def cpu_bound(f: Facts) -> Finding | None:
     kind = "cpu_bound" if _gpu_busy(f) < 0.5 else "gpu_idle_gaps"
     return Finding(kind, f"The GPU is idle {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))}) "
                    f"while the host runs operators and Python{mostly_at(where)}{split}", advice, mean, suggests,
-                   DOCS["compile"], links, where=where, confidence="medium")
+                   DOCS["compile"], links, where=where, confidence="medium",
+                   change=fixes.compiled_step(f.model, kind))
 
 
 def _launch_bound(f: Facts) -> bool:
@@ -312,7 +329,8 @@ def launch_bound(f: Facts) -> Finding | None:
                    f"{delay}): the GPU idles {ms(mean)} per step ({pct(f.share(mean))}) waiting for launches"
                    f"{mostly_at(where)}", advice, mean, suggests, DOCS["graphs"],
                    [trace_link(f, k, f"launches in {step_label(f, k)}"), kernel_link("Kernels"),
-                    gpu_link("launch", "launch statistics in GPU insights")], where=where, confidence="medium")
+                    gpu_link("launch", "launch statistics in GPU insights")], where=where, confidence="medium",
+                   change=fixes.graph_replay(f.model, "launch_bound"))
 
 
 # what the user wrote, by the API the trace shows at the sync (``Where.api``) or by the operator it ran in
@@ -365,7 +383,8 @@ def sync_bound(f: Facts) -> Finding | None:
                    f"({pct(f.share(mean))}) follows the syncs",
                    f"Keep values on the GPU{f' instead of {api}' if api else ''}: read losses and metrics every N "
                    "steps (accumulate them in a GPU tensor), and avoid .item()/.cpu()/.tolist()/print on GPU tensors "
-                   "inside the step.", mean, ["fewer_syncs"], DOCS["sync"], links, where=where, estimated="replayed")
+                   "inside the step.", mean, ["fewer_syncs"], DOCS["sync"], links, where=where,
+                   change=fixes.drop_syncs(f.model))
 
 
 def _at_frame(where: Where) -> str:
@@ -392,7 +411,8 @@ def pageable_copies(f: Facts) -> Finding | None:
     k = worst(c.time)
     return Finding("pageable_copies", f"{c.pageable} host-to-device copies come from pageable memory{size}: "
                    f"{ms(mean)} per step ({pct(f.share(mean))}); the host blocks on each", advice, mean, suggests,
-                   DOCS["pin_memory"], [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy HtoD (Pageable")])
+                   DOCS["pin_memory"], [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy HtoD (Pageable")],
+                   change=fixes.pinned_copies(f.model, f.context))
 
 
 _DIRECTIONS = (("HtoD", "host to device"), ("DtoH", "device to host"), ("DtoD", "device to device"),
@@ -426,7 +446,8 @@ def copy_bound(f: Facts) -> Finding | None:
     return Finding("copy_bound", f"Memory copies not hidden by kernels take {ms(mean)} of {ms(f.step_us)} per step "
                    f"({pct(f.share(mean))}){f'; by direction, {parts}' if parts else ''}{mostly_at(where)}",
                    _COPY_ADVICE.get(top, _COPY_ADVICE["HtoD"]), mean, ["fewer_copies"], DOCS["tuning"],
-                   [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy")], where=where)
+                   [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy")], where=where,
+                   change=fixes.overlap_copies(f.model))
 
 
 def low_tensor_cores(f: Facts) -> Finding | None:
@@ -449,7 +470,8 @@ def low_tensor_cores(f: Facts) -> Finding | None:
         suggests = ["autocast"]
     return Finding("low_tensor_cores", f"{pct(gap.share)} of the kernel time is in matmul/convolution/attention "
                    f"kernels that use no tensor cores on {f.context['device']} (compute capability {cc}): "
-                   f"{ms(mean)} per step", advice, mean / 2, suggests, DOCS["amp"], [kernel_link("Kernels")])
+                   f"{ms(mean)} per step", advice, mean / 2, suggests, DOCS["amp"], [kernel_link("Kernels")],
+                   change=fixes.tensor_cores(f.model, f.context))
 
 
 def _parallel_advice(f: Facts) -> tuple[str, list[str], str]:
@@ -533,7 +555,8 @@ def communication(f: Facts) -> Finding | None:
     return Finding("communication_bound", f"{what}{_collective_mix(f)} move data {ms(mean)} of {ms(f.step_us)} "
                    f"per step ({pct(f.share(mean))}) not hidden by computation{also}", advice, mean, suggests, link,
                    [distributed_link(job.get("rank"), "Distributed view"),
-                    trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")])
+                    trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")],
+                   change=fixes.overlap_comm(f.model))
 
 
 def own_cause_rows(f: Facts) -> np.ndarray:
@@ -566,10 +589,12 @@ def straggler(f: Facts) -> Finding | None:
     idle = float(job.get("extra_idle_us") or 0.0)
     cause = job.get("own_cause")
     where = None
+    change = fixes.even_out(f.model, idle) if idle > 500 else None
     if cause:
         stalled = min(stalled, float(cause["excess_us"]))
         rows = own_cause_rows(f)
         where = locate_rows(f.model, rows) if len(rows) else None
+        change = cause_fixes.own_cause(f.model, rows, cause) if len(rows) else change
         why = (f"; it spends {ms(float(cause['us']))} per step in {cause['text']}, the other ranks "
                f"{ms(float(cause['others_us']))}")
         advice = (f"Take {cause['text']} out of the step, or make it cheaper: every rank waits for it. ")
@@ -584,7 +609,8 @@ def straggler(f: Facts) -> Finding | None:
     return Finding("straggler", f"This rank is the straggler: the other ranks wait {ms(others)} per step for it"
                    f"{cost}{why}", advice + "Find what this rank does that the others do not (data, host work, a "
                    "slower device) and even it out; every rank gains the wait.", stalled, ["fix_straggler"],
-                   DOCS["distributed"], [distributed_link(job.get("rank"), "Distributed view")], where=where)
+                   DOCS["distributed"], [distributed_link(job.get("rank"), "Distributed view")], where=where,
+                   change=change)
 
 
 def diff_link(f: Facts, slow: int, fast: int) -> dict[str, Any]:

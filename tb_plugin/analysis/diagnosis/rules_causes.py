@@ -2,9 +2,10 @@
 with its evidence in numbers, where it lives (``location.py``) and the API to change. docs/guide/overview.md lists
 each rule's condition, evidence, saving and advice; keep the two in step.
 
-Savings here are *provisional* (``estimated``: "provisional") until the what-if replay engine
-(``analysis/whatif``) replays each finding's change: the GPU-idle time the cause claims (``causes.claims``), or the
-device time it adds.
+Each finding names its fix as a what-if change (``cause_fixes.py``) and its saving is the replayed step time without
+it (``diagnosis.replayed``); the rule's own estimate (the GPU-idle time the cause claims, ``causes.claims``, or the
+device time it adds) decides whether the rule holds and stands where no replay is made. The pipeline bubble's
+saving stays a rule of thumb (no change model shrinks a schedule's bubble).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..communication import collectives
 from ..memory import memory_curve
 from ..steps import find_steps, role_intervals
 from ..summary import devices
+from . import cause_fixes as F
 from . import causes as C
 from .findings import Facts, Finding, ms, operator_link, pct, step_label, trace_link, worst
 from .location import Where, api_name, locate, locate_rows, short_frame
@@ -112,7 +114,8 @@ def allocator_churn(f: Facts) -> Finding | None:
                    f"{ms(mean)} per step ({pct(f.share(mean))}) during and after them", advice, mean, tags,
                    DOCS["memory"], [trace_link(f, k, f"allocator calls in {step_label(f, k)}", "cudaFree"),
                                     {"view": "Memory", "params": {}, "label": "memory curve"}],
-                   where=where, confidence=sure, estimated="provisional", rows=a.rows)
+                   where=where, confidence=sure,
+                   change=F.allocator(f.model))
 
 
 # ------------------------------------------------------------------------------------------------ compilation
@@ -145,7 +148,8 @@ def recompilation(f: Facts) -> Finding | None:
                    f"({pct(f.share(mean))}) meanwhile", advice, mean, ["dynamic_shapes"], DOCS["recompile"],
                    [trace_link(f, k, f"compilation in {step_label(f, k)}", "dynamo_timed"),
                     operator_link("Torch-Compiled Region", "compiled regions in Operators")],
-                   where=where, confidence="high", estimated="provisional", rows=c.rows)
+                   where=where, confidence="high",
+                   change=F.recompile(f.model))
 
 
 # ------------------------------------------------------------------------------------------------ recompute
@@ -173,8 +177,8 @@ def checkpoint_recompute(f: Facts) -> Finding | None:
                    "the matmul outputs); the memory it frees is the trade.", mean, ["less_checkpointing"],
                    DOCS["checkpoint"], [operator_link(r.names[0]) if r.names else operator_link("aten::linear"),
                                         trace_link(f, worst(r.time), f"backward in {step_label(f, worst(r.time))}")],
-                   where=where, confidence="high" if r.explicit else "medium", estimated="provisional",
-                   rows=r.device_rows)
+                   where=where, confidence="high" if r.explicit else "medium",
+                   change=F.recompute(f.model))
 
 
 # ------------------------------------------------------------------------------------------------ optimizer
@@ -209,7 +213,8 @@ def unfused_optimizer(f: Facts) -> Finding | None:
                    f"{ms(float(o.kernel_time.mean()))} of kernels; the GPU idles {ms(mean)} per step "
                    f"({pct(f.share(mean))}) between them", advice, mean, tags, DOCS["optimizer"],
                    [trace_link(f, k, f"optimizer in {step_label(f, k)}", "Optimizer.step")],
-                   where=where, confidence="high", estimated="provisional", rows=o.device_rows)
+                   where=where, confidence="high",
+                   change=F.fused_optimizer(f.model))
 
 
 # ------------------------------------------------------------------------------------------------ host compute
@@ -251,7 +256,8 @@ def host_compute(f: Facts) -> Finding | None:
     return Finding("host_compute", f"The main thread computes on the CPU while the GPU idles {ms(mean)} of "
                    f"{ms(f.step_us)} per step ({pct(f.share(mean))}): {_top_work(f, h)}", advice, mean, tags,
                    DOCS["dataloader"], [trace_link(f, k, f"host work in {step_label(f, k)}")], where=where,
-                   confidence="high", estimated="provisional", rows=h.rows)
+                   confidence="high",
+                   change=F.host_compute(f.model))
 
 
 # ------------------------------------------------------------------------------------------------ cuDNN
@@ -274,8 +280,8 @@ def cudnn_autotune(f: Facts) -> Finding | None:
                    "every step it never stops. Pad inputs to a few fixed sizes, or set "
                    "torch.backends.cudnn.benchmark = False.", mean, ["fixed_shapes"], DOCS["cudnn"],
                    [trace_link(f, worst(c.tuning_extra), f"convolutions in {step_label(f, worst(c.tuning_extra))}",
-                               "convolution")], where=where, confidence="high", estimated="provisional",
-                   rows=c.tuning_rows)
+                               "convolution")], where=where, confidence="high",
+                   change=F.cudnn_autotune(f.model))
 
 
 def cudnn_benchmark(f: Facts) -> Finding | None:

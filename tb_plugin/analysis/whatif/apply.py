@@ -1,0 +1,211 @@
+"""Changes resolved against a trace's graph: which host time vanishes, which device events take how long, which
+waits and cross-stream edges go. Pure arithmetic on the graph's arrays; ``replay.py`` runs the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...model import intervals as iv
+from ...model.arrays import take
+from ...model.derived import memoized
+from ...model.kinds import Kind
+from ...model.lookups import tree_node_of_row
+from ...model.optree import host_tree
+from ...model.tables import TraceModel
+from ..steps import find_steps
+from .changes import (
+    CaptureGraph,
+    Change,
+    DropDevice,
+    DropHost,
+    OverlapComm,
+    ReplaceDevice,
+    ScaleDevice,
+    SideStream,
+    flatten,
+)
+from .graph import Graph, graph
+
+
+@dataclass(frozen=True)
+class Applied:
+    busy: np.ndarray  # per device event (graph order): its time on its stream
+    gap: np.ndarray  # the device overhead kept before the next queued event
+    dur: np.ndarray  # its duration
+    dropped: iv.Intervals  # host time that vanishes
+    live_waits: np.ndarray  # per wait: still waits (its call was not dropped)
+    live_deps: np.ndarray  # per device event: its cross-stream edge still holds
+    stream: np.ndarray  # per device event: the stream it runs on (a side stream past the graph's own)
+
+
+@memoized
+def device_index(model: TraceModel) -> np.ndarray:
+    """Per event row: its index in the graph's device order (-1 for host events)."""
+    g = graph(model)
+    out = np.full(model.n_events, -1, dtype=np.int64)
+    out[g.device.row] = np.arange(g.device.size)
+    return out
+
+
+def _spans(model: TraceModel, rows: np.ndarray, keep: float | np.ndarray = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """[ts + keep, ts + dur) of host event rows: what vanishes of them."""
+    ev = model["events"]
+    rows = rows[(rows >= 0) & (rows < model.n_events)]
+    start = ev["ts"][rows].astype(np.float64)
+    end = start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
+    keep_at = np.broadcast_to(np.asarray(keep, dtype=np.float64), rows.shape) if np.ndim(keep) == 0 else \
+        np.asarray(keep, dtype=np.float64)[: len(rows)]
+    return np.minimum(start + keep_at, end), end
+
+
+def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
+    """The changes (``Combined`` ones opened) on the model's graph."""
+    g = graph(model)
+    d = g.device
+    idx = device_index(model)
+    busy, gap, dur = d.busy.copy(), d.gap.copy(), (d.end - d.start).copy()
+    lo: list[np.ndarray] = []
+    hi: list[np.ndarray] = []
+    live_deps = d.dep >= 0
+    stream = d.stream.copy()
+    for change in flatten(changes):
+        if isinstance(change, DropHost):
+            _add(lo, hi, _spans(model, change.rows, change.keep_us))
+            if change.spans is not None:
+                _add(lo, hi, (np.asarray(change.spans[0], np.float64), np.asarray(change.spans[1], np.float64)))
+        elif isinstance(change, ScaleDevice):
+            at, f = _scaled(model, change)
+            busy[at], dur[at] = busy[at] / f, dur[at] / f
+        elif isinstance(change, (ReplaceDevice, DropDevice)):
+            _replace(model, g, change, busy, gap, dur, lo, hi)
+        elif isinstance(change, CaptureGraph):
+            _add(lo, hi, _captured(model, g, change))
+        elif isinstance(change, SideStream):
+            _side_stream(model, g, change, stream, gap)
+        elif isinstance(change, OverlapComm):
+            at = idx[_valid(model, change.rows)]
+            live_deps &= ~np.isin(d.dep, at[at >= 0])
+    dropped = iv.union(np.concatenate(lo), np.concatenate(hi)) if lo else iv.EMPTY
+    w = g.waits
+    covered = iv.lengths_within(dropped, w.start, w.ret) if w.size else np.zeros(0)
+    return Applied(busy=busy, gap=gap, dur=dur, dropped=dropped, live_waits=covered < (w.ret - w.start) - 1e-6,
+                   live_deps=live_deps, stream=stream)
+
+
+def _scaled(model: TraceModel, change: ScaleDevice) -> tuple[np.ndarray, np.ndarray]:
+    """The graph positions of a ScaleDevice's rows and the factor of each."""
+    rows = change.rows
+    valid = (rows >= 0) & (rows < model.n_events)
+    factor = np.broadcast_to(np.asarray(change.factor, dtype=np.float64), rows.shape)[valid]
+    at = device_index(model)[rows[valid]]
+    keep = at >= 0
+    return at[keep], np.maximum(factor[keep], 1e-9)
+
+
+def _side_stream(model: TraceModel, g: Graph, change: SideStream, stream: np.ndarray, gap: np.ndarray) -> None:
+    """Move the events to a side stream of their device (one per device, after the graph's streams)."""
+    at = device_index(model)[_valid(model, change.rows)]
+    at = np.unique(at[at >= 0])
+    if not len(at):
+        return
+    n_streams = len(g.device.keys)
+    devices = sorted({k[0] for k in g.device.keys})
+    device_of = np.asarray([devices.index(g.device.keys[s][0]) for s in range(n_streams)], dtype=np.int64)
+    stream[at] = n_streams + device_of[g.device.stream[at]]
+    gap[at] = 0.0
+    before = at - 1  # the event queued before a moved one keeps no overhead gap for it
+    before = before[(before >= 0) & (g.device.stream[np.maximum(before, 0)] == g.device.stream[at])]
+    gap[before] = 0.0
+
+
+def _valid(model: TraceModel, rows: np.ndarray) -> np.ndarray:
+    out: np.ndarray = rows[(rows >= 0) & (rows < model.n_events)]
+    return out
+
+
+def _add(lo: list[np.ndarray], hi: list[np.ndarray], spans: tuple[np.ndarray, np.ndarray]) -> None:
+    lo.append(np.asarray(spans[0], dtype=np.float64))
+    hi.append(np.asarray(spans[1], dtype=np.float64))
+
+
+def _replace(model: TraceModel, g: Graph, change: ReplaceDevice | DropDevice, busy: np.ndarray, gap: np.ndarray,
+             dur: np.ndarray, lo: list[np.ndarray], hi: list[np.ndarray]) -> None:
+    """N events → one of ``cost_us`` (ReplaceDevice; its first launch costs ``launch_us``), or none (DropDevice);
+    the other launch calls vanish."""
+    at = device_index(model)[_valid(model, change.rows)]
+    at = np.unique(at[at >= 0])
+    if not len(at):
+        return
+    busy[at], gap[at], dur[at] = 0.0, 0.0, 0.0
+    launches = np.unique(g.device.launch_row[at][g.device.launch_row[at] >= 0])
+    if isinstance(change, ReplaceDevice):
+        first = at[0]
+        busy[first] = dur[first] = max(float(change.cost_us), 0.0)
+        own = int(g.device.launch_row[first])
+        if own >= 0:
+            _add(lo, hi, _spans(model, np.array([own]), float(change.launch_us)))
+            launches = launches[launches != own]
+    _add(lo, hi, _spans(model, launches))
+
+
+def _captured(model: TraceModel, g: Graph, change: CaptureGraph) -> tuple[np.ndarray, np.ndarray]:
+    """The host time a graph replay removes: per step, the outermost operators around the events' launches (or
+    the launch calls themselves where no operator is around them) and ``region_rows``, but the blocking calls (a
+    graph cannot capture a sync), less one graph launch: the first ``cost`` µs of each step's captured time stay."""
+    at = device_index(model)[_valid(model, change.rows)]
+    at = np.unique(at[at >= 0])
+    launch = g.device.launch_row[at]
+    launch = np.unique(launch[launch >= 0])
+    outer = _outermost_ops(model, launch)
+    rows = np.unique(np.concatenate([outer, _valid(model, change.region_rows)]))
+    ev = model["events"]
+    start = ev["ts"][rows].astype(np.float64)
+    lo, hi = iv.subtract(iv.union(start, start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)),
+                         _blocking_calls(model, g))
+    steps = find_steps(model)
+    step = (np.searchsorted(steps.host_start, lo, side="right") - 1) if steps.count else np.zeros(len(lo), int)
+    nodes = _nodes_per_step(g, at, steps.count)
+    per_step = np.asarray(change.costs_of(nodes), dtype=np.float64)
+    cost = take(per_step, step, float(change.cost_of(0)))
+    # the graph launch is the first ``cost`` µs of each step's captured time (however many spans that takes)
+    length = hi - lo
+    before = np.cumsum(length) - length
+    first = np.searchsorted(step, step, side="left")
+    kept = np.clip(cost - (before - before[first]), 0.0, length) if len(lo) else np.zeros(0)
+    return lo + kept, hi
+
+
+def _blocking_calls(model: TraceModel, g: Graph) -> iv.Intervals:
+    """The blocking calls' own spans: a graph cannot capture a host sync, so its wait stays."""
+    w = g.waits
+    return iv.union(w.start, w.ret)
+
+
+def _nodes_per_step(g: Graph, at: np.ndarray, n: int) -> np.ndarray:
+    """How many of the captured events each step launched (the graph's size: its launch cost)."""
+    step = g.device.step[at]
+    step = step[step >= 0]
+    out: np.ndarray = np.bincount(step, minlength=max(n, 1))
+    return out
+
+
+def _outermost_ops(model: TraceModel, launch_rows: np.ndarray) -> np.ndarray:
+    """Event rows of the outermost operators (not a ProfilerStep annotation: operators only) around each launch
+    call; the call itself where none is around it."""
+    tree = host_tree(model)
+    node = tree_node_of_row(model)[launch_rows]
+    top = take(tree.op_of, node, -1)
+    cur = top.copy()
+    for _ in range(int(tree.depth.max(initial=0)) + 1):
+        parent = take(tree.parent, cur, -1)
+        up = take(tree.op_of, parent, -1)
+        move = (cur >= 0) & (up >= 0)
+        if not move.any():
+            break
+        cur = np.where(move, up, cur)
+    top = np.where(cur >= 0, cur, -1)
+    out = np.where(top >= 0, take(tree.rows, top, -1), launch_rows)
+    kinds = model["events"]["kind"][out]
+    return np.unique(out[(kinds == Kind.CPU_OP) | (out == launch_rows)])
