@@ -321,13 +321,16 @@ def test_sync_does_not_take_the_hosts_own_time(tmp_path: Path) -> None:
     the tail would start at 2083: 910 µs of the gap are the sync's. The post-sync bubble adds nothing: it stops
     where the host turns to aten::cat (1010), an operator that launches nothing, so it is 1005 → 1010, inside the
     replay's share. The rest is aten::cat's: the main thread computing on the CPU (it launches nothing), 1915 →
-    2990 (1075 µs), ranks first as *Host compute in the step*; the step's first 6 µs under aten::mm, before the
-    gemm, are below any finding's threshold."""
+    2990 (1075 µs of GPU idle it claims), *Host compute in the step*; its saving is replayed alone: with aten::cat
+    off the main thread the tail kernel is launched right after the sync returns, 1980 µs earlier. The step's first
+    6 µs under aten::mm, before the gemm, are below any finding's threshold."""
     o = overview(model_of(tmp_path, _item_sync_steps(1_980), deviceProperties=PROPS))
     check_shape(o)
     by_kind = {r["kind"]: r for r in o["recommendations"]}
     assert by_kind["sync_bound"]["saving_us"] == pytest.approx(910)
-    assert by_kind["host_compute"]["saving_us"] == pytest.approx(1_075)
+    assert by_kind["host_compute"]["saving_us"] == pytest.approx(1_980)
+    assert by_kind["host_compute"]["estimated"] == "replay"
+    assert "GPU idles 1.1 ms of 3.0 ms per step (36 %)" in by_kind["host_compute"]["headline"]
     assert o["verdict"]["kind"] == "host_compute" and "aten::cat (2.0 ms)" in by_kind["host_compute"]["text"]
     assert "cpu_bound" not in by_kind
 

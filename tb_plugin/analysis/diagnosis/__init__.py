@@ -21,6 +21,7 @@ from .replayed import replay_savings
 RULES = rules_causes.RULES + SYMPTOM_RULES
 TITLES = {**SYMPTOM_TITLES, **rules_causes.TITLES}
 
+_PACE = {"copy_bound"}
 VERDICT_SHARE = 0.10  # a cause becomes the verdict when it saves at least this share of the step
 
 
@@ -59,7 +60,9 @@ def _blocks_the_rest(f: Finding, facts: Facts) -> bool:
 
 def _verdict(found: list[Finding], facts: Facts) -> dict[str, Any]:
     causes = [f for f in found if f.cause and not f.fallback and f.saving_us >= VERDICT_SHARE * facts.step_us]
-    pick = causes[0] if causes else next((f for f in found if f.fallback), None)
+    # where no fix saves 10 %, what sets the pace: the kernels (GPU-bound), the host (CPU compute-bound), or the
+    # copies (Copy-bound, when overlapping them cannot help: they are the step's critical path)
+    pick = causes[0] if causes else next((f for f in found if f.fallback or f.kind in _PACE), None)
     if pick is None:
         return {"kind": "none", "id": None, "saving_us": 0.0, "where": None,
                 "text": "No dominant bottleneck: no cause would save 10 % of the step."}

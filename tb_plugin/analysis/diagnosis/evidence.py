@@ -27,7 +27,7 @@ from ..launches import launch_stats
 from ..operators import operator_nodes
 from ..steps import breakdown, find_steps, role_intervals
 from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
-from .causes import claimed, graph_kernels
+from .causes import claimed, claims, graph_kernels, optimizer_work
 from .gpu_time import spans as _spans
 from .host_only import loader_intervals as loader_intervals
 from .sync_cost import sync_cost as sync_cost
@@ -197,7 +197,9 @@ def launch_overhead(model: TraceModel) -> Launches:
     steps = find_steps(model)
     kernel = (ev["kind"][dev["row"]] == Kind.KERNEL) & (tree.device_launch >= 0)
     graph = graph_kernels(model)
-    k = np.flatnonzero(kernel & ~graph)
+    # an unfused optimizer's kernels are its finding's (the fix is fused=True, not a graph of the whole step)
+    theirs = np.isin(dev["row"], optimizer_work(model).device_rows) if "unfused_optimizer" in claims(model) else False
+    k = np.flatnonzero(kernel & ~graph & ~theirs)
     launch = tree.device_launch[k]
     l_start = tree.start[launch]
     step = np.searchsorted(steps.start, l_start, side="right") - 1

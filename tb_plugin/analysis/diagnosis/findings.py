@@ -656,11 +656,13 @@ def memory_pressure(f: Facts) -> Finding | None:
                 "label": f"peak on {label}"}
         gib = 2**30
         if alloc > 0.9 * total:
+            ckpt = f.uses("activation_checkpointing")
             return Finding("memory_pressure", f"Memory on {label} peaks at {alloc / gib:.1f} GiB, "
-                           f"{pct(alloc / total)} of its {total / gib:.1f} GiB", "Close to out-of-memory: activation "
-                           "checkpointing or lower precision frees memory.", 0.0, ["activation_checkpointing"],
-                           DOCS["memory"], [link], cause=False)
-        if reserved > 0.5 * total and alloc > 0 and reserved >= 1.5 * alloc:
+                           f"{pct(alloc / total)} of its {total / gib:.1f} GiB", "Close to out-of-memory: " + (
+                               "checkpoint more blocks, or lower precision frees memory." if ckpt else
+                               "activation checkpointing or lower precision frees memory."), 0.0,
+                           [] if ckpt else ["activation_checkpointing"], DOCS["memory"], [link], cause=False)
+        if reserved > 0.5 * total and alloc > 0 and reserved >= 1.5 * alloc and not f.uses("expandable_segments"):
             return Finding("memory_pressure", f"The caching allocator on {label} reserves {reserved / gib:.1f} GiB "
                            f"for a peak of {alloc / gib:.1f} GiB allocated: fragmentation", "Set "
                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or allocate tensors of steady sizes.",
