@@ -270,7 +270,8 @@ def _wait(s: RankSummary, transfer: iv.Intervals, sync: np.ndarray) -> np.ndarra
     st = s.steps
     col = s.collectives
     if "host_sync" not in s.intervals:
-        return np.maximum(sync, np.full(len(sync), s.host_wait_us))
+        fallback: np.ndarray = np.maximum(sync, np.full(len(sync), s.host_wait_us))
+        return fallback
     waiting = iv.subtract(iv.union(col["start"], col["end"]), transfer) if len(col["start"]) else iv.EMPTY
     blocked = s.interval_set("host_sync")
     both = iv.union(np.concatenate([waiting[0], blocked[0]]), np.concatenate([waiting[1], blocked[1]]))

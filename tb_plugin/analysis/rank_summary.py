@@ -23,9 +23,9 @@ from ..model import intervals as iv
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.names import is_host_sync, name_mask
+from ..model.optree import host_tree
 from ..model.tables import TraceModel
 from .communication import Collectives, collectives, communication_intervals
-from ..model.optree import host_tree
 from .diagnosis.location import python_frames
 from .operators import operator_nodes
 from .steps import find_steps, role_intervals

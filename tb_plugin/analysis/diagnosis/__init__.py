@@ -11,8 +11,8 @@ from typing import Any
 
 from ...model.tables import TraceModel
 from ..steps import find_steps
-from .context import run_context
 from . import rules_causes
+from .context import run_context
 from .findings import RULES as SYMPTOM_RULES
 from .findings import TITLES as SYMPTOM_TITLES
 from .findings import Facts, Finding, ms

@@ -89,7 +89,7 @@ def _rows_spans(model: TraceModel, rows: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def below(tree: HostTree, mask: np.ndarray) -> np.ndarray:
     """Per host-tree node: is it, or one of its ancestors, in ``mask`` (one pass per tree level)."""
-    out = mask.copy()
+    out: np.ndarray = np.asarray(mask, dtype=bool).copy()
     order = np.argsort(tree.depth, kind="stable")
     depth = tree.depth[order]
     bounds = np.searchsorted(depth, np.arange(int(depth.max(initial=-1)) + 2))

@@ -26,8 +26,8 @@ from ..idle import idle_time
 from ..launches import launch_stats
 from ..operators import operator_nodes
 from ..steps import breakdown, find_steps, role_intervals
-from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
 from .causes import claimed, claims, graph_kernels, optimizer_work
+from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
 from .gpu_time import spans as _spans
 from .host_only import loader_intervals as loader_intervals
 from .sync_cost import sync_cost as sync_cost

@@ -26,8 +26,8 @@ from ..memory import memory_curve
 from ..steps import breakdown, find_steps
 from ..summary import devices
 from ..whatif.changes import Change
-from . import evidence as E
 from . import cause_fixes, fixes
+from . import evidence as E
 from .location import Where, locate, locate_rows, short_frame, threads_of
 
 DOCS = {
@@ -325,7 +325,8 @@ def launch_bound(f: Facts) -> Finding | None:
              if st["launch_delay_p50_us"] is not None else "")
     graphed = f", not counting {lo.graphed} that CUDA graphs replay" if lo.graphed else ""
     return Finding("launch_bound", f"{lo.short} of {lo.kernels} kernels ({pct(lo.short / lo.kernels)}; "
-                   f"{lo.kernels / n:.0f} per step{graphed}) ran shorter than the CPU call that launched them (median kernel {lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs"
+                   f"{lo.kernels / n:.0f} per step{graphed}) ran shorter than the CPU call that launched them "
+                   f"(median kernel {lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs"
                    f"{delay}): the GPU idles {ms(mean)} per step ({pct(f.share(mean))}) waiting for launches"
                    f"{mostly_at(where)}", advice, mean, suggests, DOCS["graphs"],
                    [trace_link(f, k, f"launches in {step_label(f, k)}"), kernel_link("Kernels"),

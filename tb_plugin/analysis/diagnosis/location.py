@@ -112,8 +112,8 @@ def python_frames(model: TraceModel) -> PyFrames:
         forwarded[forwarded] = plumbing[inherited[forwarded]]
         called[at] = np.where(is_user[at], -1, np.where(below_user | forwarded, at, inherited))
         module[at] = np.where(is_module[at], at, np.where(has, module[upc], -1))
-    return PyFrames(rows=rows, name=name, pid=pid, tid=tid, start=start, end=end, parent=parent, user=user, called=called,
-                    module=module)
+    return PyFrames(rows=rows, name=name, pid=pid, tid=tid, start=start, end=end, parent=parent, user=user,
+                    called=called, module=module)
 
 
 @memoized
