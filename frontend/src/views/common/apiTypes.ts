@@ -67,6 +67,18 @@ export interface Evidence {
   label: string;
 }
 
+/** Where in the step a finding's evidence lives: the user's frame, the call it makes there, module, regions. */
+export interface Where {
+  text: string;
+  frame: string | null;
+  calls: string | null;
+  api: string | null;
+  module: string | null;
+  region: string | null;
+  annotation: string | null;
+  share: number;
+}
+
 /** A finding of the diagnosis (kept under the old name: the API field is still `recommendations`). */
 export interface Recommendation {
   id: string;
@@ -81,6 +93,9 @@ export interface Recommendation {
   cause?: boolean;
   suggests?: string[];
   evidence?: Evidence[];
+  where?: Where | null;
+  confidence?: "high" | "medium" | "low";
+  estimated?: "replay" | "measured" | "rule of thumb" | "none";
 }
 
 export interface Verdict {
@@ -88,6 +103,7 @@ export interface Verdict {
   id: string | null;
   text: string;
   saving_us: number;
+  where?: Where | null;
 }
 
 export interface RunContext {
