@@ -36,6 +36,8 @@ SUGGESTS = {
     "pin_memory": re.compile(r"pin_memory=True"),
     "fsdp": re.compile(r"bf16_compress_hook|DDP communication hook|no_sync\(\)"),
     "cpu_only": re.compile(r"pin_memory|non_blocking|CUDA|tensor cores|GPU"),
+    "activation_checkpointing": re.compile(r"activation checkpointing or"),
+    "expandable_segments": re.compile(r"expandable_segments:True"),
 }
 
 
@@ -56,7 +58,12 @@ def check_shape(o: dict[str, Any]) -> None:
     ranked = recs[1:] if recs and recs[0]["kind"] == "straggler_wait" else recs
     assert [r["saving_us"] for r in ranked] == sorted((r["saving_us"] for r in ranked), reverse=True)
     for r in recs:
-        assert {"id", "kind", "text", "saving_us", "evidence", "link"} <= set(r)
+        assert {"id", "kind", "text", "saving_us", "evidence", "link", "where", "confidence", "estimated"} <= set(r)
+        if r["where"] is not None:  # a location names at least one place, and the text says it
+            w = r["where"]
+            assert w["text"] and any(w[k] for k in ("frame", "module", "region", "annotation"))
+            assert w["frame"] is None or re.match(r"^.+\(\d+\): ", w["frame"]), w
+        assert r["estimated"] in ("replay", "measured", "rule of thumb", "none")
         for e in r["evidence"]:
             assert e["view"] in ("Trace", "Operator", "Kernel", "Distributed", "Memory", "Overview", "Diff", "GPU")
             assert e["label"]
