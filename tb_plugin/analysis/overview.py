@@ -12,6 +12,7 @@ from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.tables import TraceModel
 from .diagnosis import diagnose
 from .gpu import gpu_summary
+from .rank_summary import RankSummary
 from .steps import CATEGORIES, breakdown
 from .summary import devices
 
@@ -62,10 +63,11 @@ def _steps_and_summary(model: TraceModel) -> dict[str, Any]:
 
 
 def overview(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None,
-             workers: int = 1) -> dict[str, Any]:
+             workers: int = 1, summaries: list[RankSummary] | None = None) -> dict[str, Any]:
     """The Overview; ``job`` (the Distributed view's result for this span) and ``worker`` on multi-rank runs, so
-    the diagnosis knows the job-level picture; ``workers``, the run's number of workers, the environment shows."""
-    d = diagnose(model, job, worker)
+    the diagnosis knows the job-level picture; ``workers``, the run's number of workers, the environment shows;
+    ``summaries``, the job's rank summaries, so that a straggler's own fix is replayed against the other ranks."""
+    d = diagnose(model, job, worker, summaries)
     base = _steps_and_summary(model)
     return {**base, "environment": {**base["environment"], "workers": workers}, "context": d["context"],
             "verdict": d["verdict"], "recommendations": d["findings"]}

@@ -29,6 +29,7 @@ from ..analysis.sequences import kernel_sequences
 from ..analysis.sources import source_files
 from ..analysis.steps import CATEGORIES, find_steps
 from ..analysis.summary import summary
+from ..analysis.whatif.what_if import UnknownFinding, what_if
 from ..model.tables import TraceModel
 from ..timeline.details import SEARCH_MATCHES, event_details, range_summary, search
 from ..timeline.index import timeline_index
@@ -97,17 +98,37 @@ class Api:
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: source_files(loaded.model))
 
-    def overview(self, request: Request) -> Response:
-        loaded = self._trace(request)
+    def _ranks(self, loaded: LoadedTrace) -> tuple[int, list[tuple[Any, Any]]]:
+        """The run's number of workers, and the (file, summary) of the span's loaded ranks on a multi-rank run."""
         run = self.workspace.listing_of(loaded.file.run)
         workers = len(run["workers"]) if run else 1
         ranks = self.workspace.span_summaries(loaded.file.run, loaded.file.span) if workers > 1 else []
+        return workers, ranks
+
+    def overview(self, request: Request) -> Response:
+        loaded = self._trace(request)
+        workers, ranks = self._ranks(loaded)
 
         def compute() -> dict[str, Any]:
-            return overview(loaded.model, self._job(ranks) if len(ranks) > 1 else None, loaded.file.worker, workers)
+            job = self._job(ranks) if len(ranks) > 1 else None
+            return overview(loaded.model, job, loaded.file.worker, workers, [s for _, s in ranks] if job else None)
 
         # the job picture depends on the other ranks' traces: their identities are part of the answer's key
         return self._answer(request, loaded, compute, workers, tuple(sorted(f.identity for f, _ in ranks)))
+
+    def what_if(self, request: Request) -> Response:
+        ids = params.id_list(request, "changes")
+        loaded = self._trace(request)
+        _, ranks = self._ranks(loaded)
+
+        def compute() -> dict[str, Any]:
+            job = self._job(ranks) if len(ranks) > 1 else None
+            try:
+                return what_if(loaded.model, ids, job, loaded.file.worker, [s for _, s in ranks] if job else None)
+            except UnknownFinding as e:
+                raise ApiError(400, str(e)) from None
+
+        return self._answer(request, loaded, compute, tuple(sorted(f.identity for f, _ in ranks)))
 
     @staticmethod
     def _job(ranks: list[tuple[Any, Any]]) -> dict[str, Any]:
@@ -345,6 +366,7 @@ class Api:
             "/summary": json_route(self.summary),
             "/sources": json_route(self.sources),
             "/overview": json_route(self.overview),
+            "/what_if": json_route(self.what_if),
             "/operators": json_route(self.operators),
             "/kernels": json_route(self.kernels),
             "/memory/curve": json_route(self._counted(memory_curve, "max_points", 4000, 16, 100_000)),

@@ -63,7 +63,7 @@ def test_diagnosis_above_the_fold_with_trace_and_operator_links(page: Any, tb_sa
     assert frame.inner_text("[data-testid=run-context-label]") == "DataLoader without workers"
     items = frame.query_selector_all("[data-testid=recommendation]")
     assert [i.get_attribute("data-kind") for i in items] == [r["kind"] for r in data["recommendations"]]
-    assert items[0].query_selector("[data-testid=finding-saving]").inner_text().startswith("est. −114")
+    assert items[0].query_selector("[data-testid=finding-saving]").inner_text().startswith("est. −11")
 
     # Trace: the step with the longest DataLoader wait, searching for it
     link = next(e for e in data["recommendations"][0]["evidence"] if e["view"] == "Trace")

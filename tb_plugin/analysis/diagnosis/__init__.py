@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...model.tables import TraceModel
+from ..rank_summary import RankSummary
 from ..steps import find_steps
 from . import rules_causes
 from .context import run_context
@@ -81,8 +82,17 @@ def _verdict(found: list[Finding], facts: Facts) -> dict[str, Any]:
             "where": pick.where.as_dict() if at and pick.where else None}
 
 
-def diagnose(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None) -> dict[str, Any]:
-    """``{context, verdict, findings}``: findings sorted by estimated saving per step, largest first."""
+def diagnose(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None,
+             summaries: list[RankSummary] | None = None) -> dict[str, Any]:
+    """``{context, verdict, findings}``: findings sorted by estimated saving per step, largest first; ``summaries``
+    (the job's rank summaries, with ``job``) let a straggler's own fix be replayed against the other ranks."""
+    facts, found = findings(model, job, worker, summaries)
+    return {"context": facts.context, "verdict": _verdict(found, facts), "findings": [f.as_dict(facts) for f in found]}
+
+
+def findings(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None,
+             summaries: list[RankSummary] | None = None) -> tuple[Facts, list[Finding]]:
+    """The facts every rule reads and the findings, ranked, with their replayed savings (``diagnose``'s parts)."""
     steps = find_steps(model)
     context = dict(run_context(model))
     picture = job_picture(job, worker)
@@ -98,6 +108,6 @@ def diagnose(model: TraceModel, job: dict[str, Any] | None = None, worker: str |
     # never suggest what the run already does: the rules word around it, and a rule that slips is left out
     # (tests/unit/test_diagnosis.py checks every corpus run's advice, tags and words, against its context)
     found = [f for f in found if not set(f.suggests) & set(context["in_use"])]
-    replay_savings(model, found)
+    replay_savings(model, found, summaries, worker)
     found.sort(key=lambda f: (not _blocks_the_rest(f, facts), -f.saving_us, not f.cause))
-    return {"context": context, "verdict": _verdict(found, facts), "findings": [f.as_dict(facts) for f in found]}
+    return facts, found

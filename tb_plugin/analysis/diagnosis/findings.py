@@ -522,7 +522,8 @@ def straggler_wait(f: Facts) -> Finding | None:
                    [distributed_link(other, f"rank {other} in Distributed"),
                     {"view": "Overview", "params": {"worker": job.get("straggler_worker")},
                      "label": f"rank {other}'s Overview"},
-                    trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")])
+                    trace_link(f, k, f"collectives in {step_label(f, k)}", "nccl")],
+                   change=fixes.faster_straggler(job))
 
 
 def _collective_mix(f: Facts) -> str:

@@ -20,7 +20,16 @@ from ..communication import collectives
 from ..launches import device_work
 from ..operators import operator_nodes
 from ..steps import find_steps
-from ..whatif.changes import CaptureGraph, Change, Combined, DropHost, OverlapComm, ScaleDevice, SideStream
+from ..whatif.changes import (
+    CaptureGraph,
+    Change,
+    Combined,
+    DropHost,
+    FasterPeer,
+    OverlapComm,
+    ScaleDevice,
+    SideStream,
+)
 from ..whatif.constants import (
     KERNEL_LAUNCH_US,
     compute_capability,
@@ -178,3 +187,13 @@ def even_out(model: TraceModel, extra_us: float) -> Change | None:
     starts = lo[order][keep]
     return DropHost(id="straggler", label="even out this rank's extra host time", own_rank=True,
                     spans=(starts, starts + take_len[keep]))
+
+
+def faster_straggler(job: dict[str, Any]) -> Change | None:
+    """Waiting for a straggler: the straggler evens out its extra host time (``extra_idle_us`` per step, where it
+    is above 0.5 ms): replayed against this rank's peers, the straggler among them arrives that much earlier."""
+    worker, extra = job.get("straggler_worker"), float(job.get("extra_idle_us") or 0.0)
+    if not worker or extra <= 500:
+        return None
+    return FasterPeer(id="straggler_wait", label=f"{worker} evens out its extra host time", worker=str(worker),
+                      us_per_step=extra)

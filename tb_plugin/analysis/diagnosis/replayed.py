@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...model.tables import TraceModel
-from ..whatif.changes import Change, flatten
+from ..rank_summary import RankSummary
+from ..whatif.changes import Change, FasterPeer, flatten
+from ..whatif.peers import Peers, peers_of
 from ..whatif.replay import baseline, replay
 from .findings import Finding
 
@@ -27,13 +29,26 @@ def what_if_of(model: TraceModel, change: Change, predicted: float) -> dict[str,
             "baseline_step_us": base, "model": model_name(change), "label": change.label}
 
 
-def replay_savings(model: TraceModel, found: list[Finding]) -> None:
-    """Replace each finding's saving by its replayed one (in place); findings whose change only this rank makes
-    (a straggler's own cause) keep their estimate until the other ranks' pace is replayed with them."""
+def needs_peers(change: Change) -> bool:
+    """Whether a change is replayed against the job's other ranks: one only this rank makes, or a peer's."""
+    return any(leaf.own_rank or isinstance(leaf, FasterPeer) for leaf in flatten((change,)))
+
+
+def replay_savings(model: TraceModel, found: list[Finding], summaries: list[RankSummary] | None = None,
+                   worker: str | None = None) -> None:
+    """Replace each finding's saving by its replayed one (in place). A change only this rank makes (the
+    straggler's own cause) or a peer's is replayed against the job's other ranks (``summaries``); without them,
+    or where they cannot be modelled, the finding keeps its rule's estimate."""
+    peers: Peers | None = None
+    if summaries and worker is not None and any(f.change is not None and needs_peers(f.change) for f in found):
+        peers = peers_of(model, summaries, worker)
     for f in found:
-        if f.change is None or f.change.own_rank:
+        if f.change is None:
             continue
-        predicted = replay(model, (f.change,)).step_us
+        job = peers if needs_peers(f.change) else None
+        if needs_peers(f.change) and job is None:
+            continue
+        predicted = replay(model, (f.change,), job).step_us
         f.what_if = what_if_of(model, f.change, predicted)
         f.what_if["id"] = f.kind
         f.saving_us = float(f.what_if["saving_us"])

@@ -13,6 +13,7 @@ from .changes import (
     Combined,
     DropDevice,
     DropHost,
+    FasterPeer,
     OverlapComm,
     ReplaceDevice,
     ScaleDevice,
@@ -20,5 +21,5 @@ from .changes import (
     flatten,
 )
 
-__all__ = ["CaptureGraph", "Change", "Combined", "DropDevice", "DropHost", "OverlapComm", "ReplaceDevice",
-           "ScaleDevice", "SideStream", "flatten"]
+__all__ = ["CaptureGraph", "Change", "Combined", "DropDevice", "DropHost", "FasterPeer", "OverlapComm",
+           "ReplaceDevice", "ScaleDevice", "SideStream", "flatten"]

@@ -14,6 +14,7 @@ from ...model.kinds import Kind
 from ...model.lookups import tree_node_of_row
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
+from ..operators import tree_levels
 from ..steps import find_steps
 from .changes import (
     CaptureGraph,
@@ -155,11 +156,15 @@ def _captured(model: TraceModel, g: Graph, change: CaptureGraph) -> tuple[np.nda
     the launch calls themselves where no operator is around them) and ``region_rows``, but the blocking calls (a
     graph cannot capture a sync), less one graph launch: the first ``cost`` µs of each step's captured time stay."""
     at = device_index(model)[_valid(model, change.rows)]
-    at = np.unique(at[at >= 0])
+    at = at[at >= 0]
     launch = g.device.launch_row[at]
-    launch = np.unique(launch[launch >= 0])
-    outer = _outermost_ops(model, launch)
-    rows = np.unique(np.concatenate([outer, _valid(model, change.region_rows)]))
+    launch = launch[launch >= 0]
+    region = _valid(model, change.region_rows)
+    if len(region):  # the regions hold the launching operators; a launch outside them is captured alone
+        rows = np.concatenate([region, launch])
+    else:
+        outer = outermost_op(model)[tree_node_of_row(model)[launch]]
+        rows = np.where(outer >= 0, host_tree(model).rows[np.maximum(outer, 0)], launch)
     ev = model["events"]
     start = ev["ts"][rows].astype(np.float64)
     lo, hi = iv.subtract(iv.union(start, start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)),
@@ -191,21 +196,15 @@ def _nodes_per_step(g: Graph, at: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _outermost_ops(model: TraceModel, launch_rows: np.ndarray) -> np.ndarray:
-    """Event rows of the outermost operators (not a ProfilerStep annotation: operators only) around each launch
-    call; the call itself where none is around it."""
+@memoized
+def outermost_op(model: TraceModel) -> np.ndarray:
+    """Per host-tree node: the outermost operator node at or above it (not an annotation: operators only), -1 where
+    no operator is around it. One pass over the tree's levels, top down."""
     tree = host_tree(model)
-    node = tree_node_of_row(model)[launch_rows]
-    top = take(tree.op_of, node, -1)
-    cur = top.copy()
-    for _ in range(int(tree.depth.max(initial=0)) + 1):
-        parent = take(tree.parent, cur, -1)
-        up = take(tree.op_of, parent, -1)
-        move = (cur >= 0) & (up >= 0)
-        if not move.any():
-            break
-        cur = np.where(move, up, cur)
-    top = np.where(cur >= 0, cur, -1)
-    out = np.where(top >= 0, take(tree.rows, top, -1), launch_rows)
-    kinds = model["events"]["kind"][out]
-    return np.unique(out[(kinds == Kind.CPU_OP) | (out == launch_rows)])
+    out = np.where((tree.kind == Kind.CPU_OP) & ~tree.merged & (tree.parent == -1), np.arange(tree.size), -1)
+    for level in tree_levels(model):
+        above = out[tree.parent[level]]
+        own = (tree.kind[level] == Kind.CPU_OP) & ~tree.merged[level]
+        out[level] = np.where(above >= 0, above, np.where(own, level, -1))
+    out[tree.merged] = take(out, tree.op_of[tree.merged], -1)
+    return out

@@ -31,6 +31,9 @@ memoised by the changes' ids, not by their arrays.
 - ``SideStream(rows)``: these device events (copies) move to a side stream of their own on their device, in the same
   order: they still run one after another and take their time, but the work queued after them on their old stream no
   longer waits for them (a copy overlapped with compute: ``non_blocking=True`` on a side stream, prefetching)
+- ``FasterPeer(worker, us_per_step)``: another rank of the job (``worker``) does ``us_per_step`` less work of its
+  own per step (its own fix, seen from a rank that waits for it): its largest gap between two collectives in each
+  of its steps shrinks by that much (``peers.py``); replayed only with the job's peers
 - ``Combined(parts)``: all ``parts`` at once, as one change with one id (a finding whose fix does several
   things)
 
@@ -155,6 +158,14 @@ class SideStream(Change):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rows", _rows(self.rows))
+
+
+@dataclass(frozen=True, eq=False)
+class FasterPeer(Change):
+    """Another rank that does less work of its own per step (the straggler's fix, seen from a rank waiting for it)."""
+
+    worker: str = ""
+    us_per_step: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)

@@ -155,10 +155,12 @@ def _device(model: TraceModel) -> Device:
 
 
 def _latency(start: np.ndarray, launch: np.ndarray, pred_finish: np.ndarray) -> float:
-    """Median launch → start of events launched into an idle stream (0-50 µs; 5 µs where none is)."""
+    """Median launch → start of events launched into an idle stream, among those that started within 50 µs (an
+    event held longer waited for something else: another stream); 5 µs where none did."""
     idle = np.isfinite(launch) & (launch >= pred_finish)
     delay = (start - launch)[idle]
-    return float(np.clip(np.median(delay), 0.0, 50.0)) if len(delay) else 5.0
+    delay = delay[(delay >= 0) & (delay <= 50.0)]
+    return float(np.median(delay)) if len(delay) else 5.0
 
 
 def _dependencies(device: np.ndarray, stream: np.ndarray, start: np.ndarray, end: np.ndarray, bounds: np.ndarray,
@@ -211,29 +213,30 @@ def _step_of(model: TraceModel, order: np.ndarray) -> np.ndarray:
     return np.where(ok, k, -1).astype(np.int64)
 
 
-def host_threads(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
-    """(pid, tid) of the threads on the host timeline: those that launched device work or recorded steps."""
+@memoized
+def host_threads(model: TraceModel) -> np.ndarray:
+    """Event rows of one event on each thread of the host timeline: those that launched device work or recorded
+    steps (a row stands for its (pid, tid))."""
     ev = model["events"]
     work = device_work(model)
     known = work.launch_row[work.launch_row >= 0]
     step_rows = np.flatnonzero(np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
                                & name_mask(model, ev["name"], lambda s: step_number(s) is not None))
     rows = np.concatenate([known, step_rows])
-    if not len(rows):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    pairs = np.unique(np.stack([ev["pid"][rows], ev["tid"][rows]]).T, axis=0)
-    return pairs[:, 0], pairs[:, 1]
+    first, _ = group_rows([ev["pid"][rows], ev["tid"][rows]]) if len(rows) else (np.zeros(0, np.int64), None)
+    out: np.ndarray = rows[first]
+    return out
 
 
 def on_threads(model: TraceModel, rows: np.ndarray) -> np.ndarray:
     """Which of ``rows`` run on a thread of the host timeline."""
     ev = model["events"]
-    pid, tid = host_threads(model)
-    if not len(pid):
+    threads = host_threads(model)
+    if not len(threads) or not len(rows):
         return np.zeros(len(rows), dtype=bool)
-    key = ev["pid"][rows].astype(np.float64) * 2.0**32 + ev["tid"][rows]
-    known = pid.astype(np.float64) * 2.0**32 + tid
-    out: np.ndarray = np.isin(key, known)
+    both = np.concatenate([threads, rows])
+    _, group = group_rows([ev["pid"][both], ev["tid"][both]])
+    out: np.ndarray = np.isin(group[len(threads):], group[:len(threads)])
     return out
 
 

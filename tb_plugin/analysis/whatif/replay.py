@@ -27,7 +27,7 @@ test trace).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -36,8 +36,9 @@ from ...model.derived import memoized
 from ...model.tables import TraceModel
 from ..steps import find_steps
 from .apply import Applied, apply
-from .changes import Change
+from .changes import Change, FasterPeer, flatten
 from .graph import Graph, graph
+from .peers import Peers, relieved
 
 
 @dataclass(frozen=True)
@@ -144,10 +145,13 @@ class _Streams:
         return out
 
 
-def replay(model: TraceModel, changes: tuple[Change, ...] | list[Change] = ()) -> Replay:
-    """The replay of the module doc with ``changes`` applied (none: the measured run)."""
+def replay(model: TraceModel, changes: tuple[Change, ...] | list[Change] = (), job: Peers | None = None) -> Replay:
+    """The replay of the module doc with ``changes`` applied (none: the measured run); ``job``: the other ranks
+    (``peers.py``), whose arrival then bounds this rank's collectives (for changes only this rank makes)."""
     g = graph(model)
     a = apply(model, tuple(changes))
+    if job is not None and job.size:
+        a = _waiting_for_peers(a, job)
     w = g.waits
     live = a.live_waits
     excluded = iv.union(np.concatenate([a.dropped[0], w.start[live]]),
@@ -157,7 +161,7 @@ def replay(model: TraceModel, changes: tuple[Change, ...] | list[Change] = ()) -
     launched = np.isfinite(d.launch)
     x_offset = np.where(launched, d.release - np.nan_to_num(d.launch) + host.work(np.nan_to_num(d.launch)), 0.0)
     streams = _Streams(g, a, x_offset)
-    _visit(g, a, host, streams)
+    _visit(g, a, host, streams, _arrivals(job, tuple(changes)))
     start = streams.finish()
     host = HostMap(excluded=excluded, prefix=host.prefix, at=np.asarray(streams.at, dtype=np.float64),
                    raise_to=np.asarray(streams.raise_to, dtype=np.float64))
@@ -165,20 +169,44 @@ def replay(model: TraceModel, changes: tuple[Change, ...] | list[Change] = ()) -
     return _steps(model, g, host, start, end)
 
 
-def _visit(g: Graph, a: Applied, host: HostMap, streams: _Streams) -> None:
-    """The waits and the cross-stream edges in time order (module doc)."""
+def _waiting_for_peers(a: Applied, job: Peers) -> Applied:
+    """A collective's measured time less its wait for the last peer: the transfer, held until the peers arrive."""
+    busy, dur = a.busy.copy(), a.dur.copy()
+    busy[job.op] = np.maximum(busy[job.op] - job.wait, 0.0)
+    dur[job.op] = np.maximum(dur[job.op] - job.wait, 0.0)
+    return replace(a, busy=busy, dur=dur)
+
+
+def _arrivals(job: Peers | None, changes: tuple[Change, ...]) -> tuple[Peers, np.ndarray] | None:
+    """The peers and their bases, with the gaps of peers a ``FasterPeer`` change speeds up shortened."""
+    if job is None or not job.size:
+        return None
+    base = job.base
+    for change in flatten(changes):
+        if isinstance(change, FasterPeer):
+            base = relieved(replace(job, base=base), change.worker, change.us_per_step)
+    return job, base
+
+
+def _visit(g: Graph, a: Applied, host: HostMap, streams: _Streams, peers: tuple[Peers, np.ndarray] | None) -> None:
+    """The waits, the cross-stream edges and the collectives that wait for peers, in time order (module doc)."""
     w, d = g.waits, g.device
     edges = np.flatnonzero((d.dep >= 0) & a.live_deps)
     waits = np.flatnonzero(a.live_waits)
-    keys = np.concatenate([d.start[edges], w.ret[waits]])
-    kinds = np.concatenate([np.zeros(len(edges), np.int8), np.ones(len(waits), np.int8)])
-    what = np.concatenate([edges, waits])
+    shared = np.arange(peers[0].size) if peers else np.zeros(0, np.int64)
+    keys = np.concatenate([d.start[edges], w.ret[waits], d.start[peers[0].op] if peers else np.zeros(0)])
+    kinds = np.concatenate([np.zeros(len(edges), np.int8), np.ones(len(waits), np.int8),
+                            np.full(len(shared), 2, np.int8)])
+    what = np.concatenate([edges, waits, shared])
     order = np.lexsort((kinds, keys))
     ret_work = host.work(w.ret)
     m = 0.0
     for kind, i in zip(kinds[order].tolist(), what[order].tolist()):
         if kind == 0:
             streams.hold(i, streams.end_of(int(d.dep[i])) + float(d.dep_lag[i]))
+            continue
+        if kind == 2 and peers is not None:
+            _hold_for_peers(streams, peers[0], peers[1], i)
             continue
         targets = w.targets[i]
         done = max((streams.end_of(int(t)) for t in targets[targets >= 0].tolist()), default=-np.inf)
@@ -187,6 +215,16 @@ def _visit(g: Graph, a: Applied, host: HostMap, streams: _Streams) -> None:
             m = value
             streams.at.append(float(w.ret[i]))
             streams.raise_to.append(m)
+
+
+def _hold_for_peers(streams: _Streams, job: Peers, base: np.ndarray, k: int) -> None:
+    """Instance ``k``'s transfer starts when its last peer arrives: after the peer's previous collective, if this
+    rank shared it, replayed here; else when the peer arrived."""
+    lo, hi = np.searchsorted(job.pair, [k, k + 1])
+    arrival = -np.inf
+    for prev, b in zip(job.prev[lo:hi].tolist(), base[lo:hi].tolist()):
+        arrival = max(arrival, (streams.end_of(int(prev)) + b) if prev >= 0 else b)
+    streams.hold(int(job.op[k]), arrival)
 
 
 def _steps(model: TraceModel, g: Graph, host: HostMap, start: np.ndarray, end: np.ndarray) -> Replay:

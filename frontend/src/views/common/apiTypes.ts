@@ -95,7 +95,9 @@ export interface Recommendation {
   evidence?: Evidence[];
   where?: Where | null;
   confidence?: "high" | "medium" | "low";
-  estimated?: "replay" | "measured" | "rule of thumb" | "none";
+  /** the fix replayed alone (null: the saving is a rule of thumb, or none is claimed) */
+  what_if?: { id: string; saving_us: number; predicted_step_us: number; baseline_step_us: number; model: string; label: string } | null;
+  estimated?: "replay" | "rule of thumb" | "measured" | "none";
 }
 
 export interface Verdict {

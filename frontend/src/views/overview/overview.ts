@@ -20,6 +20,7 @@ import { whereLine } from "./findingWhere";
 import { loadView } from "../../loadView";
 import { fetchFor, left } from "../common/ui";
 import type { ViewContext } from "../types";
+import { whatIfCard } from "./whatIf";
 
 export const HELP = {
   utilization:
@@ -243,7 +244,13 @@ export function openEvidence(ctx: ViewContext, e: Evidence): void {
 }
 
 const SAVING_HELP =
-  "Estimated saving per step if this cause were removed: the step time of a what-if replay of the trace with the fix applied, where the finding names its fix as a change, else the rule's estimate (docs/guide/overview.md). Findings are ranked by it.";
+  "Estimated saving per step if this cause were removed: the step time replayed with the finding's fix (a what-if replay of the trace), where the finding names one; else the rule's estimate (docs/guide/overview.md). Findings are ranked by it.";
+
+function savingTitle(r: Recommendation): string {
+  const w = r.what_if;
+  if (!w) return `${SAVING_HELP}\nThis one: ${r.estimated ?? "rule of thumb"}.`;
+  return `${SAVING_HELP}\nReplayed (${w.model}): ${w.label}: ${formatDuration(w.baseline_step_us)} → ${formatDuration(w.predicted_step_us)} per step.`;
+}
 
 const CONFIDENCE_HELP: Record<string, string> = {
   medium: "Inferred from the cause's effects: the trace does not show the cause itself.",
@@ -271,7 +278,7 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
       { class: "ptp-finding-head" },
       h("strong", { class: "ptp-finding-title" }, r.title),
       saving !== null && saving > 0
-        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: SAVING_HELP }, savingLabel(r, saving))
+        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: savingTitle(r), dataset: { estimated: r.estimated ?? "" } }, savingLabel(r, saving))
         : null,
       r.confidence && r.confidence !== "high"
         ? h("span", { class: "ptp-muted ptp-finding-confidence", testid: "finding-confidence", title: CONFIDENCE_HELP[r.confidence] ?? "" }, `${r.confidence} confidence`)
@@ -440,6 +447,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       "div",
       { class: "ptp-view ptp-overview", testid: "overview" },
       diagnosisCard(ctx, data, gpuTrace),
+      whatIfCard(ctx, data.recommendations, data.verdict?.id),
       data.notes.map((n) => h("div", { class: "ptp-note", testid: "overview-note", role: "note" }, infoIcon("A note from the analysis."), h("span", {}, n))),
       h("div", { class: "ptp-grid ptp-grid-cards" }, configurationCard(data), gpuTrace ? data.gpus.map(gpuCard) : null),
       card(
