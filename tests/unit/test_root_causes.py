@@ -420,3 +420,27 @@ def test_location_names_the_users_frame_and_the_api_it_calls(tmp_path: Path) -> 
     assert api_name("/usr/lib/python3.11/site-packages/torch/cuda/memory.py(222): empty_cache") == \
         "torch.cuda.memory.empty_cache"
     assert api_name("nn.Module: Linear_3") == "Linear.forward"
+
+
+# ------------------------------------------------------------------------------------------- real traces
+
+def test_real_symptoms_say_where_their_cause_lives() -> None:
+    """samples/tiny_kernels (40 narrow residual blocks, SGD foreach=False): the launch-bound kernels are mostly
+    launched from the backward pass (loss.backward() at bottleneck.py:176), and SGD's per-parameter loop is a
+    finding of its own (246 kernels a step) that names fused=True. The V100 ResNet-50 of the old plugin (1.8 trace,
+    ``Call stack`` args, no Optimizer.step annotation): its short kernels are launched by SGD.step at line 51."""
+    from tests.conftest import REPO
+
+    o = overview(load_trace(str(next((REPO / "samples/tiny_kernels").glob("*.gz")))))
+    check_shape(o)
+    lb = finding(o, "launch_bound")
+    assert lb["where"]["text"] == "bottleneck.py:176 (step) → torch._tensor.backward, inside 'backward'"
+    assert o["verdict"]["text"].startswith("Launch-bound at bottleneck.py:176 (step) → torch._tensor.backward")
+    opt = finding(o, "unfused_optimizer")
+    assert opt["headline"].startswith("SGD.step launches 246 kernels per step (one kernel per parameter and "
+                                      "operation)")
+    assert "torch.optim.SGD(..., fused=True) at bottleneck.py:" in opt["advice"]
+    o = overview(load_trace(str(sorted((REPO / "tests/data/kineto_v100/resnet50_num_workers_4").glob("*.gz"))[0])))
+    lb = finding(o, "launch_bound")
+    assert lb["where"]["frame"] == "resnet50_profiler_api.py(51): <module>"
+    assert lb["where"]["api"] == "torch.optim.sgd.step" and "fused=True" in lb["advice"]

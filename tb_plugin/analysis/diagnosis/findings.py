@@ -234,6 +234,11 @@ def mostly_at(where: Where) -> str:
     return f"; mostly at {text}{share}"
 
 
+def optimizer_api(where: Where) -> bool:
+    """Whether the evidence lives in a ``torch.optim`` optimizer's step (by the API the user's line calls)."""
+    return re.match(r"^torch\.optim\.\w+\.step$", where.api() or "") is not None
+
+
 def _host_advice(f: Facts, where: Where) -> tuple[str, list[str]]:
     """What cuts the host's work, given what the run already does and where the work is: the backward pass
     (autograd launches each kernel from its own thread), the optimizer, or the model's forward."""
@@ -308,7 +313,11 @@ def launch_bound(f: Facts) -> Finding | None:
     per = np.maximum(lo.overhead, gap)
     mean = float(per.mean())
     where = locate_rows(f.model, lo.rows)
-    if not f.uses("torch_compile"):
+    if optimizer_api(where):
+        advice, suggests = (f"Most of these launches are the optimizer's step ({where.api()}), one small kernel per "
+                            "parameter: construct the optimizer with fused=True (Adam, AdamW, SGD, Adagrad) or "
+                            "foreach=True."), ["fused_optimizer"]
+    elif not f.uses("torch_compile"):
         advice, suggests = "Fuse the small operations with torch.compile, or batch the work into fewer kernels.", [
             "torch_compile"]
     elif not f.uses("cuda_graphs"):

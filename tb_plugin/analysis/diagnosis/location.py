@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...model import intervals as iv
+from ...model.arrays import take
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.nesting import nest
@@ -261,28 +262,40 @@ def _python_site(model: TraceModel, evidence: iv.Intervals, threads: tuple[tuple
 def _stack_site(model: TraceModel, evidence: iv.Intervals, threads: tuple[tuple[int, int], ...]
                 ) -> tuple[str | None, str | None, float]:
     """1.x traces: the user frame and the frame inside it from the ``Call stack`` of the operators holding the
-    evidence (self overlap of the operators, innermost first in the stack text)."""
+    evidence: each operator's self overlap (less that of the operators inside it; ``ProfilerStep#``, an operator in
+    1.x traces, left out), by stack; threads without stacks (autograd's) read the main threads'."""
     tree = host_tree(model)
     ev = model["events"]
     ops_row = np.full(model.n_events, -1, dtype=np.int64)
     ops_row[model["ops"]["row"]] = np.arange(len(model["ops"]["row"]))
-    nodes = np.flatnonzero((tree.kind == Kind.CPU_OP) & ~tree.merged
-                           & _on_threads(ev["pid"][tree.rows], ev["tid"][tree.rows], threads))
-    stack = np.where(ops_row[tree.rows[nodes]] >= 0,
-                     model["ops"]["call_stack"][np.maximum(ops_row[tree.rows[nodes]], 0)], -1)
-    nodes, stack = nodes[stack >= 0], stack[stack >= 0]
+    ops = (tree.kind == Kind.CPU_OP) & ~tree.merged & ~np.isin(
+        ev["name"][tree.rows], model.codes_where(lambda s: s.startswith("ProfilerStep#")))
+    stack_of = np.where(ops_row[tree.rows] >= 0, model["ops"]["call_stack"][np.maximum(ops_row[tree.rows], 0)], -1)
+    for on in (threads, main_threads(model)):
+        nodes = np.flatnonzero(ops & (stack_of >= 0) & _on_threads(ev["pid"][tree.rows], ev["tid"][tree.rows], on))
+        if len(nodes):
+            break
     if not len(nodes):
         return None, None, 0.0
-    overlap = iv.lengths_within(evidence, tree.start[nodes], tree.end[nodes])
-    code, _ = _top(stack, overlap)  # the innermost stack that holds the most (a stack's frames include its callers')
-    frames = [s for s in model.strings[code].split(";") if s.strip()]
-    paths = [m.group(1) if (m := FRAME.match(s.strip())) else None for s in frames]
+    overlap = np.zeros(tree.size)
+    overlap[nodes] = iv.lengths_within(evidence, tree.start[nodes], tree.end[nodes])
+    inner = np.zeros(tree.size)
+    up = take(tree.op_of, tree.parent[nodes], -1)
+    np.add.at(inner, up[up >= 0], overlap[nodes][up >= 0])
+    own = (overlap[nodes] - inner[nodes]).clip(min=0.0)
+    code, weight = _top(stack_of[nodes], own, named=True)
+    if code < 0:
+        return None, None, 0.0
+    frames = [f.strip() for f in model.strings[code].split(";") if f.strip()]
+    paths = [m.group(1) if (m := FRAME.match(f)) else None for f in frames]
     roots = library_roots([p for p in paths if p])
     for i, p in enumerate(paths):
         if p is not None and classify(p, roots) == "user":
             total = iv.total(evidence)
-            share = float(overlap[stack == code].sum()) / total if total > 0 else 0.0
-            return frames[i].strip(), frames[i - 1].strip() if i else None, min(share, 1.0)
+            j = i - 1  # the call the user's line makes; frames that only forward it skipped
+            while j > 0 and _PLUMBING.search(frames[j]):
+                j -= 1
+            return frames[i], frames[j] if j >= 0 else None, min(weight / total, 1.0) if total > 0 else 0.0
     return None, None, 0.0
 
 
