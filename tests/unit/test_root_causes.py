@@ -444,3 +444,24 @@ def test_real_symptoms_say_where_their_cause_lives() -> None:
     lb = finding(o, "launch_bound")
     assert lb["where"]["frame"] == "resnet50_profiler_api.py(51): <module>"
     assert lb["where"]["api"] == "torch.optim.sgd.step" and "fused=True" in lb["advice"]
+
+
+def test_a_slow_step_names_what_it_does_that_the_others_do_not(tmp_path: Path) -> None:
+    """Five 10 ms steps of the same work; step 3 also saves a checkpoint (torch.save at train.py:95, 50 ms):
+    the outlier finding names the call, its line and its time against the other steps' (none)."""
+    events: list[dict[str, Any]] = []
+    t = 0.0
+    for n in range(5):
+        dur = 60_000.0 if n == 2 else 10_000.0
+        events += [step(n + 1, t, dur), py("train.py(90): train_step", t, dur, 10 * n + 1),
+                   op("aten::mm", t, 20), launch(t + 5, 5, corr=n + 1), kernel("nvjet_k", t + 20, 9_000, corr=n + 1)]
+        if n == 2:
+            events += [py("torch/serialization.py(944): save", t + 9_100, 50_000, 10 * n + 2, 10 * n + 1),
+                       py("<built-in method write of _io.BufferedWriter object at 0x7f1>", t + 9_200, 49_000,
+                          10 * n + 3, 10 * n + 2)]
+        t += dur
+    o = overview(model_of(tmp_path, events, deviceProperties=PROPS))
+    f = finding(o, "outlier_steps")
+    assert f["headline"].endswith("; step 3 spends 49.0 ms in torch.serialization.save (write) called at train.py:90 "
+                                  "(train_step), the other steps 0 µs")
+    assert f["where"]["api"] == "torch.serialization.save" and f["where"]["frame"] == "train.py(90): train_step"

@@ -510,3 +510,72 @@ def claimed(model: TraceModel) -> iv.Intervals:
     if not parts:
         return iv.EMPTY
     return iv.union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+# ------------------------------------------------------------------------------------------------ slow steps
+
+_ADDRESS = re.compile(r" (?:of (?:[\w.]+ )?object )?at 0x[0-9a-fA-F]+")
+
+
+@dataclass(frozen=True)
+class StepCause:
+    name: str  # the Python function (frame text, no address) or operator
+    frame: str | None  # the user's frame that calls it (Python functions)
+    slow_us: float  # its self time in the slow step
+    usual_us: float  # its median self time in the other steps
+    rows: np.ndarray  # its events in the slow step
+
+
+def step_cause(model: TraceModel, slow: int) -> StepCause | None:
+    """What the slow step does that the others do not: of the Python functions (their self time: less the frames
+    they call) and host operators (self time), the one whose time in step ``slow`` exceeds its median over the
+    other steps by the most (a checkpoint save, an evaluation, logging, a garbage collection the trace shows); None
+    where none exceeds it by a third of the step's excess over the median step."""
+    steps = find_steps(model)
+    if steps.count < 3:
+        return None
+    f = python_frames(model)
+    dur = f.end - f.start
+    inner = np.zeros(f.size)
+    np.add.at(inner, f.parent[f.parent >= 0], dur[f.parent >= 0])
+    tree = host_tree(model)
+    ops = np.flatnonzero((tree.kind == Kind.CPU_OP) & ~tree.merged & ~name_mask(
+        model, model["events"]["name"][tree.rows], lambda s: s.startswith("ProfilerStep#")))  # an operator in 1.x
+    op_inner = np.zeros(tree.size)
+    up = take(tree.op_of, tree.parent[ops], -1)
+    np.add.at(op_inner, up[up >= 0], (tree.end - tree.start)[ops][up >= 0])
+    names = np.concatenate([f.name, model["events"]["name"][tree.rows[ops]]])
+    own = np.concatenate([(dur - inner).clip(min=0.0), ((tree.end - tree.start)[ops] - op_inner[ops]).clip(min=0.0)])
+    rows = np.concatenate([f.rows, tree.rows[ops]])
+    step = step_of(model, np.concatenate([f.start, tree.start[ops]]))
+    keep = step >= 0
+    names, own, rows, step = names[keep], own[keep], rows[keep], step[keep]
+    text = np.asarray([_ADDRESS.sub("", model.strings[int(c)]) for c in np.unique(names).tolist()], dtype=object)
+    labels, label_of = np.unique(text, return_inverse=True)
+    key = label_of.reshape(-1)[np.searchsorted(np.unique(names), names)]
+    table = np.zeros((len(labels), steps.count))
+    np.add.at(table, (key, step), own)
+    usual = np.median(np.delete(table, slow, axis=1), axis=1)
+    excess = table[:, slow] - usual
+    best = int(np.argmax(excess)) if len(excess) else -1
+    d = steps.duration
+    if best < 0 or excess[best] < max(500.0, (float(d[slow]) - float(np.median(d))) / 3):
+        return None
+    mine = (key == best) & (step == slow)
+    return StepCause(name=str(labels[best]), frame=_caller(model, rows[mine]), slow_us=float(table[best, slow]),
+                     usual_us=float(usual[best]), rows=rows[mine])
+
+
+def _caller(model: TraceModel, rows: np.ndarray) -> str | None:
+    """The user's frame around the most of these rows (Python frames: their nearest user frame)."""
+    f = python_frames(model)
+    pos = np.full(model.n_events, -1, dtype=np.int64)
+    pos[f.rows] = np.arange(f.size)
+    at = pos[rows]
+    at = at[at >= 0]
+    user = f.user[at]
+    user = user[user >= 0]
+    if not len(user):
+        return None
+    codes, counts = np.unique(f.name[user], return_counts=True)
+    return model.strings[int(codes[np.argmax(counts)])]

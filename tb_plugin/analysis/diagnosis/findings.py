@@ -28,7 +28,8 @@ from ..summary import devices
 from ..whatif.changes import Change
 from . import cause_fixes, fixes
 from . import evidence as E
-from .location import Where, locate, locate_rows, short_frame, threads_of
+from .causes import step_cause
+from .location import Where, api_name, locate, locate_rows, short_frame, threads_of
 
 DOCS = {
     "dataloader": "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
@@ -646,12 +647,23 @@ def outlier_steps(f: Facts) -> Finding | None:
     outliers = [int(i) for i in np.argsort(-d, kind="stable") if d[i] >= 1.3 * median]
     named = ", ".join(f"{step_label(f, i)} {ms(float(d[i]))} ({d[i] / median:.1f}×)" for i in outliers[:3])
     more = f" and {len(outliers) - 3} more" if len(outliers) > 3 else ""
+    c = step_cause(f.model, slow)
+    why, where = "", None
+    if c is not None:
+        where = locate_rows(f.model, c.rows)
+        inner, api = api_name(c.name), where.api()
+        what = (f"{api} ({inner})" if api and api != inner else inner) + (
+            f" called at {short_frame(c.frame)}" if c.frame and c.frame != c.name else "")
+        inside = f" inside '{where.annotation}'" if where.annotation else ""
+        why = (f"; {step_label(f, slow)} spends {ms(c.slow_us)} in {what}{inside}, the other steps "
+               f"{ms(c.usual_us)}")
     return Finding("outlier_steps", f"Step times vary: {len(outliers)} of {len(d)} steps take ≥ 1.3× the median "
-                   f"{ms(median)}: {named}{more}; the fastest, {step_label(f, fast)}, {ms(float(d[fast]))}",
+                   f"{ms(median)}: {named}{more}; the fastest, {step_label(f, fast)}, {ms(float(d[fast]))}{why}",
                    "Compare the slowest step with the fastest to see what differs (data, synchronisation, a "
-                   "collective, garbage collection).", saving, [], DOCS["tuning"],
-                   [diff_link(f, slow, fast), trace_link(f, slow, f"slowest: {step_label(f, slow)}"),
-                    trace_link(f, fast, f"fastest: {step_label(f, fast)}")], cause=False)
+                   "collective, garbage collection, a checkpoint or evaluation every N steps).", saving, [],
+                   DOCS["tuning"], [diff_link(f, slow, fast), trace_link(f, slow, f"slowest: {step_label(f, slow)}"),
+                                    trace_link(f, fast, f"fastest: {step_label(f, fast)}")], cause=False,
+                   where=where)
 
 
 def memory_pressure(f: Facts) -> Finding | None:

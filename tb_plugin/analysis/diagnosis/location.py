@@ -45,7 +45,7 @@ _BACKWARD = "autograd::engine::evaluate_function: "
 # Library functions that only forward a call (the API is the one below them).
 _PLUMBING = re.compile(r"\): (?:_call_impl|_wrapped_call_impl|__call__|inner|wrapper|_fn|decorate_context|"
                        r"_use_grad|maybe_fallback|_compile|run_fn)$")
-_BUILTIN = re.compile(r"^<built-in (?:method (\w+) of (\w+) object|function (\w+))")
+_BUILTIN = re.compile(r"^<built-in (?:method (\w+)(?: of (\w+) object)?|function (\w+))")
 _INSTALLED = re.compile(r"^.*/(?:site-packages|dist-packages|lib/python\d+(?:\.\d+)?)/")
 _HALF = 0.5  # an annotation is named where it holds at least this share of the evidence
 
@@ -191,6 +191,8 @@ def api_name(frame: str) -> str:
     if b:
         if b.group(3):
             return b.group(3)
+        if not b.group(2):
+            return b.group(1)
         owner = {"type": "torch", "Tensor": "Tensor"}.get(b.group(2), b.group(2))
         return f"{owner}.{b.group(1)}"
     m = FRAME.match(frame.strip())
