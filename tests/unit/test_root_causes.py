@@ -465,3 +465,30 @@ def test_a_slow_step_names_what_it_does_that_the_others_do_not(tmp_path: Path) -
     assert f["headline"].endswith("; step 3 spends 49.0 ms in torch.serialization.save (write) called at train.py:90 "
                                   "(train_step), the other steps 0 µs")
     assert f["where"]["api"] == "torch.serialization.save" and f["where"]["frame"] == "train.py(90): train_step"
+
+
+@pytest.mark.parametrize(("frame", "said"), [
+    ("<built-in method cpu of Tensor object at 0x7f1>", ".cpu()"),
+    ("<built-in method tolist of Tensor object at 0x7f1>", ".tolist()"),
+    ("<built-in function print>", "print()"),
+])
+def test_the_sync_names_the_users_call(tmp_path: Path, frame: str, said: str) -> None:
+    """Per 1900 µs step: an 800 µs scan (6 → 806); train.py:60 reads a GPU tensor on the host (``frame`` 700 → 815
+    around aten::to, a DtoH copy and its cudaStreamSynchronize 710 → 810, which waits for the scan); the softmax is
+    launched only at 1200. The sync finding says which call the user wrote, and where."""
+    events: list[dict[str, Any]] = []
+    for n in range(3):
+        b = n * 1_900
+        c = 10 * n
+        events += [step(n + 1, b, 1_900), py("train.py(60): train_step", b, 1_900, c + 1),
+                   op("aten::cumsum", b, 8), launch(b + 1, 5, corr=c + 1), kernel("scan", b + 6, 800, corr=c + 1),
+                   py(frame, b + 700, 115, c + 2, c + 1), op("aten::to", b + 700, 115), op("aten::copy_", b + 705, 107),
+                   launch(b + 706, 3, corr=c + 2, name="cudaMemcpyAsync"),
+                   kernel("Memcpy DtoH (Device -> Pageable)", b + 806, 2, corr=c + 2, cat="gpu_memcpy"),
+                   launch(b + 710, 100, corr=-1, name="cudaStreamSynchronize"),
+                   op("aten::softmax", b + 815, 400), launch(b + 1_200, 5, corr=c + 3),
+                   kernel("softmax", b + 1_210, 690, corr=c + 3)]
+    o = overview(model_of(tmp_path, events, deviceProperties=PROPS))
+    f = finding(o, "sync_bound")
+    assert f"(cudaStreamSynchronize inside aten::copy_: {said} at train.py:60 (train_step))" in f["headline"]
+    assert f["advice"].startswith(f"Keep values on the GPU instead of {said}")
