@@ -376,8 +376,11 @@ def _own_cause(ranks: list[RankSummary], k: int, step_us: float) -> dict[str, An
         return None
     excess, theirs, r = best
     name, frame = r["name"], r.get("frame")
-    what = {"python": api_name(name), "operator": f"the operator {name}", "kernel": f"the kernel {name[:80]}"}
-    text = what.get(r["kind"], name) + (f" called at {short_frame(frame)}" if frame and frame != name else "")
+    if r["kind"] == "python" and frame == name:  # the user's own function: its file and line
+        text = short_frame(name)
+    else:
+        what = {"python": api_name(name), "operator": f"the operator {name}", "kernel": f"the kernel {name[:80]}"}
+        text = what.get(r["kind"], name) + (f" called at {short_frame(frame)}" if frame and frame != name else "")
     return {"kind": r["kind"], "name": name, "frame": frame, "us": float(r.get("self_us", 0.0)),
             "others_us": theirs, "excess_us": excess, "text": text}
 

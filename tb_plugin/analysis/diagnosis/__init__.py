@@ -23,6 +23,18 @@ RULES = rules_causes.RULES + SYMPTOM_RULES
 TITLES = {**SYMPTOM_TITLES, **rules_causes.TITLES}
 
 _PACE = {"copy_bound"}
+# The root cause each finding kind names, in the calibration corpus's terms (tests/data/calibration/*/MANIFEST.json:
+# ``root_cause``; samples/README.md "Calibration pairs"). Symptom kinds map to the cause the corpus plants for them.
+ROOT_CAUSE_OF = {
+    "input_bound": "dataloader_wait", "cpu_tensor_creation": "cpu_tensor_creation", "cpu_bound": "cpu_bound",
+    "gpu_idle_gaps": "cpu_bound", "launch_bound": "launch_bound", "sync_bound": "host_device_sync",
+    "pageable_copies": "copy_bound", "copy_bound": "copy_bound", "low_tensor_cores": "tf32_disabled",
+    "communication_bound": "communication_bound", "straggler_wait": "straggler_host", "straggler": "straggler_host",
+    "allocator_churn": "allocator_churn", "recompilation": "recompilation",
+    "checkpoint_recompute": "activation_checkpointing", "unfused_optimizer": "unfused_optimizer",
+    "host_compute": "host_augmentation", "cudnn_autotune": "cudnn_autotune", "cudnn_benchmark": "cudnn_benchmark_off",
+    "pipeline_bubble": "pipeline_bubble", "gpu_bound": "none", "cpu_compute": "none", "none": "none",
+}
 VERDICT_SHARE = 0.10  # a cause becomes the verdict when it saves at least this share of the step
 
 
@@ -65,7 +77,7 @@ def _verdict(found: list[Finding], facts: Facts) -> dict[str, Any]:
     # copies (Copy-bound, when overlapping them cannot help: they are the step's critical path)
     pick = causes[0] if causes else next((f for f in found if f.fallback or f.kind in _PACE), None)
     if pick is None:
-        return {"kind": "none", "id": None, "saving_us": 0.0, "where": None,
+        return {"kind": "none", "id": None, "saving_us": 0.0, "where": None, "root_cause": "none",
                 "text": "No dominant bottleneck: no cause would save 10 % of the step."}
     # the symptom's title with where its cause lives: "Launch-bound at train.py:74 (train_step) → loss.backward: …"
     at = pick.where.text() if pick.where else ""
@@ -79,7 +91,8 @@ def _verdict(found: list[Finding], facts: Facts) -> dict[str, Any]:
         if cause:
             text += f"; it spends {ms(float(cause['us']))}/step in {cause['text']}, the others {ms(cause['others_us'])}"
     return {"kind": pick.kind, "id": pick.kind, "saving_us": float(pick.saving_us), "text": text,
-            "where": pick.where.as_dict() if at and pick.where else None}
+            "where": pick.where.as_dict() if at and pick.where else None,
+            "root_cause": ROOT_CAUSE_OF.get(pick.kind, pick.kind)}
 
 
 def diagnose(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None,

@@ -26,7 +26,7 @@ from ..memory import memory_curve
 from ..steps import breakdown, find_steps
 from ..summary import devices
 from ..whatif.changes import Change
-from . import cause_fixes, fixes
+from . import cause_fixes, causes, fixes
 from . import evidence as E
 from .causes import step_cause
 from .location import Where, api_name, locate, locate_rows, short_frame, threads_of
@@ -463,7 +463,9 @@ def copy_bound(f: Facts) -> Finding | None:
 
 def low_tensor_cores(f: Facts) -> Finding | None:
     """On compute capability ≥ 7.0: kernels of tensor-core-eligible operators (matmul, convolution, attention)
-    that use no tensor cores ≥ 10 % of kernel time; saving: half their time (tensor cores at least double it)."""
+    that use no tensor cores ≥ 10 % of kernel time; saving: half their time (tensor cores at least double it).
+    From Ampere on (8.0), fp32 operators whose GEMMs run on the CUDA cores mean TF32 is off: the finding says so
+    and names ``allow_tf32``; it says where the operators are (their launches' location)."""
     cc = f.context["compute_capability"]
     if not f.gpu or not cc or float(cc) < 7.0:
         return None
@@ -471,18 +473,26 @@ def low_tensor_cores(f: Facts) -> Finding | None:
     mean = float(gap.eligible.mean()) if len(gap.eligible) else 0.0
     if gap.share < 0.1 or mean <= 0:
         return None
+    change = fixes.tensor_cores(f.model, f.context)
+    where = locate_rows(f.model, causes.host_rows(f.model, change.rows))
+    tf32 = not f.uses("autocast") and float(cc) >= 8.0
     if f.uses("autocast"):
         advice = (f"{f.context['precision']} is in use, yet these operators' kernels use no tensor cores: check "
                   "that they run under autocast and that their sizes are multiples of 8.")
         suggests = ["tensor_core_shapes"]
+    elif tf32:
+        advice = ("Enable TF32: torch.backends.cuda.matmul.allow_tf32 = True (or "
+                  "torch.set_float32_matmul_precision('high')) and torch.backends.cudnn.allow_tf32 = True; bf16 "
+                  "mixed precision (torch.autocast(device_type='cuda', dtype=torch.bfloat16)) gains more.")
+        suggests = ["tf32", "autocast"]
     else:
-        advice = ("Enable mixed precision (torch.autocast(device_type='cuda', dtype=torch.bfloat16)) or TF32 "
-                  "(torch.backends.cuda.matmul.allow_tf32 = True).")
+        advice = "Enable mixed precision (torch.autocast(device_type='cuda', dtype=torch.float16))."
         suggests = ["autocast"]
+    off = "; fp32 matmuls and convolutions run on the CUDA cores: TF32 is off" if tf32 else ""
     return Finding("low_tensor_cores", f"{pct(gap.share)} of the kernel time is in matmul/convolution/attention "
                    f"kernels that use no tensor cores on {f.context['device']} (compute capability {cc}): "
-                   f"{ms(mean)} per step", advice, mean / 2, suggests, DOCS["amp"], [kernel_link("Kernels")],
-                   change=fixes.tensor_cores(f.model, f.context))
+                   f"{ms(mean)} per step{off}{mostly_at(where)}", advice, mean / 2, suggests, DOCS["amp"],
+                   [kernel_link("Kernels")], where=where, change=change)
 
 
 def _parallel_advice(f: Facts) -> tuple[str, list[str], str]:

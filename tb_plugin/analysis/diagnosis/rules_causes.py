@@ -309,32 +309,45 @@ def cudnn_benchmark(f: Facts) -> Finding | None:
 _P2P = ("send", "recv", "sendrecv")
 
 
+def _bubble_saving(bubble: float, micro: int, stages: int) -> tuple[float, str]:
+    """What more micro-batches give: a GPipe/1F1B step of ``micro`` micro-batches over ``stages`` stages idles
+    (stages − 1) micro-batch times per stage, the bubble, (stages − 1) / (micro + stages − 1) of the step; with the
+    same global batch in ``k`` times as many micro-batches the bubble shrinks to a k-th. The usual target is 4 ×
+    stages micro-batches (the GPipe paper: the bubble is then negligible), else twice as many."""
+    target = max(4 * stages, 2 * micro)
+    return bubble * (1.0 - micro / target), f"{target} micro-batches"
+
+
 def pipeline_bubble(f: Facts) -> Finding | None:
-    """Point-to-point sends and receives (a pipeline schedule) whose time not hidden by computation is ≥ 10 % of
-    the step: the stage waits for its neighbours. Saving (rule of thumb): half of it, what doubling the
-    micro-batches gives a GPipe/1F1B schedule whose bubble is (stages − 1) / (micro-batches + stages − 1)."""
+    """Point-to-point sends and receives (a pipeline schedule) whose time not hidden by computation (the bubble) is
+    ≥ 10 % of the step: the stage waits for its neighbours. Saving (rule of thumb, no change model replays a
+    schedule): the part of the bubble that 4 × stages micro-batches remove (``_bubble_saving``), the micro-batches
+    counted by this rank's receives per step, the stages by the job's world size (2 without a job)."""
     col = collectives(f.model)
     names = np.asarray(col.name, dtype=object)
     p2p = np.isin(names, _P2P)
     if not p2p.any():
         return None
     comm = iv.union(col.start[p2p], col.end[p2p])
-    compute = role_intervals(f.model)["Kernel"]
-    exposed = C.per_step(f.model, iv.subtract(comm, compute))
+    exposed = C.per_step(f.model, iv.subtract(comm, role_intervals(f.model)["Kernel"]))
     mean = float(exposed.mean()) if len(exposed) else 0.0
     if f.share(mean) < 0.1:
         return None
     n = max(len(exposed), 1)
     counts = {k: int((names == k).sum()) for k in _P2P if (names == k).any()}
     mix = ", ".join(f"{v / n:.0f} {k}" for k, v in counts.items())
+    micro = max(1, round((counts.get("recv", 0) + counts.get("sendrecv", 0)) / n))
+    stages = max(2, int((f.job or {}).get("world_size") or f.context.get("world_size") or 2))
+    saving, target = _bubble_saving(mean, micro, stages)
     where = locate_rows(f.model, C.host_rows(f.model, col.row[p2p & (col.row >= 0)]))
     k = worst(exposed)
     return Finding("pipeline_bubble", f"This pipeline stage waits in point-to-point transfers ({mix} per step) "
                    f"{ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))}) with no computation to overlap",
-                   "Shrink the pipeline's bubble: more micro-batches per step (the idle share of a GPipe or 1F1B "
-                   "schedule is (stages − 1) / (micro-batches + stages − 1)), an interleaved schedule "
-                   "(torch.distributed.pipelining.ScheduleInterleaved1F1B, several stages per rank), and stages "
-                   "of equal cost (the Distributed view shows the slower one).", mean / 2,
+                   f"Shrink the pipeline's bubble: it is (stages − 1) / (micro-batches + stages − 1) of a GPipe or "
+                   f"1F1B step; this stage receives {micro} micro-batch{'es' if micro > 1 else ''} per step over "
+                   f"{stages} stages: split the same batch into {target} (the estimate), use an interleaved schedule "
+                   "(torch.distributed.pipelining.ScheduleInterleaved1F1B, several stages per rank), and balance "
+                   "the stages (the Distributed view shows the slower one).", saving,
                    ["more_microbatches", "interleaved_schedule"], DOCS["pipeline"],
                    [trace_link(f, k, f"send/recv in {step_label(f, k)}", "nccl"),
                     {"view": "Distributed", "params": {}, "label": "Distributed view"}],

@@ -106,6 +106,7 @@ export interface Verdict {
   text: string;
   saving_us: number;
   where?: Where | null;
+  root_cause?: string;
 }
 
 export interface RunContext {
