@@ -474,7 +474,8 @@ def low_tensor_cores(f: Facts) -> Finding | None:
     if gap.share < 0.1 or mean <= 0:
         return None
     change = fixes.tensor_cores(f.model, f.context)
-    where = locate_rows(f.model, causes.host_rows(f.model, change.rows))
+    rows = getattr(change, "rows", np.zeros(0, dtype=np.int64))  # the eligible kernels the change speeds up
+    where = locate_rows(f.model, causes.host_rows(f.model, rows))
     tf32 = not f.uses("autocast") and float(cc) >= 8.0
     if f.uses("autocast"):
         advice = (f"{f.context['precision']} is in use, yet these operators' kernels use no tensor cores: check "
