@@ -42,7 +42,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model.tables import TraceModel
 from .communication import Collectives, collectives, dtype_size, normalize_collective
-from .diagnosis.location import api_name, short_frame
+from .python_frames import api_name, short_frame
 from .rank_summary import RankSummary, rank_summary
 
 __all__ = ["Collectives", "collectives", "distributed", "dtype_size", "job_distributed", "job_distributed_lazy",

@@ -26,8 +26,8 @@ from ..model.names import is_host_sync, name_mask
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
 from .communication import Collectives, collectives, communication_intervals
-from .diagnosis.location import python_frames
 from .operators import operator_nodes
+from .python_frames import python_frames
 from .steps import find_steps, role_intervals
 from .views import available_views
 

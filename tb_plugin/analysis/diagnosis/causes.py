@@ -31,10 +31,11 @@ from ...model.kinds import DEVICE_KINDS, Kind
 from ...model.names import name_mask
 from ...model.optree import HostTree, host_tree, launch_rows
 from ...model.tables import TraceModel
+from ..python_frames import python_frames
 from ..steps import find_steps
 from .gpu_time import gpu_idle, spans
 from .host_only import loader_intervals
-from .location import main_threads, python_frames
+from .location import main_threads
 from .sync_cost import _bubbles, sync_cost
 
 PerStep = np.ndarray

@@ -17,12 +17,13 @@ import numpy as np
 from ...model import intervals as iv
 from ..communication import collectives
 from ..memory import memory_curve
+from ..python_frames import api_name, short_frame
 from ..steps import find_steps, role_intervals
 from ..summary import devices
 from . import cause_fixes as F
 from . import causes as C
 from .findings import Facts, Finding, ms, operator_link, pct, step_label, trace_link, worst
-from .location import Where, api_name, locate, locate_rows, short_frame
+from .location import Where, locate, locate_rows
 
 DOCS = {
     "memory": "https://pytorch.org/docs/stable/notes/cuda.html#memory-management",
