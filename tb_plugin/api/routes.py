@@ -126,7 +126,7 @@ class Api:
             try:
                 return what_if(loaded.model, ids, job, loaded.file.worker, [s for _, s in ranks] if job else None)
             except UnknownFinding as e:
-                raise ApiError(400, str(e)) from None
+                raise ApiError(404, str(e)) from None
 
         return self._answer(request, loaded, compute, tuple(sorted(f.identity for f, _ in ranks)))
 

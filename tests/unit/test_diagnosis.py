@@ -218,9 +218,11 @@ def test_multi_rank_context_knows_the_job() -> None:
 
 def test_many_tiny_kernels_are_launch_bound(tmp_path: Path) -> None:
     """200 aten::add of 20 µs, each launching (10 µs) a 2 µs kernel, in a 5 ms step: 200 short kernels, GPU busy
-    8 %. Replayed as a CUDA graph, the aten::add vanish but one graph launch of 200 × 2.7 = 540 µs (the first 27
-    of them): the host's step is 5000 − 173 × 20 = 1540 µs; the last kernel's launch (inside the last aten::add,
-    at 4980) maps to 4980 − 172 × 20 − 5 = 1535, its kernel starts 11 µs later and ends at 1548: the step."""
+    8 %. Replayed as a CUDA graph, the step's host work from the first aten::add to the last (0 → 4995, Python
+    between them included) vanishes but one graph launch of 200 × 2.7 = 540 µs (its first 540 µs): the host's step
+    is 5000 − 4455 = 545 µs. The 22 kernels launched in those 540 µs keep their times (the last ends at 543); the
+    other 178 are released at 540 + 11 (their launch latency) and run back to back, 2 µs each: the last ends at
+    551 + 356 = 907, the step."""
     events = [step(1, 0, 5000)]
     for i in range(200):
         t = i * 25
@@ -230,7 +232,7 @@ def test_many_tiny_kernels_are_launch_bound(tmp_path: Path) -> None:
     assert o["verdict"]["kind"] == "launch_bound"
     f = o["recommendations"][0]
     assert "200 of 200 kernels (100 %; 200 per step)" in f["text"] and "median kernel 2.0 µs, launch 10.0 µs" in f["text"]
-    assert f["saving_us"] == pytest.approx(5000 - 1548)
+    assert f["saving_us"] == pytest.approx(5000 - 907)
     assert "torch_compile" in f["suggests"] and "cpu_bound" not in [r["kind"] for r in o["recommendations"]]
 
 

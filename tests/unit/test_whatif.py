@@ -25,7 +25,7 @@ from tb_plugin.analysis.whatif.graph import graph
 from tb_plugin.analysis.whatif.replay import measured_step_us, replay
 from tb_plugin.loader import load_trace
 from tb_plugin.model.tables import TraceModel
-from tests.conftest import REPO
+from tests.conftest import REPO, write_trace
 from tests.unit.test_views_synthetic import PROPS, kernel, launch, model_of, op, step
 
 TRACES = sorted(p for p in [*REPO.glob("samples/*/*.pt.trace.json*"), *REPO.glob("tests/data/*/*/*.pt.trace.json*")])
@@ -245,3 +245,97 @@ def test_the_sync_finding_is_never_charged_more_than_the_hosts_blocked_time(run:
     saving = measured_step_us(model) - r.step_us
     # the cadence is measured between the first and the last step's completion: the steps after the first count
     assert -1e-6 <= saving <= float(cost.blocked[1:].mean()) + 1e-6
+
+
+def _rank_steps(rank: int) -> list[dict[str, Any]]:
+    """Three 730 µs steps (b = 730 n) of a 2-rank job on one clock. Each rank computes (aten::mm [b, b + 100),
+    a kernel on stream 7) and all-reduces (record_param_comms, the NCCL kernel on stream 9), syncs on it until
+    b + 722 and ends its step at b + 730. Rank 0 launches its all-reduce at b + 290 (it starts at b + 300) and
+    syncs from b + 300; rank 1 first sleeps 500 µs (no event), launches it at b + 610 (b + 620) and syncs from
+    b + 620. The all-reduce ends 100 µs after the last arrival, at b + 720 on both."""
+    events: list[dict[str, Any]] = []
+    late = 500 * rank
+    for i in range(3):
+        b, c = 730 * i, 10 * i
+        issue = b + (290 if rank == 0 else 110 + late)
+        events += [step(i + 1, b, 730), op("aten::mm", b + late, 100), launch(b + late + 1, 3, corr=c + 1),
+                   kernel("nvjet_gemm", b + late + 10, 290 - late // 2 if rank else 290, corr=c + 1),
+                   op("record_param_comms", issue - 5, 20) | {"args": {"Collective name": "allreduce",
+                                                                      "dtype": "Float", "In msg nelems": 1 << 20,
+                                                                      "Out msg nelems": 1 << 20}},
+                   launch(issue, 3, corr=c + 2),
+                   kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", issue + 10, b + 720 - issue - 10, corr=c + 2,
+                          stream=9),
+                   launch(issue + 10, b + 722 - issue - 10, corr=-1, name="cudaStreamSynchronize")]
+    return events
+
+
+def test_a_straggler_that_evens_out_is_paced_by_its_peer(tmp_path: Path) -> None:
+    """Rank 1 drops its 500 µs sleep (a change only it makes). Alone it would run a step in 230 µs (its work before
+    the all-reduce, 120 µs, the transfer, 100, the sync's return and the step's end, 10). Against rank 0, which
+    arrives 310 µs after the previous all-reduce ended, the all-reduce ends 410 µs after the previous one: the
+    job's cadence is 410. Seen from rank 0, the same fix (rank 1 arriving 500 µs sooner) gives 410 too."""
+    from tb_plugin.analysis.rank_summary import rank_summary
+    from tb_plugin.analysis.whatif.changes import FasterPeer
+    from tb_plugin.analysis.whatif.peers import peers_of
+
+    models = []
+    for rank in (0, 1):
+        path = tmp_path / f"r{rank}"
+        models.append((f"rank{rank}", load_trace(str(write_trace(path / f"rank{rank}.1.pt.trace.json",
+                                                                 _rank_steps(rank), deviceProperties=PROPS,
+                                                                 distributedInfo={"rank": rank, "world_size": 2})))))
+    summaries = [rank_summary(m, w) for w, m in models]
+    (_, m0), (_, m1) = models
+    p0, p1 = peers_of(m0, summaries, "rank0"), peers_of(m1, summaries, "rank1")
+    assert p0 is not None and p1 is not None and p1.size == 3
+    assert replay(m1, (), p1).step_us == pytest.approx(730) and replay(m0, (), p0).step_us == pytest.approx(730)
+    sleep = DropHost(id="straggler", label="", own_rank=True,
+                     spans=(np.array([0.0, 730, 1460]), np.array([500.0, 1230, 1960])))
+    assert replay(m1, [sleep]).step_us == pytest.approx(230)
+    assert replay(m1, [sleep], p1).step_us == pytest.approx(410)
+    assert replay(m0, [FasterPeer(id="w", label="", worker="rank1", us_per_step=500)], p0).step_us == \
+        pytest.approx(410)
+
+
+@pytest.mark.parametrize("run", ["samples/ddp_resnet", "samples/pp_two_groups", "samples/fsdp_comm",
+                                 "tests/data/h200/ddp_resnet50"])
+def test_the_replay_against_the_peers_without_a_change_is_the_measured_run(run: str) -> None:
+    from tb_plugin.analysis.rank_summary import rank_summary
+    from tb_plugin.analysis.whatif.peers import peers_of
+
+    files = sorted((REPO / run).glob("*.pt.trace.json*"))
+    models = [(f.name.split(".")[0], load_trace(str(f))) for f in files]
+    summaries = [rank_summary(m, w) for w, m in models]
+    for worker, model in models:
+        peers = peers_of(model, summaries, worker)
+        assert peers is not None and peers.size
+        r = replay(model, (), peers)
+        assert r.step_us == pytest.approx(measured_step_us(model), rel=1e-9)
+        assert np.allclose(r.device_end, graph(model).device.end)
+
+
+RUNS = sorted({p.parent for p in TRACES})
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+def test_every_findings_saving_is_its_replay_and_never_negative(run: Path) -> None:
+    """On every sample and test run (first worker; multi-rank runs with their job): a finding with a fix saves
+    baseline − replayed (never below 0), the baseline being the measured cadence."""
+    from tb_plugin.analysis.distributed import distributed
+    from tb_plugin.analysis.overview import overview
+    from tb_plugin.analysis.rank_summary import rank_summary
+
+    files = sorted(run.glob("*.pt.trace.json*"))
+    models = [(f.name.split(".")[0], load_trace(str(f))) for f in files]
+    worker, model = models[0]
+    multi = len({w for w, _ in models}) > 1
+    o = overview(model, distributed(models), worker, len(models), [rank_summary(m, w) for w, m in models]) \
+        if multi else overview(model)
+    for r in o["recommendations"]:
+        assert r["saving_us"] >= 0
+        w = r["what_if"]
+        if w is not None:
+            assert w["baseline_step_us"] == pytest.approx(measured_step_us(model))
+            assert r["saving_us"] == pytest.approx(max(w["baseline_step_us"] - w["predicted_step_us"], 0.0))
+            assert r["estimated"] == "replay"

@@ -78,8 +78,9 @@ def _own_launches(model: TraceModel) -> np.ndarray:
 
 def graph_replay(model: TraceModel, kind: str) -> Change:
     """Launch-bound: the step's kernels replayed as a CUDA graph (torch.compile(mode='reduce-overhead')): the host
-    work that launches them collapses into one graph launch (kernels a graph already launches stay as they are)."""
-    return CaptureGraph(id=kind, label="replay the step as a CUDA graph", rows=_own_launches(model))
+    work from the first launch of a step to its last, Python included, collapses into one graph launch (kernels a
+    graph already launches stay as they are; syncs and data loading stay)."""
+    return CaptureGraph(id=kind, label="replay the step as a CUDA graph", rows=_own_launches(model), whole=True)
 
 
 def compiled_step(model: TraceModel, kind: str) -> Change:

@@ -12,6 +12,7 @@ from ...model.arrays import take
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.lookups import tree_node_of_row
+from ...model.names import is_dataloader, name_mask
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
 from ..operators import tree_levels
@@ -153,8 +154,9 @@ def _replace(model: TraceModel, g: Graph, change: ReplaceDevice | DropDevice, bu
 
 def _captured(model: TraceModel, g: Graph, change: CaptureGraph) -> tuple[np.ndarray, np.ndarray]:
     """The host time a graph replay removes: per step, the outermost operators around the events' launches (or
-    the launch calls themselves where no operator is around them) and ``region_rows``, but the blocking calls (a
-    graph cannot capture a sync), less one graph launch: the first ``cost`` µs of each step's captured time stay."""
+    the launch calls themselves where no operator is around them) and ``region_rows`` (``whole``: the span from the
+    first to the last of them), but the blocking calls (a graph cannot capture a sync) and the DataLoader's spans,
+    less one graph launch: the first ``cost`` µs of each step's captured time stay."""
     at = device_index(model)[_valid(model, change.rows)]
     at = at[at >= 0]
     launch = g.device.launch_row[at]
@@ -167,9 +169,11 @@ def _captured(model: TraceModel, g: Graph, change: CaptureGraph) -> tuple[np.nda
         rows = np.where(outer >= 0, host_tree(model).rows[np.maximum(outer, 0)], launch)
     ev = model["events"]
     start = ev["ts"][rows].astype(np.float64)
-    lo, hi = iv.subtract(iv.union(start, start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)),
-                         _blocking_calls(model, g))
+    spans = iv.union(start, start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0))
     steps = find_steps(model)
+    if change.whole:
+        spans = _hulls(spans, steps.host_start)
+    lo, hi = iv.subtract(iv.subtract(spans, _blocking_calls(model, g)), _loader_spans(model))
     step = (np.searchsorted(steps.host_start, lo, side="right") - 1) if steps.count else np.zeros(len(lo), int)
     nodes = _nodes_per_step(g, at, steps.count)
     per_step = np.asarray(change.costs_of(nodes), dtype=np.float64)
@@ -180,6 +184,25 @@ def _captured(model: TraceModel, g: Graph, change: CaptureGraph) -> tuple[np.nda
     first = np.searchsorted(step, step, side="left")
     kept = np.clip(cost - (before - before[first]), 0.0, length) if len(lo) else np.zeros(0)
     return lo + kept, hi
+
+
+def _hulls(spans: iv.Intervals, step_starts: np.ndarray) -> iv.Intervals:
+    """Per step, one span from the first captured span's start to the last one's end: the captured region, the
+    Python between its operators included (a graph replay runs none of it)."""
+    lo, hi = spans
+    if not len(lo):
+        return spans
+    step = np.searchsorted(step_starts, lo, side="right") - 1 if len(step_starts) else np.zeros(len(lo), np.int64)
+    first = np.flatnonzero(np.concatenate([[True], step[1:] != step[:-1]]))
+    return lo[first], np.maximum.reduceat(hi, first)
+
+
+def _loader_spans(model: TraceModel) -> iv.Intervals:
+    """The DataLoader's spans: data loading is never captured in a graph."""
+    ev = model["events"]
+    mask = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(model, ev["name"], is_dataloader)
+    ts = ev["ts"][mask].astype(np.float64)
+    return iv.union(ts, ts + np.nan_to_num(ev["dur"][mask], nan=0.0).clip(min=0.0))
 
 
 def _blocking_calls(model: TraceModel, g: Graph) -> iv.Intervals:

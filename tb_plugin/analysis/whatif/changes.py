@@ -20,9 +20,11 @@ memoised by the changes' ids, not by their arrays.
 - ``ReplaceDevice(rows, cost_us, launch_us)``: these N device events become one of ``cost_us`` (at the first one's
   place in its stream; the others take no time); their launch calls vanish from the host but for the first, which
   costs ``launch_us`` (a fused kernel: one launch)
-- ``CaptureGraph(rows, launch_us)``: these device events keep their durations but are replayed from a CUDA graph: the
-  host work that launched them (the outermost operators around their launches, or ``region_rows``) collapses into one
-  ``cudaGraphLaunch`` of ``launch_us``, and every event is released at that launch
+- ``CaptureGraph(rows, launch_us, region_rows, whole)``: these device events keep their durations but are replayed
+  from a CUDA graph: the host work that launched them (the outermost operators around their launches, or
+  ``region_rows``; ``whole``: per step, everything from the first of them to the last, Python included) collapses
+  into one ``cudaGraphLaunch`` of ``launch_us``, and every event is released at that launch; host syncs and the
+  DataLoader's spans are never captured
 - ``DropDevice(rows)``: these device events vanish (recompute of checkpointing, a copy made unnecessary) with their
   launch calls
 - ``OverlapComm(rows)``: these collectives stop holding back work on other streams (a stream that waited for one
@@ -113,6 +115,9 @@ class CaptureGraph(Change):
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     launch_us: float | None = None  # None: GRAPH_LAUNCH_PER_NODE_US per captured event and launch (constants.py)
     region_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # host spans captured whole
+    # True: per step, the whole span from the first captured operator to the last one goes (the Python between
+    # them included: a graph replay runs none of it); False: only the operators' own spans
+    whole: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rows", _rows(self.rows))

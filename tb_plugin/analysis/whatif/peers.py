@@ -49,6 +49,27 @@ class Peers:
         return len(self.op)
 
 
+Pair = tuple[int, int, int, float, int, float, float]  # instance, peer, prev op, base, step, end, prev's end
+
+
+def _consistent(model: TraceModel, op: np.ndarray, rows: list[Pair]) -> list[Pair]:
+    """The pairs that synchronised: a collective ends at the same moment on every rank, so a pair whose ends
+    disagree (or that was matched across windows that started at different instances) is left out; a peer whose
+    previous collective's ends disagree arrives at its measured time instead; and no peer arrives after this
+    rank's instance ended (the replay without a change is then the measured run)."""
+    end = graph(model).device.end
+    out = []
+    for k, p, prev, base, step, peer_end, prev_end in rows:
+        if abs(peer_end - float(end[op[k]])) > SAME_END_US:
+            continue
+        if prev >= 0 and abs(prev_end - float(end[prev])) > SAME_END_US:
+            prev, base = -1, prev_end + base
+        arrival = float(end[prev]) + base if prev >= 0 else base
+        if arrival <= float(end[op[k]]) + 1e-6:
+            out.append((k, p, prev, base, step, peer_end, prev_end))
+    return out
+
+
 def _keys(col: dict[str, np.ndarray]) -> dict[tuple[str, int], int]:
     return {(str(g), int(s)): i for i, (g, s) in enumerate(zip(col["group"].tolist(), col["seq"].tolist()))}
 
@@ -64,13 +85,10 @@ def peers_of(model: TraceModel, summaries: list[RankSummary], worker: str) -> Pe
     op = device_index(model)[np.asarray(col.row, dtype=np.int64)]
     usable = (op >= 0) & ~np.asarray(col.on_host, dtype=bool) & ~np.asarray(col.prelaunched, dtype=bool)
     own_keys = _keys(mine.collectives)
-    rows: list[tuple[int, int, int, float, int, float]] = []  # instance, peer, prev op, base, peer step, peer end
+    rows: list[Pair] = []
     for p, s in enumerate(others):
         rows += _pairs(s, p, own_keys, op, usable, mine)
-    end = graph(model).device.end
-    # a collective ends at the same moment on every rank; a pair whose ends disagree did not synchronise (or was
-    # matched across windows that started at different instances), and is left out
-    rows = [r for r in rows if abs(r[5] - float(end[op[r[0]]])) <= SAME_END_US]
+    rows = _consistent(model, op, rows)
     if not rows:
         return None
     rows.sort(key=lambda r: r[0])  # pairs grouped by instance (the replay reads them by searchsorted)
@@ -88,9 +106,9 @@ def peers_of(model: TraceModel, summaries: list[RankSummary], worker: str) -> Pe
 
 
 def _pairs(peer: RankSummary, p: int, own_keys: dict[tuple[str, int], int], op: np.ndarray, usable: np.ndarray,
-           mine: RankSummary) -> list[tuple[int, int, int, float, int, float]]:
-    """(instance, peer, prev op, base, peer step, the peer's end in this rank's clock) for every instance this rank
-    shares with ``peer``."""
+           mine: RankSummary) -> list[Pair]:
+    """(instance, peer, prev op, base, peer step, the peer's end and its previous collective's end in this rank's
+    clock) for every instance this rank shares with ``peer``."""
     col = peer.collectives
     start, end = col["start"], col["end"]
     offset = _offset(peer, own_keys, mine)
@@ -107,9 +125,10 @@ def _pairs(peer: RankSummary, p: int, own_keys: dict[tuple[str, int], int], op: 
         shared = own_keys.get((str(col["group"][before]), int(col["seq"][before]))) if before >= 0 else None
         step = int(np.searchsorted(steps, start[j], side="right") - 1) if len(steps) else -1
         if shared is not None and usable[shared]:
-            out.append((k, p, int(op[shared]), float(start[j] - end[before]), step, float(end[j] - offset)))
+            out.append((k, p, int(op[shared]), float(start[j] - end[before]), step, float(end[j] - offset),
+                        float(end[before] - offset)))
         else:
-            out.append((k, p, -1, float(start[j] - offset), step, float(end[j] - offset)))
+            out.append((k, p, -1, float(start[j] - offset), step, float(end[j] - offset), float("nan")))
     return out
 
 

@@ -27,6 +27,7 @@ test trace).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -84,7 +85,10 @@ class Replay:
 
 class _Streams:
     """The per-stream running maxima, advanced lazily up to the event a visit needs. Events are kept in *chain*
-    order (by stream, then start): the graph's order, unless a change moved events to another stream."""
+    order (by stream, then start): the graph's order, unless a change moved events to another stream. A visit
+    usually needs a few events more: those are advanced with Python floats, longer runs with numpy."""
+
+    SHORT = 16  # advance this many events or fewer one by one (numpy's call overhead is larger)
 
     def __init__(self, g: Graph, a: Applied, x_offset: np.ndarray) -> None:
         d = g.device
@@ -92,56 +96,76 @@ class _Streams:
         self.pos = np.empty(d.size, dtype=np.int64)
         self.pos[order] = np.arange(d.size)
         self.order = order
-        self.stream = a.stream[order]
-        n_streams = int(self.stream.max(initial=-1)) + 1
-        self.bounds = np.searchsorted(self.stream, np.arange(n_streams + 1))
-        occ = (a.busy + a.gap)[order]
-        cum = np.concatenate([[0.0], np.cumsum(occ)])
-        self.c = cum[:-1] - cum[self.bounds[self.stream]]  # exclusive running sum within each stream
+        stream = a.stream[order]
+        n_streams = int(stream.max(initial=-1)) + 1
+        self.bounds = np.searchsorted(stream, np.arange(n_streams + 1))
+        cum = np.concatenate([[0.0], np.cumsum((a.busy + a.gap)[order])])
+        self.c = cum[:-1] - cum[self.bounds[stream]]  # exclusive running sum within each stream
+        self.launch = d.launch[order]
+        self.launched = np.isfinite(self.launch)
+        self.x_base = np.where(self.launched, x_offset[order], d.release[order])
         self.dur = a.dur[order]
-        self.x_fixed, self.x_offset, self.launch = d.release[order], x_offset[order], d.launch[order]
-        self.override = np.full(d.size, -np.inf)  # chain order
+        self.override: list[float] = [-np.inf] * d.size  # chain order
         self.start = np.full(d.size, np.nan)
-        self.next = self.bounds[:-1].copy()
-        self.best = np.full(n_streams, -np.inf)
+        self.next = self.bounds[:-1].tolist()
+        self.best = [-np.inf] * n_streams
+        self.stream_l: list[int] = stream.tolist()
+        self.pos_l: list[int] = self.pos.tolist()
+        self.c_l: list[float] = self.c.tolist()
+        self.x_l: list[float] = self.x_base.tolist()
+        self.launch_l: list[float] = self.launch.tolist()
+        self.start_l: list[float] = [np.nan] * d.size
+        self.dur_l: list[float] = self.dur.tolist()
         self.at: list[float] = []
         self.raise_to: list[float] = []
 
-    def m_at(self, t: np.ndarray) -> np.ndarray:
-        if not self.at:
-            return np.zeros(len(t))
-        k = np.searchsorted(np.asarray(self.at), t, side="right") - 1
-        out: np.ndarray = np.where(k >= 0, np.asarray(self.raise_to)[np.maximum(k, 0)], 0.0)
-        return out
+    def _m(self, t: float) -> float:
+        k = bisect_right(self.at, t) - 1
+        return self.raise_to[k] if k >= 0 else 0.0
+
+    def _advance(self, s: int, lo: int, p: int) -> None:
+        best = self.best[s]
+        if p - lo < self.SHORT:
+            for q in range(lo, p + 1):
+                launch = self.launch_l[q]
+                x = self.x_l[q] + self._m(launch) if launch == launch else self.x_l[q]
+                x = max(x, self.override[q])
+                best = max(best, x - self.c_l[q])
+                self.start_l[q] = self.c_l[q] + best
+        else:
+            sl = slice(lo, p + 1)
+            x = self.x_base[sl].copy()
+            if self.at:
+                k = np.searchsorted(np.asarray(self.at), self.launch[sl], side="right") - 1
+                shift = np.where(k >= 0, np.asarray(self.raise_to)[np.maximum(k, 0)], 0.0)
+                x = np.where(self.launched[sl], x + shift, x)
+            x = np.maximum(x, np.asarray(self.override[lo:p + 1]))
+            run = np.maximum(np.maximum.accumulate(x - self.c[sl]), best)
+            self.start_l[lo:p + 1] = (self.c[sl] + run).tolist()
+            best = float(run[-1])
+        self.best[s] = best
+        self.next[s] = p + 1
 
     def end_of(self, i: int) -> float:
         """The replayed end of event ``i`` (graph order), advancing its stream up to it."""
-        p = int(self.pos[i])
-        s = int(self.stream[p])
-        lo = int(self.next[s])
-        if p >= lo:
-            sl = slice(lo, p + 1)
-            launched = np.isfinite(self.launch[sl])
-            x = np.where(launched, self.x_offset[sl] + self.m_at(np.nan_to_num(self.launch[sl])), self.x_fixed[sl])
-            x = np.maximum(x, self.override[sl])
-            run = np.maximum(np.maximum.accumulate(x - self.c[sl]), self.best[s])
-            self.start[sl] = self.c[sl] + run
-            self.best[s] = run[-1]
-            self.next[s] = p + 1
-        return float(self.start[p] + self.dur[p])
+        p = self.pos_l[i]
+        s = self.stream_l[p]
+        if p >= self.next[s]:
+            self._advance(s, self.next[s], p)
+        return self.start_l[p] + self.dur_l[p]
 
     def hold(self, i: int, until: float) -> None:
         """Event ``i`` (graph order) starts no earlier than ``until``."""
-        p = int(self.pos[i])
+        p = self.pos_l[i]
         self.override[p] = max(self.override[p], until)
 
     def finish(self) -> np.ndarray:
         """Every event's replayed start, in graph order."""
         for s in range(len(self.bounds) - 1):
             if self.bounds[s + 1] > self.next[s]:
-                self.end_of(int(self.order[int(self.bounds[s + 1]) - 1]))
+                self._advance(s, self.next[s], int(self.bounds[s + 1]) - 1)
         out = np.empty(len(self.order))
-        out[self.order] = self.start
+        out[self.order] = np.asarray(self.start_l, dtype=np.float64)
         return out
 
 
