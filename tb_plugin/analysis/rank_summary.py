@@ -41,7 +41,10 @@ COLLECTIVE_COLUMNS = ("name", "group", "seq", "start", "end", "nbytes", "on_host
 # communication), host working time (host activity outside synchronisation calls), and host synchronisation (the
 # host blocked in sync calls: with the collectives' waiting part, one stall counted once).
 INTERVAL_SETS = ("computation", "host_working", "host_sync")
-WORK_ROWS = 128  # own-work rows a summary keeps (the most time per step): what a straggler does that others do not
+# own-work rows a summary keeps (the most self time per step: what a straggler does that others do not) and the
+# characters of a name kept (kernel names run to hundreds): a summary stays a few kilobytes at any trace size
+WORK_ROWS = 64
+WORK_NAME_CHARS = 160
 
 
 @dataclass(frozen=True)
@@ -266,6 +269,6 @@ def _by_name(model: TraceModel, kind: str, names: np.ndarray, own: np.ndarray, t
             if len(mine):
                 values, counts = np.unique(mine, return_counts=True)
                 frame = model.strings[int(values[np.argmax(counts)])]
-        out.append({"kind": kind, "name": str(labels[g]), "self_us": float(own_t[g]) / steps,
+        out.append({"kind": kind, "name": str(labels[g])[:WORK_NAME_CHARS], "self_us": float(own_t[g]) / steps,
                     "us": float(all_t[g]) / steps, "frame": frame})
     return out
