@@ -323,8 +323,8 @@ def _collective_table(col: dict[str, np.ndarray], transfer: iv.Intervals, steps:
 
 def _straggler(rows: list[dict[str, Any]], ranks: list[RankSummary]) -> dict[str, Any] | None:
     """The rank the others wait for: the one with the most time of its own per step (step less waiting, each
-    stall counted once: ``wait_us``), where the others wait clearly more than it (over 1 ms and 5 % of the step
-    more). The groups' "slowest rank" is the same measure, so the two never disagree. Its own cause: what it does
+    stall counted once: ``wait_us``), where the others wait clearly more than it (over 1 ms, or a quarter of a
+    step shorter than 4 ms, and 5 % of the step more). The groups' "slowest rank" is the same measure, so the two never disagree. Its own cause: what it does
     that the others do not (``_own_cause``)."""
     if len(rows) < 2:
         return None
@@ -332,7 +332,8 @@ def _straggler(rows: list[dict[str, Any]], ranks: list[RankSummary]) -> dict[str
     own = np.array([r["own_us"] for r in rows])
     k = int(np.argmax(own))
     others = float(np.delete(waits, k).mean())
-    margin = max(1000.0, 0.05 * float(np.mean([r["step_us"] for r in rows])))
+    step = float(np.mean([r["step_us"] for r in rows]))
+    margin = max(min(1000.0, 0.25 * step), 0.05 * step)  # 1 ms, a quarter of a step shorter than 4 ms
     if others - waits[k] < margin:
         return None
     rank = rows[k]
