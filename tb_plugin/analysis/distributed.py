@@ -324,8 +324,8 @@ def _collective_table(col: dict[str, np.ndarray], transfer: iv.Intervals, steps:
 def _straggler(rows: list[dict[str, Any]], ranks: list[RankSummary]) -> dict[str, Any] | None:
     """The rank the others wait for: the one with the most time of its own per step (step less waiting, each
     stall counted once: ``wait_us``), where the others wait clearly more than it (over 1 ms, or a quarter of a
-    step shorter than 4 ms, and 5 % of the step more). The groups' "slowest rank" is the same measure, so the two never disagree. Its own cause: what it does
-    that the others do not (``_own_cause``)."""
+    step shorter than 4 ms, and 5 % of the step more). The groups' "slowest rank" is the same measure, so the two
+    never disagree. Its own cause: what it does that the others do not (``_own_cause``)."""
     if len(rows) < 2:
         return None
     waits = np.array([r["wait_us"] for r in rows])
