@@ -4,6 +4,7 @@
     t = tb_plugin.open("log/run1")            # a trace file, a run directory or a logdir (local or fsspec URL)
     t.overview().breakdown                    # the step breakdown, as the Overview page shows it
     t.operators(group_by="name_shape")        # the Operator view
+    t.overview().mfu.ratio, t.roofline()      # model FLOPs utilisation, the roofline
     tb_plugin.diff("log/base", "log/new").breakdown
 
 It reuses the plugin's catalog, loader processes, parse cache and analyses (see docs/guide/python-api.md).
@@ -12,9 +13,10 @@ It reuses the plugin's catalog, loader processes, parse cache and analyses (see 
 from __future__ import annotations
 
 from .locate import EXIT_BAD_TRACE, EXIT_NO_TRACE, ProfilerError
-from .trace import Overview, Trace, TraceDiff, WhatIf, metric_names
+from .trace import Mfu, Overview, Trace, TraceDiff, WhatIf, metric_names
 from .trace import diff_traces as diff
 from .trace import open_trace as open
 
-__all__ = ["EXIT_BAD_TRACE", "EXIT_NO_TRACE", "Overview", "ProfilerError", "Trace", "TraceDiff", "WhatIf", "diff",
+__all__ = ["EXIT_BAD_TRACE", "EXIT_NO_TRACE", "Mfu", "Overview", "ProfilerError", "Trace", "TraceDiff", "WhatIf",
+           "diff",
            "metric_names", "open"]

@@ -81,6 +81,13 @@ def shot_gpu(page: Any, tb_samples: TensorBoard) -> None:
     save_screenshot(page, "gpu.png", full_height=True, max_height=4400)  # every card
 
 
+def shot_roofline(page: Any, tb_samples: TensorBoard) -> None:
+    """The roofline card of the bf16 transformer (the GPU view's first card): docs/guide/roofline.md."""
+    frame = views.open_view(page, tb_samples, views.TRANSFORMER, "GPU")
+    views.wait_charts(frame, "roofline-chart")
+    save_screenshot(page, "roofline.png")
+
+
 def shot_trace(page: Any, tb: TensorBoard) -> None:  # noqa: F811
     """Part of a forward pass, a GEMM kernel selected with its launch arrow and details."""
     hit, details = trace.kernel_with_launcher(tb, "nvjet")

@@ -173,7 +173,7 @@ def diagnosed(case: Case) -> dict[str, Any]:
     models = [(f.name.split(".")[0], load_trace(str(f))) for f in files]
     if len({name for name, _ in models}) > 1:  # several workers: a multi-rank job, every rank knows its picture
         worker, model = models[case.worker]
-        return overview(model, distributed(models), worker, summaries=[rank_summary(m, w) for w, m in models])
+        return overview(model, distributed(models), worker, ranks=tuple(rank_summary(m, w) for w, m in models))
     return overview(models[case.worker][1])
 
 

@@ -330,7 +330,7 @@ def test_every_findings_saving_is_its_replay_and_never_negative(run: Path) -> No
     models = [(f.name.split(".")[0], load_trace(str(f))) for f in files]
     worker, model = models[0]
     multi = len({w for w, _ in models}) > 1
-    o = overview(model, distributed(models), worker, len(models), [rank_summary(m, w) for w, m in models]) \
+    o = overview(model, distributed(models), worker, len(models), ranks=tuple(rank_summary(m, w) for w, m in models)) \
         if multi else overview(model)
     for r in o["recommendations"]:
         assert r["saving_us"] >= 0
@@ -339,3 +339,13 @@ def test_every_findings_saving_is_its_replay_and_never_negative(run: Path) -> No
             assert w["baseline_step_us"] == pytest.approx(measured_step_us(model))
             assert r["saving_us"] == pytest.approx(max(w["baseline_step_us"] - w["predicted_step_us"], 0.0))
             assert r["estimated"] == "replay"
+
+
+def test_device_work_launched_inside_host_events(tmp_path: Path) -> None:
+    """The kernels launched inside aten::mm (A, B, each step) and none of C's (launched in aten::add)."""
+    from tb_plugin.analysis.whatif.apply import launched_within
+
+    model = model_of(tmp_path, _two_streams(), deviceProperties=PROPS)
+    inside = launched_within(model, rows_named(model, "aten::mm"))
+    expected = np.concatenate([rows_named(model, "A"), rows_named(model, "B")])
+    assert sorted(inside.tolist()) == sorted(expected.tolist())

@@ -30,6 +30,7 @@ from . import cause_fixes, causes, fixes
 from . import evidence as E
 from .causes import step_cause
 from .location import Where, api_name, locate, locate_rows, short_frame, threads_of
+from .roofline_notes import tensor_core_clause, waste_clause
 
 DOCS = {
     "dataloader": "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
@@ -492,8 +493,9 @@ def low_tensor_cores(f: Facts) -> Finding | None:
     off = "; fp32 matmuls and convolutions run on the CUDA cores: TF32 is off" if tf32 else ""
     return Finding("low_tensor_cores", f"{pct(gap.share)} of the kernel time is in matmul/convolution/attention "
                    f"kernels that use no tensor cores on {f.context['device']} (compute capability {cc}): "
-                   f"{ms(mean)} per step{off}{mostly_at(where)}", advice, mean / 2, suggests, DOCS["amp"],
-                   [kernel_link("Kernels")], where=where, change=change)
+                   f"{ms(mean)} per step{tensor_core_clause(f.model)}{off}{mostly_at(where)}", advice, mean / 2,
+                   suggests, DOCS["amp"], [kernel_link("Kernels"), gpu_link("roofline", "roofline in GPU insights")],
+                   where=where, change=change)
 
 
 def _parallel_advice(f: Facts) -> tuple[str, list[str], str]:
@@ -716,9 +718,11 @@ def gpu_bound(f: Facts) -> Finding | None:
         return None
     top = kernel_table(f.model)[:3]
     named = ", ".join(r["name"][:60] for r in top)
-    return Finding("gpu_bound", f"Kernels run {pct(busy)} of the step", f"The kernels set the pace: make them "
+    waste, worst = waste_clause(f.model, find_steps(f.model).count)
+    return Finding("gpu_bound", f"Kernels run {pct(busy)} of the step{waste}", f"The kernels set the pace: make them "
                    f"faster or do less work (top kernels: {named}).", 0.0, [], DOCS["tuning"],
-                   [kernel_link("Kernels")], fallback=True)
+                   [kernel_link("Kernels"), *(kernel_link(p["name"][:60], f'"{p["name"]}"') for p in worst[:1]),
+                    gpu_link("roofline", "roofline in GPU insights")], fallback=True)
 
 
 def cpu_compute(f: Facts) -> Finding | None:

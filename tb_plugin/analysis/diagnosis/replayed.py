@@ -10,7 +10,7 @@ from ...model.tables import TraceModel
 from ..rank_summary import RankSummary
 from ..whatif.changes import Change, FasterPeer, flatten
 from ..whatif.peers import Peers, peers_of
-from ..whatif.replay import baseline, replay
+from ..whatif.replay import measured_step_us, replay
 from .findings import Finding
 
 
@@ -24,7 +24,7 @@ def model_name(change: Change) -> str:
 
 
 def what_if_of(model: TraceModel, change: Change, predicted: float) -> dict[str, Any]:
-    base = baseline(model).step_us
+    base = measured_step_us(model)  # the replay without a change, exactly (tests/unit/test_whatif.py)
     return {"id": change.id, "saving_us": max(base - predicted, 0.0), "predicted_step_us": predicted,
             "baseline_step_us": base, "model": model_name(change), "label": change.label}
 

@@ -231,3 +231,22 @@ def outermost_op(model: TraceModel) -> np.ndarray:
         out[level] = np.where(above >= 0, above, np.where(own, level, -1))
     out[tree.merged] = take(out, tree.op_of[tree.merged], -1)
     return out
+
+
+def launched_within(model: TraceModel, rows: np.ndarray) -> np.ndarray:
+    """Event rows of the device work launched inside the host events ``rows`` (on their threads' timeline): what a
+    ``DropHost`` of them leaves on the device unless a ``DropDevice`` takes it too (the benchmark kernels an
+    autotuning compile launches, say)."""
+    g = graph(model)
+    ev = model["events"]
+    rows = _valid(model, rows)
+    start = ev["ts"][rows].astype(np.float64)
+    spans = iv.union(start, start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0))
+    launch = g.device.launch
+    known = np.isfinite(launch)
+    inside = np.zeros(g.device.size, dtype=bool)
+    if len(spans[0]):
+        k = np.searchsorted(spans[0], np.where(known, launch, -np.inf), side="right") - 1
+        inside = known & (k >= 0) & (launch < take(spans[1], k, -np.inf))
+    out: np.ndarray = g.device.row[inside]
+    return out
