@@ -19,13 +19,17 @@ def verdict_text(verdict: dict[str, Any] | None) -> str | None:
 
 
 def finding_texts(findings: pd.DataFrame) -> list[str]:
-    """Each finding (ranked recommendation) as one line: its title, if it has one, then its text, then its
-    replayed saving (the what-if replay of its fix alone) where it has one."""
+    """Each finding (ranked recommendation) as one line: its title, if it has one, then its text, where in the step
+    its cause lives (the user's frame, the API it calls, the region) where the trace shows it, then its replayed
+    saving (the what-if replay of its fix alone) where it has one."""
     lines = []
     for row in findings.to_dict("records"):
         title, text = row.get("title"), row.get("text")
         parts = [str(p) for p in (title, text) if isinstance(p, str) and p]
         line = ": ".join(parts) or str(row.get("id", ""))
+        where = row.get("where")
+        if isinstance(where, dict) and where.get("text"):
+            line += f" [where: {where['text']}]"
         replayed = row.get("what_if")
         if isinstance(replayed, dict):
             line += (f" [replayed: {replayed['label']}: −{replayed['saving_us'] / 1000.0:.2f} ms/step → "

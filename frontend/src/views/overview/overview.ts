@@ -15,6 +15,8 @@ import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation 
 import { Charts, chartDiv, type Figure, plotlyText } from "../common/charts";
 import { DONUT } from "../common/pie";
 import { rowLinkButton, traceWindowState } from "../common/traceLink";
+import { loadSources } from "../common/callStack";
+import { whereLine } from "./findingWhere";
 import { loadView } from "../../loadView";
 import { fetchFor, left } from "../common/ui";
 import type { ViewContext } from "../types";
@@ -251,6 +253,18 @@ function savingTitle(r: Recommendation): string {
   return `${SAVING_HELP}\nReplayed (${w.model}): ${w.label}: ${formatDuration(w.baseline_step_us)} → ${formatDuration(w.predicted_step_us)} per step.`;
 }
 
+const CONFIDENCE_HELP: Record<string, string> = {
+  medium: "Inferred from the cause's effects: the trace does not show the cause itself.",
+  low: "A possibility the trace cannot confirm.",
+};
+
+/** "est. −3.0 ms/step (36 %)", with "rule of thumb" where no replay gives the saving. */
+function savingLabel(r: Recommendation, saving: number): string {
+  const share = num(r.share) !== null ? ` (${formatPercent1(r.share)})` : "";
+  const how = r.estimated === "rule of thumb" ? ", rule of thumb" : "";
+  return `est. −${formatDuration(saving)}/step${share}${how}`;
+}
+
 function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLElement {
   const href = safeLink(r.link);
   const saving = num(r.saving_us);
@@ -265,10 +279,14 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
       { class: "ptp-finding-head" },
       h("strong", { class: "ptp-finding-title" }, r.title),
       saving !== null && saving > 0
-        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: savingTitle(r), dataset: { estimated: r.estimated ?? "" } }, `est. −${formatDuration(saving)}/step${num(r.share) !== null ? ` (${formatPercent1(r.share)})` : ""}`)
+        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: savingTitle(r), dataset: { estimated: r.estimated ?? "" } }, savingLabel(r, saving))
+        : null,
+      r.confidence && r.confidence !== "high"
+        ? h("span", { class: "ptp-muted ptp-finding-confidence", testid: "finding-confidence", title: CONFIDENCE_HELP[r.confidence] ?? "" }, `${r.confidence} confidence`)
         : null,
     ),
     h("span", { class: "ptp-rec-text" }, r.text),
+    whereLine(r.where),
     h(
       "div",
       { class: "ptp-finding-links" },
@@ -292,6 +310,7 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
 
 function diagnosisCard(ctx: ViewContext, data: OverviewResponse, gpu: boolean): HTMLElement {
   const items = data.recommendations.filter((r) => typeof r.text === "string" && r.text !== "");
+  if (items.some((r) => r.where?.frame)) void loadSources(ctx); // where the findings' frames' files live
   const label = data.context?.label ?? "";
   const verdict = data.verdict;
   return card(
