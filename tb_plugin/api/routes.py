@@ -250,11 +250,17 @@ class Api:
 
     def critical_path(self, request: Request) -> Response:
         step = params.text(request, "step", required=False) or None
+        annotation = params.text(request, "annotation", required=False) or None
+        occurrence = params.integer(request, "occurrence", required=False, default=1, minimum=1, maximum=10**9)
+        start, end = params.time_range(request)
+        window = (start, end) if start is not None or end is not None else None
         loaded = self._trace(request)
         try:
-            return self._answer(request, loaded, lambda: critical_path(loaded.model, step))
+            return self._answer(request, loaded,
+                                lambda: critical_path(loaded.model, step, annotation, occurrence, window))
         except KeyError:
-            raise ApiError(404, f"no step {step!r} in this trace") from None
+            what = f"no step {step!r}" if annotation is None else f"no annotation {annotation!r} #{occurrence}"
+            raise ApiError(404, f"{what} in this trace") from None
 
     def flamegraph(self, request: Request) -> Response:
         metric = params.text(request, "metric", required=False, default="self_host_us", choices=METRICS)

@@ -239,8 +239,14 @@ export interface CriticalSegment {
 }
 
 export interface CriticalPathResponse {
+  /** the trace's steps; empty for a trace without ProfilerStep#N */
   steps: string[];
-  step: string;
+  /** the step walked; null for an annotation or a time range */
+  step: string | null;
+  scope: { kind: "step" | "annotation" | "range" | "none"; label: string };
+  /** annotations a path can be walked over, longest in total first */
+  annotations: { name: string; count: number; total_us: number }[];
+  note: string | null;
   start_us: number;
   end_us: number;
   duration_us: number;

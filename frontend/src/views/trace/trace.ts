@@ -727,33 +727,56 @@ class TraceView {
     select.value = "";
     select.disabled = this.steps.length === 0;
     const names = this.steps.map((s) => s.name);
-    replaceChildren(
-      this.el.pathSelect,
-      h("option", { attrs: { value: "" } }, names.length ? "Critical path…" : "No steps"),
-      names.map((n) => h("option", { attrs: { value: n } }, `Critical path of step ${n}`)),
-    );
-    this.el.pathSelect.disabled = names.length === 0;
+    this.fillPathPicker(names, []);
+    // A trace without ProfilerStep#N shows one step "0" over the whole trace: ask the critical path what it offers
+    // instead (its annotations), rather than walking one giant step.
+    if (names.length <= 1 && (names[0] ?? "0") === "0") {
+      this.ctx.api
+        .getJSON<CriticalPathResponse>("critical_path", this.ids, { signal: this.ctx.signal })
+        .then((resp) => { this.fillPathPicker(resp.steps, resp.annotations.map((a) => a.name)); })
+        .catch(() => undefined);
+    }
   }
 
-  /** Fetch and overlay the critical path of step `name` (none: clear it), then fit the step. */
-  private async showCriticalPath(name: string): Promise<void> {
+  /** The critical-path picker: each step, each offered annotation (its first range) and the visible range. */
+  private fillPathPicker(steps: string[], annotations: string[]): void {
+    replaceChildren(
+      this.el.pathSelect,
+      h("option", { attrs: { value: "" } }, "Critical path…"),
+      steps.map((n) => h("option", { attrs: { value: `step:${n}` } }, `Critical path of step ${n}`)),
+      annotations.map((n) => h("option", { attrs: { value: `annotation:${n}` } }, `Critical path of ${n} (first)`)),
+      h("option", { attrs: { value: "range" } }, "Critical path of the visible range"),
+    );
+    this.el.pathSelect.disabled = false;
+  }
+
+  /** The /critical_path query of a picker value: a step, an annotation or the visible range. */
+  private pathQuery(value: string): Record<string, string | number> {
+    if (value === "range") return { start_us: this.view?.start ?? 0, end_us: this.view?.end ?? 0 };
+    const colon = value.indexOf(":");
+    return { [value.slice(0, colon)]: value.slice(colon + 1) };
+  }
+
+  /** Fetch and overlay the critical path of a picker value (none: clear it), then fit what was walked. */
+  private async showCriticalPath(value: string): Promise<void> {
     this.critical = [];
     this.el.pathSummary.textContent = "";
     this.markDirty();
-    if (!name) return;
+    if (!value) return;
     let resp: CriticalPathResponse;
     try {
-      resp = await this.ctx.api.getJSON<CriticalPathResponse>("critical_path", { ...this.ids, step: name }, { signal: this.ctx.signal });
+      resp = await this.ctx.api.getJSON<CriticalPathResponse>("critical_path", { ...this.ids, ...this.pathQuery(value) }, { signal: this.ctx.signal });
     } catch (err) {
       if (!this.ctx.signal.aborted) this.el.pathSummary.textContent = `Critical path unavailable: ${err instanceof Error ? err.message : String(err)}`;
       return;
     }
-    if (this.ctx.signal.aborted || this.el.pathSelect.value !== name) return;
+    if (this.ctx.signal.aborted || this.el.pathSelect.value !== value) return;
     const side = (c: string): CriticalMark["side"] =>
       c === "kernel" || c === "memcpy" || c === "memset" ? "gpu" : c === "cpu_op" || c === "annotation" || c === "runtime" || c === "launch" ? "host" : "wait";
     this.critical = resp.segments.map((s) => ({ start: s.start_us, end: s.end_us, id: s.id, side: side(s.category) }));
     const shares = [...resp.shares].sort((a, b) => b.us - a.us).slice(0, 4);
-    this.el.pathSummary.textContent = `Step ${resp.step}: ${shares.map((s) => `${s.category.replace("_", " ")} ${(100 * s.share).toFixed(1)}%`).join(" · ")}`;
+    const label = resp.scope.label.charAt(0).toUpperCase() + resp.scope.label.slice(1);
+    this.el.pathSummary.textContent = `${label}: ${shares.map((s) => `${s.category.replace("_", " ")} ${(100 * s.share).toFixed(1)}%`).join(" · ")}`;
     this.el.pathSummary.title = resp.shares.map((s) => `${s.category}: ${formatTime(s.us)} (${(100 * s.share).toFixed(1)}%)`).join("\n");
     const dur = resp.end_us - resp.start_us;
     this.animateTo({ start: resp.start_us - dur * 0.02, end: resp.end_us + dur * 0.02 });
