@@ -115,4 +115,3 @@ def distributed_page(request: Request) -> tuple[int | None, int | None, str, str
     sort = text(request, "sort", required=False, default="rank", choices=SORT_KEYS)
     order = text(request, "order", required=False, default="asc", choices=ORDERS)
     return offset, limit, sort, order
-
