@@ -107,7 +107,8 @@ def _step_columns(model: TraceModel, col: Collectives) -> dict[str, np.ndarray]:
     compute = iv.subtract(compute, comm)
     lo, hi = steps.start, steps.end
     if _overlap_unmeasurable(model, col) is None:
-        overlap = iv.lengths_within(iv.intersect(roles["Kernel"], comm), lo, hi)
+        device_comm = iv.union(col.start[~col.on_host], col.end[~col.on_host])
+        overlap = iv.lengths_within(iv.intersect(roles["Kernel"], device_comm), lo, hi)
     else:
         overlap = np.full(steps.count, np.nan)
     busy = iv.union(np.concatenate([compute[0], comm[0]]), np.concatenate([compute[1], comm[1]]))
@@ -155,13 +156,16 @@ def _overlap_unmeasurable(model: TraceModel, col: Collectives) -> str | None:
     """Why this rank's computation/communication overlap is n/a (None where it is measured).
 
     Overlap is kernels ∩ device collectives, both on the device timeline. A host span overlapping a kernel says
-    nothing about hidden communication (the host merely waited while the GPU computed), so it is never counted.
+    nothing about hidden communication (the host merely waited while the GPU computed), so it is never counted:
+    where a rank has collective kernels, host-only collective spans beside them (an ``nccl:`` span whose kernel's
+    launch the profiler did not record, as 2021 traces have it, or a Gloo barrier) are left out of the overlap
+    (``job_distributed`` says so) rather than refusing it; only a rank whose collectives are all host spans is n/a.
     """
     if not len(role_intervals(model)["Kernel"][0]):
         return ("n/a on a CPU-only rank: computation and communication both run on the host, and overlap is "
                 "measured between GPU kernels and device-side collectives.")
-    if col.on_host.any():
-        return ("n/a: some collectives of this rank have no GPU kernel (host-side spans only), and host time "
+    if col.on_host.any() and col.on_host.all():
+        return ("n/a: the collectives of this rank have no GPU kernel (host-side spans only), and host time "
                 "cannot be overlapped with GPU kernels, which run on another timeline.")
     return None
 
