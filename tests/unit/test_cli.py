@@ -78,6 +78,15 @@ def test_summary_of_a_multi_rank_run(real_traces: Path, tmp_path: Path, capsys: 
     assert "Rank 1 is the straggler" in out
 
 
+def test_summary_shows_utilization_with_and_without_communication(tmp_path: Path, capsys: Any) -> None:
+    code, out, _ = run(capsys, "summary", str(SAMPLES / "fsdp_comm"), "--worker", "rank0", "--cache-dir",
+                       str(tmp_path))
+    assert code == 0
+    assert "GPU 0: utilization 96.4% (all kernels: the headline; 20.7% without communication kernels)" in out
+    s = summary_json(capsys, SAMPLES / "cpu_only", tmp_path)
+    assert s["gpus"] == []
+
+
 def test_summary_of_export_chrome_trace_output(real_traces: Path, tmp_path: Path, capsys: Any) -> None:
     path = export_chrome_trace(real_traces, tmp_path / "trace.json")
     s = summary_json(capsys, path, tmp_path / "cache")

@@ -122,6 +122,29 @@ def test_gpu_busy_counts_copies_and_sets_utilization_only_kernels(tmp_path: Path
     assert gpu["gpu_busy"] == pytest.approx((20 + 10 + 5) / 100)
 
 
+def test_gpu_utilization_with_and_without_communication_kernels(tmp_path: Path) -> None:
+    """A rank that waits 90 % of its step in an all-reduce: 93 % utilization with the NCCL kernel, 3 % without."""
+    events = [
+        step(1, 0, 100), op("aten::mm", 0, 50), launch(1, 1, corr=1), launch(3, 1, corr=2),
+        kernel("gemm", 2, 3, corr=1),  # [2,5): the model's work
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 5, 90, corr=2, stream=20),  # [5,95): waiting for peers
+    ]
+    (gpu,) = overview(model_of(tmp_path, events, deviceProperties=PROPS))["gpus"]
+    assert gpu["utilization"] == pytest.approx(93 / 100)
+    assert gpu["compute_utilization"] == pytest.approx(3 / 100)
+
+
+def test_gpu_utilization_without_communication_on_the_fsdp_sample() -> None:
+    """Hand-counted from the JSON of samples/fsdp_comm rank 0 (union of kernel intervals over the steps' span,
+    47,964.5 µs): 96.38 % with the NCCL kernels, 20.73 % without."""
+    from tests.conftest import SAMPLES
+
+    model = load_trace(str(next((SAMPLES / "fsdp_comm").glob("rank0.*.gz"))))
+    (gpu,) = overview(model)["gpus"]
+    assert gpu["utilization"] == pytest.approx(0.9638, abs=5e-5)
+    assert gpu["compute_utilization"] == pytest.approx(0.2073, abs=5e-5)
+
+
 def test_concurrent_streams_sum_versus_wall_time(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100), op("aten::mm", 0, 50), launch(1, 1, corr=1), launch(3, 1, corr=2),

@@ -19,8 +19,10 @@ export interface GpuSummary {
   name: string | null;
   memory_bytes?: number | null;
   compute_capability?: string | null;
-  /** kernels only */
+  /** kernels only, communication kernels included: the headline */
   utilization: number | null;
+  /** kernels other than communication (NCCL) kernels; absent from older servers */
+  compute_utilization?: number | null;
   /** all GPU work: kernels, memcpy, memset (what HTA calls utilization); absent from older servers */
   gpu_busy?: number | null;
   sm_efficiency: number | null;
