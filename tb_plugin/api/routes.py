@@ -16,7 +16,7 @@ from ..analysis.cupti_counters import cupti_counters
 from ..analysis.diff import diff_node, diff_summary, step_index
 from ..analysis.distributed import job_distributed, job_distributed_lazy
 from ..analysis.distributed_page import page_of
-from ..analysis.flamegraph import METRICS, flame_tree, folded_stacks
+from ..analysis.flamegraph import METRICS, flame_search, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
 from ..analysis.memory import live_at, memory_curve, memory_events, memory_statistics
@@ -279,6 +279,20 @@ class Api:
         except KeyError:
             raise ApiError(404, f"no step {step!r} in this trace") from None
 
+    def flamegraph_search(self, request: Request) -> Response:
+        metric = params.text(request, "metric", required=False, default="self_host_us", choices=METRICS)
+        merge = params.text(request, "merge", required=False, default="line", choices=("line", "function"))
+        step = params.text(request, "step", required=False) or None
+        operator = params.text(request, "operator", required=False) or None
+        query = params.text(request, "q")
+        min_share = params.number(request, "min_share", required=False, default=0.0005, minimum=0, maximum=0.1)
+        loaded = self._trace(request)
+        try:
+            return self._answer(request, loaded, lambda: flame_search(loaded.model, metric, merge == "function", step,
+                                                                      operator, query, min_share))
+        except KeyError:
+            raise ApiError(404, f"no step {step!r} in this trace") from None
+
     def annotations(self, request: Request) -> Response:
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: annotation_times(loaded.model))
@@ -371,6 +385,7 @@ class Api:
             "/critical_path": json_route(self.critical_path),
             "/annotations": json_route(self.annotations),
             "/flamegraph": json_route(self.flamegraph),
+            "/flamegraph/search": json_route(self.flamegraph_search),
             "/trace/window": json_route(self.trace_window),
             "/trace/event": json_route(self.trace_event),
             "/trace/search": json_route(self.trace_search),
