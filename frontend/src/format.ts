@@ -142,3 +142,14 @@ export function formatSignedPercent(fraction: number | null | undefined): string
   if (text === "0.0%") return text;
   return `${fraction > 0 ? "+" : "-"}${text}`;
 }
+
+/**
+ * CUPTI's version as Kineto writes it (`cupti_version`): from CUDA 13 on, major·10000 + minor·100 + patch
+ * (130001 → "13.0.1"); before, CUPTI's API version, a small integer (24 → "API version 24"). Strings pass
+ * through; anything else is null.
+ */
+export function formatCuptiVersion(v: unknown): string | null {
+  if (typeof v === "number" && Number.isInteger(v) && v >= 10000) return `${Math.floor(v / 10000)}.${Math.floor((v % 10000) / 100)}.${v % 100}`;
+  if (typeof v === "number" && Number.isInteger(v) && v > 0) return `API version ${v}`;
+  return typeof v === "string" && v !== "" ? v : null;
+}

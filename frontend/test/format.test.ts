@@ -4,6 +4,7 @@ import { describe, it } from "node:test";
 import {
   DASH,
   formatBytes,
+  formatCuptiVersion,
   formatDuration,
   formatDurationUs,
   formatExactUs,
@@ -139,5 +140,15 @@ describe("formatFixed never shows a negative zero", () => {
     assert.equal(formatFixed(-0.5, 0), "-1");
     assert.equal(formatTime(-0.0004), "0 ns");
     assert.equal(formatFixed(-1234.5, 1), "-1,234.5");
+  });
+});
+
+describe("CUPTI versions", () => {
+  it("reads Kineto's number as CUPTI encodes it, never shows it raw", () => {
+    assert.equal(formatCuptiVersion(130001), "13.0.1"); // CUDA 13: major·10000 + minor·100 + patch
+    assert.equal(formatCuptiVersion(120803), "12.8.3");
+    assert.equal(formatCuptiVersion(24), "API version 24"); // CUDA 12.x: CUPTI's API version
+    assert.equal(formatCuptiVersion("13.0"), "13.0");
+    for (const v of [null, undefined, "", NaN, -1, 0, 1.5]) assert.equal(formatCuptiVersion(v), null);
   });
 });

@@ -158,7 +158,7 @@ def test_sync_bound_verdict_above_the_fold_and_its_trace_link(page: Any, tb_corp
     page.set_viewport_size({"width": 1600, "height": 1000})
     worker = _worker("item_sync")
     data = overview(tb_corpus, "item_sync", worker)
-    assert data["verdict"]["text"].startswith("Sync-bound: The host waits for the GPU 257.0 times per step")
+    assert data["verdict"]["text"].startswith("Sync-bound: The host waits for the GPU 257 times per step")
     frame = open_overview(page, tb_corpus, "item_sync", worker)
     assert frame.inner_text("[data-testid=verdict]") == data["verdict"]["text"]
     iframe_top = page.eval_on_selector("iframe", "e => e.getBoundingClientRect().top")

@@ -155,6 +155,8 @@ def test_overview_matches_the_api(page: Any, tb_samples: TensorBoard) -> None:
         assert metric.query_selector(".ptp-info") is not None
     config = frame.inner_text("[data-testid=card-configuration]")
     assert "NVIDIA H200" in config and "compute capability 9.0" in config and "13.0" in config
+    assert data["environment"]["cupti_version"] == 130001
+    assert "CUPTI\n13.0.1" in config and "130001" not in config  # what the number encodes, not the number
 
 
 def test_cpu_only_run_has_no_gpu_items(page: Any, tb_samples: TensorBoard) -> None:

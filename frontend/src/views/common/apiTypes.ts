@@ -47,6 +47,8 @@ export interface Environment {
   cuda_runtime_version?: number | string | null;
   cuda_driver_version?: number | string | null;
   cupti_version?: number | string | null;
+  /** a CPU-only run: GPUs the machine had that the profiler did not record */
+  unprofiled_gpus?: number;
   framework?: string | null;
 }
 

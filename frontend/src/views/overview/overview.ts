@@ -7,7 +7,7 @@
 import type { PlotlyHTMLElement, PlotMouseEvent } from "plotly.js-dist-min";
 import { card, infoIcon } from "../../components";
 import { type Child, h, replaceChildren } from "../../dom";
-import { formatBytes, formatDuration, formatExactUs, formatInt, formatPercent1 } from "../../format";
+import { formatBytes, formatCuptiVersion, formatDuration, formatExactUs, formatInt, formatPercent1 } from "../../format";
 import type { Theme } from "../../theme";
 import { writeViewUrlState } from "../../urlState";
 import { CATEGORY_COLORS, busiestStep, segmentAt } from "../common/stepCategories";
@@ -90,11 +90,15 @@ function configurationCard(data: OverviewResponse): HTMLElement {
       "From the trace's deviceProperties (all GPUs the process saw, used or not).",
     ]);
   });
+  const unprofiled = num(env.unprofiled_gpus) ?? 0;
+  if (env.device_type === "CPU" && unprofiled > 0) {
+    rows.push(["GPUs", `${formatInt(unprofiled)} on the machine, not profiled`, "The trace lists the machine's GPUs (deviceProperties), but the profiler recorded no CUDA activity: add ProfilerActivity.CUDA to activities to profile them."]);
+  }
   const versions: [string, string | null, string][] = [
     ["PyTorch", typeof env.pytorch_version === "string" && env.pytorch_version ? env.pytorch_version : null, "PyTorch version written in the trace."],
     ["CUDA runtime", cudaVersion(env.cuda_runtime_version), `CUDA runtime version written in the trace (${String(env.cuda_runtime_version)}).`],
     ["CUDA driver", cudaVersion(env.cuda_driver_version), `CUDA driver API version written in the trace (${String(env.cuda_driver_version)}).`],
-    ["CUPTI", env.cupti_version === null || env.cupti_version === undefined ? null : String(env.cupti_version), "CUPTI version written in the trace."],
+    ["CUPTI", formatCuptiVersion(env.cupti_version), `CUPTI version written in the trace (${String(env.cupti_version)}).`],
     ["Framework", typeof env.framework === "string" && env.framework ? env.framework : null, "Framework that wrote the trace (e.g. pytorch-lightning)."],
   ];
   for (const [k, v, t] of versions) if (v !== null) rows.push([k, v, t]);
