@@ -296,6 +296,11 @@ def _stalled(s: RankSummary, transfer: iv.Intervals, compute: iv.Intervals) -> n
     return stalled
 
 
+# The columns of a rank's per-collective table (``_collective_table``), also where a rank has none.
+COLLECTIVE_TABLE_COLUMNS = ("name", "calls", "prelaunched", "bytes", "total_us", "avg_us", "transfer_us",
+                            "bandwidth_gbps")
+
+
 def _collective_table(col: dict[str, np.ndarray], transfer: iv.Intervals, steps: tuple[np.ndarray, np.ndarray]
                       ) -> list[dict[str, Any]]:
     """Per collective name, within the steps (as the rank table, so that their transfer times agree): calls issued

@@ -44,7 +44,7 @@ class RankSummary:
     """One rank of a distributed job, reduced to what the job-level views read (see the module docstring)."""
 
     worker: str
-    rank: int | None  # from distributedInfo, else the digits ending the worker name; None: neither
+    rank: int | None  # from distributedInfo, else a worker name such as rank3 (_RANK_NAME); None: neither
     world_size: int | None
     backend: str | None
     process: int | None
@@ -91,10 +91,17 @@ def _summary(model: TraceModel, worker: str) -> RankSummary:
         views=available_views([model]), intervals=_interval_sets(model))
 
 
+# A worker name that says its rank: ``rank3``, ``rank-3``, ``worker_3``, HTA's ``rank-3``. Not any trailing digits:
+# tensorboard_trace_handler names a worker ``{hostname}_{pid}`` by default, and ``vm_562`` is process 562, not rank 562.
+_RANK_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)$", re.IGNORECASE)
+
+
 def _rank(info: dict[str, Any], worker: str) -> int | None:
+    """The rank from ``distributedInfo``, else from a worker name that says it (``rank3``), else None (the job
+    view then numbers the workers by name)."""
     if isinstance(info.get("rank"), int):
         return int(info["rank"])
-    m = re.search(r"(\d+)$", worker)
+    m = _RANK_NAME.search(worker)
     return int(m.group(1)) if m else None
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 from ..analysis import kernels as kernel_analysis
 from ..analysis import operators as operator_analysis
 from ..analysis.diff import diff_summary
+from ..analysis.distributed import COLLECTIVE_TABLE_COLUMNS
 from ..analysis.distributed import distributed as distributed_view
 from ..analysis.distributed_page import page_of
 from ..analysis.flamegraph import flame_tree, folded_stacks
@@ -107,6 +108,11 @@ class Trace:
     @property
     def span(self) -> str:
         return self.file.span
+
+    @property
+    def spans(self) -> list[str]:
+        """This worker's spans in the run, in order (``span`` is one of them; pick another with ``span=``)."""
+        return list(self._selection.spans) or [self.span]
 
     @property
     def workers(self) -> list[str]:
@@ -252,15 +258,16 @@ class Trace:
         """Per rank and collective: calls, sizes and times (the Distributed view's per-rank tables, stacked)."""
         rows = [{"rank": r["rank"], "worker": r["worker"], **c}
                 for r in distributed_view(self._ranks())["ranks"] for c in r["collectives"]]
-        return frame(rows)
+        return frame(rows, ["rank", "worker", *COLLECTIVE_TABLE_COLUMNS])  # the columns even without a collective
 
 
 @dataclass(frozen=True)
 class TraceDiff:
     """Baseline against experiment, as the Diff view shows it; ``metric()`` reads one number of each side."""
 
-    breakdown: pd.DataFrame  # index: category and "step"; baseline_us, experiment_us, delta_us, delta_pct
-    operators: pd.DataFrame  # joined by name: baseline_/experiment_/delta_/delta_pct_ per metric, status
+    # ratios are fractions, as everywhere in the API: delta_ratio 0.05 is +5 % (the CLI prints it as a percentage)
+    breakdown: pd.DataFrame  # index: category and "step"; baseline_us, experiment_us, delta_us, delta_ratio
+    operators: pd.DataFrame  # joined by name: baseline_/experiment_/delta_/delta_ratio_ per metric, status
     kernels: pd.DataFrame
     raw: dict[str, Any] = field(repr=False)
 
@@ -271,7 +278,7 @@ class TraceDiff:
         rows.append(("step", b["step_baseline_us"], b["step_experiment_us"]))
         table = frame(rows, columns=["category", "baseline_us", "experiment_us"]).set_index("category")
         table["delta_us"] = table["experiment_us"] - table["baseline_us"]
-        table["delta_pct"] = table["delta_us"] / table["baseline_us"].where(table["baseline_us"] != 0)
+        table["delta_ratio"] = table["delta_us"] / table["baseline_us"].where(table["baseline_us"] != 0)
         return cls(breakdown=table, operators=frame(payload["operators"]), kernels=frame(payload["kernels"]),
                    raw=payload)
 

@@ -15,7 +15,7 @@ import pytest
 
 import tb_plugin
 from tb_plugin.sdk import EXIT_BAD_TRACE, ProfilerError
-from tests.conftest import API, REPO, cpu_op, wait_until_settled, write_trace
+from tests.conftest import API, REAL_TRACES, REPO, cpu_op, wait_until_settled, write_trace
 from tests.unit.test_views_synthetic import PROPS, kernel, launch, step
 
 V100 = "kineto_v100/resnet50_num_workers_0"
@@ -137,6 +137,24 @@ def test_distributed_and_diff_equal_the_http_api(copied: Any, tmp_path: Path, te
     assert d.breakdown.loc["CPU Exec", "delta_us"] == pytest.approx(b["delta"]["CPU Exec"])
     assert_rows(d.operators, http["operators"])
     assert_rows(d.kernels, http["kernels"])
+    # a ratio is a fraction and says so in its name, in the DataFrames as in the HTTP API (0.05 is +5 %)
+    assert "delta_pct" not in d.breakdown.columns
+    step = d.breakdown.loc["step"]
+    assert step["delta_ratio"] == pytest.approx(b["step_delta_ratio"]) == pytest.approx(
+        step["delta_us"] / step["baseline_us"])
+    assert any(c.startswith("delta_ratio_") for c in d.operators.columns)
+
+
+def test_a_single_process_run_is_rank_0_and_has_an_empty_collective_table(tmp_path: Path) -> None:
+    """The worker name vm_562 is tensorboard_trace_handler's {hostname}_{pid}: process 562, not rank 562."""
+    t = tb_plugin.open(REAL_TRACES / "h200" / "transformer_bf16", cache_dir=str(tmp_path / "cache"))
+    ranks = t.distributed()
+    assert list(ranks["worker"]) == ["vm_562"] and list(ranks["rank"]) == [0]
+    col = t.collectives()
+    assert col.empty and list(col.columns) == ["rank", "worker", "name", "calls", "prelaunched", "bytes",
+                                               "total_us", "avg_us", "transfer_us", "bandwidth_gbps"]
+    ddp = tb_plugin.open(REAL_TRACES / "h200" / "ddp_resnet50", cache_dir=str(tmp_path / "cache")).collectives()
+    assert list(ddp.columns) == list(col.columns) and len(ddp) > 0
 
 
 def test_hand_checked_synthetic_trace(tmp_path: Path, tensorboard_app: Any) -> None:

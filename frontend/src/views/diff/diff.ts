@@ -248,14 +248,14 @@ function breakdownTable(b: DiffBreakdown, steps: StepPair | null): HTMLElement {
     h(
       "tfoot",
       {},
-      row(steps ? `Step (${steps.step} ⇄ ${steps.exp_step})` : "Step (average)", num(b.step_baseline_us), num(b.step_experiment_us), num(b.step_delta_us), num(b.step_delta_pct), "step"),
+      row(steps ? `Step (${steps.step} ⇄ ${steps.exp_step})` : "Step (average)", num(b.step_baseline_us), num(b.step_experiment_us), num(b.step_delta_us), num(b.step_delta_ratio), "step"),
     ),
   );
 }
 
 function stepSummary(b: DiffBreakdown, base: Target, exp: Target, steps: StepPair | null): HTMLElement {
   const d = num(b.step_delta_us);
-  const p = num(b.step_delta_pct);
+  const p = num(b.step_delta_ratio);
   const verdict = d === null || d === 0 ? "no change" : d < 0 ? "faster" : "slower";
   const metric = (label: string, sub: string, value: Child, testid: string, raw: number | null, title: string): HTMLElement =>
     h(
