@@ -1,0 +1,83 @@
+"""Browser Back and Forward inside the plugin, at 1600×1000 and 1280×800: tabs, pickers and links between views push
+history entries, so Back walks back through the pages (and Forward again) instead of leaving the plugin; an entry a
+link opened keeps what the link asked for (the Kernel page filtered by the operator) when Forward returns to it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import PLUGIN, PLUGIN_IFRAME, TensorBoard, table_rows, top_hash
+from tests.browser.test_click_through import SIZES
+from tests.browser.test_views import TRANSFORMER, open_view, row_named, set_search, wait_charts
+
+pytestmark = pytest.mark.browser
+P = f"p.{PLUGIN}"
+
+
+@pytest.fixture(params=SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def sized(page: Any, request: pytest.FixtureRequest) -> Any:
+    page.set_viewport_size({"width": request.param[0], "height": request.param[1]})
+    return page
+
+
+def shown_view(page: Any) -> str:
+    """The tab the plugin shows, from the iframe TensorBoard holds now (it is the same one throughout)."""
+    frame = page.wait_for_selector(PLUGIN_IFRAME, state="attached").content_frame()
+    frame.wait_for_selector("[role=tab][aria-selected=true]")
+    view: str = frame.eval_on_selector("[role=tab][aria-selected=true]", "el => el.dataset.view")
+    return view
+
+
+def wait_view(page: Any, view: str) -> Any:
+    frame = page.wait_for_selector(PLUGIN_IFRAME, state="attached").content_frame()
+    frame.wait_for_selector(f"[data-testid=tab-{view}][aria-selected=true]")
+    return frame
+
+
+def kernel_filter(frame: Any) -> str:
+    frame.wait_for_function("() => document.querySelector('[data-testid=kernel-group-by]')?.value === 'name_op'")
+    value: str = frame.eval_on_selector("[data-testid=search-operator]", "el => el.value")
+    return value
+
+
+def test_back_and_forward_walk_overview_operator_kernel(sized: Any, tb_samples: TensorBoard) -> None:
+    frame = open_view(sized, tb_samples, TRANSFORMER, "Overview")
+    wait_charts(frame, "step-chart")
+    entries = sized.evaluate("() => history.length")
+    frame.click("[data-testid=tab-Operator]")
+    frame = wait_view(sized, "Operator")
+    assert top_hash(sized)[f"{P}.view"] == "Operator"
+    set_search(frame, "search-name", "aten::mm")
+    row_named(frame, "operator-table", "aten::mm").locator("[data-testid=operator-kernels]").click()
+    frame = wait_view(sized, "Kernel")
+    assert kernel_filter(frame) == '"aten::mm"'
+    assert {r["operator"] for r in table_rows(frame, "kernel-table")} == {"aten::mm"}
+    assert sized.evaluate("() => history.length") == entries + 2  # one entry per page, none for the filter
+
+    sized.go_back()
+    frame = wait_view(sized, "Operator")
+    assert top_hash(sized)[f"{P}.view"] == "Operator" and f"{P}.op" not in top_hash(sized)
+    sized.go_back()
+    frame = wait_view(sized, "Overview")
+    wait_charts(frame, "step-chart")
+    assert top_hash(sized)[f"{P}.view"] == "Overview" and top_hash(sized)["__tab__"] == PLUGIN
+    assert (top_hash(sized)[f"{P}.run"], top_hash(sized)[f"{P}.worker"]) == TRANSFORMER
+
+    sized.go_forward()
+    wait_view(sized, "Operator")
+    sized.go_forward()
+    frame = wait_view(sized, "Kernel")
+    assert kernel_filter(frame) == '"aten::mm"'  # the entry the link opened: filtered again
+
+
+def test_back_undoes_a_run_change(sized: Any, tb_samples: TensorBoard) -> None:
+    frame = open_view(sized, tb_samples, TRANSFORMER, "Operator")
+    frame.select_option("[data-testid=run-select]", "resnet_slow_dataloader")
+    frame.wait_for_function("() => document.querySelector('[data-testid=run-select]').value === 'resnet_slow_dataloader'")
+    assert top_hash(sized)[f"{P}.run"] == "resnet_slow_dataloader"
+    sized.go_back()
+    frame = wait_view(sized, "Operator")
+    frame.wait_for_function("r => document.querySelector('[data-testid=run-select]').value === r", arg=TRANSFORMER[0])
+    assert top_hash(sized)[f"{P}.run"] == TRANSFORMER[0] and shown_view(sized) == "Operator"
