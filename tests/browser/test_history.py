@@ -54,6 +54,12 @@ def test_back_and_forward_walk_overview_operator_kernel(sized: Any, tb_samples: 
     frame = wait_view(sized, "Kernel")
     assert kernel_filter(frame) == '"aten::mm"'
     assert {r["operator"] for r in table_rows(frame, "kernel-table")} == {"aten::mm"}
+    # what was asked for leads, above the fold: the filtered table's rows, not the pie of every kernel
+    height = sized.viewport_size["height"]
+    row = frame.locator("[data-testid=kernel-table] tr[data-testid=row]").first.bounding_box()
+    assert row is not None and row["y"] + row["height"] <= height, (row, height)
+    pies = frame.locator("[data-testid=card-kernel-pies]").bounding_box()
+    assert pies is None or pies["y"] > row["y"]
     assert sized.evaluate("() => history.length") == entries + 2  # one entry per page, none for the filter
 
     sized.go_back()
