@@ -308,8 +308,9 @@ class Api:
         levels = params.int_pairs(request, "levels")
         host = params.integer(request, "host_levels", required=False, default=0, minimum=0, maximum=4096) or None
         category = params.text(request, "category", required=False, choices=CATEGORIES) or None
+        skips = params.int_pairs(request, "skip")
         return self._answer(request, loaded, lambda: window(loaded.model, start, end, width, frozenset(collapsed),
-                                                             levels, host, category))
+                                                             levels, host, category, skips))
 
     def trace_event(self, request: Request) -> Response:
         loaded = self._trace(request)
