@@ -87,3 +87,23 @@ def test_back_undoes_a_run_change(sized: Any, tb_samples: TensorBoard) -> None:
     frame = wait_view(sized, "Operator")
     frame.wait_for_function("r => document.querySelector('[data-testid=run-select]').value === r", arg=TRANSFORMER[0])
     assert top_hash(sized)[f"{P}.run"] == TRANSFORMER[0] and shown_view(sized) == "Operator"
+
+
+def test_a_diff_link_without_exp_span_says_what_it_compares(page: Any, tb_samples: TensorBoard) -> None:
+    """exp_run alone (the resnet run's own second span is the only other one of its worker): the page compares
+    with span 2 and says so; a run that is not there is said, not silently replaced."""
+    from tests.browser.conftest import open_plugin
+    from tests.browser.test_views import RESNET
+
+    base = f"&{P}.run={RESNET[0]}&{P}.worker={RESNET[1]}&{P}.span=1&{P}.view=Diff"
+    page.goto("about:blank")
+    frame = open_plugin(page, tb_samples, base + f"&{P}.exp_run={RESNET[0]}")
+    note = frame.wait_for_selector("[data-testid=diff-link-note]").inner_text()
+    assert note == (f"The link does not name the experiment's worker or span: comparing with {RESNET[0]} · "
+                    f"{RESNET[1]} · span 2, span 2 of the 2 this worker has.")
+    assert frame.eval_on_selector("[data-testid=exp-span]", "el => el.value") == "2"
+    assert top_hash(page)[f"{P}.exp_span"] == "2"  # the URL now says exactly what is compared
+    page.goto("about:blank")
+    frame = open_plugin(page, tb_samples, base + f"&{P}.exp_run=no_such_run&{P}.exp_span=1")
+    note = frame.wait_for_selector("[data-testid=diff-link-note]").inner_text()
+    assert note.startswith('The link\'s experiment run "no_such_run" is not in the log directory: comparing with ')

@@ -17,6 +17,7 @@ import { Charts, chartDiv, type Figure, plotlyText } from "../common/charts";
 import { csvFileName } from "../common/csv";
 import { left } from "../common/ui";
 import { DrillDown } from "./diffDrill";
+import { linkedExperiment } from "./diffLink";
 import { DiffTable, KERNEL_METRICS, OPERATOR_METRICS, deltaSpan } from "./diffTables";
 import {
   BASELINE_COLOR,
@@ -86,12 +87,16 @@ export function defaultExperiment(runs: RunInfo[], base: Target): Target | null 
   return null;
 }
 
-function initialExperiment(runs: RunInfo[], base: Target): Target | null {
-  const url = readViewUrlState();
-  if (url.exp_run && url.exp_worker && url.exp_span) {
-    const t = { run: url.exp_run, worker: url.exp_worker, span: url.exp_span };
-    if (exists(runs, t)) return t;
-  }
+/** The experiment to open with, and what the page says about a link's (see diffLink.linkedExperiment). */
+function initialExperiment(runs: RunInfo[], base: Target): { exp: Target | null; note: string | null } {
+  const linked = linkedExperiment(runs, base, readViewUrlState());
+  if (linked?.target) return { exp: linked.target, note: linked.note };
+  const exp = fallbackExperiment(runs, base);
+  const note = linked ? `${linked.note ?? ""}: comparing with ${exp ? describeTarget(exp) : "nothing"} instead.` : null;
+  return { exp, note };
+}
+
+function fallbackExperiment(runs: RunInfo[], base: Target): Target | null {
   if (remembered) {
     if (sameTarget(remembered.base, base) && exists(runs, remembered.exp)) return remembered.exp;
     if (sameTarget(remembered.exp, base) && exists(runs, remembered.base)) return remembered.base;
@@ -298,6 +303,8 @@ function initialSteps(): StepPair | null {
 
 class DiffPage {
   private exp: Target | null;
+  /** what a link's experiment left out or named wrongly, and what is compared instead (until the user picks) */
+  private linkNote: string | null = null;
   private steps: StepPair | null = initialSteps();
   private readonly controls: HTMLElement;
   private readonly body: HTMLElement;
@@ -311,7 +318,9 @@ class DiffPage {
     private runs: RunInfo[],
     private readonly base: Target,
   ) {
-    this.exp = initialExperiment(runs, base);
+    const initial = initialExperiment(runs, base);
+    this.exp = initial.exp;
+    this.linkNote = initial.note;
     this.controls = h("div", { class: "ptp-diff-controls" });
     this.body = h("div", { class: "ptp-view", testid: "diff-body" });
     replaceChildren(
@@ -410,6 +419,7 @@ class DiffPage {
         exp
           ? targetPicker("exp", this.runs, exp, (t) => {
               this.exp = t;
+              this.linkNote = null;
               this.steps = null;
               this.remember();
               this.renderControls();
@@ -436,6 +446,7 @@ class DiffPage {
           : null,
       ),
       this.stepsRow(),
+      this.linkNote ? h("p", { class: "ptp-note", testid: "diff-link-note", attrs: { role: "status" } }, this.linkNote) : null,
       h(
         "p",
         { class: "ptp-muted ptp-card-foot" },
