@@ -71,7 +71,7 @@ def test_the_main_thread_opens_at_its_steps(sized: Any, tb_spawn: TensorBoard) -
 def test_a_step_link_keeps_the_steps_lane_on_screen(sized: Any, tb_spawn: TensorBoard) -> None:
     """The Overview's step bar opens the Trace view on the step with a category highlighted: the step's lane (on
     the main thread, below the GPU streams) is scrolled into view."""
-    window = tb_spawn.get_json(f"trace/window?run=ddp_resnet&worker=rank0&span=1&width_px=100")
+    window = tb_spawn.get_json("trace/window?run=ddp_resnet&worker=rank0&span=1&width_px=100")
     name, start, dur = window["steps"][-1]
     start += window["t0"]
     frame = open_trace(sized, tb_spawn, f"&{P}.start={start - dur * 0.02:.3f}&{P}.end={start + dur * 1.02:.3f}"
