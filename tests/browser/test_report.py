@@ -12,8 +12,8 @@ from tb_plugin.cli import main
 from tests.browser.conftest import REAL_TRACES, SAMPLES
 
 CASES = {
-    # multi-rank GPU run: overview bars and pie, operators, kernels, memory curve, per-rank bars
-    "ddp": (REAL_TRACES / "h200" / "ddp_resnet50", 6),
+    # multi-rank GPU run: overview bars and pie, operators, kernels, GPU idle time, memory curve, per-rank bars
+    "ddp": (REAL_TRACES / "h200" / "ddp_resnet50", 7),
     # CPU-only: no kernel chart (a note instead), no distributed chart
     "cpu_only": (SAMPLES / "cpu_only", 4),
 }

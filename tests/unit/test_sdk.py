@@ -96,6 +96,8 @@ def test_views_equal_the_http_api_on_real_traces(copied: Any, tmp_path: Path, te
         assert set(stacks["kind"]) <= {"user", "library", "builtin", "module", "operator", "annotation", "runtime",
                                        "device", "other"}
 
+        insights_equal_the_http_api(client, q, t)
+
         modules = get(client, f"modules?{q}")["modules"]
         flat = t.modules()
         assert list(flat.loc[flat["depth"] == 0, "name"]) == [m["name"] for m in modules]
@@ -106,6 +108,31 @@ def test_views_equal_the_http_api_on_real_traces(copied: Any, tmp_path: Path, te
     t = tb_plugin.open(tmp_path / "logdir" / "resnet50_num_workers_0", cache_dir=str(tmp_path / "cache"))
     assert t.overview().step_time_us == pytest.approx(177_592, rel=0.005)
     assert t.overview().breakdown.loc["DataLoader", "share"] == pytest.approx(0.334, abs=0.001)
+
+
+def insights_equal_the_http_api(client: Any, q: str, t: Any) -> None:
+    """Every other analysis the HTTP API serves is in the Python API, with the same numbers."""
+    queues = get(client, f"queue_length?{q}")
+    assert_rows(t.queue_length(), [{"device": s["device"], "stream": s["stream"], **s["summary"]}
+                                   for s in queues["streams"]])
+    assert list(t.queue_length(series=True)["max"]) == [v for s in queues["streams"] for v in s["series"]["max"]]
+    bandwidth = get(client, f"memory_bandwidth?{q}")["rows"]
+    assert_rows(t.memory_bandwidth(), [{k: r[k] for k in t.memory_bandwidth().columns} for r in bandwidth])
+    sequences = get(client, f"kernel_sequences?{q}")["sequences"]
+    frame = t.kernel_sequences()
+    assert [list(k) for k in frame["kernels"]] == [s["kernels"] for s in sequences] and len(sequences) > 0
+    assert list(frame["total_us"]) == [s["total_us"] for s in sequences]
+    path = get(client, f"critical_path?{q}")
+    cp = t.critical_path()
+    assert list(cp["start_us"]) == [s["start_us"] for s in path["segments"]]
+    assert [r["name"] for r in records(cp)] == [s["name"] for s in path["segments"]]
+    assert cp.attrs["shares"] == {s["category"]: {"us": s["us"], "share": s["share"]} for s in path["shares"]}
+    assert_rows(t.annotations(), [{**r, "path": " › ".join(r["path"])} for r in get(client, f"annotations?{q}")["rows"]])
+    assert_rows(t.sources(), get(client, f"sources?{q}")["files"])
+    assert_rows(t.module_timeline(), get(client, f"modules/timeline?{q}")["occurrences"])
+    counters = get(client, f"cupti_counters?{q}")
+    assert t.cupti_counters().empty and counters["rows"] == []
+    assert t.search_stacks("aten::mm") == get(client, f"flamegraph/search?{q}&q=aten::mm")
 
 
 def test_distributed_and_diff_equal_the_http_api(copied: Any, tmp_path: Path, tensorboard_app: Any) -> None:
