@@ -91,18 +91,23 @@ def _summary(model: TraceModel, worker: str) -> RankSummary:
         views=available_views([model]), intervals=_interval_sets(model))
 
 
-# A worker name that says its rank: ``rank3``, ``rank-3``, ``worker_3``, HTA's ``rank-3``. Not any trailing digits:
-# tensorboard_trace_handler names a worker ``{hostname}_{pid}`` by default, and ``vm_562`` is process 562, not rank 562.
+# A worker name that says its rank: ``rank3``, ``rank-3``, ``worker_3``, HTA's ``rank-3``.
 _RANK_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)$", re.IGNORECASE)
+# tensorboard_trace_handler's default worker name, ``{hostname}_{pid}``: ``vm_562`` is process 562, not rank 562.
+_HOST_PID = re.compile(r"^.+_\d+$")
 
 
 def _rank(info: dict[str, Any], worker: str) -> int | None:
-    """The rank from ``distributedInfo``, else from a worker name that says it (``rank3``), else None (the job
-    view then numbers the workers by name)."""
+    """The rank from ``distributedInfo``, else from a worker name that says it (``rank3``, or digits ending a name
+    such as ``r3`` or ``gpu3``, but not the ``{hostname}_{pid}`` the trace handler names a worker by default), else
+    None (the job view then numbers the workers by name)."""
     if isinstance(info.get("rank"), int):
         return int(info["rank"])
     m = _RANK_NAME.search(worker)
-    return int(m.group(1)) if m else None
+    if m:
+        return int(m.group(1))
+    m = re.search(r"(\d+)$", worker)
+    return int(m.group(1)) if m and not _HOST_PID.match(worker) else None
 
 
 def _step_columns(model: TraceModel, col: Collectives) -> dict[str, np.ndarray]:
