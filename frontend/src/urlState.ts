@@ -69,7 +69,7 @@ export function stateFromHash(hash: string): UrlState {
  * readViewUrlState / writeViewUrlState (e.g. a table links to the Trace view with
  * `writeViewUrlState({ q: name })` followed by `ctx.navigate("Trace")`).
  */
-export const VIEW_URL_KEYS = ["start", "end", "q", "exp_run", "exp_worker", "exp_span", "rank", "device", "flame_op", "step", "exp_step", "card", "op", "at", "cat"] as const;
+export const VIEW_URL_KEYS = ["start", "end", "q", "exp_run", "exp_worker", "exp_span", "rank", "device", "flame_op", "step", "exp_step", "card", "op", "at", "cat", "drill"] as const;
 export type ViewUrlKey = (typeof VIEW_URL_KEYS)[number];
 export type ViewUrlState = Partial<Record<ViewUrlKey, string>>;
 
@@ -184,6 +184,24 @@ export function viewKeysSet(before: string, after: string): ViewUrlState {
   const out: ViewUrlState = {};
   for (const key of VIEW_URL_KEYS) if (now[key] !== undefined && now[key] !== old[key]) out[key] = now[key];
   return out;
+}
+
+/** Set view-owned keys in a new history entry: a drill-down inside a page (the Diff view's) that Back undoes. */
+export function pushViewUrlState(change: Partial<Record<ViewUrlKey, string | undefined>>): void {
+  beforeLinkWrites = null;
+  const current = currentHash();
+  if (current !== null) writeHash((hash) => hashWithViewState(hash, change), current);
+}
+
+/**
+ * Call `listener` when the user moves through the history (Back, Forward) or edits the URL, until the returned
+ * function is called: a page whose own entries (pushViewUrlState) the shell does not re-render follows them here.
+ */
+export function onViewUrlChange(listener: (state: ViewUrlState) => void): () => void {
+  const target = stateWindow();
+  const handler = (): void => { listener(readViewUrlState()); };
+  target.addEventListener("popstate", handler);
+  return () => { target.removeEventListener("popstate", handler); };
 }
 
 /** Set the shell's keys in a new history entry (a user's navigation: Back returns to the entry left). */

@@ -107,3 +107,26 @@ def test_a_diff_link_without_exp_span_says_what_it_compares(page: Any, tb_sample
     frame = open_plugin(page, tb_samples, base + f"&{P}.exp_run=no_such_run&{P}.exp_span=1")
     note = frame.wait_for_selector("[data-testid=diff-link-note]").inner_text()
     assert note.startswith('The link\'s experiment run "no_such_run" is not in the log directory: comparing with ')
+
+
+def test_back_and_forward_walk_the_diff_drill_down(page: Any, tb_samples: TensorBoard) -> None:
+    from tests.browser.conftest import open_plugin
+    from tests.browser.test_views import RESNET
+
+    page.goto("about:blank")
+    frame = open_plugin(page, tb_samples, f"&{P}.run={RESNET[0]}&{P}.worker={RESNET[1]}&{P}.span=1&{P}.view=Diff"
+                                          f"&{P}.exp_run={RESNET[0]}&{P}.exp_worker={RESNET[1]}&{P}.exp_span=2")
+    settled = "p => { const d = document.querySelector('[data-testid=drill]'); return d && d.dataset.loading === 'false' && d.dataset.path === p; }"
+    frame.wait_for_function(settled, arg="0")
+    link = frame.locator("[data-testid=drill-into]").first
+    target = link.get_attribute("data-path")
+    link.click()
+    frame.wait_for_function(settled, arg=target)
+    assert top_hash(page)[f"{P}.drill"] == target
+    page.go_back()
+    frame.wait_for_function(settled, arg="0")
+    assert f"{P}.drill" not in top_hash(page) and shown_view(page) == "Diff"
+    page.go_forward()
+    frame.wait_for_function(settled, arg=target)
+    crumbs = frame.locator("[data-testid=crumb]").all_inner_texts()
+    assert len(crumbs) == 2 and crumbs[0] == "All steps"

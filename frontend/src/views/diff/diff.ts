@@ -12,7 +12,7 @@ import { type Child, h, replaceChildren } from "../../dom";
 import { formatDuration, formatExactUs, formatSignedDuration, formatSignedPercent } from "../../format";
 import type { Plotly } from "../../lib/plotly";
 import type { RunInfo, RunsResponse } from "../../types";
-import { readViewUrlState, writeViewUrlState } from "../../urlState";
+import { onViewUrlChange, pushViewUrlState, readViewUrlState, writeViewUrlState } from "../../urlState";
 import { Charts, chartDiv, type Figure, plotlyText } from "../common/charts";
 import { csvFileName } from "../common/csv";
 import { left } from "../common/ui";
@@ -305,6 +305,9 @@ class DiffPage {
   private exp: Target | null;
   /** what a link's experiment left out or named wrongly, and what is compared instead (until the user picks) */
   private linkNote: string | null = null;
+  /** the first comparison shown opens the drill-down entry a link names */
+  private firstShow = true;
+  private readonly stopHistory = onViewUrlChange(() => { this.followHistory(); });
   private steps: StepPair | null = initialSteps();
   private readonly controls: HTMLElement;
   private readonly body: HTMLElement;
@@ -584,7 +587,14 @@ class DiffPage {
       );
       return plotlyPromise;
     };
-    const drill = new DrillDown(this.ctx, this.base, exp, charts, signal, this.steps);
+    // The drill-down's entry is in the URL (`drill`): each step down or up is a history entry Back undoes, and a
+    // copied link reopens it; a new comparison starts at the top.
+    const linked = this.firstShow ? readViewUrlState().drill : undefined;
+    const start = linked !== undefined && /^0(-\d{1,6}){0,64}$/.test(linked) ? linked : "0";
+    if (!this.firstShow) writeViewUrlState({ drill: undefined });
+    this.firstShow = false;
+    const drill = new DrillDown(this.ctx, this.base, exp, charts, signal, this.steps,
+      (path) => { pushViewUrlState({ drill: path === "0" ? undefined : path }); });
     this.drill = drill;
 
     replaceChildren(
@@ -630,15 +640,22 @@ class DiffPage {
         breakdownChart.replaceWith(h("p", { class: "ptp-muted", testid: "chart-error" }, `The chart could not be drawn: ${err instanceof Error ? err.message : String(err)}`));
       }
     })();
-    void drill.open("0");
+    void drill.open(start);
+  }
+
+  /** Back or Forward between drill-down entries of this page: open the one the URL names now. */
+  private followHistory(): void {
+    const want = readViewUrlState().drill ?? "0";
+    if (this.drill && /^0(-\d{1,6}){0,64}$/.test(want) && want !== this.drill.path) void this.drill.open(want);
   }
 
   dispose(): void {
     this.ctl?.abort();
     this.drill?.dispose();
     this.charts?.dispose();
+    this.stopHistory();
     // The experiment belongs to this page: a link to another page must not carry it (it stays remembered).
-    writeViewUrlState({ exp_run: undefined, exp_worker: undefined, exp_span: undefined, step: undefined, exp_step: undefined });
+    writeViewUrlState({ exp_run: undefined, exp_worker: undefined, exp_span: undefined, step: undefined, exp_step: undefined, drill: undefined });
   }
 }
 
