@@ -15,7 +15,7 @@ import { loadPlotly } from "./lib/plotly";
 import type { ThemeSource } from "./theme";
 import type { RunInfo, RunsResponse, SpanInfo, ViewsResponse, WorkerInfo } from "./types";
 import { VIEW_NAMES } from "./types";
-import { onUrlStateChange, readUrlState, writeUrlState, type UrlState } from "./urlState";
+import { onUrlStateChange, pushUrlState, readUrlState, writeUrlState, type UrlState } from "./urlState";
 import { ALWAYS_AVAILABLE, VIEW_LABELS, viewLoader } from "./views/registry";
 import * as traceInfo from "./views/trace/traceInfo";
 import type { ViewContext, ViewModule } from "./views/types";
@@ -398,7 +398,9 @@ export class App {
       if (!viewsKnown) out.view = w.view;
       else if (w.view !== sel.view) delete w.view;
     }
-    writeUrlState(out);
+    // The user's own choice (a tab, a picker, a link) is a step Back can undo; what the shell fills in is not.
+    if (force) pushUrlState(out);
+    else writeUrlState(out);
   }
 
   // ---------------------------------------------------------------- views list

@@ -95,6 +95,9 @@ def parser() -> argparse.ArgumentParser:
                    "kernel_time, memcpy_time, memset_time, communication_time, runtime_time, dataloader_time, "
                    "cpu_exec_time, other_time")
     d.add_argument("--top", type=int, default=5, help="operators and kernels listed as slower (default 5)")
+    d.add_argument("--span", help="the span compared on both sides (default: each worker's first)")
+    d.add_argument("--base-span", help="the span of BASE (default: --span)")
+    d.add_argument("--new-span", help="the span of NEW (default: --span)")
     d.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     from .preprocess import add_parser as add_preprocess

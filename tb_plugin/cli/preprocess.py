@@ -82,5 +82,8 @@ def _print(report: dict[str, object], as_json: bool) -> None:
         return
     print(f"{report['parsed']} parsed, {report['skipped']} already done, {report['failed']} failed "
           f"({report['bytes']} bytes in {report['seconds']} s, {report['mb_per_s']} MB/s)")
+    peaks = report.get("worker_peak_rss_mb") or []
+    if peaks:  # one figure per worker process that parsed something, smallest first
+        print(f"peak memory per worker: {', '.join(f'{mb:,.1f} MB' for mb in peaks)}")  # type: ignore[attr-defined]
     for failure in report["failures"]:  # type: ignore[attr-defined]
         print(f"  failed: {failure['file']}: {failure['reason']}")

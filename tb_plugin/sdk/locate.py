@@ -46,6 +46,7 @@ class Selection:
     file: TraceFile
     peers: tuple[TraceFile, ...]
     workers: int  # workers in the run (the Overview's environment shows it)
+    spans: tuple[str, ...] = ()  # the chosen worker's spans in the run, in order (a diff says which it compares)
 
 
 def _is_file(path: str) -> bool:
@@ -106,7 +107,7 @@ def select(path: str, run: str | None = None, worker: str | None = None, span: s
     span = _pick("span", span, spans, f"worker {worker!r} of run {run!r}")
     chosen = next(f for f in in_run if f.worker == worker and f.span == span)
     peers = tuple(sorted((f for f in in_run if f.span == span), key=lambda f: f.worker))
-    return Selection(chosen, peers, len({f.worker for f in in_run}))
+    return Selection(chosen, peers, len({f.worker for f in in_run}), tuple(spans))
 
 
 def _pick(what: str, wanted: str | None, available: list[str], where: str) -> str:

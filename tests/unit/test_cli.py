@@ -87,6 +87,15 @@ def test_summary_of_a_multi_rank_run(real_traces: Path, tmp_path: Path, capsys: 
     assert "Job MFU: " in out and " over 2 ranks (" in out
 
 
+def test_summary_shows_utilization_with_and_without_communication(tmp_path: Path, capsys: Any) -> None:
+    code, out, _ = run(capsys, "summary", str(SAMPLES / "fsdp_comm"), "--worker", "rank0", "--cache-dir",
+                       str(tmp_path))
+    assert code == 0
+    assert "GPU 0: utilization 96.4% (all kernels: the headline; 20.7% without communication kernels)" in out
+    s = summary_json(capsys, SAMPLES / "cpu_only", tmp_path)
+    assert s["gpus"] == []
+
+
 def test_summary_of_export_chrome_trace_output(real_traces: Path, tmp_path: Path, capsys: Any) -> None:
     path = export_chrome_trace(real_traces, tmp_path / "trace.json")
     s = summary_json(capsys, path, tmp_path / "cache")
@@ -118,7 +127,32 @@ def test_diff_fails_only_beyond_the_threshold(tmp_path: Path, capsys: Any) -> No
     data = json.loads(out)
     assert (code, data["failed"], data["change"]) == (1, True, pytest.approx(0.1))
     assert data["slower"]["operators"][0]["name"] == "aten::mm"
-    assert data["slower"]["operators"][0]["delta_host_self_us"] == pytest.approx(2 * 8)  # 2 steps, 80 → 88 µs
+    assert data["slower"]["operators"][0]["delta_us"] == pytest.approx(8)  # per step: 80 → 88 µs host self
+    assert data["operator_metric"] == "host_self_us" and data["lead_category"] == "CPU Exec"
+
+
+def test_diff_leads_with_the_category_that_moved_most_and_ranks_by_contribution(real_traces: Path, tmp_path: Path,
+                                                                              capsys: Any) -> None:
+    """4 loader workers → none (the 2021 V100 pair): the DataLoader grows 58.1 ms a step, and the operators listed
+    are the data loading's host work per step, not the kernels' microsecond noise; per-step figures throughout, no
+    NaN for a new operator, and the spans compared are named."""
+    base, new = real_traces / "kineto_v100/resnet50_num_workers_4", real_traces / "kineto_v100/resnet50_num_workers_0"
+    cache = ("--cache-dir", str(tmp_path))
+    code, out, _ = run(capsys, "diff", str(base), str(new), *cache)
+    assert code == 0 and "NaN" not in out
+    assert "baseline: resnet50_num_workers_4/worker0 span 1 of 2: --span" in out
+    assert "Moved most: DataLoader +58.076 ms per step (1.186 → 59.262 ms)" in out
+    ops = out.split("Operators that add most to the step (host self time per step, as DataLoader is made of):")[1]
+    first = ops.strip().splitlines()[1].split()
+    assert first == ["aten::copy_", "both", "0.038", "6.709", "6.671"]  # 40.0 ms more over 6 steps
+    assert "aten::_cat    new            —" in ops  # a new operator: no baseline, not NaN
+    data = json.loads(run(capsys, "diff", str(base), str(new), "--json", "--span", "2", *cache)[1])
+    assert (data["baseline"]["span"], data["new"]["span"]) == ("2", "2")
+    assert data["baseline"]["file"] == "worker0.1623213129365.pt.trace.json.gz"
+    assert data["categories"][0]["category"] == data["lead_category"] == "DataLoader"
+    data = json.loads(run(capsys, "diff", str(base), str(new), "--json", "--new-span", "2", *cache)[1])
+    assert (data["baseline"]["span"], data["new"]["span"]) == ("1", "2")
+    assert run(capsys, "diff", str(base), str(new), "--span", "7", *cache)[0] == 2
 
 
 def test_diff_gate_on_real_traces_by_metric(real_traces: Path, tmp_path: Path, capsys: Any) -> None:
