@@ -22,7 +22,7 @@ def test_every_code_block_of_the_python_api_guide_runs(tmp_path: Path, monkeypat
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the API's default cache: not the user's
     code = blocks()
-    assert len(code) == 5  # open, the views, notebook questions, diff, GPU insights
+    assert len(code) == 6  # open, the views, notebook questions, diff, GPU insights, allocator snapshots
     namespace: dict[str, Any] = {}
     for i, block in enumerate(code):
         try:
@@ -40,3 +40,6 @@ def test_every_code_block_of_the_python_api_guide_runs(tmp_path: Path, monkeypat
     cp = namespace["cp"]
     assert cp["duration_us"].sum() == pytest.approx(cp.attrs["duration_us"], rel=1e-9)
     assert g.critical_path(annotation="backward").attrs["scope"]["label"] == "backward #1"
+    assert namespace["r"].attrs["device"]["name"] == "NVIDIA H200" and (namespace["r"]["wasted_us"] >= 0).all()
+    oom = namespace["s"].summary()["oom"]
+    assert oom["requested_bytes"] == 512 << 20 and oom["reason"] == "live_data"
