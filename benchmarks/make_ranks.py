@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="output run directory (created)")
     parser.add_argument("--straggler", type=int, default=None,
                         help="the rank that copies the source the others wait for (default ranks // 3; -1: none)")
+    parser.add_argument("--only", default=None, metavar="RANKS",
+                        help="write only these ranks of the world (comma-separated), e.g. to check a few")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="writer processes (default: cores)")
     args = parser.parse_args(argv)
     paths = sorted(args.source.glob("*.pt.trace.json*"))
@@ -134,14 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     straggler = world // 3 if args.straggler is None else args.straggler
     plan = assign(_SOURCES, world, straggler if straggler >= 0 else None)
     args.out.mkdir(parents=True, exist_ok=True)
-    jobs = [(args.out, rank, world, src) for rank, src in enumerate(plan)]
+    only = {int(r) for r in args.only.split(",")} if args.only else None
+    jobs = [(args.out, rank, world, src) for rank, src in enumerate(plan) if only is None or rank in only]
     if args.jobs > 1 and world > 1:
         with ProcessPoolExecutor(min(args.jobs, world), mp_context=get_context("fork")) as pool:
             written = sum(pool.map(_write, jobs, chunksize=max(1, world // (4 * args.jobs))))
     else:
         written = sum(map(_write, jobs))
-    print(f"wrote {world} ranks ({written / 1e6:.1f} MB) to {args.out} in {time.perf_counter() - started:.1f} s",
-          file=sys.stderr)
+    print(f"wrote {len(jobs)} of {world} ranks ({written / 1e6:.1f} MB) to {args.out} in "
+          f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
     return 0
 
 

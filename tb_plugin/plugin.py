@@ -57,6 +57,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
             load_timeout=float(getattr(flags, "profiler_load_timeout", DEFAULT_LOAD_TIMEOUT)),
             any_json=bool(getattr(flags, "profiler_any_json", False)),
             dask_scheduler=getattr(flags, "profiler_dask_scheduler", None) or None,
+            dask_timeout=float(getattr(flags, "profiler_dask_timeout", 10.0)),
         ).start()
         self._api = Api(self.workspace, PLUGIN_NAME, parse_override(getattr(flags, "profiler_peaks", None)))
 
@@ -93,6 +94,9 @@ class ProfilerLoader(base_plugin.TBLoader):  # type: ignore[misc]
                            help="Parse traces on this Dask cluster (e.g. tcp://scheduler:8786) instead of in local "
                                 "processes; its workers write into --profiler_cache_dir, which they must reach too. "
                                 'Needs pip install "pytorch-tb-profiler[dask]".')
+        group.add_argument("--profiler_dask_timeout", type=float, default=10.0, metavar="SECONDS",
+                           help="How long to wait at start for --profiler_dask_scheduler to answer before parsing "
+                                "locally instead. Default 10.")
         group.add_argument("--profiler_cache_max_mb", type=int, default=4096, metavar="MB",
                            help="Size bound of the parse cache; least recently used parses go first.")
         group.add_argument("--profiler_load_timeout", type=float, default=DEFAULT_LOAD_TIMEOUT, metavar="SECONDS",
@@ -119,6 +123,8 @@ class ProfilerLoader(base_plugin.TBLoader):  # type: ignore[misc]
             raise base_plugin.FlagsError("--profiler_rescan_interval must not be negative")
         if getattr(flags, "profiler_load_timeout", 0) < 0:
             raise base_plugin.FlagsError("--profiler_load_timeout must not be negative")
+        if getattr(flags, "profiler_dask_timeout", 10.0) <= 0:
+            raise base_plugin.FlagsError("--profiler_dask_timeout must be a positive number of seconds")
         if getattr(flags, "profiler_dask_scheduler", None) and not getattr(flags, "profiler_cache_dir", None):
             raise base_plugin.FlagsError("--profiler_dask_scheduler needs --profiler_cache_dir: a cache the cluster's "
                                          "workers and this server both reach (a shared folder or a URL)")

@@ -237,10 +237,10 @@ class Workspace:
                  workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30,
                  on_ready: Callable[[TraceModel], None] | None = None,
                  load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, any_json: bool = False,
-                 dask_scheduler: str | None = None) -> None:
+                 dask_scheduler: str | None = None, dask_timeout: float = 10.0) -> None:
         """``cache_dir``: a local folder, or a URL of a shared cache that ``preprocess`` filled (models are then
         copied into the default local cache when opened); ``dask_scheduler``: parse on that Dask cluster, into the
-        shared cache, instead of in local processes."""
+        shared cache, instead of in local processes (``dask_timeout``: seconds to wait for it to answer)."""
         self._roots_spec = roots
         self._any_json = any_json
         self._catalog: Catalog | None = None
@@ -254,7 +254,8 @@ class Workspace:
         shared = self._shared_cache(cache_dir)
         # a cache on another store is copied into the default local cache, where models are memory-mapped from
         cache = ParseCache(None if cache_dir and remote.is_url(cache_dir) else cache_dir, cache_max_bytes)
-        runner = self._runner(dask_scheduler, shared.url if shared is not None else str(cache.directory))
+        runner = self._runner(dask_scheduler, shared.url if shared is not None else str(cache.directory),
+                              dask_timeout)
         self.scheduler = LoadScheduler(cache, workers, on_ready=on_ready, load_timeout=load_timeout, shared=shared,
                                        runner=runner, on_preprocessed=self._read_summary, stored=StoredIndex())
         self._summaries: dict[Any, RankSummary] = {}  # preprocessed summaries read, by (entry, worker)
@@ -277,13 +278,13 @@ class Workspace:
                                                    "traces are parsed here into a local cache"))
             return None
 
-    def _runner(self, address: str | None, cache_url: str) -> Runner | None:
+    def _runner(self, address: str | None, cache_url: str, timeout: float) -> Runner | None:
         if not address:
             return None
         from .scaleout.executors import DaskRunner
 
         try:
-            return DaskRunner(address, cache_url)
+            return DaskRunner(address, cache_url, timeout)
         except Exception as err:  # noqa: BLE001 - Dask missing, the scheduler unreachable: parse locally instead
             self._setup_errors.append(f"cannot use the Dask scheduler {address}: {err}; traces are parsed here")
             return None

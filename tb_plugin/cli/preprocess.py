@@ -13,7 +13,7 @@ import sys
 from ..jobs.budget import loader_slots
 from ..jobs.cache import default_cache_dir
 from ..jobs.shared import SharedCache
-from ..scaleout.executors import DaskExecutor, Executor, LocalPool, MissingDask
+from ..scaleout.executors import CONNECT_TIMEOUT_CLI, DaskExecutor, Executor, LocalPool, MissingDask
 from ..scaleout.preprocess import PreprocessError, plan, run
 
 EXIT_FAILED_FILES, EXIT_UNUSABLE = 1, 2
@@ -26,6 +26,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     where = p.add_mutually_exclusive_group()
     where.add_argument("--dask", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://scheduler:8786")
     where.add_argument("--dask-local", metavar="N", type=int, help="start a Dask LocalCluster of N processes")
+    p.add_argument("--dask-timeout", metavar="SECONDS", type=float, default=CONNECT_TIMEOUT_CLI,
+                   help=f"how long to wait for the --dask scheduler to answer (default {CONNECT_TIMEOUT_CLI:g})")
     p.add_argument("--workers", type=int, help="processes of the local pool without Dask (default: the cores but one)")
     p.add_argument("--cache", metavar="URL", help="the cache: a shared path or a URL TensorBoard's "
                    "--profiler_cache_dir names too (default: ~/.cache/pytorch-tb-profiler)")
@@ -36,6 +38,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run_preprocess(args: argparse.Namespace) -> int:
     if (args.dask_local is not None and args.dask_local < 1) or (args.workers is not None and args.workers < 1):
         print("pytorch-tb-profiler: error: --dask-local and --workers need at least 1", file=sys.stderr)
+        return EXIT_UNUSABLE
+    if not args.dask_timeout > 0:
+        print("pytorch-tb-profiler: error: --dask-timeout must be a positive number of seconds", file=sys.stderr)
         return EXIT_UNUSABLE
     try:
         cache = SharedCache(args.cache or str(default_cache_dir()))
@@ -70,7 +75,7 @@ def run_preprocess(args: argparse.Namespace) -> int:
 
 def _executor(args: argparse.Namespace, files: int) -> Executor:
     if args.dask:
-        return DaskExecutor(address=args.dask)
+        return DaskExecutor(address=args.dask, connect_timeout=args.dask_timeout)
     if args.dask_local:
         return DaskExecutor(local_workers=args.dask_local)
     return LocalPool(min(args.workers or loader_slots(), max(1, files)))

@@ -26,6 +26,12 @@ DASK_MISSING = ('Dask is not installed, and --dask/--dask-local (--profiler_dask
                 'pip install "pytorch-tb-profiler[dask]"')
 
 
+# How long a client waits for a scheduler to answer before giving up (Dask retries the connection until then, as
+# a scheduler may still be starting): the CLI's --dask-timeout and TensorBoard's --profiler_dask_timeout.
+CONNECT_TIMEOUT_CLI = 30.0
+CONNECT_TIMEOUT_SERVER = 10.0  # TensorBoard waits this long at start before parsing locally instead
+
+
 class MissingDask(RuntimeError):
     pass
 
@@ -90,13 +96,15 @@ class LocalPool:
 
 class DaskExecutor:
     """Tasks on a Dask cluster: ``address`` of a running scheduler, else a ``LocalCluster`` of ``local_workers``
-    single-threaded processes (the parse holds the GIL: processes, not threads, use the cores)."""
+    single-threaded processes (the parse holds the GIL: processes, not threads, use the cores). ``connect_timeout``:
+    seconds to wait for the scheduler at ``address``."""
 
-    def __init__(self, address: str | None = None, local_workers: int | None = None) -> None:
+    def __init__(self, address: str | None = None, local_workers: int | None = None,
+                 connect_timeout: float = CONNECT_TIMEOUT_CLI) -> None:
         dd = dask_distributed()
         self._cluster: Any = None
         if address:
-            self.client: Any = dd.Client(address, timeout="30s")
+            self.client: Any = dd.Client(address, timeout=f"{connect_timeout:g}s")
             self.description = f"the Dask cluster at {address}"
         else:
             self._cluster = dd.LocalCluster(n_workers=max(1, local_workers or 1), threads_per_worker=1,
@@ -137,10 +145,11 @@ def _dask_reason(err: BaseException) -> str:
 class DaskRunner:
     """TensorBoard's parses on a Dask cluster (``--profiler_dask_scheduler``): each file is preprocessed by a worker
     into the shared cache (``cache_url``, which the workers and the server both reach), then the server finds it
-    there as it finds any preprocessed file (``jobs.scheduler.Runner``)."""
+    there as it finds any preprocessed file (``jobs.scheduler.Runner``). ``connect_timeout``: seconds to wait for
+    the scheduler before the server parses locally instead."""
 
-    def __init__(self, address: str, cache_url: str) -> None:
-        self.client: Any = dask_distributed().Client(address, timeout="10s")
+    def __init__(self, address: str, cache_url: str, connect_timeout: float = CONNECT_TIMEOUT_SERVER) -> None:
+        self.client: Any = dask_distributed().Client(address, timeout=f"{connect_timeout:g}s")
         self.cache_url = cache_url
         self.description = f"the Dask cluster at {address}"
         self._futures: set[Any] = set()  # held until done: Dask forgets a task nobody refers to

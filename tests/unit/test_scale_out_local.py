@@ -78,8 +78,13 @@ def test_preprocess_says_why_it_cannot_start(tmp_path: Path, capsys: Any) -> Non
     assert "cannot open logdir nosuch://bucket/x" in capsys.readouterr().err
     assert main(["preprocess", str(tmp_path), "--dask-local", "0"]) == 2
     assert "at least 1" in capsys.readouterr().err
+    assert main(["preprocess", str(tmp_path), "--dask-timeout", "0"]) == 2
+    assert "--dask-timeout must be a positive number" in capsys.readouterr().err
     write_trace(tmp_path / "run" / "w.1.pt.trace.json", [])
-    assert main(["preprocess", str(tmp_path), "--cache", str(tmp_path / "c"), "--dask", "tcp://127.0.0.1:9"]) == 2
+    started = time.monotonic()  # a scheduler nobody answers for: given up after --dask-timeout, not Dask's 30 s
+    assert main(["preprocess", str(tmp_path), "--cache", str(tmp_path / "c"), "--dask", "tcp://127.0.0.1:9",
+                 "--dask-timeout", "1"]) == 2
+    assert time.monotonic() - started < 15
     assert "tcp://127.0.0.1:9" in capsys.readouterr().err
 
 
@@ -105,6 +110,8 @@ def test_dask_scheduler_flag_needs_a_shared_cache() -> None:
     with pytest.raises(base_plugin.FlagsError, match="--profiler_cache_dir"):
         ProfilerLoader().fix_flags(argparse.Namespace(profiler_dask_scheduler="tcp://s:8786",
                                                       profiler_cache_dir=None))
+    with pytest.raises(base_plugin.FlagsError, match="--profiler_dask_timeout"):
+        ProfilerLoader().fix_flags(argparse.Namespace(profiler_dask_timeout=0.0))
 
 
 def test_tensorboard_on_a_preprocessed_cache_opens_only_the_ranks_asked_for(
@@ -155,9 +162,9 @@ def test_tensorboard_sends_its_parses_to_a_dask_cluster(tensorboard_app: Any, dd
 
 
 def test_an_unreachable_dask_scheduler_is_said_and_parsing_stays_local(tensorboard_app: Any, ddp_logdir: Path) -> None:
-    started = time.monotonic()
-    client = tensorboard_app(ddp_logdir, profiler_dask_scheduler="tcp://127.0.0.1:9")
+    started = time.monotonic()  # waits --profiler_dask_timeout for the scheduler (1 s here, 10 by default)
+    client = tensorboard_app(ddp_logdir, profiler_dask_scheduler="tcp://127.0.0.1:9", profiler_dask_timeout=1.0)
     body = wait_until_settled(client, timeout=120, expect_spans=2)
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 30
     assert any("cannot use the Dask scheduler tcp://127.0.0.1:9" in e for e in body["errors"]), body["errors"]
     assert _plugin(client).workspace.scheduler.counts()["parsed_here"] == 2
