@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..model.derived import memoized
+from ..model.errors import UnknownAnnotation, UnknownStep
 from ..model.kinds import Kind
 from ..model.names import STEP_PREFIX
 from ..model.optree import host_tree, innermost_containing
@@ -287,13 +288,14 @@ def offered_annotations(model: TraceModel) -> list[dict[str, Any]]:
 
 def _annotation_window(model: TraceModel, name: str, occurrence: int) -> tuple[float, float, float, tuple[int, int]]:
     """(start, end, host end, thread) of the ``occurrence``-th (1-based, by start) host annotation ``name``: its
-    range grown to the end of the device work launched inside it by its process. ``KeyError`` if there is none."""
+    range grown to the end of the device work launched inside it by its process. :class:`UnknownAnnotation` if there
+    is none."""
     ev = model["events"]
     tree = host_tree(model)
     code = model.code(name)
     nodes = np.flatnonzero((tree.kind == int(Kind.USER_ANNOTATION)) & (ev["name"][tree.rows] == code))
     if code < 0 or not 1 <= occurrence <= len(nodes):
-        raise KeyError(name)
+        raise UnknownAnnotation(name, occurrence, len(nodes) if code >= 0 else 0)
     node = int(nodes[np.argsort(tree.start[nodes], kind="stable")][occurrence - 1])
     row = int(tree.rows[node])
     lo, host_end = float(tree.start[node]), float(tree.end[node])
@@ -340,7 +342,7 @@ def critical_path(model: TraceModel, step: str | None = None, annotation: str | 
     shares; plain data. A trace without steps and none of them asked for gets no path, the annotations it offers
     and a note.
 
-    Raises ``KeyError`` for an unknown step or annotation.
+    Raises :class:`UnknownStep` or :class:`UnknownAnnotation` for an unknown step or annotation.
     """
     steps = find_steps(model)
     names = [] if NO_STEPS_NOTE in steps.notes else steps.names
@@ -355,13 +357,13 @@ def critical_path(model: TraceModel, step: str | None = None, annotation: str | 
         return {**offer, **_path(model, lo, hi, host_end, main, {"kind": "annotation", "label": label})}
     if not names:
         if step is not None:
-            raise KeyError(step)
+            raise UnknownStep(step, [])
         note = ("The trace has no ProfilerStep#N events: choose an annotation or a time range to walk "
                 "(call prof.step() once per iteration to get steps).")
         return {**offer, **_path(model, 0.0, 0.0, 0.0, (-1, -1), {"kind": "none", "label": ""}), "note": note}
     i = 0 if step is None else names.index(step) if step in names else -1
     if i < 0:
-        raise KeyError(step)
+        raise UnknownStep(step, names)
     lo, hi = float(steps.start[i]), float(steps.end[i])
     main = _step_thread(model, names[i], lo, hi)
     path = _path(model, lo, hi, float(steps.host_end[i]), main, {"kind": "step", "label": f"step {names[i]}"})

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..model.derived import memoized
+from ..model.errors import UnknownPath, UnknownStep
 from ..model.kinds import Kind
 from ..model.names import name_mask, step_number
 from ..model.optree import HostTree, host_tree
@@ -64,13 +65,13 @@ def _join(base: list[dict[str, Any]], exp: list[dict[str, Any]], metrics: tuple[
 
 
 def step_index(model: TraceModel, step: str | None) -> int | None:
-    """The position of step ``step`` (its name, "12" for ProfilerStep#12); None for all steps; KeyError if the
-    trace has no such step."""
+    """The position of step ``step`` (its name, "12" for ProfilerStep#12); None for all steps; :class:`UnknownStep`
+    if the trace has no such step."""
     if step is None:
         return None
     names = find_steps(model).names
     if step not in names:
-        raise KeyError(step)
+        raise UnknownStep(step, names)
     return names.index(step)
 
 
@@ -327,7 +328,7 @@ def diff_node(base: TraceModel, exp: TraceModel, path: str = "0", step: str | No
     a, b = _side(base), _side(exp)
     parts = path.split("-")
     if parts[0] != "0" or not all(p.isascii() and p.isdigit() for p in parts):  # not "²": int() refuses it
-        raise KeyError(path)
+        raise UnknownPath(path)
     kb, ke = step_index(base, step), step_index(exp, exp_step)
     (left, pa), (right, pb) = _root(base, kb), _root(exp, ke)
     # The root is a group even when it holds a single node.
@@ -336,7 +337,7 @@ def diff_node(base: TraceModel, exp: TraceModel, path: str = "0", step: str | No
     for p in parts[1:]:
         k = int(p)
         if k >= len(pairs):
-            raise KeyError(path)
+            raise UnknownPath(path)
         left, right = pairs[k]
         name = _pair_label(a, left, b, right)
         pairs = _expand(a, left, b, right)

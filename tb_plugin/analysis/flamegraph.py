@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..model.derived import memoized
+from ..model.errors import UnknownStep
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
 from .memory import memory_records
@@ -100,7 +101,7 @@ def _under_operator(model: TraceModel, name: str) -> np.ndarray:
 def self_weights(model: TraceModel, metric: str, merge: bool = False, step: str | None = None,
                  operator: str | None = None) -> np.ndarray:
     """Self weight per frame, over the whole trace or one step (by name), optionally only what runs inside the
-    operator named ``operator``. Raises ``KeyError`` for an unknown step."""
+    operator named ``operator``. Raises :class:`UnknownStep` for an unknown step."""
     if operator is None:
         return _self_weights(model, metric, merge, step)
     lv = _step_leaves(model, metric, merge, step)
@@ -121,7 +122,7 @@ def _step_leaves(model: TraceModel, metric: str, merge: bool, step: str | None) 
         return lv
     steps = find_steps(model)
     if step not in steps.names:
-        raise KeyError(step)
+        raise UnknownStep(step, steps.names)
     i = steps.names.index(step)
     keep = (lv.time >= steps.host_start[i]) & (lv.time < steps.host_end[i])
     return Leaves(lv.frame[keep], lv.weight[keep], lv.time[keep], lv.node[keep])
@@ -210,7 +211,7 @@ def flame_search(model: TraceModel, metric: str, merge: bool = False, step: str 
                  ) -> dict[str, Any]:
     """Frames whose name holds ``query`` (case-insensitive) over the whole frame tree: how many (with a weight),
     how many of them the view draws (at or above ``min_share``), and their weight, a match inside a match counted
-    once (its outermost match's value holds it). Raises ``KeyError`` for an unknown step."""
+    once (its outermost match's value holds it). Raises :class:`UnknownStep` for an unknown step."""
     frames = frame_tree(model, merge)
     total = total_weights(frames, self_weights(model, metric, merge, step, operator))
     q = query.strip().lower()

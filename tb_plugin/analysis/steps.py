@@ -15,6 +15,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model.arrays import take
 from ..model.derived import memoized
+from ..model.errors import UnknownCategory
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.names import is_dataloader, name_mask, step_number
 from ..model.optree import launch_rows
@@ -236,7 +237,7 @@ def _category_events(model: TraceModel, category: str) -> np.ndarray:
             steps = host & name_mask(model, names, lambda s: s.startswith("ProfilerStep#"))
             mask = host & ~loader & ~steps
         else:
-            raise KeyError(category)
+            raise UnknownCategory(category)
     return mask
 
 

@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
 from ..model.derived import Computing
+from ..model.errors import NotFound
 from ..workspace import LookupFailed
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,8 @@ Handler = Callable[[Request], Response]
 
 def json_route(handler: Handler) -> Callable[[Any, Any], Any]:
     """Wrap a handler as a WSGI app: API errors and the workspace's refusals (unknown, still loading, failed)
-    become 4xx JSON, an analysis still computing a 409 with its progress, anything unexpected a logged 500 JSON."""
+    become 4xx JSON, what an analysis says the trace does not have (``model.errors.NotFound``) a 404, an analysis
+    still computing a 409 with its progress, anything unexpected (a ``KeyError`` included) a logged 500 JSON."""
 
     @Request.application  # type: ignore[arg-type]
     def app(request: Request) -> Response:
@@ -123,6 +125,8 @@ def json_route(handler: Handler) -> Callable[[Any, Any], Any]:
             return error_response(request, err.status, err.message)
         except LookupFailed as err:
             return error_response(request, err.status, str(err))
+        except NotFound as err:  # a step, annotation, path… the analysis says the trace does not have
+            return error_response(request, 404, str(err))
         except Computing as busy:
             return computing_response(request, busy)
         except HTTPException as err:

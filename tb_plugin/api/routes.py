@@ -30,9 +30,10 @@ from ..analysis.roofline import GROUPINGS as ROOFLINE_GROUPINGS
 from ..analysis.roofline import roofline
 from ..analysis.sequences import kernel_sequences
 from ..analysis.sources import source_files
-from ..analysis.steps import CATEGORIES, find_steps
+from ..analysis.steps import CATEGORIES
 from ..analysis.summary import summary
-from ..analysis.whatif.what_if import UnknownFinding, what_if
+from ..analysis.whatif.what_if import what_if
+from ..model.errors import NotFound, UnknownStep
 from ..model.tables import TraceModel
 from ..timeline.details import SEARCH_MATCHES, event_details, range_summary, search
 from ..timeline.index import timeline_index
@@ -130,10 +131,7 @@ class Api:
 
         def compute() -> dict[str, Any]:
             job = self._job(ranks) if len(ranks) > 1 else None
-            try:
-                return what_if(loaded.model, ids, job, loaded.file.worker, [s for _, s in ranks] if job else None)
-            except UnknownFinding as e:
-                raise ApiError(404, str(e)) from None
+            return what_if(loaded.model, ids, job, loaded.file.worker, [s for _, s in ranks] if job else None)
 
         return self._answer(request, loaded, compute, tuple(sorted(f.identity for f, _ in ranks)))
 
@@ -249,10 +247,8 @@ class Api:
         for name, value, side in (("step", step, base), ("exp_step", exp_step, exp)):
             try:
                 step_index(side.model, value)
-            except KeyError:
-                names = ", ".join(find_steps(side.model).names[:50]) or "none"
-                raise ApiError(404, f"query parameter '{name}': the trace has no step {value!r} (its steps: "
-                                    f"{names})") from None
+            except UnknownStep as err:  # which parameter named it, for the user who set both
+                raise NotFound(f"query parameter '{name}': {err}") from None
         return step, exp_step
 
     def diff(self, request: Request) -> Response:
@@ -265,11 +261,8 @@ class Api:
         path = params.text(request, "path", required=False, default="0")
         base, exp = self._pair(request)
         step, exp_step = self._pair_steps(request, base, exp)
-        try:
-            return self._answer(request, base, lambda: diff_node(base.model, exp.model, path, step, exp_step),
-                                exp.file.identity)
-        except KeyError:
-            raise ApiError(404, f"no diff entry at path {path!r}") from None
+        return self._answer(request, base, lambda: diff_node(base.model, exp.model, path, step, exp_step),
+                            exp.file.identity)
 
     def idle(self, request: Request) -> Response:
         wait = params.number(request, "kernel_wait_us", required=False, default=KERNEL_WAIT_US, minimum=0,
@@ -290,12 +283,7 @@ class Api:
         start, end = params.time_range(request)
         window = (start, end) if start is not None or end is not None else None
         loaded = self._trace(request)
-        try:
-            return self._answer(request, loaded,
-                                lambda: critical_path(loaded.model, step, annotation, occurrence, window))
-        except KeyError:
-            what = f"no step {step!r}" if annotation is None else f"no annotation {annotation!r} #{occurrence}"
-            raise ApiError(404, f"{what} in this trace") from None
+        return self._answer(request, loaded, lambda: critical_path(loaded.model, step, annotation, occurrence, window))
 
     def flamegraph(self, request: Request) -> Response:
         metric = params.text(request, "metric", required=False, default="self_host_us", choices=METRICS)
@@ -306,13 +294,10 @@ class Api:
         min_share = params.number(request, "min_share", required=False, default=0.0005, minimum=0, maximum=0.1)
         loaded = self._trace(request)
         by_function = merge == "function"
-        try:
-            if fmt == "folded":
-                return text_response(request, folded_stacks(loaded.model, metric, by_function, step, operator))
-            return self._answer(request, loaded, lambda: flame_tree(loaded.model, metric, by_function, step,
-                                                                    operator, min_share))
-        except KeyError:
-            raise ApiError(404, f"no step {step!r} in this trace") from None
+        if fmt == "folded":
+            return text_response(request, folded_stacks(loaded.model, metric, by_function, step, operator))
+        return self._answer(request, loaded, lambda: flame_tree(loaded.model, metric, by_function, step, operator,
+                                                                min_share))
 
     def flamegraph_search(self, request: Request) -> Response:
         metric = params.text(request, "metric", required=False, default="self_host_us", choices=METRICS)
@@ -322,11 +307,8 @@ class Api:
         query = params.text(request, "q")
         min_share = params.number(request, "min_share", required=False, default=0.0005, minimum=0, maximum=0.1)
         loaded = self._trace(request)
-        try:
-            return self._answer(request, loaded, lambda: flame_search(loaded.model, metric, merge == "function", step,
-                                                                      operator, query, min_share))
-        except KeyError:
-            raise ApiError(404, f"no step {step!r} in this trace") from None
+        return self._answer(request, loaded, lambda: flame_search(loaded.model, metric, merge == "function", step,
+                                                                  operator, query, min_share))
 
     def annotations(self, request: Request) -> Response:
         loaded = self._trace(request)

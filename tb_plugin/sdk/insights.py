@@ -88,7 +88,8 @@ class Insights:
         (``category`` kernel, cpu_op, launch, sync, gpu_wait, host_idle…; ``id`` the Trace view's event id).
         ``attrs``: ``shares`` (µs and share per category), ``scope``, ``steps``, ``annotations`` offered,
         ``duration_us`` and ``note`` (a trace without steps walks nothing until asked for an annotation or a
-        range). Raises ``KeyError`` for an unknown step or annotation."""
+        range). Raises ``UnknownStep`` or ``UnknownAnnotation`` (``tb_plugin.model.errors``, ``LookupError``s) for an
+        unknown step or annotation."""
         window = (start_us, end_us) if start_us is not None or end_us is not None else None
         answer = critical_path(self.model, step, annotation, occurrence, window)
         out = _frame([{**s, "duration_us": s["end_us"] - s["start_us"]} for s in answer["segments"]],

@@ -382,7 +382,8 @@ class TraceDiff:
         """The Diff view's drill-down (``GET /diff/node``): the entries below ``path`` ("0" all the steps, "0-3" its
         fourth entry…) aligned between the two runs, one row each: ``path``, ``name``, ``expandable`` and each
         side's ``*_host_us`` / ``*_device_us``. ``attrs``: the entry's own ``name``, ``baseline`` and
-        ``experiment``. Raises ``KeyError`` for a path that is not there."""
+        ``experiment``. Raises ``tb_plugin.model.errors.UnknownPath`` (a ``LookupError``) for a path that is not
+        there."""
         if self.models is None:
             raise ValueError("this diff was made without its traces: use tb_plugin.diff(base, new)")
         node = diff_node(self.models[0], self.models[1], path)

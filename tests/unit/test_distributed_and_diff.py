@@ -13,6 +13,7 @@ import pytest
 from tb_plugin.analysis.diff import diff_node, diff_summary
 from tb_plugin.analysis.distributed import distributed, dtype_size, normalize_collective
 from tb_plugin.loader import load_trace
+from tb_plugin.model.errors import UnknownPath
 from tests.conftest import write_trace
 
 
@@ -118,7 +119,7 @@ def test_diff_of_the_dataloader_pair(real_traces: Path) -> None:
     total_b = sum(c["baseline"]["host_us"] for c in root["children"] if c["baseline"])
     assert total_b == pytest.approx(root["baseline"]["host_us"])  # the drill-down never drops time
     for bad in ("0-99999", "0-²"):  # "²".isdigit() is true but int() refuses it: unknown path, not a crash
-        with pytest.raises(KeyError):
+        with pytest.raises(UnknownPath, match=f"no diff entry at path '{bad}'"):
             diff_node(base, exp, bad)
 
 

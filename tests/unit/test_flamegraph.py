@@ -17,6 +17,7 @@ from tb_plugin.analysis.operators import operator_table
 from tb_plugin.analysis.stacks import FrameKind, frame_tree, function_name, python_frame_kind
 from tb_plugin.loader import load_trace
 from tb_plugin.model import TraceModel
+from tb_plugin.model.errors import UnknownStep
 from tests.conftest import API, REPO, wait_until_settled, write_trace
 
 EXPORTS = REPO / "samples" / "exports" / "transformer_bf16_exports"
@@ -132,7 +133,7 @@ def test_operator_and_step_filters(tmp_path: Path) -> None:
                     "ProfilerStep#2;aten::addmm;cudaLaunchKernel": 4}
     step2 = self_weights(model, "self_host_us", step="2")
     assert step2.sum() == pytest.approx(100)  # ProfilerStep#2 (80 self) + aten::addmm (16) + its launch (4)
-    with pytest.raises(KeyError):
+    with pytest.raises(UnknownStep, match="no step '9'"):
         self_weights(model, "self_host_us", step="9")
     assert self_weights(model, "self_host_us", operator="no such op").sum() == 0
 

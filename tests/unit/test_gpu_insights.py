@@ -20,6 +20,7 @@ from tb_plugin.analysis.sequences import kernel_sequences
 from tb_plugin.analysis.steps import find_steps
 from tb_plugin.loader import load_trace
 from tb_plugin.model import TraceModel
+from tb_plugin.model.errors import NotFound, UnknownStep
 from tests.conftest import SAMPLES, real_trace_files, sample_trace_files, write_trace
 from tests.unit.test_views_synthetic import kernel, launch, op, step
 
@@ -152,7 +153,7 @@ def test_critical_path_follows_launches_streams_and_syncs(tmp_path: Path) -> Non
     shares = {s["category"]: s["us"] for s in cp["shares"]}
     assert shares == {"kernel": 70, "launch_delay": 4, "launch": 8, "cpu_op": 4, "sync": 2, "annotation": 2}
     assert sum(shares.values()) == cp["duration_us"]
-    with pytest.raises(KeyError):
+    with pytest.raises(UnknownStep, match="no step '7'"):
         critical_path(model_of(tmp_path, critical_events()), "7")
 
 
@@ -232,9 +233,11 @@ def test_a_trace_without_steps_offers_annotations_and_ranges(tmp_path: Path) -> 
     assert [(s["start_us"], s["end_us"], s["name"]) for s in ranged["segments"]] == [
         (100, 110, "forward"), (110, 115, "aten::relu"), (115, 120, "forward")]
     assert ranged["scope"]["kind"] == "range"
-    for bad in [(None, "forward", 3), ("0", None, 1), (None, "nope", 1)]:
-        with pytest.raises(KeyError):
+    for bad, says in [((None, "forward", 3), "no annotation 'forward' #3 in this trace (it has 2)"),
+                      (("0", None, 1), "no step '0'"), ((None, "nope", 1), "no annotation 'nope' #1")]:
+        with pytest.raises(NotFound) as err:
             critical_path(model, *bad)
+        assert str(err.value).startswith(says) and not isinstance(err.value, KeyError)
 
 
 def test_annotation_times_nest_and_sum_launched_device_time(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from tb_plugin.analysis.diff import diff_node, diff_summary
 from tb_plugin.analysis.operators import operator_table
 from tb_plugin.analysis.steps import breakdown
 from tb_plugin.loader import load_trace
+from tb_plugin.model.errors import UnknownStep
 from tests.conftest import API, REPO, wait_until_settled
 from tests.unit.test_views_synthetic import PROPS, kernel, launch, model_of, op, step
 
@@ -60,7 +61,7 @@ def test_two_steps_of_one_synthetic_trace(tmp_path: Path) -> None:
     assert node["name"] == "Step 1 ⇄ step 2"
     assert node["baseline"]["host_us"] == 100 and node["experiment"]["host_us"] == 900
     assert [c["name"] for c in node["children"]] == ["aten::mm", "aten::cat"]
-    with pytest.raises(KeyError):
+    with pytest.raises(UnknownStep, match=r"no step '9' in this trace \(its steps: 1, 2, 3\)"):
         diff_summary(model, model, "1", "9")
 
 

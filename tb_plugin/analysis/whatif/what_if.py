@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...model.errors import NotFound
 from ...model.tables import TraceModel
 from ..diagnosis import findings as diagnose_findings
 from ..diagnosis.replayed import model_name, needs_peers
@@ -22,7 +23,7 @@ from .peers import peers_of
 from .replay import baseline, replay
 
 
-class UnknownFinding(ValueError):
+class UnknownFinding(NotFound, ValueError):
     """An id that is not one of the trace's findings with a fix to replay; the message names the valid ones."""
 
 
