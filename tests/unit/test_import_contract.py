@@ -35,21 +35,43 @@ def _part(path: Path, root: Path = PACKAGE) -> str:
     return rel[0] if len(rel) > 1 else rel[0].removesuffix(".py")
 
 
-def _targets(path: Path, root: Path = PACKAGE) -> set[str]:
-    """The tb_plugin parts one module imports (relative and absolute imports, module level or inside functions)."""
-    here = list(path.relative_to(root).parent.parts)
-    out: set[str] = set()
+def _imported(path: Path, root: Path = PACKAGE) -> list[list[str]]:
+    """Every module one file imports, as an absolute dotted name split in parts (``tb_plugin.api.routes`` →
+    ``["tb_plugin", "api", "routes"]``), whatever the form: ``import tb_plugin.x as y``, ``from tb_plugin import x``,
+    ``from tb_plugin.x import y``, relative ``from ..x import y`` / ``from .. import x``, and
+    ``importlib.import_module("tb_plugin.x")``; at module level or inside functions. ``from M import n`` gives
+    ``M.n`` (``n`` may be a module of ``M``; :func:`_part_of` reads whether it is)."""
+    here = ["tb_plugin", *path.relative_to(root).parent.parts]
+    out: list[list[str]] = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = here[: len(here) - (node.level - 1)]
-            dotted = base + (node.module.split(".") if node.module else [])
-            out.update([dotted[0]] if dotted else [alias.name for alias in node.names])
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tb_plugin."):
-            out.add(node.module.split(".")[1])  # type: ignore[union-attr]
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                if node.level - 1 >= len(here):
+                    continue  # beyond the package: Python refuses it anyway
+                base = here[: len(here) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            else:
+                base = (node.module or "").split(".")
+            out.extend(base + [alias.name] for alias in node.names)
         elif isinstance(node, ast.Import):
-            out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("tb_plugin."))
-    return {"__init__" if t in {"__version__", "open", "diff", "open_snapshot", "SnapshotError",
-                                "record_memory_history"} else t for t in out}
+            out.extend(alias.name.split(".") for alias in node.names)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            out.append(node.args[0].value.split("."))
+    return [dotted for dotted in out if dotted[0] == "tb_plugin"]
+
+
+def _part_of(dotted: list[str], root: Path = PACKAGE) -> str:
+    """The part of tb_plugin a module belongs to: its first name below ``tb_plugin`` when that is a subpackage or
+    a module, else ``__init__`` (``import tb_plugin``, ``from tb_plugin import open``: the package's own names)."""
+    if len(dotted) < 2:
+        return "__init__"
+    name = dotted[1]
+    return name if (root / name).is_dir() or (root / f"{name}.py").is_file() else "__init__"
+
+
+def _targets(path: Path, root: Path = PACKAGE) -> set[str]:
+    """The tb_plugin parts one module imports (:func:`_imported`)."""
+    return {_part_of(dotted, root) for dotted in _imported(path, root)}
 
 
 def violations(root: Path = PACKAGE) -> list[str]:
@@ -75,3 +97,32 @@ def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
     (copy / "model" / "planted.py").write_text("def f():\n    from tb_plugin.timeline import index\n")
     assert violations(copy) == ["tb_plugin/analysis/planted.py: analysis imports api",
                                 "tb_plugin/model/planted.py: model imports timeline"]
+
+
+def test_the_contract_reads_every_import_form(tmp_path: Path) -> None:
+    """Each form of import names its part: the package's own module (``from tb_plugin import workspace``), an
+    alias (``import tb_plugin.x as y``), relative imports of a module or of a name from any depth, a bare
+    ``import tb_plugin``, ``importlib.import_module``; ``from tb_plugin import open`` is the package's ``__init__``."""
+    copy = tmp_path / "tb_plugin"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("static", "__pycache__"))
+    planted = {
+        "analysis/p1.py": "from tb_plugin import workspace\n",
+        "analysis/diagnosis/p2.py": "from ... import plugin\n",
+        "analysis/diagnosis/p3.py": "from ...api import routes as r\n",
+        "model/p4.py": "import tb_plugin.jobs.cache as c\n",
+        "model/p5.py": "import tb_plugin\n",
+        "catalog/p6.py": "import importlib\nm = importlib.import_module('tb_plugin.loader')\n",
+        "loader/p7.py": "from tb_plugin import open as o\n",
+        "timeline/p8.py": "from . import index\nfrom ..model import tables\nfrom .. import analysis\n",
+    }
+    for name, text in planted.items():
+        (copy / name).write_text(text)
+    assert violations(copy) == [
+        "tb_plugin/analysis/diagnosis/p2.py: analysis imports plugin",
+        "tb_plugin/analysis/diagnosis/p3.py: analysis imports api",
+        "tb_plugin/analysis/p1.py: analysis imports workspace",
+        "tb_plugin/catalog/p6.py: catalog imports loader",
+        "tb_plugin/loader/p7.py: loader imports __init__",
+        "tb_plugin/model/p4.py: model imports jobs",
+        "tb_plugin/model/p5.py: model imports __init__",
+    ]  # timeline/p8.py imports only what the timeline may
