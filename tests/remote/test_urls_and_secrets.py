@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tb_plugin.catalog import remote
+from tb_plugin.catalog.access import gcs_token
 from tb_plugin.catalog.catalog import TraceFile
 from tb_plugin.catalog.remote import Access, RemoteError, resolve, scrub
 from tb_plugin.catalog.storage import Storage
@@ -161,16 +162,16 @@ def test_s3_credentials(clean_env: Any) -> None:
 
 def test_gcs_token_choice_and_the_probe_switch(clean_env: Any, monkeypatch: Any, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))  # no gcloud login on this machine's home
-    assert remote._gcs_token(Access.from_environ()) == ("anon", "anonymous")
+    assert gcs_token(Access.from_environ()) == ("anon", "anonymous")
     clean_env.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/keys/sa.json")
-    assert remote._gcs_token(Access.from_environ()) == ("/keys/sa.json", "GOOGLE_APPLICATION_CREDENTIALS")
+    assert gcs_token(Access.from_environ()) == ("/keys/sa.json", "GOOGLE_APPLICATION_CREDENTIALS")
     clean_env.delenv("GOOGLE_APPLICATION_CREDENTIALS")
     adc = tmp_path / ".config" / "gcloud" / "application_default_credentials.json"
     adc.parent.mkdir(parents=True)
     adc.write_text("{}")
-    assert remote._gcs_token(Access.from_environ())[0] == "google_default"
+    assert gcs_token(Access.from_environ())[0] == "google_default"
     clean_env.setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:9023")
-    assert remote._gcs_token(Access.from_environ())[0] == "anon"
+    assert gcs_token(Access.from_environ())[0] == "anon"
     clean_env.delenv("STORAGE_EMULATOR_HOST")
     monkeypatch.delenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "nobody"))
