@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh machine:
 #   make run   - install, build the frontend, serve samples/ on http://127.0.0.1:6006/#pytorch_profiler
 #   make test  - install dev dependencies (Python, npm, Chromium) and run every test (pytest and npm test)
+#   make test-fast - the edit-test loop: the Python unit tests and the frontend's unit tests (no browser, no lint)
 #   make screenshots - regenerate docs/images/*.png from the samples in headless Chromium (not a test)
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,7 +14,15 @@ BUNDLE := tb_plugin/static/index.js
 FRONTEND_SRC := $(shell find frontend/src -type f -not -path 'frontend/src/generated/*' 2>/dev/null) \
 	frontend/build.mjs frontend/scripts/generate-api.mjs frontend/package.json docs/api/openapi.yaml
 
-.PHONY: run test install install-dev build lint typecheck pytest jstest screenshots clean
+# pytest runs in worker processes (pytest-xdist), one per core ("auto"; PYTEST_WORKERS=1 runs in one process).
+# --dist loadfile keeps a test file on one worker, so its module fixtures (a loaded trace, a TensorBoard, an
+# emulator) are built once; session fixtures (Chromium, the sample TensorBoards) start once per worker that needs them.
+PYTEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
+# Runs a command and says how long it took, passed or failed (make test and make test-fast end with it).
+TIMED = ./scripts/timed.sh
+
+.PHONY: run test test-fast install install-dev build lint typecheck pytest jstest unittest screenshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,11 +38,18 @@ $(BUNDLE): frontend/node_modules/.package-lock.json $(FRONTEND_SRC)
 build: $(BUNDLE)
 
 # PYTHONWARNINGS: setuptools' build-time notices (editable mode) are not for the person running make
-install: $(PY) build
+# The installs are stamped: a second make test does not ask pip again until setup.py or the pins change.
+$(VENV)/.installed: $(PY) setup.py pyproject.toml
 	PYTHONWARNINGS=ignore TB_PLUGIN_SKIP_FRONTEND=1 $(PY) -m pip install --quiet -e .
+	@touch $@
 
-install-dev: install
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	@touch $@
+
+install: $(VENV)/.installed build
+
+install-dev: install $(VENV)/.installed-dev
 	cd tests/remote && (test node_modules/.package-lock.json -nt package-lock.json || npm ci --no-audit --no-fund)
 	@command -v chromium >/dev/null 2>&1 || test -x /usr/bin/chromium || sh scripts/install-chromium.sh
 
@@ -43,20 +59,27 @@ run: install
 
 lint: install-dev
 	$(VENV)/bin/ruff check tb_plugin tests benchmarks
-	cd frontend && npm run lint
+	cd frontend && npm run lint && node scripts/check-imports.mjs
 
 typecheck: install-dev
 	$(VENV)/bin/mypy
 	cd frontend && npm run typecheck
 
 pytest: install-dev
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PYTEST) tests
+
+unittest: install-dev
+	$(PYTEST) tests/unit
 
 # the frontend's unit tests (frontend/test/*.test.ts) under node's built-in test runner
 jstest: install-dev
 	cd frontend && npm test
 
-test: lint typecheck pytest jstest
+test:
+	@$(TIMED) "make test" $(MAKE) --no-print-directory lint typecheck pytest jstest
+
+test-fast:
+	@$(TIMED) "make test-fast" $(MAKE) --no-print-directory unittest jstest
 
 screenshots: install-dev
 	$(PY) -m pytest -q -p no:cacheprovider -s -o python_files='shots_*.py' -o python_functions='shot_*' tests/browser

@@ -72,15 +72,20 @@ def chromium_path() -> str:
 
 @pytest.fixture(scope="session")
 def frontend_built() -> Path:
-    """The bundle must exist (``npm ci && npm run build`` in frontend/); build it here if npm is available."""
+    """The bundle must exist (``npm ci && npm run build`` in frontend/); build it here if npm is available. Under
+    pytest-xdist every worker asks: a lock file lets one build while the others wait for it."""
+    import fcntl
+
     index = STATIC / "index.js"
-    if not index.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.fail("tb_plugin/static/index.js is missing and npm is not installed: build the frontend first")
-        if not (FRONTEND / "node_modules").exists():
-            subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=FRONTEND, check=True)
-        subprocess.run([npm, "run", "build"], cwd=FRONTEND, check=True)
+    with open(FRONTEND / ".build-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not index.exists():
+            npm = shutil.which("npm")
+            if npm is None:
+                pytest.fail("tb_plugin/static/index.js is missing and npm is not installed: build the frontend first")
+            if not (FRONTEND / "node_modules").exists():
+                subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=FRONTEND, check=True)
+            subprocess.run([npm, "run", "build"], cwd=FRONTEND, check=True)
     assert index.exists()
     return STATIC
 
@@ -182,6 +187,22 @@ class TensorBoard:
 
 
 def start_tensorboard(logdir: Path, workdir: Path, *extra_args: str, path_prefix: str = "") -> TensorBoard:
+    """A TensorBoard on a free port. Under pytest-xdist another worker may take the port between ``free_port``
+    and TensorBoard's bind: a start that fails to bind is tried again on another port."""
+    for attempt in range(3):
+        try:
+            return _start_tensorboard(logdir, workdir, *extra_args, path_prefix=path_prefix)
+        except PortTaken:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+class PortTaken(RuntimeError):
+    pass
+
+
+def _start_tensorboard(logdir: Path, workdir: Path, *extra_args: str, path_prefix: str = "") -> TensorBoard:
     port = free_port()
     log_path = workdir / f"tensorboard-{port}.log"
     env = dict(os.environ)
@@ -204,6 +225,8 @@ def start_tensorboard(logdir: Path, workdir: Path, *extra_args: str, path_prefix
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            if "could not bind" in tb.log() or "already in use" in tb.log():
+                raise PortTaken(tb.log())
             raise RuntimeError(f"tensorboard exited with {proc.returncode}:\n{tb.log()}")
         try:
             with urllib.request.urlopen(f"{url}/data/plugins_listing", timeout=2) as resp:

@@ -16,10 +16,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -28,6 +28,7 @@ REPO = HERE.parent.parent
 SAMPLES = REPO / "samples"
 AZURITE = HERE / "node_modules" / ".bin" / "azurite-blob"
 START_TIMEOUT = 10.0
+T = TypeVar("T")
 
 # Azurite's well-known development account (a public constant from Microsoft's documentation, not a secret).
 ACCOUNT = "devstoreaccount1"
@@ -62,11 +63,27 @@ def closed_port() -> int:
     return free_port()
 
 
+class Exited(RuntimeError):
+    """An emulator that exited while starting (under pytest-xdist, most likely: another worker took its port)."""
+
+
+def on_a_free_port(start: Callable[[int], T]) -> T:
+    """``start(port)`` on a free port, tried again on another port if the process exits while starting: another
+    pytest-xdist worker may bind the port between ``free_port`` and the emulator's own bind."""
+    for attempt in range(3):
+        try:
+            return start(free_port())
+        except Exited:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path, what: str) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with {process.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+            raise Exited(f"{what} exited with {process.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.settimeout(0.5)
             if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -144,16 +161,20 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
     node = shutil.which("node")
     if node is None:
         pytest.fail("node is not installed; Azurite needs Node.js 18+")
-    port = free_port()
     workdir = tmp_path_factory.mktemp("azurite")
-    log = workdir / "azurite.log"
-    cmd = [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence", "--silent",
-           "--disableTelemetry", "--skipApiVersionCheck", "--loose"]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True)
-    emulator = Azurite(port, process)
-    try:
+
+    def start(port: int) -> Azurite:
+        log = workdir / f"azurite-{port}.log"
+        cmd = [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence", "--silent",
+               "--disableTelemetry", "--skipApiVersionCheck", "--loose"]
+        with open(log, "wb") as out:
+            process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True)
         wait_for_port(port, process, log, "Azurite")
+        return Azurite(port, process)
+
+    emulator = on_a_free_port(start)
+    process = emulator.process
+    try:
         service = emulator.service()
         service.create_container("profiles")
         service.create_container("toplevel")
@@ -201,15 +222,18 @@ def start_moto(workdir: Path, **env_overrides: str) -> Moto:
     server = Path(sys.executable).with_name("moto_server")
     if not server.exists():
         pytest.fail(f"{server} is missing: pip install -r requirements-dev.txt (moto[server])")
-    port = free_port()
-    log = workdir / f"moto-{port}.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(_CLOUD_ENV_PREFIXES)}
     env.update(env_overrides)
-    with open(log, "wb") as out:
-        process = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=out,
-                                   stderr=subprocess.STDOUT, cwd=workdir, env=env, start_new_session=True)
-    wait_for_port(port, process, log, "moto_server")
-    return Moto(port, process)
+
+    def start(port: int) -> Moto:
+        log = workdir / f"moto-{port}.log"
+        with open(log, "wb") as out:
+            process = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=out,
+                                       stderr=subprocess.STDOUT, cwd=workdir, env=env, start_new_session=True)
+        wait_for_port(port, process, log, "moto_server")
+        return Moto(port, process)
+
+    return on_a_free_port(start)
 
 
 @pytest.fixture(scope="session")
