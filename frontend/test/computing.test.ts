@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { ApiError, createApi } from "../src/api";
 import { announceComputing, computingLine, computingOf, computingStatus, onComputing, retryDelayMs, type Computing } from "../src/computing";
-import { loadView } from "../src/loadView";
+import { loadView } from "../src/views/common/loadView";
 
 (globalThis as unknown as { window: typeof globalThis }).window = globalThis;
 

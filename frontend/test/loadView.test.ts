@@ -3,7 +3,7 @@ import { container, testids } from "./dom";
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { ApiError } from "../src/api";
-import { loadView } from "../src/loadView";
+import { loadView } from "../src/views/common/loadView";
 
 /** A promise the test settles by hand, to look at the page while a fetch is in flight. */
 function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void; reject: (e: unknown) => void } {

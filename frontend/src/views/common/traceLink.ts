@@ -4,7 +4,7 @@
  */
 import { h } from "../../dom";
 import { type ViewUrlKey, writeViewUrlState } from "../../urlState";
-import { exactQuery } from "../trace/traceSearch";
+import { exactQuery } from "./traceQuery";
 import type { ViewContext } from "../types";
 
 export type TraceLinker = (name: string) => HTMLElement;

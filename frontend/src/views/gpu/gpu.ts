@@ -29,7 +29,7 @@ import { durationColumn as usColumn } from "../common/columns";
 import { clampedName, type Column, DataTable } from "../common/table";
 import { traceRangeLink } from "../common/traceLink";
 import { fetchFor, left, loadErrorCard } from "../common/ui";
-import { loadView } from "../../loadView";
+import { loadView } from "../common/loadView";
 import { countersCard } from "./gpuCounters";
 import { rooflineCard } from "./roofline";
 import type { RooflineResponse } from "./rooflineData";

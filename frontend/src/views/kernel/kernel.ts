@@ -6,7 +6,7 @@
 import { card, infoIcon } from "../../components";
 import { h, replaceChildren } from "../../dom";
 import { DASH, formatBytes, formatDuration, formatExactUs, formatFixed, formatInt, formatPercent1 } from "../../format";
-import { loadView } from "../../loadView";
+import { loadView } from "../common/loadView";
 import { type Charts, chartDiv, type Figure } from "../common/charts";
 import { durationColumn } from "../common/columns";
 import { csvFileName } from "../common/csv";
@@ -16,7 +16,7 @@ import { clampedName, type Column, DataTable } from "../common/table";
 import { rowLinkButton, traceLinker, type TraceLinker, viewLink } from "../common/traceLink";
 import { shortKernelNames } from "../common/kernelNames";
 import { loadSources } from "../common/callStack";
-import { stacksPanel } from "../operator/operator";
+import { stacksPanel } from "../common/operatorStacks";
 import { startCharts } from "../common/startCharts";
 import { groupingSwitch, left } from "../common/ui";
 import {

@@ -9,7 +9,7 @@
 import { card, infoIcon } from "../../components";
 import { type Child, h, replaceChildren } from "../../dom";
 import { formatBytes, formatDuration, formatExactUs, formatInt, formatMs, isNum } from "../../format";
-import { loadView } from "../../loadView";
+import { loadView } from "../common/loadView";
 import type { PlotlyHTMLElement } from "plotly.js-dist-min";
 import type { Theme } from "../../theme";
 import { type Charts, chartDiv, type Figure } from "../common/charts";

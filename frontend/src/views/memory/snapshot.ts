@@ -10,7 +10,7 @@
 import { card, infoIcon } from "../../components";
 import { h, replaceChildren } from "../../dom";
 import { formatBytes } from "../../format";
-import { loadView } from "../../loadView";
+import { loadView } from "../common/loadView";
 import { chartDiv } from "../common/charts";
 import { csvFileName } from "../common/csv";
 import { startCharts } from "../common/startCharts";

@@ -7,7 +7,7 @@
 import { card, infoIcon } from "../../components";
 import { h, replaceChildren } from "../../dom";
 import { DASH, formatDuration, formatExactUs, formatInt } from "../../format";
-import { loadView } from "../../loadView";
+import { loadView } from "../common/loadView";
 import type { Theme } from "../../theme";
 import { type Charts, chartDiv, ColorMap, type Data, type Figure, plotlyText } from "../common/charts";
 import { csvFileName } from "../common/csv";

@@ -17,7 +17,7 @@ import { DONUT } from "../common/pie";
 import { rowLinkButton, traceWindowState } from "../common/traceLink";
 import { loadSources } from "../common/callStack";
 import { whereLine } from "./findingWhere";
-import { loadView } from "../../loadView";
+import { loadView } from "../common/loadView";
 import { fetchFor, left } from "../common/ui";
 import type { ViewContext } from "../types";
 import { whatIfCard } from "./whatIf";

@@ -22,7 +22,7 @@ import { copyText, inVsCode, showToast } from "../common/ui";
 import { makePalette, parseWindow, locate, formatOffset, mergeSteps, formatBytesShort, formatCounter, stepLane, stepOfRange, type Step, type TrackMeta, type WindowData } from "./traceData";
 import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoading, rangePanel, rememberHelp, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
-import { parseTraceQuery, searchParams } from "./traceSearch";
+import { parseTraceQuery, searchParams } from "../common/traceQuery";
 import { HEADER_H, HOST_LEVELS, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
 import { draw, eventsOnScreen, hitTest, plotWidth, xToTime, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene, type ViewRange } from "./traceRenderer";
 import type { CriticalPathResponse } from "../common/apiTypes";

@@ -1,8 +1,8 @@
-/** traceSearch.ts and common/stepCategories.ts: what a Trace search means, and which step-bar segment a click hit. */
+/** common/traceQuery.ts and common/stepCategories.ts: what a Trace search means, and which step-bar segment a click hit. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { CATEGORIES, busiestStep, highlightCategory, segmentAt } from "../src/views/common/stepCategories";
-import { exactQuery, nameMatches, parseTraceQuery, searchParams } from "../src/views/trace/traceSearch";
+import { exactQuery, nameMatches, parseTraceQuery, searchParams } from "../src/views/common/traceQuery";
 import { hashWithViewState, viewStateFromHash } from "../src/urlState";
 
 const NAMES = ["nn.Module: Linear_1", "nn.Module: Linear_10", "nn.Module: Linear_11", "aten::linear", "Linear_1"];

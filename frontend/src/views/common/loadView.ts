@@ -11,10 +11,10 @@
  *   }, { what: "the GPU insights" });
  *   if (!data) return undefined;
  */
-import { computingLine, onComputing } from "./computing";
-import { h, replaceChildren } from "./dom";
-import { loadErrorCard } from "./views/common/ui";
-import type { ViewContext } from "./views/types";
+import { computingLine, onComputing } from "../../computing";
+import { h, replaceChildren } from "../../dom";
+import { loadErrorCard } from "./ui";
+import type { ViewContext } from "../types";
 
 /** One request per answer the page needs, by the name the page reads it under. */
 export type Fetches<T> = { [K in keyof T]: () => Promise<T[K]> };
