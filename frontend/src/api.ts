@@ -3,8 +3,9 @@
  * against the <base href> of TensorBoard's plugin_entry.html and survives --path_prefix,
  * reverse proxies and VS Code port forwarding. Never build "/data/plugin/..." URLs.
  *
- * `get("kernels", {...})` types the query and the answer from docs/api/openapi.yaml (src/generated/api.ts);
- * `getJSON<T>` is the untyped form for callers that still declare their own answer types.
+ * `get("kernels", {...})` is the one way to fetch: the route's query and answer are typed from docs/api/openapi.yaml
+ * (src/generated/api.ts), so a field the server renames fails `tsc` where a page reads it. No page declares an
+ * answer type by hand: a page's data module names `Answer<route>` (and its parts).
  */
 import { announceComputing, computingOf, retryDelayMs } from "./computing";
 import type { Answer, Query, Route } from "./types";
@@ -49,8 +50,6 @@ export interface RequestOptions {
 export interface Api {
   /** GET a route of the contract; its query and its answer are the OpenAPI file's. Throws ApiError. */
   get<R extends Route>(route: R, params: Query<R>, options?: RequestOptions): Promise<Answer<R>>;
-  /** GET `./<route>?<params>` and parse JSON; throws ApiError. */
-  getJSON<T>(route: string, params?: QueryParams, options?: RequestOptions): Promise<T>;
   /** The relative URL for a route, e.g. for links or downloads. */
   url(route: string, params?: QueryParams): string;
 }
@@ -77,13 +76,10 @@ function errorSentence(body: unknown): string | null {
 }
 
 export function createApi(fetchImpl: typeof fetch = window.fetch.bind(window)): Api {
-  const getJSON = <T>(route: string, params?: QueryParams, options: RequestOptions = {}): Promise<T> =>
-    requestJSON<T>(fetchImpl, route, params, options);
   return {
     url: buildUrl,
-    getJSON,
-    get: <R extends Route>(route: R, params: Query<R>, options?: RequestOptions) =>
-      getJSON<Answer<R>>(route, params, options),
+    get: <R extends Route>(route: R, params: Query<R>, options: RequestOptions = {}) =>
+      requestJSON(fetchImpl, route, params, options) as Promise<Answer<R>>,
   };
 }
 
@@ -127,13 +123,13 @@ async function fetchWithin(fetchImpl: typeof fetch, url: string, route: string, 
  * is not an error: the listeners are told its progress and the route is asked again, backing off, until it answers
  * or the caller aborts.
  */
-async function requestJSON<T>(fetchImpl: typeof fetch, route: string, params: QueryParams | undefined, options: RequestOptions): Promise<T> {
+async function requestJSON(fetchImpl: typeof fetch, route: string, params: QueryParams | undefined, options: RequestOptions): Promise<unknown> {
   let waited = false;
   try {
     for (let attempt = 0; ; attempt++) {
       const { response, body, parsed } = await fetchBody(fetchImpl, route, params, options);
       const computing = response.status === 409 ? computingOf(body) : null;
-      if (!computing) return answerOf(route, response, body, parsed) as T;
+      if (!computing) return answerOf(route, response, body, parsed);
       waited = true;
       announceComputing(route, computing);
       await pause(retryDelayMs(attempt, computing.retryAfterMs), route, options.signal);

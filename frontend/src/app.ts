@@ -13,7 +13,7 @@ import { emptyState, errorCard, fileErrorCard, progressRow, unreachableCard } fr
 import { h, replaceChildren } from "./dom";
 import { loadPlotly } from "./lib/plotly";
 import type { ThemeSource } from "./theme";
-import type { RunInfo, RunsResponse, SpanInfo, ViewsResponse, WorkerInfo } from "./types";
+import type { RunInfo, RunsResponse, SpanInfo, WorkerInfo } from "./types";
 import { VIEW_NAMES } from "./types";
 import { onUrlStateChange, pushUrlState, readUrlState, writeUrlState, type UrlState } from "./urlState";
 import { ALWAYS_AVAILABLE, VIEW_LABELS, viewLoader } from "./views/registry";
@@ -290,7 +290,7 @@ export class App {
     this.polling = true;
     let delay: number;
     try {
-      const runs = await this.api.getJSON<unknown>("runs", undefined, { timeoutMs: 20_000 });
+      const runs = await this.api.get("runs", {}, { timeoutMs: 20_000 });
       this.runs = normalizeRuns(runs);
       const reconnected = this.connection.state !== "ok";
       this.connection = { state: "ok" };
@@ -418,9 +418,11 @@ export class App {
     const next: ViewsEntry = { signature, views: entry?.views ?? null, inFlight: true };
     this.views.set(run.name, next);
     this.api
-      .getJSON<ViewsResponse>("views", { run: run.name })
+      .get("views", { run: run.name })
       .then((resp) => {
-        next.views = Array.isArray(resp.views) ? resp.views.filter((v): v is string => typeof v === "string") : [];
+        // a newer server may list views this page does not know: kept as text, passed over by the registry
+        const listed: unknown = resp.views;
+        next.views = Array.isArray(listed) ? listed.filter((v): v is string => typeof v === "string") : [];
       })
       .catch(() => {
         // Keep the old list (or none): the Trace info tab always works. Asked again when the run's
@@ -540,7 +542,7 @@ export class App {
     }
     // Files being parsed first, then the queue.
     loading.sort((a, b) => Number(a.span.state === "queued") - Number(b.span.state === "queued"));
-    const logdirErrors = (this.runs?.errors ?? []).filter((e): e is string => typeof e === "string" && e !== "");
+    const logdirErrors = (this.runs?.errors ?? []).filter((e) => e !== "");
     const signature = JSON.stringify([
       loading.map(({ at, span }) => [at, span.file, span.state, Math.round(span.progress * 100)]),
       failed.map(({ at, span }) => [at, span.file, span.error]),
@@ -656,7 +658,7 @@ export class App {
       return;
     }
     if (!sel) {
-      replaceChildren(pane, emptyState(this.runs.logdir, this.runs.scanning, (this.runs.errors ?? []).length > 0));
+      replaceChildren(pane, emptyState(this.runs.logdir, this.runs.scanning, this.runs.errors.length > 0));
       return;
     }
     const at = where(sel.run.name, sel.worker.name, sel.span.span);

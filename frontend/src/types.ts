@@ -25,6 +25,18 @@ export type Query<R extends Route> = Get<R> extends { parameters: { query?: infe
   ? Q extends undefined ? Record<string, never> : NonNullable<Q>
   : Record<string, never>;
 
+/** The routes of one span: their query names the run, the worker and the span. */
+export type SpanRoute = {
+  [R in Route]: Query<R> extends { run: string; worker: string; span: string } ? R : never;
+}[Route];
+
+/** A span route's query beyond run, worker and span. */
+export type SpanExtra<R extends SpanRoute> = Omit<Query<R>, "run" | "worker" | "span">;
+
+/** The span routes with a `group_by` choice, and their choices. */
+export type GroupedRoute = { [R in SpanRoute]: "group_by" extends keyof Query<R> ? R : never }[SpanRoute];
+export type Grouping<R extends GroupedRoute> = NonNullable<Query<R>["group_by" & keyof Query<R>]> & string;
+
 /**
  * A contract type whose fields may each be null: the summary of an odd trace (or an older server) degrades
  * one tile, never the page, so the code that renders it checks each field.
@@ -33,9 +45,7 @@ export type Nullable<T> = { [K in keyof T]: T[K] | null };
 
 export type SpanInfo = Schema<"Span">;
 export type SpanState = SpanInfo["state"];
-/** `errors` is optional here as it was before the types were generated: app.ts still guards it (the lead drops
- * the guard and this `Partial` after merging the Trace branch, which is rewriting app.ts). */
-export type RunsResponse = Omit<Answer<"runs">, "errors"> & Partial<Pick<Answer<"runs">, "errors">>;
+export type RunsResponse = Answer<"runs">;
 export type RunInfo = RunsResponse["runs"][number];
 export type WorkerInfo = RunInfo["workers"][number];
 
@@ -53,9 +63,6 @@ export const VIEW_NAMES = [
   "Diff",
 ] as const;
 export type ViewName = (typeof VIEW_NAMES)[number];
-
-/** Names outside the contract's list (a newer server) are passed over by the registry, so they are typed as text. */
-export type ViewsResponse = Omit<Answer<"views">, "views"> & { views: string[] };
 
 export type SummaryResponse = Nullable<Answer<"summary">>;
 export type DeviceInfo = NonNullable<NonNullable<SummaryResponse["devices"]>[number]>;

@@ -56,34 +56,34 @@ describe("get (typed by the OpenAPI file)", () => {
   });
 });
 
-describe("getJSON failures", () => {
+describe("get failures", () => {
   it("an HTTP error carries the server's sentence and status", async () => {
     const api = createApi(fakeFetch(() => json({ error: "unknown run 'x'" }, 404)).fetch);
-    const err = await rejection(api.getJSON("summary", SPAN));
+    const err = await rejection(api.get("summary", SPAN));
     assert.deepEqual([err.kind, err.status, err.message, err.route, err.unreachable], ["http", 404, "unknown run 'x'", "summary", false]);
   });
 
   it("an HTTP error without a sentence says the status", async () => {
     const api = createApi(fakeFetch(() => Promise.resolve(new Response("<html>", { status: 502, statusText: "Bad Gateway" }))).fetch);
-    const err = await rejection(api.getJSON("summary"));
+    const err = await rejection(api.get("summary", SPAN));
     assert.equal(err.message, "The server answered 502 Bad Gateway for summary.");
   });
 
   it("a 200 that is not JSON is a parse error", async () => {
     const api = createApi(fakeFetch(() => Promise.resolve(new Response("<html>proxy login</html>"))).fetch);
-    const err = await rejection(api.getJSON("runs"));
+    const err = await rejection(api.get("runs", {}));
     assert.deepEqual([err.kind, err.status], ["parse", 200]);
   });
 
   it("no answer at all is a network error; a cancelled request says so", async () => {
     const api = createApi(fakeFetch(() => Promise.reject(new TypeError("fetch failed"))).fetch);
-    const err = await rejection(api.getJSON("runs"));
+    const err = await rejection(api.get("runs", {}));
     assert.deepEqual([err.kind, err.unreachable, err.message], ["network", true, "The TensorBoard server cannot be reached."]);
     const leave = new AbortController();
     const hanging = createApi(fakeFetch((_, init) => new Promise((_resolve, reject) => {
       init?.signal?.addEventListener("abort", () => { reject(new DOMException("aborted", "AbortError")); });
     })).fetch);
-    const pending = rejection(hanging.getJSON("runs", {}, { signal: leave.signal }));
+    const pending = rejection(hanging.get("runs", {}, { signal: leave.signal }));
     leave.abort();
     assert.deepEqual([(await pending).kind], ["aborted"]);
   });
@@ -92,7 +92,7 @@ describe("getJSON failures", () => {
     const hanging = createApi(fakeFetch((_, init) => new Promise((_resolve, reject) => {
       init?.signal?.addEventListener("abort", () => { reject(new DOMException("aborted", "AbortError")); });
     })).fetch);
-    const err = await rejection(hanging.getJSON("runs", {}, { timeoutMs: 20 }));
+    const err = await rejection(hanging.get("runs", {}, { timeoutMs: 20 }));
     assert.equal(err.kind, "network");
     assert.match(err.message, /^The TensorBoard server did not answer within \d+ s\.$/);
   });

@@ -48,28 +48,30 @@ describe("computingOf / retryDelayMs / computingLine", () => {
   });
 });
 
+const SPAN = { run: "r", worker: "w", span: "1" };
+
 describe("api: 409 computing", () => {
   it("asks again until the answer comes, telling the listeners each progress", async () => {
     const { fetch, urls } = scripted([() => computing(0.1), () => computing(0.6), () => json({ rows: [1] })]);
     const seen: [string, Computing | null][] = [];
     const stop = onComputing((route, c) => seen.push([route, c]));
     try {
-      assert.deepEqual(await createApi(fetch).getJSON("operators", { run: "r" }), { rows: [1] });
+      assert.deepEqual(await createApi(fetch).get("operators", { run: "r", worker: "w", span: "1" }), { rows: [1] });
     } finally {
       stop();
     }
-    assert.deepEqual(urls, ["./operators?run=r", "./operators?run=r", "./operators?run=r"]);
+    assert.deepEqual(urls, Array<string>(3).fill("./operators?run=r&worker=w&span=1"));
     // each progress, then "over" once the answer came
     assert.deepEqual(seen.map(([route, c]) => [route, c?.progress]), [["operators", 0.1], ["operators", 0.6], ["operators", undefined]]);
   });
 
   it("a 409 still loading stays an error; leaving the page stops the asking", async () => {
     const loading = scripted([() => json({ error: "w.pt.trace.json is still loading" }, 409)]);
-    await assert.rejects(createApi(loading.fetch).getJSON("operators"), (err: unknown) =>
+    await assert.rejects(createApi(loading.fetch).get("operators", SPAN), (err: unknown) =>
       err instanceof ApiError && err.status === 409 && err.message === "w.pt.trace.json is still loading");
     const leave = new AbortController();
     const forever = scripted([() => computing(0.5, 60_000)]);
-    const pending = createApi(forever.fetch).getJSON("operators", {}, { signal: leave.signal });
+    const pending = createApi(forever.fetch).get("operators", SPAN, { signal: leave.signal });
     await new Promise((r) => setTimeout(r, 10));
     leave.abort();
     await assert.rejects(pending, (err: unknown) => err instanceof ApiError && err.kind === "aborted");
@@ -89,7 +91,7 @@ describe("api: 409 computing", () => {
     const el = container();
     const api = createApi(fetchImpl);
     const pending = loadView({ signal: new AbortController().signal }, el,
-      { ops: () => api.getJSON<{ rows: number[] }>("operators") }, { what: "the operators" });
+      { ops: () => api.get("operators", SPAN) }, { what: "the operators" });
     while (asked < 2) await new Promise((r) => setTimeout(r, 1));
     assert.equal(el.textContent, "Computing operators… 42 %");
     release();

@@ -1,55 +1,46 @@
 /**
- * The answer types pages under views/ still declare by hand, checked against the ones generated from
- * docs/api/openapi.yaml: each pair below must compile (`npm run typecheck` compiles test/), so the hand-written
- * type cannot drift from the contract the server is tested against. When a page moves to `Answer<route>`
- * (the lead does this after merging the branches that rewrite views/), its line here goes.
+ * The contract between the server and the pages, at run time. Types cover names and shapes: every answer a page
+ * reads is `Answer<route>`, generated from docs/api/openapi.yaml, so a field renamed there fails `tsc` where a page
+ * reads it (tests/unit/test_frontend_contract.py plants one and sees `npm run typecheck` fail). What types cannot
+ * see is the meaning of a position: a flow arrow is an 8-tuple and a step a 3-tuple, read by index. These tests
+ * read the positions the OpenAPI file documents and check the client reads each item as the one named there.
  */
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
-import type { Answer } from "../src/types";
-import type {
-  AnnotationsResponse,
-  BandwidthResponse,
-  CriticalPathResponse,
-  IdleResponse,
-  KernelSequencesResponse,
-  LaunchStatsResponse,
-  OverviewResponse,
-  QueueLengthResponse,
-} from "../src/views/common/apiTypes";
-import type { TraceEventResponse, TraceRangeResponse, TraceSearchResponse, TraceWindowResponse } from "../src/views/trace/traceTypes";
-import type { DiffResponse } from "../src/views/diff/diffTypes";
+import { FLOW_FIELDS, flowEnds, parseWindow, type TraceWindowResponse, type WindowFlow } from "../src/views/trace/traceData";
 
-/** Compiles only when an answer of the contract can be read as the page's type. */
-function readsAs<Page>(answer: Page): Page {
-  return answer;
+const SPEC = readFileSync(new URL("../../docs/api/openapi.yaml", import.meta.url), "utf8");
+
+/** The bracketed item names of a tuple's `description` under `key:` in the TraceWindow schema. */
+function documentedItems(key: string): string[] {
+  const schema = SPEC.slice(SPEC.indexOf("    TraceWindow:"));
+  const at = schema.indexOf(`\n        ${key}:`);
+  assert.ok(at >= 0, `TraceWindow.${key} is not in docs/api/openapi.yaml`);
+  const match = /description: "[^"[]*\[([^\]]+)\]/.exec(schema.slice(at, at + 600));
+  assert.ok(match?.[1], `TraceWindow.${key} documents no [item, ...] order`);
+  return match[1].split(",").map((s) => s.trim().split(" ")[0] ?? "");
 }
 
-/** Answers of the routes, as the contract types them (never called: only their types matter). */
-declare const contract: { [R in "overview" | "idle" | "launch_stats" | "queue_length" | "memory_bandwidth" | "kernel_sequences" | "critical_path" | "annotations" | "trace/window" | "trace/event" | "trace/search" | "trace/range" | "diff"]: Answer<R> };
+const camel = (name: string): string => name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 
-const checks = [
-  // environment.devices, a window track's lanes and its steps' items are untyped in the OpenAPI file: the lead types them
-  // there after merging the diagnosis and Trace branches (both edit those schemas), then drops these Omits
-  () => readsAs<Omit<OverviewResponse, "environment">>(contract.overview),
-  () => readsAs<IdleResponse>(contract.idle),
-  () => readsAs<LaunchStatsResponse>(contract.launch_stats),
-  () => readsAs<QueueLengthResponse>(contract.queue_length),
-  () => readsAs<BandwidthResponse>(contract.memory_bandwidth),
-  () => readsAs<KernelSequencesResponse>(contract.kernel_sequences),
-  () => readsAs<CriticalPathResponse>(contract.critical_path),
-  () => readsAs<AnnotationsResponse>(contract.annotations),
-  // flows: the server sends 8 items ([..., src_depth, dst_depth]) where traceTypes.WindowFlow declares 6 (a drift
-  // this check found; the Trace branch owns traceTypes.ts)
-  () => readsAs<Omit<TraceWindowResponse, "tracks" | "steps" | "flows">>(contract["trace/window"]),
-  () => readsAs<TraceEventResponse>(contract["trace/event"]),
-  () => readsAs<TraceSearchResponse>(contract["trace/search"]),
-  () => readsAs<TraceRangeResponse>(contract["trace/range"]),
-  () => readsAs<DiffResponse>(contract.diff),
-];
+describe("the trace window's tuples, by the positions the OpenAPI file documents", () => {
+  it("a flow's eight items are read as the ones named there", () => {
+    const names = documentedItems("flows");
+    assert.deepEqual(names, [...FLOW_FIELDS]);
+    const flow = names.map((_, i) => 10 * (i + 1)) as WindowFlow;
+    const ends = flowEnds(flow) as unknown as Record<string, number>;
+    names.forEach((name, i) => {
+      assert.equal(ends[camel(name)], flow[i], `${name} is item ${i}`);
+    });
+  });
 
-describe("hand-written answer types", () => {
-  it("are each checked against the contract at compile time", () => {
-    assert.equal(checks.length, 13);
+  it("a step's name, start and duration are read as the ones named there", () => {
+    assert.deepEqual(documentedItems("steps"), ["name", "t", "duration"]);
+    const answer: TraceWindowResponse = {
+      t0: 1000, t1: 2000, px_us: 1, bounds: [0, 5000], names: [], tracks: [], flows: [], flows_truncated: false,
+      steps: [["7", 250, 40]], counters: [],
+    };
+    assert.deepEqual(parseWindow(answer, "").steps, [{ name: "7", start: 1250, dur: 40 }]);
   });
 });

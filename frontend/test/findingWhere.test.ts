@@ -2,7 +2,7 @@
 import { container, testids } from "./dom";
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { Where } from "../src/views/common/apiTypes";
+import type { Where } from "../src/views/overview/overviewData";
 import { moduleLabel, whereLine, whereParts } from "../src/views/overview/findingWhere";
 
 const where: Where = {

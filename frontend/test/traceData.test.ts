@@ -16,7 +16,7 @@ import {
   stepOfRange,
   tickUnit,
 } from "../src/views/trace/traceData";
-import type { TraceWindowResponse } from "../src/views/trace/traceTypes";
+import type { TraceWindowResponse } from "../src/views/trace/traceData";
 
 /** Two tracks: a CPU thread with two depths (one event and one box at depth 0, one event at depth 1) and a
  * collapsed GPU stream with no lane in this window; a flow, two steps, a counter with a gap. */
@@ -34,18 +34,20 @@ function answer(): TraceWindowResponse {
         label: "thread 7",
         process: "python (100)",
         depths: 2,
+        skipped: 0,
+        shown_depths: 2,
         collapsed: false,
         lanes: [
           { depth: 0, events: { t: [10, 200], d: [100, 50], n: [0, 1], id: [11, 12] }, boxes: { t: [300], d: [2], count: [5], busy: [0.4], n: [1] } },
           { depth: 1, events: { t: [20], d: [30], n: [1], id: [13] }, boxes: { t: [], d: [], count: [], busy: [], n: [] } },
         ],
       },
-      { id: 9, kind: "gpu", label: "stream 7", process: "GPU 0", depths: 0, collapsed: true, lanes: [] },
+      { id: 9, kind: "gpu", label: "stream 7", process: "GPU 0", depths: 0, skipped: 0, shown_depths: 0, collapsed: true, lanes: [] },
     ],
-    flows: [[11, 4, 10, 13, 4, 20]],
+    flows: [[11, 4, 10, 13, 4, 20, 0, 1]],
     flows_truncated: false,
     steps: [["ProfilerStep#3", -50, 400], ["ProfilerStep#4", 350, 300]],
-    counters: [{ name: "GPU 0 utilization", unit: "fraction", values: [0.25, null, 0.75] }],
+    counters: [{ name: "GPU 0 utilization", unit: "fraction", max: 0.75, values: [0.25, null, 0.75] }],
   };
 }
 
@@ -100,7 +102,7 @@ describe("parseWindow", () => {
     assert.equal(counter.values[0], 0.25);
     assert.ok(Number.isNaN(counter.values[1]));
     assert.equal(counter.max, 0.75);
-    assert.deepEqual(data.flows, [[11, 4, 10, 13, 4, 20]]);
+    assert.deepEqual(data.flows, [[11, 4, 10, 13, 4, 20, 0, 1]]);
   });
 
   it("tolerates an answer with missing lists", () => {

@@ -17,7 +17,8 @@ export interface ViewContext {
   readonly runInfo: RunInfo;
   readonly workerInfo: WorkerInfo;
   readonly spanInfo: SpanInfo;
-  /** Typed JSON access to the plugin's routes; pass { signal: ctx.signal } to getJSON. */
+  /** Typed access to the plugin's routes (`api.get(route, query, { signal: ctx.signal })`; `spanGet` adds the
+   * selected run, worker and span). */
   readonly api: Api;
   /** Aborted when the user leaves this page (other tab, run, worker or span). */
   readonly signal: AbortSignal;

@@ -32,7 +32,7 @@ export function loadSources(ctx: ViewContext): Promise<SourceIndex> {
   let pending = loaded.get(key);
   if (!pending) {
     pending = ctx.api
-      .getJSON<{ files?: SourceFile[] }>("sources", { run: ctx.run, worker: ctx.worker, span: ctx.span })
+      .get("sources", { run: ctx.run, worker: ctx.worker, span: ctx.span })
       .then((resp) => new Map((Array.isArray(resp.files) ? resp.files : []).map((f) => [f.path, f] as const)))
       .catch(() => {
         loaded.delete(key);

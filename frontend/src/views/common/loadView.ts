@@ -7,7 +7,7 @@
  *
  *   const data = await loadView(ctx, container, {
  *     idle: () => ctx.api.get("idle", { run: ctx.run, worker: ctx.worker, span: ctx.span }, { signal: ctx.signal }),
- *     launches: () => fetchFor<LaunchStatsResponse>(ctx, "launch_stats"),
+ *     launches: () => spanGet(ctx, "launch_stats"),
  *   }, { what: "the GPU insights" });
  *   if (!data) return undefined;
  */

@@ -3,14 +3,11 @@
  * distinct Python call stacks (`stacksPanel`, fetched on first expand of an Operator row, or under a Kernel row:
  * its launching operator).
  */
-import type { Answer } from "../../types";
 import { h, replaceChildren } from "../../dom";
 import { formatDuration, formatExactUs, formatInt } from "../../format";
 import type { ViewContext } from "../types";
 import { frameList, parseStack } from "./callStack";
-import { fetchFor, left, loadErrorCard } from "./ui";
-
-type OperatorsResponse = Answer<"operators">;
+import { spanGet, left, loadErrorCard } from "./ui";
 
 export const OP_HELP = {
   calls: "How many times the operator ran in this trace.",
@@ -37,7 +34,7 @@ function stat(label: string, value: string, help: string): HTMLElement {
 /** The call stacks of one operator, fetched on first expand (also under a Kernel row: its launching operator). */
 export function stacksPanel(ctx: ViewContext, name: string, device: boolean): HTMLElement {
   const panel = h("div", { class: "ptp-stacks", testid: "call-stacks" }, h("span", { class: "ptp-muted" }, "Loading call stacks…"));
-  fetchFor<OperatorsResponse>(ctx, "operators", { group_by: "name_stack", name })
+  spanGet(ctx, "operators", { group_by: "name_stack", name })
     .then((resp) => {
       const rows = Array.isArray(resp.rows) ? resp.rows : [];
       if (rows.length === 0) {

@@ -18,8 +18,10 @@ export const CATEGORY_COLORS: Record<string, string> = {
 };
 
 /** `value` when it names a category, else null (a hand-edited URL must not reach the server as a 400). */
-export function highlightCategory(value: string | undefined): string | null {
-  return value !== undefined && (CATEGORIES as readonly string[]).includes(value) ? value : null;
+export type Category = (typeof CATEGORIES)[number];
+
+export function highlightCategory(value: string | undefined): Category | null {
+  return CATEGORIES.find((c) => c === value) ?? null;
 }
 
 /** The Trace view chip's words for a highlighted category. */

@@ -3,15 +3,17 @@
  * (with a fallback for sandboxed frames), a toast, and a text overlay for when nothing else works.
  * Everything here renders text as text nodes.
  */
-import { ApiError, type QueryParams } from "../../api";
+import { ApiError } from "../../api";
 import { card, errorCard } from "../../components";
 import { h } from "../../dom";
+import type { Answer, GroupedRoute, Grouping, Query, SpanExtra, SpanRoute } from "../../types";
 import type { ViewContext } from "../types";
 import { vsCodeWebviewOrigin } from "./sourceFrames";
 
 /** GET a route for the selected run/worker/span (plus `extra` params). */
-export function fetchFor<T>(ctx: ViewContext, route: string, extra: QueryParams = {}): Promise<T> {
-  return ctx.api.getJSON<T>(route, { run: ctx.run, worker: ctx.worker, span: ctx.span, ...extra }, { signal: ctx.signal });
+export function spanGet<R extends SpanRoute>(ctx: ViewContext, route: R, extra?: SpanExtra<R>): Promise<Answer<R>> {
+  const query = { ...extra, run: ctx.run, worker: ctx.worker, span: ctx.span } as unknown as Query<R>;
+  return ctx.api.get(route, query, { signal: ctx.signal });
 }
 
 /** True once the user left the page (checked after every await). */
@@ -173,13 +175,13 @@ export function showTextOverlay(opts: { title: string; message: string; text: st
  * The group-by switch of a table page: loads each grouping once (kept in `cache`), shows "Loading…" or the error in
  * `status`, disables `select` meanwhile, and shows only the grouping chosen last.
  */
-export function groupingSwitch<G extends string, R>(
+export function groupingSwitch<R extends GroupedRoute, G extends Grouping<R> = Grouping<R>>(
   ctx: ViewContext,
-  route: string,
-  cache: Map<G, R>,
+  route: R,
+  cache: Map<G, Answer<R>>,
   select: HTMLSelectElement,
   status: HTMLElement,
-  show: (grouping: G, resp: R) => void,
+  show: (grouping: G, resp: Answer<R>) => void,
 ): (grouping: G) => Promise<void> {
   let wanted: G | null = null;
   return async (g) => {
@@ -189,7 +191,7 @@ export function groupingSwitch<G extends string, R>(
       select.disabled = true;
       status.textContent = "Loading…";
       try {
-        resp = await fetchFor<R>(ctx, route, { group_by: g });
+        resp = await spanGet(ctx, route, { group_by: g } as unknown as SpanExtra<R>);
         cache.set(g, resp);
         status.textContent = "";
       } catch (err) {

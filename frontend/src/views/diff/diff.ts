@@ -30,7 +30,7 @@ import {
   describeTarget,
   sameTarget,
   targetParams,
-} from "./diffTypes";
+} from "./diffData";
 import type { ViewContext } from "../types";
 
 // ------------------------------------------------------------------------------------------- selection
@@ -461,7 +461,7 @@ class DiffPage {
 
   private async refreshRuns(): Promise<void> {
     try {
-      const raw = await this.ctx.api.getJSON<unknown>("runs", undefined, { signal: this.ctx.signal, timeoutMs: 10_000 });
+      const raw = await this.ctx.api.get("runs", {}, { signal: this.ctx.signal, timeoutMs: 10_000 });
       this.runs = cleanRuns(raw);
       this.renderControls();
     } catch {
@@ -504,7 +504,7 @@ class DiffPage {
         return null;
       }
       try {
-        return await this.ctx.api.getJSON<DiffResponse>("diff", targetParams(this.base, exp, this.steps), { signal, timeoutMs: 180_000 });
+        return await this.ctx.api.get("diff", targetParams(this.base, exp, this.steps), { signal, timeoutMs: 180_000 });
       } catch (err) {
         if (aborted()) return null;
         if (!(err instanceof ApiError && err.status === 409)) {
@@ -664,7 +664,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading the list of traces…"));
   let runs: RunInfo[];
   try {
-    runs = cleanRuns(await ctx.api.getJSON<unknown>("runs", undefined, { signal: ctx.signal, timeoutMs: 20_000 }));
+    runs = cleanRuns(await ctx.api.get("runs", {}, { signal: ctx.signal, timeoutMs: 20_000 }));
   } catch (err) {
     if (!left(ctx)) replaceChildren(container, errorCard("Could not list the traces", err instanceof Error ? err.message : String(err)));
     return undefined;

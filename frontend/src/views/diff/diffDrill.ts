@@ -24,7 +24,7 @@ import {
   type StepPair,
   type Target,
   targetParams,
-} from "./diffTypes";
+} from "./diffData";
 import type { ViewContext } from "../types";
 
 export type DrillMetric = "device" | "host";
@@ -175,7 +175,7 @@ export class DrillDown {
     this.status.textContent = "Loading…";
     let node: DiffNode;
     try {
-      node = await this.ctx.api.getJSON<DiffNode>(
+      node = await this.ctx.api.get(
         "diff/node", { ...targetParams(this.base, this.exp, this.steps), path }, { signal: ctl.signal, timeoutMs: 120_000 });
     } catch (err) {
       if (ctl.signal.aborted) return;

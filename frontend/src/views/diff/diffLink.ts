@@ -6,7 +6,7 @@
  */
 import type { RunInfo } from "../../types";
 import type { ViewUrlState } from "../../urlState";
-import { describeTarget, type Target } from "./diffTypes";
+import { describeTarget, type Target } from "./diffData";
 
 export interface LinkedExperiment {
   /** the trace to compare with; null when the link names one that is not there */

@@ -7,7 +7,7 @@
 import { type Child, h } from "../../dom";
 import { formatDuration, formatExactUs, formatInt, formatSignedDuration, formatSignedPercent } from "../../format";
 import { type Column, DataTable, clampedName } from "../common/table";
-import { type DiffRow, rowValue } from "./diffTypes";
+import { type DiffRow, rowValue } from "./diffData";
 
 export interface Metric {
   key: string;

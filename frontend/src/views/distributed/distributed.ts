@@ -42,7 +42,7 @@ function openRankTrace(ctx: ViewContext, r: RankStats, step: number | null): voi
 /** One page of rows (no 409 loop: every rank was loaded for the first answer); null with the reason. */
 async function fetchPage(ctx: ViewContext, q: PageQuery): Promise<DistributedResponse | string> {
   try {
-    const raw = await ctx.api.getJSON<DistributedResponse>("distributed", { run: ctx.run, span: ctx.span, ...pageParams(q) }, { signal: ctx.signal, timeoutMs: 300_000 });
+    const raw = await ctx.api.get("distributed", { run: ctx.run, span: ctx.span, ...pageParams(q) }, { signal: ctx.signal, timeoutMs: 300_000 });
     return normalize(raw);
   } catch (err) {
     return err instanceof Error ? err.message : String(err);

@@ -6,7 +6,6 @@ import { ApiError } from "../../api";
 import { card, progressBar } from "../../components";
 import { h, replaceChildren } from "../../dom";
 import { formatInt } from "../../format";
-import type { RunsResponse } from "../../types";
 import { loadErrorCard, left } from "../common/ui";
 import { type DistributedResponse, normalize, type PageQuery, pageParams } from "./distributedData";
 import type { ViewContext } from "../types";
@@ -21,7 +20,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 /** The load state of this span over the run's workers, from ./runs (null when it cannot be had). */
 async function spanProgress(ctx: ViewContext): Promise<{ done: number; total: number; fraction: number } | null> {
   try {
-    const runs = await ctx.api.getJSON<RunsResponse>("runs", undefined, { signal: ctx.signal, timeoutMs: 10_000 });
+    const runs = await ctx.api.get("runs", {}, { signal: ctx.signal, timeoutMs: 10_000 });
     const run = (Array.isArray(runs.runs) ? runs.runs : []).find((r) => r.name === ctx.run);
     const spans = (run?.workers ?? []).flatMap((w) => w.spans.filter((s) => s.span === ctx.span));
     if (!spans.length) return null;
@@ -57,7 +56,7 @@ function waitingCard(message: string, progress: { done: number; total: number; f
 export async function load(container: HTMLElement, ctx: ViewContext, query: PageQuery = {}): Promise<DistributedResponse | null> {
   for (;;) {
     try {
-      const raw = await ctx.api.getJSON<DistributedResponse>(
+      const raw = await ctx.api.get(
         "distributed", { run: ctx.run, span: ctx.span, ...pageParams(query) }, { signal: ctx.signal, timeoutMs: 300_000 });
       return normalize(raw);
     } catch (err) {

@@ -21,7 +21,7 @@ import {
   layoutFrames,
   searchFrames,
 } from "./flameData";
-import { copyText, fetchFor, left, loadErrorCard, showTextOverlay, showToast } from "../common/ui";
+import { copyText, spanGet, left, loadErrorCard, showTextOverlay, showToast } from "../common/ui";
 import type { ViewContext } from "../types";
 import type { Answer } from "../../types";
 
@@ -189,7 +189,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   const countMatches = async (q: string, seq: number): Promise<void> => {
     let r: FlameSearchResponse;
     try {
-      r = await fetchFor<FlameSearchResponse>(ctx, "flamegraph/search", { ...params(), q });
+      r = await spanGet(ctx, "flamegraph/search", { ...params(), q });
     } catch (err) {
       if (!left(ctx) && seq === searchSeq) searchInfo.textContent = `Search failed: ${err instanceof Error ? err.message : String(err)}`;
       return;
@@ -213,7 +213,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     status.textContent = "Loading…";
     let resp: FlameResponse;
     try {
-      resp = await fetchFor<FlameResponse>(ctx, "flamegraph", params());
+      resp = await spanGet(ctx, "flamegraph", params());
     } catch (err) {
       if (left(ctx)) return;
       status.textContent = "";

@@ -10,7 +10,6 @@ import { type Child, h, replaceChildren } from "../../dom";
 import { DASH, formatBytes, formatDuration, formatFixed, formatInt, formatPercent1 } from "../../format";
 import type {
   BandwidthResponse,
-  CuptiCountersResponse,
   BandwidthRow,
   IdleResponse,
   IdleStream,
@@ -22,17 +21,16 @@ import type {
   QueueLengthResponse,
   QueueStream,
   Window,
-} from "../common/apiTypes";
+} from "./gpuData";
 import { Charts, chartDiv, type Figure } from "../common/charts";
 import { csvFileName } from "../common/csv";
 import { durationColumn as usColumn } from "../common/columns";
 import { clampedName, type Column, DataTable } from "../common/table";
 import { traceRangeLink } from "../common/traceLink";
-import { fetchFor, left, loadErrorCard } from "../common/ui";
+import { spanGet, left, loadErrorCard } from "../common/ui";
 import { loadView } from "../common/loadView";
 import { countersCard } from "./gpuCounters";
 import { rooflineCard } from "./roofline";
-import type { RooflineResponse } from "./rooflineData";
 import type { ViewContext } from "../types";
 import { readViewUrlState, writeViewUrlState } from "../../urlState";
 
@@ -275,13 +273,13 @@ function focusRequestedCard(container: HTMLElement): void {
 
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
   const data = await loadView(ctx, container, {
-    idle: () => fetchFor<IdleResponse>(ctx, "idle"),
-    launches: () => fetchFor<LaunchStatsResponse>(ctx, "launch_stats"),
-    queues: () => fetchFor<QueueLengthResponse>(ctx, "queue_length"),
-    bandwidth: () => fetchFor<BandwidthResponse>(ctx, "memory_bandwidth"),
-    sequences: () => fetchFor<KernelSequencesResponse>(ctx, "kernel_sequences"),
-    counters: () => fetchFor<CuptiCountersResponse>(ctx, "cupti_counters"),
-    roofline: () => fetchFor<RooflineResponse>(ctx, "roofline"),
+    idle: () => spanGet(ctx, "idle"),
+    launches: () => spanGet(ctx, "launch_stats"),
+    queues: () => spanGet(ctx, "queue_length"),
+    bandwidth: () => spanGet(ctx, "memory_bandwidth"),
+    sequences: () => spanGet(ctx, "kernel_sequences"),
+    counters: () => spanGet(ctx, "cupti_counters"),
+    roofline: () => spanGet(ctx, "roofline"),
   }, { what: "the GPU insights" });
   if (!data) return undefined;
   const { idle, launches, queues, bandwidth, sequences, counters } = data;
@@ -292,7 +290,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   const sequenceSlot = h("div", {});
   const showSequences = (resp: KernelSequencesResponse): void => {
     replaceChildren(sequenceSlot, sequencesCard(ctx, resp, (n) => {
-      fetchFor<KernelSequencesResponse>(ctx, "kernel_sequences", { length: n }).then((r) => { if (!left(ctx)) showSequences(r); },
+      spanGet(ctx, "kernel_sequences", { length: n }).then((r) => { if (!left(ctx)) showSequences(r); },
         (err: unknown) => { if (!left(ctx)) replaceChildren(sequenceSlot, loadErrorCard(err, "the kernel sequences")); });
     }));
   };

@@ -6,7 +6,7 @@
 import { card, infoIcon } from "../../components";
 import { h } from "../../dom";
 import { formatDuration, formatFixed, formatInt } from "../../format";
-import type { CuptiCounterOperator, CuptiCounterRow, CuptiCountersResponse } from "../common/apiTypes";
+import type { CuptiCounterOperator, CuptiCounterRow, CuptiCountersResponse } from "./gpuData";
 import { csvFileName } from "../common/csv";
 import { clampedName, type Column, DataTable } from "../common/table";
 import { traceRangeLink } from "../common/traceLink";

@@ -13,7 +13,7 @@ import { frameList, parseFrame } from "../common/callStack";
 import { Charts, chartDiv, type Data, type Figure, plotlyText } from "../common/charts";
 import { csvFileName } from "../common/csv";
 import { clampedName, type Column, DataTable } from "../common/table";
-import { fetchFor, left, loadErrorCard } from "../common/ui";
+import { spanGet, left, loadErrorCard } from "../common/ui";
 import { axisUnit } from "./memoryData";
 import {
   type CategoryResponse,
@@ -62,7 +62,7 @@ export function memoryCategoriesCard(ctx: ViewContext, device: string, originUs:
     el.dataset["loading"] = "true";
     let resp: CategoryResponse;
     try {
-      resp = normalizeCategories(await fetchFor<unknown>(ctx, "memory_categories", { device: dev }));
+      resp = normalizeCategories(await spanGet(ctx, "memory_categories", { device: dev }));
     } catch (err) {
       if (my === seq && !left(ctx)) replaceChildren(body, loadErrorCard(err, "memory by category"));
       el.dataset["loading"] = "false";

@@ -7,7 +7,7 @@ import { h } from "../../dom";
 import { formatBytes, formatInt } from "../../format";
 import { frameList, parseStack } from "../common/callStack";
 import type { Column } from "../common/table";
-import { fetchFor } from "../common/ui";
+import { spanGet } from "../common/ui";
 import type { MemoryEvent } from "./memoryData";
 import type { ViewContext } from "../types";
 
@@ -25,7 +25,7 @@ export interface LiveAt {
 
 /** The allocations live on `device` at `atUs` (absolute µs), largest first. */
 export async function fetchLiveAt(ctx: ViewContext, atUs: number, device: string): Promise<LiveAt> {
-  const resp = await fetchFor<Partial<LiveAt>>(ctx, "memory/events", { at_us: atUs, device });
+  const resp = await spanGet(ctx, "memory/events", { at_us: atUs, device });
   return {
     rows: Array.isArray(resp.rows) ? resp.rows : [],
     allocated_bytes: typeof resp.allocated_bytes === "number" ? resp.allocated_bytes : null,

@@ -16,7 +16,7 @@ import { loadSources, openFrame, parseFrame } from "../common/callStack";
 import type { Frame } from "../common/sourceFrames";
 import { rowLinkButton, traceLinker } from "../common/traceLink";
 import { startCharts } from "../common/startCharts";
-import { fetchFor, left, loadErrorCard } from "../common/ui";
+import { spanGet, left, loadErrorCard } from "../common/ui";
 import {
   arr,
   hookMean,
@@ -366,7 +366,7 @@ function lightningSection(ctx: ViewContext, data: ModulesResponse): HTMLElement 
 
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
   const loaded = await loadView(ctx, container, {
-    raw: () => fetchFor<Partial<ModulesResponse> | null>(ctx, "modules"),
+    raw: () => spanGet(ctx, "modules"),
     sources: () => loadSources(ctx),
   }, { what: "the modules" });
   if (!loaded) return undefined;
@@ -396,7 +396,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   replaceChildren(container, root);
   if (flat.length === 0) return undefined;
 
-  const timelineAnswer = fetchFor<{ occurrences?: unknown }>(ctx, "modules/timeline").then(
+  const timelineAnswer = spanGet(ctx, "modules/timeline").then(
     (r): TimelineAnswer => ({ ok: true, rows: arr<ModuleOccurrence>(r.occurrences) }),
     (err: unknown): TimelineAnswer => ({ ok: false, err }),
   );

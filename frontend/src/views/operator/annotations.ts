@@ -6,12 +6,12 @@
 import { card, infoIcon } from "../../components";
 import { h, replaceChildren } from "../../dom";
 import { formatInt } from "../../format";
-import type { AnnotationRow, AnnotationsResponse } from "../common/apiTypes";
+import type { AnnotationRow } from "./operatorData";
 import { durationColumn } from "../common/columns";
 import { csvFileName } from "../common/csv";
 import { DataTable } from "../common/table";
 import { traceLinker } from "../common/traceLink";
-import { fetchFor, left, loadErrorCard } from "../common/ui";
+import { spanGet, left, loadErrorCard } from "../common/ui";
 import type { ViewContext } from "../types";
 
 export const ANNOTATION_HELP = {
@@ -26,7 +26,7 @@ export function annotationsCard(ctx: ViewContext): HTMLElement {
   const body = h("div", {}, h("p", { class: "ptp-muted" }, "Loading annotations…"));
   const el = card({ testid: "card-annotations" }, h("div", { class: "ptp-card-head" }, h("h3", {}, "Time by annotation", infoIcon(ANNOTATION_HELP.card))), body);
   const link = traceLinker(ctx);
-  fetchFor<AnnotationsResponse>(ctx, "annotations").then((resp) => {
+  spanGet(ctx, "annotations").then((resp) => {
     if (left(ctx)) return;
     const order = new Map(resp.rows.map((r, i) => [r.path.join("\u0000"), i]));
     const table = new DataTable<AnnotationRow>({ testid: "annotation-table", csvName: () => csvFileName("annotations", ctx.run, ctx.worker, `span${ctx.span}`), emptyText: "This trace has no user annotations (torch.profiler.record_function)." });

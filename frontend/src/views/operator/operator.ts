@@ -16,7 +16,7 @@ import { topNPiesCard } from "../common/topNPies";
 import { type Column, DataTable } from "../common/table";
 import { type TraceLinker, traceLinker, viewLink } from "../common/traceLink";
 import { startCharts } from "../common/startCharts";
-import { fetchFor, groupingSwitch, left } from "../common/ui";
+import { spanGet, groupingSwitch, left } from "../common/ui";
 import {
   groupingUnsupported,
   hasWallTime,
@@ -225,7 +225,7 @@ function operatorTable(ctx: ViewContext, byName: OperatorsResponse, device: bool
   }
   // Which operators have call stacks (for the expanders): one request in the background.
   if (byName.has_call_stacks !== false) {
-    fetchFor<OperatorsResponse>(ctx, "operators", { group_by: "name_stack" })
+    spanGet(ctx, "operators", { group_by: "name_stack" })
       .then((resp) => {
         cache.set("name_stack", resp);
         stackNames = new Set((Array.isArray(resp.rows) ? resp.rows : []).map((r) => r.name));

@@ -8,6 +8,8 @@ import type { Answer } from "../../types";
 export type OperatorsResponse = Answer<"operators">;
 export type OperatorRow = OperatorsResponse["rows"][number];
 export type OperatorGrouping = OperatorsResponse["group_by"];
+export type AnnotationsResponse = Answer<"annotations">;
+export type AnnotationRow = AnnotationsResponse["rows"][number];
 
 /** What the page shows of the by-name answer. */
 export interface OperatorSummary {

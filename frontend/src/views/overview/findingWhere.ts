@@ -5,7 +5,7 @@
  * strings are rendered as text only.
  */
 import { type Child, h } from "../../dom";
-import type { Where } from "../common/apiTypes";
+import type { Where } from "./overviewData";
 import { frameButton, parseFrame } from "../common/callStack";
 
 /** "nn.Module: Linear_0" → "nn.Module Linear". */

@@ -8,7 +8,7 @@ import { card, infoIcon } from "../../components";
 import { h } from "../../dom";
 import { DASH, formatFixed, formatFlops, formatPercent1, isNum } from "../../format";
 import { writeViewUrlState } from "../../urlState";
-import type { Mfu } from "../common/apiTypes";
+import type { Mfu } from "./overviewData";
 import { rowLinkButton } from "../common/traceLink";
 import type { ViewContext } from "../types";
 

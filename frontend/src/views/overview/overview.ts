@@ -11,14 +11,14 @@ import { formatBytes, formatCuptiVersion, formatDuration, formatExactUs, formatI
 import type { Theme } from "../../theme";
 import { writeViewUrlState } from "../../urlState";
 import { CATEGORY_COLORS, busiestStep, segmentAt } from "../common/stepCategories";
-import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation } from "../common/apiTypes";
+import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation } from "./overviewData";
 import { Charts, chartDiv, type Figure, plotlyText } from "../common/charts";
 import { DONUT } from "../common/pie";
 import { rowLinkButton, traceWindowState } from "../common/traceLink";
 import { loadSources } from "../common/callStack";
 import { whereLine } from "./findingWhere";
 import { loadView } from "../common/loadView";
-import { fetchFor, left } from "../common/ui";
+import { spanGet, left } from "../common/ui";
 import type { ViewContext } from "../types";
 import { whatIfCard } from "./whatIf";
 import { mfuCard } from "./mfuCard";
@@ -260,7 +260,7 @@ const SAVING_HELP =
 
 function savingTitle(r: Recommendation): string {
   const w = r.what_if;
-  if (!w) return `${SAVING_HELP}\nThis one: ${r.estimated ?? "rule of thumb"}.`;
+  if (!w) return `${SAVING_HELP}\nThis one: ${r.estimated}.`;
   return `${SAVING_HELP}\nReplayed (${w.model}): ${w.label}: ${formatDuration(w.baseline_step_us)} → ${formatDuration(w.predicted_step_us)} per step.`;
 }
 
@@ -282,15 +282,13 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
   const evidence = Array.isArray(r.evidence) ? r.evidence : [];
   return h(
     "li",
-    { testid: "recommendation", class: "ptp-finding", dataset: { id: r.id, kind: r.kind ?? r.id, saving: String(saving ?? 0), rank: String(rank) } },
-    r.title === undefined
-      ? null
-      : h(
+    { testid: "recommendation", class: "ptp-finding", dataset: { id: r.id, kind: r.kind, saving: String(saving ?? 0), rank: String(rank) } },
+    h(
       "div",
       { class: "ptp-finding-head" },
       h("strong", { class: "ptp-finding-title" }, r.title),
       saving !== null && saving > 0
-        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: savingTitle(r), dataset: { estimated: r.estimated ?? "" } }, savingLabel(r, saving))
+        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: savingTitle(r), dataset: { estimated: r.estimated } }, savingLabel(r, saving))
         : null,
       r.confidence && r.confidence !== "high"
         ? h("span", { class: "ptp-muted ptp-finding-confidence", testid: "finding-confidence", title: CONFIDENCE_HELP[r.confidence] ?? "" }, `${r.confidence} confidence`)
@@ -322,7 +320,7 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
 function diagnosisCard(ctx: ViewContext, data: OverviewResponse, gpu: boolean): HTMLElement {
   const items = data.recommendations.filter((r) => typeof r.text === "string" && r.text !== "");
   if (items.some((r) => r.where?.frame)) void loadSources(ctx); // where the findings' frames' files live
-  const label = data.context?.label ?? "";
+  const label = data.context.label;
   const verdict = data.verdict;
   return card(
     { title: "Diagnosis", testid: "card-recommendations" },
@@ -332,7 +330,7 @@ function diagnosisCard(ctx: ViewContext, data: OverviewResponse, gpu: boolean): 
       "Detected: ",
       h("span", { testid: "run-context-label" }, label !== "" ? label : "nothing special (eager, no DataLoader workers, full precision)"),
     ),
-    verdict ? h("div", { class: "ptp-verdict", testid: "verdict", role: "status", dataset: { kind: verdict.kind } }, verdict.text) : null,
+    h("div", { class: "ptp-verdict", testid: "verdict", role: "status", dataset: { kind: verdict.kind } }, verdict.text),
     items.length === 0
       ? h("p", { class: "ptp-muted", testid: "no-recommendations" }, `Nothing stood out in this trace${gpu ? "" : " (CPU only)"}.`)
       : h("ol", { class: "ptp-recs" }, items.map((r, i) => findingItem(ctx, r, i + 1))),
@@ -434,7 +432,7 @@ function sharePieFigure(data: OverviewResponse): Figure {
 }
 
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
-  const loaded = await loadView(ctx, container, { data: () => fetchFor<OverviewResponse>(ctx, "overview") }, { what: "the overview" });
+  const loaded = await loadView(ctx, container, { data: () => spanGet(ctx, "overview") }, { what: "the overview" });
   if (!loaded) return undefined;
   const { data } = loaded;
   data.steps = Array.isArray(data.steps) ? data.steps : [];
@@ -459,8 +457,8 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       "div",
       { class: "ptp-view ptp-overview", testid: "overview" },
       diagnosisCard(ctx, data, gpuTrace),
-      whatIfCard(ctx, data.recommendations, data.verdict?.id),
-      data.mfu && (gpuTrace || data.mfu.model_flops_per_step > 0) ? mfuCard(ctx, data.mfu) : null,
+      whatIfCard(ctx, data.recommendations, data.verdict.id),
+      gpuTrace || data.mfu.model_flops_per_step > 0 ? mfuCard(ctx, data.mfu) : null,
       data.notes.map((n) => h("div", { class: "ptp-note", testid: "overview-note", role: "note" }, infoIcon("A note from the analysis."), h("span", {}, n))),
       h("div", { class: "ptp-grid ptp-grid-cards" }, configurationCard(data), gpuTrace ? data.gpus.map(gpuCard) : null),
       card(

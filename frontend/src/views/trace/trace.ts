@@ -10,24 +10,24 @@
  * Read-only debug hook (documented in docs/guide/trace.md, used by the browser tests):
  * `window.__ptpTrace = { visibleRange(), selected(), stats(), eventsOnScreen() }` in the plugin frame.
  */
-import { ApiError, type QueryParams } from "../../api";
+import { ApiError } from "../../api";
 import { card } from "../../components";
 import { computingLine, onComputing } from "../../computing";
 import { h, replaceChildren } from "../../dom";
 import { formatTime } from "../../format";
 import { readViewUrlState, writeViewUrlState } from "../../urlState";
 import { loadSources } from "../common/callStack";
-import { CATEGORY_COLORS, highlightCategory, highlightText } from "../common/stepCategories";
+import { type Category, CATEGORY_COLORS, highlightCategory, highlightText } from "../common/stepCategories";
 import { copyText, inVsCode, showToast } from "../common/ui";
-import { makePalette, parseWindow, locate, formatOffset, mergeSteps, formatBytesShort, formatCounter, stepLane, stepOfRange, type Step, type TrackMeta, type WindowData } from "./traceData";
+import { flowEnds, makePalette, parseWindow, locate, formatOffset, mergeSteps, formatBytesShort, formatCounter, stepLane, stepOfRange, type Step, type TrackMeta, type WindowData } from "./traceData";
 import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoading, rangePanel, rememberHelp, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
 import { parseTraceQuery, searchParams } from "../common/traceQuery";
 import { HEADER_H, HOST_LEVELS, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
 import { draw, eventsOnScreen, hitTest, plotWidth, xToTime, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene, type ViewRange } from "./traceRenderer";
-import type { CriticalPathResponse } from "../common/apiTypes";
-import type { EventBrief, TraceEventResponse, TraceRangeResponse, TraceSearchResponse, TraceWindowResponse } from "./traceTypes";
+import type { EventBrief, TraceEventResponse } from "./traceData";
 import type { ViewContext } from "../types";
+import type { Answer, Query, SpanExtra } from "../../types";
 
 const FETCH_DEBOUNCE_MS = 100;
 const FETCH_MAX_WAIT_MS = 300;
@@ -128,7 +128,7 @@ function wheelPixels(e: WheelEvent, delta: number, pageSize: number): number {
 
 class TraceView {
   private readonly el;
-  private readonly ids: QueryParams;
+  private readonly ids: { run: string; worker: string; span: string };
   private view: ViewRange | null = null;
   private bounds: [number, number] | null = null;
   private data: WindowData | null = null;
@@ -178,7 +178,7 @@ class TraceView {
   private searchTimer = 0;
   private stepsComplete = false;
   /** the step-breakdown category highlighted (URL key `cat`, from the Overview's breakdown); null: none */
-  private category: string | null = null;
+  private category: Category | null = null;
   private exportStop: (() => void) | null = null;
   private readonly cleanups: (() => void)[] = [];
   private help = helpOpen();
@@ -349,7 +349,7 @@ class TraceView {
    * Highlight a category of the step breakdown (null: none): the chip says what is highlighted and removes it; the
    * URL keeps it (`cat`), and the next window is asked with it so the server marks the category's events.
    */
-  private showHighlight(category: string | null): void {
+  private showHighlight(category: Category | null): void {
     this.category = category;
     writeViewUrlState({ cat: category ?? undefined });
     const chip = this.el.highlight;
@@ -586,7 +586,7 @@ class TraceView {
     if (!force && this.data && v && this.covers(this.data, v)) return;
     const levelsKey = this.levelsKey();
     const lanesKey = this.lanesKey();
-    const params: QueryParams = { ...this.ids };
+    const params: Query<"trace/window"> = { ...this.ids };
     let widthPx = plotW;
     if (v) {
       const span = v.end - v.start;
@@ -603,16 +603,16 @@ class TraceView {
         e = v.end + extra;
         widthPx = MAX_WIDTH_PX;
       }
-      params["start_us"] = s.toFixed(3);
-      params["end_us"] = e.toFixed(3);
+      params.start_us = Number(s.toFixed(3));
+      params.end_us = Number(e.toFixed(3));
     }
-    params["width_px"] = Math.max(1, Math.min(MAX_WIDTH_PX, widthPx));
-    if (levelsKey) params["levels"] = levelsKey;
+    params.width_px = Math.max(1, Math.min(MAX_WIDTH_PX, widthPx));
+    if (levelsKey) params.levels = levelsKey;
     const skipKey = this.skipKey();
-    if (skipKey) params["skip"] = skipKey;
-    if (!this.data) params["host_levels"] = HOST_LEVELS; // the tracks are not known yet: see adoptLevels
+    if (skipKey) params.skip = skipKey;
+    if (!this.data) params.host_levels = HOST_LEVELS; // the tracks are not known yet: see adoptLevels
     const category = this.category;
-    if (category !== null) params["category"] = category;
+    if (category !== null) params.category = category;
     this.fetchCtl?.abort();
     const controller = new AbortController();
     this.fetchCtl = controller;
@@ -629,7 +629,7 @@ class TraceView {
       this.el.loading.hidden = false;
     });
     this.ctx.api
-      .getJSON<TraceWindowResponse>("trace/window", params, { signal: controller.signal, timeoutMs: 120_000 })
+      .get("trace/window", params, { signal: controller.signal, timeoutMs: 120_000 })
       .then((resp) => {
         if (this.fetchCtl !== controller) return;
         this.stats.lastFetchMs = performance.now() - started;
@@ -637,7 +637,7 @@ class TraceView {
         this.el.error.hidden = true;
         const t = performance.now();
         const data = parseWindow(resp, lanesKey, category);
-        this.stats.lastWindow = { t0: data.t0, t1: data.t1, px_us: data.pxUs, events: data.eventCount, boxes: data.boxCount, width_px: Number(params["width_px"]) };
+        this.stats.lastWindow = { t0: data.t0, t1: data.t1, px_us: data.pxUs, events: data.eventCount, boxes: data.boxCount, width_px: params.width_px ?? 0 };
         this.accept(data);
         this.stats.lastAcceptMs = performance.now() - t;
       })
@@ -770,7 +770,7 @@ class TraceView {
     // instead (its annotations), rather than walking one giant step.
     if (names.length <= 1 && (names[0] ?? "0") === "0") {
       this.ctx.api
-        .getJSON<CriticalPathResponse>("critical_path", this.ids, { signal: this.ctx.signal })
+        .get("critical_path", this.ids, { signal: this.ctx.signal })
         .then((resp) => { this.fillPathPicker(resp.steps, resp.annotations.map((a) => a.name)); })
         .catch(() => undefined);
     }
@@ -789,10 +789,11 @@ class TraceView {
   }
 
   /** The /critical_path query of a picker value: a step, an annotation or the visible range. */
-  private pathQuery(value: string): Record<string, string | number> {
+  private pathQuery(value: string): SpanExtra<"critical_path"> {
     if (value === "range") return { start_us: this.view?.start ?? 0, end_us: this.view?.end ?? 0 };
     const colon = value.indexOf(":");
-    return { [value.slice(0, colon)]: value.slice(colon + 1) };
+    const kind = value.slice(0, colon);
+    return kind === "annotation" ? { annotation: value.slice(colon + 1) } : { step: value.slice(colon + 1) };
   }
 
   /** Fetch and overlay the critical path of a picker value (none: clear it), then fit what was walked. */
@@ -801,9 +802,9 @@ class TraceView {
     this.el.pathSummary.textContent = "";
     this.markDirty();
     if (!value) return;
-    let resp: CriticalPathResponse;
+    let resp: Answer<"critical_path">;
     try {
-      resp = await this.ctx.api.getJSON<CriticalPathResponse>("critical_path", { ...this.ids, ...this.pathQuery(value) }, { signal: this.ctx.signal });
+      resp = await this.ctx.api.get("critical_path", { ...this.ids, ...this.pathQuery(value) }, { signal: this.ctx.signal });
     } catch (err) {
       if (!this.ctx.signal.aborted) this.el.pathSummary.textContent = `Critical path unavailable: ${err instanceof Error ? err.message : String(err)}`;
       return;
@@ -826,7 +827,7 @@ class TraceView {
     this.stepsComplete = true;
     const collapsed = this.tracksMeta.map((t) => t.id).join(",");
     this.ctx.api
-      .getJSON<TraceWindowResponse>("trace/window", { ...this.ids, width_px: 16, collapsed }, { signal: this.ctx.signal, timeoutMs: 120_000 })
+      .get("trace/window", { ...this.ids, width_px: 16, collapsed }, { signal: this.ctx.signal, timeoutMs: 120_000 })
       .then((resp) => {
         const steps = (Array.isArray(resp.steps) ? resp.steps : []).map(([name, t, d]) => ({ name, start: resp.t0 + t, dur: d }));
         this.takeSteps(steps, true);
@@ -1212,7 +1213,7 @@ class TraceView {
     setPanel(this.el.details, loadingPanel(brief.name));
     this.updateSide();
     this.ctx.api
-      .getJSON<TraceEventResponse>("trace/event", { ...this.ids, id: brief.id }, { signal: this.ctx.signal })
+      .get("trace/event", { ...this.ids, id: brief.id }, { signal: this.ctx.signal })
       .then((ev) => {
         if (token !== this.detailsToken || !this.selection) return;
         this.selection.details = ev;
@@ -1263,8 +1264,9 @@ class TraceView {
                  to: { track: dstTrack, depth: dst === sel.id ? sel.depth : depthOf(dst), t: dstT } });
     };
     if (data) {
-      for (const f of data.flows) {
-        if (f[0] === sel.id || f[3] === sel.id) add(f[0], f[1], data.t0 + f[2], f[3], f[4], data.t0 + f[5]);
+      for (const flow of data.flows) {
+        const f = flowEnds(flow);
+        if (f.srcId === sel.id || f.dstId === sel.id) add(f.srcId, f.srcTrack, data.t0 + f.srcT, f.dstId, f.dstTrack, data.t0 + f.dstT);
       }
     }
     const d = sel.details;
@@ -1377,10 +1379,10 @@ class TraceView {
     };
     setPanel(this.el.rangePanel, rangeLoading(r.start, r.end, hooks));
     this.updateSide();
-    const params: QueryParams = { ...this.ids, start_us: r.start.toFixed(3), end_us: r.end.toFixed(3) };
-    if (this.rangeTracks) params["tracks"] = this.rangeTracks.join(",");
+    const params: Query<"trace/range"> = { ...this.ids, start_us: Number(r.start.toFixed(3)), end_us: Number(r.end.toFixed(3)) };
+    if (this.rangeTracks) params.tracks = this.rangeTracks.join(",");
     this.ctx.api
-      .getJSON<TraceRangeResponse>("trace/range", params, { signal: this.ctx.signal, timeoutMs: 120_000 })
+      .get("trace/range", params, { signal: this.ctx.signal, timeoutMs: 120_000 })
       .then((resp) => {
         if (token !== this.rangeToken) return;
         setPanel(this.el.rangePanel, rangePanel(resp, hooks));
@@ -1425,7 +1427,7 @@ class TraceView {
   private async searchPage(offset: number, token: number): Promise<EventBrief[] | null> {
     const cached = this.search.pages.get(offset);
     if (cached) return cached;
-    const resp = await this.ctx.api.getJSON<TraceSearchResponse>(
+    const resp = await this.ctx.api.get(
       "trace/search", { ...this.ids, ...searchParams(parseTraceQuery(this.search.query)), offset, limit: SEARCH_PAGE },
       { signal: this.ctx.signal, timeoutMs: 120_000 });
     if (token !== this.search.token) return null;

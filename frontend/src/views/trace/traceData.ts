@@ -2,8 +2,44 @@
  * The Trace view's data side: a `./trace/window` answer turned into typed arrays that the renderer
  * walks without allocating, colours by name, and time formatting.
  */
-import type { TraceWindowResponse, WindowFlow, WindowTrack } from "./traceTypes";
 import { formatFixed, formatTime } from "../../format";
+import type { Answer } from "../../types";
+
+/**
+ * The Trace view's routes as docs/api/openapi.yaml types them (`./trace/window`, `./trace/event`,
+ * `./trace/search`, `./trace/range`). Times are microseconds: absolute in requests, briefs and details, relative
+ * to `t0` inside a window answer.
+ */
+export type TraceWindowResponse = Answer<"trace/window">;
+export type WindowTrack = TraceWindowResponse["tracks"][number];
+/** [src_id, src_track, src_t, dst_id, dst_track, dst_t, src_depth, dst_depth], times relative to t0 */
+export type WindowFlow = TraceWindowResponse["flows"][number];
+/** The order of a flow tuple's items, as docs/api/openapi.yaml documents it (frontend/test/contract.test.ts reads it). */
+export const FLOW_FIELDS = ["src_id", "src_track", "src_t", "dst_id", "dst_track", "dst_t", "src_depth", "dst_depth"] as const;
+
+/** A flow's two ends by name: the one place that reads a flow tuple by position. */
+export interface FlowEnds {
+  srcId: number;
+  srcTrack: number;
+  /** relative to the window's t0 */
+  srcT: number;
+  dstId: number;
+  dstTrack: number;
+  dstT: number;
+  srcDepth: number;
+  dstDepth: number;
+}
+
+export function flowEnds(f: WindowFlow): FlowEnds {
+  const [srcId, srcTrack, srcT, dstId, dstTrack, dstT, srcDepth, dstDepth] = f;
+  return { srcId, srcTrack, srcT, dstId, dstTrack, dstT, srcDepth, dstDepth };
+}
+
+export type TraceEventResponse = Answer<"trace/event">;
+export type TraceSearchResponse = Answer<"trace/search">;
+/** An event as a search answer, a launch or a critical-path segment names it. */
+export type EventBrief = TraceSearchResponse["items"][number];
+export type TraceRangeResponse = Answer<"trace/range">;
 
 export interface Lane {
   depth: number;
@@ -193,9 +229,9 @@ function parseTrack(t: WindowTrack, nameColours: Uint8Array, counts: { events: n
     label: t.label,
     process: t.process,
     depths: Math.max(1, t.depths | 0),
-    skipped: Math.max(0, (t.skipped ?? 0) | 0),
+    skipped: Math.max(0, t.skipped | 0),
     collapsed: t.collapsed,
-    shown: Math.max(1, Math.min(t.depths | 0, (t.shown_depths ?? t.depths) | 0)),
+    shown: Math.max(1, Math.min(t.depths | 0, t.shown_depths | 0)),
     lanes,
   };
 }

@@ -7,7 +7,7 @@ import { h, replaceChildren } from "../../dom";
 import { frameList, parseFrame } from "../common/callStack";
 import { formatTime } from "../../format";
 import { formatOffset } from "./traceData";
-import type { EventBrief, TraceEventResponse, TraceRangeResponse } from "./traceTypes";
+import type { EventBrief, TraceEventResponse, TraceRangeResponse } from "./traceData";
 
 export interface DetailsHooks {
   /** trace start (absolute µs): times are shown relative to it */

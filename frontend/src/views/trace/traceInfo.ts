@@ -186,7 +186,7 @@ export function renderSummary(container: HTMLElement, ctx: Pick<ViewContext, "ru
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<void> {
   replaceChildren(container, h("p", { class: "ptp-muted" }, "Loading trace summary…"));
   try {
-    const summary = await ctx.api.getJSON<SummaryResponse>(
+    const summary = await ctx.api.get(
       "summary",
       { run: ctx.run, worker: ctx.worker, span: ctx.span },
       { signal: ctx.signal },

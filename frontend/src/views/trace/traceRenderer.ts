@@ -7,6 +7,7 @@
  */
 import {
   PALETTE_SIZE,
+  flowEnds,
   elide,
   formatCounter,
   formatTick,
@@ -738,9 +739,10 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
 
     if (scene.allFlows) {
       ctx.globalAlpha = 0.35;
-      for (const f of data.flows) {
-        drawArrow(ctx, scene, { from: { track: f[1], depth: locateDepth(data, f[0]), t: data.t0 + f[2] },
-                                to: { track: f[4], depth: locateDepth(data, f[3]), t: data.t0 + f[5] } }, colours.muted, 1);
+      for (const flow of data.flows) {
+        const f = flowEnds(flow);
+        drawArrow(ctx, scene, { from: { track: f.srcTrack, depth: locateDepth(data, f.srcId), t: data.t0 + f.srcT },
+                                to: { track: f.dstTrack, depth: locateDepth(data, f.dstId), t: data.t0 + f.dstT } }, colours.muted, 1);
       }
       ctx.globalAlpha = 1;
     }
