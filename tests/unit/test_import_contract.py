@@ -126,3 +126,26 @@ def test_the_contract_reads_every_import_form(tmp_path: Path) -> None:
         "tb_plugin/model/p4.py: model imports jobs",
         "tb_plugin/model/p5.py: model imports __init__",
     ]  # timeline/p8.py imports only what the timeline may
+
+
+def allowed_table(allowed: dict[str, set[str]] = ALLOWED) -> list[str]:
+    """``ALLOWED`` as the table docs/architecture.md shows, one row per part in the table's order."""
+    rows = ["| part | may import |", "|---|---|"]
+    for part, targets in allowed.items():
+        names = ", ".join(f"`{t}`" for t in sorted(targets)) or "nothing of ours"
+        rows.append(f"| `{part}` | {names} |")
+    return rows
+
+
+def documented_table(text: str) -> list[str]:
+    start = text.index("<!-- import rules:")
+    end = text.index("<!-- end of import rules -->")
+    return [line for line in text[start:end].splitlines()[1:] if line.strip()]
+
+
+def test_the_architecture_document_states_this_contract() -> None:
+    """The import rules docs/architecture.md gives are this test's, row for row; a changed rule changes both."""
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert documented_table(doc) == allowed_table()
+    drifted = {**ALLOWED, "analysis": {"model", "timeline"}}
+    assert documented_table(doc) != allowed_table(drifted)

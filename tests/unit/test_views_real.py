@@ -24,7 +24,9 @@ def raw_events(path: Path) -> list[dict[str, Any]]:
 
 
 def test_v100_resnet50_matches_the_old_plugin(real_traces: Path) -> None:
-    """kineto_anatomy.md §6.1 lists the old plugin's figures for this span; ours agree within 0.5 %."""
+    """The old plugin's published figures for this span (tests/data/README.md, kineto_v100: avg step 177.6 ms,
+    Kernel 55.5 %, DataLoader 33.4 %, GPU utilization 55.5 %, SM efficiency 54.7 %, occupancy 49.1 %); ours agree
+    within 0.5 %."""
     path = real_traces / "kineto_v100" / "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz"
     o = overview(load_trace(str(path)))
     assert len(o["steps"]) == 6
