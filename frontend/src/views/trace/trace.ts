@@ -24,7 +24,8 @@ import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoadi
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
 import { parseTraceQuery, searchParams } from "../common/traceQuery";
 import { HEADER_H, HOST_LEVELS, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
-import { draw, eventsOnScreen, hitTest, plotWidth, xToTime, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene, type ViewRange } from "./traceRenderer";
+import { draw, eventsOnScreen, hitTest, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene } from "./traceRenderer";
+import { anchorX, type Axis, clampView, type Glide, glideAt, keyMotion, KEY_HOLD_MS, panView, plotWidth, pxToUs, type ViewRange, xToTime, zoomView } from "./traceViewport";
 import type { EventBrief, TraceEventResponse } from "./traceData";
 import type { ViewContext } from "../types";
 import type { Answer, Query, SpanExtra } from "../../types";
@@ -34,10 +35,7 @@ const FETCH_MAX_WAIT_MS = 300;
 /** share of the view fetched beyond each edge */
 const FETCH_MARGIN = 0.5;
 const MAX_WIDTH_PX = 8192;
-const MIN_SPAN_US = 0.05;
 const SEARCH_PAGE = 100;
-const ANIMATE_MS = 180;
-const KEY_HOLD_MS = 140;
 
 interface Selected {
   id: number;
@@ -169,7 +167,7 @@ class TraceView {
   private mouse: { x: number; y: number } | null = null;
   private readonly keys = new Map<string, number>();
   private lastFrame = 0;
-  private anim: { from: ViewRange; to: ViewRange; t0: number } | null = null;
+  private anim: Glide | null = null;
   private pendingReveal: { id: number; track: number | null } | null = null;
   /** a search hit to reveal once the first window (and so the view) is known */
   private revealAfterLoad: EventBrief | null = null;
@@ -845,27 +843,8 @@ class TraceView {
 
   // ------------------------------------------------------------------------------------------ view changes
 
-  /** At least MIN_SPAN_US wide, at most 1.5 × the trace, centred within it; exact values pass unchanged. */
-  private clampView(v: ViewRange): ViewRange {
-    let { start, end } = v;
-    const limit = this.bounds ? Math.max(MIN_SPAN_US, (this.bounds[1] - this.bounds[0]) * 1.5) : Infinity;
-    if (!(end - start >= MIN_SPAN_US) || end - start > limit) {
-      const c = (start + end) / 2;
-      const span = Math.min(limit, Math.max(MIN_SPAN_US, Number.isFinite(end - start) ? end - start : MIN_SPAN_US));
-      start = c - span / 2;
-      end = c + span / 2;
-    }
-    if (this.bounds) {
-      const c = (start + end) / 2;
-      const shift = c < this.bounds[0] ? this.bounds[0] - c : c > this.bounds[1] ? this.bounds[1] - c : 0;
-      start += shift;
-      end += shift;
-    }
-    return { start, end };
-  }
-
   private setView(v: ViewRange): void {
-    this.view = this.clampView(v);
+    this.view = clampView(v, this.bounds);
     this.updateReadout();
     this.markDirty();
     this.scheduleFetch();
@@ -880,7 +859,7 @@ class TraceView {
       this.setView(target);
       return;
     }
-    this.anim = { from: { ...this.view }, to: this.clampView(target), t0: performance.now() };
+    this.anim = { from: { ...this.view }, to: clampView(target, this.bounds), t0: performance.now() };
     this.markDirty();
   }
 
@@ -888,37 +867,27 @@ class TraceView {
     if (this.bounds) this.animateTo({ start: this.bounds[0], end: this.bounds[1] });
   }
 
-  private anchorX(x: number | null): number {
-    const lw = this.labelW();
-    if (x !== null && x >= lw && x <= this.width) return x;
-    if (this.mouse && this.mouse.x >= lw) return this.mouse.x;
-    return lw + (this.width - lw) / 2;
+  /** The time axis of the current view (null before the first window). */
+  private axis(): Axis | null {
+    return this.view ? { width: this.width, labelW: this.labelW(), view: this.view } : null;
   }
 
   private zoomAt(factor: number, x: number | null): void {
-    const v = this.view;
-    if (!v) return;
+    const axis = this.axis();
+    if (!axis) return;
     this.anim = null;
-    const scene = { width: this.width, labelW: this.labelW(), view: v };
-    const ax = this.anchorX(x);
-    const t = xToTime(scene, ax);
-    const span = v.end - v.start;
-    const next = Math.max(MIN_SPAN_US, span * factor);
-    const start = t - ((t - v.start) * next) / span;
-    this.setView({ start, end: start + next });
+    this.setView(zoomView(axis, factor, anchorX(axis, x, this.mouse?.x ?? null)));
   }
 
   private panBy(dt: number): void {
-    const v = this.view;
-    if (!v) return;
+    if (!this.view) return;
     this.anim = null;
-    this.setView({ start: v.start + dt, end: v.end + dt });
+    this.setView(panView(this.view, dt));
   }
 
   private pxToUs(px: number): number {
-    const v = this.view;
-    if (!v) return 0;
-    return (px * (v.end - v.start)) / plotWidth({ width: this.width, labelW: this.labelW() });
+    const axis = this.axis();
+    return axis ? pxToUs(axis, px) : 0;
   }
 
   // ------------------------------------------------------------------------------------------ input
@@ -1595,28 +1564,19 @@ class TraceView {
       const dt = Math.min(0.05, Math.max(0, (now - this.lastFrame) / 1000));
       for (const [key, since] of this.keys) {
         if (now - since < KEY_HOLD_MS) continue;
-        const span = this.view.end - this.view.start;
-        if (key === "w") this.zoomAt(Math.exp(-dt * 1.8), null);
-        else if (key === "s") this.zoomAt(Math.exp(dt * 1.8), null);
-        else if (key === "a") this.panBy(-span * dt * 1.1);
-        else if (key === "d") this.panBy(span * dt * 1.1);
+        const motion = keyMotion(key, this.view.end - this.view.start, dt);
+        if (motion && "zoom" in motion) this.zoomAt(motion.zoom, null);
+        else if (motion) this.panBy(motion.pan);
       }
       again = true;
     }
     this.lastFrame = now;
     if (this.anim) {
       const a = this.anim;
-      const p = Math.min(1, (now - a.t0) / ANIMATE_MS);
-      const e = 1 - (1 - p) ** 3;
-      const fromSpan = a.from.end - a.from.start;
-      const toSpan = a.to.end - a.to.start;
-      const span = fromSpan * (toSpan / fromSpan) ** e;
-      const fromC = a.from.start + fromSpan / 2;
-      const toC = a.to.start + toSpan / 2;
-      const c = fromC + (toC - fromC) * e;
-      this.view = { start: c - span / 2, end: c + span / 2 };
+      const at = glideAt(a, now);
+      this.view = at.view;
       this.dirty = true;
-      if (p >= 1) {
+      if (at.done) {
         this.anim = null;
         this.setView(a.to);
       } else {

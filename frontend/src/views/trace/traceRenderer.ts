@@ -20,6 +20,7 @@ import {
   type Step,
   type WindowData,
 } from "./traceData";
+import { plotWidth, timeToX, type ViewRange, xToTime } from "./traceViewport";
 import {
   HEADER_H,
   HOST_LEVELS,
@@ -51,11 +52,6 @@ export interface Colours {
   counterLine: string[];
   palette: Palette;
   dark: boolean;
-}
-
-export interface ViewRange {
-  start: number;
-  end: number;
 }
 
 /** A flow end: track, lane depth when known, absolute time. */
@@ -149,18 +145,6 @@ const FONT_BOLD = '600 12px Roboto, system-ui, -apple-system, "Segoe UI", Arial,
 const FONT_SMALL = '10.5px Roboto, system-ui, -apple-system, "Segoe UI", Arial, sans-serif';
 const ALPHA_LEVELS = 4;
 const MIN_LABEL_PX = 28;
-
-export function plotWidth(scene: Pick<Scene, "width" | "labelW">): number {
-  return Math.max(1, scene.width - scene.labelW);
-}
-
-export function timeToX(scene: Pick<Scene, "width" | "labelW" | "view">, t: number): number {
-  return scene.labelW + ((t - scene.view.start) * plotWidth(scene)) / (scene.view.end - scene.view.start);
-}
-
-export function xToTime(scene: Pick<Scene, "width" | "labelW" | "view">, x: number): number {
-  return scene.view.start + ((x - scene.labelW) * (scene.view.end - scene.view.start)) / plotWidth(scene);
-}
 
 // ------------------------------------------------------------------------------------------ text
 
