@@ -12,7 +12,6 @@
  */
 import { ApiError } from "../../api";
 import { card } from "../../components";
-import { computingLine, onComputing } from "../../computing";
 import { h, replaceChildren } from "../../dom";
 import { formatTime } from "../../format";
 import { readViewUrlState, writeViewUrlState } from "../../urlState";
@@ -25,16 +24,13 @@ import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
 import { parseTraceQuery, searchParams } from "../common/traceQuery";
 import { HEADER_H, HOST_LEVELS, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
 import { draw, eventsOnScreen, hitTest, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene } from "./traceRenderer";
+import { covers, WindowFetcher, windowQuery, type WindowQuery } from "./traceFetcher";
 import { anchorX, type Axis, clampView, type Glide, glideAt, keyMotion, KEY_HOLD_MS, panView, plotWidth, pxToUs, type ViewRange, xToTime, zoomView } from "./traceViewport";
-import type { EventBrief, TraceEventResponse } from "./traceData";
+import type { EventBrief, TraceEventResponse, TraceWindowResponse } from "./traceData";
 import type { ViewContext } from "../types";
 import type { Answer, Query, SpanExtra } from "../../types";
 
-const FETCH_DEBOUNCE_MS = 100;
-const FETCH_MAX_WAIT_MS = 300;
 /** share of the view fetched beyond each edge */
-const FETCH_MARGIN = 0.5;
-const MAX_WIDTH_PX = 8192;
 const SEARCH_PAGE = 100;
 
 interface Selected {
@@ -159,9 +155,7 @@ class TraceView {
   private dpr = 1;
   private dirty = true;
   private raf = 0;
-  private fetchCtl: AbortController | null = null;
-  private fetchTimer = 0;
-  private fetchFirstAsked = 0;
+  private readonly fetcher: WindowFetcher;
   private urlTimer = 0;
   private pointer: PointerState | null = null;
   private mouse: { x: number; y: number } | null = null;
@@ -247,6 +241,13 @@ class TraceView {
     this.el.notice.hidden = true;
     this.el.highlight.hidden = true;
     this.el.rangePanel.hidden = true;
+    this.fetcher = new WindowFetcher({
+      get: (query, signal) => ctx.api.get("trace/window", { ...this.ids, ...query }, { signal, timeoutMs: 120_000 }),
+      leave: ctx.signal,
+      loading: (text) => { this.showLoading(text); },
+      answer: (resp, query, elapsedMs) => { this.takeWindow(resp, query, elapsedMs); },
+      failed: (err) => { this.showWindowError(err); },
+    });
   }
 
   // ------------------------------------------------------------------------------------------ mount
@@ -331,9 +332,8 @@ class TraceView {
   }
 
   private destroy(): void {
-    this.fetchCtl?.abort();
+    this.fetcher.stop();
     this.exportStop?.();
-    window.clearTimeout(this.fetchTimer);
     window.clearTimeout(this.urlTimer);
     window.clearTimeout(this.searchTimer);
     cancelAnimationFrame(this.raf);
@@ -392,7 +392,7 @@ class TraceView {
         this.selection ? { id: this.selection.id, name: this.selection.name, track: this.selection.track, details: this.selection.details !== null } : null,
       stats: () => ({
         ...this.stats,
-        loading: this.fetchCtl !== null,
+        loading: this.fetcher.busy,
         width: this.width,
         height: this.height,
         labelW: this.labelW(),
@@ -556,103 +556,46 @@ class TraceView {
   }
 
   private covers(data: WindowData, v: ViewRange): boolean {
-    if (data.levelsKey !== this.lanesKey() || data.category !== this.category) return false;
-    const span = v.end - v.start;
-    const lo = Math.max(v.start, data.bounds[0]);
-    const hi = Math.min(v.end, data.bounds[1]);
-    const eps = span * 1e-6;
-    if (hi > lo && (data.t0 > lo + eps || data.t1 < hi - eps)) return false;
-    const ratio = data.pxUs / (span / plotWidth({ width: this.width, labelW: this.labelW() }));
-    return ratio > 0.85 && ratio < 1.18;
+    return covers(data, v, { width: this.width, labelW: this.labelW() }, this.lanesKey(), this.category);
   }
 
   private scheduleFetch(): void {
-    const now = performance.now();
-    if (this.fetchTimer === 0) this.fetchFirstAsked = now;
-    window.clearTimeout(this.fetchTimer);
-    const wait = now - this.fetchFirstAsked >= FETCH_MAX_WAIT_MS ? 0 : FETCH_DEBOUNCE_MS;
-    this.fetchTimer = window.setTimeout(() => {
-      this.fetchTimer = 0;
-      this.requestWindow(false);
-    }, wait);
+    this.fetcher.schedule(() => { this.requestWindow(false); });
   }
 
+  /** Ask for the window of the view (unless the one in hand covers it, or `force`). */
   private requestWindow(force: boolean): void {
     if (this.width <= 0) return;
-    const plotW = plotWidth({ width: this.width, labelW: this.labelW() });
     const v = this.view;
     if (!force && this.data && v && this.covers(this.data, v)) return;
-    const levelsKey = this.levelsKey();
-    const lanesKey = this.lanesKey();
-    const params: Query<"trace/window"> = { ...this.ids };
-    let widthPx = plotW;
-    if (v) {
-      const span = v.end - v.start;
-      let s = v.start - span * FETCH_MARGIN;
-      let e = v.end + span * FETCH_MARGIN;
-      if (this.bounds) {
-        s = Math.max(s, Math.min(v.start, this.bounds[0]));
-        e = Math.min(e, Math.max(v.end, this.bounds[1]));
-      }
-      widthPx = Math.round((plotW * (e - s)) / span);
-      if (widthPx > MAX_WIDTH_PX) {
-        const extra = ((MAX_WIDTH_PX / plotW) * span - span) / 2;
-        s = v.start - extra;
-        e = v.end + extra;
-        widthPx = MAX_WIDTH_PX;
-      }
-      params.start_us = Number(s.toFixed(3));
-      params.end_us = Number(e.toFixed(3));
-    }
-    params.width_px = Math.max(1, Math.min(MAX_WIDTH_PX, widthPx));
-    if (levelsKey) params.levels = levelsKey;
-    const skipKey = this.skipKey();
-    if (skipKey) params.skip = skipKey;
-    if (!this.data) params.host_levels = HOST_LEVELS; // the tracks are not known yet: see adoptLevels
-    const category = this.category;
-    if (category !== null) params.category = category;
-    this.fetchCtl?.abort();
-    const controller = new AbortController();
-    this.fetchCtl = controller;
-    const onLeave = (): void => { controller.abort(); };
-    this.ctx.signal.addEventListener("abort", onLeave, { once: true });
     this.stats.fetches++;
-    const started = performance.now();
-    // Only a slow answer shows the indicator, so quick ones do not flicker.
-    const spinner = window.setTimeout(() => { if (this.fetchCtl === controller) this.el.loading.hidden = false; }, 150);
-    // a big trace's index may still be computing (409 "computing", asked again by api.ts): say how far it is
-    const stopComputing = onComputing((route, computing) => {
-      if (route !== "trace/window" || !computing || this.fetchCtl !== controller) return;
-      this.setLoadingText(computingLine(computing));
-      this.el.loading.hidden = false;
-    });
-    this.ctx.api
-      .get("trace/window", params, { signal: controller.signal, timeoutMs: 120_000 })
-      .then((resp) => {
-        if (this.fetchCtl !== controller) return;
-        this.stats.lastFetchMs = performance.now() - started;
-        this.stats.windows++;
-        this.el.error.hidden = true;
-        const t = performance.now();
-        const data = parseWindow(resp, lanesKey, category);
-        this.stats.lastWindow = { t0: data.t0, t1: data.t1, px_us: data.pxUs, events: data.eventCount, boxes: data.boxCount, width_px: params.width_px ?? 0 };
-        this.accept(data);
-        this.stats.lastAcceptMs = performance.now() - t;
-      })
-      .catch((err: unknown) => {
-        if (controller.signal.aborted || this.ctx.signal.aborted) return;
-        this.showWindowError(err);
-      })
-      .finally(() => {
-        window.clearTimeout(spinner);
-        stopComputing();
-        this.ctx.signal.removeEventListener("abort", onLeave);
-        if (this.fetchCtl === controller) {
-          this.fetchCtl = null;
-          this.el.loading.hidden = true;
-          this.setLoadingText("Loading…");
-        }
-      });
+    this.fetcher.fetch(windowQuery({
+      view: v, bounds: this.bounds, plotW: plotWidth({ width: this.width, labelW: this.labelW() }),
+      levelsKey: this.levelsKey(), skipKey: this.skipKey(), first: !this.data, hostLevels: HOST_LEVELS,
+      category: this.category,
+    }));
+  }
+
+  /** The newest window's answer (the fetcher drops stale ones): parsed, then taken in. */
+  private takeWindow(resp: TraceWindowResponse, query: WindowQuery, elapsedMs: number): void {
+    this.stats.lastFetchMs = elapsedMs;
+    this.stats.windows++;
+    this.el.error.hidden = true;
+    const t = performance.now();
+    const data = parseWindow(resp, `${query.levels ?? ""}|${query.skip ?? ""}`, query.category ?? null);
+    this.stats.lastWindow = { t0: data.t0, t1: data.t1, px_us: data.pxUs, events: data.eventCount, boxes: data.boxCount, width_px: query.width_px ?? 0 };
+    this.accept(data);
+    this.stats.lastAcceptMs = performance.now() - t;
+  }
+
+  private showLoading(text: string | null | undefined): void {
+    if (text === null) {
+      this.el.loading.hidden = true;
+      this.setLoadingText("Loading…");
+      return;
+    }
+    if (text !== undefined) this.setLoadingText(text);
+    this.el.loading.hidden = false;
   }
 
   private setLoadingText(text: string): void {
