@@ -65,6 +65,12 @@ function harness() {
   return { fetcher, pending, answers, failures, loading, leave };
 }
 
+function req(h: ReturnType<typeof harness>, i: number): ReturnType<typeof harness>["pending"][number] {
+  const r = h.pending[i];
+  assert.ok(r, `request ${i} was made`);
+  return r;
+}
+
 const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 0));
 const ANSWER = {} as WindowAnswer;
 
@@ -73,9 +79,9 @@ describe("WindowFetcher", () => {
     const h = harness();
     h.fetcher.fetch({ width_px: 1 });
     h.fetcher.fetch({ width_px: 2 });
-    assert.equal(h.pending[0]?.signal.aborted, true);
-    h.pending[1]?.resolve(ANSWER);
-    h.pending[0]?.resolve(ANSWER); // the stale one, last
+    assert.equal(req(h, 0).signal.aborted, true);
+    req(h, 1).resolve(ANSWER);
+    req(h, 0).resolve(ANSWER); // the stale one, last
     await settle();
     assert.deepEqual(h.answers, [{ width_px: 2 }]);
     assert.equal(h.fetcher.busy, false);
@@ -86,14 +92,14 @@ describe("WindowFetcher", () => {
     const h = harness();
     h.fetcher.fetch({ width_px: 1 });
     h.fetcher.fetch({ width_px: 2 });
-    h.pending[0]?.reject(new Error("old"));
-    h.pending[1]?.reject(new Error("new"));
+    req(h, 0).reject(new Error("old"));
+    req(h, 1).reject(new Error("new"));
     await settle();
     assert.deepEqual(h.failures.map((e) => (e as Error).message), ["new"]);
     h.fetcher.fetch({ width_px: 3 });
     h.leave.abort();
-    assert.equal(h.pending[2]?.signal.aborted, true);
-    h.pending[2]?.reject(new Error("left"));
+    assert.equal(req(h, 2).signal.aborted, true);
+    req(h, 2).reject(new Error("left"));
     await settle();
     assert.equal(h.failures.length, 1);
   });
