@@ -73,3 +73,10 @@ export function replaceChildren(parent: Element, ...children: Child[]): void {
   parent.replaceChildren();
   appendChildren(parent, children);
 }
+
+/** Add an event listener; returns the function that removes it (for a page's cleanups). */
+export function listen<K extends keyof HTMLElementEventMap>(target: HTMLElement, type: K,
+  fn: (e: HTMLElementEventMap[K]) => void, opts?: AddEventListenerOptions): () => void {
+  target.addEventListener(type, fn, opts);
+  return () => { target.removeEventListener(type, fn, opts); };
+}

@@ -21,9 +21,9 @@ import { copyText, inVsCode, showToast } from "../common/ui";
 import { flowEnds, makePalette, parseWindow, locate, formatOffset, mergeSteps, formatBytesShort, formatCounter, stepLane, stepOfRange, type Step, type TrackMeta, type WindowData } from "./traceData";
 import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoading, rangePanel, rememberHelp, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
-import { parseTraceQuery, searchParams } from "../common/traceQuery";
 import { HEADER_H, HOST_LEVELS, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
 import { draw, eventsOnScreen, hitTest, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene } from "./traceRenderer";
+import { SearchController } from "./traceSearchController";
 import { covers, WindowFetcher, windowQuery, type WindowQuery } from "./traceFetcher";
 import { anchorX, type Axis, clampView, type Glide, glideAt, keyMotion, KEY_HOLD_MS, panView, plotWidth, pxToUs, type ViewRange, xToTime, zoomView } from "./traceViewport";
 import type { EventBrief, TraceEventResponse, TraceWindowResponse } from "./traceData";
@@ -31,7 +31,6 @@ import type { ViewContext } from "../types";
 import type { Answer, Query, SpanExtra } from "../../types";
 
 /** share of the view fetched beyond each edge */
-const SEARCH_PAGE = 100;
 
 interface Selected {
   id: number;
@@ -43,13 +42,6 @@ interface Selected {
   details: TraceEventResponse | null;
 }
 
-interface SearchState {
-  query: string;
-  total: number;
-  index: number;
-  pages: Map<number, EventBrief[]>;
-  token: number;
-}
 
 interface PointerState {
   mode: "pending" | "pan" | "select" | "label";
@@ -166,8 +158,7 @@ class TraceView {
   /** a search hit to reveal once the first window (and so the view) is known */
   private revealAfterLoad: EventBrief | null = null;
   private detailsToken = 0;
-  private search: SearchState = { query: "", total: 0, index: -1, pages: new Map(), token: 0 };
-  private searchTimer = 0;
+  private readonly search: SearchController;
   private stepsComplete = false;
   /** the step-breakdown category highlighted (URL key `cat`, from the Overview's breakdown); null: none */
   private category: Category | null = null;
@@ -241,6 +232,11 @@ class TraceView {
     this.el.notice.hidden = true;
     this.el.highlight.hidden = true;
     this.el.rangePanel.hidden = true;
+    this.search = new SearchController(
+      { input: this.el.searchInput, count: this.el.searchCount, prev: this.el.prevButton, next: this.el.nextButton },
+      { api: ctx.api, ids: this.ids, signal: ctx.signal, reveal: (brief) => { this.reveal(brief); },
+        leaveBox: () => { this.el.scroller.focus({ preventScroll: true }); } },
+    );
     this.fetcher = new WindowFetcher({
       get: (query, signal) => ctx.api.get("trace/window", { ...this.ids, ...query }, { signal, timeoutMs: 120_000 }),
       leave: ctx.signal,
@@ -326,7 +322,7 @@ class TraceView {
     const q = linked.q?.trim();
     if (q) {
       this.el.searchInput.value = q;
-      void this.runSearch(q, this.view === null ? "first" : "none");
+      void this.search.run(q, this.view === null ? "first" : "none");
     }
     return () => { this.destroy(); };
   }
@@ -335,7 +331,7 @@ class TraceView {
     this.fetcher.stop();
     this.exportStop?.();
     window.clearTimeout(this.urlTimer);
-    window.clearTimeout(this.searchTimer);
+    this.search.stop();
     cancelAnimationFrame(this.raf);
     for (const fn of this.cleanups.splice(0)) fn();
     if (window.__ptpTrace) delete window.__ptpTrace;
@@ -423,7 +419,7 @@ class TraceView {
   // ------------------------------------------------------------------------------------------ wiring
 
   private wire(): void {
-    const { canvas, scroller, searchInput } = this.el;
+    const { canvas, scroller } = this.el;
     const listen = <K extends keyof HTMLElementEventMap>(target: HTMLElement, type: K, fn: (e: HTMLElementEventMap[K]) => void,
                                                          opts?: AddEventListenerOptions): void => {
       target.addEventListener(type, fn, opts);
@@ -474,30 +470,12 @@ class TraceView {
       if (this.allFlows && this.data) locate(this.data, -1);
       this.markDirty();
     });
-    listen(searchInput, "input", () => {
-      window.clearTimeout(this.searchTimer);
-      this.searchTimer = window.setTimeout(() => { void this.runSearch(searchInput.value, "none"); }, 300);
-    });
-    listen(searchInput, "keydown", (e) => {
-      if (e.key === "Enter") {
-        e.preventDefault();
-        window.clearTimeout(this.searchTimer);
-        const q = searchInput.value.trim();
-        if (q !== this.search.query) void this.runSearch(q, e.shiftKey ? "last" : "first");
-        else void this.stepSearch(e.shiftKey ? -1 : 1);
-      } else if (e.key === "Escape") {
-        searchInput.blur();
-        scroller.focus({ preventScroll: true });
-      }
-    });
-    listen(this.el.prevButton, "click", () => { void this.stepSearch(-1); });
-    listen(this.el.nextButton, "click", () => { void this.stepSearch(1); });
+    this.search.wire(this.cleanups);
     listen(this.el.perfetto, "click", () => { this.openPerfetto(); });
     listen(this.el.helpButton, "click", () => { this.setHelp(!this.help); });
     listen(this.el.download, "click", () => {
       if (inVsCode()) this.showFallback("download", "If nothing is downloaded (VS Code may block downloads from this panel), copy the file's link and open it in a browser:");
     });
-    this.updateSearchCount();
   }
 
   // ------------------------------------------------------------------------------------------ sizing
@@ -1285,7 +1263,7 @@ class TraceView {
       clear: () => { this.clearRange(); },
       search: (name) => {
         this.el.searchInput.value = name;
-        void this.runSearch(name, "first");
+        void this.search.run(name, "first");
       },
       scope,
     };
@@ -1321,78 +1299,6 @@ class TraceView {
     if (!r) return;
     const pad = (r.end - r.start) * 0.03;
     this.animateTo({ start: r.start - pad, end: r.end + pad });
-  }
-
-  // ------------------------------------------------------------------------------------------ search
-
-  private updateSearchCount(): void {
-    const s = this.search;
-    const el = this.el.searchCount;
-    if (!s.query) el.textContent = "";
-    else if (s.total === 0) el.textContent = "no matches";
-    else if (s.index < 0) el.textContent = `${s.total.toLocaleString("en-US")} ${parseTraceQuery(s.query).exact ? "exact " : ""}matches`;
-    else el.textContent = `${(s.index + 1).toLocaleString("en-US")} of ${s.total.toLocaleString("en-US")}`;
-    this.el.prevButton.disabled = s.total === 0;
-    this.el.nextButton.disabled = s.total === 0;
-  }
-
-  private async searchPage(offset: number, token: number): Promise<EventBrief[] | null> {
-    const cached = this.search.pages.get(offset);
-    if (cached) return cached;
-    const resp = await this.ctx.api.get(
-      "trace/search", { ...this.ids, ...searchParams(parseTraceQuery(this.search.query)), offset, limit: SEARCH_PAGE },
-      { signal: this.ctx.signal, timeoutMs: 120_000 });
-    if (token !== this.search.token) return null;
-    this.search.total = resp.total;
-    const items = Array.isArray(resp.items) ? resp.items : [];
-    this.search.pages.set(offset, items);
-    return items;
-  }
-
-  private async runSearch(raw: string, jump: "none" | "first" | "last"): Promise<void> {
-    const query = raw.trim();
-    const token = ++this.search.token;
-    this.search = { query, total: 0, index: -1, pages: new Map(), token };
-    writeViewUrlState({ q: query || undefined });
-    if (!parseTraceQuery(query).text) {
-      this.updateSearchCount();
-      return;
-    }
-    this.el.searchCount.textContent = "searching…";
-    try {
-      const items = await this.searchPage(0, token);
-      if (!items) return;
-      this.updateSearchCount();
-      if (jump !== "none" && this.search.total > 0) await this.gotoHit(jump === "first" ? 0 : this.search.total - 1);
-    } catch (err) {
-      if (token !== this.search.token || this.ctx.signal.aborted) return;
-      this.el.searchCount.textContent = "search failed";
-      showToast(err instanceof Error ? err.message : String(err), "error");
-    }
-  }
-
-  private async stepSearch(dir: 1 | -1): Promise<void> {
-    const q = this.el.searchInput.value.trim();
-    if (q !== this.search.query) {
-      await this.runSearch(q, dir === 1 ? "first" : "last");
-      return;
-    }
-    const s = this.search;
-    if (s.total === 0) return;
-    const next = s.index < 0 ? (dir === 1 ? 0 : s.total - 1) : (s.index + dir + s.total) % s.total;
-    await this.gotoHit(next);
-  }
-
-  private async gotoHit(index: number): Promise<void> {
-    const token = this.search.token;
-    const offset = Math.floor(index / SEARCH_PAGE) * SEARCH_PAGE;
-    const items = await this.searchPage(offset, token);
-    if (!items || token !== this.search.token) return;
-    const brief = items[index - offset];
-    if (!brief) return;
-    this.search.index = index;
-    this.updateSearchCount();
-    this.reveal(brief);
   }
 
   // ------------------------------------------------------------------------------------------ export
