@@ -23,6 +23,7 @@ import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoadi
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
 import { HEADER_H, HOST_LEVELS, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
 import { draw, eventsOnScreen, hitTest, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene } from "./traceRenderer";
+import { toolbar as traceToolbar, type TraceElements, traceElements } from "./traceElements";
 import { SearchController } from "./traceSearchController";
 import { covers, WindowFetcher, windowQuery, type WindowQuery } from "./traceFetcher";
 import { anchorX, type Axis, clampView, type Glide, glideAt, keyMotion, KEY_HOLD_MS, panView, plotWidth, pxToUs, type ViewRange, xToTime, zoomView } from "./traceViewport";
@@ -113,7 +114,7 @@ function wheelPixels(e: WheelEvent, delta: number, pageSize: number): number {
 }
 
 class TraceView {
-  private readonly el;
+  private readonly el: TraceElements;
   private readonly ids: { run: string; worker: string; span: string };
   private view: ViewRange | null = null;
   private bounds: [number, number] | null = null;
@@ -183,55 +184,7 @@ class TraceView {
     this.ids = { run: ctx.run, worker: ctx.worker, span: ctx.span };
     this.colours = readColours(ctx.theme === "dark");
     const fileUrl = ctx.api.url("trace/file", this.ids);
-    this.el = {
-      canvas: h("canvas", { class: "ptp-trace-canvas", testid: "trace-canvas" }),
-      spacer: h("div", { class: "ptp-trace-spacer" }),
-      scroller: h("div", {
-        class: "ptp-trace-scroller",
-        testid: "trace-scroller",
-        attrs: { tabindex: 0, "aria-label": "Trace timeline: W/S zoom, A/D pan, wheel scrolls the tracks, Ctrl+wheel zooms, shift+wheel pans, drag pans, shift+drag selects a range" },
-        role: "application",
-      }),
-      viewport: h("div", { class: "ptp-trace-viewport", testid: "trace-viewport" }),
-      tooltip: h("div", { class: "ptp-trace-tooltip", testid: "trace-tooltip", attrs: { "aria-hidden": "true" } }),
-      loading: h("div", { class: "ptp-trace-loading", testid: "trace-loading", attrs: { "aria-live": "polite" } },
-                 h("span", { class: "ptp-spinner", attrs: { "aria-hidden": "true" } }), h("span", { testid: "trace-loading-text" }, "Loading…")),
-      error: h("div", { class: "ptp-trace-overlay-error", testid: "trace-window-error" }),
-      notice: h("div", { class: "ptp-trace-notice", testid: "trace-notice", attrs: { "aria-live": "polite" } }),
-      highlight: h("div", { class: "ptp-trace-highlight", testid: "trace-highlight", attrs: { "aria-live": "polite" } }),
-      details: h("section", { class: "ptp-trace-panel", testid: "trace-details-panel" }),
-      rangePanel: h("section", { class: "ptp-trace-panel", testid: "trace-range-panel" }),
-      side: h("aside", { class: "ptp-trace-side", testid: "trace-side" }),
-      body: h("div", { class: "ptp-trace-body" }),
-      helpButton: h("button", { class: "ptp-button", testid: "trace-help-toggle", title: "Show or hide the keyboard and mouse help",
-                                attrs: { type: "button", "aria-label": "Keyboard help", "aria-pressed": "false" } }, "?"),
-      readout: h("span", { class: "ptp-trace-readout", testid: "trace-readout" }),
-      stepSelect: h("select", { class: "ptp-trace-select", testid: "trace-step-select", attrs: { "aria-label": "Fit a step" } }),
-      pathSelect: h("select", { class: "ptp-trace-select", testid: "trace-critical-path", attrs: { "aria-label": "Highlight critical path", title: "Highlight the critical path of a step: the chain of host and GPU work that determined its duration" } }),
-      pathSummary: h("span", { class: "ptp-trace-readout", testid: "trace-critical-summary", attrs: { "aria-live": "polite" } }),
-      searchInput: h("input", {
-        class: "ptp-search ptp-trace-search",
-        testid: "trace-search",
-        attrs: { type: "search", placeholder: "Search events (\"name\" exact)", "aria-label": "Search events by name: text finds names containing it, \"text\" in quotes the exact name",
-                 title: "Names containing the text (any case); in double quotes, the exact name: \"nn.Module: Linear_1\" does not find Linear_10", spellcheck: "false" },
-      }),
-      searchCount: h("span", { class: "ptp-trace-count", testid: "trace-search-count", attrs: { "aria-live": "polite" } }),
-      prevButton: h("button", { class: "ptp-button", testid: "trace-search-prev", title: "Previous match (Shift+Enter)", attrs: { type: "button", "aria-label": "Previous match" } }, "‹"),
-      nextButton: h("button", { class: "ptp-button", testid: "trace-search-next", title: "Next match (Enter)", attrs: { type: "button", "aria-label": "Next match" } }, "›"),
-      selectButton: h("button", { class: "ptp-button", testid: "trace-box-select", title: "Box select: drag to select a time range (or shift+drag in pan mode)", attrs: { type: "button", "aria-pressed": "false" } }, "Box select"),
-      zoomSelection: h("button", { class: "ptp-button", testid: "trace-zoom-selection", title: "Zoom to the selected range", attrs: { type: "button", disabled: true } }, "Zoom to selection"),
-      flowsToggle: h("input", { testid: "trace-all-flows", attrs: { type: "checkbox" } }),
-      download: h("a", { class: "ptp-button", testid: "trace-download", attrs: { href: fileUrl, download: ctx.spanInfo.file || "trace.json", title: "Download the original trace file" } }, "Download trace"),
-      perfetto: h("button", { class: "ptp-button", testid: "trace-perfetto", title: "Open this trace in ui.perfetto.dev (the file is sent from this browser, not uploaded)", attrs: { type: "button" } }, "Open in Perfetto"),
-    };
-    this.el.scroller.append(this.el.canvas, this.el.spacer);
-    this.el.viewport.append(this.el.scroller, this.el.tooltip, this.el.loading, this.el.error);
-    this.el.side.append(this.el.details, this.el.rangePanel);
-    this.el.loading.hidden = true;
-    this.el.error.hidden = true;
-    this.el.notice.hidden = true;
-    this.el.highlight.hidden = true;
-    this.el.rangePanel.hidden = true;
+    this.el = traceElements(fileUrl, ctx.spanInfo.file || "trace.json");
     this.search = new SearchController(
       { input: this.el.searchInput, count: this.el.searchCount, prev: this.el.prevButton, next: this.el.nextButton },
       { api: ctx.api, ids: this.ids, signal: ctx.signal, reveal: (brief) => { this.reveal(brief); },
@@ -248,41 +201,9 @@ class TraceView {
 
   // ------------------------------------------------------------------------------------------ mount
 
-  /** Fit, steps, zoom, box select, flows, critical path; search; download, Perfetto and the help toggle. */
-  private toolbar(): HTMLElement {
-    const button = (label: string, title: string, testid: string, onClick: () => void): HTMLElement =>
-      h("button", { class: "ptp-button", testid, title, attrs: { type: "button" }, onClick }, label);
-    return h(
-      "div",
-      { class: "ptp-trace-toolbar", testid: "trace-toolbar" },
-      h(
-        "div",
-        { class: "ptp-trace-group" },
-        button("Fit", "Show the whole trace", "trace-fit", () => { this.fit(); }),
-        this.el.stepSelect,
-        button("−", "Zoom out (S)", "trace-zoom-out", () => { this.zoomAt(1.6, null); }),
-        button("+", "Zoom in (W)", "trace-zoom-in", () => { this.zoomAt(1 / 1.6, null); }),
-        this.el.selectButton,
-        this.el.zoomSelection,
-        h("label", { class: "ptp-trace-check", title: "Draw every launch → GPU flow of the window (the selected event's flows are always drawn)" }, this.el.flowsToggle, "All flows"),
-        this.el.pathSelect,
-        this.el.pathSummary,
-      ),
-      h(
-        "div",
-        { class: "ptp-trace-group ptp-trace-search-group" },
-        this.el.searchInput,
-        this.el.searchCount,
-        this.el.prevButton,
-        this.el.nextButton,
-      ),
-      h("div", { class: "ptp-trace-group ptp-trace-export" }, this.el.download, this.el.perfetto, this.el.helpButton),
-    );
-  }
-
   mount(): () => void {
     const ctx = this.ctx;
-    const toolbar = this.toolbar();
+    const toolbar = traceToolbar(this.el, { fit: () => { this.fit(); }, zoom: (factor) => { this.zoomAt(factor, null); } });
     replaceChildren(
       this.container,
       h(
