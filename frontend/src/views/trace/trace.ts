@@ -22,14 +22,15 @@ import { flowEnds, makePalette, parseWindow, locate, formatOffset, mergeSteps, f
 import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoading, rangePanel, rememberHelp, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
 import { HEADER_H, HOST_LEVELS, buildLayout, laneTop, type Layout, type Row } from "./traceLayout";
-import { draw, eventsOnScreen, hitTest, type Colours, type CriticalMark, type FlowArrow, type Hit, type RangeMark, type Scene } from "./traceRenderer";
+import { draw, eventsOnScreen, hitTest, type Colours, type FlowArrow, type Hit, type RangeMark, type Scene } from "./traceRenderer";
+import { CriticalPath } from "./traceCriticalPath";
 import { toolbar as traceToolbar, type TraceElements, traceElements } from "./traceElements";
 import { SearchController } from "./traceSearchController";
 import { covers, WindowFetcher, windowQuery, type WindowQuery } from "./traceFetcher";
 import { anchorX, type Axis, clampView, type Glide, glideAt, keyMotion, KEY_HOLD_MS, panView, plotWidth, pxToUs, type ViewRange, xToTime, zoomView } from "./traceViewport";
 import type { EventBrief, TraceEventResponse, TraceWindowResponse } from "./traceData";
 import type { ViewContext } from "../types";
-import type { Answer, Query, SpanExtra } from "../../types";
+import type { Query } from "../../types";
 
 /** share of the view fetched beyond each edge */
 
@@ -132,7 +133,7 @@ class TraceView {
   private stepLaneAfterReveal: { track: number; depth: number } | null = null;
   private readonly folded = new Set<string>();
   private steps: Step[] = [];
-  private critical: CriticalMark[] = [];
+  private readonly criticalPath: CriticalPath;
   private readonly counterScale = new Map<string, number>();
   private selection: Selected | null = null;
   private arrows: FlowArrow[] = [];
@@ -190,6 +191,10 @@ class TraceView {
       { api: ctx.api, ids: this.ids, signal: ctx.signal, reveal: (brief) => { this.reveal(brief); },
         leaveBox: () => { this.el.scroller.focus({ preventScroll: true }); } },
     );
+    this.criticalPath = new CriticalPath(this.el.pathSelect, this.el.pathSummary, {
+      api: ctx.api, ids: this.ids, signal: ctx.signal, view: () => this.view,
+      show: (range) => { this.animateTo(range); this.markDirty(); }, redraw: () => { this.markDirty(); },
+    });
     this.fetcher = new WindowFetcher({
       get: (query, signal) => ctx.api.get("trace/window", { ...this.ids, ...query }, { signal, timeoutMs: 120_000 }),
       leave: ctx.signal,
@@ -378,7 +383,7 @@ class TraceView {
       if (s) this.animateTo({ start: s.start - s.dur * 0.02, end: s.start + s.dur * 1.02 });
       scroller.focus({ preventScroll: true });
     });
-    listen(this.el.pathSelect, "change", () => { void this.showCriticalPath(this.el.pathSelect.value); });
+    listen(this.el.pathSelect, "change", () => { void this.criticalPath.show(this.el.pathSelect.value); });
     listen(this.el.selectButton, "click", () => {
       this.mode = this.mode === "pan" ? "select" : "pan";
       this.el.selectButton.setAttribute("aria-pressed", String(this.mode === "select"));
@@ -604,62 +609,8 @@ class TraceView {
     );
     select.value = "";
     select.disabled = this.steps.length === 0;
-    const names = this.steps.map((s) => s.name);
-    this.fillPathPicker(names, []);
-    // A trace without ProfilerStep#N shows one step "0" over the whole trace: ask the critical path what it offers
-    // instead (its annotations), rather than walking one giant step.
-    if (names.length <= 1 && (names[0] ?? "0") === "0") {
-      this.ctx.api
-        .get("critical_path", this.ids, { signal: this.ctx.signal })
-        .then((resp) => { this.fillPathPicker(resp.steps, resp.annotations.map((a) => a.name)); })
-        .catch(() => undefined);
-    }
-  }
-
-  /** The critical-path picker: each step, each offered annotation (its first range) and the visible range. */
-  private fillPathPicker(steps: string[], annotations: string[]): void {
-    replaceChildren(
-      this.el.pathSelect,
-      h("option", { attrs: { value: "" } }, "Critical path…"),
-      steps.map((n) => h("option", { attrs: { value: `step:${n}` } }, `Critical path of step ${n}`)),
-      annotations.map((n) => h("option", { attrs: { value: `annotation:${n}` } }, `Critical path of ${n} (first)`)),
-      h("option", { attrs: { value: "range" } }, "Critical path of the visible range"),
-    );
-    this.el.pathSelect.disabled = false;
-  }
-
-  /** The /critical_path query of a picker value: a step, an annotation or the visible range. */
-  private pathQuery(value: string): SpanExtra<"critical_path"> {
-    if (value === "range") return { start_us: this.view?.start ?? 0, end_us: this.view?.end ?? 0 };
-    const colon = value.indexOf(":");
-    const kind = value.slice(0, colon);
-    return kind === "annotation" ? { annotation: value.slice(colon + 1) } : { step: value.slice(colon + 1) };
-  }
-
-  /** Fetch and overlay the critical path of a picker value (none: clear it), then fit what was walked. */
-  private async showCriticalPath(value: string): Promise<void> {
-    this.critical = [];
-    this.el.pathSummary.textContent = "";
-    this.markDirty();
-    if (!value) return;
-    let resp: Answer<"critical_path">;
-    try {
-      resp = await this.ctx.api.get("critical_path", { ...this.ids, ...this.pathQuery(value) }, { signal: this.ctx.signal });
-    } catch (err) {
-      if (!this.ctx.signal.aborted) this.el.pathSummary.textContent = `Critical path unavailable: ${err instanceof Error ? err.message : String(err)}`;
-      return;
-    }
-    if (this.ctx.signal.aborted || this.el.pathSelect.value !== value) return;
-    const side = (c: string): CriticalMark["side"] =>
-      c === "kernel" || c === "memcpy" || c === "memset" ? "gpu" : c === "cpu_op" || c === "annotation" || c === "runtime" || c === "launch" ? "host" : "wait";
-    this.critical = resp.segments.map((s) => ({ start: s.start_us, end: s.end_us, id: s.id, side: side(s.category) }));
-    const shares = [...resp.shares].sort((a, b) => b.us - a.us).slice(0, 4);
-    const label = resp.scope.label.charAt(0).toUpperCase() + resp.scope.label.slice(1);
-    this.el.pathSummary.textContent = `${label}: ${shares.map((s) => `${s.category.replace("_", " ")} ${(100 * s.share).toFixed(1)}%`).join(" · ")}`;
-    this.el.pathSummary.title = resp.shares.map((s) => `${s.category}: ${formatTime(s.us)} (${(100 * s.share).toFixed(1)}%)`).join("\n");
-    const dur = resp.end_us - resp.start_us;
-    this.animateTo({ start: resp.start_us - dur * 0.02, end: resp.end_us + dur * 0.02 });
-    this.markDirty();
+    // A trace without ProfilerStep#N shows one step "0" over the whole trace: the picker offers its annotations
+    this.criticalPath.offer(this.steps.map((s) => s.name));
   }
 
   /** A deep link opened a part of the trace: ask once, coarsely, for the whole trace's steps. */
@@ -1316,7 +1267,7 @@ class TraceView {
       hover: this.hover,
       range: this.range,
       colours: this.colours,
-      critical: this.critical,
+      critical: this.criticalPath.marks,
     };
   }
 
