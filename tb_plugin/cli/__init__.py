@@ -1,5 +1,7 @@
 """The ``pytorch-tb-profiler`` command: ``summary``, ``report`` and ``diff`` (a CI regression gate) on any trace,
-outside TensorBoard, and ``preprocess`` (a logdir into a shared cache, on a Dask cluster: ``cli/preprocess.py``).
+outside TensorBoard, ``preprocess`` (a logdir into a shared cache, on a Dask cluster: ``cli/preprocess.py``) and
+``capture`` (a trace of the next steps of a running job, every rank: ``cli/capture.py``, whose exit codes are 0, 2
+and 4-6).
 A thin shell over the Python API (:mod:`tb_plugin.sdk`): it parses arguments, shows progress
 on stderr and turns errors into messages and exit codes.
 
@@ -97,9 +99,11 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--top", type=int, default=5, help="operators and kernels listed as slower (default 5)")
     d.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    from .capture import add_parser as add_capture
     from .preprocess import add_parser as add_preprocess
 
     add_preprocess(commands)
+    add_capture(commands)
     return top
 
 
@@ -135,6 +139,10 @@ def _run(args: argparse.Namespace, progress: Any) -> int:
         from .preprocess import run_preprocess
 
         return run_preprocess(args)
+    if args.command == "capture":
+        from .capture import run_capture
+
+        return run_capture(args)
     trace = open_trace(args.path, run=args.run, worker=args.worker, span=args.span, cache_dir=args.cache_dir,
                        progress=progress, peaks=args.peaks)
     if args.command == "summary":

@@ -21,10 +21,11 @@ ALLOWED: dict[str, set[str]] = {
     "timeline": {"model", "analysis"},
     "scaleout": {"catalog", "jobs", "loader", "model", "analysis"},
     "workspace": {"catalog", "jobs", "loader", "model", "analysis", "timeline", "scaleout"},
-    "api": {"catalog", "model", "analysis", "timeline", "workspace"},
+    "capture": {"catalog"},  # a job's side and the requester's: beside the data flow, writes only .capture/
+    "api": {"catalog", "model", "analysis", "timeline", "workspace", "capture"},
     "plugin": {"api", "catalog", "jobs", "workspace"},
     "sdk": {"catalog", "jobs", "loader", "model", "analysis"},
-    "cli": {"sdk", "__init__", "scaleout", "jobs"},
+    "cli": {"sdk", "__init__", "scaleout", "jobs", "capture"},
     "__init__": {"sdk"},
 }
 
