@@ -73,7 +73,7 @@ def progress(request: p.Request, plan: p.Plan | None, statuses: dict[int, p.Stat
     every time in seconds since the epoch."""
     expired = now > request.deadline
     if not statuses:
-        return _unanswered(request, expired, now, folder)
+        return _unanswered(request, expired, folder)
     world = max([s.world_size for s in statuses.values()] + ([plan.world_size] if plan else []))
     ranks = [_rank(r, statuses.get(r), heard.get(r), heartbeat_s, now, expired) for r in range(world)]
     ranks += [_rank(r, s, heard.get(r), heartbeat_s, now, expired) for r, s in sorted(statuses.items()) if r >= world]
@@ -98,10 +98,10 @@ def progress(request: p.Request, plan: p.Plan | None, statuses: dict[int, p.Stat
     return Progress(request, state, done, summary, message, world, start, plan.stamp if plan else None, ranks)
 
 
-def _unanswered(request: p.Request, expired: bool, now: float, folder: str) -> Progress:
+def _unanswered(request: p.Request, expired: bool, folder: str) -> Progress:
     if not expired:
-        left = max(0, round(request.deadline - now))
-        return Progress(request, PENDING, False, f"waiting for the job to pick the request up ({left} s left)",
+        wait = round(request.deadline - request.created)
+        return Progress(request, PENDING, False, f"waiting up to {wait} s for the job to pick the request up",
                         None, None, None, None)
     waited = round(request.deadline - request.created)
     return Progress(request, "no_job", True, f"no job picked the request up within {waited} s",
