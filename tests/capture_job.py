@@ -3,8 +3,9 @@ under DistributedDataParallel, SGD, and ``tb_plugin.capture.enable(FOLDER)`` on 
 stop file appears (or ``--seconds`` pass), then each rank prints ``rank <r> steps <n>``.
 
 ``python tests/capture_job.py FOLDER --ranks 4 --stop-file F`` (a test runs it in a subprocess, with a fast poll
-so that a request is picked up in a fraction of a second). ``--no-enable`` trains without capture (a job that
-never answers); ``--exit-after-steps K`` makes every rank return after K steps (a job ending mid-capture).
+so that a request is picked up in a fraction of a second). ``--enable-ranks 0,1`` enables capture on those ranks
+only (the others never answer). ``--launched``: the ranks were started by torchrun (``RANK``, ``WORLD_SIZE`` and
+``MASTER_*`` set) through ``python -m tb_plugin.capture``, which enabled capture: the script is left unmodified.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ def train(rank: int, args: argparse.Namespace) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    import tb_plugin.capture
-
     torch.set_num_threads(1)
-    if not args.no_enable:
+    if not args.launched and (args.enable_ranks is None or rank in args.enable_ranks):
+        import tb_plugin.capture
+
         tb_plugin.capture.enable(args.folder, poll_seconds=args.poll, heartbeat_seconds=args.heartbeat)
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
     torch.manual_seed(0)
@@ -34,7 +35,7 @@ def train(rank: int, args: argparse.Namespace) -> None:
     x, y = torch.randn(16, 32), torch.randn(16, 8)
     while True:
         # every rank leaves at the same step: rank 0 decides, the others learn it in the all-reduce
-        flag = torch.tensor([float(stop.exists() or time.monotonic() > end or steps == args.exit_after_steps)])
+        flag = torch.tensor([float(stop.exists() or time.monotonic() > end)])
         dist.all_reduce(flag)
         if flag.item() > 0:
             break
@@ -58,9 +59,13 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=0.2)
     parser.add_argument("--heartbeat", type=float, default=2.0)
     parser.add_argument("--step-sleep", type=float, default=0.02)
-    parser.add_argument("--exit-after-steps", type=int, default=-1)
-    parser.add_argument("--no-enable", action="store_true")
+    parser.add_argument("--enable-ranks", type=lambda text: {int(r) for r in text.split(",")}, default=None)
+    parser.add_argument("--launched", action="store_true")
     args = parser.parse_args()
+    if args.launched:
+        args.ranks = int(os.environ["WORLD_SIZE"])
+        train(int(os.environ["RANK"]), args)
+        return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 2000))
     import torch.multiprocessing as mp

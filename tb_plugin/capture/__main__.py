@@ -24,16 +24,17 @@ def parser() -> argparse.ArgumentParser:
         description="Run a training script with capture enabled: the page's Capture dialog or `pytorch-tb-profiler "
                     "capture FOLDER` then records its next steps on every rank, without a restart.",
         usage="%(prog)s --logdir FOLDER [options] (script.py | -m module) [args ...]")
+    # no option of the runner is a prefix of one of torchrun's (--run would be taken as an ambiguous --run-path)
     ap.add_argument("--logdir", required=True, metavar="FOLDER",
-                    help="where traces go and requests are read: a local folder or a URL (s3://, az://, gs://, ...)")
-    ap.add_argument("--run", help="a run folder inside --logdir (default: --logdir itself)")
+                    help="the run folder: where traces go and requests are read, a local folder or a URL (s3://, "
+                         "az://, gs://, ...)")
     ap.add_argument("--poll", type=float, metavar="SECONDS", help="how often the folder is read (default 1 s, 5 s "
                     "on an object store)")
     ap.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m does")
     return ap
 
 
-_VALUED = ("--logdir", "--run", "--poll", "-m")
+_VALUED = ("--logdir", "--poll", "-m")
 
 
 def split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -49,7 +50,7 @@ def split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
             if token == "-m":
                 break
             continue
-        if token.split("=", 1)[0] in _VALUED[:3] or token in ("-h", "--help"):
+        if token.split("=", 1)[0] in _VALUED[:2] or token in ("-h", "--help"):
             own.append(token)
             i += 1
             continue
@@ -63,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ns = ap.parse_args(own)
     if ns.module is None and not rest:
         ap.error("give the script to run (or -m MODULE)")
-    enable(ns.logdir, run=ns.run, poll_seconds=ns.poll)
+    enable(ns.logdir, poll_seconds=ns.poll)
     if ns.module is not None:
         sys.argv = [ns.module, *rest]
         runpy.run_module(ns.module, run_name="__main__", alter_sys=True)

@@ -84,17 +84,17 @@ def progress(request: p.Request, plan: p.Plan | None, statuses: dict[int, p.Stat
     if done:
         state = p.WRITTEN if written == len(ranks) else p.FAILED
         summary = f"{written} of {len(ranks)} ranks written" + _steps(start, request.steps, written)
-        message = _notes(ranks) if state == p.WRITTEN else _failures(ranks)
+        message = _explain(ranks)
     elif counts.get(p.CAPTURING):
         state = p.CAPTURING
         step = max((r.step or 0) for r in ranks if r.state == p.CAPTURING)
         summary = f"{counts[p.CAPTURING]} of {len(ranks)} ranks capturing, step {step:,}"
-        message = _failures(ranks) if any(r.state in (p.FAILED, LOST, MISSING) for r in ranks) else None
+        message = _explain(ranks, notes=False)
     else:
         state = p.WAITING
         busy = counts.get(p.WAITING, 0) + written
         summary = f"{busy} of {len(ranks)} ranks waiting" + (f" for step {start:,}" if start else " for rank 0's plan")
-        message = _failures(ranks) if any(r.state in (p.FAILED, LOST, MISSING) for r in ranks) else None
+        message = _explain(ranks, notes=False)
     return Progress(request, state, done, summary, message, world, start, plan.stamp if plan else None, ranks)
 
 
@@ -134,30 +134,21 @@ def _steps(start: int | None, steps: int, written: int) -> str:
     return f": steps {start + 1:,}–{start + steps:,}" if steps > 1 else f": step {start + 1:,}"
 
 
-def _notes(ranks: list[RankProgress]) -> str | None:
-    """What written traces lack (an activity the host does not have, steps missing as the job ended)."""
-    notes: dict[str, list[int]] = {}
-    for r in ranks:
-        if r.reason:
-            notes.setdefault(r.reason, []).append(r.rank)
-    if not notes:
-        return None
-    return "; ".join(f"rank{'s' if len(w) > 1 else ''} {_names(w)}: {reason}" for reason, w in notes.items()) + "."
-
-
-def _names(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
-
-
-def _failures(ranks: list[RankProgress]) -> str:
-    """One sentence per kind of failure, naming the ranks (the first few of many)."""
-    by_reason: dict[tuple[str, str], list[int]] = {}
+def _explain(ranks: list[RankProgress], notes: bool = True) -> str | None:
+    """The failures, one clause per reason naming its ranks (the first few of many), then (with ``notes``) what
+    written traces lack (an activity the host does not have, steps missing as the job ended); None if nothing."""
+    failed: dict[tuple[str, str], list[int]] = {}
+    lacking: dict[str, list[int]] = {}
     for r in ranks:
         if r.state in (p.FAILED, LOST, MISSING):
-            by_reason.setdefault((r.state, r.reason or r.state), []).append(r.rank)
-    parts = []
-    for (state, reason), which in by_reason.items():
-        names = _names(which)
-        verb = "failed: " if state == p.FAILED else ""
-        parts.append(f"rank{'s' if len(which) > 1 else ''} {names} {verb}{reason}")
-    return "; ".join(parts) + "."
+            failed.setdefault((r.state, r.reason or r.state), []).append(r.rank)
+        elif notes and r.state == p.WRITTEN and r.reason:
+            lacking.setdefault(r.reason, []).append(r.rank)
+    parts = [f"{_ranks(w)} {'failed: ' if state == p.FAILED else ''}{reason}" for (state, reason), w in failed.items()]
+    parts += [f"{_ranks(w)}: {reason}" for reason, w in lacking.items()]
+    return "; ".join(parts) + "." if parts else None
+
+
+def _ranks(ranks: list[int]) -> str:
+    names = ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+    return f"rank{'s' if len(ranks) > 1 else ''} {names}"
