@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import contextlib
 import logging
 import math
 import os
@@ -115,7 +116,8 @@ class Agent:
         if self._ref_optimizer:
             return False
         self._ref_optimizer = id(optimizer)
-        weakref.finalize(optimizer, self._forget, id(optimizer))
+        with contextlib.suppress(TypeError):  # an optimizer class with __slots__ and no __weakref__: kept for good
+            weakref.finalize(optimizer, self._forget, id(optimizer))
         return True
 
     def _forget(self, optimizer_id: int) -> None:

@@ -9,6 +9,7 @@ under a temporary name and renamed into place, an object is one PUT, so a reader
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -121,7 +122,7 @@ class CaptureFolder:
         if not self.is_local:
             self._fs.pipe_file(target, data)
             return
-        os.makedirs(self.capture_path, exist_ok=True)
+        self._make_local_folder()
         fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=self.capture_path)
         try:
             os.fchmod(fd, _FILE_MODE)  # mkstemp's 0600 would hide a job's answers from a server of another user
@@ -131,6 +132,11 @@ class CaptureFolder:
         except BaseException:
             _remove_quietly(tmp)
             raise
+
+    def _make_local_folder(self) -> None:
+        if os.path.lexists(self.capture_path) and not os.path.isdir(self.capture_path):
+            raise NotADirectoryError(errno.ENOTDIR, f"{CAPTURE_DIR} is a file, not a folder")
+        os.makedirs(self.capture_path, exist_ok=True)
 
     def remove(self, name: str) -> None:
         path = self._join(self.capture_path, _plain(name))
@@ -145,7 +151,7 @@ class CaptureFolder:
         """A local path to export a trace to before :meth:`publish`: in ``.capture/`` for a local folder (the same
         filesystem, so publishing is a rename; never listed as a trace), in the temp directory for a remote one."""
         if self.is_local:
-            os.makedirs(self.capture_path, exist_ok=True)
+            self._make_local_folder()
             return os.path.join(self.capture_path, f"{_TMP_PREFIX}{os.getpid()}-{_plain(name)}")
         return os.path.join(tempfile.gettempdir(), f"tb-capture-{os.getpid()}-{_plain(name)}")
 
