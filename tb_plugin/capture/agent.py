@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import contextlib
 import logging
 import math
 import os

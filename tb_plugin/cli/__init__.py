@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .. import __version__
-from ..sdk.locate import EXIT_NO_TRACE, ProfilerError
 
 PROG = "pytorch-tb-profiler"
 
@@ -110,6 +109,12 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit code (the console script exits with it)."""
     args = parser().parse_args(argv)
+    if args.command == "capture":  # a few files in a folder: none of the analysis stack (pandas, pyarrow) is loaded
+        from .capture import run_capture
+
+        return run_capture(args)
+    from ..sdk.locate import EXIT_NO_TRACE, ProfilerError
+
     progress = StderrProgress()
     try:
         return _run(args, progress)
@@ -139,10 +144,6 @@ def _run(args: argparse.Namespace, progress: Any) -> int:
         from .preprocess import run_preprocess
 
         return run_preprocess(args)
-    if args.command == "capture":
-        from .capture import run_capture
-
-        return run_capture(args)
     trace = open_trace(args.path, run=args.run, worker=args.worker, span=args.span, cache_dir=args.cache_dir,
                        progress=progress, peaks=args.peaks)
     if args.command == "summary":

@@ -52,3 +52,15 @@ def test_loading_the_plugin_the_cli_and_capture_imports_no_torch() -> None:
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_capture_command_loads_none_of_the_analysis_stack() -> None:
+    """``pytorch-tb-profiler capture`` runs beside training jobs, often where only torch is: a few small files, no
+    pandas, pyarrow or numpy (the other commands import them when they run)."""
+    code = ("import sys\n"
+            "from tb_plugin.cli import parser\n"
+            "parser().parse_args(['capture', 'x'])\n"
+            "import tb_plugin.cli.capture, tb_plugin.capture.requests, tb_plugin.capture.agent\n"
+            "print(sorted(m for m in ('numpy', 'pandas', 'pyarrow', 'plotly', 'tensorboard') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
