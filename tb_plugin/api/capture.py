@@ -23,6 +23,7 @@ from werkzeug.wrappers import Request, Response
 from ..capture import protocol as p
 from ..capture.folder import CaptureFolder, FolderError
 from ..capture.requests import NotFound, listeners, read_progress, submit
+from ..catalog import remote
 from ..workspace import Workspace
 from . import params
 from .http import ApiError, json_response
@@ -57,7 +58,10 @@ class CaptureRoutes:
             raise ApiError(404, f"unknown run {run!r}")
         now = time.time()
         targets = [_target(f.run, f.listeners, now) for f in sorted(folders.values(), key=_listening_first)]
-        job = self._job(CaptureFolder(folders[run].url, folders[run].access)) if run is not None else None
+        job = self._job(self._folder(run)) if run is not None else None
+        for target in targets:  # the run asked about: its count read now (a job that ended says so at exit)
+            if job is not None and target["run"] == run:
+                target["listening"] = job["listening"]
         return json_response(request, {"enabled": self.enabled, "message": None if self.enabled else OFF,
                                        "targets": targets[:MAX_TARGETS], "job": job})
 
@@ -98,7 +102,10 @@ class CaptureRoutes:
         found = self.workspace.capture_folders().get(run)
         if found is None:
             raise ApiError(404, f"unknown run {run!r}")
-        return CaptureFolder(found.url, found.access)
+        try:
+            return CaptureFolder(found.url, found.access)
+        except Exception as err:  # noqa: BLE001 - a store's package missing, a URL it cannot use: said, not a 500
+            raise ApiError(502, remote.scrub(f"cannot use the folder of run {run!r}: {err}")) from None
 
     def _submit(self, request: Request) -> Response:
         if not self.enabled:

@@ -107,7 +107,8 @@ def _unanswered(request: p.Request, expired: bool, folder: str) -> Progress:
     return Progress(request, "no_job", True, f"no job picked the request up within {waited} s",
                     f"No job is listening in {folder}: start the training script with "
                     f"tb_plugin.capture.enable(\"{folder}\") (or python -m tb_plugin.capture --logdir {folder} "
-                    "train.py), and check that it is training and can read this folder.", None, None, None)
+                    "train.py), and check that it is training and can read and write this folder (a job that cannot "
+                    "says so in its log).", None, None, None)
 
 
 def _rank(rank: int, status: p.Status | None, heard: float | None, heartbeat_s: float, now: float,
