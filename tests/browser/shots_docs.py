@@ -17,10 +17,10 @@ from tests.browser import test_shell as shell
 from tests.browser import test_trace as trace
 from tests.browser import test_views as views
 from tests.browser.conftest import ARTIFACTS, DOCS_IMAGES, PLUGIN, TensorBoard, open_plugin, save_screenshot
+from tests.browser.test_capture import job  # noqa: F401 - the running job the capture shot captures
 from tests.browser.test_memory_categories_view import tb_memcat  # noqa: F401 - a fixture the memcat shot uses
 from tests.browser.test_shell import settled  # noqa: F401 - a fixture the shell shot uses
 from tests.browser.test_trace import tb  # noqa: F401 - a fixture the trace shot uses
-from tests.browser.test_capture import job  # noqa: F401 - the running job the capture shot captures
 
 
 def dark_screenshot(page: Any, frame_of: Any, name: str, chart: str) -> None:

@@ -145,3 +145,19 @@ def test_the_step_hook_only_compares_while_nothing_is_armed(tmp_path: Path) -> N
     for _ in range(3):
         agent._optimizer_hook(optimizer, (), {})
     assert calls == [1002, 1003]
+
+
+def test_a_folder_the_job_cannot_write_is_logged_once_and_training_goes_on(tmp_path: Path,
+                                                                            caplog: Any) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / ".capture").write_text("a file where the folder should be")
+    agent = agent_in(tmp_path)
+    with caplog.at_level("WARNING", logger="tb_plugin.capture"):
+        for _ in range(3):
+            agent._next_beat = agent._next_poll = 0.0
+            agent._tick()  # heartbeat and poll: neither raises
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == [f"tb_plugin.capture: cannot write listener-rank0.json into {tmp_path / 'run'}/.capture: "
+                        ".capture is a file, not a folder"]
+    agent._optimizer_hook(Optimizer(), (), {})
+    assert agent.step == 1
