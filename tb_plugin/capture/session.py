@@ -8,10 +8,14 @@ the export and the file writes happen later, on the agent's thread.
 from __future__ import annotations
 
 import contextlib
+import gzip
+import os
+import shutil
 from typing import Any
 
 from .protocol import Plan, Request
 
+GZIP_LEVEL = 6  # zlib's default: a third of level 9's time (what torch's exporter uses) for a few % more bytes
 NEVER = 1 << 62  # the trigger step while nothing is armed: the hook's one integer compare never passes
 
 _ACTIVITY_NAMES = {"cpu": "CPU", "cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"}
@@ -93,8 +97,19 @@ class Session:
 
     def export(self, path: str) -> None:
         """Write the recorded trace (Chrome JSON, gzipped for a ``.gz`` path); slow on big traces: the agent's
-        thread calls it, never the training loop."""
-        self.profiler.export_chrome_trace(path)
+        thread calls it, never the training loop. Gzipped here in 1 MiB blocks (zlib lets go of the GIL while it
+        compresses each), not line by line as ``export_chrome_trace`` would: the training thread keeps running."""
+        if not path.endswith(".gz"):
+            self.profiler.export_chrome_trace(path)
+            return
+        raw = path[:-3]
+        try:
+            self.profiler.export_chrome_trace(raw)
+            with open(raw, "rb") as src, gzip.open(path, "wb", compresslevel=GZIP_LEVEL) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(raw)
 
 
 def _always_record(step: int) -> Any:
