@@ -76,6 +76,7 @@ class Agent:
         self._samples: collections.deque[tuple[float, int]] = collections.deque()
         self._next_poll = self._next_beat = 0.0
         self._last_error = ""
+        self._writers: list[threading.Thread] = []  # traces being exported
         self._thread = threading.Thread(target=self._loop, name="tb-plugin-capture", daemon=True)
 
     @property
@@ -141,7 +142,7 @@ class Agent:
             self._post(lambda: self._status(session.request, p.CAPTURING, plan=session.plan))
         if nxt == NEVER:
             self._finish(session)
-            self._post(lambda: self._write_trace(session))
+            self._post(lambda: self._export_aside(session))
         else:
             self.trigger = nxt
 
@@ -326,6 +327,17 @@ class Agent:
                           reason=reason, steps_captured=captured, host=self._host)
         self._write(p.status_name(request.id, self.rank), status)
 
+    def _export_aside(self, session: Session) -> None:
+        """Write the trace on a thread of its own: a big trace takes seconds to export, and the agent's thread must
+        go on beating meanwhile, or the requester would take the rank for lost. At exit, here and now."""
+        if self._stop.is_set():
+            self._write_trace(session)
+            return
+        writer = threading.Thread(target=self._write_trace, args=(session,), name="tb-plugin-capture-export",
+                                  daemon=True)
+        self._writers = [w for w in self._writers if w.is_alive()] + [writer]
+        writer.start()
+
     def _write_trace(self, session: Session, ended_early: bool = False) -> None:
         """Export the stopped capture and move it into the run folder under the plan's stamp; then say so."""
         assert self.rank is not None
@@ -361,7 +373,9 @@ class Agent:
             self._thread.join(EXIT_JOIN_S)
         session, self.session, self.trigger = self.session, None, NEVER
         try:
-            self._drain()
+            self._drain()  # what the thread had not done yet (an export among them runs here, not aside)
+            for writer in self._writers:
+                writer.join(EXIT_JOIN_S)
             if self.rank is None:
                 return
             self._close_session(session)

@@ -61,7 +61,9 @@ def test_a_capture_through_s3(tensorboard_app: Any, s3_env: Any) -> None:
         agent.step = step
         if step >= agent.trigger:
             agent._at_trigger()
-    agent._drain()  # status writes and the upload, as the agent's thread does them
+    agent._drain()  # status writes, and the export on a thread of its own, as the agent's thread does them
+    for writer in agent._writers:
+        writer.join(30)
     name = p.trace_name(0, session.plan.stamp)
     status = client.get(f"{API}/capture/status?run=job&id={request_id}").get_json()
     assert (status["state"], status["files"], status["span"]) == ("written", [name], str(session.plan.stamp))
