@@ -6,6 +6,7 @@ past its deadline is not acted on, and the step hook is an integer compare while
 from __future__ import annotations
 
 import errno
+import gzip
 import time
 from pathlib import Path
 from typing import Any
@@ -161,3 +162,25 @@ def test_a_folder_the_job_cannot_write_is_logged_once_and_training_goes_on(tmp_p
                         ".capture is a file, not a folder"]
     agent._optimizer_hook(Optimizer(), (), {})
     assert agent.step == 1
+
+
+class SlowProfiler(FailingProfiler):
+    def export_chrome_trace(self, path: str) -> None:
+        time.sleep(1.0)
+        Path(path).write_bytes(b'{"traceEvents": []}')
+
+
+def test_a_long_export_runs_aside_so_the_agent_keeps_beating(tmp_path: Path) -> None:
+    agent = agent_in(tmp_path)
+    session = armed(agent, start=10, steps=1)
+    session.profiler = SlowProfiler(RuntimeError("unused"))
+    session.captured = 1
+    started = time.monotonic()
+    agent._export_aside(session)  # what the agent's thread runs: it must come back at once
+    assert time.monotonic() - started < 0.5 and agent._writers[0].is_alive()
+    agent._heartbeat("listening")  # the thread is free to beat meanwhile
+    agent._writers[0].join(10)
+    status = status_of(agent, session.request.id)
+    assert (status.state, status.file) == ("written", "rank0.1234.pt.trace.json.gz")
+    with gzip.open(tmp_path / "run" / "rank0.1234.pt.trace.json.gz") as fh:
+        assert fh.read() == b'{"traceEvents": []}'
