@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from typing import Any
 import pytest
 
 from tb_plugin.cli import main
-from tests.capture_helpers import JOB, Job, check_traces, profiler_steps, start_job, stop_job, wait_listening
+from tests.capture_helpers import JOB, Job, check_traces, job_env, profiler_steps, start_job, stop_job, wait_listening
 from tests.conftest import API
 
 LINE = re.compile(r"rank (\d+): written (rank\1\.(\d+)\.pt\.trace\.json\.gz) \(steps ([\d,]+)–([\d,]+)\)")
@@ -173,3 +174,22 @@ def test_the_runner_under_torchrun(tmp_path: Path, capsys: Any, form: str) -> No
     files = sorted(folder.glob("rank*.pt.trace.json.gz"))
     assert [f.name.split(".")[0] for f in files] == ["rank0", "rank1"]
     assert profiler_steps(files[0])[0] == profiler_steps(files[1])[0] and len(profiler_steps(files[0])[0]) == 3
+
+
+def test_the_runner_runs_a_module_or_a_script_with_their_own_arguments(tmp_path: Path) -> None:
+    (tmp_path / "probe_train.py").write_text(
+        "import sys, tb_plugin.capture\n"
+        "agent = tb_plugin.capture.current()\n"
+        "print(repr(__name__), sys.argv, agent is not None and agent.folder.path)\n")
+    env = job_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    folder = tmp_path / "log" / "run"
+    for target in (["-m", "probe_train"], [str(tmp_path / "probe_train.py")]):
+        out = subprocess.run([sys.executable, "-m", "tb_plugin.capture", "--logdir", str(folder), *target,
+                              "--logdir", "theirs", "-m", "x"], capture_output=True, text=True, env=env, check=True)
+        name = out.stdout.strip().rsplit("\n", 1)[-1].split(" ", 1)[0]
+        assert out.stdout.strip().endswith(f"probe_train.py', '--logdir', 'theirs', '-m', 'x'] {folder}"), out.stdout
+        assert name == "'__main__'"
+    bad = subprocess.run([sys.executable, "-m", "tb_plugin.capture", "--logdir", str(folder)], capture_output=True,
+                         text=True, env=env)
+    assert bad.returncode == 2 and "give the script to run (or -m MODULE)" in bad.stderr
