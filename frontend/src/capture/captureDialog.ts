@@ -99,6 +99,8 @@ class CaptureDialog {
   private info: CaptureInfo | null = null;
   private requestId: string | null = null;
   private timers: number[] = [];
+  /** the one pending refresh of the targets (a change of run refreshes at once and replaces it) */
+  private infoTimer: number | undefined;
   private overlay: HTMLElement | null = null;
   private readonly onKey = (e: KeyboardEvent): void => {
     if (e.key === "Escape") this.close();
@@ -137,12 +139,17 @@ class CaptureDialog {
   close(): void {
     this.controller.abort();
     for (const t of this.timers.splice(0)) window.clearTimeout(t);
+    window.clearTimeout(this.infoTimer);
     document.removeEventListener("keydown", this.onKey);
     this.overlay?.remove();
   }
 
   private later(fn: () => void, ms: number): void {
-    this.timers.push(window.setTimeout(fn, ms));
+    const id = window.setTimeout(() => {
+      this.timers = this.timers.filter((t) => t !== id);
+      fn();
+    }, ms);
+    this.timers.push(id);
   }
 
   private get closed(): boolean {
@@ -162,7 +169,8 @@ class CaptureDialog {
       if (this.closed) return;
       c.job.textContent = `Cannot ask the server about jobs: ${err instanceof Error ? err.message : String(err)}`;
     }
-    if (!this.closed) this.later(() => { void this.refreshInfo(); }, INFO_MS);
+    window.clearTimeout(this.infoTimer);
+    if (!this.closed) this.infoTimer = window.setTimeout(() => { void this.refreshInfo(); }, INFO_MS);
   }
 
   private renderInfo(run: string | undefined): void {
