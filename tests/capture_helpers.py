@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,8 +33,16 @@ class Job:
         return self.log.read_text(errors="replace")[-3000:]
 
 
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def job_env() -> dict[str, str]:
+    """The job's environment: this checkout importable, one thread per rank, a free port for the rendezvous."""
     env = dict(os.environ)
+    env["MASTER_PORT"] = str(free_port())
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["OMP_NUM_THREADS"] = "1"
     return env

@@ -27,7 +27,17 @@ from typing import Any
 import pytest
 
 from tb_plugin.cli import main
-from tests.capture_helpers import JOB, Job, check_traces, job_env, profiler_steps, start_job, stop_job, wait_listening
+from tests.capture_helpers import (
+    JOB,
+    Job,
+    check_traces,
+    free_port,
+    job_env,
+    profiler_steps,
+    start_job,
+    stop_job,
+    wait_listening,
+)
 from tests.conftest import API
 
 LINE = re.compile(r"rank (\d+): written (rank\1\.(\d+)\.pt\.trace\.json\.gz) \(steps ([\d,]+)–([\d,]+)\)")
@@ -161,7 +171,7 @@ def test_the_runner_under_torchrun(tmp_path: Path, capsys: Any, form: str) -> No
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
     runner = ["-m", "tb_plugin.capture"] if form == "-m" else ["--no-python", sys.executable, "-m", "tb_plugin.capture"]
     folder = tmp_path / "logdir" / "job"
-    command = [torchrun, "--nproc-per-node", "2", "--master-port", str(29700 + os.getpid() % 200), *runner,
+    command = [torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()), *runner,
                "--logdir", str(folder), "--poll", "0.2", str(JOB), str(folder),
                "--launched", "--stop-file", str(tmp_path / "stop")]
     launched = start_job(tmp_path, 2, command=command)
