@@ -7,8 +7,9 @@ a listing or a parse.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,15 +21,17 @@ from .analysis.overview import overview
 from .analysis.rank_summary import RankSummary, rank_summary
 from .analysis.views import available_views, merge_views
 from .catalog import remote
-from .catalog.catalog import CaptureFolder, Catalog, ExportFile, Identity, Root, TraceFile
+from .catalog.catalog import CaptureFolder, Catalog, ExportFile, Identity, Root, SnapshotFile, TraceFile
 from .catalog.names import span_keys, span_order
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler, Runner
 from .jobs.shared import SharedCache
 from .loader.memory_export import ExportError, load_export
+from .loader.snapshot import SnapshotError, load_snapshot
 from .model.derived import compute_once
 from .model.memory_categories import MemoryExport
+from .model.snapshot import AllocatorSnapshot
 from .model.tables import TraceModel
 from .timeline.index import timeline_index
 from .timeline.stored import StoredIndex
@@ -93,6 +96,142 @@ class ExportEntry:
     error: str | None
 
 
+SNAPSHOT_CACHE_BYTES = 1 << 30  # decoded allocator snapshots kept (their columns), least recently used out first
+SNAPSHOTS_KEPT = 16  # and at most this many (their encoded answers count against model.memo.ANSWERS)
+MAX_SNAPSHOT_BYTES = 2 << 30  # a snapshot file beyond this is not read
+
+
+@dataclass
+class SnapshotEntry:
+    """A listed allocator snapshot and its state: queued, loading, ready, or failed with the reason."""
+
+    file: SnapshotFile
+    state: str = "queued"
+    error: str | None = None
+
+
+class Snapshots:
+    """The logdir's allocator snapshots: decoded one at a time on a thread of their own (the scan never waits),
+    the decoded ones kept within a byte budget, least recently used out (one asked for again is decoded again, in
+    the request). A snapshot that cannot be read keeps its one-line reason, shown where the user looks."""
+
+    def __init__(self, max_bytes: int = SNAPSHOT_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._entries: dict[Identity, SnapshotEntry] = {}
+        self._decoded: OrderedDict[Identity, AllocatorSnapshot] = OrderedDict()
+        self._computing: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[SnapshotFile | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def update(self, listed: list[SnapshotFile]) -> None:
+        """Take the scan's list: new files are queued for decoding, gone ones forgotten."""
+        with self._lock:
+            fresh = {f.identity: self._entries.get(f.identity) or SnapshotEntry(f) for f in listed}
+            new = [e.file for i, e in fresh.items() if i not in self._entries]
+            self._entries = fresh
+            for gone in [i for i in self._decoded if i not in fresh]:
+                del self._decoded[gone]
+        for f in new:
+            self._queue.put(f)
+        if new and self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="pytorch-profiler-snapshots", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+    def _work(self) -> None:
+        while (f := self._queue.get()) is not None:
+            with self._lock:
+                entry = self._entries.get(f.identity)
+                if entry is None or entry.state != "queued":
+                    continue
+                entry.state = "loading"
+            try:
+                self.decoded(entry)
+            except SnapshotError:
+                pass  # the entry keeps the reason
+            except Exception as err:
+                log.exception("reading the snapshot %s failed", f.filename)
+                self._fail(entry, f"{f.filename}: cannot be read ({type(err).__name__}: {err})")
+
+    def _fail(self, entry: SnapshotEntry, reason: str) -> None:
+        with self._lock:
+            entry.state, entry.error = "failed", reason
+
+    def decoded(self, entry: SnapshotEntry) -> AllocatorSnapshot:
+        """The entry's snapshot, decoded once (kept within the budget); :class:`SnapshotError` when it cannot be."""
+        key = entry.file.identity
+        with self._lock:
+            snap = self._decoded.get(key)
+            if snap is not None:
+                self._decoded.move_to_end(key)
+                return snap
+        return compute_once({}, self._computing, key, lambda: self._decode(entry))
+
+    def _decode(self, entry: SnapshotEntry) -> AllocatorSnapshot:
+        f = entry.file
+        try:
+            if f.size > MAX_SNAPSHOT_BYTES:
+                raise SnapshotError(f"{f.filename}: {f.size / 2**20:,.0f} MiB is more than the "
+                                    f"{MAX_SNAPSHOT_BYTES >> 20} MiB a snapshot is read up to")
+            snap = load_snapshot(f.url, f.access)
+        except MemoryError:
+            reason = f"{f.filename}: not enough memory to read it"
+            self._fail(entry, reason)
+            raise SnapshotError(reason) from None
+        except SnapshotError as err:
+            self._fail(entry, str(err))
+            raise
+        with self._lock:
+            entry.state, entry.error = "ready", None
+            if f.identity in self._entries:
+                self._decoded[f.identity] = snap
+                self._evict()
+        return snap
+
+    def _evict(self) -> None:
+        total = sum(s.nbytes for s in self._decoded.values())
+        while (total > self.max_bytes or len(self._decoded) > SNAPSHOTS_KEPT) and len(self._decoded) > 1:
+            _, gone = self._decoded.popitem(last=False)
+            total -= gone.nbytes
+
+    def by_run(self) -> dict[str, list[dict[str, Any]]]:
+        """Each run's snapshots as the listing shows them (sorted by file name)."""
+        with self._lock:
+            entries = sorted(self._entries.values(), key=lambda e: (e.file.folder, e.file.filename))
+            rows = [(e.file, e.state, e.error) for e in entries]
+        out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for f, state, error in rows:
+            out[f.folder].append({"name": f.filename, "file": f.filename, "size_bytes": f.size, "mtime": f.mtime,
+                                  "state": state, "error": error})
+        return out
+
+    def entry(self, run: str, name: str) -> SnapshotEntry:
+        with self._lock:
+            found = next((e for e in self._entries.values() if e.file.key == (run, name)), None)
+            known_run = any(e.file.folder == run for e in self._entries.values())
+        if found is None:
+            raise LookupFailed(404, f"run {run!r} has no snapshot {name!r}" if known_run else
+                               f"no snapshot {name!r} in run {run!r}")
+        return found
+
+    def get(self, run: str, name: str) -> AllocatorSnapshot:
+        """The decoded snapshot ``name`` of ``run``: 404 unknown, 409 while queued or loading, 422 failed."""
+        entry = self.entry(run, name)
+        with self._lock:
+            state, error = entry.state, entry.error
+        if state == "failed":
+            raise LookupFailed(422, error or f"{name} could not be read")
+        if state != "ready":
+            raise LookupFailed(409, f"{name} is still being read; try again when its state is 'ready'")
+        try:
+            return self.decoded(entry)
+        except SnapshotError as err:
+            raise LookupFailed(422, str(err)) from None
+
+
 class Workspace:
     def __init__(self, roots: list[tuple[str | None, str]], *, cache_dir: str | None = None,
                  workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30,
@@ -122,6 +261,7 @@ class Workspace:
         self._summaries_computing: dict[Any, Any] = {}
         self._files: dict[Key, TraceFile] = {}
         self._exports: dict[Identity, ExportEntry] = {}  # by file identity
+        self.snapshots = Snapshots()
         self._lock = threading.Lock()
         self._scanned = threading.Event()
         self._stop = threading.Event()
@@ -160,6 +300,7 @@ class Workspace:
     def close(self) -> None:
         self._stop.set()
         self.scheduler.close()
+        self.snapshots.close()
 
     def wait_scanned(self, timeout: float | None = None) -> bool:
         """Wait for the first scan to end (tests and benchmarks time from it; requests never wait)."""
@@ -216,6 +357,7 @@ class Workspace:
             live = {entry for key in fresh if (entry := self.scheduler.preprocessed(key)) is not None}
             self._summaries = {k: v for k, v in list(self._summaries.items()) if k[0] in live}
         self._decode_exports(self._catalog.exports)
+        self.snapshots.update(self._catalog.snapshots)
         self._scanned.set()
 
     def _decode_exports(self, listed: list[ExportFile]) -> None:
@@ -249,7 +391,7 @@ class Workspace:
         return bool(self._roots_spec)
 
     def has_runs(self) -> bool:
-        return bool(self._files)
+        return bool(self._files) or bool(self.snapshots.by_run())
 
     def scanning(self) -> bool:
         return not self._scanned.is_set()
@@ -259,33 +401,33 @@ class Workspace:
         return self._setup_errors + self._root_errors + catalog_errors
 
     def listing(self) -> list[dict[str, Any]]:
-        """Runs → workers → spans with their load state, sorted for people (spans numerically)."""
+        """Runs → workers → spans with their load state, sorted for people (spans numerically), and each run's
+        allocator snapshots (a folder of snapshots only is a run without workers)."""
         with self._lock:
             files = list(self._files.values())
         runs: dict[str, dict[str, list[TraceFile]]] = defaultdict(lambda: defaultdict(list))
         for f in files:
             runs[f.run][f.worker].append(f)
-        out = []
-        for run in sorted(runs):
-            workers = []
-            for worker in sorted(runs[run]):
-                spans = []
-                files = sorted(runs[run][worker], key=lambda f: span_order(f.span))
-                for f, key in zip(files, span_keys([(f.span, f.stamp) for f in files])):
-                    status = self.scheduler.status(f.key)
-                    spans.append({
-                        "span": f.span,
-                        "key": key,
-                        "mtime": f.mtime,
-                        "state": status.state if status else "queued",
-                        "progress": status.progress if status else 0.0,
-                        "error": status.error if status else None,
-                        "file": f.filename,
-                        "size_bytes": f.size,
-                    })
-                workers.append({"name": worker, "spans": spans})
-            out.append({"name": run, "workers": workers})
-        return out
+        snapshots = self.snapshots.by_run()
+        return [{"name": run, "workers": [self._worker_row(w, runs[run][w]) for w in sorted(runs.get(run, {}))],
+                 "snapshots": snapshots.get(run, [])} for run in sorted(set(runs) | set(snapshots))]
+
+    def _worker_row(self, worker: str, files: list[TraceFile]) -> dict[str, Any]:
+        spans = []
+        files = sorted(files, key=lambda f: span_order(f.span))
+        for f, key in zip(files, span_keys([(f.span, f.stamp) for f in files])):
+            status = self.scheduler.status(f.key)
+            spans.append({
+                "span": f.span,
+                "key": key,
+                "mtime": f.mtime,
+                "state": status.state if status else "queued",
+                "progress": status.progress if status else 0.0,
+                "error": status.error if status else None,
+                "file": f.filename,
+                "size_bytes": f.size,
+            })
+        return {"name": worker, "spans": spans}
 
     def capture_folders(self) -> dict[str, CaptureFolder]:
         """Every run folder a capture request may go to, by run name: the folders of the runs listed (a job may
@@ -407,10 +549,13 @@ class Workspace:
 
     def views_of_run(self, run: str) -> list[str]:
         """The views a run offers: from its loaded models, and the lists in its preprocessed spans' summaries
-        (no model is opened to answer)."""
+        (no model is opened to answer); the Memory view too where the run has allocator snapshots."""
+        snapshots = bool(self.snapshots.by_run().get(run))
+        if snapshots and not self._run_files(run):
+            return ["Memory"]  # a folder of allocator snapshots only: the Memory view's snapshot mode
         loaded = self.traces_of_run(run)
         files = self._run_files(run)
-        lists = [available_views([t.model for t in loaded])]
+        lists = [available_views([t.model for t in loaded])] + [["Memory"]] * snapshots
         lists += [s.views for f in files if (s := self._preprocessed_summary(f)) is not None]
         return merge_views(lists)
 

@@ -34,7 +34,7 @@ def copy_rates(model: TraceModel) -> dict[tuple[int, str], tuple[np.ndarray, Lev
     """Per (device, direction): the positions in ``device_work`` of its copies and the GB/s step function."""
     work = device_work(model)
     nbytes = model["device_events"]["nbytes"].astype(np.float64)
-    copies = np.flatnonzero(np.isin(work.kind, (Kind.MEMCPY, Kind.MEMSET)))
+    copies = np.flatnonzero(np.isin(work.kind, (Kind.MEMCPY, Kind.MEMSET)) & np.isfinite(work.start))
     names = {int(c): model.strings[int(c)] for c in np.unique(work.name[copies]).tolist()}
     direction = np.array([direction_of(names[int(c)], k == Kind.MEMSET)
                           for c, k in zip(work.name[copies].tolist(), work.kind[copies].tolist())], dtype=object)
@@ -53,13 +53,11 @@ def copy_rates(model: TraceModel) -> dict[tuple[int, str], tuple[np.ndarray, Lev
 
 
 @memoized
-def memory_bandwidth(model: TraceModel, max_points: int = 500) -> dict[str, Any]:
-    """Per device and direction: summary and mean GB/s per bucket over the step window; empty without copies."""
+def _summaries(model: TraceModel) -> list[dict[str, Any]]:
+    """Per (device, direction) of ``copy_rates``: what the window holds, whatever the number of points."""
     work = device_work(model)
     nbytes = model["device_events"]["nbytes"]
     lo, hi = step_window(model)
-    edges = np.linspace(lo, hi, max(max_points, 1) + 1)
-    width = float(edges[1] - edges[0])
     out = []
     for (device, direction), (on, levels) in copy_rates(model).items():
         inside = on[(work.start[on] < hi) & (work.end[on] > lo)]
@@ -67,13 +65,26 @@ def memory_bandwidth(model: TraceModel, max_points: int = 500) -> dict[str, Any]
         busy = float((np.minimum(work.end[inside], hi) - np.maximum(work.start[inside], lo)).sum())
         moved = float(np.diff(integral(levels, np.array([lo, hi])))[0] * 1e3)  # bytes inside the window
         in_window = (levels[1] > lo) & (levels[0] < hi)
-        per_bucket = np.diff(integral(levels, edges)) / width if width > 0 else np.zeros(len(edges) - 1)
         out.append({
             "device": device if device >= 0 else None, "direction": direction,
             "count": len(inside), "without_bytes": len(inside) - len(known),
             "bytes": moved, "busy_us": busy,
             "mean_gbps": moved / busy / 1e3 if busy > 0 else None,
             "peak_gbps": float(levels[2][in_window].max()) if in_window.any() else 0.0,
-            "series": {"t_us": edges[:-1].tolist(), "gbps": np.round(per_bucket, 6).tolist()},
         })
+    return out
+
+
+def memory_bandwidth(model: TraceModel, max_points: int = 500) -> dict[str, Any]:
+    """Per device and direction: summary and mean GB/s per bucket over the step window; empty without copies.
+
+    Not memoised per ``max_points`` (a request's choice): the rates and summaries are, the series is cut per
+    call in one pass over each step function."""
+    lo, hi = step_window(model)
+    edges = np.linspace(lo, hi, max(max_points, 1) + 1)
+    width = float(edges[1] - edges[0])
+    out = []
+    for (_, levels), summary in zip(copy_rates(model).values(), _summaries(model)):
+        per_bucket = np.diff(integral(levels, edges)) / width if width > 0 else np.zeros(len(edges) - 1)
+        out.append({**summary, "series": {"t_us": edges[:-1].tolist(), "gbps": np.round(per_bucket, 6).tolist()}})
     return {"window": {"start_us": lo, "end_us": hi}, "bucket_us": width, "rows": out}

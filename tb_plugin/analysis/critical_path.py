@@ -57,7 +57,7 @@ def _by_end(model: TraceModel) -> np.ndarray:
     return np.argsort(device_work(model).end, kind="stable")
 
 
-@memoized
+@memoized(closed=True)
 def host_pieces(model: TraceModel, pid: int, tid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One host thread's time cut where any of its events starts or ends: each piece's innermost event (node)."""
     tree = host_tree(model)
@@ -74,11 +74,14 @@ def host_pieces(model: TraceModel, pid: int, tid: int) -> tuple[np.ndarray, np.n
 
 
 def _step_thread(model: TraceModel, name: str, lo: float, hi: float) -> tuple[int, int]:
-    """The thread that ran ``ProfilerStep#name``; without steps, the thread of the longest host event."""
+    """The thread that ran ``ProfilerStep#name`` (of several of that number, ``N (2)``…, the one that starts
+    nearest ``lo``); without steps, the thread of the longest host event."""
     ev = model["events"]
     tree = host_tree(model)
-    code = model.code(f"{STEP_PREFIX}{name}")
+    code = model.code(f"{STEP_PREFIX}{name.split(' (')[0]}")
     rows = tree.rows[ev["name"][tree.rows] == code] if code >= 0 else np.empty(0, np.int64)
+    if len(rows) > 1:
+        rows = rows[np.argsort(np.abs(ev["ts"][rows] - lo), kind="stable")]
     if len(rows) == 0:
         inside = np.flatnonzero((tree.end > lo) & (tree.start < hi))
         if len(inside) == 0:

@@ -214,9 +214,9 @@ def _top_level(side: _Side, step: int | None = None) -> list[int]:
     host = np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION))
     names = side.model["events"]["name"][tree.rows]
     is_step = (tree.parent >= -1) & host & name_mask(side.model, names, lambda s: step_number(s) is not None)
-    if step is not None:
-        number = steps.names[step]
-        is_step &= name_mask(side.model, names, lambda s: str(step_number(s)) == number)
+    if step is not None:  # by time: steps of the same number one after another are steps of their own
+        lo, hi = float(steps.host_start[step]), float(steps.host_end[step])
+        is_step &= (tree.start >= lo) & ((tree.start < hi) | (tree.start == lo))
     step_nodes = np.flatnonzero(is_step).tolist()
     out = [c for s in step_nodes for c in side.children(s)]
     if not step_nodes or not steps.count:

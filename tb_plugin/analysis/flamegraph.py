@@ -45,7 +45,7 @@ class Leaves:
     node: np.ndarray
 
 
-@memoized
+@memoized(closed=True)
 def leaves(model: TraceModel, metric: str, merge: bool) -> Leaves:
     """The contributing events of ``metric`` (computed once per metric and merge mode)."""
     tree = host_tree(model)

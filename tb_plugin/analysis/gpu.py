@@ -63,7 +63,8 @@ def _device_work(model: TraceModel) -> dict[int, iv.Intervals]:
 def gpu_summary(model: TraceModel) -> list[dict[str, Any]]:
     ev = model["events"]
     dev = model["device_events"]
-    kernels = np.flatnonzero(ev["kind"][dev["row"]] == Kind.KERNEL)
+    # a kernel without a usable start time (NaN, or beyond any clock) is on no time line: it is counted nowhere
+    kernels = np.flatnonzero((ev["kind"][dev["row"]] == Kind.KERNEL) & np.isfinite(ev["ts"][dev["row"]]))
     if len(kernels) == 0:
         return []
     steps = find_steps(model)

@@ -19,6 +19,7 @@ Here the window is the steps', and an event without a known launch can be kernel
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model.derived import memoized
 from ..model.tables import TraceModel
-from .launches import DeviceWork, device_work
+from .launches import DeviceWork, device_work, step_window
 from .steps import find_steps
 
 KERNEL_WAIT_US = 10.0
@@ -42,49 +43,85 @@ def _gaps(busy: iv.Intervals, lo: float, hi: float) -> tuple[np.ndarray, np.ndar
     return starts[keep], ends[keep]
 
 
-def classify_gaps(work: DeviceWork, on: np.ndarray, gap_start: np.ndarray, gap_end: np.ndarray,
-                  kernel_wait_us: float) -> np.ndarray:
-    """Category index (into ``CATEGORIES``) of each gap of one stream; ``on`` are its events by start time."""
+def _next_events(work: DeviceWork, on: np.ndarray, gap_start: np.ndarray,
+                 gap_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per gap of one stream (``on``: its events by start time): is there an event that ends it, and was that
+    event's launch issued only after the gap began (host wait)?"""
     starts = work.start[on]
     nxt = np.searchsorted(starts, gap_end - 1e-9, side="left")  # the event that ends the gap
     has_next = nxt < len(on)
     launch = np.where(has_next, work.launch_start[on][np.minimum(nxt, max(len(on) - 1, 0))], np.nan) \
         if len(on) else np.full(len(gap_start), np.nan)
-    host_wait = has_next & np.isfinite(launch) & (launch > gap_start)
-    kernel_wait = has_next & ~host_wait & (gap_end - gap_start < kernel_wait_us)
+    return has_next, has_next & np.isfinite(launch) & (launch > gap_start)
+
+
+def classify_gaps(work: DeviceWork, on: np.ndarray, gap_start: np.ndarray, gap_end: np.ndarray,
+                  kernel_wait_us: float) -> np.ndarray:
+    """Category index (into ``CATEGORIES``) of each gap of one stream; ``on`` are its events by start time."""
+    has_next, host_wait = _next_events(work, on, gap_start, gap_end)
+    return _categories(has_next, host_wait, gap_end - gap_start, kernel_wait_us)
+
+
+def _categories(has_next: np.ndarray, host_wait: np.ndarray, length: np.ndarray, kernel_wait_us: float) -> np.ndarray:
+    kernel_wait = has_next & ~host_wait & (length < kernel_wait_us)
     return np.where(host_wait, 0, np.where(kernel_wait, 1, 2))
 
 
-@memoized
-def idle_time(model: TraceModel, kernel_wait_us: float = KERNEL_WAIT_US) -> dict[str, Any]:
-    """Busy and idle time per (device, stream) in the step window, over the span and per step; plain data.
+@dataclass(frozen=True)
+class _Stream:
+    """One stream's busy time and idle gaps in the step window: all but the kernel-wait threshold's split."""
 
-    ``streams`` is empty for a trace without device work (a CPU-only run).
-    """
+    device: int
+    stream: int
+    events: int
+    busy: iv.Intervals
+    gap_start: np.ndarray
+    gap_end: np.ndarray
+    has_next: np.ndarray
+    host_wait: np.ndarray
+
+
+@memoized
+def _streams(model: TraceModel) -> list[_Stream]:
     work = device_work(model)
-    steps = find_steps(model)
-    lo, hi = float(steps.start[0]), float(steps.end[-1])
+    lo, hi = step_window(model)
     out = []
     for device, stream in work.streams():
         on = work.on_stream(device, stream)
         window = (np.array([lo]), np.array([hi]))
         busy = iv.intersect(iv.union(work.start[on], work.end[on]), window) if hi > lo else iv.EMPTY
         gap_start, gap_end = _gaps(busy, lo, hi) if hi > lo else (np.empty(0), np.empty(0))
-        category = classify_gaps(work, on, gap_start, gap_end, kernel_wait_us)
+        out.append(_Stream(device, stream, len(on), busy, gap_start, gap_end,
+                           *_next_events(work, on, gap_start, gap_end)))
+    return out
+
+
+def idle_time(model: TraceModel, kernel_wait_us: float = KERNEL_WAIT_US) -> dict[str, Any]:
+    """Busy and idle time per (device, stream) in the step window, over the span and per step; plain data.
+
+    ``streams`` is empty for a trace without device work (a CPU-only run). Not memoised per ``kernel_wait_us``
+    (a request's choice): the gaps are, and the threshold only splits them, per call.
+    """
+    steps = find_steps(model)
+    lo, hi = float(steps.start[0]), float(steps.end[-1])
+    out = []
+    for s in _streams(model):
+        gap_start, gap_end = s.gap_start, s.gap_end
+        category = _categories(s.has_next, s.host_wait, gap_end - gap_start, kernel_wait_us)
         parts = {name: (gap_start[category == k], gap_end[category == k]) for k, name in enumerate(CATEGORIES)}
         per_step = {name: iv.lengths_within(parts[name], steps.start, steps.end) for name in CATEGORIES}
-        busy_step = iv.lengths_within(busy, steps.start, steps.end)
+        busy_step = iv.lengths_within(s.busy, steps.start, steps.end)
         longest = np.argsort(-(gap_end - gap_start), kind="stable")[:5]
         out.append({
-            "device": device if device >= 0 else None,
-            "stream": stream,
-            "busy_us": iv.total(busy),
+            "device": s.device if s.device >= 0 else None,
+            "stream": s.stream,
+            "busy_us": iv.total(s.busy),
             "idle_us": float((gap_end - gap_start).sum()),
             **{f"{name}_us": float((parts[name][1] - parts[name][0]).sum()) for name in CATEGORIES},
-            "events": len(on),
-            "steps": [{"step": s, "busy_us": float(busy_step[i]),
-                       **{f"{name}_us": float(per_step[name][i]) for name in CATEGORIES}}
-                      for i, s in enumerate(steps.names)],
+            "events": s.events,
+            "steps": [{"step": name, "busy_us": float(busy_step[i]),
+                       **{f"{c}_us": float(per_step[c][i]) for c in CATEGORIES}}
+                      for i, name in enumerate(steps.names)],
             "longest_gaps": [{"start_us": float(gap_start[i]), "end_us": float(gap_end[i]),
                               "category": CATEGORIES[int(category[i])]} for i in longest.tolist()],
         })

@@ -54,7 +54,7 @@ def _dims(x: int, y: int, z: int) -> str | None:
     return None if x < 0 else f"[{x}, {y}, {z}]"
 
 
-@memoized
+@memoized(closed=True)
 def kernel_table(model: TraceModel, group_by: str = "name") -> list[dict[str, Any]]:
     """One row per kernel group; kept on the model (the Kernel view and Diff both read it): never modify it."""
     ev = model["events"]

@@ -93,12 +93,48 @@ def _percentile(values: np.ndarray, q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None
 
 
-@memoized
+@dataclass(frozen=True)
+class _Launched:
+    """Every launched kernel of the step window, longest launch delay first, with what ``launch_stats`` answers
+    besides its rows (computed once; a request's ``limit`` only cuts the rows)."""
+
+    idx: np.ndarray  # positions in device_work
+    cpu: np.ndarray
+    gpu: np.ndarray
+    delay: np.ndarray
+    short: np.ndarray
+    outlier: np.ndarray
+    answer: dict[str, Any]
+
+
 def launch_stats(model: TraceModel, limit: int = 500) -> dict[str, Any]:
     """Per-kernel launch rows (the ``limit`` longest launch delays), per-name means and a summary; plain data.
 
     Kernels that start in the step window count. Empty (no rows, counts 0) for a trace without kernels.
     """
+    t = _launched(model)
+    work = device_work(model)
+    names = model["events"]["name"]
+    k = slice(0, max(0, limit))
+    rows = [{
+        "id": int(work.row[i]), "name": model.strings[int(work.name[i])], "device": _device(int(work.device[i])),
+        "stream": int(work.stream[i]), "start_us": float(work.start[i]), "launch_id": int(work.launch_row[i]),
+        "launch_name": model.strings[int(names[work.launch_row[i]])],
+        "launch_start_us": float(work.launch_start[i]), "cpu_duration_us": float(c), "gpu_duration_us": float(g),
+        "launch_delay_us": float(d), "short": bool(s), "outlier": bool(o),
+    } for i, c, g, d, s, o in zip(t.idx[k].tolist(), t.cpu[k].tolist(), t.gpu[k].tolist(), t.delay[k].tolist(),
+                                  t.short[k].tolist(), t.outlier[k].tolist())]
+    return {**t.answer, "rows": rows}
+
+
+def launch_summary(model: TraceModel) -> dict[str, Any]:
+    """``launch_stats``'s summary and per-name means, without building any row (callers must not change them)."""
+    answer = _launched(model).answer
+    return {"summary": answer["summary"], "by_name": answer["by_name"]}
+
+
+@memoized
+def _launched(model: TraceModel) -> _Launched:
     work = device_work(model)
     lo, hi = step_window(model)
     kernel = (work.kind == Kind.KERNEL) & (work.start >= lo) & (work.start < hi)
@@ -110,16 +146,8 @@ def launch_stats(model: TraceModel, limit: int = 500) -> dict[str, Any]:
     p95 = _percentile(delay, OUTLIER_PERCENTILE)
     outlier = delay >= p95 if p95 is not None else np.zeros(0, bool)
     short = gpu < cpu
-    order = np.argsort(-delay, kind="stable")[:limit]
-    rows = [{
-        "id": int(work.row[i]), "name": model.strings[int(work.name[i])], "device": _device(int(work.device[i])),
-        "stream": int(work.stream[i]), "start_us": float(work.start[i]), "launch_id": int(work.launch_row[i]),
-        "launch_name": model.strings[int(model["events"]["name"][work.launch_row[i]])],
-        "launch_start_us": float(work.launch_start[i]), "cpu_duration_us": float(c), "gpu_duration_us": float(g),
-        "launch_delay_us": float(d), "short": bool(s), "outlier": bool(o),
-    } for i, c, g, d, s, o in zip(idx[order].tolist(), cpu[order].tolist(), gpu[order].tolist(),
-                                  delay[order].tolist(), short[order].tolist(), outlier[order].tolist())]
-    return {
+    order = np.argsort(-delay, kind="stable")
+    answer = {
         "window": {"start_us": lo, "end_us": hi},
         "summary": {
             "kernels": int(kernel.sum()),
@@ -136,9 +164,10 @@ def launch_stats(model: TraceModel, limit: int = 500) -> dict[str, Any]:
             "outliers": int(outlier.sum()),
         },
         "by_name": _by_name(model, work.name[idx], cpu, gpu, delay, short),
-        "rows": rows,
         "total_rows": len(idx),
     }
+    return _Launched(idx=idx[order], cpu=cpu[order], gpu=gpu[order], delay=delay[order], short=short[order],
+                     outlier=outlier[order], answer=answer)
 
 
 def _device(device: int) -> int | None:

@@ -51,11 +51,10 @@ class MemoryRecords:
 def memory_records(model: TraceModel) -> MemoryRecords:
     mem = model["memory"]
     ev = model["events"]
-    rows = mem["row"]
+    timed = np.flatnonzero(np.isfinite(ev["ts"][mem["row"]]))  # a record without a usable time is on no curve
+    order = timed[np.argsort(ev["ts"][mem["row"][timed]], kind="stable")]
+    rows = mem["row"][order]
     ts = ev["ts"][rows]
-    order = np.argsort(ts, kind="stable")
-    rows = rows[order]
-    ts = ts[order]
     tree = host_tree(model)
     ops = np.flatnonzero((tree.kind == Kind.CPU_OP) & ~tree.merged)
     ev_pid, ev_tid = ev["pid"], ev["tid"]

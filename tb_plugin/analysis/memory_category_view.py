@@ -50,7 +50,7 @@ def _trace_range(model: TraceModel) -> tuple[float, float] | None:
     return time_range_us(model)
 
 
-@memoized
+@memoized(closed=True)
 def inferred_series(model: TraceModel, device: int) -> tuple[np.ndarray, np.ndarray]:
     """(times µs, live bytes per category after each time) on one device, from the inferred allocations."""
     a = allocations(model)

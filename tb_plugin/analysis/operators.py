@@ -186,7 +186,7 @@ def _python_stacks(model: TraceModel, op_rows: np.ndarray) -> CallStacks:
     return CallStacks(codes[inverse.reshape(-1)], texts)
 
 
-@memoized
+@memoized(closed=True)
 def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, Any]]:
     """One row per operator group; kept on the model (the Operator view and Diff both read it): never modify it."""
     ops = operator_nodes(model)

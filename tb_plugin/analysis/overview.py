@@ -69,8 +69,9 @@ def overview(model: TraceModel, job: dict[str, Any] | None = None, worker: str |
              ranks: tuple[RankSummary, ...] = ()) -> dict[str, Any]:
     """The Overview; ``job`` (the Distributed view's result for this span) and ``worker`` on multi-rank runs, so
     the diagnosis knows the job-level picture; ``workers``, the run's number of workers, the environment shows;
-    ``peaks`` overrides the device peaks MFU uses; ``ranks``, the span's rank summaries, give the job's MFU."""
-    d = diagnose(model, job, worker)
+    ``peaks`` overrides the device peaks MFU uses; ``ranks``, the span's rank summaries, give the job's MFU and let
+    a straggler's own fix be replayed against the other ranks."""
+    d = diagnose(model, job, worker, list(ranks) if ranks and job else None)
     base = _steps_and_summary(model)
     return {**base, "environment": {**base["environment"], "workers": workers}, "context": d["context"],
             "verdict": d["verdict"], "recommendations": d["findings"], "mfu": mfu(model, peaks, ranks)}

@@ -31,7 +31,7 @@ def queue_levels(model: TraceModel) -> dict[tuple[int, int], Levels]:
     out: dict[tuple[int, int], Levels] = {}
     for device, stream in work.streams():
         on = work.on_stream(device, stream)
-        on = on[work.launch_row[on] >= 0]
+        on = on[(work.launch_row[on] >= 0) & np.isfinite(work.start[on]) & np.isfinite(work.launch_start[on])]
         if len(on) == 0:
             continue
         points = np.concatenate([work.launch_start[on], work.end[on]])
@@ -69,16 +69,24 @@ def series(levels: Levels, edges: np.ndarray) -> list[int]:
 
 
 @memoized
+def _summaries(model: TraceModel) -> list[dict[str, Any]]:
+    """Each stream's summary over the step window (what every ``max_points`` shares)."""
+    lo, hi = step_window(model)
+    return [summarize(levels, lo, hi) for levels in queue_levels(model).values()]
+
+
 def queue_length(model: TraceModel, max_points: int = 500) -> dict[str, Any]:
-    """Per stream: summary and a downsampled series over the step window; ``streams`` empty without GPU work."""
+    """Per stream: summary and a downsampled series over the step window; ``streams`` empty without GPU work.
+
+    Not memoised per ``max_points`` (a request's choice): the levels and summaries are, the series is cut per
+    call in one pass over each stream's levels."""
     lo, hi = step_window(model)
     edges = np.linspace(lo, hi, max(max_points, 1) + 1)
     return {
         "window": {"start_us": lo, "end_us": hi},
         "bucket_us": float(edges[1] - edges[0]),
         "full_queue": FULL_QUEUE,
-        "streams": [{"device": device if device >= 0 else None, "stream": stream,
-                     "summary": summarize(levels, lo, hi),
+        "streams": [{"device": device if device >= 0 else None, "stream": stream, "summary": summary,
                      "series": {"t_us": edges[:-1].tolist(), "max": series(levels, edges)}}
-                    for (device, stream), levels in queue_levels(model).items()],
+                    for ((device, stream), levels), summary in zip(queue_levels(model).items(), _summaries(model))],
     }

@@ -9,6 +9,7 @@ save the launches and the gaps between the kernels (``gap_us``, the span minus t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,42 +31,73 @@ def _ngrams(work: DeviceWork, on: np.ndarray, length: int) -> tuple[np.ndarray, 
     return pos, np.stack([names[pos + k] for k in range(length)], axis=1)
 
 
-@memoized
 def kernel_sequences(model: TraceModel, length: int = 3, top: int = 20) -> dict[str, Any]:
-    """The ``top`` sequences of ``length`` kernels by total GPU time; plain data, empty without kernels."""
+    """The ``top`` sequences of ``length`` kernels by total GPU time; plain data, empty without kernels.
+
+    Memoised per ``length`` only (at most 15 values; every repeated sequence, in order), cut to ``top`` per call.
+    """
+    lo, hi = step_window(model)
+    return {"window": {"start_us": lo, "end_us": hi}, "length": length,
+            "sequences": [found.row(model) for found in _sequences(model, length)[:top]]}
+
+
+@dataclass(frozen=True)
+class _Found:
+    """One repeated sequence of one stream, as numbers; :meth:`row` is its answer."""
+
+    device: int
+    stream: int
+    kernels: tuple[int, ...]  # name codes
+    count: int
+    total_us: float
+    span_us: float
+    gap_us: float
+    ids: np.ndarray  # the first MAX_OCCURRENCES occurrences: event row, start, end
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def row(self, model: TraceModel) -> dict[str, Any]:
+        return {"device": self.device if self.device >= 0 else None, "stream": self.stream,
+                "kernels": [model.strings[c] for c in self.kernels], "count": self.count,
+                "total_us": self.total_us, "span_us": self.span_us, "gap_us": self.gap_us,
+                "occurrences": [{"id": i, "start_us": s, "end_us": e} for i, s, e in
+                                zip(self.ids.tolist(), self.starts.tolist(), self.ends.tolist())]}
+
+
+@memoized
+def _sequences(model: TraceModel, length: int) -> list[_Found]:
+    """Every sequence of ``length`` kernels repeated on a stream, most total time first (ties: in stream order)."""
     work = device_work(model)
     lo, hi = step_window(model)
-    found: list[dict[str, Any]] = []
+    found: list[_Found] = []
     kernel = (work.kind == Kind.KERNEL) & (work.start >= lo) & (work.start < hi)
     for device, stream in work.streams():
         on = work.on_stream(device, stream)
-        on = on[kernel[on]]
-        pos, grams = _ngrams(work, on, length)
-        if len(pos) == 0:
-            continue
-        keys, group, count = np.unique(grams, axis=0, return_inverse=True, return_counts=True)
-        group = group.reshape(-1)
-        repeated = np.flatnonzero(count >= 2)
-        dur = work.end[on] - work.start[on]
-        # distinct kernels covered by each repeated sequence's occurrences
-        members = np.concatenate([pos + k for k in range(length)])
-        owner = np.tile(group, length)
-        pairs = np.unique(np.stack([owner, members], axis=1), axis=0)
-        total = np.bincount(pairs[:, 0], weights=dur[pairs[:, 1]], minlength=len(keys))
-        span = work.end[on][pos + length - 1] - work.start[on][pos]
-        span_sum = np.bincount(group, weights=span, minlength=len(keys))
-        own = np.bincount(group, weights=sum(dur[pos + k] for k in range(length)), minlength=len(keys))
-        for g in repeated[np.argsort(-total[repeated], kind="stable")[:top]].tolist():
-            where = pos[group == g]
-            found.append({
-                "device": device if device >= 0 else None, "stream": stream,
-                "kernels": [model.strings[int(c)] for c in keys[g].tolist()],
-                "count": int(count[g]), "total_us": float(total[g]),
-                "span_us": float(span_sum[g] / count[g]),
-                "gap_us": float((span_sum[g] - own[g]) / count[g]),
-                "occurrences": [{"id": int(work.row[on][p]), "start_us": float(work.start[on][p]),
-                                 "end_us": float(work.end[on][p + length - 1])}
-                                for p in where[:MAX_OCCURRENCES].tolist()],
-            })
-    found.sort(key=lambda r: -float(r["total_us"]))
-    return {"window": {"start_us": lo, "end_us": hi}, "length": length, "sequences": found[:top]}
+        found.extend(_of_stream(work, on[kernel[on]], length, device, stream))
+    found.sort(key=lambda r: -r.total_us)
+    return found
+
+
+def _of_stream(work: DeviceWork, on: np.ndarray, length: int, device: int, stream: int) -> list[_Found]:
+    pos, grams = _ngrams(work, on, length)
+    if len(pos) == 0:
+        return []
+    keys, group, count = np.unique(grams, axis=0, return_inverse=True, return_counts=True)
+    group = group.reshape(-1)
+    repeated = np.flatnonzero(count >= 2)
+    dur = work.end[on] - work.start[on]
+    # distinct kernels covered by each repeated sequence's occurrences
+    members = np.concatenate([pos + k for k in range(length)])
+    owner = np.tile(group, length)
+    pairs = np.unique(np.stack([owner, members], axis=1), axis=0)
+    total = np.bincount(pairs[:, 0], weights=dur[pairs[:, 1]], minlength=len(keys))
+    span = work.end[on][pos + length - 1] - work.start[on][pos]
+    span_sum = np.bincount(group, weights=span, minlength=len(keys))
+    own = np.bincount(group, weights=sum(dur[pos + k] for k in range(length)), minlength=len(keys))
+    out = []
+    for g in repeated[np.argsort(-total[repeated], kind="stable")].tolist():
+        where = pos[group == g][:MAX_OCCURRENCES]
+        out.append(_Found(device, stream, tuple(int(c) for c in keys[g].tolist()), int(count[g]), float(total[g]),
+                          float(span_sum[g] / count[g]), float((span_sum[g] - own[g]) / count[g]),
+                          work.row[on][where], work.start[on][where], work.end[on][where + length - 1]))
+    return out

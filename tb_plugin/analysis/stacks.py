@@ -294,7 +294,7 @@ def _bases(model: TraceModel, b: _Builder, nodes: np.ndarray) -> tuple[np.ndarra
     return base, bool(has_arg.any() or (inner >= 0).any())
 
 
-@memoized
+@memoized(closed=True)
 def frame_tree(model: TraceModel, merge: bool = False) -> FrameTree:
     """The frame tree of a trace (computed once per ``merge``; the merged one from the other, frame by frame)."""
     if merge:

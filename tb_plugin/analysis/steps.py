@@ -45,21 +45,74 @@ class Steps:
         return spans
 
 
-def _host_steps(model: TraceModel) -> tuple[list[str], np.ndarray, np.ndarray]:
+NAMED = 5  # a note names this many steps, and counts the rest: notes stay short on any trace
+
+
+def _host_steps(model: TraceModel) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
+    """The steps' names, host start and end, and notes on what was merged or told apart.
+
+    A ``ProfilerStep#N`` over the same time as the step N kept last (it starts before that one ends) is the same
+    step recorded on another thread: counted once. One that starts later is another step that happens to have
+    the same number (a profiler started twice, a restarted schedule): it is a step of its own, named ``N (2)``,
+    ``N (3)``… so that no step's time is lost and each can be picked by name.
+    """
     ev = model["events"]
     host = np.isin(ev["kind"], HOST_KINDS) & name_mask(model, ev["name"], lambda s: step_number(s) is not None)
     rows = np.flatnonzero(host & np.isfinite(ev["ts"]) & np.isfinite(ev["dur"]))
     rows = rows[np.argsort(ev["ts"][rows], kind="stable")]
-    names, starts, ends, seen = [], [], [], set()
+    names: list[str] = []
+    starts: list[float] = []
+    ends: list[float] = []
+    last: dict[str, tuple[float, float]] = {}  # per step number: (start, end) of the step kept last
+    kept: dict[str, list[str]] = {}  # per step number: the names of its steps
+    merged: dict[str, int] = {}  # per step number: occurrences counted once
     for r in rows.tolist():
-        name = model.strings[int(ev["name"][r])]
-        if name in seen:  # the same step recorded on a second thread
+        number = str(step_number(model.strings[int(ev["name"][r])]))
+        start, end = float(ev["ts"][r]), float(ev["ts"][r] + ev["dur"][r])
+        before = last.get(number)
+        if before is not None and (start < before[1] or start == before[0]):
+            merged[number] = merged.get(number, 1) + 1
             continue
-        seen.add(name)
-        names.append(str(step_number(name)))
-        starts.append(float(ev["ts"][r]))
-        ends.append(float(ev["ts"][r] + ev["dur"][r]))
-    return names, np.asarray(starts, dtype=np.float64), np.asarray(ends, dtype=np.float64)
+        alike = kept.setdefault(number, [])
+        alike.append(number if not alike else f"{number} ({len(alike) + 1})")
+        names.append(alike[-1])
+        starts.append(start)
+        ends.append(end)
+        last[number] = (start, end)
+    notes = _alike_notes(kept, merged) + _negative_note(model)
+    return names, np.asarray(starts, dtype=np.float64), np.asarray(ends, dtype=np.float64), notes
+
+
+def _listed(items: list[str]) -> str:
+    shown = ", ".join(items[:NAMED])
+    return shown + (f" and {len(items) - NAMED:,} more" if len(items) > NAMED else "")
+
+
+def _alike_notes(kept: dict[str, list[str]], merged: dict[str, int]) -> list[str]:
+    notes = []
+    repeated = [number for number, alike in kept.items() if len(alike) > 1]
+    if repeated:
+        told = _listed([f"ProfilerStep#{n} {len(kept[n])} times (shown as {', '.join(kept[n][:NAMED])}"
+                        f"{', …' if len(kept[n]) > NAMED else ''})" for n in repeated])
+        notes.append(f"Several steps have the same number, one after another: {told}. Each is a step of its own "
+                     "here (was the profiler started twice, or its schedule restarted?).")
+    if merged:
+        told = _listed([f"ProfilerStep#{n} {count} times" for n, count in merged.items()])
+        notes.append(f"Steps recorded more than once over the same time (on other threads): {told}. Each is counted "
+                     "once, as the one recorded first.")
+    return notes
+
+
+def _negative_note(model: TraceModel) -> list[str]:
+    """What the loader clamped (``loader.columns.clamp_negative_durations``)."""
+    clamped = model.meta.get("negative_durations")
+    if not isinstance(clamped, dict) or not clamped.get("count"):
+        return []
+    example = str(clamped.get("example") or "an event")
+    example = example if len(example) <= 80 else example[:79] + "…"
+    count = int(clamped["count"])
+    return [f"{count:,} event{'s' if count != 1 else ''} of the trace had a negative duration (down to "
+            f"{float(clamped.get('min_us', 0.0)):,.3f} µs, on {example}): each counts as 0 µs."]
 
 
 def _event_bounds(model: TraceModel, kinds: tuple[int, ...]) -> tuple[float, float] | None:
@@ -74,8 +127,7 @@ def _event_bounds(model: TraceModel, kinds: tuple[int, ...]) -> tuple[float, flo
 
 @memoized
 def find_steps(model: TraceModel) -> Steps:
-    names, host_start, host_end = _host_steps(model)
-    notes: list[str] = []
+    names, host_start, host_end, notes = _host_steps(model)
     if not names:
         bounds = _event_bounds(model, (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME,
                                        Kind.DRIVER))
@@ -187,7 +239,7 @@ def _category_events(model: TraceModel, category: str) -> np.ndarray:
     return mask
 
 
-@memoized
+@memoized(closed=True)
 def category_events(model: TraceModel, category: str) -> np.ndarray:
     """``_category_events``, kept for the categories the Trace view highlights (a byte per event each: only those
     asked for are kept, not all seven); "Other" marks none."""

@@ -3,8 +3,9 @@
 A model never changes, so an answer is a pure function of (model, route, query). When a trace turns ready, every
 open tab asks the same questions at the same moment; without this, each of N requests would build its table,
 encode it and gzip it, N times the work for the one GIL. The first request computes; the others wait for it
-(:func:`~tb_plugin.model.derived.compute_once`). Kept within a byte budget per trace, least recently used first
-out: the Trace view's windows and the searches are endless. An error is never kept: the next request tries again.
+(:func:`~tb_plugin.model.derived.compute_once`). Kept within one byte budget for every trace
+(:data:`~tb_plugin.model.memo.ANSWERS`), least recently used first out: the Trace view's windows, the searches
+and the values of a ``limit`` are endless. An error is never kept: the next request tries again.
 
 On a trace of ``PROGRESSIVE_EVENTS`` events or more an answer not computed yet is computed on a thread of its own
 (:func:`~tb_plugin.model.derived.compute_in_background`): the request waits ``PATIENCE_S`` for it, then answers
@@ -17,68 +18,35 @@ Smaller traces compute in the request (a few hundred milliseconds at most).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator, MutableMapping
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..model.derived import compute_in_background, compute_once, memoized
+from ..model.memo import ANSWERS, RESULTS, BoundedMemo
+from ..model.snapshot import AllocatorSnapshot, snapshot_memo
 from ..model.tables import TraceModel
 from .http import Encoded, encode
 
 R = TypeVar("R")
-ANSWER_BYTES = 32 << 20  # per trace: every page's default answers of a 2 GB trace fit many times over
 PROGRESSIVE_EVENTS = 1_000_000  # from this many events on, answers not ready yet are 409 "computing" (a ~400 MB trace)
 PATIENCE_S = 1.0  # how long such a request waits for its answer before saying "computing" (a long poll)
 
 
-class _Recent(MutableMapping[Hashable, Encoded]):
-    """The most recently used answers within a byte budget (an answer larger than the budget is kept alone)."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[Hashable, Encoded] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def __getitem__(self, key: Hashable) -> Encoded:
-        with self._lock:
-            value = self._items[key]
-            self._items.move_to_end(key)
-            return value
-
-    def __setitem__(self, key: Hashable, value: Encoded) -> None:
-        with self._lock:
-            old = self._items.pop(key, None)
-            self._bytes += value.nbytes - (old.nbytes if old is not None else 0)
-            self._items[key] = value
-            while self._bytes > self.max_bytes and len(self._items) > 1:
-                _, gone = self._items.popitem(last=False)
-                self._bytes -= gone.nbytes
-
-    def __delitem__(self, key: Hashable) -> None:
-        with self._lock:
-            self._bytes -= self._items.pop(key).nbytes
-
-    def __iter__(self) -> Iterator[Hashable]:
-        with self._lock:
-            return iter(list(self._items))
-
-    def __len__(self) -> int:
-        return len(self._items)
+def _encoded_bytes(value: Any) -> int:
+    return int(value.nbytes)
 
 
 @dataclass
 class _Answers:
-    recent: _Recent
+    recent: BoundedMemo = field(default_factory=lambda: BoundedMemo(ANSWERS, _encoded_bytes))
     computing: dict[Any, Future[Any]] = field(default_factory=dict)
 
 
 @memoized
 def _answers(model: TraceModel) -> _Answers:
-    return _Answers(_Recent(ANSWER_BYTES))
+    return _Answers()
 
 
 def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysis: str = "the answer") -> Encoded:
@@ -89,6 +57,19 @@ def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysi
     if events >= PROGRESSIVE_EVENTS:
         return compute_in_background(cache.recent, cache.computing, key, lambda: encode(compute()),
                                      analysis=analysis, events=events, patience=PATIENCE_S)
+    return compute_once(cache.recent, cache.computing, key, lambda: encode(compute()))
+
+
+@snapshot_memo
+def _snapshot_answers(snap: AllocatorSnapshot) -> _Answers:
+    """A snapshot's encoded answers, within the answers' byte budget that every trace's share (model/memo.py)."""
+    return _Answers()
+
+
+def snapshot_answer(snap: AllocatorSnapshot, key: Hashable, compute: Callable[[], Any]) -> Encoded:
+    """The encoded payload ``compute()`` returns for ``key`` on an allocator snapshot, computed once (a snapshot's
+    answers take well under a second: computed in the request)."""
+    cache = _snapshot_answers(snap)
     return compute_once(cache.recent, cache.computing, key, lambda: encode(compute()))
 
 
@@ -110,19 +91,16 @@ def _events(model: TraceModel) -> int:
     return model.n_events if "events" in model.tables else 0
 
 
-_JOB_ANSWERS = _Answers(_Recent(ANSWER_BYTES))
+_JOB_ANSWERS = _Answers()
 # The Distributed view's answer as data, per set of rank identities: every rank's Overview reads it for its job
-# picture, so at 1,024 ranks it is computed once, not once per rank opened. A few jobs are kept, oldest out first.
-_JOB_RESULTS: dict[Hashable, Any] = {}
+# picture, so at 1,024 ranks it is computed once, not once per rank opened. Kept within the results' byte budget.
+_JOB_RESULTS = BoundedMemo(RESULTS)
 _JOB_COMPUTING: dict[Any, Future[Any]] = {}
-JOB_RESULTS_KEPT = 8
 
 
 def job_result(key: Hashable, compute: Callable[[], Any]) -> Any:
     """``compute()`` for ``key`` (the identities of every rank it reads), computed once; callers must not change
     the result."""
-    while len(_JOB_RESULTS) >= JOB_RESULTS_KEPT:
-        _JOB_RESULTS.pop(next(iter(_JOB_RESULTS)), None)
     return compute_once(_JOB_RESULTS, _JOB_COMPUTING, key, compute)
 
 

@@ -56,6 +56,20 @@ def integer(request: Request, name: str, *, required: bool = True, default: int 
     return int(number(request, name, required=required, default=default, minimum=minimum, maximum=maximum))
 
 
+_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def id_list(request: Request, name: str) -> list[str]:
+    """A comma-separated list of ids (finding ids: letters, digits, ``_ . -``), none when absent or empty; at most
+    ``MAX_PARAM_LENGTH`` characters in all (``text``)."""
+    raw = text(request, name, required=False)
+    ids = [part.strip() for part in raw.split(",") if part.strip()] if raw else []
+    bad = [i for i in ids if not _ID.match(i)]
+    if bad:
+        raise ApiError(400, f"query parameter '{name}' must be ids separated by commas; got {bad[0][:64]!r}")
+    return ids
+
+
 def span_key(request: Request) -> tuple[str, str, str]:
     """The (run, worker, span) every per-trace route takes."""
     return text(request, "run"), text(request, "worker"), text(request, "span")

@@ -32,6 +32,7 @@ from ..analysis.sequences import kernel_sequences
 from ..analysis.sources import source_files
 from ..analysis.steps import CATEGORIES, find_steps
 from ..analysis.summary import summary
+from ..analysis.whatif.what_if import UnknownFinding, what_if
 from ..model.tables import TraceModel
 from ..timeline.details import SEARCH_MATCHES, event_details, range_summary, search
 from ..timeline.index import timeline_index
@@ -41,6 +42,7 @@ from . import params
 from .answers import answer, derived, job_answer, job_result
 from .capture import CaptureRoutes
 from .http import ApiError, encoded_response, json_response, json_route, secure, text_response
+from .snapshot_routes import SnapshotApi
 from .static import relative_path, serve
 
 _CONTROL = dict.fromkeys(range(32), "_") | {127: "_"}
@@ -61,6 +63,7 @@ class Api:
         self.plugin_name = plugin_name
         self.peaks = peaks  # --profiler_peaks: the device peaks MFU and the roofline use, unless a request says
         self.capture = CaptureRoutes(workspace, capture)  # --profiler_capture: the page may write capture requests
+        self.snapshot = SnapshotApi(workspace)
 
     def _trace(self, request: Request) -> LoadedTrace:
         return self.workspace.trace(*params.span_key(request))
@@ -104,12 +107,17 @@ class Api:
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: source_files(loaded.model))
 
-    def overview(self, request: Request) -> Response:
-        peaks = params.peaks(request, self.peaks)
-        loaded = self._trace(request)
+    def _ranks(self, loaded: LoadedTrace) -> tuple[int, list[tuple[Any, Any]]]:
+        """The run's number of workers, and the (file, summary) of the span's loaded ranks on a multi-rank run."""
         run = self.workspace.listing_of(loaded.file.run)
         workers = len(run["workers"]) if run else 1
         ranks = self.workspace.span_summaries(loaded.file.run, loaded.file.span) if workers > 1 else []
+        return workers, ranks
+
+    def overview(self, request: Request) -> Response:
+        peaks = params.peaks(request, self.peaks)
+        loaded = self._trace(request)
+        workers, ranks = self._ranks(loaded)
 
         def compute() -> dict[str, Any]:
             job = self._job(ranks) if len(ranks) > 1 else None
@@ -117,6 +125,20 @@ class Api:
 
         # the job picture depends on the other ranks' traces: their identities are part of the answer's key
         return self._answer(request, loaded, compute, workers, tuple(sorted(f.identity for f, _ in ranks)))
+
+    def what_if(self, request: Request) -> Response:
+        ids = params.id_list(request, "changes")
+        loaded = self._trace(request)
+        _, ranks = self._ranks(loaded)
+
+        def compute() -> dict[str, Any]:
+            job = self._job(ranks) if len(ranks) > 1 else None
+            try:
+                return what_if(loaded.model, ids, job, loaded.file.worker, [s for _, s in ranks] if job else None)
+            except UnknownFinding as e:
+                raise ApiError(404, str(e)) from None
+
+        return self._answer(request, loaded, compute, tuple(sorted(f.identity for f, _ in ranks)))
 
     @staticmethod
     def _job(ranks: list[tuple[Any, Any]]) -> dict[str, Any]:
@@ -361,6 +383,7 @@ class Api:
             "/summary": json_route(self.summary),
             "/sources": json_route(self.sources),
             "/overview": json_route(self.overview),
+            "/what_if": json_route(self.what_if),
             "/operators": json_route(self.operators),
             "/kernels": json_route(self.kernels),
             "/roofline": json_route(self.roofline),
@@ -389,4 +412,5 @@ class Api:
             "/trace/range": json_route(self.trace_range),
             "/capture": json_route(self.capture.capture),
             "/capture/status": json_route(self.capture.status),
+            **{route: json_route(handler) for route, handler in self.snapshot.routes().items()},
         }

@@ -42,18 +42,32 @@ def relative_path(request: Request, plugin_name: str) -> str:
     return path[idx + len(marker):] if idx >= 0 else path.lstrip("/")
 
 
+# No file of the bundle has a longer path; a longer one is not looked up (the system would refuse it: a 500).
+MAX_PATH_CHARS = 255
+
+
+def _not_found(rel: str) -> ApiError:
+    shown = rel if len(rel) <= 120 else f"{rel[:120]}… ({len(rel):,} characters)"
+    return ApiError(404, f"no such file: {shown}")
+
+
 def serve(request: Request, rel: str, static_dir: Path = STATIC_DIR) -> Response:
     clean = posixpath.normpath(rel.lstrip("/"))
     if clean.startswith("static/"):
         clean = clean[len("static/"):]
-    if clean in ("", ".") or clean.startswith("..") or "\\" in clean or "\x00" in clean:
-        raise ApiError(404, f"no such file: {rel}")
-    target = (static_dir / clean).resolve()
-    if static_dir.resolve() not in target.parents or not target.is_file():
+    if (clean in ("", ".") or clean.startswith("..") or "\\" in clean or "\x00" in clean
+            or len(clean) > MAX_PATH_CHARS):
+        raise _not_found(rel)
+    try:
+        target = (static_dir / clean).resolve()
+        found = static_dir.resolve() in target.parents and target.is_file()
+    except (OSError, ValueError):  # a name the system refuses (too long a part, a loop of links)
+        found = False
+    if not found:
         if clean == "index.js":
             response = Response(_MISSING_BUNDLE, content_type=_TYPES[".js"])
             return secure(response)
-        raise ApiError(404, f"no such file: {rel}")
+        raise _not_found(rel)
     suffix = target.suffix.lower()
     content_type = _TYPES.get(suffix) or mimetypes.guess_type(target.name)[0] or "application/octet-stream"
     response = Response(target.read_bytes(), content_type=content_type)

@@ -1,6 +1,8 @@
-"""Capture a profile from a running job, on request, without restarting it.
+"""What a training script imports: capture a profile from a running job on request (``enable``, ``step``), and
+record the CUDA allocator's history with a snapshot on out-of-memory (``record_memory_history``, :mod:`.memory`;
+also ``tb_plugin.record_memory_history``).
 
-In the training script (one line, on every rank)::
+Capture, in the training script (one line, on every rank)::
 
     import tb_plugin.capture
     tb_plugin.capture.enable("./log/my_run")      # a local folder or a URL: s3://, az://, gs://, ...
@@ -22,10 +24,12 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from .memory import MemoryHistory, record_memory_history
+
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["disable", "enable", "step"]
+__all__ = ["MemoryHistory", "disable", "enable", "record_memory_history", "step"]
 
 log = logging.getLogger("tb_plugin.capture")
 _AGENT: Agent | None = None

@@ -23,7 +23,7 @@ from .names import (
     parse_any_json_name,
     parse_trace_name,
 )
-from .sniff import classify_file, is_json_name
+from .sniff import classify_file, is_json_name, is_snapshot_name, snapshot_file
 from .storage import Access, FileInfo, Storage, local_fingerprint
 
 _URL = re.compile(r"[a-zA-Z][0-9a-zA-Z.+-]*://")
@@ -112,6 +112,23 @@ class CaptureFolder:
 
 
 @dataclass(frozen=True)
+class SnapshotFile(_ListedFile):
+    """A PyTorch allocator snapshot (``torch.cuda.memory._dump_snapshot``) found under a logdir, recognised by its
+    content; shown under the run its folder is (``folder``), never loaded as a trace."""
+
+    folder: str
+    url: str
+    size: int
+    mtime: float
+    etag: str | None = None
+    access: Access | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.folder, self.filename)
+
+
+@dataclass(frozen=True)
 class Root:
     """One logdir: an optional name (from ``--logdir_spec``) and its storage."""
 
@@ -142,6 +159,8 @@ class Catalog:
         self._sniffed: dict[str, tuple[tuple[int, float, str | None], str | None, str | None]] = {}
         self.rejected: dict[str, str] = {}  # path -> why a sniffed *.json file is not a trace (last scan)
         self.exports: list[ExportFile] = []  # torch memory timeline exports (last scan)
+        self.snapshots: list[SnapshotFile] = []  # allocator snapshots (last scan)
+        self._snapshot_heads: dict[str, tuple[tuple[int, float, str | None], bool]] = {}
         self._previous: dict[str, FileInfo] = {}
         self._last_listing: dict[str, list[FileInfo]] = {}  # root url -> its last successful listing
         self.errors: dict[str, str] = {}  # root url -> reason the last listing failed
@@ -157,17 +176,24 @@ class Catalog:
         self.rejected = {}
         exports: list[ExportFile] = []
         capture: dict[str, CaptureFolder] = {}
+        snapshots: list[SnapshotFile] = []
         for root in self.roots:
             stable = []
             for info in self._listing(root):
                 if _take_capture_file(root, info, capture):
                     continue
                 named = self._name(info.path)
-                if named is None and not is_json_name(posixpath.basename(info.path)):
+                base = posixpath.basename(info.path)
+                snapshot = named is None and is_snapshot_name(base)
+                if named is None and not is_json_name(base) and not snapshot:
                     continue
                 seen[info.path] = info
                 if self._settling(info, now):
-                    pending += int(named is not None)
+                    pending += int(named is not None or snapshot)
+                    continue
+                if snapshot:
+                    if self._is_snapshot(root, info):
+                        snapshots.append(_snapshot_file(root, info))
                     continue
                 taken = self._take(root, info, named)
                 if isinstance(taken, ExportFile):
@@ -177,8 +203,10 @@ class Catalog:
             files.extend(_files_of_root(root, stable))
         self.exports = exports
         self.capture = capture
+        self.snapshots = snapshots
         self._previous = seen
         self._sniffed = {p: v for p, v in self._sniffed.items() if p in seen}
+        self._snapshot_heads = {p: v for p, v in self._snapshot_heads.items() if p in seen}
         self.pending = pending
         return files
 
@@ -239,6 +267,18 @@ class Catalog:
         return kind, reason
 
 
+    def _is_snapshot(self, root: Root, info: FileInfo) -> bool:
+        """Whether a ``*.pickle[.gz]`` file is an allocator snapshot by its first bytes, read once per version."""
+        if info.problem is not None:
+            return False
+        known = self._snapshot_heads.get(info.path)
+        if known is not None and known[0] == _version(info):
+            return known[1]
+        found = snapshot_file(root.storage.display(info.path), root.storage.file_access)
+        self._snapshot_heads[info.path] = (_version(info), found)
+        return found
+
+
 @dataclass(frozen=True)
 class _Named:
     name: TraceName
@@ -291,6 +331,12 @@ def _export_file(root: Root, info: FileInfo, kind: str) -> ExportFile:
     return ExportFile(folder=_run_name(root, posixpath.dirname(info.path)),
                       url=root.storage.display(info.path), kind=kind, size=info.size, mtime=info.mtime,
                       etag=info.etag, access=root.storage.file_access)
+
+
+def _snapshot_file(root: Root, info: FileInfo) -> SnapshotFile:
+    return SnapshotFile(folder=_run_name(root, posixpath.dirname(info.path)), url=root.storage.display(info.path),
+                        size=info.size, mtime=info.mtime, etag=_content_tag(root, info),
+                        access=root.storage.file_access)
 
 
 def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]]) -> list[TraceFile]:

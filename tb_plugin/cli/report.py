@@ -3,6 +3,11 @@ Operator, Kernel, roofline, Memory and Distributed views, plotly.js embedded onc
 or a CI artifact.
 
 Charts are plotly figures built from the Python API's DataFrames (plotly express); tables are pandas' HTML.
+
+Every name from the trace (operators, kernels, workers, devices) reaches a chart through :func:`_label`: plotly
+draws labels, legends and hover text as a subset of HTML (``<a href>``, ``<b>``), so an operator named
+``<a href="https://…">`` would be a live link in the report. Escaped, it reads as the text it is (plotly shows
+``&lt;`` as ``<``). pandas escapes the tables itself.
 """
 
 from __future__ import annotations
@@ -57,8 +62,15 @@ class Page:
                 f"<style>{_STYLE}</style></head><body>{''.join(self.parts)}</body></html>")
 
 
-def _short(names: pd.Series) -> pd.Series:
-    return names.map(lambda s: s if len(s) <= 60 else s[:59] + "…")
+def _label(names: pd.Series, width: int | None = None) -> pd.Series:
+    """Trace text as a chart label: shortened to ``width`` characters, then HTML-escaped (see the module doc)."""
+    def one(s: object) -> str:
+        text = str(s)
+        if width is not None and len(text) > width:
+            text = text[:width - 1] + "…"
+        return html.escape(text)
+
+    return names.map(one)
 
 
 def _overview(page: Page, trace: Trace) -> None:
@@ -75,6 +87,7 @@ def _overview(page: Page, trace: Trace) -> None:
         per_step = o.steps.drop(columns=["start_us", "duration_us"]) / 1000.0
         per_step.columns = list(o.breakdown.index)
         long = per_step.reset_index().melt(id_vars="step", var_name="category", value_name="ms")
+        long["step"] = _label(long["step"])
         page.chart(px.bar(long, x="step", y="ms", color="category", title="Step time breakdown (ms)"))
     shares = o.breakdown[o.breakdown["time_us"] > 0].reset_index()
     if not shares.empty:
@@ -111,7 +124,7 @@ def _kernels(page: Page, trace: Trace) -> None:
 
 def _top_bars(page: Page, rows: pd.DataFrame, key: str, what: str) -> None:
     """A horizontal bar per row (the largest on top) of ``key`` in ms, names shortened to fit."""
-    shown = rows.assign(name=_short(rows["name"]), ms=rows[key] / 1000.0)
+    shown = rows.assign(name=_label(rows["name"], 60), ms=rows[key] / 1000.0)
     page.chart(px.bar(shown.iloc[::-1], x="ms", y="name", orientation="h", height=200 + 22 * len(shown),
                       title=f"Top {len(shown)} {what} (ms)"))
 
@@ -140,7 +153,7 @@ def roofline_figure(points: pd.DataFrame, roofs: dict[str, Any]) -> go.Figure:
     longest = float(shown["time_us"].max()) if not shown.empty else 1.0
     size = [8 + 36 * (t / longest) ** 0.5 for t in shown["time_us"]]
     fig.add_trace(go.Scatter(x=shown["intensity"], y=shown["achieved_flops_per_s"], mode="markers", name="points",
-                             text=_short(shown["name"]), marker={"size": size, "opacity": 0.7},
+                             text=_label(shown["name"]), marker={"size": size, "opacity": 0.7},
                              hovertemplate="%{text}<br>%{x:.3g} FLOP/byte, %{y:.3g} FLOP/s<extra></extra>"))
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOPs per byte)")
     fig.update_yaxes(type="log", title="achieved FLOP/s", exponentformat="SI")
@@ -163,7 +176,7 @@ def _roofline(page: Page, trace: Trace) -> None:
     page.chart(roofline_figure(points, points.attrs["roofs"]))
     columns = ["name", "calls", "time_us", "flops", "bytes", "intensity", "achieved_flops_per_s",
                "attainable_flops_per_s", "roof", "bound", "wasted_us"]
-    top = points.head(TOP)[columns].assign(name=lambda f: _short(f["name"]))
+    top = points.head(TOP)[columns].assign(name=lambda f: _label(f["name"]))
     page.text("Ranked by wasted time = time × (1 − achieved / attainable at the point's intensity).", "note")
     page.table(top)
 
@@ -178,7 +191,7 @@ def _memory(page: Page, trace: Trace) -> None:
                       var_name="series", value_name="bytes")
     long["time_ms"] = (long["time_us"] - curve["time_us"].min()) / 1000.0
     long["MB"] = long["bytes"] / 1e6
-    long["line"] = long["device"] + " " + long["series"].str.removesuffix("_bytes")
+    long["line"] = _label(long["device"] + " " + long["series"].str.removesuffix("_bytes"))
     page.chart(px.line(long, x="time_ms", y="MB", color="line", line_shape="hv", title="Memory over time (MB)"))
 
 
@@ -192,6 +205,7 @@ def _distributed(page: Page, trace: Trace) -> None:
     long = ranks.melt(id_vars=["worker"], value_vars=parts, var_name="part", value_name="us")
     long["ms"] = long["us"] / 1000.0
     long["part"] = long["part"].str.removesuffix("_us")
+    long["worker"] = _label(long["worker"])
     page.chart(px.bar(long, x="worker", y="ms", color="part", title="Per rank, average step (ms)"))
     straggler = ranks.attrs.get("straggler")
     if straggler:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..sdk import Mfu, Overview, Trace
+from ..sdk import Mfu, Overview, Trace, WhatIf
 
 NAME_WIDTH = 70  # kernel names run to hundreds of characters: cut for a terminal, whole in --json
 
@@ -19,13 +19,29 @@ def verdict_text(verdict: dict[str, Any] | None) -> str | None:
 
 
 def finding_texts(findings: pd.DataFrame) -> list[str]:
-    """Each finding (ranked recommendation) as one line: its title, if it has one, then its text."""
+    """Each finding (ranked recommendation) as one line: its title, if it has one, then its text, where in the step
+    its cause lives (the user's frame, the API it calls, the region) where the trace shows it, then its replayed
+    saving (the what-if replay of its fix alone) where it has one."""
     lines = []
     for row in findings.to_dict("records"):
         title, text = row.get("title"), row.get("text")
         parts = [str(p) for p in (title, text) if isinstance(p, str) and p]
-        lines.append(": ".join(parts) or str(row.get("id", "")))
+        line = ": ".join(parts) or str(row.get("id", ""))
+        where = row.get("where")
+        if isinstance(where, dict) and where.get("text"):
+            line += f" [where: {where['text']}]"
+        replayed = row.get("what_if")
+        if isinstance(replayed, dict):
+            line += (f" [replayed: {replayed['label']}: −{replayed['saving_us'] / 1000.0:.2f} ms/step → "
+                     f"{replayed['predicted_step_us'] / 1000.0:.2f} ms]")
+        lines.append(line)
     return lines
+
+
+def all_fixes_text(w: WhatIf) -> str:
+    """The prediction with every finding's fix replayed together (one replay, not the sum of the savings)."""
+    return (f"All {len(w.ids)} fixes together ({', '.join(w.ids)}): step {w.baseline_step_us / 1000.0:.2f} ms → "
+            f"{w.predicted_step_us / 1000.0:.2f} ms predicted (−{w.saving_us / 1000.0:.2f} ms/step, one replay)")
 
 
 def flops_text(value: float | None, unit: str = "FLOP/s") -> str:
@@ -86,6 +102,7 @@ def summary_data(trace: Trace, top: int) -> dict[str, Any]:
         "file": trace.file.filename, "run": trace.run, "worker": trace.worker, "span": trace.span,
         "verdict": o.verdict,
         "findings": records(o.findings),
+        "what_if_all": trace.what_if().raw,
         "steps": len(o.steps),
         "step_time_us": o.step_time_us,
         "mfu": {k: v for k, v in o.mfu.raw.items() if k != "steps"},
@@ -150,6 +167,9 @@ def print_summary(trace: Trace, top: int, as_json: bool) -> None:
         print("\nFindings:")
         for i, text in enumerate(findings, 1):
             print(f"{i:>2}. {text}")
+        together = trace.what_if()
+        if together.ids:
+            print(all_fixes_text(together))
     if len(trace.workers) > 1:
         ranks = trace.distributed()
         print(f"\nRanks ({len(ranks)} workers of span {trace.span}; this summary is of {trace.worker}):")

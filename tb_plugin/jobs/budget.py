@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+from ..loader.limits import Limits
+
 # What one loader process costs at most, beyond the file's own decoded size: interpreter, numpy, pyarrow, one
 # chunk of decoded events, the tables being built.
 PROCESS_BYTES = 384 << 20
@@ -28,7 +30,15 @@ def cores() -> int:
 
 
 def available_memory() -> int:
-    """Bytes the machine can give without swapping (MemAvailable), or a large number when it cannot tell."""
+    """Bytes this process can be given without swapping or being killed: the machine's MemAvailable, and what its
+    memory cgroup (a container, a systemd slice) still allows, whichever is less; a large number when neither
+    can be told."""
+    machine = _machine_memory()
+    cgroup = cgroup_memory_left()
+    return machine if cgroup is None else min(machine, cgroup)
+
+
+def _machine_memory() -> int:
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
@@ -40,6 +50,57 @@ def available_memory() -> int:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
         return 1 << 40
+
+
+# (limit, usage, stat, the stat's reclaimable page cache) of cgroup v2, then v1
+_CGROUP_FILES = (
+    ("memory.max", "memory.current", "memory.stat", "inactive_file"),
+    ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file"),
+)
+_NO_LIMIT = 1 << 60
+
+
+def cgroup_memory_left(root: str = "/sys/fs/cgroup") -> int | None:
+    """What this process's memory cgroup still allows: its limit less what it uses (inactive page cache, which
+    the kernel takes back before it kills, counted as free); None without a limit or where it cannot be read."""
+    for limit_file, usage_file, stat_file, cache_key in _CGROUP_FILES:
+        try:
+            with open(os.path.join(root, limit_file), encoding="ascii") as fh:
+                text = fh.read().strip()
+            if text == "max" or int(text) >= _NO_LIMIT:
+                return None
+            with open(os.path.join(root, usage_file), encoding="ascii") as fh:
+                used = int(fh.read().strip())
+            used -= _stat(os.path.join(root, stat_file), cache_key)
+        except (OSError, ValueError):
+            continue
+        return max(0, int(text) - max(0, used))
+    return None
+
+
+def _stat(path: str, key: str) -> int:
+    try:
+        with open(path, encoding="ascii") as fh:
+            for line in fh:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+# What one event may cost the server with its views at most: ~60 bytes in the model, ~28 in the Trace view's
+# index, the host tree and the per-view tables built on first use (measured ~150 B on 2 GB traces).
+EVENT_BYTES = 200
+
+
+def load_limits() -> Limits:
+    """The bounds of a load in this process now (``loader.limits``): the JSON text the memory can hold while it
+    is built (``BYTES_PER_FILE_BYTE_JSON`` times its size), and the events a model of that memory can serve."""
+    memory = available_memory()
+    return Limits(max_text_bytes=memory // BYTES_PER_FILE_BYTE_JSON, max_events=memory // EVENT_BYTES,
+                  memory_bytes=memory)
 
 
 def loader_slots() -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import logging
 import os
 import shutil
 import tempfile
@@ -19,8 +21,12 @@ from ..catalog.catalog import Identity
 from ..loader import MODEL_VERSION
 from ..model.tables import TraceModel
 
+log = logging.getLogger(__name__)
+
 # A remote trace's original bytes, kept in its cache entry (counted in the cache's size bound).
 SOURCE_FILE = "source.bin"
+# The one file of the entry of a file version that failed to load for a lasting reason: why.
+FAILURE_FILE = "failed.json"
 # The last file written into a preprocessed entry (``pytorch-tb-profiler preprocess``): the rank's summary beside its
 # model. An entry that has it is complete, and the server loads its summary only, the model on first use.
 SUMMARY_MARKER = "summary.json"
@@ -72,6 +78,31 @@ class ParseCache:
 
     def has(self, entry: Path) -> bool:
         return (entry / "meta.json").is_file()
+
+    def remember_failure(self, entry: Path, reason: str) -> None:
+        """Keep why this file version cannot be loaded, in its entry (``failed.json``; the entry holds nothing
+        else), so that a restart fails it at once instead of loading it again: a gzip bomb or a gigabyte of
+        zeros costs one load, ever. Only lasting reasons (``loader.errors.TraceLoadError.lasting``); written
+        atomically, and a cache that cannot be written is only a lost shortcut."""
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.directory))
+            (tmp / FAILURE_FILE).write_text(json.dumps({"error": reason}))
+            try:
+                os.replace(tmp, entry)
+            except OSError:  # an entry is there already (another server wrote it): keep that one
+                shutil.rmtree(tmp, ignore_errors=True)
+        except OSError as err:
+            log.warning("cannot remember the failure of %s in the parse cache: %s", entry.name, err)
+
+    def failure(self, entry: Path) -> str | None:
+        """Why this file version failed to load before (:meth:`remember_failure`), or None."""
+        path = entry / FAILURE_FILE
+        try:
+            error = json.loads(path.read_text()).get("error")
+        except (OSError, ValueError, AttributeError):
+            return None
+        self.touch(entry)
+        return str(error) if isinstance(error, str) else None
 
     def has_summary(self, entry: Path) -> bool:
         """The entry was preprocessed: its rank summary is there (the model too, unless only the summary was

@@ -91,6 +91,7 @@ class _Job:
     lazy: bool = False  # preprocessed: ready with its summary; the model is opened on first use
     fetching: bool = False  # its model is being copied from the shared cache
     remote_result: tuple[bool, str | None] | None = None  # a runner's answer: (ok, reason)
+    failure_checked: bool = False  # the parse cache was asked whether this file version failed before
 
 
 class Runner(Protocol):
@@ -306,6 +307,12 @@ class LoadScheduler:
         adopt = []
         preprocessed = 0
         for job in queued:
+            failure = None if job.failure_checked else self.cache.failure(job.entry)
+            job.failure_checked = True  # once per job: the loop passes every queued job each time it wakes
+            if failure is not None:  # this file version failed before, for a reason that does not change
+                with self._lock:
+                    job.state, job.error = FAILED, failure
+                continue
             if self.cache.has_summary(job.entry):
                 self._ready_lazy(job)
                 preprocessed += 1
@@ -479,7 +486,7 @@ class LoadScheduler:
                     job.state, job.error = FAILED, reason or f"{job.file.filename}: the cluster could not parse it"
 
     def _finish(self, job: _Job) -> None:
-        message: tuple[str, Any] | None = None
+        message: tuple[Any, ...] | None = None
         conn = job.conn
         try:
             if conn is not None and conn.poll():
@@ -497,10 +504,13 @@ class LoadScheduler:
                 code = process.exitcode if process is not None else None
                 job.state, job.error = FAILED, _death_reason(job.file.filename, code)
                 return
-            status, payload = message
+            status, payload, *rest = message
             if status != "ok":
                 job.state, job.error = FAILED, str(payload)
-                return
+        if status != "ok":
+            if rest and rest[0]:  # lasting: the file version fails anywhere; the next start says so at once
+                self.cache.remember_failure(job.entry, str(payload))
+            return
         try:
             model = self._open(job.entry)
         except Exception as err:  # noqa: BLE001

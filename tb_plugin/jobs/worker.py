@@ -16,12 +16,14 @@ from ..catalog.catalog import TraceFile
 from ..catalog.remote import scrub
 from ..loader import TraceLoadError, default_parts, load_trace
 from ..model.tables import save
+from . import budget
 from .cache import SOURCE_FILE, Stored
 
 
 def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts: int | None = None,
             stored: Stored | None = None) -> None:
-    """Entry point of a worker process. Sends ``("ok", stats)`` or ``("error", reason)`` on ``conn``.
+    """Entry point of a worker process. Sends ``("ok", stats)`` or ``("error", reason, lasting)`` on ``conn``
+    (``lasting``: the file version fails the same way anywhere, see ``loader.errors``).
 
     ``file.access`` (``catalog.storage.Access``) is the environment's credentials as the server captured them: the
     fork server may have started before they were set, and some libraries read them from the environment.
@@ -34,13 +36,14 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
     def report(fraction: float) -> None:
         progress.value = 0.95 * fraction
 
-    message: tuple[str, Any]
+    message: tuple[Any, ...]
     try:
         if access is not None:
             access.apply()
         source: list[bytes] = []
         model = load_trace(file.url, report, parts=min(parts, default_parts()) if parts else default_parts(),
-                           access=access, keep_source=source.append if file.is_remote else None)
+                           access=access, keep_source=source.append if file.is_remote else None,
+                           limits=budget.load_limits())
         save(model, entry)
         if stored is not None:
             _save_derived(stored, model, entry)
@@ -48,14 +51,14 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
             (Path(entry) / SOURCE_FILE).write_bytes(source[0])
         progress.value = 1.0
         message = ("ok", {"events": model.n_events, "bytes": model.nbytes()})
-    except TraceLoadError as err:
-        message = ("error", scrub(str(err), access))
+    except TraceLoadError as err:  # the third item: the same file version would fail anywhere (cache it)
+        message = ("error", scrub(str(err), access), err.lasting)
     except MemoryError:
-        message = ("error", f"{file.filename}: not enough memory to load this trace")
+        message = ("error", f"{file.filename}: not enough memory to load this trace", False)
     except Exception as err:  # noqa: BLE001 - a bug must still end as a message, never a dead worker
         detail = traceback.format_exception_only(type(err), err)[-1].strip()
         reason = f"{file.filename}: internal error while loading ({detail}); please report it"
-        message = ("error", scrub(reason, access))
+        message = ("error", scrub(reason, access), False)
     try:
         conn.send(message)
     except OSError:

@@ -15,18 +15,20 @@ from ..catalog.names import file_name
 from ..model.tables import TraceModel
 from .columns import PARALLEL_MIN_BYTES, ParallelBuildFailed, build_model, build_text_parts, default_parts
 from .errors import TraceLoadError
+from .limits import Limits
 from .read import decode_outline, decompress, outline_by_text
 from .source import read_failure, read_source
 
-__all__ = ["MODEL_VERSION", "TraceLoadError", "default_parts", "load_bytes", "load_trace", "read_failure"]
+__all__ = ["MODEL_VERSION", "Limits", "TraceLoadError", "default_parts", "load_bytes", "load_trace", "read_failure"]
 
 # Bumped whenever the model's tables change, so cached parses of older versions are not reused.
 MODEL_VERSION = 6
 
 
 def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], None] | None = None,
-               parts: int = 1) -> TraceModel:
-    """Decode already-read file bytes (gzip or plain JSON); ``parts`` processes may build a large file.
+               parts: int = 1, limits: Limits | None = None) -> TraceModel:
+    """Decode already-read file bytes (gzip or plain JSON); ``parts`` processes may build a large file; a file
+    beyond ``limits`` (:mod:`.limits`) fails with the reason.
 
     ``raw`` may be a one-item list that this function empties: then the caller holds no reference and the file's
     bytes are freed as soon as they are inflated (they would otherwise sit in every forked part's memory).
@@ -34,7 +36,8 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
     report = progress or (lambda _f: None)
     packed = raw.pop() if isinstance(raw, list) else raw
     del raw
-    data = decompress(packed, name)
+    limits = limits or Limits()
+    data = decompress(packed, name, limits)
     parallel = parts > 1 and len(data) >= PARALLEL_MIN_BYTES
     # Text this function inflated itself is its own: the parts give its pages back as they build them, and the
     # compressed bytes (a tenth of it) are kept to inflate it again should they fail. Plain JSON is the caller's.
@@ -48,9 +51,10 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
         try:
             builder = build_text_parts(data, lo, hi, lambda f: report(0.45 + 0.55 * f), parts, give_back)
         except ParallelBuildFailed:  # a range did not parse (or a part died): the usual parts, same bytes
-            data = decompress(packed, name) if give_back else data
+            data = decompress(packed, name, limits) if give_back else data
         else:
             del data, packed  # every byte is built: the text goes before the tables are concatenated (a copy)
+            require_event_count(builder.n_events, name, limits)
             return builder.finish(doc, name)
     del packed
     try:
@@ -58,12 +62,20 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
         del data
         report(0.5)
         entries = len(doc.traceEvents or [])
+        require_event_count(entries, name, limits)
         model = build_model(doc, name, lambda f: report(0.5 + 0.5 * f), parts=parts)
     except RecursionError:  # msgspec recurses per nesting level, also to skip a value: bad input, not a bug
         raise TraceLoadError(f"{name}: the JSON is nested too deeply (about {sys.getrecursionlimit()} levels of "
                              "arrays or objects or more; a Kineto trace nests a few)") from None
     require_usable(model, entries, name)
     return model
+
+
+def require_event_count(events: int, name: str, limits: Limits) -> None:
+    """Fail a file of more events than the memory left can hold as a model and its views (not lasting)."""
+    if limits.max_events is not None and events > limits.max_events:
+        raise TraceLoadError(f"{name}: too many events for the memory available: {events:,}, and at most "
+                             f"{limits.max_events:,} fit in the memory available now", lasting=False)
 
 
 def require_usable(model: TraceModel, entries: int, name: str) -> None:
@@ -84,7 +96,8 @@ def require_usable(model: TraceModel, entries: int, name: str) -> None:
 
 
 def load_trace(url: str, progress: Callable[[float], None] | None = None, parts: int = 1,
-               access: Any = None, keep_source: Callable[[bytes], None] | None = None) -> TraceModel:
+               access: Any = None, keep_source: Callable[[bytes], None] | None = None,
+               limits: Limits | None = None) -> TraceModel:
     """Load one trace file from a local path or an fsspec URL.
 
     ``access`` (``catalog.storage.Access``) holds the credentials a remote URL is opened with (the environment's
@@ -93,12 +106,14 @@ def load_trace(url: str, progress: Callable[[float], None] | None = None, parts:
     """
     report = progress or (lambda _f: None)
     name = file_name(url)
-    raw = read_source(url, access, lambda f: report(0.3 * f))
+    limits = limits or Limits()
+    raw = read_source(url, access, lambda f: report(0.3 * f), limits)
     if keep_source is not None:
         keep_source(raw)  # the file's bytes as read (e.g. to cache a remote original next to its parse)
     holder = [raw]
     del raw  # load_bytes empties the holder: the bytes go once inflated, before any part is forked
     try:
-        return load_bytes(holder, name, progress=report, parts=parts)
+        return load_bytes(holder, name, progress=report, parts=parts, limits=limits)
     except ParallelBuildFailed:  # a part died (memory?): once more in one process, which needs less
-        return load_bytes([read_source(url, access, lambda f: report(0.3 * f))], name, progress=report, parts=1)
+        return load_bytes([read_source(url, access, lambda f: report(0.3 * f), limits)], name, progress=report,
+                          parts=1, limits=limits)

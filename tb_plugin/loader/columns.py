@@ -25,6 +25,7 @@ from ..model.arrays import take
 from ..model.kinds import DEVICE_KINDS, Kind, kind_of
 from ..model.tables import SCHEMAS, Columns, TraceModel, empty_table
 from . import pages
+from .limits import DISPLAY_CHARS, kept_in_full, shorten
 from .schema import Args, Event, TraceDocument
 
 _EMPTY_ARGS = Args()
@@ -51,22 +52,34 @@ _META_KEYS = (
 
 
 class Interner:
-    """One string table for the whole trace; columns hold int32 codes into it (``-1`` for missing)."""
+    """One string table for the whole trace; columns hold int32 codes into it (``-1`` for missing).
+
+    A text longer than ``limits.DISPLAY_CHARS`` (a hostile 1 GiB name, a call stack of thousands of frames) is
+    stored shortened, as the views show it (``limits.shorten``), so that no answer repeats it whole; its text as
+    written (up to ``limits.FULL_TEXT_CHARS``) is kept in ``full`` for the event's details. Two long texts stay
+    two codes, however alike their beginnings.
+    """
 
     def __init__(self) -> None:
         self.values: list[str] = []
         self._index: dict[str, int] = {}
+        self.full: dict[int, str] = {}  # code -> the text as written, for the shortened ones
 
     def add(self, text: str) -> int:
+        long = len(text) > DISPLAY_CHARS
+        if long:
+            text = kept_in_full(text)
         code = self._index.get(text)
         if code is None:
             code = self._index[text] = len(self.values)
-            self.values.append(text)
+            self.values.append(shorten(text) if long else text)
+            if long:
+                self.full[code] = text
         return code
 
     def find(self, text: str) -> int:
         """The code of ``text``, -1 if the trace never wrote it (without adding it)."""
-        return self._index.get(text, -1)
+        return self._index.get(kept_in_full(text), -1)
 
     def codes(self, items: Sequence[Any]) -> np.ndarray:
         """Codes for a list of values; ``None`` becomes -1, non-strings their JSON text.
@@ -104,6 +117,8 @@ def _to_float(value: Any) -> float:
         return math.nan if value is None else float(value)
     try:
         return float(value)
+    except OverflowError:  # an integer of hundreds of digits: beyond any float, as 1e400 is
+        return math.inf if value > 0 else -math.inf
     except (TypeError, ValueError):
         return math.nan
 
@@ -112,7 +127,7 @@ def floats(items: Sequence[Any]) -> np.ndarray:
     """float64 column; None, "N/A" and other non-numbers become NaN, "inf"/"Infinity" stay infinite."""
     try:
         out = np.array(items, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         out = None
     if out is None or out.ndim != 1:  # odd values; equal-length lists ([[], []]) would make a 2-D array
         out = np.fromiter(map(_to_float, items), dtype=np.float64, count=len(items))
@@ -124,7 +139,7 @@ def _to_int(value: Any) -> int:
         return -1
     try:
         f = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return -1
     return int(f) if math.isfinite(f) and abs(f) < _INT_LIMIT else -1
 
@@ -132,10 +147,17 @@ def _to_int(value: Any) -> int:
 _INT_LIMIT = float(1 << 62)
 
 
+# Beyond this many µs (300,000 years; a nanosecond clock since 1970 reads ~1.8e18) a time is no time: ``1e308`` is
+# as unusable as a missing value, and kept it would turn every sum it joins into infinity.
+MAX_TIME_US = 1e19
+
+
 def times(items: Sequence[Any]) -> np.ndarray:
-    """A time column (``ts``, ``dur``): like :func:`floats`, but an infinite time is as unusable as a missing one."""
+    """A time column (``ts``, ``dur``): like :func:`floats`, but an infinite or absurd time (beyond
+    :data:`MAX_TIME_US`) is as unusable as a missing one."""
     out = floats(items)
-    out[~np.isfinite(out)] = np.nan
+    with np.errstate(invalid="ignore"):
+        out[~(np.abs(out) <= MAX_TIME_US)] = np.nan
     return out
 
 
@@ -190,7 +212,8 @@ class _Ids:
             text = _as_text(value)
         stripped = text.strip()
         digits = stripped.lstrip("-")
-        if digits.isascii() and digits.isdigit():  # not "²", which isdigit() takes and int() refuses: it is text
+        # not "²", which isdigit() takes and int() refuses, nor thousands of digits (beyond any id): it is text
+        if digits.isascii() and digits.isdigit() and len(digits) < 40:
             number = ids.numeric(int(stripped))
             if number is not None:
                 return number
@@ -338,12 +361,14 @@ class ModelBuilder:
                 out[name][col] = np.concatenate([p.pop(col) for p in parts]).astype(dtype, copy=False)
         return out
 
-    def absorb(self, strings: list[str], parts: dict[str, list[Columns]]) -> None:
+    def absorb(self, strings: list[str], parts: dict[str, list[Columns]], full: dict[int, str] | None = None) -> None:
         """Append the chunk tables another builder made from the events that follow ours (a parallel part).
 
-        Its string codes are translated into our string table and its event rows shifted after ours.
+        Its string codes are translated into our string table (its long texts by their ``full`` text) and its
+        event rows shifted after ours.
         """
-        lut = np.fromiter(map(self.strings.add, strings), dtype=np.int64, count=len(strings))
+        texts = [full.get(i, s) for i, s in enumerate(strings)] if full else strings
+        lut = np.fromiter(map(self.strings.add, texts), dtype=np.int64, count=len(texts))
         n_events = sum(len(p["ts"]) for p in parts["events"])
         for name, chunks in parts.items():
             for cols in chunks:
@@ -368,7 +393,25 @@ class ModelBuilder:
         meta["source"] = source
         tables = self.tables()
         correlation_from_flows(tables, self.strings.find("ac2g"))
-        return TraceModel(strings=self.strings.values, tables=tables, meta=meta)
+        clamped = clamp_negative_durations(tables["events"], self.strings.values)
+        if clamped is not None:
+            meta["negative_durations"] = clamped
+        return TraceModel(strings=self.strings.values, tables=tables, meta=meta, long_texts=self.strings.full)
+
+
+def clamp_negative_durations(events: Columns, strings: list[str]) -> dict[str, Any] | None:
+    """Set every negative ``dur`` to 0 (a span cannot end before it starts: kept, a step would take negative time
+    and a sum of them shrink), and say how many there were, the most negative and its event's name, for the
+    notes that tell the user (``analysis.steps``). None when there is none."""
+    dur = events["dur"]
+    negative = np.flatnonzero(dur < 0)
+    if not len(negative):
+        return None
+    worst = int(negative[np.argmin(dur[negative])])
+    code = int(events["name"][worst])
+    clamped = {"count": len(negative), "min_us": float(dur[worst]), "example": strings[code] if code >= 0 else None}
+    dur[negative] = 0.0
+    return clamped
 
 
 _CORRELATED_KINDS = (Kind.RUNTIME, Kind.DRIVER, *DEVICE_KINDS)
@@ -558,7 +601,8 @@ def _fork_part(build: Callable[[], ModelBuilder]) -> tuple[int, int]:
             builder = build()
             with os.fdopen(write_fd, "wb") as out:
                 # the chunks as built: concatenating here would hold a second copy at the memory peak
-                pickle.dump((builder.strings.values, builder.parts), out, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump((builder.strings.values, builder.parts, builder.strings.full), out,
+                            protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException:  # noqa: BLE001 - the parent sees a short read and builds the range itself
             code = 1
         finally:
@@ -571,10 +615,13 @@ class ParallelBuildFailed(RuntimeError):
     """A forked part died (e.g. killed for memory); the caller may build the file again in one process."""
 
 
-def _collect_part(pid: int, read_fd: int) -> tuple[list[str], dict[str, list[Columns]]] | None:
+Part = tuple[list[str], dict[str, list[Columns]], dict[int, str]]  # strings, chunk tables, long texts
+
+
+def _collect_part(pid: int, read_fd: int) -> Part | None:
     try:
         with os.fdopen(read_fd, "rb") as src:
-            part: tuple[list[str], dict[str, list[Columns]]] = pickle.load(src)
+            part: Part = pickle.load(src)
     except (EOFError, pickle.UnpicklingError, OSError):
         part = None  # type: ignore[assignment]
     finally:

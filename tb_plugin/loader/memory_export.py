@@ -23,6 +23,7 @@ import numpy as np
 from ..catalog.names import file_name
 from ..model.memory_categories import CATEGORIES, RAW, TIMELINE, MemoryExport
 from .errors import TraceLoadError
+from .limits import Limits
 from .read import decompress
 from .source import read_source
 
@@ -36,11 +37,16 @@ class ExportError(Exception):
     """Why one export file cannot be shown (the run and its traces are not affected)."""
 
 
+# Exports are decoded in the server's scan thread, not in a loader process: a bound of their own on their JSON
+# (a raw export of a long run is tens of MB), beside the compression ratio's.
+EXPORT_LIMITS = Limits(max_text_bytes=1 << 30)
+
+
 def load_export(url: str, kind: str, access: Any = None) -> MemoryExport:
     """Read and decode one export file (local path or fsspec URL) of the kind the catalog recognised."""
     name = file_name(url)
     try:
-        data = decompress(read_source(url, access), name)
+        data = decompress(read_source(url, access, limits=EXPORT_LIMITS), name, EXPORT_LIMITS)
     except TraceLoadError as err:  # any read failure is this file's problem, said in one line
         raise ExportError(str(err)) from None
     return decode_export(data, name, kind)

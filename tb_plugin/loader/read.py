@@ -7,6 +7,7 @@ it sees well-typed :class:`~tb_plugin.loader.schema.Event` structs.
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ import msgspec
 import numpy as np
 
 from .errors import TraceLoadError
+from .limits import JSON_STARTS, Limits, mebibytes
 from .schema import Args, Event, TraceDocument
 
 try:  # ISA-L's inflate is 2-3x faster than zlib's; optional.
@@ -23,9 +25,12 @@ try:  # ISA-L's inflate is 2-3x faster than zlib's; optional.
 except ImportError:  # pragma: no cover - exercised where isal is not installed
     _zlib = zlib  # type: ignore[misc]
 
+# What a corrupt gzip stream raises: ISA-L's error is a class of its own, not zlib's
+_INFLATE_ERRORS: tuple[type[BaseException], ...] = (OSError, zlib.error, ValueError,
+                                                    getattr(_zlib, "error", zlib.error))
 Progress = Callable[[float], None]
 _CHUNK = 8 << 20
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
 EVENTS_PER_CHUNK = 16384  # ~10 MB of event objects alive at a time
 
 _DOC_DECODER = msgspec.json.Decoder(TraceDocument)
@@ -41,14 +46,18 @@ _CONTROL_TABLE = bytes(b if b >= 32 else 32 for b in range(256))
 _RAW_FIELDS = {f.encode_name: f.name for f in msgspec.structs.fields(Args) if f.type is msgspec.Raw}
 
 
-def read_bytes(stream: BinaryIO, total: int | None, progress: Progress | None = None) -> bytes:
-    """Read a whole stream in chunks, reporting the fraction read so far (reading dominates on remote stores)."""
+def read_bytes(stream: BinaryIO, total: int | None, progress: Progress | None = None,
+               first: Callable[[bytes], None] | None = None) -> bytes:
+    """Read a whole stream in chunks, reporting the fraction read so far (reading dominates on remote stores);
+    ``first`` looks at the first chunk before the rest is read (and may raise)."""
     chunks: list[bytes] = []
     done = 0
     while True:
         chunk = stream.read(_CHUNK)
         if not chunk:
             break
+        if first is not None and not chunks:
+            first(chunk)
         chunks.append(chunk)
         done += len(chunk)
         if progress and total:
@@ -66,86 +75,114 @@ def first_byte(data: bytes) -> bytes:
     return data[offset:offset + 1]
 
 
-def decompress(raw: bytes, name: str) -> bytes:
-    """Gunzip ``raw`` if it is gzip data; plain JSON inside a ``.gz`` name is accepted as it is."""
+def decompress(raw: bytes, name: str, limits: Limits | None = None) -> bytes:
+    """Gunzip ``raw`` if it is gzip data; plain JSON inside a ``.gz`` name is accepted as it is.
+
+    Within ``limits`` (:mod:`.limits`): bytes that cannot start JSON fail at once (a gzip's first inflated bytes
+    are looked at before the rest is inflated), and inflating stops at the ratio or memory bound.
+    """
+    limits = limits or Limits()
     if not first_byte(raw):
         raise TraceLoadError(f"{name}: the file is empty")
-    if raw[:2] != _GZIP_MAGIC:
-        if name.endswith(".gz") and first_byte(raw) not in (b"{", b"["):
+    if raw[:2] != GZIP_MAGIC:
+        if name.endswith(".gz") and first_byte(raw) not in JSON_STARTS:
             raise TraceLoadError(f"{name}: not gzip data (the name ends in .gz) and not JSON either")
+        require_json_start(raw, name)
+        require_text_fits(len(raw), name, limits)
         return raw
+    require_json_start(_inflated_head(raw), name, inflated=True)
+    limit, lasting, why = _inflate_limit(len(raw), name, limits)
     try:
-        out = _gunzip(raw)
+        out = _gunzip(raw, limit)
+    except _TooLarge:
+        raise TraceLoadError(why, lasting=lasting) from None
     except EOFError:
         raise TraceLoadError(f"{name}: the gzip data is cut short (was the file still being written?)") from None
-    except (OSError, zlib.error, ValueError) as err:
+    except _INFLATE_ERRORS as err:
         raise TraceLoadError(f"{name}: the gzip data is corrupt ({err})") from None
     if not first_byte(out):
         raise TraceLoadError(f"{name}: the file is empty")
     return out
 
 
-_INFLATE_STEP = 1 << 20
+# What JSON can start with (a value: object, array, string, number, true, false, null), after whitespace.
+_JSON_FIRST = frozenset(b'{["-0123456789tfn')
 
 
-def _gunzip(raw: bytes) -> bytes:
-    """Inflate into a buffer sized from the gzip trailer, so the peak is the output plus a step, not twice it.
-
-    The trailer holds the size modulo 2**32; multi-member files or outputs over 4 GiB take the plain path.
-    """
-    expected = int.from_bytes(raw[-4:], "little")
-    view = memoryview(raw)
-    if expected < len(raw) // 2 or expected > 400 * len(raw):
-        return _gunzip_plain(view)
-    whole = _gunzip_whole(raw, expected)
-    if whole is not None:
-        return whole
-    out = bytearray(expected)
-    inflater = _zlib.decompressobj(wbits=31)
-    pos = 0
-    for start in range(0, len(raw), _INFLATE_STEP):
-        piece = inflater.decompress(view[start:start + _INFLATE_STEP])
-        if pos + len(piece) > expected:
-            return _gunzip_plain(view)
-        out[pos:pos + len(piece)] = piece
-        pos += len(piece)
-        if inflater.eof:
-            break
-    if not inflater.eof:
-        raise EOFError("truncated")
-    if pos != expected or inflater.unused_data:
-        return _gunzip_plain(view)
-    return out  # type: ignore[return-value]  # a bytearray: every consumer takes any bytes-like buffer
+def require_json_start(head: bytes, name: str, inflated: bool = False) -> None:
+    """Fail ``name`` at once when its first bytes cannot start JSON (a gigabyte of zeros, an image): without
+    this, such a file was decoded, repaired and decoded again, for minutes. Its bytes are never shown."""
+    first = first_byte(head)
+    if first and first[0] not in _JSON_FIRST:
+        what = "its gzip data holds" if inflated else "the file is"
+        raise TraceLoadError(f"{name}: not valid JSON: {what} neither an object nor an array (its first byte "
+                             "opens no JSON value)")
 
 
-def _gunzip_whole(raw: bytes, expected: int) -> bytes | None:
-    """One ISA-L call into a buffer of the trailer's size: half the time of inflating step by step (no copy of
-    each piece, no page faults for pieces). ISA-L stops after the first gzip member, so the result counts only
-    when it also matches the trailer's CRC (a single-member file); None sends the caller down the checked path,
-    which also words the errors (a cut-short or corrupt file)."""
-    if _zlib is zlib:
-        return None
+def require_text_fits(size: int, name: str, limits: Limits) -> None:
+    """Fail a plain JSON file larger than the memory left for its text (``limits.max_text_bytes``): loading it
+    needs about three times its size. Not lasting: it may load where (or when) there is more memory."""
+    if limits.max_text_bytes is not None and size > limits.max_text_bytes:
+        raise TraceLoadError(f"{name}: too large for the memory available: its {mebibytes(size)} of JSON need "
+                             f"about {mebibytes(size * 3)} to load, and {_available(limits)} is available now",
+                             lasting=False)
+
+
+def _available(limits: Limits) -> str:
+    return mebibytes(limits.memory_bytes) if limits.memory_bytes is not None else "less"
+
+
+_HEAD_BYTES = 1 << 16
+
+
+def _inflated_head(raw: bytes) -> bytes:
+    """The first bytes a gzip stream inflates to (at most 64 KiB of it inflated), or b"" if that fails (the
+    full inflate then says what is wrong)."""
     try:
-        out = _zlib.decompress(raw, wbits=31, bufsize=expected)
-    except Exception:  # noqa: BLE001 - ISA-L's own error types; the stepwise path reports what is wrong
-        return None
-    if len(out) != expected or _zlib.crc32(out) != int.from_bytes(raw[-8:-4], "little"):
-        return None
-    return out
+        return bytes(zlib.decompressobj(wbits=31).decompress(raw[:_HEAD_BYTES], _HEAD_BYTES))
+    except zlib.error:
+        return b""
 
 
-def _gunzip_plain(view: memoryview) -> bytes:
-    inflater = _zlib.decompressobj(wbits=31)
-    parts = []
-    data = bytes(view)
-    while data:
-        parts.append(inflater.decompress(data))
+class _TooLarge(Exception):
+    """Inflating went past its limit."""
+
+
+def _inflate_limit(packed: int, name: str, limits: Limits) -> tuple[int, bool, str]:
+    """How many bytes ``packed`` bytes of gzip may inflate to, whether breaking it is lasting, and the reason."""
+    by_ratio = max(int(limits.max_ratio * packed), limits.always_inflate_bytes)
+    if limits.max_text_bytes is None or by_ratio <= limits.max_text_bytes:
+        return by_ratio, True, (
+            f"{name}: refused: its {mebibytes(packed)} of gzip data inflate to more than {mebibytes(by_ratio)}, "
+            f"over {by_ratio / max(packed, 1):,.0f} times their size (traces compress 5 to 30 times; this looks like "
+            "a decompression bomb)")
+    return limits.max_text_bytes, False, (
+        f"{name}: too large for the memory available: it inflates to more than {mebibytes(limits.max_text_bytes)} "
+        f"of JSON, which need about three times that to load, and {_available(limits)} is available now")
+
+
+def _gunzip(raw: bytes, limit: int) -> bytes:
+    """Inflate every gzip member of ``raw``, at most ``limit`` bytes in all (:class:`_TooLarge` beyond).
+
+    One call per member with a bound on its output: ISA-L's inflate fills one buffer that grows in place, so the
+    peak is the output, not twice it, and a gzip trailer's size (which anyone can write) is never trusted.
+    """
+    data: bytes | memoryview = memoryview(raw)
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        inflater = _zlib.decompressobj(wbits=31)
+        piece = inflater.decompress(data, limit - total + 1)
+        total += len(piece)
+        if total > limit:
+            raise _TooLarge
+        parts.append(piece)
         if not inflater.eof:
             raise EOFError("truncated")
         data = inflater.unused_data
-        if data:
-            inflater = _zlib.decompressobj(wbits=31)
-    return b"".join(parts)
+        if not data:
+            break
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _quote_bare_tokens(data: bytes) -> bytes:
@@ -173,6 +210,8 @@ def _outline_once(data: bytes, name: str) -> TraceDocument:
     except msgspec.ValidationError as err:
         if "traceEvents" in str(err):
             raise TraceLoadError(f"{name}: not a Kineto trace: 'traceEvents' is not a list") from None
+        if "out of range" in str(err):
+            raise TraceLoadError(f"{name}: a number in the trace's top level is out of range ({err})") from None
         raise TraceLoadError(f"{name}: not a Kineto trace: the top level is neither an object nor a list") from None
 
 
@@ -202,8 +241,8 @@ def _what_else(data: bytes) -> str:
         return "a JSON object without 'traceEvents'"
     if "nodes" in keys:
         return "a PyTorch execution trace ('nodes', no 'traceEvents'); open the Kineto trace recorded beside it"
-    shown = ", ".join(repr(k) for k in sorted(keys)[:5]) + (", …" if len(keys) > 5 else "")
-    return f"a JSON object without 'traceEvents' (keys: {shown or 'none'})"
+    # never its keys: the file may be anything a link points to, and its key names are its content
+    return "a JSON object without 'traceEvents'"
 
 
 def _outline_tolerant(data: bytes, name: str) -> TraceDocument:
@@ -355,10 +394,31 @@ def _loose_args(args: dict[str, Any]) -> Args:
     return result
 
 
+# A JSON string literal, or a number: strings first, so that digits inside them stay untouched.
+_NUMBERS = re.compile(rb'"(?:[^"\\]|\\.)*"|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)')
+
+
+def _quote_huge_numbers(buffer: bytes) -> bytes:
+    """``buffer`` with every number beyond float range (``1e400``, an integer of thousands of digits), which
+    msgspec refuses, quoted: as text it costs that field of that event (NaN, -1), like any odd value."""
+    def repl(m: re.Match[bytes]) -> bytes:
+        token = m.group(1)
+        if token is None or (len(token) < 300 and math.isfinite(float(token))):
+            return m.group(0)
+        return b'"' + token + b'"'
+
+    return _NUMBERS.sub(repl, buffer)
+
+
 def _decode_events_loose(buffer: bytes) -> list[Event]:
-    """Slow path for a chunk with wrong types (``args`` that is not an object, an event that is a string)."""
+    """Slow path for a chunk with wrong types (``args`` that is not an object, an event that is a string) or
+    numbers out of range."""
+    try:
+        decoded = _LOOSE_DECODER.decode(buffer)
+    except msgspec.ValidationError:  # "Number out of range": msgspec checks it whatever the type
+        decoded = _LOOSE_DECODER.decode(_quote_huge_numbers(buffer))
     cleaned = []
-    for ev in _LOOSE_DECODER.decode(buffer):
+    for ev in decoded:
         if not isinstance(ev, dict):
             continue
         args = ev.pop("args", None)

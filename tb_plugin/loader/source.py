@@ -14,7 +14,8 @@ from ..catalog.names import file_name
 from ..catalog.remote import RemoteError, explain, is_remote, resolve, scrub
 from ..catalog.storage import open_url
 from .errors import TraceLoadError
-from .read import read_bytes
+from .limits import JSON_STARTS, Limits
+from .read import GZIP_MAGIC, first_byte, read_bytes, require_json_start, require_text_fits
 
 
 class Unreadable(RemoteError):
@@ -47,14 +48,32 @@ def open_source(url: str, access: Any) -> tuple[BinaryIO, int | None]:
         raise Unreadable(read_failure(err, url, access)) from None
 
 
-def read_source(url: str, access: Any, progress: Callable[[float], None] | None = None) -> bytes:
+def read_source(url: str, access: Any, progress: Callable[[float], None] | None = None,
+                limits: Limits | None = None) -> bytes:
     """All of ``url``'s bytes (``progress`` gets the fraction read); any failure to open or read it raises
-    :class:`TraceLoadError` ``"<file>: cannot read the file (<why>)"``."""
+    :class:`TraceLoadError` ``"<file>: cannot read the file (<why>)"``.
+
+    With ``limits``, a file that is neither gzip nor JSON fails on its first chunk, and plain JSON larger than the
+    memory left for it on its size, before the rest is read (a gigabyte of zeros used to be read, then decoded
+    twice, for two minutes)."""
+    name = file_name(url)
     try:
         stream, size = open_source(url, access)
         with stream:
-            return read_bytes(stream, size, progress)
+            return read_bytes(stream, size, progress,
+                              first=None if limits is None else lambda chunk: _check_first(chunk, name, size, limits))
     except (TraceLoadError, MemoryError):
         raise
     except Exception as err:  # noqa: BLE001 - a read that fails half way (a connection reset) too: say why
-        raise TraceLoadError(f"{file_name(url)}: cannot read the file ({read_failure(err, url, access)})") from None
+        raise TraceLoadError(f"{name}: cannot read the file ({read_failure(err, url, access)})",
+                             lasting=False) from None
+
+
+def _check_first(chunk: bytes, name: str, size: int | None, limits: Limits) -> None:
+    if chunk[:2] == GZIP_MAGIC:
+        return  # its inflated size is bounded while it is inflated
+    if name.endswith(".gz") and first_byte(chunk) and first_byte(chunk) not in JSON_STARTS:
+        raise TraceLoadError(f"{name}: not gzip data (the name ends in .gz) and not JSON either")
+    require_json_start(chunk, name)
+    if size is not None:
+        require_text_fits(size, name, limits)

@@ -1,7 +1,10 @@
 """Memoisation of results derived from one model (trees, correlations, per-view tables).
 
 A model never changes after loading, so anything computed from it is computed once and kept on it; the cache
-goes away with the model when its file is removed or replaced.
+goes away with the model when its file is removed or replaced. What is kept, and within which byte budget, is
+:mod:`.memo`'s rule: a parameter-free result for the model's life, a result keyed by arguments (a request's
+choice) within the process-wide budget, least recently used out. An analysis whose parameter only cuts a table
+(a row limit, a number of points) memoises the whole table, parameter-free, and cuts it per call, unmemoised.
 
 Once per key, also under concurrency: when a trace turns ready, dozens of requests may ask for the same table at
 the same moment (every open browser tab polls). Without an in-flight marker each of them would compute it — the
@@ -24,8 +27,9 @@ import time
 from collections.abc import Callable, MutableMapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, overload
 
+from .memo import CLOSED
 from .tables import TraceModel
 
 P = ParamSpec("P")
@@ -42,14 +46,33 @@ class Computation(Future[R]):
         self.started = time.monotonic()
 
 
-def memoized(fn: Callable[..., R]) -> Callable[..., R]:
-    """Cache ``fn(model, *args)`` on the model, computing each key once; ``args`` must be hashable."""
+@overload
+def memoized(fn: Callable[..., R]) -> Callable[..., R]: ...
 
-    @functools.wraps(fn)
-    def wrapper(model: TraceModel, *args: Any) -> R:
-        return compute_once(model.memo, model.computing, _key(fn, args), lambda: fn(model, *args))
 
-    return wrapper
+@overload
+def memoized(*, closed: bool) -> Callable[[Callable[..., R]], Callable[..., R]]: ...
+
+
+def memoized(fn: Callable[..., R] | None = None, *, closed: bool = False) -> Any:
+    """Cache ``fn(model, *args)`` on the model, computing each key once; ``args`` must be hashable.
+
+    A result with ``args`` counts against the byte budget of results keyed by a request's choice (:mod:`.memo`),
+    unless ``closed``: its arguments come from a fixed set, the code's (a grouping, a table's name) or the
+    model's (its threads, its devices), so its results stay with the model as a parameter-free one does. Never
+    ``closed`` for a value a request chooses freely: a number, a step.
+    """
+    def decorate(f: Callable[..., R]) -> Callable[..., R]:
+        if closed:
+            CLOSED.add((f.__module__, f.__qualname__))
+
+        @functools.wraps(f)
+        def wrapper(model: TraceModel, *args: Any) -> R:
+            return compute_once(model.memo, model.computing, _key(f, args), lambda: f(model, *args))
+
+        return wrapper
+
+    return decorate(fn) if fn is not None else decorate
 
 
 def _key(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, str, tuple[Any, ...]]:
@@ -100,8 +123,10 @@ def _claim(memo: MutableMapping[Any, Any], computing: dict[Any, Future[Any]], ke
     except KeyError:
         pass
     with _LOCK:
-        if key in memo:
+        try:  # a bounded memo may have let it go since (model.memo): then it is computed again
             return memo[key], None, False
+        except KeyError:
+            pass
         running = _unfinished(computing, key)
         if running is not None:
             return None, running, False

@@ -10,7 +10,7 @@ from .optree import host_tree
 from .tables import TraceModel
 
 
-@memoized
+@memoized(closed=True)
 def side_row(model: TraceModel, table: str) -> np.ndarray:
     """For each event row, its row in the side table ``table`` (-1 if none)."""
     lookup = np.full(model.n_events, -1, dtype=np.int64)

@@ -15,13 +15,15 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from .memo import Memo
 
 Columns = dict[str, np.ndarray]
 
@@ -72,8 +74,11 @@ class TraceModel:
     tables: dict[str, Columns]
     meta: dict[str, Any] = field(default_factory=dict)
     _index: dict[str, int] | None = field(default=None, repr=False)
-    memo: dict[Any, Any] = field(default_factory=dict, repr=False)  # derived results, see model.derived
+    memo: Memo = field(default_factory=Memo, repr=False)  # derived results, see model.derived and model.memo
     computing: dict[Any, Any] = field(default_factory=dict, repr=False)  # memo keys being computed: their futures
+    # the text as written of every string ``strings`` holds shortened (loader.limits: a name of a million
+    # characters is shown cut); read one at a time, for an event's details
+    long_texts: Mapping[int, str] = field(default_factory=dict, repr=False)
 
     def __getitem__(self, table: str) -> Columns:
         return self.tables[table]
@@ -81,6 +86,13 @@ class TraceModel:
     def text(self, code: int) -> str | None:
         """The string behind a code column value, or None for ``-1``."""
         return self.strings[code] if code >= 0 else None
+
+    def full_text(self, code: int) -> str | None:
+        """:meth:`text`, whole where the views show it shortened (an event's details)."""
+        if code < 0:
+            return None
+        full = self.long_texts.get(code)
+        return full if full is not None else self.strings[code]
 
     def code(self, text: str) -> int:
         """The code of a string, or -1 when the trace never mentions it (so masks simply match nothing)."""
@@ -112,6 +124,12 @@ def save(model: TraceModel, directory: str | os.PathLike[str]) -> None:
         with pa.OSFile(str(tmp / "strings.arrow"), "wb") as sink, pa.ipc.new_file(sink, strings.schema) as w:
             w.write_batch(strings)
         (tmp / "meta.json").write_text(json.dumps(model.meta, default=_json_default))
+        if model.long_texts:
+            codes = sorted(model.long_texts)
+            texts = pa.record_batch([_to_arrow(np.asarray(codes, dtype=np.int32)),
+                                     _strings_to_arrow([model.long_texts[c] for c in codes])], names=["code", "s"])
+            with pa.OSFile(str(tmp / LONG_TEXTS), "wb") as sink, pa.ipc.new_file(sink, texts.schema) as w:
+                w.write_batch(texts)
         if target.exists():
             shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
@@ -165,7 +183,34 @@ def load(directory: str | os.PathLike[str]) -> TraceModel:
         tables[name] = read_columns(path)
     strings_tbl = pa.ipc.open_file(pa.memory_map(str(src / "strings.arrow"), "r")).read_all()
     strings = strings_tbl.column("s").to_pylist()
-    return TraceModel(strings=strings, tables=tables, meta=meta)
+    long_texts = _MappedTexts(src / LONG_TEXTS) if (src / LONG_TEXTS).exists() else {}
+    return TraceModel(strings=strings, tables=tables, meta=meta, long_texts=long_texts)
+
+
+LONG_TEXTS = "long_strings.arrow"  # TraceModel.long_texts, where there are any
+
+
+class _MappedTexts(Mapping[int, str]):
+    """``long_texts`` of a saved model, memory-mapped: a text is read when asked for (at most a megabyte each,
+    and a hostile trace may hold many), never all of them into the server's memory at opening."""
+
+    def __init__(self, path: Path) -> None:
+        table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+        self._codes = _to_numpy(table.column("code"))
+        self._texts = table.column("s")
+
+    def __getitem__(self, code: int) -> str:
+        i = int(np.searchsorted(self._codes, code))
+        if i >= len(self._codes) or self._codes[i] != code:
+            raise KeyError(code)
+        text: str = self._texts[i].as_py()
+        return text
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._codes.tolist())
+
+    def __len__(self) -> int:
+        return len(self._codes)
 
 
 # Arrow type → numpy dtype for the columns ``save`` writes, looked up: ``DataType.to_pandas_dtype`` goes through

@@ -23,6 +23,7 @@ from ..analysis.rank_summary import rank_summary
 from ..catalog.catalog import Identity, TraceFile
 from ..catalog.names import file_name
 from ..catalog.remote import scrub
+from ..jobs.budget import load_limits
 from ..jobs.cache import entry_name
 from ..jobs.shared import SharedCache
 from ..loader import TraceLoadError, load_trace
@@ -72,7 +73,7 @@ def preprocess_file(spec: FileSpec, cache_url: str) -> dict[str, Any]:
     outcome: dict[str, Any] = {"name": spec.name, "file": file_name(spec.url), "bytes": spec.size, "pid": os.getpid()}
     try:
         shared = SharedCache(cache_url)
-        model = load_trace(spec.url, None, parts=1)
+        model = load_trace(spec.url, None, parts=1, limits=load_limits())
         holder = shared.staging()
         try:
             built = holder / spec.name

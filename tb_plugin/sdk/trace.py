@@ -21,16 +21,17 @@ from ..analysis.distributed import distributed as distributed_view
 from ..analysis.distributed_page import page_of
 from ..analysis.flamegraph import flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
-from ..analysis.launches import launch_stats
+from ..analysis.launches import launch_summary
 from ..analysis.memory import memory_curve, memory_events, memory_statistics
 from ..analysis.memory_categories import allocations
 from ..analysis.memory_category_view import category_view, export_device
 from ..analysis.modules import module_view
 from ..analysis.overview import overview as overview_view
-from ..analysis.rank_summary import rank_summary
+from ..analysis.rank_summary import RankSummary, rank_summary
 from ..analysis.roofline import GROUPINGS as ROOFLINE_GROUPINGS
 from ..analysis.roofline import roofline as roofline_view
 from ..analysis.summary import summary as summary_view
+from ..analysis.whatif.what_if import what_if as what_if_view
 from ..catalog.catalog import TraceFile
 from ..catalog.sniff import MEMORY_RAW, export_kind
 from ..loader.memory_export import load_export
@@ -109,6 +110,30 @@ class Overview:
                    notes=list(payload.get("notes") or []), mfu=Mfu.of(payload["mfu"]), raw=payload)
 
 
+@dataclass(frozen=True)
+class WhatIf:
+    """A combination of the findings' fixes replayed together: baseline and predicted step time (cadence) and the
+    step breakdown of each."""
+
+    ids: list[str]
+    baseline_step_us: float
+    predicted_step_us: float
+    saving_us: float
+    breakdown: pd.DataFrame  # index: category; baseline_us and predicted_us per steady-state step
+    changes: pd.DataFrame  # one row per fix replayed: id, label, model
+    raw: dict[str, Any] = field(repr=False)  # as the HTTP API's /what_if answers it
+
+    @classmethod
+    def of(cls, payload: dict[str, Any]) -> WhatIf:
+        categories = list(payload["baseline_breakdown_us"])
+        breakdown = pd.DataFrame({"baseline_us": [payload["baseline_breakdown_us"][c] for c in categories],
+                                  "predicted_us": [payload["predicted_breakdown_us"][c] for c in categories]},
+                                 index=pd.Index(categories, name="category"))
+        return cls(ids=list(payload["ids"]), baseline_step_us=float(payload["baseline_step_us"]),
+                   predicted_step_us=float(payload["predicted_step_us"]), saving_us=float(payload["saving_us"]),
+                   breakdown=breakdown, changes=frame(payload["changes"], ["id", "label", "model"]), raw=payload)
+
+
 class Trace:
     """One span of one worker, loaded (``tb_plugin.open``); each view is a method returning a DataFrame."""
 
@@ -150,14 +175,28 @@ class Trace:
         """What the trace holds: duration, event counts per category, devices, versions, profiler settings."""
         return {"file": self.file.filename, "size_bytes": self.file.size, **summary_view(self.model)}
 
+    def _job(self) -> tuple[dict[str, Any] | None, list[RankSummary] | None]:
+        """The job picture and the rank summaries of a multi-rank span (None, None for one worker)."""
+        ranks = self._ranks() if self._selection.workers > 1 else []
+        if len(ranks) < 2:
+            return None, None
+        return distributed_view(ranks), [rank_summary(m, w) for w, m in ranks]
+
     def overview(self) -> Overview:
         """The Overview page (its environment counts the run's workers, as the page does); in a multi-rank run
         the diagnosis knows the job picture (straggler, waits), as the page's does."""
-        ranks = self._ranks() if self._selection.workers > 1 else []
-        job = distributed_view(ranks) if len(ranks) > 1 else None
-        summaries = tuple(rank_summary(m, w) for w, m in ranks) if len(ranks) > 1 else ()
+        job, summaries = self._job()
         return Overview.of(overview_view(self.model, job, self.worker, self._selection.workers, self.peaks,
-                                         summaries))
+                                         tuple(summaries or ())))
+
+    def what_if(self, ids: list[str] | tuple[str, ...] | None = None) -> WhatIf:
+        """The step time predicted with the fixes of the findings ``ids`` (as ``overview().findings`` lists them
+        in ``id``; None: every finding with a fix) replayed together: the Overview's what-if panel. Raises
+        ``ValueError`` naming the valid ids for one the trace does not have."""
+        job, summaries = self._job()
+        if ids is None:
+            ids = [a["id"] for a in what_if_view(self.model, [], job, self.worker, summaries)["available"]]
+        return WhatIf.of(what_if_view(self.model, list(ids), job, self.worker, summaries))
 
     def roofline(self, group_by: str = "kernel", limit: int = 100_000) -> pd.DataFrame:
         """The roofline (GPU view): one row per kernel (``group_by="operator"``: per operator) with its time, FLOPs,
@@ -181,9 +220,9 @@ class Trace:
         """Kernel launch statistics per kernel name (the GPU view): launches, mean CPU launch and GPU durations,
         launch delay, kernels shorter than their launch. ``attrs["summary"]`` holds the whole window's figures
         (``launch_delay_p50_us``, ``launch_delay_p95_us``, ``short_kernels``, …)."""
-        stats = launch_stats(self.model)
+        stats = launch_summary(self.model)
         out = frame(stats["by_name"])
-        out.attrs["summary"] = stats["summary"]
+        out.attrs["summary"] = dict(stats["summary"])  # a copy: the analysis keeps its own
         return out
 
     def operators(self, group_by: str = "name") -> pd.DataFrame:

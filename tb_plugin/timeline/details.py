@@ -26,7 +26,7 @@ def _track_lookup(model: TraceModel) -> dict[tuple[int, int], int]:
 
 def _value(model: TraceModel, table: str, col: str, value: Any) -> Any:
     if SCHEMAS[table][col] == "i4":
-        return model.text(int(value))
+        return model.full_text(int(value))  # an argument as written, also where the views show it shortened
     if isinstance(value, float) and not np.isfinite(value):
         return None
     return None if value == -1 and SCHEMAS[table][col] == "i8" else value
@@ -80,6 +80,9 @@ def event_details(model: TraceModel, row: int) -> dict[str, Any]:
         "tid": ids.for_json(model.strings, int(ev["tid"][row])),
         "args": {},
     })
+    name = int(ev["name"][row])
+    if name in model.long_texts:  # shown shortened everywhere else: the whole name, on demand (loader.limits)
+        out["full_name"] = model.full_text(name)
     if ev["external_id"][row] >= 0:
         out["args"]["External id"] = int(ev["external_id"][row])
     if ev["correlation"][row] >= 0:
@@ -108,7 +111,7 @@ def event_details(model: TraceModel, row: int) -> dict[str, Any]:
     if kind in (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER, Kind.PYTHON_FUNCTION):
         ops_pos = int(side_row(model, "ops")[row])
         stack_code = int(model["ops"]["call_stack"][ops_pos]) if ops_pos >= 0 else -1
-        stack = model.strings[stack_code].split(";") if stack_code >= 0 else python_stack(model, row)
+        stack = (model.full_text(stack_code) or "").split(";") if stack_code >= 0 else python_stack(model, row)
         out["call_stack"] = [f for f in stack if f]
     return out
 

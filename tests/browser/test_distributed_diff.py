@@ -47,6 +47,8 @@ RANK_FIELDS = {
     "transfer_us": "transfer_us",
     "sync_us": "sync_us",
     "host_wait_us": "host_wait_us",
+    "wait_us": "wait_us",
+    "own_us": "own_us",
     "host_idle_us": "host_idle_us",
 }
 

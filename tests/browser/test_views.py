@@ -222,6 +222,59 @@ def test_overview_notes_and_missing_values(page: Any, tb_samples: TensorBoard) -
     assert rec.query_selector("a") is None and frame.query_selector("b, i") is None
 
 
+LONG_NAME = "sgemm_" + "x" * 19_990 + "_tail"  # 20,001 characters: shown cut at 8,192 everywhere but the details
+
+
+@pytest.fixture(scope="module")
+def tb_odd(tb_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> TensorBoard:
+    """Real traces (no scripted answers) the plugin must correct or cut: three ProfilerStep#1 one after another,
+    step 2 recorded twice over the same time and a negative duration (run ``odd``); a 20,001-character name
+    (run ``long``)."""
+    from tests.conftest import cpu_op, write_trace
+
+    def step(n: int, ts: float, dur: float, tid: int = 1) -> dict[str, Any]:
+        return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 100, "tid": tid, "ts": ts,
+                "dur": dur}
+
+    events = [step(1, 0, 100), cpu_op("aten::mm", 10, 50), step(1, 100, 200), cpu_op("aten::mm", 110, 150),
+              step(1, 300, 100), cpu_op("aten::add", 310, 20), step(2, 400, 50), step(2, 405, 40, tid=2),
+              cpu_op("aten::add", 410, -20)]
+    logdir = tmp_path_factory.mktemp("logdir_odd")
+    write_trace(logdir / "odd" / "w.1.pt.trace.json", events)
+    write_trace(logdir / "long" / "w.1.pt.trace.json", [step(1, 0, 100), cpu_op(LONG_NAME, 10, 50)])
+    tb = tb_factory(logdir)
+    tb.wait_settled(timeout=120)
+    return tb
+
+
+def test_trace_details_show_a_long_name_whole(page: Any, tb_odd: TensorBoard) -> None:
+    """The search hit is the cut name; its details give the whole name (``full_name``), folded until clicked."""
+    frame = open_view(page, tb_odd, ("long", "w"), "Trace")
+    frame.fill("[data-testid=trace-search]", "sgemm_")
+    frame.press("[data-testid=trace-search]", "Enter")
+    frame.wait_for_function("() => window.__ptpTrace.selected()?.details")
+    title = frame.wait_for_selector("[data-testid=trace-details-name]")
+    assert title.evaluate("e => e.textContent") == LONG_NAME
+    window = api(tb_odd, "trace/window", ("long", "w"))
+    assert max(len(n) for n in window["names"]) < 8_300 and LONG_NAME not in json.dumps(window)
+
+
+def test_overview_says_what_it_merged_and_clamped(page: Any, tb_odd: TensorBoard) -> None:
+    """The Overview shows four steps and says each correction in a note."""
+    frame = open_view(page, tb_odd, ("odd", "w"), "Overview")
+    wait_charts(frame, "step-chart")
+    notes = [n.strip() for n in frame.eval_on_selector_all("[data-testid=overview-note]",
+                                                           "els => els.map(e => e.lastElementChild.innerText)")]
+    assert notes == [
+        "Several steps have the same number, one after another: ProfilerStep#1 3 times (shown as 1, 1 (2), 1 (3)). "
+        "Each is a step of its own here (was the profiler started twice, or its schedule restarted?).",
+        "Steps recorded more than once over the same time (on other threads): ProfilerStep#2 2 times. Each is "
+        "counted once, as the one recorded first.",
+        "1 event of the trace had a negative duration (down to -20.000 µs, on aten::add): each counts as 0 µs."]
+    steps = frame.evaluate("() => document.querySelector('[data-testid=step-chart]').data[0].x")
+    assert list(steps) == ["1", "1 (2)", "1 (3)", "2"]
+
+
 # --------------------------------------------------------------------------------------------- Operator
 
 

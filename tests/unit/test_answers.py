@@ -50,7 +50,9 @@ def test_a_crowd_of_requests_computes_each_answer_once(tensorboard_app: Any, tmp
 
 
 def test_answers_are_kept_within_a_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(answers, "ANSWER_BYTES", 3000)
+    from tb_plugin.model import memo
+
+    monkeypatch.setattr(memo.ANSWERS, "max_bytes", 3000)
     model = TraceModel(strings=[], tables={})
     computed: list[int] = []
 
@@ -66,6 +68,12 @@ def test_answers_are_kept_within_a_byte_budget(monkeypatch: pytest.MonkeyPatch) 
     answers.answer(model, 0, lambda: big(0))  # forgotten: computed again, evicting the least recent (8)
     assert computed[-1] == 0 and -1 not in computed and sorted(recent) == [0, 7, 9]
     assert answers.answer(model, 9, lambda: big(9)) == encode({"i": 9, "pad": "x" * 900})
+    # one budget for every trace: another model's answers push this one's least recent out
+    other = TraceModel(strings=[], tables={})
+    answers.answer(other, "a", lambda: big(100))
+    assert sorted(recent) == [0, 9] and memo.ANSWERS.nbytes <= 3000  # 7 was the least recent
+    del other  # a model that goes away gives its share back
+    assert memo.ANSWERS.nbytes == sum(recent[k].nbytes for k in recent)
 
 
 def test_a_failed_answer_reaches_all_waiters_and_is_not_kept() -> None:

@@ -120,10 +120,15 @@ def test_error_statuses(tensorboard_app: Any, mixed_logdir: Path) -> None:
         f"{API}/no_such_route.js": 404,
         f"{API}/static/../../plugin.py": 404,
         f"{API}/static/..%2f..%2fplugin.py": 404,
+        # paths the system refuses to look up (a name over 255 bytes, 6,000 characters in all): not a 500
+        f"{API}/static/" + "a" * 6000: 404,
+        f"{API}/" + "ab/" * 2000 + "x.js": 404,
+        f"{API}/static/" + "é" * 200 + ".js": 404,
     }
     for url, status in cases.items():
         r = client.get(url)
-        assert r.status_code == status, (url, r.status_code, r.data[:200])
+        assert r.status_code == status, (url[:100], r.status_code, r.data[:200])
+        assert len(r.data) < 600, url[:100]  # the error names the path, shortened
         assert r.headers["X-Content-Type-Options"] == "nosniff"
         assert r.headers["Content-Type"].startswith("application/json")
         assert isinstance(r.get_json()["error"], str)

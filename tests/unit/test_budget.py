@@ -70,3 +70,25 @@ def test_a_file_loading_alone_is_built_by_every_slot(tmp_path: Path, monkeypatch
     scheduler._spawn(jobs[1])  # beside jobs[0] (loading) and jobs[2] (queued)
     assert asked == [1, 3] and started == [1, 1]
     assert [job.state for job in jobs] == [LOADING, LOADING, QUEUED]
+
+
+@pytest.mark.parametrize("version", ["v2", "v1"])
+def test_a_memory_cgroup_bounds_the_memory_available(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     version: str) -> None:
+    """In a container of 12 GB using 5 GB (1 GB of it page cache the kernel takes back first), 8 GB are available,
+    whatever the machine's MemAvailable says; the load limits follow (a third of it for the JSON text)."""
+    files = {"v2": ("memory.max", "memory.current", "memory.stat", "inactive_file"),
+             "v1": ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat",
+                    "total_inactive_file")}[version]
+    (tmp_path / "memory").mkdir()
+    (tmp_path / files[0]).write_text(f"{12 * GiB}\n")
+    (tmp_path / files[1]).write_text(f"{5 * GiB}\n")
+    (tmp_path / files[2]).write_text(f"anon 1\n{files[3]} {1 * GiB}\nactive_file 7\n")
+    assert budget.cgroup_memory_left(str(tmp_path)) == 8 * GiB
+    (tmp_path / files[0]).write_text("max\n" if version == "v2" else "9223372036854771712\n")
+    assert budget.cgroup_memory_left(str(tmp_path)) is None  # no limit: the machine's memory says it
+    assert budget.cgroup_memory_left(str(tmp_path / "nowhere")) is None
+    monkeypatch.setattr(budget, "_machine_memory", lambda: 100 * GiB)
+    monkeypatch.setattr(budget, "cgroup_memory_left", lambda: 9 * GiB)
+    limits = budget.load_limits()
+    assert (limits.max_text_bytes, limits.max_events, limits.memory_bytes) == (3 * GiB, 9 * GiB // 200, 9 * GiB)

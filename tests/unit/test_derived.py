@@ -93,3 +93,50 @@ def test_nested_memoized_calls_do_not_deadlock(threads: int) -> None:
     model = _model()
     with ThreadPoolExecutor(max_workers=threads) as pool:
         assert set(pool.map(lambda _: outer(model) + inner(model), range(threads * 2))) == {3}
+
+
+def test_results_keyed_by_arguments_are_kept_within_a_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parameter-free result stays with its model; one per argument value (a request's choice) counts against
+    the process-wide budget, least recently used out, whichever model it belongs to."""
+    import numpy as np
+
+    from tb_plugin.model import memo
+
+    monkeypatch.setattr(memo.RESULTS, "max_bytes", 10_000)
+    calls: list[int] = []
+
+    @memoized
+    def table(model: TraceModel) -> np.ndarray:
+        return np.zeros(5_000)  # 40 kB, over the whole budget: parameter-free, kept anyway
+
+    @memoized
+    def cut(model: TraceModel, n: int) -> np.ndarray:
+        calls.append(n)
+        return np.zeros(290)  # 2.4 kB: four fit
+
+    @memoized(closed=True)
+    def by_grouping(model: TraceModel, group_by: str) -> np.ndarray:
+        return np.zeros(5_000)  # one of a few groupings: kept with the model like a parameter-free result
+
+    a, b = _model(), _model()
+    assert table(a) is table(a) and by_grouping(a, "name") is by_grouping(a, "name")
+    for n in range(10):
+        cut(a, n)
+    assert len(a.memo.bounded) == 4 and memo.RESULTS.nbytes <= 10_000
+    cut(a, 9)
+    cut(b, 0)  # another model's result pushes a's least recent (6) out
+    assert calls[-1] == 0 and sorted(k[2][0] for k in a.memo.bounded) == [7, 8, 9]
+    assert len(a.memo.pinned) == 2 and by_grouping(a, "name") is by_grouping(a, "name")
+    cut(a, 6)
+    assert calls[-1] == 6  # computed again, once it was let go
+
+
+def test_approx_nbytes_measures_tables_from_a_sample() -> None:
+    import numpy as np
+
+    from tb_plugin.model.memo import approx_nbytes
+
+    rows = [{"name": f"kernel_{i}", "total_us": float(i), "count": i} for i in range(100_000)]
+    measured = approx_nbytes(rows)
+    assert 25e6 < measured < 60e6  # ~310 bytes a row in CPython (tracemalloc); shared keys counted too
+    assert approx_nbytes({"a": np.zeros(1000), "b": [np.zeros(10)] * 3}) > 8000 + 240

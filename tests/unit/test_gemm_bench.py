@@ -113,11 +113,7 @@ def by_hand(path: Path) -> tuple[float, str]:
     return flops / seconds / (DATASHEET[device][dtype] * 1e12), device
 
 
-def sources() -> list[str]:
-    return ["synthetic", *(["recorded"] if RECORDED.is_dir() else [])]
-
-
-@pytest.fixture(scope="module", params=sources())
+@pytest.fixture(scope="module", params=["synthetic", "recorded"])
 def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     if request.param == "recorded":
         return RECORDED

@@ -43,7 +43,7 @@ def test_fifos_fail_at_once_and_leave_the_loader_free(tensorboard_app: Any, tmp_
         _old(logdir / "pipes" / name)
     client = tensorboard_app(logdir, profiler_workers=1)
     spans = spans_by_file(wait_until_settled(client, expect_spans=3, timeout=30))
-    assert spans["w.1.pt.trace.json"]["state"] == "ready"
+    assert spans["w.1.pt.trace.json"]["state"] == "ready", spans["w.1.pt.trace.json"]
     for name in ("a.1.pt.trace.json", "b.1.pt.trace.json.gz"):
         span = spans[name]
         assert span["state"] == "failed" and span["progress"] == 0.0
@@ -74,6 +74,7 @@ def test_a_load_past_the_time_limit_fails_and_frees_its_slot(tensorboard_app: An
     scheduler = _plugin(client).workspace.scheduler
     job = next(iter(scheduler._jobs.values()))
     assert job.process is None  # killed: the one loader slot is free again
+    assert scheduler.cache.failure(job.entry) is None  # a stalled load may go through later: not remembered
     scheduler.load_timeout = None
     write_trace(logdir / "small" / "w.1.pt.trace.json", [cpu_op("aten::add", 0, 5)])
     spans = spans_by_file(wait_until_settled(client, expect_spans=2, timeout=30))
@@ -109,6 +110,25 @@ def test_a_link_to_a_non_trace_is_never_served(tensorboard_app: Any, tmp_path: P
     assert span["state"] == "failed" and "not valid JSON" in span["error"]
     r = client.get(f"{API}/trace/file?{_query('run', 'x')}")
     assert r.status_code == 422 and SECRET not in r.data and r.get_json()["error"].startswith("x.1.pt.trace.json")
+
+
+def test_an_error_about_a_linked_outside_json_shows_none_of_its_keys(tensorboard_app: Any, tmp_path: Path) -> None:
+    """A link to a JSON file outside the logdir fails, and its card says so without the file's key names (they are
+    its content: ``aws_secret_access_key`` says what the file holds)."""
+    outside = tmp_path / "outside" / "credentials.json"
+    outside.parent.mkdir()
+    outside.write_text(json.dumps({"aws_secret_access_key": "x", "db_password_prod": "y"}))
+    logdir = tmp_path / "ld"
+    (logdir / "run").mkdir(parents=True)
+    os.symlink(outside, logdir / "run" / "x.1.pt.trace.json")
+    _old(outside)
+    client = tensorboard_app(logdir)
+    span = spans_by_file(wait_until_settled(client, expect_spans=1))["x.1.pt.trace.json"]
+    assert span["state"] == "failed"
+    assert span["error"] == "x.1.pt.trace.json: not a Kineto trace: a JSON object without 'traceEvents'"
+    body = client.get(f"{API}/runs").get_data(as_text=True) + client.get(f"{API}/summary?{_query('run', 'x')}").get_data(
+        as_text=True)
+    assert "aws_secret" not in body and "db_password" not in body
 
 
 def test_a_link_retargeted_after_loading_is_not_served(tensorboard_app: Any, tmp_path: Path) -> None:
@@ -228,3 +248,199 @@ def test_a_non_numeric_device_is_an_unknown_device_not_gpu_minus_1(tensorboard_a
         sep = "&" if "?" in route else "?"
         body = client.get(f"{API}/{route}{sep}{q}").get_data(as_text=True)
         assert "GPU -1" not in body and "GPU-1" not in body and "process -1" not in body, route
+
+
+# ---- 6. injection in exports: the offline report ---------------------------------------------------------------
+
+LINK = '<a href="https://evil.example/">click</a>'
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_report_charts_show_html_in_names_as_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plotly draws labels, legends and hover text as HTML: an operator, kernel or worker named with a link must
+    reach the charts escaped (shown as the text it is), never as a live ``<a href>``."""
+    import plotly.io as pio
+
+    import tb_plugin
+    from tb_plugin.cli import report
+    from tests.unit.test_views_synthetic import kernel, launch, step
+
+    events = [step(1, 0, 100), cpu_op(LINK, 1, 60), launch(2, 5, 1), kernel(f"<img src=x onerror=alert(1)>{LINK}", 10,
+                                                                                50, 1)]
+    for worker in ("<b>w", "<i>v"):  # two ranks: the Distributed chart names them
+        write_trace(tmp_path / "ld" / "a" / f"{worker}.1.pt.trace.json", events)
+    figures: list[Any] = []
+    real = pio.to_html
+
+    def keep(figure: Any, *args: Any, **kwargs: Any) -> str:
+        figures.append(figure)
+        return real(figure, *args, **kwargs)
+
+    monkeypatch.setattr(report.pio, "to_html", keep)
+    report.render(tb_plugin.open(tmp_path / "ld" / "a", cache_dir=str(tmp_path / "cache")))
+    labels = [s for figure in figures for trace in figure.to_plotly_json()["data"] for s in _strings(trace)]
+    assert len(figures) == 5  # steps, categories, operators, kernels, ranks
+    assert any("&lt;a href=&quot;https://evil.example/&quot;&gt;click" in s for s in labels)
+    assert "&lt;b&gt;w" in labels and "&lt;img src=x onerror=alert(1)&gt;&lt;a href=&quot;https://evil.example/&quot;…" in labels
+    assert not [s for s in labels if "<a " in s or "<img" in s or "<b>" in s]
+
+
+# ---- 7. a client sweeping parameter values: memory stays bounded -------------------------------------------------
+
+def test_a_thousand_distinct_parameter_values_grow_the_server_less_than_100_mb(tensorboard_app: Any,
+                                                                             real_traces: Path) -> None:
+    """Each distinct ``limit`` of /launch_stats (``max_points`` of /memory_bandwidth, /queue_length, …) used to
+    keep its whole answer on the model for good: 1.8 GB after 1,000 such requests on this 8,772-kernel trace, and
+    an OOM-killed server on a bigger one. The analyses now memoise their parameter-free tables and cut them per
+    request; only encoded answers are kept, within one byte budget (``model.memo.ANSWERS``)."""
+    import gc
+    import shutil
+
+    import psutil
+
+    logdir = Path(tensorboard_app.cache_dir).parent / "ld"
+    shutil.copytree(real_traces / "kineto_v100" / "resnet50_num_workers_0", logdir / "v100")
+    client = tensorboard_app(logdir)
+    wait_until_settled(client, expect_spans=2)
+    q = _query("v100", "worker0")
+
+    def rss() -> float:
+        gc.collect()
+        return float(psutil.Process().memory_info().rss) / 1e6
+
+    routes = ("launch_stats?limit={}", "memory_bandwidth?max_points={}", "queue_length?max_points={}",
+              "idle?kernel_wait_us={}", "kernel_sequences?length={}&top={}", "memory/curve?max_points={}")
+    for route in routes:  # the parameter-free tables every value shares
+        assert client.get(f"{API}/{route.split('?')[0]}?{q}").status_code == 200
+    before = rss()
+    for i in range(1000):
+        route = routes[i % len(routes)]
+        values = ((2 + i % 15, 1 + i % 200) if "top=" in route else
+                  (i / 7,) if "kernel_wait" in route else (10_000 - i,))
+        r = client.get(f"{API}/{route.format(*values)}&{q}")
+        assert r.status_code == 200, (route, r.data[:200])
+    grown = rss() - before
+    assert grown < 100, f"the server grew {grown:.0f} MB over 1,000 requests with distinct parameter values"
+    stats = client.get(f"{API}/launch_stats?limit=3&{q}").get_json()
+    assert len(stats["rows"]) == 3 and stats["total_rows"] == 8772  # still the whole table behind every cut
+
+
+# ---- 8. unbounded inputs: bombs fail fast, once --------------------------------------------------------------------
+
+_BLOCK = 1 << 20
+
+
+def _gzip_bomb(path: Path, head: bytes, fill: bytes, blocks: int, tail: bytes) -> Path:
+    """A valid gzip file of ``head``, ``blocks`` MiB of ``fill`` and ``tail``, written as it is made: each MiB is
+    deflated once after a full flush (which makes every later one the same bytes), so a 10 GiB bomb takes a
+    second and 10 MB of disk, and its inflated bytes are never held."""
+    try:
+        from isal.isal_zlib import crc32
+    except ImportError:  # pragma: no cover - where ISA-L is not installed: zlib's, slower
+        from zlib import crc32
+    import zlib
+
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = fill * (_BLOCK // len(fill))
+    first = deflate.compress(head) + deflate.flush(zlib.Z_FULL_FLUSH)
+    deflate.compress(block)
+    repeated = deflate.flush(zlib.Z_FULL_FLUSH)
+    crc = crc32(head)
+    with path.open("wb") as out:
+        out.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + first)
+        for _ in range(blocks):
+            out.write(repeated)
+            crc = crc32(block, crc)
+        out.write(deflate.compress(tail) + deflate.flush(zlib.Z_FINISH))
+        size = len(head) + blocks * len(block) + len(tail)
+        out.write((crc & 0xFFFFFFFF).to_bytes(4, "little") + (size & 0xFFFFFFFF).to_bytes(4, "little"))
+    return _old(path)
+
+
+def test_bombs_fail_fast_once_and_never_hold_up_a_good_trace(tensorboard_app: Any, tmp_path: Path) -> None:
+    """A 1 MB gzip whose one event has a 1 GiB name, 10 MB of gzip that inflate to 10 GiB of zeros, a 10 MB
+    gzip of ``{"traceEvents": [`` and 10 GiB of spaces, and 1 GiB of zeros named like a trace: each used to cost
+    a loader gigabytes and minutes (and the name, once "ready", 12 GB of server for the Overview), with a good
+    trace waiting behind them. Now each fails in well under a second, with its reason on its card, on one loader
+    process, while the good trace loads; and a restart remembers the failures instead of loading them again."""
+    logdir = tmp_path / "ld"
+    write_trace(logdir / "good" / "w.1.pt.trace.json", [cpu_op("aten::add", 0, 5), cpu_op("aten::mm", 9, 5)])
+    bombs = logdir / "bombs"
+    bombs.mkdir(parents=True)
+    _gzip_bomb(bombs / "name.1.pt.trace.json.gz", b'{"traceEvents": [{"ph": "X", "name": "', b"a", 1024,
+               b'", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]}')
+    _gzip_bomb(bombs / "zeros.1.pt.trace.json.gz", b"", b"\0", 10 * 1024, b"")
+    _gzip_bomb(bombs / "blank.1.pt.trace.json.gz", b'{"traceEvents": [', b" ", 10 * 1024, b"]}")
+    with (bombs / "raw.1.pt.trace.json").open("wb") as out:
+        out.truncate(1 << 30)  # 1 GiB of zeros (sparse: it costs the disk nothing)
+    _old(bombs / "raw.1.pt.trace.json")
+    assert (bombs / "name.1.pt.trace.json.gz").stat().st_size < 1.2e6
+    assert (bombs / "zeros.1.pt.trace.json.gz").stat().st_size < 11e6
+
+    started = time.monotonic()
+    client = tensorboard_app(logdir, profiler_workers=1)
+    spans = spans_by_file(wait_until_settled(client, expect_spans=5, timeout=60))
+    took = time.monotonic() - started
+    assert spans["w.1.pt.trace.json"]["state"] == "ready"
+    errors = {name: spans[name]["error"] for name in spans if name != "w.1.pt.trace.json"}
+    assert all(spans[name]["state"] == "failed" for name in errors)
+
+    def bomb(name: str) -> str:
+        size = (bombs / name).stat().st_size
+        return (f"{name}: refused: its {size / 2**20:,.0f} MiB of gzip data inflate to more than "
+                f"{100 * size / 2**20:,.0f} MiB, over 100 times their size (traces compress 5 to 30 times; this looks "
+                "like a decompression bomb)")
+
+    assert errors == {
+        "name.1.pt.trace.json.gz": bomb("name.1.pt.trace.json.gz"),
+        "blank.1.pt.trace.json.gz": bomb("blank.1.pt.trace.json.gz"),
+        "zeros.1.pt.trace.json.gz": "zeros.1.pt.trace.json.gz: not valid JSON: its gzip data holds neither an "
+                                    "object nor an array (its first byte opens no JSON value)",
+        "raw.1.pt.trace.json": "raw.1.pt.trace.json: not valid JSON: the file is neither an object nor an array "
+                               "(its first byte opens no JSON value)",
+    }
+    assert took < 15, f"five spans settled in {took:.1f} s"
+
+    restarted = tensorboard_app(logdir, profiler_workers=1)  # the same parse cache
+    again = spans_by_file(wait_until_settled(restarted, expect_spans=5, timeout=30))
+    assert {name: again[name]["error"] for name in errors} == errors and again["w.1.pt.trace.json"]["state"] == "ready"
+    assert _plugin(restarted).workspace.scheduler.counts()["parsed_here"] == 0  # nothing loaded again
+
+
+def test_long_names_are_shown_shortened_and_given_whole_on_demand(tensorboard_app: Any, tmp_path: Path) -> None:
+    """A name of 300,000 characters (two of them, alike but for their end) is shown cut at 8,192 characters, with
+    its length and a checksum, in every answer (the Overview used to repeat a name five times, whole); the two stay
+    two operators; the event's details give the whole name, also after a restart (read from the parse cache)."""
+    long_a, long_b = "x" * 299_999 + "a", "x" * 299_999 + "b"
+    stack = ";".join(f"frame_{i}.py({i}): f{i}" for i in range(2_000))  # a call stack of 40 k characters
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0,
+               "dur": 100}, cpu_op(long_a, 1, 10, **{"Call stack": stack}), cpu_op(long_b, 20, 30)]
+    write_trace(tmp_path / "ld" / "run" / "w.1.pt.trace.json", events)
+    for attempt in range(2):  # the second server opens the cached parse
+        client = tensorboard_app(tmp_path / "ld")
+        wait_until_settled(client, expect_spans=1)
+        q = _query("run", "w")
+        for route in ("overview", "operators", "trace/window", "trace/search?q=xxx", "summary"):
+            body = client.get(f"{API}/{route}{'&' if '?' in route else '?'}{q}").get_data(as_text=True)
+            assert len(body) < 120_000 and long_a not in body and long_b not in body, route
+        rows = client.get(f"{API}/operators?{q}").get_json()["rows"]
+        shown = sorted(r["name"] for r in rows if r["name"].startswith("xxx"))
+        assert len(shown) == 2 and shown[0] != shown[1]
+        assert all(s.startswith("x" * 8192 + "… [300,000 characters, #") and len(s) < 8250 for s in shown)
+        hits = client.get(f"{API}/trace/search?{q}&q=xxx").get_json()["items"]
+        details = {d["full_name"]: d for d in (client.get(f"{API}/trace/event?{q}&id={h['id']}").get_json()
+                                              for h in hits)}
+        assert sorted(details) == [long_a, long_b], attempt
+        assert details[long_a]["name"] in shown and "\n".join(details[long_a]["call_stack"]) == stack.replace(";", "\n")
+        assert "full_name" not in client.get(f"{API}/trace/event?{q}&id=0").get_json()  # a short name is whole

@@ -10,8 +10,8 @@ import sys
 from tests.conftest import REPO
 
 PACKAGE = REPO / "tb_plugin"
-# the job side: where torch may be imported, and only inside functions
-JOB_SIDE = {"capture/agent.py", "capture/session.py"}
+# the training script's side: where torch may be imported, and only inside functions
+JOB_SIDE = {"capture/agent.py", "capture/session.py", "capture/memory.py"}
 
 
 def torch_imports(source: str) -> list[tuple[int, bool]]:

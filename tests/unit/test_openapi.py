@@ -139,3 +139,54 @@ def test_gpu_insight_routes_match_the_spec(spec: dict[str, Any], tensorboard_app
         assert r.status_code == 404
         check(spec, "/critical_path", 404, r.get_json())
     assert client.get(f"{API}/kernel_sequences?run=bf16&worker=vm_562&span=1&length=1").status_code == 400
+
+
+def extreme_trace(src: Path, seed: int = 1) -> bytes:
+    """A real trace with some times and numeric args made extreme: NaN (written as the bare token, as some Kineto
+    versions do), ``1e308`` and ``-1e308``. Every answer on it must still be a documented one (a sum of such times
+    used to be infinite, and infinity and NaN go out as ``null`` where the spec says number)."""
+    import gzip
+    import json
+    import random
+
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    rnd = random.Random(seed)
+    extremes = (float("nan"), 1e308, -1e308)
+    for event in doc["traceEvents"]:
+        if event.get("ph") not in ("X", "i"):
+            continue
+        r = rnd.random()
+        if r < 0.06:
+            event["dur" if r < 0.04 else "ts"] = extremes[int(r * 1000) % 3]
+        args = event.get("args") or {}
+        for key, value in list(args.items()):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and rnd.random() < 0.1:
+                args[key] = rnd.choice(extremes)
+    return gzip.compress(json.dumps(doc).encode(), compresslevel=1)
+
+
+def test_answers_on_nan_and_1e308_traces_match_the_spec(spec: dict[str, Any], tensorboard_app: Any,
+                                                         real_traces: Path, tmp_path: Path) -> None:
+    """Every route on traces with NaN and +-1e308 times and args answers as documented: numbers stay numbers."""
+    from tests.conftest import SPAN_ROUTES, write_trace
+
+    logdir = tmp_path / "ld"
+    for src in [*(real_traces / "h200" / "ddp_resnet50").glob("*.gz"),
+                *(real_traces / "h200" / "transformer_bf16").glob("*.gz")]:
+        write_trace(logdir / f"extreme_{src.parent.name}" / src.name, raw=extreme_trace(src), gz=False)
+    client = tensorboard_app(logdir)
+    body = wait_until_settled(client, expect_spans=3, timeout=120)
+    checked = 0
+    for run in body["runs"]:
+        for worker in run["workers"]:
+            span = worker["spans"][0]
+            assert span["state"] == "ready", span
+            q = f"run={run['name']}&worker={worker['name']}&span={span['span']}"
+            routes = [r for r in SPAN_ROUTES if r != "trace/file"] + [
+                "flamegraph", "trace/window?width_px=300", f"distributed?run={run['name']}&span=1&x=1",
+                f"diff?exp_run={run['name']}&exp_worker={worker['name']}&exp_span=1", f"views?run={run['name']}"]
+            for route in routes:
+                r = client.get(f"{API}/{route}{'&' if '?' in route else '?'}{q}")
+                check(spec, "/" + route.split("?")[0], r.status_code, r.get_json())
+                checked += 1
+    assert checked == 3 * 24

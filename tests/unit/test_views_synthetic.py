@@ -92,6 +92,51 @@ def test_a_trace_without_steps_is_one_step(tmp_path: Path) -> None:
     assert o["steps"][0]["breakdown_us"]["CPU Exec"] == 15 and o["steps"][0]["breakdown_us"]["Other"] == 5
 
 
+def test_steps_with_the_same_number_are_each_a_step_and_said_so(tmp_path: Path) -> None:
+    """Three ``ProfilerStep#1`` one after another (a profiler started three times) are three steps, each with its
+    time and a name of its own; the same step recorded on a second thread over the same time is counted once.
+    Both are said in the notes (they used to be one step of 100 µs, silently)."""
+    from tb_plugin.analysis.diff import diff_summary
+
+    events = [step(1, 0, 100), op("aten::mm", 10, 50), step(1, 100, 200), op("aten::mm", 110, 150),
+              step(1, 300, 100), op("aten::add", 310, 20), step(2, 400, 50), op("aten::add", 410, 20),
+              step(2, 405, 40) | {"tid": 2}]  # step 2 again, on another thread, over the same time
+    model = model_of(tmp_path, events)
+    o = overview(model)
+    assert [(s["name"], s["start_us"], s["duration_us"]) for s in o["steps"]] == [
+        ("1", 0, 100), ("1 (2)", 100, 200), ("1 (3)", 300, 100), ("2", 400, 50)]
+    assert o["average"]["duration_us"] == pytest.approx(112.5)
+    assert o["steps"][1]["breakdown_us"]["CPU Exec"] == 150
+    assert ("Several steps have the same number, one after another: ProfilerStep#1 3 times (shown as 1, 1 (2), "
+            "1 (3)).") in o["notes"][0]
+    assert o["notes"][1] == ("Steps recorded more than once over the same time (on other threads): ProfilerStep#2 "
+                             "2 times. Each is counted once, as the one recorded first.")
+    # a step picked by its name is that step: the Diff of step "1 (2)" with itself holds its operator only
+    d = diff_summary(model, model, "1 (2)", "1 (2)")
+    assert d["breakdown"]["step_baseline_us"] == 200 and d["step_names"]["baseline"] == ["1", "1 (2)", "1 (3)", "2"]
+    assert [(r["name"], r["baseline_calls"], r["baseline_host_self_us"]) for r in d["operators"]] == [
+        ("aten::mm", 1, 150)]
+    from tb_plugin.analysis.critical_path import critical_path
+
+    path = critical_path(model, "1 (2)")
+    assert (path["step"], path["start_us"], path["duration_us"]) == ("1 (2)", 100, 200)
+    assert {s["name"] for s in path["segments"]} >= {"aten::mm"}
+
+
+def test_negative_durations_count_as_zero_and_are_said(tmp_path: Path) -> None:
+    """A step (or any event) with a negative duration took no time: never a negative step time. Clamped at
+    loading, and the Overview says how many and the worst."""
+    events = [step(1, 0, 100), op("aten::mm", 10, 50), step(2, 100, -30), op("aten::add", 100, -5),
+              step(3, 200, 100), op("aten::add", 210, 20)]
+    model = model_of(tmp_path, events)
+    o = overview(model)
+    assert [(s["name"], s["duration_us"]) for s in o["steps"]] == [("1", 100), ("2", 0), ("3", 100)]
+    assert all(v >= 0 for s in o["steps"] for v in s["breakdown_us"].values())
+    assert (model["events"]["dur"] >= 0).all()
+    assert o["notes"] == ["2 events of the trace had a negative duration (down to -30.000 µs, on ProfilerStep#2): "
+                          "each counts as 0 µs."]
+
+
 def test_gpu_metrics_formulas(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100), op("aten::mm", 0, 50), launch(1, 1, corr=1), launch(3, 1, corr=2), launch(5, 1, corr=3),

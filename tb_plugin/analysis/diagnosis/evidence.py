@@ -22,10 +22,11 @@ from ...model.lookups import tree_node_of_row
 from ...model.names import name_mask
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
+from .. import launches
 from ..idle import idle_time
-from ..launches import launch_stats
 from ..operators import operator_nodes
 from ..steps import breakdown, find_steps, role_intervals
+from .causes import claimed, claims, graph_kernels, optimizer_work
 from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
 from .gpu_time import spans as _spans
 from .host_only import loader_intervals as loader_intervals
@@ -60,17 +61,23 @@ def creation_nodes(model: TraceModel) -> np.ndarray:
 
 
 @memoized
-def host_gap(model: TraceModel) -> PerStep:
-    """GPU idle while the host runs operators or Python; DataLoader waits, CPU tensor creation and the GPU-idle
-    time charged to host syncs (``sync_cost``) not counted (they have findings of their own): the time a faster
-    host would give back to the GPU."""
+def host_gap_intervals(model: TraceModel) -> iv.Intervals:
+    """GPU idle while the host runs operators or Python; DataLoader waits, CPU tensor creation, the GPU-idle
+    time charged to host syncs (``sync_cost``) and the time the root causes claim (``causes.claims``: allocator
+    churn, compilation, host compute, an unfused optimizer's launch gaps) not counted (they have findings of their
+    own): the time a faster host would give back to the GPU."""
     ev = model["events"]
     host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION))
     host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
     busy = iv.subtract(_spans(model, host), loader_intervals(model))
     busy = iv.subtract(busy, creation_intervals(model))
-    idle = iv.subtract(gpu_idle(model), sync_cost(model).charged)
-    return per_step(model, iv.intersect(idle, busy))
+    idle = iv.subtract(iv.subtract(gpu_idle(model), sync_cost(model).charged), claimed(model))
+    return iv.intersect(idle, busy)
+
+
+def host_gap(model: TraceModel) -> PerStep:
+    """``host_gap_intervals`` per step."""
+    return per_step(model, host_gap_intervals(model))
 
 
 @memoized
@@ -93,7 +100,7 @@ class HotOp:
     region: str | None  # the innermost annotation around most of its calls (forward, optimizer, …)
 
 
-@memoized
+@memoized(closed=True)
 def hot_ops_in_gaps(model: TraceModel, limit: int = 3) -> list[HotOp]:
     """The host operators that fill the GPU-idle gaps (DataLoader time aside): each operator's overlap with GPU
     idle time minus that of the operators inside it (self), summed by name; the top ``limit``. CPU-only: the step
@@ -173,8 +180,10 @@ def host_syncs(model: TraceModel) -> Syncs:
 
 @dataclass(frozen=True)
 class Launches:
-    kernels: int  # kernels launched inside steps
+    kernels: int  # kernels launched one by one inside steps (a graph launch's kernels are not)
     short: int  # of them, shorter than the host call that launched them
+    graphed: int  # kernels launched inside steps by graph launches (cudaGraphLaunch)
+    rows: np.ndarray  # the launch calls of the short kernels
     median_kernel_us: float
     median_launch_us: float
     overhead: PerStep  # Σ (launch − kernel) over the short ones, capped at the step's GPU idle not charged to syncs
@@ -186,7 +195,11 @@ def launch_overhead(model: TraceModel) -> Launches:
     ev = model["events"]
     dev = model["device_events"]
     steps = find_steps(model)
-    k = np.flatnonzero((ev["kind"][dev["row"]] == Kind.KERNEL) & (tree.device_launch >= 0))
+    kernel = (ev["kind"][dev["row"]] == Kind.KERNEL) & (tree.device_launch >= 0)
+    graph = graph_kernels(model)
+    # an unfused optimizer's kernels are its finding's (the fix is fused=True, not a graph of the whole step)
+    theirs = np.isin(dev["row"], optimizer_work(model).device_rows) if "unfused_optimizer" in claims(model) else False
+    k = np.flatnonzero(kernel & ~graph & ~theirs)
     launch = tree.device_launch[k]
     l_start = tree.start[launch]
     step = np.searchsorted(steps.start, l_start, side="right") - 1
@@ -198,9 +211,13 @@ def launch_overhead(model: TraceModel) -> Launches:
     n = steps.count
     extra = np.bincount(step[short], weights=(l_dur - k_dur)[short], minlength=n)[:n] if n else np.zeros(0)
     # the GPU-idle time a sync costs (``sync_cost``) is the sync's: kernels launched into a queue a sync drained
-    # wait for their launches because of the sync, so the overhead is capped at the idle time left
-    overhead = np.minimum(extra, per_step(model, iv.subtract(gpu_idle(model), sync_cost(model).charged)))
-    return Launches(kernels=len(k), short=int(short.sum()),
+    # wait for their launches because of the sync, so the overhead is capped at the idle time left; so is the
+    # time a root cause claims (an unfused optimizer's launch gaps are the optimizer's)
+    left = iv.subtract(iv.subtract(gpu_idle(model), sync_cost(model).charged), claimed(model))
+    overhead = np.minimum(extra, per_step(model, left))
+    g_step = np.searchsorted(steps.start, tree.start[tree.device_launch[graph]], side="right") - 1
+    graphed = int(((g_step >= 0) & (tree.start[tree.device_launch[graph]] < take(steps.end, g_step, -np.inf))).sum())
+    return Launches(kernels=len(k), short=int(short.sum()), graphed=graphed, rows=tree.rows[launch[short]],
                     median_kernel_us=float(np.median(k_dur)) if len(k) else 0.0,
                     median_launch_us=float(np.median(l_dur)) if len(k) else 0.0, overhead=overhead)
 
@@ -226,6 +243,30 @@ def h2d_copies(model: TraceModel) -> Copies:
     mask[rows] = True
     return Copies(pageable=int(pageable.sum()), nbytes=int(dev["nbytes"][pageable].clip(min=0).sum()),
                   time=per_step(model, _spans(model, mask)), pinned=int(pinned.sum()))
+
+
+@memoized
+def copy_directions(model: TraceModel) -> tuple[dict[str, float], np.ndarray, str]:
+    """Per step: device time of copies by direction (HtoD, DtoH, DtoD, PtoP), the launch calls of the dominant
+    direction's copies inside steps, and that direction."""
+    ev = model["events"]
+    dev = model["device_events"]
+    tree = host_tree(model)
+    names = ev["name"][dev["row"]]
+    copies = ev["kind"][dev["row"]] == Kind.MEMCPY
+    n = max(find_steps(model).count, 1)
+    out: dict[str, float] = {}
+    for d in ("HtoD", "DtoH", "DtoD", "PtoP"):
+        mask = np.zeros(model.n_events, dtype=bool)
+        mask[dev["row"][copies & name_mask(model, names, lambda s, d=d: d in s)]] = True
+        out[d] = float(per_step(model, _spans(model, mask)).sum()) / n
+    top = max(out, key=lambda d: out[d])
+    mine = copies & name_mask(model, names, lambda s: top in s) & (tree.device_launch >= 0)
+    launches = tree.device_launch[mine]
+    steps = find_steps(model)
+    k = np.searchsorted(steps.start, tree.start[launches], side="right") - 1
+    inside = (k >= 0) & (tree.start[launches] < take(steps.end, k, -np.inf))
+    return out, tree.rows[launches[inside]], top
 
 
 @dataclass(frozen=True)
@@ -295,5 +336,5 @@ def host_wait(model: TraceModel) -> HostWait | None:
 
 def launch_summary(model: TraceModel) -> dict[str, Any]:
     """The GPU insights' launch statistics (``launches.launch_stats``): launch delay p50/p95, short kernels."""
-    summary: dict[str, Any] = launch_stats(model)["summary"]
+    summary: dict[str, Any] = launches.launch_summary(model)["summary"]
     return summary

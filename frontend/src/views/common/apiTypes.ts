@@ -72,6 +72,18 @@ export interface Evidence {
   label: string;
 }
 
+/** Where in the step a finding's evidence lives: the user's frame, the call it makes there, module, regions. */
+export interface Where {
+  text: string;
+  frame: string | null;
+  calls: string | null;
+  api: string | null;
+  module: string | null;
+  region: string | null;
+  annotation: string | null;
+  share: number;
+}
+
 /** A finding of the diagnosis (kept under the old name: the API field is still `recommendations`). */
 export interface Recommendation {
   id: string;
@@ -86,6 +98,11 @@ export interface Recommendation {
   cause?: boolean;
   suggests?: string[];
   evidence?: Evidence[];
+  where?: Where | null;
+  confidence?: "high" | "medium" | "low";
+  /** the fix replayed alone (null: the saving is a rule of thumb, or none is claimed) */
+  what_if?: { id: string; saving_us: number; predicted_step_us: number; baseline_step_us: number; model: string; label: string } | null;
+  estimated?: "replay" | "rule of thumb" | "measured" | "none";
 }
 
 export interface Verdict {
@@ -93,6 +110,8 @@ export interface Verdict {
   id: string | null;
   text: string;
   saving_us: number;
+  where?: Where | null;
+  root_cause?: string;
 }
 
 export interface RunContext {

@@ -8,13 +8,21 @@ import { copyText, inVsCode, showTextOverlay, showToast } from "./ui";
 
 export type CsvValue = string | number | boolean | null | undefined;
 
+/**
+ * What a spreadsheet would run as a formula: a text cell starting with `=`, `+`, `-`, `@`, a tab or a carriage
+ * return (OWASP's CSV injection list). Trace names are anyone's text (`=HYPERLINK(...)` as an operator name).
+ */
+const FORMULA_START = /^[=+\-@\t\r]/;
+
 function cell(v: CsvValue): string {
   if (v === null || v === undefined) return "";
-  const s = typeof v === "number" ? (Number.isFinite(v) ? String(v) : "") : String(v);
+  if (typeof v === "number") return Number.isFinite(v) ? String(v) : ""; // a number (-5 too) stays a number
+  let s = String(v);
+  if (FORMULA_START.test(s)) s = `'${s}`; // shown as the text it is, never evaluated (OWASP)
   return /[",\r\n]/.test(s) || s !== s.trim() ? `"${s.replace(/"/g, '""')}"` : s;
 }
 
-/** RFC 4180 text (CRLF line ends, quotes doubled). */
+/** RFC 4180 text (CRLF line ends, quotes doubled); text that a spreadsheet would evaluate starts with `'`. */
 export function toCsv(header: readonly string[], rows: readonly (readonly CsvValue[])[]): string {
   return [header, ...rows].map((r) => r.map(cell).join(",")).join("\r\n") + "\r\n";
 }

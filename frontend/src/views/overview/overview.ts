@@ -15,9 +15,12 @@ import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation 
 import { Charts, chartDiv, type Figure, plotlyText } from "../common/charts";
 import { DONUT } from "../common/pie";
 import { rowLinkButton, traceWindowState } from "../common/traceLink";
+import { loadSources } from "../common/callStack";
+import { whereLine } from "./findingWhere";
 import { loadView } from "../../loadView";
 import { fetchFor, left } from "../common/ui";
 import type { ViewContext } from "../types";
+import { whatIfCard } from "./whatIf";
 import { mfuCard } from "./mfuCard";
 
 export const HELP = {
@@ -242,7 +245,25 @@ export function openEvidence(ctx: ViewContext, e: Evidence): void {
 }
 
 const SAVING_HELP =
-  "Estimated saving per step if this cause were removed; each kind's formula is in the guide (docs/guide/overview.md). Findings are ranked by it.";
+  "Estimated saving per step if this cause were removed: the step time replayed with the finding's fix (a what-if replay of the trace), where the finding names one; else the rule's estimate (docs/guide/overview.md). Findings are ranked by it.";
+
+function savingTitle(r: Recommendation): string {
+  const w = r.what_if;
+  if (!w) return `${SAVING_HELP}\nThis one: ${r.estimated ?? "rule of thumb"}.`;
+  return `${SAVING_HELP}\nReplayed (${w.model}): ${w.label}: ${formatDuration(w.baseline_step_us)} → ${formatDuration(w.predicted_step_us)} per step.`;
+}
+
+const CONFIDENCE_HELP: Record<string, string> = {
+  medium: "Inferred from the cause's effects: the trace does not show the cause itself.",
+  low: "A possibility the trace cannot confirm.",
+};
+
+/** "est. −3.0 ms/step (36 %)", with "rule of thumb" where no replay gives the saving. */
+function savingLabel(r: Recommendation, saving: number): string {
+  const share = num(r.share) !== null ? ` (${formatPercent1(r.share)})` : "";
+  const how = r.estimated === "rule of thumb" ? ", rule of thumb" : "";
+  return `est. −${formatDuration(saving)}/step${share}${how}`;
+}
 
 function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLElement {
   const href = safeLink(r.link);
@@ -258,10 +279,14 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
       { class: "ptp-finding-head" },
       h("strong", { class: "ptp-finding-title" }, r.title),
       saving !== null && saving > 0
-        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: SAVING_HELP }, `est. −${formatDuration(saving)}/step${num(r.share) !== null ? ` (${formatPercent1(r.share)})` : ""}`)
+        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: savingTitle(r), dataset: { estimated: r.estimated ?? "" } }, savingLabel(r, saving))
+        : null,
+      r.confidence && r.confidence !== "high"
+        ? h("span", { class: "ptp-muted ptp-finding-confidence", testid: "finding-confidence", title: CONFIDENCE_HELP[r.confidence] ?? "" }, `${r.confidence} confidence`)
         : null,
     ),
     h("span", { class: "ptp-rec-text" }, r.text),
+    whereLine(r.where),
     h(
       "div",
       { class: "ptp-finding-links" },
@@ -285,6 +310,7 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
 
 function diagnosisCard(ctx: ViewContext, data: OverviewResponse, gpu: boolean): HTMLElement {
   const items = data.recommendations.filter((r) => typeof r.text === "string" && r.text !== "");
+  if (items.some((r) => r.where?.frame)) void loadSources(ctx); // where the findings' frames' files live
   const label = data.context?.label ?? "";
   const verdict = data.verdict;
   return card(
@@ -422,6 +448,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       "div",
       { class: "ptp-view ptp-overview", testid: "overview" },
       diagnosisCard(ctx, data, gpuTrace),
+      whatIfCard(ctx, data.recommendations, data.verdict?.id),
       data.mfu && (gpuTrace || data.mfu.model_flops_per_step > 0) ? mfuCard(ctx, data.mfu) : null,
       data.notes.map((n) => h("div", { class: "ptp-note", testid: "overview-note", role: "note" }, infoIcon("A note from the analysis."), h("span", {}, n))),
       h("div", { class: "ptp-grid ptp-grid-cards" }, configurationCard(data), gpuTrace ? data.gpus.map(gpuCard) : null),

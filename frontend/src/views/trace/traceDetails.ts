@@ -154,7 +154,7 @@ export function detailsPanel(ev: TraceEventResponse, hooks: DetailsHooks): HTMLE
     h(
       "div",
       { class: "ptp-trace-title-row" },
-      clampedTitle(ev.name),
+      clampedTitle(ev.full_name ?? ev.name), // the whole name where every other view shows it shortened
       h(
         "button",
         { class: "ptp-button ptp-button-small", testid: "trace-zoom-event", attrs: { type: "button" }, title: "Zoom to this event (F)", onClick: () => { hooks.zoomToSelected(); } },

@@ -97,6 +97,8 @@ export interface TraceEventResponse extends EventBrief {
   launched?: EventBrief[];
   /** frames "path(line): function", innermost first */
   call_stack?: string[];
+  /** the whole name, where `name` (and every other answer) shows it shortened (over 8,192 characters) */
+  full_name?: string;
 }
 
 export interface TraceSearchResponse {
