@@ -106,7 +106,7 @@ describe("progress", () => {
     assert.deepEqual(open, { run: "job", worker: "rank0", span: "1795738053740002619" });
     const span = (key: string) => ({ span: "1", key, mtime: 0, state: "ready" as const, progress: 1, error: null, file: "f", size_bytes: 1 });
     const runs = (workers: string[], key: string): RunsResponse => ({
-      runs: [{ name: "job", workers: workers.map((name) => ({ name, spans: [span(key)] })) }], logdir: "/l", scanning: false, errors: [],
+      runs: [{ name: "job", snapshots: [], workers: workers.map((name) => ({ name, spans: [span(key)] })) }], logdir: "/l", scanning: false, errors: [],
     });
     assert.equal(listed(runs(["rank0"], "1795738053740002619"), open, done), false);
     assert.equal(listed(runs(["rank0", "rank1"], "1"), open, done), false);
