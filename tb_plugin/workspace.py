@@ -115,6 +115,8 @@ class Workspace:
         shared = self._shared_cache(cache_dir)
         # a cache on another store is copied into the default local cache, where models are memory-mapped from
         cache = ParseCache(None if cache_dir and remote.is_url(cache_dir) else cache_dir, cache_max_bytes)
+        if cache.problem is not None:
+            self._setup_errors.append(cache.problem)
         runner = self._runner(dask_scheduler, shared.url if shared is not None else str(cache.directory))
         self.scheduler = LoadScheduler(cache, workers, on_ready=on_ready, load_timeout=load_timeout, shared=shared,
                                        runner=runner, on_preprocessed=self._read_summary, stored=StoredIndex())
@@ -282,6 +284,7 @@ class Workspace:
                         "error": status.error if status else None,
                         "file": f.filename,
                         "size_bytes": f.size,
+                        "updating": bool(status and status.updating),
                     })
                 workers.append({"name": worker, "spans": spans})
             out.append({"name": run, "workers": workers})
@@ -339,14 +342,15 @@ class Workspace:
         raise LookupFailed(409, f"{f.filename} is still loading; try again when its state is 'ready'")
 
     def _loaded(self, f: TraceFile) -> LoadedTrace | str:
-        """The file's trace once it is ready, else its state: ``FAILED``, or ``LOADING`` (queued ones too)."""
+        """The file's trace once it is ready, else its state: ``FAILED``, or ``LOADING`` (queued ones too). While a
+        rewritten file loads again, the trace of its last good parse (with the file version it was parsed from)."""
         status = self.scheduler.status(f.key)
-        model = self.scheduler.model(f.key)
+        serving = self.scheduler.serving(f.key)
         if status is not None and status.state == FAILED:
             return FAILED
-        if model is None or status is None or status.state != READY:
+        if serving is None or status is None or status.state != READY:
             return LOADING
-        return LoadedTrace(f, model)
+        return LoadedTrace(*serving)
 
     def _span_files(self, run: str, span: str) -> list[TraceFile]:
         """The files of one span of a run, sorted by worker: 404 when the run or the span is unknown."""
@@ -458,17 +462,29 @@ class Workspace:
                 list(pool.map(self._preprocessed_summary, ready))
 
     def _preprocessed_summary(self, f: TraceFile) -> RankSummary | None:
-        """The summary stored with a preprocessed span (read once), or None."""
+        """The summary stored with a preprocessed span (read once), or None (also when its entry turns out damaged:
+        the file is then parsed here, and its summary computed from the model)."""
         entry = self.scheduler.preprocessed(f.key)
-        return self._read_summary(f.key, entry) if entry is not None else None
+        if entry is None:
+            return None
+        try:
+            return self._read_summary(f.key, entry)
+        except Exception as err:  # noqa: BLE001 - a damaged entry is a miss, never a 500
+            self.scheduler.reparse(f.key, f"its rank summary cannot be read ({err})")
+            return None
 
     def _read_summary(self, key: Any, entry: Path) -> RankSummary:
-        """The summary in ``entry`` of the span ``key`` (read once; the scheduler calls this as it turns ready)."""
+        """The summary in ``entry`` of the span ``key`` (read once, from a verified copy of its files; the
+        scheduler calls this as it turns ready)."""
+        from .jobs.shared import SUMMARY_FILES
         from .scaleout.summaries import read_summary
 
         worker = key[1]
-        return compute_once(self._summaries, self._summaries_computing, (entry, worker),
-                            lambda: read_summary(entry, worker))
+
+        def read() -> RankSummary:
+            return read_summary(self.scheduler.cache.open(entry, SUMMARY_FILES).files, worker)
+
+        return compute_once(self._summaries, self._summaries_computing, (entry, worker), read)
 
 
 def _decode_export(f: ExportFile) -> ExportEntry:
