@@ -171,7 +171,8 @@ class LoadScheduler:
             previous = None
             if job is not None:
                 self._stop(job)
-                previous = (job.file, job.model) if job.model is not None else job.previous
+                if job.file.url == file.url:  # the same file, rewritten (not another file at this position)
+                    previous = (job.file, job.model) if job.model is not None else job.previous
             job = _Job(file=file, entry=self.cache.entry(file.identity))
             if file.problem is not None:
                 job.state, job.error = FAILED, f"{file.filename}: {file.problem}; it is not loaded"
