@@ -34,7 +34,7 @@ from ..catalog.catalog import Identity
 from ..loader import MODEL_VERSION
 from ..model.tables import TraceModel
 from . import entries
-from .entries import MANIFEST, BadEntry, Opened
+from .entries import BadEntry, Opened
 
 log = logging.getLogger(__name__)
 
@@ -107,13 +107,14 @@ class ParseCache:
         return self.directory / entry_name(identity)
 
     def has(self, entry: Path) -> bool:
-        """A whole entry with a model is there (its manifest and the model's ``meta.json``; checked when opened)."""
-        return (entry / MANIFEST).is_file() and (entry / "meta.json").is_file()
+        """An entry with a model is there (whether it is whole and intact is checked when it is opened, and a
+        damaged one is removed, saying why)."""
+        return (entry / "meta.json").is_file()
 
     def has_summary(self, entry: Path) -> bool:
         """The entry was preprocessed: its rank summary is there (the model too, unless only the summary was
         fetched from a shared cache so far)."""
-        return (entry / MANIFEST).is_file() and (entry / SUMMARY_MARKER).is_file()
+        return (entry / SUMMARY_MARKER).is_file()
 
     def touch(self, entry: Path) -> None:
         with contextlib.suppress(OSError):
