@@ -24,7 +24,7 @@ from .catalog.catalog import Catalog, ExportFile, Identity, Root, TraceFile
 from .catalog.names import span_keys, span_order
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
-from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler, Runner
+from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, QUEUED, READY, LoadScheduler, Runner
 from .jobs.shared import SharedCache
 from .loader.memory_export import ExportError, load_export
 from .model.derived import compute_once
@@ -36,14 +36,21 @@ from .timeline.stored import StoredIndex
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]
+PRECOMPUTE_THREAD_EVENTS = 100_000  # a trace this big builds its Trace view index beside its Overview
 
 
 def precompute(model: TraceModel) -> None:
     """Build what the first page views need as soon as a trace is loaded (in a background thread).
 
     The Overview (the landing page) and the Trace view's index are built side by side, so neither page waits for
-    the other's: the index is mostly numpy sorts, which release the GIL, so the two overlap on two cores.
+    the other's: the index is mostly numpy sorts, which release the GIL, so the two overlap on two cores. A small
+    trace's are built one after the other: starting a thread costs more than its index (a logdir of thousands of
+    small runs spent a third of its loading time there).
     """
+    if model.n_events < PRECOMPUTE_THREAD_EVENTS:
+        _build_index(model)
+        overview(model)
+        return
     index = threading.Thread(target=_build_index, args=(model,), name="pytorch-profiler-index", daemon=True)
     index.start()
     overview(model)
@@ -80,6 +87,9 @@ class SpanSummaries:
     failed: list[str]
 
 
+_SCORES = {READY: 2, LOADING: 1, QUEUED: 1, FAILED: 0}  # how a run is chosen to open first (as the client does)
+_URGENCY = {LOADING: 0, QUEUED: 1, FAILED: 2}  # the order spans that are not ready are told of
+ATTENTION_SPANS = 50  # loading and failed spans (of each) a page of /runs tells of; its counts cover every span
 SUMMARY_READERS = 8  # threads reading preprocessed rank summaries for a job-level answer
 MAX_EXPORT_BYTES = 512 << 20  # a memory timeline export beyond this is not read (a scan must stay short)
 
@@ -262,36 +272,87 @@ class Workspace:
 
     def listing(self) -> list[dict[str, Any]]:
         """Runs → workers → spans with their load state, sorted for people (spans numerically)."""
+        grouped, statuses = self._grouped(), self.scheduler.statuses()
+        return [self._run_entry(run, grouped[run], statuses) for run in sorted(grouped)]
+
+    def listing_of(self, run: str) -> dict[str, Any] | None:
+        grouped = self._grouped(run)
+        return self._run_entry(run, grouped[run], self.scheduler.statuses()) if run in grouped else None
+
+    def runs_page(self, limit: int, offset: int = 0, query: str = "", run: str | None = None) -> dict[str, Any]:
+        """A page of the listing, for logdirs of thousands of runs: the ``limit`` runs from ``offset`` (by name)
+        whose name holds ``query`` (any case), the run named ``run`` and the run to open first (``newest``: the
+        best loaded, newest; what a client picks with no selection) whatever the page, span counts by state over
+        every run, and up to :data:`ATTENTION_SPANS` spans loading and as many failed anywhere (what the page's progress and
+        error cards show)."""
+        grouped, statuses = self._grouped(), self.scheduler.statuses()
+        names = sorted(grouped)
+        needle = query.casefold()
+        matched = [n for n in names if needle in n.casefold()] if needle else names
+        states = dict.fromkeys((QUEUED, LOADING, READY, FAILED, "updating"), 0)
+        busy: list[tuple[int, str, TraceFile]] = []
+        best: tuple[int, float, str] | None = None
+        for name in names:
+            score, mtime = -1, 0.0
+            for f in (f for files in grouped[name].values() for f in files):
+                status = statuses.get(f.key)
+                state = status.state if status is not None else QUEUED
+                states[state] += 1
+                states["updating"] += status is not None and status.updating
+                score, mtime = max(score, _SCORES[state]), max(mtime, f.mtime)
+                if state != READY:
+                    busy.append((_URGENCY[state], name, f))
+            if best is None or (score, mtime) > best[:2]:  # ties: the first by name, as the client picks
+                best = (score, mtime, name)
+        shown = set(matched[offset:offset + limit]) | ({run} & set(grouped)) | ({best[2]} if best else set())
+        return {
+            "runs": [self._run_entry(n, grouped[n], statuses) for n in sorted(shown)],
+            "total_runs": len(names), "matched": len(matched), "offset": offset, "limit": limit,
+            "newest": best[2] if best else None, "states": states,
+            "attention": self._attention(_first_of_each(busy), grouped, statuses),
+        }
+
+    def _attention(self, busy: list[tuple[int, str, TraceFile]], grouped: dict[str, dict[str, list[TraceFile]]],
+                   statuses: dict[Any, Any]) -> list[dict[str, Any]]:
+        """The listing's entries of these loading or failed spans, each with its run and worker."""
+        out = []
+        for _, run, f in busy:
+            span = next(s for s in self._span_entries(grouped[run][f.worker], statuses) if s["file"] == f.filename)
+            out.append({"run": run, "worker": f.worker, **span})
+        return out
+
+    def _grouped(self, only: str | None = None) -> dict[str, dict[str, list[TraceFile]]]:
+        """The listed files by run and worker (of one run, given ``only``)."""
         with self._lock:
-            files = list(self._files.values())
+            files = [f for f in self._files.values() if only is None or f.run == only]
         runs: dict[str, dict[str, list[TraceFile]]] = defaultdict(lambda: defaultdict(list))
         for f in files:
             runs[f.run][f.worker].append(f)
-        out = []
-        for run in sorted(runs):
-            workers = []
-            for worker in sorted(runs[run]):
-                spans = []
-                files = sorted(runs[run][worker], key=lambda f: span_order(f.span))
-                for f, key in zip(files, span_keys([(f.span, f.stamp) for f in files])):
-                    status = self.scheduler.status(f.key)
-                    spans.append({
-                        "span": f.span,
-                        "key": key,
-                        "mtime": f.mtime,
-                        "state": status.state if status else "queued",
-                        "progress": status.progress if status else 0.0,
-                        "error": status.error if status else None,
-                        "file": f.filename,
-                        "size_bytes": f.size,
-                        "updating": bool(status and status.updating),
-                    })
-                workers.append({"name": worker, "spans": spans})
-            out.append({"name": run, "workers": workers})
-        return out
+        return runs
 
-    def listing_of(self, run: str) -> dict[str, Any] | None:
-        return next((r for r in self.listing() if r["name"] == run), None)
+    def _run_entry(self, run: str, workers: dict[str, list[TraceFile]], statuses: dict[Any, Any]) -> dict[str, Any]:
+        return {"name": run, "workers": [{"name": worker, "spans": self._span_entries(workers[worker], statuses)}
+                                         for worker in sorted(workers)]}
+
+    @staticmethod
+    def _span_entries(files: list[TraceFile], statuses: dict[Any, Any]) -> list[dict[str, Any]]:
+        """A worker's spans, sorted for people (numerically), with their stable keys and load state."""
+        files = sorted(files, key=lambda f: span_order(f.span))
+        out = []
+        for f, key in zip(files, span_keys([(f.span, f.stamp) for f in files])):
+            status = statuses.get(f.key)
+            out.append({
+                "span": f.span,
+                "key": key,
+                "mtime": f.mtime,
+                "state": status.state if status else "queued",
+                "progress": status.progress if status else 0.0,
+                "error": status.error if status else None,
+                "file": f.filename,
+                "size_bytes": f.size,
+                "updating": bool(status and status.updating),
+            })
+        return out
 
     def file(self, run: str, worker: str, span: str) -> TraceFile:
         """The file of a span, named by its label (``1``) or its stable key, the file name's stamp."""
@@ -485,6 +546,12 @@ class Workspace:
             return read_summary(self.scheduler.cache.open(entry, SUMMARY_FILES).files, worker)
 
         return compute_once(self._summaries, self._summaries_computing, (entry, worker), read)
+
+
+def _first_of_each(busy: list[tuple[int, str, TraceFile]]) -> list[tuple[int, str, TraceFile]]:
+    """Loading (then queued) spans and failed ones, each by run name, at most :data:`ATTENTION_SPANS` of each."""
+    ordered = sorted(busy, key=lambda b: (b[0], b[1]))
+    return [b for b in ordered if b[0] < 2][:ATTENTION_SPANS] + [b for b in ordered if b[0] == 2][:ATTENTION_SPANS]
 
 
 def _decode_export(f: ExportFile) -> ExportEntry:

@@ -270,10 +270,14 @@ def _copy_range(src: int, dst: int, size: int, offset: int) -> int:
 
 
 def _crc_of_file(path: Path) -> tuple[int, int]:
-    crc = size = 0
-    buffer = bytearray(_CHUNK)
-    view = memoryview(buffer)
+    """(size, CRC-32) of a file, read once (in chunks when large; most files of a small entry are a few KB)."""
     with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size <= _CHUNK:
+            data = fh.read()
+            return len(data), zlib.crc32(data)
+        crc = size = 0
+        buffer = bytearray(_CHUNK)
+        view = memoryview(buffer)
         while n := fh.readinto(buffer):
             crc = zlib.crc32(view[:n], crc)
             size += n

@@ -93,7 +93,8 @@ class _Job:
     remote_result: tuple[bool, str | None] | None = None  # a runner's answer: (ok, reason)
     # the last good parse of an earlier version of the file, served until this version is ready (or fails)
     previous: tuple[TraceFile, TraceModel] | None = None
-    cache_failures: int = 0  # its entry failed the check when opened: parsed again (twice at most)
+    cache_failures: int = 0  # its entry failed the check when opened: parsed again (a few times at most)
+    looked: bool = False  # its entry was looked for in the cache
     skip_cache: bool = False  # its entry is damaged and could not be removed (being read): parse, do not open it
 
 
@@ -121,7 +122,7 @@ class JobStatus:
 _NOT_MODEL = frozenset({SOURCE_FILE, *SUMMARY_FILES})
 # A file version whose fresh parse fails the check this often when opened (a cache folder that corrupts what is
 # written) fails with the reason instead of being parsed forever.
-MAX_CACHE_FAILURES = 2
+MAX_CACHE_FAILURES = 3
 
 
 class LoadScheduler:
@@ -190,14 +191,21 @@ class LoadScheduler:
     def status(self, key: Hashable) -> JobStatus | None:
         with self._lock:
             job = self._jobs.get(key)
-            if job is None:
-                return None
-            progress = job.done_progress
-            if job.state == LOADING and job.progress is not None:
-                progress = float(job.progress.value)
-            if job.previous is not None and job.state in (QUEUED, LOADING):
-                return JobStatus(READY, round(progress, 3), None, updating=True)
-            return JobStatus(job.state, round(progress, 3), job.error)
+            return self._status_of(job) if job is not None else None
+
+    @staticmethod
+    def _status_of(job: _Job) -> JobStatus:
+        progress = job.done_progress
+        if job.state == LOADING and job.progress is not None:
+            progress = float(job.progress.value)
+        if job.previous is not None and job.state in (QUEUED, LOADING):
+            return JobStatus(READY, round(progress, 3), None, updating=True)
+        return JobStatus(job.state, round(progress, 3), job.error)
+
+    def statuses(self) -> dict[Hashable, JobStatus]:
+        """Every file's status at once (one lock for a listing of thousands of files)."""
+        with self._lock:
+            return {key: self._status_of(job) for key, job in self._jobs.items()}
 
     def cached_source(self, key: Hashable) -> Path | None:
         """The cached original bytes of a loaded remote file, if the worker kept them."""
@@ -345,27 +353,31 @@ class LoadScheduler:
             self._wake_r.recv()
 
     def _start_jobs(self) -> None:
+        """Open what the cache holds and start loader processes while slots are free. Each job's entry is looked
+        for once, when the job is first seen (so thousands of queued files cost no file system call per turn of the
+        loop), and again only when something may have put it there (a cluster's parse)."""
         with self._lock:
             queued = [job for job in self._jobs.values() if job.state == QUEUED]
             busy = sum(1 for job in self._jobs.values() if job.state == LOADING and not job.lazy)
+            waiting = sum(1 for job in self._jobs.values() if job.state in (LOADING, QUEUED) and not job.lazy)
             shared_done = self._shared_done
         adopt = []
         preprocessed = 0
         for job in queued:
-            if job.skip_cache:
-                pass
-            elif self.cache.has_summary(job.entry):
-                self._ready_lazy(job)
-                preprocessed += 1
-                continue
-            elif self.cache.has(job.entry) and self._open_cached(job):
-                continue
+            if not job.looked and not job.skip_cache:
+                job.looked = True
+                if self.cache.has_summary(job.entry):
+                    self._ready_lazy(job)
+                    preprocessed += 1
+                    continue
+                if self.cache.has(job.entry) and self._open_cached(job):
+                    continue
             if job.entry.name in shared_done:
                 adopt.append(job)
                 continue
             if busy >= self.max_workers:
                 continue
-            self._spawn(job)
+            self._spawn(job, waiting)
             busy += 1
         if preprocessed:
             log.info("%d traces ready from the preprocessed cache %s without parsing", preprocessed,
@@ -476,7 +488,9 @@ class LoadScheduler:
                 log.warning("ignoring the stored results in %s: %s", entry, err)
         return model
 
-    def _spawn(self, job: _Job) -> None:
+    def _spawn(self, job: _Job, loading: int | None = None) -> None:
+        """Start the parse of ``job``'s file while ``loading`` files (this one included; counted when not given)
+        load or wait."""
         if self.runner is not None:
             self._submit_remote(job)
             return
@@ -484,10 +498,11 @@ class LoadScheduler:
 
         recv, send = self._ctx.Pipe(duplex=False)
         progress = self._ctx.Value("d", 0.0, lock=False)
-        with self._lock:
-            loading = 1 + sum(1 for other in self._jobs.values()
-                              if other is not job and other.state in (LOADING, QUEUED) and not other.lazy)
-        parts = budget.parts_for(job.file.size, job.file.url.endswith(".gz"), min(loading, self.max_workers))
+        if loading is None:
+            with self._lock:
+                loading = 1 + sum(1 for other in self._jobs.values()
+                                  if other is not job and other.state in (LOADING, QUEUED) and not other.lazy)
+        parts = budget.parts_for(job.file.size, job.file.url.endswith(".gz"), min(max(1, loading), self.max_workers))
         process = self._ctx.Process(target=run_job, args=(job.file, str(job.entry), progress, send, parts, self.stored),
                                     name="pytorch-profiler-parse", daemon=True)
         with self._lock:
@@ -537,7 +552,7 @@ class LoadScheduler:
                 ok, reason = job.remote_result or (False, None)
                 job.remote_result = None
                 if ok:
-                    job.state = QUEUED
+                    job.state, job.looked = QUEUED, False  # its entry is in the cache now: looked for again
                 else:
                     _fail(job, reason or f"{job.file.filename}: the cluster could not parse it")
 
