@@ -11,10 +11,10 @@ It reuses the plugin's catalog, loader processes, parse cache and analyses (see 
 
 from __future__ import annotations
 
-from .locate import EXIT_BAD_TRACE, EXIT_NO_TRACE, ProfilerError
+from .locate import EXIT_BAD_TRACE, EXIT_NO_TRACE, EXIT_UNREACHABLE, ProfilerError
 from .trace import Overview, Trace, TraceDiff, metric_names
 from .trace import diff_traces as diff
 from .trace import open_trace as open
 
-__all__ = ["EXIT_BAD_TRACE", "EXIT_NO_TRACE", "Overview", "ProfilerError", "Trace", "TraceDiff", "diff",
+__all__ = ["EXIT_BAD_TRACE", "EXIT_NO_TRACE", "EXIT_UNREACHABLE", "Overview", "ProfilerError", "Trace", "TraceDiff", "diff",
            "metric_names", "open"]
