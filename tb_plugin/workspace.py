@@ -283,8 +283,8 @@ class Workspace:
         """A page of the listing, for logdirs of thousands of runs: the ``limit`` runs from ``offset`` (by name)
         whose name holds ``query`` (any case), the run named ``run`` and the run to open first (``newest``: the
         best loaded, newest; what a client picks with no selection) whatever the page, span counts by state over
-        every run, and up to :data:`ATTENTION_SPANS` spans loading and as many failed anywhere (what the page's progress and
-        error cards show)."""
+        every run, and up to :data:`ATTENTION_SPANS` spans loading and as many failed anywhere (what the page's
+        progress and error cards show)."""
         grouped, statuses = self._grouped(), self.scheduler.statuses()
         names = sorted(grouped)
         needle = query.casefold()
@@ -304,7 +304,9 @@ class Workspace:
                     busy.append((_URGENCY[state], name, f))
             if best is None or (score, mtime) > best[:2]:  # ties: the first by name, as the client picks
                 best = (score, mtime, name)
-        shown = set(matched[offset:offset + limit]) | ({run} & set(grouped)) | ({best[2]} if best else set())
+        shown: set[str] = set(matched[offset:offset + limit]) | ({run} & set(grouped) if run else set())
+        if best is not None:
+            shown.add(best[2])
         return {
             "runs": [self._run_entry(n, grouped[n], statuses) for n in sorted(shown)],
             "total_runs": len(names), "matched": len(matched), "offset": offset, "limit": limit,

@@ -6,6 +6,7 @@ own name when the traces sit at its top). ``--logdir_spec name:path`` prefixes r
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
@@ -158,7 +159,7 @@ class Catalog:
                     exports.append(taken)
                 elif taken is not None:
                     stable.append((taken, info))
-            files.extend(_files_of_root(root, stable, lambda info, r=root: self._tag(r, info)))
+            files.extend(_files_of_root(root, stable, functools.partial(self._tag, root)))
         self._settled = self._settling_now
         self.exports = exports
         self._previous = seen

@@ -176,7 +176,7 @@ class ParseCache:
             order = list(self._sizes.items())
         kept = (keep() if callable(keep) else keep) or set()
         names = {path.name for path in kept}
-        for name, size in order:
+        for name, _ in order:
             if self.total_bytes() <= self.max_bytes:
                 break
             if name in names:

@@ -200,13 +200,10 @@ def _copy(entry: Path, files: list[tuple[str, int]], scratch: Path | None
 def _private_file(scratch: Path | None) -> Iterator[int]:
     """An unlinked file (no one can open it by name, so no one can truncate it under our map) in ``scratch``
     (the cache's filesystem: the copy may share blocks with the entry) or, failing that, the temp folder."""
-    for folder in (scratch, None):
-        try:
-            handle = tempfile.TemporaryFile(dir=folder)
-            break
-        except OSError:
-            if folder is None:
-                raise
+    try:
+        handle = tempfile.TemporaryFile(dir=scratch)  # noqa: SIM115 - closed below, once mapped
+    except OSError:
+        handle = tempfile.TemporaryFile()  # noqa: SIM115
     try:
         yield handle.fileno()
     finally:

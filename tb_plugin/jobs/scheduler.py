@@ -17,7 +17,6 @@ import contextlib
 import logging
 import multiprocessing
 import queue
-import shutil
 import signal
 import sys
 import threading
@@ -33,7 +32,7 @@ from typing import Any, Protocol
 from ..catalog.catalog import TraceFile
 from ..model.tables import MODEL_FILES, TraceModel, model_of
 from . import budget
-from .cache import SOURCE_FILE, BadEntry, ParseCache, Stored
+from .cache import SOURCE_FILE, ParseCache, Stored
 from .shared import SUMMARY_FILES, SharedCache
 
 log = logging.getLogger(__name__)

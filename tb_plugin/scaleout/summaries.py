@@ -48,7 +48,8 @@ def read_summary(source: Path | Mapping[str, pa.Buffer], worker: str | None = No
     def opened(name: str) -> Any:
         return pa.BufferReader(source[name]) if isinstance(source, Mapping) else source / name
 
-    marker = source[SUMMARY_MARKER].to_pybytes() if isinstance(source, Mapping) else (source / SUMMARY_MARKER).read_bytes()
+    marker = (source[SUMMARY_MARKER].to_pybytes() if isinstance(source, Mapping)
+              else (source / SUMMARY_MARKER).read_bytes())
     scalars: dict[str, Any] = json.loads(marker)
     # ParquetFile.read, not read_table: no dataset discovery, ~10x faster on these small files (1,024 of them);
     # no thread pool inside one read (a third faster on a file this small; the server reads many files at once)

@@ -16,5 +16,5 @@ from .trace import Overview, Trace, TraceDiff, metric_names
 from .trace import diff_traces as diff
 from .trace import open_trace as open
 
-__all__ = ["EXIT_BAD_TRACE", "EXIT_NO_TRACE", "EXIT_UNREACHABLE", "Overview", "ProfilerError", "Trace", "TraceDiff", "diff",
-           "metric_names", "open"]
+__all__ = ["EXIT_BAD_TRACE", "EXIT_NO_TRACE", "EXIT_UNREACHABLE", "Overview", "ProfilerError", "Trace", "TraceDiff",
+           "diff", "metric_names", "open"]

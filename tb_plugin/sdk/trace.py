@@ -373,5 +373,6 @@ def unrelated(d: TraceDiff) -> list[str]:
 def _devices(model: TraceModel) -> list[str]:
     """The GPU names of a trace (sorted, once each): what hardware it ran on."""
     props = model.meta.get("deviceProperties")
-    names = {str(p.get("name")) for p in props if isinstance(p, dict) and p.get("name")} if isinstance(props, list) else set()
-    return sorted(names)
+    if not isinstance(props, list):
+        return []
+    return sorted({str(p.get("name")) for p in props if isinstance(p, dict) and p.get("name")})
