@@ -143,8 +143,11 @@ class ParseCache:
         return opened
 
     def discard(self, entry: Path, reason: str) -> None:
-        """Remove a damaged entry (a miss from now on: parsed again), saying why in the log."""
-        log.warning("discarding the cache entry %s: %s; parsing the trace again", entry, reason)
+        """Remove a damaged entry (a miss from now on: parsed again), saying why in the log (quietly for an entry
+        an older version wrote, without a manifest: expected once after an upgrade)."""
+        older = entries.NO_MANIFEST in reason
+        log.log(logging.INFO if older else logging.WARNING, "discarding the cache entry %s: %s; parsing the trace "
+                "again", entry, reason)
         if entries.discard(entry):
             self._forget(entry.name)
 

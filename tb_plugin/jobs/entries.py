@@ -47,6 +47,7 @@ SMALL_ENTRY_BYTES = 1 << 20
 _ALIGN = 64  # Arrow's buffer alignment: each file starts at a multiple of it in the private copy
 _MANIFEST_MAX = 16 << 20
 PUBLISH_ATTEMPTS = 20
+NO_MANIFEST = "it has no manifest (unfinished, or written by an older version)"
 
 
 class BadEntry(Exception):
@@ -117,7 +118,7 @@ def manifest(entry: Path) -> dict[str, tuple[int, int]]:
         with open(entry / MANIFEST, "rb") as fh:
             raw = fh.read(_MANIFEST_MAX + 1)
     except FileNotFoundError:
-        raise BadEntry("it has no manifest (unfinished, or written by an older version)") from None
+        raise BadEntry(NO_MANIFEST) from None
     except OSError as err:
         raise BadEntry(f"its manifest cannot be read ({err.strerror or err})") from None
     try:
