@@ -113,8 +113,14 @@ def test_damaged_cache_files_never_crash_the_server_nor_change_an_answer(tmp_pat
         for run, (name, fault) in zip(runs[1:], plan):  # a restart on the damaged entries: each answer is a fresh parse's
             assert _answers(second, run) == reference, (run, name, fault)
         log = second.log_path.read_text(errors="replace")
-        damaged_models = [run for run, (name, _) in zip(runs[1:], plan) if name not in TIMELINE_FILES]
-        assert log.count("discarding the cache entry") == len(damaged_models), log
+        # each damaged model's entry is discarded with a warning naming it and why; a deleted manifest reads as an
+        # entry of an older version (discarded quietly: expected after an upgrade); a damaged stored index only
+        # drops the index (computed again on first use)
+        warned = [run for run, (name, fault) in zip(runs[1:], plan)
+                  if name not in TIMELINE_FILES and (name, fault) != ("manifest.json", "delete")]
+        for run in warned:
+            assert f"discarding the cache entry {entries[run]}: " in log, run
+        assert log.count("discarding the cache entry") == len(warned), log
         assert second.process.poll() is None
     finally:
         stop_tensorboard(second)
