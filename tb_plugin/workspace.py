@@ -382,7 +382,7 @@ class Workspace:
         """
         from .loader.source import Unreadable, open_source
 
-        cached = self.scheduler.cached_source(trace_file.key)
+        cached = self.scheduler.cached_source(trace_file)
         if cached is not None:
             return open(cached, "rb")
         if not trace_file.is_remote:

@@ -134,14 +134,18 @@ def manifest(entry: Path) -> dict[str, tuple[int, int]]:
         raise BadEntry("its manifest is damaged") from None
 
 
-def verify(entry: Path) -> str | None:
-    """Why the entry is not whole and intact (every file its manifest lists, size and CRC-32); None when it is.
-    Reads the whole entry: for the rare entry found in the way of a publication, not for every opening."""
+def verify(entry: Path, names: Iterable[str] | None = None) -> str | None:
+    """Why the entry (or these files of it) is not whole and intact (each file its manifest lists: size and
+    CRC-32); None when it is. Reads the files: for an entry found in the way of a publication, or a file served as
+    it is (a download), not for every opening."""
     try:
         listed = manifest(entry)
     except BadEntry as err:
         return str(err)
-    for name, (size, crc) in listed.items():
+    for name in listed if names is None else names:
+        if name not in listed:
+            return f"{name} is not in its manifest"
+        size, crc = listed[name]
         try:
             if _crc_of_file(entry / name) != (size, crc):
                 return f"{name} differs from what was written"

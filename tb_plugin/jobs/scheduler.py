@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from ..catalog.catalog import TraceFile
 from ..model.tables import MODEL_FILES, TraceModel, model_of
-from . import budget
+from . import budget, entries
 from .cache import SOURCE_FILE, ParseCache, Stored
 from .shared import SUMMARY_FILES, SharedCache
 
@@ -206,14 +206,17 @@ class LoadScheduler:
         with self._lock:
             return {key: self._status_of(job) for key, job in self._jobs.items()}
 
-    def cached_source(self, key: Hashable) -> Path | None:
-        """The cached original bytes of a loaded remote file, if the worker kept them."""
-        with self._lock:
-            job = self._jobs.get(key)
-        if job is None or job.state != READY:
-            return None
-        path = job.entry / SOURCE_FILE
-        return path if path.is_file() else None
+    def cached_source(self, file: TraceFile) -> Path | None:
+        """The cached original bytes of a loaded remote file version (the one a span shows: the last good one
+        while a rewritten file loads again), if its worker kept them and they are as it wrote them (size and
+        CRC-32 against the entry's manifest: the download must be the file, not a damaged copy of it)."""
+        entry = self.cache.entry(file.identity)
+        problem = entries.verify(entry, (SOURCE_FILE,))
+        if problem is None:
+            return entry / SOURCE_FILE
+        if (entry / SOURCE_FILE).exists():
+            log.warning("not serving the cached copy of %s: %s", file.filename, problem)
+        return None
 
     def model(self, key: Hashable, open_lazy: bool = True) -> TraceModel | None:
         """The loaded model; a preprocessed one is opened now (``open_lazy``), or its copy from the shared cache
