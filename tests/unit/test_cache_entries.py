@@ -59,9 +59,9 @@ def test_opening_checks_each_file_and_drops_a_damaged_optional_one(tmp_path: Pat
     with pytest.raises(BadEntry, match=r"t.arrow has 100 bytes, not the [\d,]+ written"):
         entries.open_entry(entry, ["t.arrow"], scratch=tmp_path)
     (entry / "t.arrow").unlink()
-    with pytest.raises(BadEntry, match="t.arrow is missing"):
+    with pytest.raises(BadEntry, match=r"t\.arrow is missing"):
         entries.open_entry(entry, ["t.arrow"], scratch=tmp_path)
-    with pytest.raises(BadEntry, match="not in its manifest"):
+    with pytest.raises(BadEntry, match=r"not in its manifest"):
         entries.open_entry(entry, ["other.arrow"], scratch=tmp_path)
 
 
@@ -107,6 +107,6 @@ def test_a_reader_waits_for_a_removal_and_then_misses(tmp_path: Path) -> None:
     entries.publish(_built(tmp_path, np.arange(10)), entry)
     started = time.monotonic()
     assert entries.discard(entry)
-    with pytest.raises(BadEntry, match="gone"):
+    with pytest.raises(BadEntry, match=r"gone"):
         entries.open_entry(entry, ["t.arrow"], scratch=tmp_path)
     assert time.monotonic() - started < 5
