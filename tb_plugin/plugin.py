@@ -10,6 +10,7 @@ from typing import Any
 
 from tensorboard.plugins import base_plugin
 
+from .api.params import parse_override
 from .api.routes import Api
 from .catalog.catalog import parse_logdir_spec
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT
@@ -57,7 +58,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
             any_json=bool(getattr(flags, "profiler_any_json", False)),
             dask_scheduler=getattr(flags, "profiler_dask_scheduler", None) or None,
         ).start()
-        self._api = Api(self.workspace, PLUGIN_NAME)
+        self._api = Api(self.workspace, PLUGIN_NAME, parse_override(getattr(flags, "profiler_peaks", None)))
 
     def get_plugin_apps(self) -> dict[str, Any]:
         return self._api.apps()
@@ -97,12 +98,21 @@ class ProfilerLoader(base_plugin.TBLoader):  # type: ignore[misc]
         group.add_argument("--profiler_load_timeout", type=float, default=DEFAULT_LOAD_TIMEOUT, metavar="SECONDS",
                            help="A trace still loading after this long is stopped and shown as failed, which frees "
                                 f"its loader process for the others (0: no limit). Default {DEFAULT_LOAD_TIMEOUT:g}.")
+        group.add_argument("--profiler_peaks", default=None, metavar="SPEC",
+                           help="Device peaks for MFU and the roofline, replacing the built-in table's (clocks or "
+                                "power caps below the datasheet's, or a GPU not in the table): a table entry "
+                                "(device=H100-SXM) and/or figures in TFLOP/s and GB/s, e.g. "
+                                "'bf16=700,fp32=55,bw=3000' (classes fp64, fp64_tensor, fp32, tf32, bf16, fp16, fp8).")
         group.add_argument("--profiler_any_json", action="store_true", default=False,
                            help="Also show *.json and *.json.gz files not named *.pt.trace.json (export_chrome_trace "
                                 "output, HTA's rank-0.json.gz) whose content is a Chrome/Kineto trace; other JSON "
                                 "files are left out.")
 
     def fix_flags(self, flags: argparse.Namespace) -> None:
+        try:
+            parse_override(getattr(flags, "profiler_peaks", None))
+        except ValueError as err:
+            raise base_plugin.FlagsError(f"--profiler_peaks: {err}") from None
         if getattr(flags, "profiler_workers", None) is not None and flags.profiler_workers < 1:
             raise base_plugin.FlagsError("--profiler_workers must be at least 1")
         if getattr(flags, "profiler_rescan_interval", 0) < 0:

@@ -7,8 +7,9 @@ a listing or a parse.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,15 +21,17 @@ from .analysis.overview import overview
 from .analysis.rank_summary import RankSummary, rank_summary
 from .analysis.views import available_views, merge_views
 from .catalog import remote
-from .catalog.catalog import Catalog, ExportFile, Identity, Root, TraceFile
+from .catalog.catalog import Catalog, ExportFile, Identity, Root, SnapshotFile, TraceFile
 from .catalog.names import span_keys, span_order
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, QUEUED, READY, LoadScheduler, Runner
 from .jobs.shared import SharedCache
 from .loader.memory_export import ExportError, load_export
+from .loader.snapshot import SnapshotError, load_snapshot
 from .model.derived import compute_once
 from .model.memory_categories import MemoryExport
+from .model.snapshot import AllocatorSnapshot
 from .model.tables import TraceModel
 from .timeline.index import timeline_index
 from .timeline.stored import StoredIndex
@@ -103,6 +106,142 @@ class ExportEntry:
     error: str | None
 
 
+SNAPSHOT_CACHE_BYTES = 1 << 30  # decoded allocator snapshots kept (their columns), least recently used out first
+SNAPSHOTS_KEPT = 16  # and at most this many (each also keeps its encoded answers, api.answers.SNAPSHOT_ANSWER_BYTES)
+MAX_SNAPSHOT_BYTES = 2 << 30  # a snapshot file beyond this is not read
+
+
+@dataclass
+class SnapshotEntry:
+    """A listed allocator snapshot and its state: queued, loading, ready, or failed with the reason."""
+
+    file: SnapshotFile
+    state: str = "queued"
+    error: str | None = None
+
+
+class Snapshots:
+    """The logdir's allocator snapshots: decoded one at a time on a thread of their own (the scan never waits),
+    the decoded ones kept within a byte budget, least recently used out (one asked for again is decoded again, in
+    the request). A snapshot that cannot be read keeps its one-line reason, shown where the user looks."""
+
+    def __init__(self, max_bytes: int = SNAPSHOT_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._entries: dict[Identity, SnapshotEntry] = {}
+        self._decoded: OrderedDict[Identity, AllocatorSnapshot] = OrderedDict()
+        self._computing: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[SnapshotFile | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def update(self, listed: list[SnapshotFile]) -> None:
+        """Take the scan's list: new files are queued for decoding, gone ones forgotten."""
+        with self._lock:
+            fresh = {f.identity: self._entries.get(f.identity) or SnapshotEntry(f) for f in listed}
+            new = [e.file for i, e in fresh.items() if i not in self._entries]
+            self._entries = fresh
+            for gone in [i for i in self._decoded if i not in fresh]:
+                del self._decoded[gone]
+        for f in new:
+            self._queue.put(f)
+        if new and self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="pytorch-profiler-snapshots", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+    def _work(self) -> None:
+        while (f := self._queue.get()) is not None:
+            with self._lock:
+                entry = self._entries.get(f.identity)
+                if entry is None or entry.state != "queued":
+                    continue
+                entry.state = "loading"
+            try:
+                self.decoded(entry)
+            except SnapshotError:
+                pass  # the entry keeps the reason
+            except Exception as err:
+                log.exception("reading the snapshot %s failed", f.filename)
+                self._fail(entry, f"{f.filename}: cannot be read ({type(err).__name__}: {err})")
+
+    def _fail(self, entry: SnapshotEntry, reason: str) -> None:
+        with self._lock:
+            entry.state, entry.error = "failed", reason
+
+    def decoded(self, entry: SnapshotEntry) -> AllocatorSnapshot:
+        """The entry's snapshot, decoded once (kept within the budget); :class:`SnapshotError` when it cannot be."""
+        key = entry.file.identity
+        with self._lock:
+            snap = self._decoded.get(key)
+            if snap is not None:
+                self._decoded.move_to_end(key)
+                return snap
+        return compute_once({}, self._computing, key, lambda: self._decode(entry))
+
+    def _decode(self, entry: SnapshotEntry) -> AllocatorSnapshot:
+        f = entry.file
+        try:
+            if f.size > MAX_SNAPSHOT_BYTES:
+                raise SnapshotError(f"{f.filename}: {f.size / 2**20:,.0f} MiB is more than the "
+                                    f"{MAX_SNAPSHOT_BYTES >> 20} MiB a snapshot is read up to")
+            snap = load_snapshot(f.url, f.access)
+        except MemoryError:
+            reason = f"{f.filename}: not enough memory to read it"
+            self._fail(entry, reason)
+            raise SnapshotError(reason) from None
+        except SnapshotError as err:
+            self._fail(entry, str(err))
+            raise
+        with self._lock:
+            entry.state, entry.error = "ready", None
+            if f.identity in self._entries:
+                self._decoded[f.identity] = snap
+                self._evict()
+        return snap
+
+    def _evict(self) -> None:
+        total = sum(s.nbytes for s in self._decoded.values())
+        while (total > self.max_bytes or len(self._decoded) > SNAPSHOTS_KEPT) and len(self._decoded) > 1:
+            _, gone = self._decoded.popitem(last=False)
+            total -= gone.nbytes
+
+    def by_run(self) -> dict[str, list[dict[str, Any]]]:
+        """Each run's snapshots as the listing shows them (sorted by file name)."""
+        with self._lock:
+            entries = sorted(self._entries.values(), key=lambda e: (e.file.folder, e.file.filename))
+            rows = [(e.file, e.state, e.error) for e in entries]
+        out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for f, state, error in rows:
+            out[f.folder].append({"name": f.filename, "file": f.filename, "size_bytes": f.size, "mtime": f.mtime,
+                                  "state": state, "error": error})
+        return out
+
+    def entry(self, run: str, name: str) -> SnapshotEntry:
+        with self._lock:
+            found = next((e for e in self._entries.values() if e.file.key == (run, name)), None)
+            known_run = any(e.file.folder == run for e in self._entries.values())
+        if found is None:
+            raise LookupFailed(404, f"run {run!r} has no snapshot {name!r}" if known_run else
+                               f"no snapshot {name!r} in run {run!r}")
+        return found
+
+    def get(self, run: str, name: str) -> AllocatorSnapshot:
+        """The decoded snapshot ``name`` of ``run``: 404 unknown, 409 while queued or loading, 422 failed."""
+        entry = self.entry(run, name)
+        with self._lock:
+            state, error = entry.state, entry.error
+        if state == "failed":
+            raise LookupFailed(422, error or f"{name} could not be read")
+        if state != "ready":
+            raise LookupFailed(409, f"{name} is still being read; try again when its state is 'ready'")
+        try:
+            return self.decoded(entry)
+        except SnapshotError as err:
+            raise LookupFailed(422, str(err)) from None
+
+
 class Workspace:
     def __init__(self, roots: list[tuple[str | None, str]], *, cache_dir: str | None = None,
                  workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30,
@@ -134,6 +273,7 @@ class Workspace:
         self._summaries_computing: dict[Any, Any] = {}
         self._files: dict[Key, TraceFile] = {}
         self._exports: dict[Identity, ExportEntry] = {}  # by file identity
+        self.snapshots = Snapshots()
         self._lock = threading.Lock()
         self._scanned = threading.Event()
         self._stop = threading.Event()
@@ -172,6 +312,7 @@ class Workspace:
     def close(self) -> None:
         self._stop.set()
         self.scheduler.close()
+        self.snapshots.close()
 
     def wait_scanned(self, timeout: float | None = None) -> bool:
         """Wait for the first scan to end (tests and benchmarks time from it; requests never wait)."""
@@ -228,6 +369,7 @@ class Workspace:
             live = {entry for key in fresh if (entry := self.scheduler.preprocessed(key)) is not None}
             self._summaries = {k: v for k, v in list(self._summaries.items()) if k[0] in live}
         self._decode_exports(self._catalog.exports)
+        self.snapshots.update(self._catalog.snapshots)
         self._scanned.set()
 
     def _decode_exports(self, listed: list[ExportFile]) -> None:
@@ -261,7 +403,7 @@ class Workspace:
         return bool(self._roots_spec)
 
     def has_runs(self) -> bool:
-        return bool(self._files)
+        return bool(self._files) or bool(self.snapshots.by_run())
 
     def scanning(self) -> bool:
         return not self._scanned.is_set()
@@ -271,13 +413,17 @@ class Workspace:
         return self._setup_errors + self._root_errors + catalog_errors
 
     def listing(self) -> list[dict[str, Any]]:
-        """Runs → workers → spans with their load state, sorted for people (spans numerically)."""
-        grouped, statuses = self._grouped(), self.scheduler.statuses()
-        return [self._run_entry(run, grouped[run], statuses) for run in sorted(grouped)]
+        """Runs → workers → spans with their load state, sorted for people (spans numerically), and each run's
+        allocator snapshots (a folder of snapshots only is a run without workers)."""
+        grouped, statuses, snapshots = self._grouped(), self.scheduler.statuses(), self.snapshots.by_run()
+        return [self._run_entry(run, grouped.get(run, {}), statuses, snapshots)
+                for run in sorted(set(grouped) | set(snapshots))]
 
     def listing_of(self, run: str) -> dict[str, Any] | None:
-        grouped = self._grouped(run)
-        return self._run_entry(run, grouped[run], self.scheduler.statuses()) if run in grouped else None
+        grouped, snapshots = self._grouped(run), self.snapshots.by_run()
+        if run not in grouped and run not in snapshots:
+            return None
+        return self._run_entry(run, grouped.get(run, {}), self.scheduler.statuses(), snapshots)
 
     def runs_page(self, limit: int, offset: int = 0, query: str = "", run: str | None = None) -> dict[str, Any]:
         """A page of the listing, for logdirs of thousands of runs: the ``limit`` runs from ``offset`` (by name)
@@ -285,8 +431,8 @@ class Workspace:
         best loaded, newest; what a client picks with no selection) whatever the page, span counts by state over
         every run, and up to :data:`ATTENTION_SPANS` spans loading and as many failed anywhere (what the page's
         progress and error cards show)."""
-        grouped, statuses = self._grouped(), self.scheduler.statuses()
-        names = sorted(grouped)
+        grouped, statuses, snapshots = self._grouped(), self.scheduler.statuses(), self.snapshots.by_run()
+        names = sorted(set(grouped) | set(snapshots))
         needle = query.casefold()
         matched = [n for n in names if needle in n.casefold()] if needle else names
         states = dict.fromkeys((QUEUED, LOADING, READY, FAILED, "updating"), 0)
@@ -294,7 +440,9 @@ class Workspace:
         best: tuple[int, float, str] | None = None
         for name in names:
             score, mtime = -1, 0.0
-            for f in (f for files in grouped[name].values() for f in files):
+            for shot in snapshots.get(name, []):  # a run's snapshots count as the client counts them
+                score, mtime = max(score, _SCORES.get(shot["state"], 1)), max(mtime, shot["mtime"])
+            for f in (f for files in grouped.get(name, {}).values() for f in files):
                 status = statuses.get(f.key)
                 state = status.state if status is not None else QUEUED
                 states[state] += 1
@@ -304,11 +452,11 @@ class Workspace:
                     busy.append((_URGENCY[state], name, f))
             if best is None or (score, mtime) > best[:2]:  # ties: the first by name, as the client picks
                 best = (score, mtime, name)
-        shown: set[str] = set(matched[offset:offset + limit]) | ({run} & set(grouped) if run else set())
+        shown: set[str] = set(matched[offset:offset + limit]) | ({run} & set(names) if run else set())
         if best is not None:
             shown.add(best[2])
         return {
-            "runs": [self._run_entry(n, grouped[n], statuses) for n in sorted(shown)],
+            "runs": [self._run_entry(n, grouped.get(n, {}), statuses, snapshots) for n in sorted(shown)],
             "total_runs": len(names), "matched": len(matched), "offset": offset, "limit": limit,
             "newest": best[2] if best else None, "states": states,
             "attention": self._attention(_first_of_each(busy), grouped, statuses),
@@ -332,9 +480,10 @@ class Workspace:
             runs[f.run][f.worker].append(f)
         return runs
 
-    def _run_entry(self, run: str, workers: dict[str, list[TraceFile]], statuses: dict[Any, Any]) -> dict[str, Any]:
+    def _run_entry(self, run: str, workers: dict[str, list[TraceFile]], statuses: dict[Any, Any],
+                   snapshots: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         return {"name": run, "workers": [{"name": worker, "spans": self._span_entries(workers[worker], statuses)}
-                                         for worker in sorted(workers)]}
+                                         for worker in sorted(workers)], "snapshots": snapshots.get(run, [])}
 
     @staticmethod
     def _span_entries(files: list[TraceFile], statuses: dict[Any, Any]) -> list[dict[str, Any]]:
@@ -462,10 +611,13 @@ class Workspace:
 
     def views_of_run(self, run: str) -> list[str]:
         """The views a run offers: from its loaded models, and the lists in its preprocessed spans' summaries
-        (no model is opened to answer)."""
+        (no model is opened to answer); the Memory view too where the run has allocator snapshots."""
+        snapshots = bool(self.snapshots.by_run().get(run))
+        if snapshots and not self._run_files(run):
+            return ["Memory"]  # a folder of allocator snapshots only: the Memory view's snapshot mode
         loaded = self.traces_of_run(run)
         files = self._run_files(run)
-        lists = [available_views([t.model for t in loaded])]
+        lists = [available_views([t.model for t in loaded])] + [["Memory"]] * snapshots
         lists += [s.views for f in files if (s := self._preprocessed_summary(f)) is not None]
         return merge_views(lists)
 

@@ -2,6 +2,10 @@
  * The shell: header pickers (run / worker / span), the tab bar, loading and error cards for
  * trace files, and the content pane that hosts the built-in "Trace info" tab or a registered
  * view page. State comes from polling `./runs`; the selection lives in TensorBoard's URL hash.
+ *
+ * A run's allocator snapshots (`snapshots` in `./runs`) are picked like workers, in their own group of the
+ * Worker picker, each with one span, `snapshot`: a snapshot selection offers the Memory view alone (its snapshot
+ * mode), and a snapshot that cannot be read shows its reason as a file that failed does.
  */
 import { ApiError, type Api } from "./api";
 import { computingStatus } from "./computing";
@@ -46,6 +50,45 @@ interface ViewsEntry {
 }
 
 const SPAN_STATES: readonly string[] = ["queued", "loading", "ready", "failed"];
+/** The one span of an allocator snapshot in the pickers and the URL. */
+export const SNAPSHOT_SPAN = "snapshot";
+const SNAPSHOT_VIEW = "Memory";
+
+/** Whether a worker of the run is one of its allocator snapshots (see normalizeRuns). */
+export function isSnapshot(run: RunInfo, worker: WorkerInfo): boolean {
+  return worker.spans.length === 1 && worker.spans[0]?.span === SNAPSHOT_SPAN && run.snapshots.some((s) => s.name === worker.name);
+}
+
+type SnapshotInfo = RunInfo["snapshots"][number];
+
+/** A run's snapshots, well-formed ones only. */
+function normalizeSnapshots(raw: unknown): SnapshotInfo[] {
+  const out: SnapshotInfo[] = [];
+  for (const s of Array.isArray(raw) ? (raw as unknown[]) : []) {
+    if (typeof s !== "object" || s === null) continue;
+    const r = s as Record<string, unknown>;
+    if (typeof r["name"] !== "string" || r["name"] === "") continue;
+    const state = typeof r["state"] === "string" && SPAN_STATES.includes(r["state"]) ? r["state"] : "queued";
+    out.push({
+      name: r["name"],
+      file: typeof r["file"] === "string" ? r["file"] : r["name"],
+      size_bytes: typeof r["size_bytes"] === "number" ? r["size_bytes"] : 0,
+      mtime: typeof r["mtime"] === "number" && Number.isFinite(r["mtime"]) ? r["mtime"] : 0,
+      state: state as SnapshotInfo["state"],
+      error: typeof r["error"] === "string" ? r["error"] : null,
+    });
+  }
+  return out;
+}
+
+/** A snapshot as the pickers see it: a worker of one span, `snapshot`. */
+function snapshotWorker(s: SnapshotInfo): WorkerInfo {
+  const span: SpanInfo = {
+    span: SNAPSHOT_SPAN, key: SNAPSHOT_SPAN, mtime: s.mtime, state: s.state, progress: s.state === "ready" ? 1 : 0,
+    error: s.error, file: s.file, size_bytes: s.size_bytes, updating: false,
+  };
+  return { name: s.name, spans: [span] };
+}
 
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? (v as unknown[]) : []);
 const rec = (v: unknown): Record<string, unknown> | null =>
@@ -82,7 +125,9 @@ export function normalizeRuns(raw: unknown): RunsResponse {
       const spans = arr(w["spans"]).map(normalizeSpan).filter((sp): sp is SpanInfo => sp !== null);
       if (spans.length) workers.push({ name: w["name"], spans });
     }
-    if (workers.length) runs.push({ name: r["name"], workers });
+    const snapshots = normalizeSnapshots(r["snapshots"]).filter((s) => !workers.some((w) => w.name === s.name));
+    workers.push(...snapshots.map(snapshotWorker));
+    if (workers.length) runs.push({ name: r["name"], workers, snapshots });
   }
   return {
     runs,
@@ -135,7 +180,7 @@ function runSignature(run: RunInfo): string {
 }
 
 function where(run: string, worker: string, span: string): string {
-  return `${run} · ${worker} · span ${span}`;
+  return span === SNAPSHOT_SPAN ? `${run} · snapshot ${worker}` : `${run} · ${worker} · span ${span}`;
 }
 
 export class App {
@@ -323,7 +368,7 @@ export class App {
     const span = pick(worker.spans, (s) => [s.key, s.span], this.want.span, sameWorker ? prev.span : undefined, spanScore);
     if (!span) return null;
     this.shown = { run: run.name, worker: worker.name, span: span.key };
-    return { run, worker, span, view: this.viewFor(run.name) };
+    return { run, worker, span, view: isSnapshot(run, worker) ? SNAPSHOT_VIEW : this.viewFor(run.name) };
   }
 
   /**
@@ -452,12 +497,32 @@ export class App {
     if (more === null) note?.remove();
     else if (note) note.textContent = more;
     else this.el.runSelect.append(h("option", { attrs: { disabled: "", "data-more": "" } }, more));
-    this.setOptions(this.el.workerSelect, "worker", sel ? sel.run.workers.map((w) => w.name) : [], sel?.worker.name);
+    this.setWorkerOptions(sel);
     this.setOptions(this.el.spanSelect, "span", sel ? sel.worker.spans.map((s) => s.span) : [], sel?.span.span);
     for (const option of Array.from(this.el.spanSelect.options)) {
       const span = sel?.worker.spans.find((s) => s.span === option.value);
       option.title = span ? `${span.file} (${span.state})` : "";
     }
+  }
+
+  /** The Worker picker: the run's workers, then its allocator snapshots in a group of their own. */
+  private setWorkerOptions(sel: Selection | null): void {
+    const select = this.el.workerSelect;
+    const run = sel?.run;
+    const traces = run ? run.workers.filter((w) => !isSnapshot(run, w)).map((w) => w.name) : [];
+    const snapshots = run ? run.workers.filter((w) => isSnapshot(run, w)).map((w) => w.name) : [];
+    const signature = JSON.stringify([traces, snapshots]);
+    if (signature !== this.optionSignatures.worker) {
+      this.optionSignatures.worker = signature;
+      const option = (o: string): HTMLOptionElement => h("option", { attrs: { value: o } }, o);
+      replaceChildren(
+        select,
+        traces.map(option),
+        snapshots.length ? h("optgroup", { attrs: { label: "Allocator snapshots" }, testid: "snapshot-options" }, snapshots.map(option)) : null,
+      );
+    }
+    select.disabled = traces.length + snapshots.length === 0;
+    if (sel && select.value !== sel.worker.name) select.value = sel.worker.name;
   }
 
   private renderStatus(): void {
@@ -492,7 +557,11 @@ export class App {
    * lists are folded so hundreds of files do not push the page away.
    */
   private renderFiles(sel: Selection | null): void {
-    const all = this.runs ? attentionOf(this.runs, this.page) : { loading: [], failed: [], loadingTotal: 0, failedTotal: 0 };
+    // a page's spans that need attention are the traces'; the listed runs' allocator snapshots are told of too
+    const snapshots = (this.runs?.runs ?? []).flatMap((r) =>
+      r.workers.filter((w) => isSnapshot(r, w)).flatMap((w) => w.spans.map((span) => ({ run: r.name, worker: w.name, span }))),
+    );
+    const all = this.runs ? attentionOf(this.runs, this.page, snapshots) : { loading: [], failed: [], loadingTotal: 0, failedTotal: 0 };
     const isShown = (s: SpanAt): boolean =>
       sel !== null && s.run === sel.run.name && s.worker === sel.worker.name && s.span.span === sel.span.span;
     const loading = all.loading.map((s) => ({ at: where(s.run, s.worker, s.span.span), span: s.span }));
@@ -538,7 +607,7 @@ export class App {
         ? h(
             "section",
             { class: "ptp-card", testid: "loading-files" },
-            h("h3", { class: "ptp-section-title" }, `Loading ${loadingTotal.toLocaleString("en-US")} trace file${loadingTotal === 1 ? "" : "s"}`),
+            h("h3", { class: "ptp-section-title" }, `Loading ${loadingTotal.toLocaleString("en-US")} file${loadingTotal === 1 ? "" : "s"}`),
             fold("loading", 6, loadingRows, "files waiting", loadingTotal),
           )
         : null,
@@ -547,7 +616,7 @@ export class App {
   }
 
   private renderTabs(sel: Selection | null): void {
-    const tabs = sel ? this.tabsFor(sel.run.name) : [];
+    const tabs = sel ? (isSnapshot(sel.run, sel.worker) ? [SNAPSHOT_VIEW] : this.tabsFor(sel.run.name)) : [];
     const signature = `${tabs.join("|")}#${sel?.view ?? ""}`;
     if (signature === this.optionSignatures.tabs) return;
     this.optionSignatures.tabs = signature;
@@ -656,7 +725,7 @@ export class App {
       h(
         "section",
         { class: "ptp-card", testid: "span-loading" },
-        h("h3", {}, s.state === "queued" ? "Waiting to load this trace" : "Loading this trace"),
+        h("h3", {}, `${s.state === "queued" ? "Waiting to load" : "Loading"} this ${s.span === SNAPSHOT_SPAN ? "snapshot" : "trace"}`),
         progressRow(where(sel.run.name, sel.worker.name, s.span), s),
         h("p", { class: "ptp-muted" }, "The page fills in by itself when the file is ready."),
       ),
@@ -682,6 +751,7 @@ export class App {
       run: sel.run.name,
       worker: sel.worker.name,
       span: sel.span.span,
+      snapshot: isSnapshot(sel.run, sel.worker) ? sel.worker.name : null,
       runInfo: sel.run,
       workerInfo: sel.worker,
       spanInfo: sel.span,

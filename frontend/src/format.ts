@@ -142,3 +142,16 @@ export function formatSignedPercent(fraction: number | null | undefined): string
   if (text === "0.0%") return text;
   return `${fraction > 0 ? "+" : "-"}${text}`;
 }
+
+/** FLOPs or FLOP/s with SI prefixes up to peta: "989.5 TFLOP/s", "336 GFLOP" (`unit` "FLOP"), "—" for no number. */
+export function formatFlops(n: number | null | undefined, unit = "FLOP/s"): string {
+  if (!isNum(n) || n < 0) return DASH;
+  const scales: [number, string][] = [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
+  for (const [scale, prefix] of scales) {
+    if (n >= scale) {
+      const v = n / scale;
+      return `${v.toFixed(1)} ${prefix}${unit}`;
+    }
+  }
+  return `${n.toFixed(0)} ${unit}`;
+}

@@ -69,22 +69,27 @@ function spansOf(runs: readonly RunInfo[]): SpanAt[] {
  * The spans the shell tells of: loading ones (being parsed first, then queued) and failed ones, and how many of each
  * there are in all (a page's `attention` lists some of them; its `states` counts them all).
  */
-export function attentionOf(resp: RunsResponse, page: PageInfo | null): {
+export function attentionOf(resp: RunsResponse, page: PageInfo | null, extra: SpanAt[] = []): {
   loading: SpanAt[];
   failed: SpanAt[];
   loadingTotal: number;
   failedTotal: number;
 } {
-  const spans = page?.attention ?? spansOf(resp.runs);
+  // a page's `attention` and `states` are of trace spans only: `extra` (the listed runs' allocator snapshots, which
+  // the shell shows as spans) is added to them; a whole listing holds them already
+  const paged = page?.attention != null;
+  const spans = paged ? [...(page.attention ?? []), ...extra] : spansOf(resp.runs);
   const loading = spans.filter((s) => isLoading(s.span));
   loading.sort((a, b) => Number(a.span.state === "queued") - Number(b.span.state === "queued"));
   const failed = spans.filter((s) => s.span.state === "failed");
-  const states = page?.attention ? page.states : null;
+  const states = paged ? page.states : null;
+  const extraLoading = extra.filter((s) => isLoading(s.span)).length;
+  const extraFailed = extra.filter((s) => s.span.state === "failed").length;
   return {
     loading,
     failed,
-    loadingTotal: states ? Math.max(loading.length, states.queued + states.loading) : loading.length,
-    failedTotal: states ? Math.max(failed.length, states.failed) : failed.length,
+    loadingTotal: states ? Math.max(loading.length, states.queued + states.loading + extraLoading) : loading.length,
+    failedTotal: states ? Math.max(failed.length, states.failed + extraFailed) : failed.length,
   };
 }
 

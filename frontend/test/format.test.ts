@@ -8,6 +8,7 @@ import {
   formatDurationUs,
   formatExactUs,
   formatFixed,
+  formatFlops,
   formatInt,
   formatMs,
   formatPercent,
@@ -139,5 +140,17 @@ describe("formatFixed never shows a negative zero", () => {
     assert.equal(formatFixed(-0.5, 0), "-1");
     assert.equal(formatTime(-0.0004), "0 ns");
     assert.equal(formatFixed(-1234.5, 1), "-1,234.5");
+  });
+});
+
+describe("formatFlops", () => {
+  it("uses SI prefixes up to peta with one decimal, and a dash for no number", () => {
+    assert.equal(formatFlops(989.5e12), "989.5 TFLOP/s");
+    assert.equal(formatFlops(17.57e12), "17.6 TFLOP/s");
+    assert.equal(formatFlops(3.36e11, "FLOP"), "336.0 GFLOP");
+    assert.equal(formatFlops(1.5e15), "1.5 PFLOP/s");
+    assert.equal(formatFlops(12), "12 FLOP/s");
+    assert.equal(formatFlops(null), DASH);
+    assert.equal(formatFlops(-1), DASH);
   });
 });

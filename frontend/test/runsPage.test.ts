@@ -8,7 +8,7 @@ function span(label: string, state: SpanInfo["state"], extra: Partial<SpanInfo> 
   return { span: label, key: label, mtime: 0, state, progress: 0, error: null, file: `w.${label}.pt.trace.json`, size_bytes: 1, updating: false, ...extra };
 }
 
-const run = (name: string, ...spans: SpanInfo[]): RunInfo => ({ name, workers: [{ name: "w", spans }] });
+const run = (name: string, ...spans: SpanInfo[]): RunInfo => ({ name, workers: [{ name: "w", spans }], snapshots: [] });
 const resp = (runs: RunInfo[], scanning = false): RunsResponse => ({ runs, logdir: "/l", scanning, errors: [] });
 const asSpan = (v: unknown): SpanInfo | null => (typeof v === "object" && v !== null && "span" in v ? (v as SpanInfo) : null);
 

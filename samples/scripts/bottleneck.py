@@ -131,7 +131,8 @@ def case_input_workers_heavy(args, device):
 
 # --------------------------------------------------------------------------- cpu_tensor_creation
 
-def case_cpu_tensor_creation(args, device):
+def case_cpu_tensor_creation(args, device, fixed=False):
+    """`fixed` (calibration twin, issue 25): the noise is made on the device, `torch.randn(..., device=)`."""
     batch, dim = (64, 256) if args.tiny else (2048, 4096)
     gen = torch.Generator().manual_seed(args.seed)
     x = torch.randn(batch, dim, generator=gen).to(device)  # the clean data lives on the device
@@ -141,10 +142,13 @@ def case_cpu_tensor_creation(args, device):
 
     def step():
         with record_function("make_noise"):
-            # PLANTED: created on the CPU every step (pinned and copied non_blocking, so that the copy
-            # itself is not a second cause: the host-side aten::normal_ is the cost).
-            noise = torch.randn(x.shape, pin_memory=device.type == "cuda")
-            noise = noise.to(device, non_blocking=True) * 0.01
+            if fixed:
+                noise = torch.randn(x.shape, device=device) * 0.01
+            else:
+                # PLANTED: created on the CPU every step (pinned and copied non_blocking, so that the copy
+                # itself is not a second cause: the host-side aten::normal_ is the cost).
+                noise = torch.randn(x.shape, pin_memory=device.type == "cuda")
+                noise = noise.to(device, non_blocking=True) * 0.01
         loss = F.cross_entropy(model(x + noise), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -165,14 +169,22 @@ class NarrowBlock(nn.Module):
         return x + h * torch.sigmoid(h)  # hand-written SiLU: 3 separate elementwise kernels
 
 
-def case_tiny_kernels(args, device):
-    blocks = 8 if args.tiny else args.blocks
+def case_tiny_kernels(args, device, fixed=False):
+    """`fixed` (calibration twin, issue 25): the same step captured once in a CUDA graph and replayed."""
+    blocks = args.blocks  # width 64, batch 16: cheap on a CPU dry run too
     width, batch = 64, 16
     gen = torch.Generator().manual_seed(args.seed)
     x = torch.randn(batch, width, generator=gen).to(device)
     y = torch.randint(0, 10, (batch,), generator=gen).to(device)
     model = nn.Sequential(*[NarrowBlock(width) for _ in range(blocks)], nn.Linear(width, 10)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=False)  # one kernel per op per param
+
+    if fixed:
+        def body():
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+
+        return graphed_step(body, opt, device), None
 
     def step():
         loss = F.cross_entropy(model(x), y)
@@ -197,21 +209,25 @@ class ResidualMLP(nn.Module):
         return self.head(x)
 
 
-def case_item_sync(args, device):
+def case_item_sync(args, device, fixed=False):
+    """`fixed` (calibration twin, issue 25): the per-sample losses stay on the device and the loss is read
+    back once every `args.log_every` steps (none inside a short profiled window)."""
     # A clean step that keeps the GPU busy (a 537M-parameter MLP: TF32 matmuls of 256x8192x8192, ~0.2 ms each, and
     # a multi-tensor (foreach) AdamW over 2 GB of parameters take longer than the host needs to launch them), then
     # the planted cost: the loop reads the loss and every sample's loss back to the host one scalar at a time
     # (a per-sample loss history, e.g. for hard-example mining), each read a DtoH copy + cudaStreamSynchronize.
-    width, blocks, batch = (64, 4, 16) if args.tiny else (8192, 8, 256)
+    width, blocks, batch = (64, 8, 256) if args.tiny else (8192, 8, 256)
     n_sync = batch if args.sync_samples is None else min(args.sync_samples, batch)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
     gen = torch.Generator().manual_seed(args.seed)
     x = torch.randn(batch, width, generator=gen).to(device)
     y = torch.randint(0, 10, (batch,), generator=gen).to(device)
-    model = ResidualMLP(width, blocks).to(device)
+    with device:  # initialised on the device: 537M parameters would take seconds on the host
+        model = ResidualMLP(width, blocks)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     history = []
+    count = [0]
 
     def step():
         per_sample = F.cross_entropy(model(x), y, reduction="none")
@@ -219,6 +235,10 @@ def case_item_sync(args, device):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        count[0] += 1
+        if fixed:
+            history.append(per_sample.detach()[:n_sync])  # kept on the device, read back later in bulk
+            return loss.item() if count[0] % getattr(args, "log_every", 50) == 0 else None
         logged = loss.item()  # PLANTED: a sync for the loss ...
         for v in per_sample.detach()[:n_sync]:
             history.append(v.item())  # PLANTED: ... and one per sample
@@ -234,7 +254,9 @@ class PooledCNN(SmallCNN):
         return super().forward(F.avg_pool2d(x, 4))
 
 
-def case_pageable_h2d(args, device):
+def case_pageable_h2d(args, device, fixed=False):
+    """`fixed` (calibration twin, issue 25): the same batches from pinned memory, copied non_blocking on a
+    side stream one step ahead (the next batch's copy overlaps this step's compute)."""
     batch, size = (8, 64) if args.tiny else (64, 384)
     gen = torch.Generator().manual_seed(args.seed)
     # Two big batches in ordinary (pageable) host memory, used in turn.
@@ -243,6 +265,8 @@ def case_pageable_h2d(args, device):
     model = PooledCNN().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     counter = [0]
+    if fixed:
+        return prefetching_step(host, labels, model, opt, device), None
 
     def step():
         i = counter[0] % 2
@@ -257,7 +281,67 @@ def case_pageable_h2d(args, device):
     return step, None
 
 
+def prefetching_step(host, labels, model, opt, device):
+    """The usual fix of a pageable copy: pinned host batches, each copied non_blocking on a side stream
+    while the previous one trains (`record_stream` keeps the allocator from reusing it too early)."""
+    cuda = device.type == "cuda"
+    host = [h.pin_memory() for h in host] if cuda else host
+    labels = [t.pin_memory() for t in labels] if cuda else labels
+    copy_stream = torch.cuda.Stream() if cuda else None
+    state = {"i": 0}
+
+    def load():
+        i = state["i"] % len(host)
+        state["i"] += 1
+        if not cuda:
+            return host[i], labels[i]
+        with torch.cuda.stream(copy_stream):
+            return host[i].to(device, non_blocking=True), labels[i].to(device, non_blocking=True)
+
+    state["next"] = load()
+
+    def step():
+        if cuda:
+            torch.cuda.current_stream().wait_stream(copy_stream)
+        x, y = state["next"]
+        if cuda:
+            x.record_stream(torch.cuda.current_stream())
+            y.record_stream(torch.cuda.current_stream())
+        state["next"] = load()  # the next batch's copy overlaps this step's compute
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 # --------------------------------------------------------------------------- cuda_graph
+
+def graphed_step(body, opt, device, warm=3):
+    """Capture `body()` (forward, backward, optimizer step) once in a CUDA graph and return its replay.
+
+    Warm-up runs on a side stream first (lazy state such as momentum buffers), as the CUDA-graph docs ask.
+    On a CPU dry run there are no graphs: the step runs eagerly."""
+    if device.type != "cuda":
+        def eager():
+            opt.zero_grad(set_to_none=True)
+            body()
+        return eager
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warm):
+            opt.zero_grad(set_to_none=True)
+            body()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        body()
+    torch.cuda.synchronize()
+    return graph.replay
+
 
 def case_cuda_graph(args, device):
     batch, dim, hidden = (64, 256, 64) if args.tiny else (1024, 4096, 2048)
@@ -273,25 +357,7 @@ def case_cuda_graph(args, device):
         opt.step()
         return loss
 
-    if device.type == "cuda":
-        # Warm up on a side stream (lazy state, momentum buffers), then capture the whole step.
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                opt.zero_grad(set_to_none=True)
-                body()
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
-            body()
-        torch.cuda.synchronize()
-        run_graph = graph.replay
-    else:  # dry run: no graphs on the CPU, run the same step eagerly
-        def run_graph():
-            opt.zero_grad(set_to_none=True)
-            body()
+    run_graph = graphed_step(body, opt, device)  # the whole step as one graph (eager on a CPU dry run)
 
     def step():
         with record_function("make_input"):

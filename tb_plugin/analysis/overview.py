@@ -10,8 +10,11 @@ import numpy as np
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.tables import TraceModel
+from .device_peaks import NO_OVERRIDE, PeakOverride
 from .diagnosis import diagnose
 from .gpu import gpu_summary
+from .mfu import mfu
+from .rank_summary import RankSummary
 from .steps import CATEGORIES, breakdown
 from .summary import devices
 
@@ -62,10 +65,12 @@ def _steps_and_summary(model: TraceModel) -> dict[str, Any]:
 
 
 def overview(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None,
-             workers: int = 1) -> dict[str, Any]:
+             workers: int = 1, peaks: PeakOverride = NO_OVERRIDE,
+             ranks: tuple[RankSummary, ...] = ()) -> dict[str, Any]:
     """The Overview; ``job`` (the Distributed view's result for this span) and ``worker`` on multi-rank runs, so
-    the diagnosis knows the job-level picture; ``workers``, the run's number of workers, the environment shows."""
+    the diagnosis knows the job-level picture; ``workers``, the run's number of workers, the environment shows;
+    ``peaks`` overrides the device peaks MFU uses; ``ranks``, the span's rank summaries, give the job's MFU."""
     d = diagnose(model, job, worker)
     base = _steps_and_summary(model)
     return {**base, "environment": {**base["environment"], "workers": workers}, "context": d["context"],
-            "verdict": d["verdict"], "recommendations": d["findings"]}
+            "verdict": d["verdict"], "recommendations": d["findings"], "mfu": mfu(model, peaks, ranks)}

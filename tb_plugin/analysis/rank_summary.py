@@ -27,9 +27,12 @@ from ..model.tables import TraceModel
 from .communication import Collectives, collectives, communication_intervals
 from .steps import find_steps, role_intervals
 from .views import available_views
+from .work import dominant_roof, step_work
 
-# Per-step columns of a summary (µs); ``overlap_us`` is NaN on every step where overlap is not measured.
-STEP_COLUMNS = ("start", "end", "step_us", "computation_us", "communication_us", "overlap_us", "busy_us")
+# Per-step columns of a summary (µs; ``model_flops``: the step's model FLOPs, ``work.step_work``); ``overlap_us``
+# is NaN on every step where overlap is not measured.
+STEP_COLUMNS = ("start", "end", "step_us", "computation_us", "communication_us", "overlap_us", "busy_us",
+                "model_flops")
 # Per collective instance, ordered by issue time; ``seq`` numbers the instances of each process group; ``on_host``:
 # a host span (no collective kernel); ``prelaunched``: a kernel launched before the profiled window (not matched).
 COLLECTIVE_COLUMNS = ("name", "group", "seq", "start", "end", "nbytes", "on_host", "prelaunched")
@@ -58,6 +61,7 @@ class RankSummary:
     views: list[str] = field(default_factory=list)  # the views this trace offers (``analysis.views``)
     # INTERVAL_SETS: name -> (start, end) float arrays, merged; a missing set is empty
     intervals: dict[str, iv.Intervals] = field(default_factory=dict)
+    flops_roof: str | None = None  # the peak class carrying most of the model FLOPs (``work.dominant_roof``)
 
     def interval_set(self, name: str) -> iv.Intervals:
         return self.intervals.get(name, iv.EMPTY)
@@ -67,7 +71,7 @@ class RankSummary:
         return {"worker": self.worker, "rank": self.rank, "world_size": self.world_size, "backend": self.backend,
                 "process": self.process, "host_wait_us": self.host_wait_us, "host_idle_us": self.host_idle_us,
                 "overlap_note": self.overlap_note, "step_names": self.step_names, "devices": self.devices,
-                "views": self.views}
+                "views": self.views, "flops_roof": self.flops_roof}
 
 
 def rank_summary(model: TraceModel, worker: str) -> RankSummary:
@@ -88,7 +92,8 @@ def _summary(model: TraceModel, worker: str) -> RankSummary:
         process=_process_id(model), host_wait_us=host_wait, host_idle_us=host_idle,
         overlap_note=_overlap_unmeasurable(model, col), step_names=[str(s) for s in find_steps(model).names],
         steps=_step_columns(model, col), collectives=_collective_columns(col), devices=_devices(model),
-        views=available_views([model]), intervals=_interval_sets(model))
+        views=available_views([model]), intervals=_interval_sets(model),
+        flops_roof=dominant_roof(step_work(model).by_roof))
 
 
 def _rank(info: dict[str, Any], worker: str) -> int | None:
@@ -116,6 +121,7 @@ def _step_columns(model: TraceModel, col: Collectives) -> dict[str, np.ndarray]:
         "step_us": np.asarray(steps.duration, dtype=np.float64),
         "computation_us": iv.lengths_within(compute, lo, hi), "communication_us": iv.lengths_within(comm, lo, hi),
         "overlap_us": np.asarray(overlap, dtype=np.float64), "busy_us": iv.lengths_within(busy, lo, hi),
+        "model_flops": np.asarray(step_work(model).flops, dtype=np.float64),
     }
 
 

@@ -39,6 +39,11 @@ def kernel_uses_tensor_cores(name: str) -> bool:
     return _CUDA_CORE.search(lowered) is None and _TENSOR_CORE.search(lowered) is not None
 
 
+def kernel_says_cuda_cores(name: str) -> bool:
+    """The name marks a CUDA-core kernel (SIMT, FFMA, sgemm, gemv): surely no tensor cores, whatever its dtype."""
+    return _CUDA_CORE.search(name.lower()) is not None
+
+
 def op_is_tensor_core_eligible(name: str) -> bool:
     return _ELIGIBLE_OP.search(name) is not None
 

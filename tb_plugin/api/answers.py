@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..model.derived import compute_in_background, compute_once, memoized
+from ..model.snapshot import AllocatorSnapshot, snapshot_memo
 from ..model.tables import TraceModel
 from .http import Encoded, encode
 
@@ -89,6 +90,21 @@ def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysi
     if events >= PROGRESSIVE_EVENTS:
         return compute_in_background(cache.recent, cache.computing, key, lambda: encode(compute()),
                                      analysis=analysis, events=events, patience=PATIENCE_S)
+    return compute_once(cache.recent, cache.computing, key, lambda: encode(compute()))
+
+
+SNAPSHOT_ANSWER_BYTES = 8 << 20  # per snapshot (the workspace keeps 16 decoded at most): windows are ~0.5 MB
+
+
+@snapshot_memo
+def _snapshot_answers(snap: AllocatorSnapshot) -> _Answers:
+    return _Answers(_Recent(SNAPSHOT_ANSWER_BYTES))
+
+
+def snapshot_answer(snap: AllocatorSnapshot, key: Hashable, compute: Callable[[], Any]) -> Encoded:
+    """The encoded payload ``compute()`` returns for ``key`` on an allocator snapshot, computed once (a snapshot's
+    answers take well under a second: computed in the request)."""
+    cache = _snapshot_answers(snap)
     return compute_once(cache.recent, cache.computing, key, lambda: encode(compute()))
 
 

@@ -6,6 +6,8 @@ import re
 
 from werkzeug.wrappers import Request
 
+from ..analysis.device_peaks import PeakOverride
+from ..analysis.device_peaks import parse_override as parse_override  # plugin.py checks --profiler_peaks with it
 from ..analysis.distributed_page import MAX_LIMIT, ORDERS, SORT_KEYS
 from .http import ApiError
 
@@ -115,3 +117,15 @@ def distributed_page(request: Request) -> tuple[int | None, int | None, str, str
     sort = text(request, "sort", required=False, default="rank", choices=SORT_KEYS)
     order = text(request, "order", required=False, default="asc", choices=ORDERS)
     return offset, limit, sort, order
+
+
+def peaks(request: Request, default: PeakOverride) -> PeakOverride:
+    """``peaks``: device peaks overriding the table's (``device=H100-SXM,bf16=700,bw=3000``, TFLOP/s and GB/s),
+    else the server's ``--profiler_peaks``."""
+    value = text(request, "peaks", required=False)
+    if not value:
+        return default
+    try:
+        return parse_override(value)
+    except ValueError as err:
+        raise ApiError(400, f"query parameter 'peaks': {err}") from None

@@ -13,6 +13,7 @@ from ..analysis.annotations import annotation_times
 from ..analysis.bandwidth import memory_bandwidth
 from ..analysis.critical_path import critical_path
 from ..analysis.cupti_counters import cupti_counters
+from ..analysis.device_peaks import NO_OVERRIDE, PeakOverride
 from ..analysis.diff import diff_node, diff_summary, step_index
 from ..analysis.distributed import job_distributed, job_distributed_lazy
 from ..analysis.distributed_page import page_of
@@ -25,6 +26,8 @@ from ..analysis.memory_category_view import card_exports, category_view
 from ..analysis.modules import module_timeline_view, module_view
 from ..analysis.overview import overview
 from ..analysis.queues import queue_length
+from ..analysis.roofline import GROUPINGS as ROOFLINE_GROUPINGS
+from ..analysis.roofline import roofline
 from ..analysis.sequences import kernel_sequences
 from ..analysis.sources import source_files
 from ..analysis.steps import CATEGORIES, find_steps
@@ -37,6 +40,7 @@ from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace
 from . import params
 from .answers import answer, derived, job_answer, job_result
 from .http import ApiError, encoded_response, json_response, json_route, secure, text_response
+from .snapshot_routes import SnapshotApi
 from .static import relative_path, serve
 
 _CONTROL = dict.fromkeys(range(32), "_") | {127: "_"}
@@ -52,9 +56,11 @@ def _download_name(filename: str) -> str:
 class Api:
     """Handlers bound to one workspace."""
 
-    def __init__(self, workspace: Workspace, plugin_name: str) -> None:
+    def __init__(self, workspace: Workspace, plugin_name: str, peaks: PeakOverride = NO_OVERRIDE) -> None:
         self.workspace = workspace
         self.plugin_name = plugin_name
+        self.peaks = peaks  # --profiler_peaks: the device peaks MFU and the roofline use, unless a request says
+        self.snapshot = SnapshotApi(workspace)
 
     def _trace(self, request: Request) -> LoadedTrace:
         return self.workspace.trace(*params.span_key(request))
@@ -102,13 +108,15 @@ class Api:
         return self._answer(request, loaded, lambda: source_files(loaded.model))
 
     def overview(self, request: Request) -> Response:
+        peaks = params.peaks(request, self.peaks)
         loaded = self._trace(request)
         run = self.workspace.listing_of(loaded.file.run)
         workers = len(run["workers"]) if run else 1
         ranks = self.workspace.span_summaries(loaded.file.run, loaded.file.span) if workers > 1 else []
 
         def compute() -> dict[str, Any]:
-            return overview(loaded.model, self._job(ranks) if len(ranks) > 1 else None, loaded.file.worker, workers)
+            job = self._job(ranks) if len(ranks) > 1 else None
+            return overview(loaded.model, job, loaded.file.worker, workers, peaks, tuple(s for _, s in ranks))
 
         # the job picture depends on the other ranks' traces: their identities are part of the answer's key
         return self._answer(request, loaded, compute, workers, tuple(sorted(f.identity for f, _ in ranks)))
@@ -130,6 +138,13 @@ class Api:
         group_by = params.text(request, "group_by", required=False, default="name", choices=kernels.GROUPINGS)
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: kernels.kernel_view(loaded.model, group_by))
+
+    def roofline(self, request: Request) -> Response:
+        group_by = params.text(request, "group_by", required=False, default="kernel", choices=ROOFLINE_GROUPINGS)
+        limit = params.integer(request, "limit", required=False, default=500, minimum=1, maximum=100_000)
+        peaks = params.peaks(request, self.peaks)
+        loaded = self._trace(request)
+        return self._answer(request, loaded, lambda: roofline(loaded.model, group_by, peaks, limit))
 
     def memory_events(self, request: Request) -> Response:
         lo, hi = params.time_range(request)
@@ -351,6 +366,7 @@ class Api:
             "/overview": json_route(self.overview),
             "/operators": json_route(self.operators),
             "/kernels": json_route(self.kernels),
+            "/roofline": json_route(self.roofline),
             "/memory/curve": json_route(self._counted(memory_curve, "max_points", 4000, 16, 100_000)),
             "/memory/events": json_route(self.memory_events),
             "/memory/stats": json_route(self.memory_stats),
@@ -374,4 +390,5 @@ class Api:
             "/trace/search": json_route(self.trace_search),
             "/trace/file": json_route(self.trace_file),
             "/trace/range": json_route(self.trace_range),
+            **{route: json_route(handler) for route, handler in self.snapshot.routes().items()},
         }

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from . import remote
 from .names import TraceName, file_name, number_spans, parse_any_json_name, parse_trace_name
-from .sniff import classify_file, is_json_name
+from .sniff import classify_file, is_json_name, is_snapshot_name, snapshot_file
 from .storage import Access, FileInfo, Storage, local_fingerprint
 
 _URL = re.compile(r"[a-zA-Z][0-9a-zA-Z.+-]*://")
@@ -94,6 +94,23 @@ class ExportFile(_ListedFile):
 
 
 @dataclass(frozen=True)
+class SnapshotFile(_ListedFile):
+    """A PyTorch allocator snapshot (``torch.cuda.memory._dump_snapshot``) found under a logdir, recognised by its
+    content; shown under the run its folder is (``folder``), never loaded as a trace."""
+
+    folder: str
+    url: str
+    size: int
+    mtime: float
+    etag: str | None = None
+    access: Access | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.folder, self.filename)
+
+
+@dataclass(frozen=True)
 class Root:
     """One logdir: an optional name (from ``--logdir_spec``) and its storage."""
 
@@ -124,6 +141,8 @@ class Catalog:
         self._sniffed: dict[str, tuple[tuple[int, float, str | None], str | None, str | None]] = {}
         self.rejected: dict[str, str] = {}  # path -> why a sniffed *.json file is not a trace (last scan)
         self.exports: list[ExportFile] = []  # torch memory timeline exports (last scan)
+        self.snapshots: list[SnapshotFile] = []  # allocator snapshots (last scan)
+        self._snapshot_heads: dict[str, tuple[tuple[int, float, str | None], bool]] = {}
         self._previous: dict[str, FileInfo] = {}
         # path → the settled version last listed as a trace, and its content tag: listed on while the file is being
         # rewritten (settling), so its run does not vanish and its last good parse is served meanwhile
@@ -142,17 +161,24 @@ class Catalog:
         self.rejected = {}
         self._settling_now = {}
         exports: list[ExportFile] = []
+        snapshots: list[SnapshotFile] = []
         for root in self.roots:
             stable = []
             for info in self._listing(root):
                 named = self._name(info.path)
-                if named is None and not is_json_name(posixpath.basename(info.path)):
+                base = posixpath.basename(info.path)
+                snapshot = named is None and is_snapshot_name(base)
+                if named is None and not is_json_name(base) and not snapshot:
                     continue
                 seen[info.path] = info
                 if self._settling(info, now):
-                    pending += int(named is not None)
+                    pending += int(named is not None or snapshot)
                     if named is not None and info.path in self._settled:  # rewritten: listed as it was
                         stable.append((named.name, self._settled[info.path][0]))
+                    continue
+                if snapshot:
+                    if self._is_snapshot(root, info):
+                        snapshots.append(_snapshot_file(root, info))
                     continue
                 taken = self._take(root, info, named)
                 if isinstance(taken, ExportFile):
@@ -162,8 +188,10 @@ class Catalog:
             files.extend(_files_of_root(root, stable, functools.partial(self._tag, root)))
         self._settled = self._settling_now
         self.exports = exports
+        self.snapshots = snapshots
         self._previous = seen
         self._sniffed = {p: v for p, v in self._sniffed.items() if p in seen}
+        self._snapshot_heads = {p: v for p, v in self._snapshot_heads.items() if p in seen}
         self.pending = pending
         return files
 
@@ -233,6 +261,18 @@ class Catalog:
         return kind, reason
 
 
+    def _is_snapshot(self, root: Root, info: FileInfo) -> bool:
+        """Whether a ``*.pickle[.gz]`` file is an allocator snapshot by its first bytes, read once per version."""
+        if info.problem is not None:
+            return False
+        known = self._snapshot_heads.get(info.path)
+        if known is not None and known[0] == _version(info):
+            return known[1]
+        found = snapshot_file(root.storage.display(info.path), root.storage.file_access)
+        self._snapshot_heads[info.path] = (_version(info), found)
+        return found
+
+
 @dataclass(frozen=True)
 class _Named:
     name: TraceName
@@ -270,6 +310,12 @@ def _export_file(root: Root, info: FileInfo, kind: str) -> ExportFile:
     return ExportFile(folder=_run_name(root, posixpath.dirname(info.path)),
                       url=root.storage.display(info.path), kind=kind, size=info.size, mtime=info.mtime,
                       etag=info.etag, access=root.storage.file_access)
+
+
+def _snapshot_file(root: Root, info: FileInfo) -> SnapshotFile:
+    return SnapshotFile(folder=_run_name(root, posixpath.dirname(info.path)), url=root.storage.display(info.path),
+                        size=info.size, mtime=info.mtime, etag=_content_tag(root, info),
+                        access=root.storage.file_access)
 
 
 def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]],

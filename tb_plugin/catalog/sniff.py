@@ -8,6 +8,10 @@ whose first entry is an event object. Anything else is rejected with a reason a 
 The same first bytes also recognise ``prof.export_memory_timeline`` output (:func:`export_kind`): an array of two
 arrays, times then size rows (``*.json``), or an array of ``[t_ns, action, bytes, category]`` rows
 (``*.raw.json``). Such a file is listed beside the traces for the Memory view, never loaded as a trace.
+
+PyTorch allocator snapshots (``torch.cuda.memory._dump_snapshot``: a pickle, ``*.pickle``/``*.pkl``, gzipped or
+not) are recognised by their first bytes too (:func:`is_snapshot_head`): a pickle protocol header, then a dict whose
+first key is ``segments`` (or ``device_traces``), which torch always writes first. Nothing is unpickled here.
 """
 
 from __future__ import annotations
@@ -33,6 +37,33 @@ _RAW_EXPORT = re.compile(rb"\[\s*\[\s*" + rb",\s*".join([_INT] * 4) + rb"\]\s*(?
 # a list of integers (the times) closed and followed by a list of rows, or cut off by the head's end: the timeline
 _TIMELINE_EXPORT = re.compile(rb"\[\s*\[\s*(?:" + _INT + rb",\s*)*(?:" + _INT + rb")?(?:\]\s*,\s*\[\s*[\[\]]|$)")
 _EXPORT_HEAD = 1 << 16  # export heads are numbers only: a few KiB tell
+_SNAPSHOT_NAME = re.compile(r".+\.(?:pickle|pkl)(?:\.gz)?", re.DOTALL)
+_SNAPSHOT_KEY = re.compile(rb"segments|device_traces")
+_SNAPSHOT_KEY_WITHIN = 64  # torch's first key comes after the protocol, frame, dict and mark opcodes
+
+
+def is_snapshot_name(filename: str) -> bool:
+    """Whether a file name is one an allocator snapshot may have (``*.pickle``, ``*.pkl``, either ``.gz``)."""
+    return _SNAPSHOT_NAME.fullmatch(filename) is not None
+
+
+def is_snapshot_head(head: bytes) -> bool:
+    """Whether ``head`` (a file's first bytes, gzipped or not) starts a pickled allocator snapshot."""
+    text, _ = _inflate(head)
+    if text is None or len(text) < 2 or text[0] != 0x80 or not 2 <= text[1] <= 5:
+        return False
+    return _SNAPSHOT_KEY.search(text[:_SNAPSHOT_KEY_WITHIN]) is not None
+
+
+def snapshot_file(url: str, access: Any = None) -> bool:
+    """Whether the file at ``url`` is an allocator snapshot by its first bytes (unreadable: no)."""
+    try:
+        stream, _ = open_url(url, access)
+        with stream:
+            head = stream.read(1 << 12)
+    except Exception:  # noqa: BLE001 - a store's own errors too: not listed, as any unreadable other file
+        return False
+    return is_snapshot_head(head)
 
 
 def is_json_name(filename: str) -> bool:

@@ -76,6 +76,12 @@ def _selection_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="where parsed traces are cached (default: ~/.cache/pytorch-tb-profiler)")
 
 
+def _peaks_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--peaks", metavar="SPEC", help="device peaks for MFU and the roofline instead of the "
+                        "built-in table's: a table entry (device=H100-SXM) and/or figures in TFLOP/s and GB/s, "
+                        "e.g. bf16=700,fp32=55,bw=3000 (classes fp64, fp64_tensor, fp32, tf32, bf16, fp16, fp8)")
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog=PROG, description="Summaries, offline HTML reports and a regression gate "
                                   "for torch.profiler (Kineto) traces. PATH is a trace file (*.pt.trace.json[.gz] or "
@@ -88,11 +94,13 @@ def parser() -> argparse.ArgumentParser:
     _selection_args(s)
     s.add_argument("--top", type=int, default=10, help="operators and kernels shown (default 10)")
     s.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    _peaks_arg(s)
 
     r = commands.add_parser("report", help="a self-contained, offline HTML report with plotly charts")
     r.add_argument("path", metavar="PATH")
     _selection_args(r)
     r.add_argument("-o", "--output", default="report.html", help="the HTML file to write (default report.html)")
+    _peaks_arg(r)
 
     d = commands.add_parser("diff", help="compare two runs; with --fail-if-slower, a CI regression gate")
     d.add_argument("base", metavar="BASE")
@@ -120,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args, progress)
     except ProfilerError as err:
         return _error(str(err), err.exit_code)
-    except ValueError as err:  # a bad option value (metric, threshold)
+    except ValueError as err:  # a bad option value (metric, threshold, peaks)
         return _error(str(err), EXIT_NO_TRACE)
     except BrokenPipeError:  # `... | head`: the reader left, nothing more to say
         return 0
@@ -157,7 +165,7 @@ def _run(args: argparse.Namespace, progress: Any) -> int:
 
         check_output(args.output)
     trace = open_trace(args.path, run=args.run, worker=args.worker, span=args.span, cache_dir=args.cache_dir,
-                       progress=progress)
+                       progress=progress, peaks=args.peaks)
     if args.command == "summary":
         from .summary import print_summary
 

@@ -1,5 +1,6 @@
-"""``report PATH -o report.html``: one self-contained HTML file with plotly charts of the Overview, Operator,
-Kernel, Memory and Distributed views, plotly.js embedded once: it opens offline, from an email or a CI artifact.
+"""``report PATH -o report.html``: one self-contained HTML file with plotly charts of the Overview (with MFU),
+Operator, Kernel, roofline, Memory and Distributed views, plotly.js embedded once: it opens offline, from an email
+or a CI artifact.
 
 Charts are plotly figures built from the Python API's DataFrames (plotly express); tables are pandas' HTML.
 """
@@ -11,6 +12,7 @@ import html
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import plotly.express as px
@@ -18,7 +20,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from ..sdk import Trace
-from .summary import finding_texts, top_kernels, top_operators, verdict_text
+from .summary import finding_texts, flops_text, job_mfu_text, mfu_text, top_kernels, top_operators, verdict_text
 
 TOP = 20
 _STYLE = """
@@ -68,6 +70,10 @@ def _overview(page: Page, trace: Trace) -> None:
     if verdict:
         page.text(verdict, "verdict")
     page.heading(f"Overview: {o.step_time_us / 1000:.2f} ms per step ({len(o.steps)} steps)")
+    page.text(mfu_text(o.mfu), "verdict")
+    job = job_mfu_text(o.mfu)
+    if job:
+        page.text(job)
     if not o.steps.empty:
         per_step = o.steps.drop(columns=["start_us", "duration_us"]) / 1000.0
         per_step.columns = list(o.breakdown.index)
@@ -113,6 +119,58 @@ def _top_bars(page: Page, rows: pd.DataFrame, key: str, what: str) -> None:
                       title=f"Top {len(shown)} {what} (ms)"))
 
 
+def roofline_figure(points: pd.DataFrame, roofs: dict[str, Any]) -> go.Figure:
+    """Log-log, as the GPU view draws it: the memory roof (slanted), a flat roof per class the points use from its
+    ridge on (beside an FP32 point, the TF32 tensor-core roof, dotted), one marker per point, its area ∝ time."""
+    shown = points[points["intensity"].fillna(0) > 0]
+    fig = go.Figure()
+    compute = {r["roof"]: r for r in roofs.get("compute", [])}
+    bw = roofs.get("bandwidth_bytes_per_s")
+    own = set(shown["roof"].dropna())
+    used = own | ({"tf32"} if "fp32" in own else set())
+    drawn = [compute[c] for c in compute if c in used]
+    xs = [float(x) for x in shown["intensity"]] + [float(r["ridge_intensity"]) for r in drawn if r["ridge_intensity"]]
+    lo, hi = (min(xs) / 10, max(xs) * 10) if xs else (0.01, 1e4)
+    if bw and drawn:
+        top = max(float(r["ridge_intensity"] or hi) for r in drawn)
+        fig.add_trace(go.Scatter(x=[lo, top], y=[lo * bw, top * bw], mode="lines", name=f"memory {bw / 1e12:.2f} TB/s",
+                                 line={"color": "#7f7f7f"}))
+    for r in drawn:
+        start = max(lo, float(r["ridge_intensity"] or lo))
+        fig.add_trace(go.Scatter(x=[start, hi], y=[r["peak_flops_per_s"]] * 2, mode="lines",
+                                 name=f"{r['label']} {r['peak_flops_per_s'] / 1e12:g} TFLOP/s",
+                                 line={"dash": "solid" if r["roof"] in own else "dot"}))
+    longest = float(shown["time_us"].max()) if not shown.empty else 1.0
+    size = [8 + 36 * (t / longest) ** 0.5 for t in shown["time_us"]]
+    fig.add_trace(go.Scatter(x=shown["intensity"], y=shown["achieved_flops_per_s"], mode="markers", name="points",
+                             text=_short(shown["name"]), marker={"size": size, "opacity": 0.7},
+                             hovertemplate="%{text}<br>%{x:.3g} FLOP/byte, %{y:.3g} FLOP/s<extra></extra>"))
+    fig.update_xaxes(type="log", title="arithmetic intensity (FLOPs per byte)")
+    fig.update_yaxes(type="log", title="achieved FLOP/s", exponentformat="SI")
+    fig.update_layout(title="Roofline: kernels under the roofs of their class", height=520)
+    return fig
+
+
+def _roofline(page: Page, trace: Trace) -> None:
+    page.heading("Roofline")
+    points = trace.roofline()
+    if points.empty:
+        page.text("No kernel's work could be estimated (no GPU kernels, or no record_shapes).", "note")
+        return
+    device = points.attrs["device"]
+    totals = points.attrs["totals"]
+    where = device.get("table_entry") or device.get("name") or "unknown device"
+    page.text(f"{where}: {flops_text(totals['achieved_flops_per_s'])} achieved over the kernels whose work is "
+              f"known ({totals['estimated_time_us'] / 1000:.2f} of {totals['kernel_time_us'] / 1000:.2f} ms of "
+              f"kernel time). Peaks: {device.get('source') or device.get('note')}.", "note")
+    page.chart(roofline_figure(points, points.attrs["roofs"]))
+    columns = ["name", "calls", "time_us", "flops", "bytes", "intensity", "achieved_flops_per_s",
+               "attainable_flops_per_s", "roof", "bound", "wasted_us"]
+    top = points.head(TOP)[columns].assign(name=lambda f: _short(f["name"]))
+    page.text("Ranked by wasted time = time × (1 − achieved / attainable at the point's intensity).", "note")
+    page.table(top)
+
+
 def _memory(page: Page, trace: Trace) -> None:
     page.heading("Memory")
     curve = trace.memory_curve()
@@ -150,7 +208,7 @@ def render(trace: Trace) -> str:
     title = f"{trace.run} / {trace.worker} / span {trace.span}"
     page.parts.append(f"<h1>PyTorch profiler report: {html.escape(title)}</h1>")
     page.text(f"{trace.file.filename}: {trace.model.n_events:,} events", "note")
-    for section in (_overview, _operators, _kernels, _memory, _distributed):
+    for section in (_overview, _operators, _kernels, _roofline, _memory, _distributed):
         section(page, trace)
     return page.html(title)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..sdk import Overview, Trace
+from ..sdk import Mfu, Overview, Trace
 
 NAME_WIDTH = 70  # kernel names run to hundreds of characters: cut for a terminal, whole in --json
 
@@ -26,6 +26,37 @@ def finding_texts(findings: pd.DataFrame) -> list[str]:
         parts = [str(p) for p in (title, text) if isinstance(p, str) and p]
         lines.append(": ".join(parts) or str(row.get("id", "")))
     return lines
+
+
+def flops_text(value: float | None, unit: str = "FLOP/s") -> str:
+    """``17.6 TFLOP/s``: SI prefixes up to peta."""
+    if value is None:
+        return "n/a"
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.1f} {prefix}{unit}"
+    return f"{value:.0f} {unit}"
+
+
+def mfu_text(m: Mfu) -> str:
+    """One line: the ratio, achieved against the peak used, the device and the model FLOPs per step."""
+    device = m.raw["device"]
+    per_step = flops_text(m.model_flops_per_step, "FLOP") + " per step" + (", estimated from shapes"
+                                                                            if m.estimated else "")
+    if m.model_flops_per_step <= 0:
+        return f"MFU: n/a ({m.raw.get('note') or 'no operator work could be estimated'})"
+    if m.ratio is None:
+        return (f"MFU: n/a ({device.get('note') or 'no peak'}); achieved {flops_text(m.achieved_flops_per_s)}, "
+                f"{per_step}")
+    return (f"MFU: {m.ratio:.1%} ({flops_text(m.achieved_flops_per_s)} of the {flops_text(m.peak_flops_per_s)} "
+            f"{(m.dtype or '').upper()} peak of the {device.get('table_entry')}; {per_step})")
+
+
+def job_mfu_text(m: Mfu) -> str | None:
+    if not m.job or m.job.get("ratio") is None:
+        return None
+    return (f"Job MFU: {m.job['ratio']:.1%} over {len(m.ranks)} ranks ({flops_text(m.job['achieved_flops_per_s'])} "
+            f"of {flops_text(m.job['peak_flops_per_s'])}, at the slowest rank's step)")
 
 
 def top_operators(trace: Trace, n: int) -> pd.DataFrame:
@@ -57,6 +88,7 @@ def summary_data(trace: Trace, top: int) -> dict[str, Any]:
         "findings": records(o.findings),
         "steps": len(o.steps),
         "step_time_us": o.step_time_us,
+        "mfu": {k: v for k, v in o.mfu.raw.items() if k != "steps"},
         "breakdown": {c: {"time_us": r["time_us"], "share": r["share"]} for c, r in o.breakdown.iterrows()},
         "device_type": o.environment.get("device_type"),
         "operators": records(top_operators(trace, top)),
@@ -106,6 +138,10 @@ def print_summary(trace: Trace, top: int, as_json: bool) -> None:
     if verdict:
         print(f"\nVerdict: {verdict}")
     print(f"\nStep time: {o.step_time_us / 1000.0:.2f} ms on average over {len(o.steps)} step(s)")
+    print(mfu_text(o.mfu))
+    job = job_mfu_text(o.mfu)
+    if job:
+        print(job)
     print(breakdown_table(o).to_string(formatters={"ms/step": "{:.2f}".format, "share": "{:.1%}".format}))
     for note in o.notes:
         print(f"note: {note}")

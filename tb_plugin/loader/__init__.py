@@ -21,7 +21,7 @@ from .source import read_failure, read_source
 __all__ = ["MODEL_VERSION", "TraceLoadError", "default_parts", "load_bytes", "load_trace", "read_failure"]
 
 # Bumped whenever the model's tables change, so cached parses of older versions are not reused.
-MODEL_VERSION = 5
+MODEL_VERSION = 6
 
 
 def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], None] | None = None,

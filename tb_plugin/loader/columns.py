@@ -428,16 +428,21 @@ def _side_tables(args: list[Args], kinds: np.ndarray, strings: Interner, pids: n
 
     rows = np.flatnonzero((kinds == Kind.CPU_OP) | (kinds == Kind.USER_ANNOTATION))
     if len(rows):
-        dims, dims_lower, types, stack, seq, fwd, kernel_name = _fields(
+        dims, dims_lower, types, stack, seq, fwd, kernel_name, concrete = _fields(
             _take(args, rows), ("input_dims", "input_dims_lower", "input_type", "call_stack", "seq", "fwd_tid",
-                                "kernel_name"))
+                                "kernel_name", "concrete_inputs"))
         if not all(dims):
             dims = [d if d else low for d, low in zip(dims, dims_lower)]
         out["ops"] = {
             "row": rows.astype(np.int64), "input_dims": strings.codes(raw_texts(dims)),
             "input_type": strings.codes(raw_texts(types)), "call_stack": strings.codes(stack),
             "seq": ints(seq), "fwd_tid": ints(fwd), "kernel_name": strings.codes(kernel_name),
+            "concrete_inputs": strings.codes(raw_texts(concrete)),
         }
+
+    work = _work_table(args, kinds)
+    if work is not None:
+        out["work"] = work
 
     candidates = np.flatnonzero(np.isin(kinds, (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.KERNEL, Kind.COMMUNICATION)))
     (collective,) = _fields(_take(args, candidates), ("collective_name",))
@@ -469,6 +474,20 @@ def _side_tables(args: list[Args], kinds: np.ndarray, strings: Interner, pids: n
             "total_reserved": ints(total_res),
         }
     return out
+
+
+def _work_table(args: list[Args], kinds: np.ndarray) -> Columns | None:
+    """The work figures some operators, launches and kernels carry (``flops``, ``kernel_flop``, ``kernel_num_gb``),
+    one row per event that has any of them (most traces have none: three C-level passes over the candidates)."""
+    candidates = np.flatnonzero(np.isin(kinds, (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.KERNEL)))
+    flops, kernel_flop, num_gb = _fields(_take(args, candidates), ("flops", "kernel_flop", "kernel_num_gb"))
+    has = np.fromiter((a is not None or b is not None or c is not None for a, b, c in zip(flops, kernel_flop, num_gb)),
+                      dtype=bool, count=len(candidates))
+    if not has.any():
+        return None
+    keep = np.flatnonzero(has)
+    return {"row": candidates[keep].astype(np.int64), "flops": floats(_take(flops, keep)),
+            "kernel_flop": floats(_take(kernel_flop, keep)), "kernel_num_gb": floats(_take(num_gb, keep))}
 
 
 # Below this many events a file is built in one process: forking costs more than it saves.

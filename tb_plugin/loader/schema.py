@@ -40,10 +40,16 @@ class Args(msgspec.Struct, gc=False, omit_defaults=True):
     input_dims: Raw = field(name="Input Dims", default=_NO_RAW)
     input_dims_lower: Raw = field(name="Input dims", default=_NO_RAW)
     input_type: Raw = field(name="Input type", default=_NO_RAW)
+    concrete_inputs: Raw = field(name="Concrete Inputs", default=_NO_RAW)
     call_stack: Any = field(name="Call stack", default=None)
     seq: Any = field(name="Sequence number", default=None)
     fwd_tid: Any = field(name="Fwd thread id", default=None)
     kernel_name: Any = None
+    # work estimates the trace carries: with_flops=True writes "flops" on some operators; Inductor (benchmark_kernel)
+    # and torch._inductor.analysis.profile_analysis write "kernel_flop" / "kernel_num_gb" on launches and kernels
+    flops: Any = None
+    kernel_flop: Any = None
+    kernel_num_gb: Any = None
     # python_function
     python_id: Any = field(name="Python id", default=None)
     python_parent_id: Any = field(name="Python parent id", default=None)

@@ -37,7 +37,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
     },
     "ops": {
         "row": "i8", "input_dims": "i4", "input_type": "i4", "call_stack": "i4", "seq": "i8", "fwd_tid": "i8",
-        "kernel_name": "i4",
+        "kernel_name": "i4", "concrete_inputs": "i4",
     },
     "comms": {
         "row": "i8", "collective_name": "i4", "in_nelems": "i8", "out_nelems": "i8", "dtype": "i4",
@@ -50,6 +50,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
     },
     "flows": {"ph": "i4", "cat": "i4", "name": "i4", "id": "i8", "pid": "i8", "tid": "i8", "ts": "f8", "bp": "i4"},
     "metadata_events": {"name": "i4", "pid": "i8", "tid": "i8", "value": "i4", "sort_index": "i8"},
+    # work figures the trace carries (NaN: absent): an operator's "flops" arg, a launch's or kernel's "kernel_flop"
+    # and "kernel_num_gb" (10^9 bytes); only the events carrying one of them have a row
+    "work": {"row": "i8", "flops": "f8", "kernel_flop": "f8", "kernel_num_gb": "f8"},
     # CUPTI range-profiler counters: one row per (range event, counter) with a numeric value
     "counters": {"row": "i8", "metric": "i4", "value": "f8"},
 }

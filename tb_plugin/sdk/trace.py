@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..analysis import kernels as kernel_analysis
 from ..analysis import operators as operator_analysis
+from ..analysis.device_peaks import NO_OVERRIDE, PeakOverride, parse_override
 from ..analysis.diff import diff_summary
 from ..analysis.distributed import distributed as distributed_view
 from ..analysis.distributed_page import page_of
@@ -27,6 +28,9 @@ from ..analysis.memory_categories import allocations
 from ..analysis.memory_category_view import category_view, export_device
 from ..analysis.modules import module_view
 from ..analysis.overview import overview as overview_view
+from ..analysis.rank_summary import rank_summary
+from ..analysis.roofline import GROUPINGS as ROOFLINE_GROUPINGS
+from ..analysis.roofline import roofline as roofline_view
 from ..analysis.steps import find_steps
 from ..analysis.summary import summary as summary_view
 from ..catalog.catalog import TraceFile
@@ -49,6 +53,33 @@ def column(category: str) -> str:
 
 
 @dataclass(frozen=True)
+class Mfu:
+    """Model FLOPs utilisation as the Overview shows it (``GET /overview``'s ``mfu``): FLOP/s, bytes in SI units."""
+
+    model_flops_per_step: float
+    achieved_flops_per_s: float | None
+    peak_flops_per_s: float | None  # None: a device not in the peak table (set ``peaks=``)
+    dtype: str | None  # the peak class used: the one carrying most FLOPs (bf16, tf32, fp32, ...)
+    ratio: float | None
+    estimated: bool  # some FLOPs come from shape formulas, not from the trace
+    steps: pd.DataFrame  # index: step; model_flops, duration_us, achieved_flops_per_s, ratio
+    ranks: pd.DataFrame  # multi-rank: one row per rank (empty otherwise)
+    job: dict[str, Any] | None  # multi-rank: the job's achieved FLOP/s, peak and ratio
+    raw: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def of(cls, payload: dict[str, Any]) -> Mfu:
+        steps = pd.DataFrame(payload["steps"], columns=["name", "model_flops", "duration_us", "achieved_flops_per_s",
+                                                        "ratio"]).rename(columns={"name": "step"}).set_index("step")
+        job = payload.get("job")
+        return cls(model_flops_per_step=payload["model_flops_per_step"],
+                   achieved_flops_per_s=payload["achieved_flops_per_s"], peak_flops_per_s=payload["peak_flops_per_s"],
+                   dtype=payload["dtype"], ratio=payload["ratio"], estimated=payload["estimated"], steps=steps,
+                   ranks=pd.DataFrame(job["ranks"] if job else []),
+                   job={k: v for k, v in job.items() if k != "ranks"} if job else None, raw=payload)
+
+
+@dataclass(frozen=True)
 class Overview:
     """The Overview page's numbers: per-step breakdown, its average, GPUs, environment, verdict and findings."""
 
@@ -60,6 +91,7 @@ class Overview:
     verdict: Any  # the diagnosis in one line where the Overview gives one (None otherwise)
     findings: pd.DataFrame  # the ranked recommendations, one row each (empty when there are none)
     notes: list[str]
+    mfu: Mfu  # model FLOPs utilisation: per step, the average step, the peak used (and the job's, multi-rank)
     raw: dict[str, Any] = field(repr=False)  # the Overview exactly as the HTTP API answers it
 
     @classmethod
@@ -77,15 +109,16 @@ class Overview:
         return cls(steps=steps, breakdown=breakdown, step_time_us=float(average["duration_us"]),
                    gpus=pd.DataFrame(payload["gpus"]), environment=dict(payload["environment"]),
                    verdict=payload.get("verdict"), findings=pd.DataFrame(payload.get("recommendations") or []),
-                   notes=list(payload.get("notes") or []), raw=payload)
+                   notes=list(payload.get("notes") or []), mfu=Mfu.of(payload["mfu"]), raw=payload)
 
 
 class Trace:
     """One span of one worker, loaded (``tb_plugin.open``); each view is a method returning a DataFrame."""
 
     def __init__(self, selection: Selection, model: TraceModel, cache_dir: str | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, peaks: PeakOverride = NO_OVERRIDE) -> None:
         self._selection = selection
+        self.peaks = peaks  # the device peaks MFU and the roofline use (``tb_plugin.open(..., peaks=...)``)
         self.model = model  # the columnar model every analysis reads (numpy columns, read-only)
         self._cache_dir = cache_dir
         self._progress = progress
@@ -125,7 +158,20 @@ class Trace:
         the diagnosis knows the job picture (straggler, waits), as the page's does."""
         ranks = self._ranks() if self._selection.workers > 1 else []
         job = distributed_view(ranks) if len(ranks) > 1 else None
-        return Overview.of(overview_view(self.model, job, self.worker, self._selection.workers))
+        summaries = tuple(rank_summary(m, w) for w, m in ranks) if len(ranks) > 1 else ()
+        return Overview.of(overview_view(self.model, job, self.worker, self._selection.workers, self.peaks,
+                                         summaries))
+
+    def roofline(self, group_by: str = "kernel", limit: int = 100_000) -> pd.DataFrame:
+        """The roofline (GPU view): one row per kernel (``group_by="operator"``: per operator) with its time, FLOPs,
+        bytes, arithmetic intensity, achieved and attainable FLOP/s, roof class, bound and wasted time, ranked by
+        wasted time. ``attrs`` holds the device, its roofs (peak FLOP/s per class, bandwidth), the totals and the
+        kernels whose work is unknown."""
+        _choose("group_by", group_by, ROOFLINE_GROUPINGS)
+        view = roofline_view(self.model, group_by, self.peaks, limit)
+        out = frame(view["points"], columns=None if view["points"] else ["name", "time_us", "flops", "bytes"])
+        out.attrs.update({k: view[k] for k in ("device", "roofs", "totals", "unestimated", "total_points")})
+        return out
 
     def idle(self, kernel_wait_us: float = KERNEL_WAIT_US) -> pd.DataFrame:
         """Idle time per GPU stream in the step window (the GPU view): busy and idle µs, idle split into host
@@ -309,11 +355,15 @@ def _choose(what: str, value: str, choices: tuple[str, ...]) -> None:
 
 
 def open_trace(path: str | os.PathLike[str], *, run: str | None = None, worker: str | None = None,
-               span: str | None = None, cache_dir: str | None = None, progress: Progress | None = None) -> Trace:
-    """Open a trace file, a run directory or a logdir (local path or fsspec URL)."""
+               span: str | None = None, cache_dir: str | None = None, progress: Progress | None = None,
+               peaks: str | PeakOverride | None = None) -> Trace:
+    """Open a trace file, a run directory or a logdir (local path or fsspec URL). ``peaks`` replaces the device
+    peak table's figures for MFU and the roofline: ``"device=H100-SXM"``, ``"bf16=700,fp32=55,bw=3000"``
+    (TFLOP/s, GB/s); a ValueError says what is wrong with it."""
+    override = peaks if isinstance(peaks, PeakOverride) else parse_override(peaks)
     selection = select(os.fspath(path), run, worker, span)
     [model] = load([selection.file], cache_dir, progress)
-    return Trace(selection, model, cache_dir, progress)
+    return Trace(selection, model, cache_dir, progress, override)
 
 
 def diff_traces(base: Trace | str | os.PathLike[str], new: Trace | str | os.PathLike[str], *,

@@ -13,11 +13,13 @@ from typing import Any
 from tests.browser import test_distributed_diff as dist
 from tests.browser import test_memory_categories_view as memcat
 from tests.browser import test_memory_module as mm
+from tests.browser import test_memory_snapshot as snap
 from tests.browser import test_shell as shell
 from tests.browser import test_trace as trace
 from tests.browser import test_views as views
 from tests.browser.conftest import ARTIFACTS, DOCS_IMAGES, PLUGIN, TensorBoard, open_plugin, save_screenshot
 from tests.browser.test_memory_categories_view import tb_memcat  # noqa: F401 - a fixture the memcat shot uses
+from tests.browser.test_memory_snapshot import tb_snap  # noqa: F401 - a fixture the snapshot shot uses
 from tests.browser.test_shell import settled  # noqa: F401 - a fixture the shell shot uses
 from tests.browser.test_trace import tb  # noqa: F401 - a fixture the trace shot uses
 
@@ -79,6 +81,13 @@ def shot_gpu(page: Any, tb_samples: TensorBoard) -> None:
     frame.wait_for_selector("[data-testid=gpu-view]")
     views.wait_charts(frame, "queue-chart")
     save_screenshot(page, "gpu.png", full_height=True, max_height=4400)  # every card
+
+
+def shot_roofline(page: Any, tb_samples: TensorBoard) -> None:
+    """The roofline card of the bf16 transformer (the GPU view's first card): docs/guide/roofline.md."""
+    frame = views.open_view(page, tb_samples, views.TRANSFORMER, "GPU")
+    views.wait_charts(frame, "roofline-chart")
+    save_screenshot(page, "roofline.png")
 
 
 def shot_trace(page: Any, tb: TensorBoard) -> None:  # noqa: F811
@@ -146,6 +155,22 @@ def shot_memory_categories(page: Any, tb_memcat: TensorBoard) -> None:  # noqa: 
     page.wait_for_timeout(200)
     box = frame.locator(memcat.CARD).bounding_box()
     page.screenshot(path=str(DOCS_IMAGES / "memory_categories.png"), clip=box)
+
+
+def shot_memory_snapshot(page: Any, tb_snap: TensorBoard) -> None:  # noqa: F811
+    """The recorded out-of-memory snapshot on its out-of-memory moment, its largest band hovered."""
+    frame = snap.open_snapshot(page, tb_snap, "oom", snap.OOM_FILE.name)
+    frame.wait_for_selector("[data-testid=snapshot-segment]")
+    bands = snap.wait_bands(frame)
+    biggest = max(bands, key=lambda b: b["w"] * b["h"])
+    page.set_viewport_size({"width": 1400, "height": 1500})
+    page.wait_for_timeout(500)
+    frame.evaluate("() => window.scrollTo(0, 0)")
+    box = frame.query_selector("[data-testid=snapshot-canvas]").bounding_box()
+    page.mouse.move(box["x"] + biggest["x"] + biggest["w"] * 0.8, box["y"] + biggest["y"] + biggest["h"] / 2)
+    frame.wait_for_selector("[data-testid=snapshot-tooltip] [data-testid=frame][data-kind=user]")
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(DOCS_IMAGES / "memory_snapshot.png"))
 
 
 def shot_module(page: Any, tb_memory_module: TensorBoard) -> None:

@@ -12,9 +12,9 @@ from tb_plugin.cli import main
 from tests.browser.conftest import REAL_TRACES, SAMPLES
 
 CASES = {
-    # multi-rank GPU run: overview bars and pie, operators, kernels, memory curve, per-rank bars
-    "ddp": (REAL_TRACES / "h200" / "ddp_resnet50", 6),
-    # CPU-only: no kernel chart (a note instead), no distributed chart
+    # multi-rank GPU run: overview bars and pie, operators, kernels, roofline, memory curve, per-rank bars
+    "ddp": (REAL_TRACES / "h200" / "ddp_resnet50", 7),
+    # CPU-only: no kernel chart and no roofline (notes instead), no distributed chart
     "cpu_only": (SAMPLES / "cpu_only", 4),
 }
 
@@ -58,3 +58,4 @@ def test_report_renders_every_chart_offline(case: str, tmp_path: Path, browser: 
     titles = [c["title"] for c in drawn]
     assert titles[:2] == ["Step time breakdown (ms)", "Average step, by category"]
     assert ("Per rank, average step (ms)" in titles) == (case == "ddp")
+    assert ("Roofline: kernels under the roofs of their class" in titles) == (case == "ddp")

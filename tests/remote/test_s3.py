@@ -107,3 +107,44 @@ def test_s3_refused_key_is_a_clear_error_and_other_logdirs_load(tensorboard_app:
     (error,) = body["errors"]
     assert "S3 refused access to bucket 'profiles' with AWS_ACCESS_KEY_ID" in error
     assert "AWS_SECRET_ACCESS_KEY" in error and "testing-secret-value" not in json.dumps(body)
+
+
+def test_s3_allocator_snapshots_are_listed_read_and_refused_like_local_ones(tensorboard_app: Any, s3_env: Any,
+                                                                            moto: Moto) -> None:
+    """Snapshots in a bucket: recognised by their first bytes (a checkpoint pickle beside them is not listed),
+    read through s3fs with the logdir's credentials, a code-running pickle refused with its reason."""
+    import pickle
+
+    from tests.snapshots import training
+    from tests.unit.test_snapshot import RunsCode
+
+    s3 = moto.client()
+    s3.create_bucket(Bucket="snapshots")
+    (oom,) = (SAMPLES / "memory_snapshot" / "oom").glob("*.pickle.gz")
+    s3.put_object(Bucket="snapshots", Key=f"oom/{oom.name}", Body=oom.read_bytes())
+    s3.put_object(Bucket="snapshots", Key="mixed/train.pickle", Body=pickle.dumps(training().dump()))
+    s3.put_object(Bucket="snapshots", Key="mixed/evil.pickle",
+                  Body=pickle.dumps({"segments": [RunsCode(Path("/tmp/never"))], "device_traces": []}))
+    s3.put_object(Bucket="snapshots", Key="mixed/checkpoint.pkl", Body=pickle.dumps({"weights": [1.0]}))
+    time.sleep(2.1)
+    client = tensorboard_app(None, logdir_spec="s3://snapshots")
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        body = client.get(f"{API}/runs").get_json()
+        shots = {s["name"]: s for r in body["runs"] for s in r["snapshots"]}
+        if len(shots) == 3 and all(s["state"] in ("ready", "failed") for s in shots.values()):
+            break
+        time.sleep(0.2)
+    assert body["errors"] == [] and set(shots) == {oom.name, "train.pickle", "evil.pickle"}, body
+    assert shots["evil.pickle"]["state"] == "failed" and "refused: it asks to import" in shots["evil.pickle"]["error"]
+    summary = client.get(f"{API}/snapshot/summary?{urlencode({'run': 'oom', 'snapshot': oom.name})}").get_json()
+    local = tb_plugin_summary(oom)
+    assert summary["oom"]["requested_bytes"] == 512 << 20 and summary["peak_live_bytes"] == local["peak_live_bytes"]
+    assert "testing-secret-value" not in json.dumps(body)
+
+
+def tb_plugin_summary(path: Path) -> dict[str, Any]:
+    import tb_plugin
+
+    summary: dict[str, Any] = tb_plugin.open_snapshot(str(path)).summary()
+    return summary

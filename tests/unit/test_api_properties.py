@@ -3,13 +3,15 @@ answers them; every answer must be documented (status, content type, body schema
 
 Random strings rarely name a real span, so half the generated requests get their ``run``/``worker``/``span`` (and
 the Diff's ``exp_*``) replaced by those of a real span of the logdir: a GPU trace, a 2-rank DDP job, a CPU-only
-run, a trace with odd thread ids and a file that fails to load. The other parameters stay generated.
+run, a trace with odd thread ids and a file that fails to load; the snapshot routes get ``run``/``snapshot`` of
+the recorded out-of-memory snapshot, a synthetic one or a refused pickle. The other parameters stay generated.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +21,9 @@ from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
 
 from tests.conftest import REAL_TRACES, REPO, SAMPLES, AppFactory, wait_until_settled, write_trace
+from tests.snapshots import training, write
 from tests.unit.test_ids import odd_ids_trace
+from tests.unit.test_snapshot_api import aged
 
 SPEC = REPO / "docs" / "api" / "openapi.yaml"
 # A schema-valid request may still name an unknown span (404), one still loading (409) or one that failed to
@@ -40,11 +44,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, list
         shutil.copytree(src, logdir / run)
     write_trace(logdir / "odd" / "w.1.pt.trace.json", odd_ids_trace())
     write_trace(logdir / "broken" / "w.1.pt.trace.json", raw=b'{"traceEvents": [', gz=False)
+    shutil.copytree(SAMPLES / "memory_snapshot" / "oom", logdir / "oom")
+    aged(write(training(steps=2).dump(), logdir / "broken" / "train.pickle"))
+    aged(write({"segments": [], "device_traces": [[{"action": "alloc", "frames": [Path("/")]}]]},
+               logdir / "broken" / "refused.pickle"))
     factory = AppFactory(root / "cache")
     client = factory(logdir)
     body = wait_until_settled(client, timeout=180, expect_spans=6)
     keys = [{"run": r["name"], "worker": w["name"], "span": s["span"]}
             for r in body["runs"] for w in r["workers"] for s in w["spans"]]
+    keys += [{"run": r["name"], "snapshot": s["name"]} for r in body["runs"] for s in r["snapshots"]]
+    assert len(keys) == 6 + 3
     yield client.wsgi_app, keys
     factory.close()
 

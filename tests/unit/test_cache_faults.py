@@ -24,7 +24,7 @@ from tests.conftest import REAL_TRACES
 TRACE = next((REAL_TRACES / "h200" / "transformer_bf16").glob("*.pt.trace.json.gz"))
 # written out (not tb_plugin.model.tables.MODEL_FILES): the files a parse writes, as the cache holds them
 MODEL_FILES = ("meta.json", "strings.arrow", "events.arrow", "device_events.arrow", "ops.arrow", "comms.arrow",
-               "python.arrow", "memory.arrow", "flows.arrow", "metadata_events.arrow", "counters.arrow")
+               "python.arrow", "memory.arrow", "flows.arrow", "metadata_events.arrow", "work.arrow", "counters.arrow")
 TIMELINE_FILES = ("timeline.json", "timeline.events.arrow", "timeline.lanes.arrow", "timeline.buckets.arrow",
                   "timeline.long.arrow")
 KINDS = (*MODEL_FILES, *TIMELINE_FILES, "manifest.json")

@@ -60,6 +60,14 @@ def test_summary_of_a_2026_trace_and_its_verdict(real_traces: Path, tmp_path: Pa
     assert f"Verdict: {s['verdict']['text']}" in out
     first = s["findings"][0]
     assert f" 1. {first['title']}: {first['text']}" in out
+    # MFU: the ratio against the H200's BF16 peak, and the user's peaks instead of the table's
+    mfu = t.overview().mfu
+    assert s["mfu"]["ratio"] == mfu.ratio and mfu.dtype == "bf16" and mfu.peak_flops_per_s == 989.5e12
+    assert f"MFU: {mfu.ratio:.1%} (" in out and "BF16 peak of the NVIDIA H200 SXM" in out
+    code, out, _ = run(capsys, "summary", str(path), "--cache-dir", str(tmp_path), "--peaks", "bf16=100")
+    assert code == 0 and f"MFU: {mfu.ratio * 9.895:.1%} (" in out and "of the 100.0 TFLOP/s BF16 peak" in out
+    code, _, err = run(capsys, "summary", str(path), "--cache-dir", str(tmp_path), "--peaks", "bf16")
+    assert code == 2 and "peaks: 'bf16' is not key=value" in err
 
 
 def test_summary_of_a_cpu_only_run(tmp_path: Path, capsys: Any) -> None:
@@ -76,6 +84,7 @@ def test_summary_of_a_multi_rank_run(real_traces: Path, tmp_path: Path, capsys: 
     code, out, _ = run(capsys, "summary", str(real_traces / "h200/ddp_resnet50"), "--cache-dir", str(tmp_path))
     assert code == 0 and "Ranks (2 workers of span 1; this summary is of rank0):" in out
     assert "Rank 1 is the straggler" in out
+    assert "Job MFU: " in out and " over 2 ranks (" in out
 
 
 def test_summary_of_export_chrome_trace_output(real_traces: Path, tmp_path: Path, capsys: Any) -> None:

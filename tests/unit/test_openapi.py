@@ -63,6 +63,8 @@ def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, re
         assert o["context"]["job"]["straggler_rank"] == 1
         kinds = [r["kind"] for r in o["recommendations"]]
         assert o["verdict"]["kind"] == "gpu_bound" and {"rank0": "straggler_wait", "rank1": "straggler"}[worker] in kinds
+        # MFU per rank and for the job, from the span's rank summaries
+        assert [r["worker"] for r in o["mfu"]["job"]["ranks"]] == ["rank0", "rank1"] and o["mfu"]["ratio"] > 0
     q = "run=transformer_bf16&worker=vm_562&span=1"
     check(spec, "/overview", 200, client.get(f"{API}/overview?{q}").get_json())
     check(spec, "/sources", 200, client.get(f"{API}/sources?{q}").get_json())
@@ -70,6 +72,15 @@ def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, re
         check(spec, "/operators", 200, client.get(f"{API}/operators?{q}&group_by={group}").get_json())
     for group in ("name", "name_op"):
         check(spec, "/kernels", 200, client.get(f"{API}/kernels?{q}&group_by={group}").get_json())
+    for group in ("kernel", "operator"):
+        roof = client.get(f"{API}/roofline?{q}&group_by={group}").get_json()
+        check(spec, "/roofline", 200, roof)
+        assert roof["device"]["key"] == "H200-SXM" and roof["points"] and roof["roofs"]["compute"]
+    custom = client.get(f"{API}/roofline?{q}&peaks=device%3DH100-SXM%2Cbw%3D1000&limit=3").get_json()
+    check(spec, "/roofline", 200, custom)
+    assert custom["roofs"]["bandwidth_bytes_per_s"] == 1e12 and len(custom["points"]) == 3
+    bad = client.get(f"{API}/roofline?{q}&peaks=bf16%3Dfast")
+    assert bad.status_code == 400 and "bf16='fast' is not a number" in bad.get_json()["error"]
     check(spec, "/trace/window", 200, client.get(f"{API}/trace/window?{q}&width_px=800").get_json())
     for route in ("memory/curve", "memory/events", "memory/stats", "modules", "modules/timeline"):
         check(spec, "/" + route, 200, client.get(f"{API}/{route}?{q}").get_json())

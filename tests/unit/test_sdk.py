@@ -96,6 +96,15 @@ def test_views_equal_the_http_api_on_real_traces(copied: Any, tmp_path: Path, te
         assert set(stacks["kind"]) <= {"user", "library", "builtin", "module", "operator", "annotation", "runtime",
                                        "device", "other"}
 
+        for group_by in ("kernel", "operator"):
+            roof = get(client, f"roofline?{q}&group_by={group_by}&limit=100000")
+            points = t.roofline(group_by)
+            assert_rows(points, roof["points"])
+            assert {k: points.attrs[k] for k in ("device", "roofs", "totals", "unestimated")} == {
+                k: roof[k] for k in ("device", "roofs", "totals", "unestimated")}
+        assert o.mfu.raw == http["mfu"] and o.mfu.ratio == http["mfu"]["ratio"]
+        assert list(o.mfu.steps["model_flops"]) == [s["model_flops"] for s in http["mfu"]["steps"]]
+
         modules = get(client, f"modules?{q}")["modules"]
         flat = t.modules()
         assert list(flat.loc[flat["depth"] == 0, "name"]) == [m["name"] for m in modules]
@@ -125,6 +134,15 @@ def test_distributed_and_diff_equal_the_http_api(copied: Any, tmp_path: Path, te
     assert t.overview().verdict["kind"] == "gpu_bound"  # rank 1's sleep stalls rank 0 only 0.75 ms of 37 ms
     assert "straggler_wait" in [r["kind"] for r in t.overview().raw["recommendations"]]
     assert len(t.collectives()) == sum(len(r["collectives"]) for r in http["ranks"])
+    # MFU per rank and for the job; the user's peaks replace the table's
+    mfu = t.overview().mfu
+    assert list(mfu.ranks["worker"]) == ["rank0", "rank1"] and mfu.job is not None
+    assert mfu.job["achieved_flops_per_s"] == pytest.approx(
+        mfu.ranks["model_flops_per_step"].sum() / (mfu.ranks["step_us"].max() * 1e-6))
+    capped = tb_plugin.open(ddp, cache_dir=str(tmp_path / "cache"), peaks=f"{mfu.dtype}=100").overview().mfu
+    assert capped.peak_flops_per_s == 100e12 and capped.ratio == pytest.approx(mfu.ratio * mfu.peak_flops_per_s / 100e12)
+    with pytest.raises(ValueError, match="not a number"):
+        tb_plugin.open(ddp, peaks="bf16=fast")
 
     d = tb_plugin.diff(v100, tb_plugin.open(v100, span="2", cache_dir=str(tmp_path / "cache")),
                        cache_dir=str(tmp_path / "cache"))

@@ -8,6 +8,11 @@ export interface ViewContext {
   readonly run: string;
   readonly worker: string;
   readonly span: string;
+  /**
+   * The file name of the allocator snapshot selected instead of a trace (then `worker` is that name and `span`
+   * is "snapshot", and the Memory view shows the snapshot); null for a trace.
+   */
+  readonly snapshot: string | null;
   /** The catalog entries behind the selection (state, file name, size...). */
   readonly runInfo: RunInfo;
   readonly workerInfo: WorkerInfo;

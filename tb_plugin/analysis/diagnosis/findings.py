@@ -23,6 +23,7 @@ from ..memory import memory_curve
 from ..steps import breakdown, find_steps
 from ..summary import devices
 from . import evidence as E
+from .roofline_notes import tensor_core_clause, waste_clause
 
 DOCS = {
     "dataloader": "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
@@ -359,7 +360,8 @@ def low_tensor_cores(f: Facts) -> Finding | None:
         suggests = ["autocast"]
     return Finding("low_tensor_cores", f"{pct(gap.share)} of the kernel time is in matmul/convolution/attention "
                    f"kernels that use no tensor cores on {f.context['device']} (compute capability {cc}): "
-                   f"{ms(mean)} per step", advice, mean / 2, suggests, DOCS["amp"], [kernel_link("Kernels")])
+                   f"{ms(mean)} per step{tensor_core_clause(f.model)}", advice, mean / 2, suggests, DOCS["amp"],
+                   [kernel_link("Kernels"), gpu_link("roofline", "roofline in GPU insights")])
 
 
 def _parallel_advice(f: Facts) -> tuple[str, list[str], str]:
@@ -529,9 +531,11 @@ def gpu_bound(f: Facts) -> Finding | None:
         return None
     top = kernel_table(f.model)[:3]
     named = ", ".join(r["name"][:60] for r in top)
-    return Finding("gpu_bound", f"The GPU is busy {pct(busy)} of the step", f"The kernels set the pace: make them "
-                   f"faster or do less work (top kernels: {named}).", 0.0, [], DOCS["tuning"],
-                   [kernel_link("Kernels")], fallback=True)
+    waste, worst = waste_clause(f.model, find_steps(f.model).count)
+    return Finding("gpu_bound", f"The GPU is busy {pct(busy)} of the step{waste}", f"The kernels set the pace: make "
+                   f"them faster or do less work (top kernels: {named}).", 0.0, [], DOCS["tuning"],
+                   [kernel_link("Kernels"), *(kernel_link(p["name"][:60], f'"{p["name"]}"') for p in worst[:1]),
+                    gpu_link("roofline", "roofline in GPU insights")], fallback=True)
 
 
 def cpu_compute(f: Facts) -> Finding | None:

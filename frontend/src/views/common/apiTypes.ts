@@ -4,7 +4,12 @@
  * ratios fractions 0..1, null = missing. Render code still treats every field defensively.
  */
 
+import type { Schema } from "../../types";
+
 export type Breakdown = Record<string, number>;
+
+/** Model FLOPs utilisation (the Overview's `mfu`), as the contract types it. */
+export type Mfu = Schema<"Mfu">;
 
 export interface Step {
   name: string;
@@ -61,7 +66,7 @@ export interface Evidence {
     /** Diff: two steps of this trace (baseline, experiment). */
     step?: string;
     exp_step?: string;
-    /** GPU: the card to open at (idle, launch). */
+    /** GPU: the card to open at (idle, launch, roofline). */
     card?: string;
   };
   label: string;
@@ -107,6 +112,8 @@ export interface OverviewResponse {
   context?: RunContext;
   verdict?: Verdict;
   notes: string[];
+  /** absent from older servers */
+  mfu?: Mfu;
 }
 
 /** The step window GPU insights are measured in (absolute µs). */

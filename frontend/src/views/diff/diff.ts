@@ -44,6 +44,7 @@ function cleanRuns(raw: unknown): RunInfo[] {
     .filter((r) => typeof r.name === "string" && Array.isArray(r.workers))
     .map((r) => ({
       name: r.name,
+      snapshots: [], // the Diff view compares traces; a run's allocator snapshots are not among its sides
       workers: r.workers
         .filter((w) => typeof w.name === "string" && Array.isArray(w.spans))
         .map((w) => ({ name: w.name, spans: w.spans.filter((s) => typeof s.span === "string") }))

@@ -1,7 +1,8 @@
 /**
- * The GPU page: what kept the GPU waiting, from the GPU insights routes (./idle, ./launch_stats,
- * ./queue_length, ./memory_bandwidth, ./kernel_sequences). Every number is over the step window and
- * links to where it comes from in the Trace view (a gap, a kernel and its launch, a sequence's occurrence).
+ * The GPU page: how close the kernels came to the hardware (./roofline) and what kept the GPU waiting, from the
+ * GPU insights routes (./idle, ./launch_stats, ./queue_length, ./memory_bandwidth, ./kernel_sequences). Every
+ * number is over the step window and links to where it comes from in the Trace view (a gap, a kernel and its
+ * launch, a sequence's occurrence); a roofline point opens its Kernel row.
  */
 import { card, infoIcon } from "../../components";
 import { type Child, h, replaceChildren } from "../../dom";
@@ -29,6 +30,8 @@ import { traceRangeLink } from "../common/traceLink";
 import { fetchFor, left, loadErrorCard } from "../common/ui";
 import { loadView } from "../../loadView";
 import { countersCard } from "./gpuCounters";
+import { rooflineCard } from "./roofline";
+import type { RooflineResponse } from "./rooflineData";
 import type { ViewContext } from "../types";
 import { readViewUrlState, writeViewUrlState } from "../../urlState";
 
@@ -252,15 +255,17 @@ function sequencesCard(ctx: ViewContext, resp: KernelSequencesResponse, onLength
     h("label", { class: "ptp-picker" }, "Length", length)), table.el);
 }
 
+const FOCUSABLE = new Set(["idle", "launch", "roofline"]);
+
 /**
- * Bring the card a link asked for (the Overview's evidence: `card` = idle or launch) into view and mark it;
+ * Bring the card a link asked for (the Overview's evidence: `card` = idle, launch or roofline) into view and mark it;
  * the request is consumed so that a reload or a later visit starts at the top.
  */
 function focusRequestedCard(container: HTMLElement): void {
   const want = readViewUrlState().card;
   if (want === undefined) return;
   writeViewUrlState({ card: undefined });
-  const el = container.querySelector<HTMLElement>(`[data-testid="card-${want === "launch" ? "launch" : "idle"}"]`);
+  const el = container.querySelector<HTMLElement>(`[data-testid="card-${FOCUSABLE.has(want) ? want : "idle"}"]`);
   if (!el) return;
   el.classList.add("ptp-card-focus");
   el.dataset["focused"] = "true";
@@ -275,9 +280,11 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     bandwidth: () => fetchFor<BandwidthResponse>(ctx, "memory_bandwidth"),
     sequences: () => fetchFor<KernelSequencesResponse>(ctx, "kernel_sequences"),
     counters: () => fetchFor<CuptiCountersResponse>(ctx, "cupti_counters"),
+    roofline: () => fetchFor<RooflineResponse>(ctx, "roofline"),
   }, { what: "the GPU insights" });
   if (!data) return undefined;
   const { idle, launches, queues, bandwidth, sequences, counters } = data;
+  const roofline = rooflineCard(ctx, data.roofline);
   const w = idle.window;
   const queueChart = chartDiv("queue-chart", 240);
   const bandwidthChart = chartDiv("bandwidth-chart", 240);
@@ -297,6 +304,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       h("p", { class: "ptp-muted", testid: "gpu-window" }, `Over the step window: ${formatDuration(w.end_us - w.start_us)} (first step start to last step end). `,
         traceRangeLink(ctx, "Show it in the Trace view", w.start_us, w.end_us)),
       idle.streams.length ? null : h("p", { testid: "gpu-empty" }, "This trace has no GPU work."),
+      roofline.el,
       idleCard(ctx, idle),
       launchCard(ctx, launches),
       queueCard(ctx, queues, queueChart),
@@ -311,6 +319,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     const Plotly = await ctx.loadPlotly();
     if (left(ctx)) return undefined;
     charts = new Charts(Plotly, ctx);
+    await roofline.draw(charts);
     if (queues.streams.length) {
       const series = queues.streams.map((s) => ({ name: streamLabel(s.device, s.stream), t: s.series.t_us, y: s.series.max }));
       await charts.draw(queueChart, () => seriesFigure(w, series, "queue length (max per bucket)"));

@@ -42,6 +42,7 @@ import {
   timeOrigin,
 } from "./memoryData";
 import { fetchLiveAt, inRangeColumn, LIVE_HELP, liveSummary, stackExpand } from "./memoryLive";
+import { renderSnapshot } from "./snapshot";
 import { readViewUrlState, writeViewUrlState } from "../../urlState";
 import type { ViewContext } from "../types";
 
@@ -588,7 +589,24 @@ class MemoryPage {
   }
 }
 
+/** The run's allocator snapshots, each a link to the Memory view's snapshot mode (null when it has none). */
+function snapshotLinks(ctx: ViewContext): HTMLElement | null {
+  const shots = ctx.runInfo.snapshots;
+  if (shots.length === 0) return null;
+  return h(
+    "p",
+    { class: "ptp-note", testid: "memory-snapshot-links" },
+    "Allocator snapshots of this run (every allocation with its stack, segments, out-of-memory): ",
+    shots.map((s, i) => [
+      i ? ", " : "",
+      h("button", { class: "ptp-link-button", testid: "memory-snapshot-link", attrs: { type: "button" }, onClick: () => { ctx.navigate("Memory", { worker: s.name, span: "snapshot" }); } }, s.name),
+      s.state === "failed" ? " (cannot be read)" : "",
+    ]),
+  );
+}
+
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<(() => void) | undefined> {
+  if (ctx.snapshot !== null) return renderSnapshot(container, ctx);
   const query = { run: ctx.run, worker: ctx.worker, span: ctx.span };
   const loaded = await loadView(ctx, container, {
     curve: () => ctx.api.get("memory/curve", query, { signal: ctx.signal }),
@@ -601,11 +619,11 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   const devices = deviceList(data.curve, data.allEvents, data.allStats);
   const first = defaultDevice(devices, data.curve);
   if (first === undefined) {
-    replaceChildren(container, emptyCard(data.curve.reason));
+    replaceChildren(container, snapshotLinks(ctx), emptyCard(data.curve.reason));
     return undefined;
   }
   const page = new MemoryPage(ctx, data, devices, first);
-  replaceChildren(container, page.root);
+  replaceChildren(container, snapshotLinks(ctx), page.root);
   page.start();
   return page.drawCharts();
 }

@@ -18,6 +18,7 @@ import { rowLinkButton, traceWindowState } from "../common/traceLink";
 import { loadView } from "../../loadView";
 import { fetchFor, left } from "../common/ui";
 import type { ViewContext } from "../types";
+import { mfuCard } from "./mfuCard";
 
 export const HELP = {
   utilization:
@@ -421,6 +422,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       "div",
       { class: "ptp-view ptp-overview", testid: "overview" },
       diagnosisCard(ctx, data, gpuTrace),
+      data.mfu && (gpuTrace || data.mfu.model_flops_per_step > 0) ? mfuCard(ctx, data.mfu) : null,
       data.notes.map((n) => h("div", { class: "ptp-note", testid: "overview-note", role: "note" }, infoIcon("A note from the analysis."), h("span", {}, n))),
       h("div", { class: "ptp-grid ptp-grid-cards" }, configurationCard(data), gpuTrace ? data.gpus.map(gpuCard) : null),
       card(
