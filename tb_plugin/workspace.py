@@ -604,9 +604,9 @@ class Workspace:
             raise LookupFailed(404, f"unknown run {run!r}")
         out = []
         for f in files:
-            model = self.scheduler.model(f.key, open_lazy=False)
-            if model is not None:
-                out.append(LoadedTrace(f, model))
+            serving = self.scheduler.serving(f.key, open_lazy=False)  # with the file version it was parsed from
+            if serving is not None:
+                out.append(LoadedTrace(*serving))
         return out
 
     def views_of_run(self, run: str) -> list[str]:

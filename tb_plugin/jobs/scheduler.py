@@ -236,10 +236,11 @@ class LoadScheduler:
                 self._fetcher.submit(self._fetch_model, job)
         return None
 
-    def serving(self, key: Hashable) -> tuple[TraceFile, TraceModel] | None:
+    def serving(self, key: Hashable, open_lazy: bool = True) -> tuple[TraceFile, TraceModel] | None:
         """The file version whose parse answers for ``key`` now, and that parse: the listed version once ready,
-        the last good one while a rewritten file loads again (None while neither is at hand)."""
-        model = self.model(key)
+        the last good one while a rewritten file loads again (None while neither is at hand; a preprocessed model
+        is opened for it with ``open_lazy``, as :meth:`model` does)."""
+        model = self.model(key, open_lazy)
         with self._lock:
             job = self._jobs.get(key)
             if job is None or model is None:
