@@ -48,8 +48,9 @@ LOCK = ".lock"  # the file whose flock guards an entry against removal while it 
 _FORMAT = 1
 _CHUNK = 4 << 20
 # Entries whose files together are smaller than this are copied into memory (no file, no mapping): thousands of
-# small traces cost neither descriptors nor memory maps (the kernel allows ~65,000 maps per process).
-SMALL_ENTRY_BYTES = 1 << 20
+# tiny traces (~23 KB entries) cost no memory map each; larger ones, one map each (the kernel allows ~65,000 per
+# process, and the old per-file maps took 16), and no more server memory than this each.
+SMALL_ENTRY_BYTES = 64 << 10
 _ALIGN = 64  # Arrow's buffer alignment: each file starts at a multiple of it in the private copy
 _MANIFEST_MAX = 16 << 20
 PUBLISH_ATTEMPTS = 20

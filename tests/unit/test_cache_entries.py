@@ -65,7 +65,7 @@ def test_opening_checks_each_file_and_drops_a_damaged_optional_one(tmp_path: Pat
         entries.open_entry(entry, ["other.arrow"], scratch=tmp_path)
 
 
-@pytest.mark.parametrize("rows", [1000, 1 << 20])  # in memory, and a private file (over 1 MB)
+@pytest.mark.parametrize("rows", [1000, 1 << 20])  # in memory (8 KB), and a private file (8 MB)
 def test_an_opened_entry_is_unchanged_by_anything_done_to_the_cache_after(tmp_path: Path, rows: int) -> None:
     """Truncating a file mapped in place is a SIGBUS at the next read of the lost pages (it killed TensorBoard);
     the opened copy is private: the numbers stay, whatever happens to the entry."""
