@@ -45,6 +45,7 @@ from .snapshot_routes import SnapshotApi
 from .static import relative_path, serve
 
 _CONTROL = dict.fromkeys(range(32), "_") | {127: "_"}
+MAX_RUNS_PAGE = 1000  # runs one page of /runs may hold
 
 
 def _download_name(filename: str) -> str:
@@ -84,13 +85,16 @@ class Api:
         return handler
 
     def runs(self, request: Request) -> Response:
+        """Every run, or with ``limit`` a page of them (a logdir of thousands of runs: see ``Workspace.runs_page``)."""
         ws = self.workspace
-        return json_response(request, {
-            "runs": ws.listing(),
-            "logdir": ws.logdir_display,
-            "scanning": ws.scanning(),
-            "errors": ws.errors(),
-        })
+        common = {"logdir": ws.logdir_display, "scanning": ws.scanning(), "errors": ws.errors()}
+        if request.args.get("limit") is None:
+            return json_response(request, {"runs": ws.listing(), **common})
+        page = ws.runs_page(params.integer(request, "limit", minimum=0, maximum=MAX_RUNS_PAGE),
+                            params.integer(request, "offset", required=False, default=0, minimum=0),
+                            params.text(request, "q", required=False, default=""),
+                            params.text(request, "run", required=False) or None)
+        return json_response(request, {**page, **common})
 
     def views(self, request: Request) -> Response:
         return json_response(request, {"views": self.workspace.views_of_run(params.text(request, "run"))})

@@ -79,7 +79,7 @@ def test_preprocess_says_why_it_cannot_start(tmp_path: Path, capsys: Any) -> Non
     assert main(["preprocess", str(tmp_path), "--dask-local", "0"]) == 2
     assert "at least 1" in capsys.readouterr().err
     write_trace(tmp_path / "run" / "w.1.pt.trace.json", [])
-    assert main(["preprocess", str(tmp_path), "--cache", str(tmp_path / "c"), "--dask", "tcp://127.0.0.1:9"]) == 2
+    assert main(["preprocess", str(tmp_path), "--cache", str(tmp_path / "c"), "--dask", "tcp://127.0.0.1:9"]) == 6
     assert "tcp://127.0.0.1:9" in capsys.readouterr().err
 
 
