@@ -104,7 +104,7 @@ describe("progress", () => {
     const done = progress({});
     const open = openTarget(done);
     assert.deepEqual(open, { run: "job", worker: "rank0", span: "1795738053740002619" });
-    const span = (key: string) => ({ span: "1", key, mtime: 0, state: "ready" as const, progress: 1, error: null, file: "f", size_bytes: 1 });
+    const span = (key: string) => ({ span: "1", key, mtime: 0, state: "ready" as const, progress: 1, error: null, file: "f", size_bytes: 1, updating: false });
     const runs = (workers: string[], key: string): RunsResponse => ({
       runs: [{ name: "job", snapshots: [], workers: workers.map((name) => ({ name, spans: [span(key)] })) }], logdir: "/l", scanning: false, errors: [],
     });

@@ -272,7 +272,9 @@ class CaptureDialog {
     this.controls.progress.append(note);
     while (!this.closed && Date.now() < until) {
       try {
-        const runs = await this.host.api.getJSON<RunsResponse>("runs", undefined, { signal: this.controller.signal });
+        // a page of one run, plus the new one whatever the page: a logdir of thousands of runs stays cheap
+        const runs = await this.host.api.getJSON<RunsResponse>("runs", { limit: 1, run: target.run },
+          { signal: this.controller.signal });
         if (listed(runs, target, progress)) {
           this.close();
           this.host.open(target);
