@@ -186,6 +186,49 @@ def compile_events(model: TraceModel) -> Compiles:
                     claimed=iv.intersect(compiling, gpu_idle(model)))
 
 
+# The compiled code's wrappers: Dynamo's frame conversion, a compiled region, and AOT Autograd's forward and backward
+# functions. Where a compile runs inside one, everything in it but the compiled graph's own call is first-call work.
+_WRAPPER = re.compile(r"^(?:dynamo|Torch-Compiled Region: .*|CompiledFunction|CompiledFunctionBackward)$")
+_GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph ")
+
+
+def _holds(tree: HostTree, mask: np.ndarray) -> np.ndarray:
+    """Per host-tree node: is it, or one of its descendants, in ``mask`` (one pass per tree level, bottom up)."""
+    out: np.ndarray = np.asarray(mask, dtype=bool).copy()
+    order = np.argsort(-tree.depth, kind="stable")
+    depth = -tree.depth[order]
+    bounds = np.searchsorted(depth, np.arange(-int(tree.depth.max(initial=0)), 2))
+    for d in range(len(bounds) - 1):
+        at = order[bounds[d]:bounds[d + 1]]
+        at = at[out[at] & (tree.parent[at] >= 0)]
+        out[tree.parent[at]] = True
+    return out
+
+
+@memoized
+def compile_overhead(model: TraceModel) -> iv.Intervals:
+    """The host time a step that compiles spends on compiling, which a step that reuses its graph does not: the
+    compile events (``… (dynamo_timed)``: Dynamo, AOT Autograd, Inductor, Inductor's first-call autotuning) and, in a
+    compiled wrapper that compiles (``dynamo``, ``Torch-Compiled Region``, ``CompiledFunction``,
+    ``CompiledFunctionBackward``), all but the compiled graph's own call (``## Call CompiledFxGraph``: what a cached
+    graph runs). Guard checks of a reused graph cost tens of µs (the wrappers outside their graph's call in a run
+    that reuses its graphs), so dropping the whole wrapper misstates little."""
+    ev = model["events"]
+    tree = host_tree(model)
+    names = ev["name"][tree.rows]
+    c = compile_events(model)
+    compiling = np.isin(tree.rows, c.rows)
+    wrapper = np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(
+        model, names, lambda s: _WRAPPER.match(s) is not None) & _holds(tree, compiling)
+    wrapper &= step_of(model, tree.start) >= 0
+    call = below(tree, wrapper) & name_mask(model, names, lambda s: _GRAPH_CALL.match(s) is not None)
+    call &= ~_holds(tree, compiling)  # a graph's first call that autotunes is compile work
+    keep = iv.union(tree.start[call], tree.end[call])
+    dropped = iv.subtract(iv.union(tree.start[wrapper], tree.end[wrapper]), keep)
+    own = iv.union(*_rows_spans(model, c.rows))
+    return iv.union(np.concatenate([dropped[0], own[0]]), np.concatenate([dropped[1], own[1]]))
+
+
 def _regions(model: TraceModel, tree: HostTree) -> tuple[int, int, int]:
     """Distinct compile ids run inside the steps, those first seen after the first step began, and the most
     distinct compiled frames one step runs."""
