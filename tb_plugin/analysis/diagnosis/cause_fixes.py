@@ -6,7 +6,8 @@ it. docs/guide/overview.md lists each change and its constants.
 - Recompilation: the compile events inside the steps vanish (the guards hold, the graph is reused).
 - Checkpointing recompute: the forward operators re-run in backward vanish with their kernels.
 - Unfused optimizer: per step, the optimizer's kernels become one fused kernel that moves each parameter's state
-  once (``FUSED_SHARE`` of their time) with one launch, and its per-parameter operators' host time goes.
+  once (``FUSED_SHARE`` of their time) with one launch, and the host's loop over the parameters (its operators and the
+  Python between them) goes.
 - Host compute: the main thread's CPU work leaves the step (to DataLoader workers, or to the GPU at a launch each).
 - cuDNN autotuning: the candidate algorithms' kernels and the syncs between them vanish.
 - The straggler's own cause: its Python call, operator or kernel vanishes on that rank only (``own_rank``).
@@ -57,8 +58,8 @@ def recompute(model: TraceModel) -> Change:
 
 
 def fused_optimizer(model: TraceModel) -> Change:
-    """Per step, one fused kernel of ``FUSED_SHARE`` of the optimizer's kernel time, one launch; its operators'
-    host time (per-parameter dispatch) goes."""
+    """Per step, one fused kernel of ``FUSED_SHARE`` of the optimizer's kernel time, one launch; the host's loop
+    over the parameters (``_loops``) goes, less one call's launch."""
     o = C.optimizer_work(model)
     ev = model["events"]
     rows = o.device_rows[ev["kind"][o.device_rows] == Kind.KERNEL]
@@ -70,8 +71,31 @@ def fused_optimizer(model: TraceModel) -> Change:
         mine = mine[np.argsort(ev["ts"][mine], kind="stable")]
         parts.append(ReplaceDevice(id="unfused_optimizer", label="one fused kernel", rows=mine,
                                    cost_us=FUSED_SHARE * float(dur[step == k].sum()), launch_us=KERNEL_LAUNCH_US))
-    parts.append(DropHost(id="unfused_optimizer", label="no per-parameter dispatch", rows=o.op_rows))
+    lo, hi = _loops(model, o.rows, o.op_rows)
+    parts.append(DropHost(id="unfused_optimizer", label="no per-parameter loop", rows=np.zeros(0, np.int64),
+                          spans=(lo + KERNEL_LAUNCH_US, hi)))
     return Combined(id="unfused_optimizer", label="fused=True", parts=tuple(parts))
+
+
+def _loops(model: TraceModel, regions: np.ndarray, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per optimizer step region (``Optimizer.step#…``), the span from its first operator to its last: the loop over
+    the parameters (their operators and the Python between them), which a fused step replaces by one call. The
+    optimizer's preamble before it (grouping the parameters, ``_init_group``) runs in a fused step too and stays."""
+    ev = model["events"]
+    starts = ev["ts"][regions].astype(np.float64)
+    order = np.argsort(starts, kind="stable")
+    starts = starts[order]
+    ends = starts + np.nan_to_num(ev["dur"][regions[order]], nan=0.0)
+    t0 = ev["ts"][ops].astype(np.float64)
+    t1 = t0 + np.nan_to_num(ev["dur"][ops], nan=0.0)
+    k = np.searchsorted(starts, t0, side="right") - 1
+    ok = (k >= 0) & (t1 <= ends[np.maximum(k, 0)] + 1e-6)
+    lo = np.full(len(starts), np.inf)
+    hi = np.full(len(starts), -np.inf)
+    np.minimum.at(lo, k[ok], t0[ok])
+    np.maximum.at(hi, k[ok], t1[ok])
+    keep = hi > lo
+    return lo[keep], hi[keep]
 
 
 def host_compute(model: TraceModel) -> Change:

@@ -31,6 +31,7 @@ from ...model.kinds import DEVICE_KINDS, Kind
 from ...model.names import name_mask
 from ...model.optree import HostTree, host_tree, launch_rows
 from ...model.tables import TraceModel
+from ..launches import device_work
 from ..python_frames import python_frames
 from ..steps import find_steps
 from .gpu_time import gpu_idle, spans
@@ -150,6 +151,66 @@ def allocator_shapes(model: TraceModel, rows: np.ndarray) -> tuple[str | None, i
     ops_row[model["ops"]["row"]] = np.arange(len(model["ops"]["row"]))
     dims = take(model["ops"]["input_dims"], ops_row[tree.rows[mine]], -1)
     return model.strings[top], len(np.unique(dims[dims >= 0])), len(mine)
+
+
+# ------------------------------------------------------------------------------------------- reading values back
+
+# A value read back to the host: the Python calls (with_stack) and the operators that copy a GPU tensor to the host.
+_READ_PY = re.compile(r"^<built-in method (?:item|tolist|cpu|numpy) of |^<built-in function print>$")
+_READ_OP = ("aten::item", "aten::_local_scalar_dense")
+
+
+@dataclass(frozen=True)
+class ReadBacks:
+    start: np.ndarray  # per block: the first read's start (blocks: reads with only Python between them)
+    end: np.ndarray  # per block: the last read's end
+    reads: np.ndarray  # per block: how many reads (operators and Python calls, outermost)
+    time: PerStep  # host time in the blocks
+    printing: bool  # a print() is among them
+
+
+@memoized
+def readbacks(model: TraceModel) -> ReadBacks:
+    """Blocks of host code that read GPU values back (``.item()``, ``.cpu()``, ``.tolist()``, ``.numpy()``: an
+    operator that copies device to host) and print them: consecutive reads on a step's thread with nothing between
+    them but Python (no operator starts, no launch: formatting the values, a loop over the samples), at least one a
+    device-to-host copy. Keeping the values on the GPU (accumulating them in a device tensor, reading them every N
+    steps) removes the whole block, the Python that formats them and the sync in it."""
+    ev = model["events"]
+    tree = host_tree(model)
+    work = device_work(model)
+    copies = (work.kind == Kind.MEMCPY) & name_mask(model, work.name, lambda t: "DtoH" in t)
+    d2h = np.zeros(tree.size, dtype=bool)
+    d2h[tree.device_op[copies & (tree.device_op >= 0)]] = True
+    threads = main_threads(model)
+    op = (tree.kind == Kind.CPU_OP) & ~tree.merged & _on(ev["pid"][tree.rows], ev["tid"][tree.rows], threads)
+    read_op = op & _holds(tree, d2h)
+    read_op &= ~take(below(tree, read_op), tree.parent, False).astype(bool)
+    py = np.flatnonzero((ev["kind"] == Kind.PYTHON_FUNCTION) & name_mask(
+        model, ev["name"], lambda t: _READ_PY.match(t) is not None))
+    py = py[_on(ev["pid"][py], ev["tid"][py], threads)]
+    py_lo, py_hi = _rows_spans(model, py)
+    printing = name_mask(model, ev["name"][py], lambda t: t == "<built-in function print>")
+    lo = np.concatenate([tree.start[read_op], py_lo])
+    hi = np.concatenate([tree.end[read_op], py_hi])
+    lo, hi = iv.union(lo, hi)
+    lo, hi = lo[step_of(model, lo) >= 0], hi[step_of(model, lo) >= 0]
+    syncs = np.sort(tree.start[read_op])
+    syncing = np.searchsorted(syncs, hi, side="left") > np.searchsorted(syncs, lo, side="left")
+    # a gap joins two reads when no operator starts in it and no launch (the code between them only formats)
+    other = np.sort(np.concatenate([tree.start[op], work.launch_start[np.isfinite(work.launch_start)]]))
+    gap_ops = np.searchsorted(other, lo[1:], side="left") - np.searchsorted(other, hi[:-1], side="right")
+    step = step_of(model, lo)
+    joined = (gap_ops <= 0) & (step[1:] == step[:-1])
+    if not len(lo):
+        return ReadBacks(start=lo, end=hi, reads=np.zeros(0, np.int64), time=per_step(model, iv.EMPTY),
+                         printing=False)
+    first = np.flatnonzero(np.concatenate([[True], ~joined]))
+    real = np.add.reduceat(syncing.astype(np.int64), first) > 0
+    reads = np.diff(np.concatenate([first, [len(lo)]]))
+    start, end = lo[first][real], np.maximum.reduceat(hi, first)[real]
+    return ReadBacks(start=start, end=end, reads=reads[real], time=per_step(model, iv.union(start, end)),
+                     printing=bool(printing.any()))
 
 
 # ------------------------------------------------------------------------------------------------ compilation

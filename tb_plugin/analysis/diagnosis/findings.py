@@ -28,7 +28,7 @@ from ..summary import devices
 from ..whatif.changes import Change
 from . import cause_fixes, causes, fixes
 from . import evidence as E
-from .causes import step_cause
+from .causes import readbacks, step_cause
 from .location import Where, api_name, locate, locate_rows, short_frame, threads_of
 from .roofline_notes import tensor_core_clause, waste_clause
 
@@ -346,6 +346,7 @@ def launch_bound(f: Facts) -> Finding | None:
 
 
 # what the user wrote, by the API the trace shows at the sync (``Where.api``) or by the operator it ran in
+READ_SHARE = 0.05  # reading values back and printing them is a finding from this share of the step on
 _SYNC_API = (("item", ".item()"), ("tolist", ".tolist()"), ("print", "print()"), ("__format__", "formatting"),
              ("__repr__", "printing"), ("__str__", "printing"), ("cpu", ".cpu()"), ("numpy", ".numpy()"),
              ("to", ".to('cpu')"), ("synchronize", "torch.cuda.synchronize()"), ("nonzero", ".nonzero()"),
@@ -376,7 +377,9 @@ def sync_bound(f: Facts) -> Finding | None:
     s = E.host_syncs(f.model)
     cost = E.sync_cost(f.model)
     mean = float(cost.saving.mean()) if len(cost.saving) else 0.0
-    if not len(s.calls) or s.calls.sum() == 0 or f.share(mean) < 0.02:
+    reads = readbacks(f.model)
+    reading = float(reads.time.mean()) if len(reads.time) else 0.0
+    if not len(s.calls) or s.calls.sum() == 0 or (f.share(mean) < 0.02 and f.share(reading) < READ_SHARE):
         return None
     where = locate(f.model, iv.union(cost.blocked_start, cost.blocked_end), threads_of(f.model, cost.rows))
     api = sync_api(where, s.sources)
@@ -389,10 +392,14 @@ def sync_bound(f: Facts) -> Finding | None:
     if item:
         links.append(operator_link("aten::_local_scalar_dense", ".item() calls in Operators"))
     blocked = float(cost.blocked.mean())
+    printed = (f"; reading the values back{' and printing them' if reads.printing else ''} "
+               f"({float(reads.reads.sum()) / max(len(reads.time), 1):.0f} reads per step, with the Python between "
+               f"them) takes {ms(reading)} of host time per step ({pct(f.share(reading))})"
+               if f.share(reading) >= READ_SHARE else "")
     return Finding("sync_bound", f"The host waits for the GPU {float(s.calls.mean()):.1f} times per step "
                    f"({', '.join(s.names)}{within}{why}), blocked {ms(blocked)} per step; each time the GPU's queue "
                    f"runs dry and it then waits for the host's next launches: {ms(mean)} of GPU idle per step "
-                   f"({pct(f.share(mean))}) follows the syncs",
+                   f"({pct(f.share(mean))}) follows the syncs{printed}",
                    f"Keep values on the GPU{f' instead of {api}' if api else ''}: read losses and metrics every N "
                    "steps (accumulate them in a GPU tensor), and avoid .item()/.cpu()/.tolist()/print on GPU tensors "
                    "inside the step.", mean, ["fewer_syncs"], DOCS["sync"], links, where=where,

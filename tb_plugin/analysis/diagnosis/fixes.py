@@ -36,6 +36,7 @@ from ..whatif.constants import (
     peak_speedup,
     pinned_h2d_gbps,
 )
+from .causes import readbacks
 from .evidence import creation_nodes
 from .gpu_time import spans
 from .sync_cost import sync_cost
@@ -102,10 +103,14 @@ def compiled_step(model: TraceModel, kind: str) -> Change:
 
 def drop_syncs(model: TraceModel) -> Change:
     """Sync-bound: the host never blocks on the GPU: each sync's held time (the call, or the whole .item())
-    vanishes, and with it the wait."""
+    vanishes, and with it the wait; so do the blocks that read values back and format or print them
+    (``causes.readbacks``), each less one launch (the accumulation into a device tensor that replaces it)."""
     cost = sync_cost(model)
-    return DropHost(id="sync_bound", label="keep values on the GPU (no .item() / syncs)",
-                    spans=(cost.blocked_start, cost.blocked_end))
+    reads = readbacks(model)
+    return Combined(id="sync_bound", label="keep values on the GPU (no .item() / syncs)", parts=(
+        DropHost(id="sync_bound", label="no blocking calls", spans=(cost.blocked_start, cost.blocked_end)),
+        DropHost(id="sync_bound", label="no reading back and printing",
+                 spans=(np.minimum(reads.start + KERNEL_LAUNCH_US, reads.end), reads.end))))
 
 
 def pinned_copies(model: TraceModel, context: dict[str, Any]) -> Change:
