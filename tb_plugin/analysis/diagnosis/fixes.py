@@ -20,10 +20,12 @@ from ..communication import collectives
 from ..launches import device_work
 from ..operators import operator_nodes
 from ..steps import find_steps
+from ..whatif.apply import outermost_op
 from ..whatif.changes import (
     CaptureGraph,
     Change,
     Combined,
+    DropDevice,
     DropHost,
     FasterPeer,
     OverlapComm,
@@ -61,10 +63,40 @@ def input_wait(model: TraceModel) -> Change:
 
 
 def gpu_creation(model: TraceModel) -> Change:
-    """CPU tensor creation: made on the GPU, each costs one kernel launch on the host instead."""
-    rows = host_tree(model).rows[creation_nodes(model)]
-    return DropHost(id="cpu_tensor_creation", label="create the tensors on the GPU", rows=rows,
-                    keep_us=KERNEL_LAUNCH_US)
+    """CPU tensor creation: made on the GPU, each costs one kernel launch on the host instead; and the copy that
+    took the tensor to the GPU (``_their_copies``) goes, its call and its transfer."""
+    tree = host_tree(model)
+    nodes = creation_nodes(model)
+    copies = _their_copies(model, nodes)
+    calls = tree.rows[np.unique(outermost_op(model)[tree.device_op[copies]])] if len(copies) else copies
+    return Combined(id="cpu_tensor_creation", label="create the tensors on the GPU", parts=(
+        DropHost(id="cpu_tensor_creation", label="no creation on the host", rows=tree.rows[nodes],
+                 keep_us=KERNEL_LAUNCH_US),
+        DropHost(id="cpu_tensor_creation", label="no copy to the GPU", rows=calls),
+        DropDevice(id="cpu_tensor_creation", label="no copy to the GPU", rows=model["device_events"]["row"][copies])))
+
+
+def _their_copies(model: TraceModel, nodes: np.ndarray) -> np.ndarray:
+    """Device-event positions of the host-to-device copies that take the created tensors to the GPU: per creation,
+    the first device work its thread launches after it, where that is a host-to-device copy (a tensor made on the
+    host in the step is there to be copied; the trace has no data flow to say more)."""
+    tree = host_tree(model)
+    work = device_work(model)
+    ev = model["events"]
+    known = np.flatnonzero(np.isfinite(work.launch_start) & (tree.device_op >= 0))
+    if not len(nodes) or not len(known):
+        return np.zeros(0, np.int64)
+    h2d = (work.kind == Kind.MEMCPY) & name_mask(model, work.name, lambda t: "HtoD" in t)
+    out: list[int] = []
+    for node in nodes.tolist():
+        pid, tid = ev["pid"][tree.rows[node]], ev["tid"][tree.rows[node]]
+        mine = known[(work.launch_pid[known] == pid) & (work.launch_tid[known] == tid)
+                     & (work.launch_start[known] >= tree.end[node])]
+        if len(mine):
+            first = int(mine[np.argmin(work.launch_start[mine])])
+            if h2d[first]:
+                out.append(first)
+    return np.unique(np.asarray(out, dtype=np.int64))
 
 
 def _own_launches(model: TraceModel) -> np.ndarray:
@@ -114,8 +146,9 @@ def drop_syncs(model: TraceModel) -> Change:
 
 
 def pinned_copies(model: TraceModel, context: dict[str, Any]) -> Change:
-    """Pageable copies: pinned and non-blocking, a copy's call returns at once (one launch's cost) and the copy
-    runs at the host link's pinned bandwidth (``constants.pinned_h2d_gbps``), never slower than measured."""
+    """Pageable copies: pinned and non-blocking, the operator that copies (``.to(device)``: its staging copy on
+    the host and the stream sync after it) returns at once (one launch's cost) and the copy runs at the host link's
+    pinned bandwidth (``constants.pinned_h2d_gbps``), never slower than measured."""
     work = device_work(model)
     dev = model["device_events"]
     names = model["events"]["name"][work.row]
@@ -126,7 +159,11 @@ def pinned_copies(model: TraceModel, context: dict[str, Any]) -> Change:
     measured = np.where((dur > 0) & (nbytes > 0), nbytes / np.maximum(dur, 1e-9) / 1e3, np.nan)  # GB/s
     target = pinned_h2d_gbps(compute_capability(context.get("compute_capability")))
     factor = np.where(np.isfinite(measured), np.maximum(target / np.where(measured > 0, measured, target), 1.0), 1.0)
-    calls = work.launch_row[at]
+    # the operators that made them (aten::to → copy_: the staging copy and the stream sync after it) cost one launch
+    tree = host_tree(model)
+    ops = tree.device_op[at]
+    outer = outermost_op(model)[ops[ops >= 0]]
+    calls = np.concatenate([tree.rows[np.unique(outer[outer >= 0])], work.launch_row[at][ops < 0]])
     calls = calls[calls >= 0]
     return Combined(id="pageable_copies", label="pin the host memory, copy non_blocking", parts=(
         DropHost(id="pageable_copies", label="the copy calls stop blocking", rows=calls, keep_us=KERNEL_LAUNCH_US),

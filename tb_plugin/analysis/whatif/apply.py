@@ -94,7 +94,9 @@ def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
     dropped = iv.union(np.concatenate(lo), np.concatenate(hi)) if lo else iv.EMPTY
     w = g.waits
     covered = iv.lengths_within(dropped, w.start, w.ret) if w.size else np.zeros(0)
-    return Applied(busy=busy, gap=gap, dur=dur, dropped=dropped, live_waits=covered < (w.ret - w.start) - 1e-6,
+    # a call dropped but for a kept head (``keep_us``: its non-blocking replacement) waits no more either
+    live = covered < np.minimum(w.ret - w.start, np.maximum(w.wait, 0.0)) - 1e-6
+    return Applied(busy=busy, gap=gap, dur=dur, dropped=dropped, live_waits=live,
                    live_deps=live_deps, stream=stream, launch_at=launch_at)
 
 
