@@ -4,7 +4,8 @@ it. docs/guide/overview.md lists each change and its constants.
 
 - Allocator churn: the ``cudaMalloc``/``cudaFree`` calls vanish (a warm cache serves the blocks: ``CACHED_ALLOC_US``).
 - Recompilation: the compile events inside the steps vanish (the guards hold, the graph is reused).
-- Checkpointing recompute: the forward operators re-run in backward vanish with their kernels.
+- Checkpointing recompute: the forward operators re-run in backward vanish with their kernels, and so does the
+  host time of checkpoint's own machinery (``causes.checkpoint_overhead``, from the Python frames where traced).
 - Unfused optimizer: per step, the optimizer's kernels become one fused kernel that moves each parameter's state
   once (``FUSED_SHARE`` of their time) with one launch, and the host's loop over the parameters (its operators and the
   Python between them) goes.
@@ -52,8 +53,11 @@ def recompile(model: TraceModel) -> Change:
 
 def recompute(model: TraceModel) -> Change:
     r = C.recompute(model)
+    lo, hi = C.checkpoint_overhead(model)
     return Combined(id="checkpoint_recompute", label="no recompute in backward", parts=(
         DropHost(id="checkpoint_recompute", label="the recomputed operators' host time", rows=r.rows),
+        DropHost(id="checkpoint_recompute", label="checkpointing's own host work", rows=np.zeros(0, np.int64),
+                 spans=(lo, hi)),
         DropDevice(id="checkpoint_recompute", label="the recomputed kernels", rows=r.device_rows)))
 
 

@@ -352,6 +352,36 @@ def recompute(model: TraceModel) -> Recompute:
                      names=[model.strings[int(codes[i])] for i in order.tolist()])
 
 
+_CKPT_FRAME = re.compile(r"^torch/utils/checkpoint\.py\(\d+\): ")
+_CKPT_ENTRY = re.compile(r"^torch/utils/checkpoint\.py\(\d+\): checkpoint$")
+
+
+@memoized
+def checkpoint_overhead(model: TraceModel) -> iv.Intervals:
+    """The host time of ``torch.utils.checkpoint``'s own machinery, from the Python frames (``with_stack``): the
+    outermost ``torch/utils/checkpoint.py`` frames (``checkpoint`` in the forward: device states, RNG state, the
+    saved-tensor hooks; ``unpack_hook`` in the backward: the recompute and its bookkeeping) less the checkpointed
+    function's own call in the forward (its direct child frames that are not checkpoint.py's: what runs without
+    checkpointing too). Empty without Python frames."""
+    ev = model["events"]
+    py = model["python"]
+    rows = py["row"]
+    if not len(rows):
+        return iv.EMPTY
+    names = ev["name"][rows]
+    frame = name_mask(model, names, lambda t: _CKPT_FRAME.match(t) is not None)
+    ids = py["python_id"]
+    parent_frame = np.isin(py["parent_id"], ids[frame])
+    outer = frame & ~parent_frame
+    entry = frame & name_mask(model, names, lambda t: _CKPT_ENTRY.match(t) is not None)
+    kept = np.isin(py["parent_id"], ids[entry]) & ~frame & ~name_mask(
+        model, names, lambda t: t == "<built-in function next>")
+    lo, hi = _rows_spans(model, rows[outer])
+    keep = iv.union(*_rows_spans(model, rows[kept]))
+    out: iv.Intervals = iv.subtract(iv.union(lo, hi), keep)
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ optimizer
 
 @dataclass(frozen=True)
