@@ -107,10 +107,15 @@ def host_compute(model: TraceModel) -> Change:
 
 
 def cudnn_autotune(model: TraceModel) -> Change:
+    """Without benchmark mode a convolution with a new shape builds one execution plan (cuDNN's heuristic choice)
+    and runs it: the candidates' kernels and the syncs that time them go, and of each tuning call's host time one
+    candidate's share stays (``C.tuning_plans``)."""
     c = C.convolutions(model)
+    rows, keep = C.tuning_plans(model)
     return Combined(id="cudnn_autotune", label="no autotuning inside the steps", parts=(
         DropDevice(id="cudnn_autotune", label="the candidate algorithms' kernels", rows=c.tuning_extra_rows),
-        DropHost(id="cudnn_autotune", label="the syncs between candidates", rows=c.tuning_syncs)))
+        DropHost(id="cudnn_autotune", label="the syncs between candidates", rows=c.tuning_syncs),
+        DropHost(id="cudnn_autotune", label="one candidate's plan instead of all", rows=rows, keep_us=keep)))
 
 
 def own_cause(model: TraceModel, rows: np.ndarray, cause: dict[str, Any]) -> Change:

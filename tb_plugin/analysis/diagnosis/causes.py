@@ -561,6 +561,28 @@ def convolutions(model: TraceModel) -> Convolutions:
                         shapes=len(np.unique(dims[dims >= 0])), calls=len(in_steps))
 
 
+_TIMING_SYNC = re.compile(r"^(?:cudaEventSynchronize|hipEventSynchronize|cuEventSynchronize)$")
+
+
+@memoized
+def tuning_plans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
+    """Per autotuning convolution call (``convolutions().tuning_rows``): its row, and the host time of one candidate
+    algorithm: the call's duration over the candidates it timed (cuDNN builds each candidate's plan, runs and times
+    it; a heuristic choice builds and runs one). The candidates are counted by the event syncs inside the call (each
+    candidate's timing waits for its end event); a call without them keeps all its time."""
+    ev = model["events"]
+    tree = host_tree(model)
+    rows = convolutions(model).tuning_rows
+    node = np.flatnonzero(np.isin(tree.rows, rows))
+    start, end = tree.start[node], tree.end[node]
+    names = ev["name"][tree.rows]
+    timing = np.sort(tree.start[np.isin(tree.kind, (Kind.RUNTIME, Kind.DRIVER)) & name_mask(
+        model, names, lambda s: _TIMING_SYNC.match(s) is not None)])
+    n = np.searchsorted(timing, end, side="left") - np.searchsorted(timing, start, side="left")
+    keep = np.where(n > 0, (end - start) / np.maximum(n, 1), end - start)
+    return tree.rows[node], keep
+
+
 def _nearest(tree: HostTree, mask: np.ndarray) -> np.ndarray:
     """Per node: the nearest node at or above it in ``mask``, -1 if none (one pass per tree level)."""
     out = np.where(mask, np.arange(tree.size), -1)
