@@ -12,6 +12,7 @@ it. docs/guide/overview.md lists each change and its constants.
 - Host compute: the main thread's CPU work leaves the step (to DataLoader workers, or to the GPU at a launch each).
 - cuDNN autotuning: the candidate algorithms' kernels and the syncs between them vanish.
 - The straggler's own cause: its Python call, operator or kernel vanishes on that rank only (``own_rank``).
+- Pipeline bubble: the fill/drain wait of each step (its first receive) shrinks with more micro-batches.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import numpy as np
 from ...model.kinds import Kind
 from ...model.tables import TraceModel
 from ..whatif.apply import launched_within
-from ..whatif.changes import Change, Combined, DropDevice, DropHost, ReplaceDevice
+from ..communication import collectives
+from ..whatif.changes import Change, Combined, DropDevice, DropHost, ReplaceDevice, ScaleDevice
 from ..whatif.constants import CACHED_ALLOC_US, KERNEL_LAUNCH_US
 from . import causes as C
 
@@ -124,3 +126,21 @@ def own_cause(model: TraceModel, rows: np.ndarray, cause: dict[str, Any]) -> Cha
     if cause.get("kind") == "kernel":
         return DropDevice(id="straggler", label=label, rows=rows, own_rank=True)
     return DropHost(id="straggler", label=label, rows=rows, own_rank=True)
+
+
+def more_microbatches(model: TraceModel, factor: float) -> Change:
+    """Pipeline bubble: the same batch in ``factor`` times as many micro-batches. A stage's wait for its neighbour
+    at the start of each run of receives (per step, the first receive: the pipeline filling before this stage has
+    work, or draining back to it) is the bubble, (stages − 1) micro-batch times; the micro-batches shrink by
+    ``factor``, so that wait does too. The waits between later receives are the stages' imbalance, paid per
+    micro-batch: ``factor`` times as many of a ``factor``-th the length, the same in all, so they stay."""
+    col = collectives(model)
+    names = np.asarray(col.name, dtype=object)
+    recv = np.flatnonzero(np.isin(names, ("recv", "sendrecv")) & ~np.asarray(col.on_host, dtype=bool))
+    step = C.step_of(model, col.start[recv])
+    recv, step = recv[step >= 0], step[step >= 0]
+    order = np.lexsort((col.start[recv], step))
+    first = order[np.flatnonzero(np.concatenate([[True], step[order][1:] != step[order][:-1]]))] if len(order) \
+        else order
+    return ScaleDevice(id="pipeline_bubble", label="more micro-batches", rows=np.asarray(col.row)[recv[first]],
+                       factor=max(float(factor), 1.0))

@@ -4,8 +4,7 @@ each rule's condition, evidence, saving and advice; keep the two in step.
 
 Each finding names its fix as a what-if change (``cause_fixes.py``) and its saving is the replayed step time without
 it (``diagnosis.replayed``); the rule's own estimate (the GPU-idle time the cause claims, ``causes.claims``, or the
-device time it adds) decides whether the rule holds and stands where no replay is made. The pipeline bubble's
-saving stays a rule of thumb (no change model shrinks a schedule's bubble).
+device time it adds) decides whether the rule holds and stands where no replay is made.
 """
 
 from __future__ import annotations
@@ -321,9 +320,10 @@ def _bubble_saving(bubble: float, micro: int, stages: int) -> tuple[float, str]:
 
 def pipeline_bubble(f: Facts) -> Finding | None:
     """Point-to-point sends and receives (a pipeline schedule) whose time not hidden by computation (the bubble) is
-    ≥ 10 % of the step: the stage waits for its neighbours. Saving (rule of thumb, no change model replays a
-    schedule): the part of the bubble that 4 × stages micro-batches remove (``_bubble_saving``), the micro-batches
-    counted by this rank's receives per step, the stages by the job's world size (2 without a job)."""
+    ≥ 10 % of the step: the stage waits for its neighbours. Saving: the replay with 4 × stages micro-batches
+    (``cause_fixes.more_microbatches``: each step's fill/drain wait shrinks by the factor), the micro-batches counted
+    by this rank's receives per step, the stages by the job's world size (2 without a job); the rule's own
+    estimate (``_bubble_saving``) decides whether it holds."""
     col = collectives(f.model)
     names = np.asarray(col.name, dtype=object)
     p2p = np.isin(names, _P2P)
@@ -340,6 +340,7 @@ def pipeline_bubble(f: Facts) -> Finding | None:
     micro = max(1, round((counts.get("recv", 0) + counts.get("sendrecv", 0)) / n))
     stages = max(2, int((f.job or {}).get("world_size") or f.context.get("world_size") or 2))
     saving, target = _bubble_saving(mean, micro, stages)
+    factor = max(4 * stages, 2 * micro) / micro
     where = locate_rows(f.model, C.host_rows(f.model, col.row[p2p & (col.row >= 0)]))
     k = worst(exposed)
     return Finding("pipeline_bubble", f"This pipeline stage waits in point-to-point transfers ({mix} per step) "
@@ -352,7 +353,7 @@ def pipeline_bubble(f: Facts) -> Finding | None:
                    ["more_microbatches", "interleaved_schedule"], DOCS["pipeline"],
                    [trace_link(f, k, f"send/recv in {step_label(f, k)}", "nccl"),
                     {"view": "Distributed", "params": {}, "label": "Distributed view"}],
-                   where=where, confidence="medium", estimated="rule of thumb")
+                   where=where, confidence="medium", change=F.more_microbatches(f.model, factor))
 
 
 RULES: tuple[Callable[[Facts], Finding | None], ...] = (
