@@ -39,7 +39,7 @@ ROOT_CAUSE_OF = {
     "allocator_churn": "allocator_churn", "recompilation": "recompilation",
     "checkpoint_recompute": "activation_checkpointing", "unfused_optimizer": "unfused_optimizer",
     "host_compute": "host_augmentation", "cudnn_autotune": "cudnn_autotune", "cudnn_benchmark": "cudnn_benchmark_off",
-    "pipeline_bubble": "pipeline_bubble", "gpu_bound": "none", "cpu_compute": "none", "none": "none",
+    "pipeline_bubble": "pipeline_bubble", "grad_accum_allreduce": "grad_accum_allreduce", "gpu_bound": "none", "cpu_compute": "none", "none": "none",
 }
 VERDICT_SHARE = 0.10  # a cause becomes the verdict when it saves at least this share of the step
 # Symptom classes: what the evidence says (the host or the launches set the pace, the collectives wait, this rank is

@@ -13,6 +13,7 @@ it. docs/guide/overview.md lists each change and its constants.
 - cuDNN autotuning: the candidate algorithms' kernels and the syncs between them vanish.
 - The straggler's own cause: its Python call, operator or kernel vanishes on that rank only (``own_rank``).
 - Pipeline bubble: the fill/drain wait of each step (its first receive) shrinks with more micro-batches.
+- Gradient accumulation that all-reduces every micro-batch: the all-reduces of all but the last go.
 """
 
 from __future__ import annotations
@@ -144,3 +145,10 @@ def more_microbatches(model: TraceModel, factor: float) -> Change:
         else order
     return ScaleDevice(id="pipeline_bubble", label="more micro-batches", rows=np.asarray(col.row)[recv[first]],
                        factor=max(float(factor), 1.0))
+
+
+def no_sync(model: TraceModel) -> Change:
+    """Gradient accumulation: ``no_sync()`` for all but the last micro-batch: the other micro-batches' all-reduce
+    kernels and their launches go (on every rank alike: each rank skips the same all-reduces)."""
+    return DropDevice(id="grad_accum_allreduce", label="ddp.no_sync() for all but the last micro-batch",
+                      rows=C.accumulation_syncs(model).rows)

@@ -31,6 +31,7 @@ from ...model.kinds import DEVICE_KINDS, Kind
 from ...model.names import name_mask
 from ...model.optree import HostTree, host_tree, launch_rows
 from ...model.tables import TraceModel
+from ..communication import collectives
 from ..launches import device_work
 from ..python_frames import python_frames
 from ..steps import find_steps
@@ -151,6 +152,53 @@ def allocator_shapes(model: TraceModel, rows: np.ndarray) -> tuple[str | None, i
     ops_row[model["ops"]["row"]] = np.arange(len(model["ops"]["row"]))
     dims = take(model["ops"]["input_dims"], ops_row[tree.rows[mine]], -1)
     return model.strings[top], len(np.unique(dims[dims >= 0])), len(mine)
+
+
+# ------------------------------------------------------------------------------------ gradient accumulation
+
+_DDP_FORWARD = "DistributedDataParallel.forward"
+
+
+@dataclass(frozen=True)
+class AccumulationSyncs:
+    passes: np.ndarray  # per step: DDP forward passes (micro-batches)
+    syncing: np.ndarray  # per step: of them, those whose backward all-reduces
+    rows: np.ndarray  # the all-reduce kernels of every syncing pass but the step's last: what no_sync() removes
+    nbytes: float  # their bytes per step
+    time: PerStep  # their device time
+
+
+@memoized
+def accumulation_syncs(model: TraceModel) -> AccumulationSyncs:
+    """Gradient accumulation under DistributedDataParallel without ``no_sync()``: a step runs several DDP forward
+    passes (``DistributedDataParallel.forward``: the micro-batches), and the backward of more than one of them
+    all-reduces (each all-reduce is counted to the last DDP forward issued before it). Only the last micro-batch's
+    gradients need reducing: the all-reduces of the others are what ``no_sync()`` removes."""
+    ev = model["events"]
+    n = find_steps(model).count
+    fwd = np.flatnonzero((ev["kind"] == Kind.USER_ANNOTATION) & name_mask(model, ev["name"],
+                                                                          lambda t: t == _DDP_FORWARD))
+    fwd = fwd[_on(ev["pid"][fwd], ev["tid"][fwd], main_threads(model))]
+    starts = np.sort(ev["ts"][fwd].astype(np.float64))
+    starts = starts[step_of(model, starts) >= 0]
+    col = collectives(model)
+    ar = np.flatnonzero((np.asarray(col.name, dtype=object) == "allreduce") & ~np.asarray(col.on_host, dtype=bool))
+    ar = ar[np.isfinite(col.issued[ar])]
+    owner = np.searchsorted(starts, col.issued[ar], side="right") - 1
+    step = step_of(model, col.issued[ar])
+    ok = (owner >= 0) & (step >= 0)
+    ar, owner, step = ar[ok], owner[ok], step[ok]
+    passes = np.bincount(step_of(model, starts), minlength=n)[:n] if n else np.zeros(0, np.int64)
+    last = np.full(max(n, 1), -1)
+    np.maximum.at(last, step, owner)
+    distinct = np.unique(np.stack([step, owner], axis=1), axis=0) if len(ar) else np.zeros((0, 2), np.int64)
+    syncing = np.bincount(distinct[:, 0], minlength=n)[:n] if n else np.zeros(0, np.int64)
+    extra = ar[owner != last[step]]
+    rows = np.asarray(col.row)[extra]
+    lo, hi = col.start[extra], col.end[extra]
+    return AccumulationSyncs(passes=passes, syncing=syncing, rows=rows,
+                             nbytes=float(np.asarray(col.nbytes)[extra].sum()) / max(n, 1),
+                             time=per_step(model, iv.union(lo, hi)))
 
 
 # ------------------------------------------------------------------------------------------- reading values back

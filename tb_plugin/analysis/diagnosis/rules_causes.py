@@ -32,6 +32,7 @@ DOCS = {
     "dataloader": "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
     "cudnn": "https://pytorch.org/docs/stable/backends.html#torch.backends.cudnn.benchmark",
     "pipeline": "https://pytorch.org/docs/stable/distributed.pipelining.html",
+    "ddp": "https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html",
 }
 
 TITLES = {
@@ -39,6 +40,7 @@ TITLES = {
     "checkpoint_recompute": "Activation-checkpointing recompute", "unfused_optimizer": "Unfused optimizer",
     "host_compute": "Host compute in the step", "cudnn_autotune": "cuDNN autotuning in the loop",
     "cudnn_benchmark": "cuDNN benchmark possibly off", "pipeline_bubble": "Pipeline bubble",
+    "grad_accum_allreduce": "All-reduce in every accumulation micro-batch",
 }
 
 
@@ -356,8 +358,31 @@ def pipeline_bubble(f: Facts) -> Finding | None:
                    where=where, confidence="medium", change=F.more_microbatches(f.model, factor))
 
 
+# ------------------------------------------------------------------------------------------- gradient accumulation
+
+def grad_accum_allreduce(f: Facts) -> Finding | None:
+    """DistributedDataParallel with several micro-batches per step whose backward passes all-reduce more than once
+    (``causes.accumulation_syncs``), the all-reduces of all but the last ≥ 5 % of the step in device time; saving:
+    the replay without them (``cause_fixes.no_sync``)."""
+    a = C.accumulation_syncs(f.model)
+    if not len(a.passes) or float(a.syncing.mean()) < 2 or f.share(float(a.time.mean())) < 0.05:
+        return None
+    passes, syncing = float(a.passes.mean()), float(a.syncing.mean())
+    return Finding("grad_accum_allreduce", f"DistributedDataParallel all-reduces the gradients after {syncing:.0f} "
+                   f"of the {passes:.0f} micro-batches' backward passes per step: {syncing - 1:.0f} extra rounds, "
+                   f"{a.nbytes / 1e9:.2f} GB and {ms(float(a.time.mean()))} of all-reduce per step "
+                   f"({pct(f.share(float(a.time.mean())))}) that gradient accumulation does not need",
+                   "Run every micro-batch but the last under ddp.no_sync() (a context manager of the "
+                   "DistributedDataParallel module): the gradients accumulate locally and one all-reduce, in the "
+                   "last micro-batch's backward, reduces them all. (FSDP: model.set_requires_gradient_sync(False).)",
+                   float(a.time.mean()), ["no_sync"], DOCS["ddp"],
+                   [trace_link(f, worst(a.time), f"all-reduces in {step_label(f, worst(a.time))}", "nccl")],
+                   where=locate_rows(f.model, C.host_rows(f.model, a.rows)), confidence="high",
+                   change=F.no_sync(f.model))
+
+
 RULES: tuple[Callable[[Facts], Finding | None], ...] = (
     allocator_churn, recompilation, checkpoint_recompute, unfused_optimizer, host_compute, cudnn_autotune,
-    cudnn_benchmark, pipeline_bubble)
+    cudnn_benchmark, pipeline_bubble, grad_accum_allreduce)
 
 __all__ = ["DOCS", "RULES", "TITLES"]
