@@ -38,7 +38,7 @@ ROOT_CAUSE_OF = {
     "communication_bound": "communication_bound", "straggler_wait": "straggler_host", "straggler": "straggler_host",
     "allocator_churn": "allocator_churn", "recompilation": "recompilation",
     "checkpoint_recompute": "activation_checkpointing", "unfused_optimizer": "unfused_optimizer",
-    "host_compute": "host_augmentation", "cudnn_autotune": "cudnn_autotune", "cudnn_benchmark": "cudnn_benchmark_off",
+    "host_compute": "host_augmentation", "cudnn_autotune": "cudnn_autotune_churn", "cudnn_benchmark": "cudnn_benchmark_off",
     "pipeline_bubble": "pipeline_bubble", "grad_accum_allreduce": "grad_accum_allreduce", "gpu_bound": "none", "cpu_compute": "none", "none": "none",
 }
 VERDICT_SHARE = 0.10  # a cause becomes the verdict when it saves at least this share of the step
@@ -163,8 +163,4 @@ def findings(model: TraceModel, job: dict[str, Any] | None = None, worker: str |
     found = [f for f in found if not set(f.suggests) & set(context["in_use"])]
     replay_savings(model, found, summaries, worker)
     found.sort(key=lambda f: (not _blocks_the_rest(f, facts), -f.saving_us, not f.cause))
-    lead = _lead(found, facts)
-    if lead is not None and lead.cause:  # the verdict's finding first, the others by saving
-        found.remove(lead)
-        found.insert(0, lead)
     return facts, found

@@ -25,7 +25,7 @@ from ..kernels import kernel_table
 from ..memory import memory_curve
 from ..steps import breakdown, find_steps
 from ..summary import devices
-from ..whatif.changes import Change
+from ..whatif.changes import Change, DropHost
 from . import cause_fixes, causes, fixes
 from . import evidence as E
 from .causes import readbacks, step_cause
@@ -185,10 +185,11 @@ def input_bound(f: Facts) -> Finding | None:
             suggests.append("pin_memory")
         advice += "."
     k = worst(loader)
+    change = fixes.input_wait(f.model)
     return Finding("input_bound", f"DataLoader waits {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))})",
                    advice, mean, suggests, DOCS["dataloader"],
                    [trace_link(f, k, f"DataLoader in {step_label(f, k)}", "enumerate(DataLoader)")],
-                   change=fixes.input_wait(f.model))
+                   where=locate_rows(f.model, change.rows), change=change)
 
 
 def cpu_tensor_creation(f: Facts) -> Finding | None:
@@ -216,7 +217,7 @@ def cpu_tensor_creation(f: Facts) -> Finding | None:
                    ".normal_()) instead of on the CPU followed by a copy.",
                    mean, ["gpu_tensor_creation"], DOCS["creation"],
                    [operator_link(top), trace_link(f, k, f"{top} in {step_label(f, k)}", top)],
-                   change=fixes.gpu_creation(f.model))
+                   where=locate_rows(f.model, tree.rows[nodes]), change=fixes.gpu_creation(f.model))
 
 
 def _gpu_busy(f: Facts) -> float:
@@ -428,10 +429,12 @@ def pageable_copies(f: Facts) -> Finding | None:
         advice = "Pin the host memory (DataLoader(pin_memory=True)) and copy with .to(device, non_blocking=True)."
         suggests = ["pin_memory"]
     k = worst(c.time)
+    change = fixes.pinned_copies(f.model, f.context)
+    calls = next((p.rows for p in getattr(change, "parts", ()) if isinstance(p, DropHost)), None)
     return Finding("pageable_copies", f"{c.pageable} host-to-device copies come from pageable memory{size}: "
                    f"{ms(mean)} per step ({pct(f.share(mean))}); the host blocks on each", advice, mean, suggests,
                    DOCS["pin_memory"], [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy HtoD (Pageable")],
-                   change=fixes.pinned_copies(f.model, f.context))
+                   where=locate_rows(f.model, calls) if calls is not None else None, change=change)
 
 
 _DIRECTIONS = (("HtoD", "host to device"), ("DtoH", "device to host"), ("DtoD", "device to device"),

@@ -162,12 +162,31 @@ def pinned_copies(model: TraceModel, context: dict[str, Any]) -> Change:
     # the operators that made them (aten::to → copy_: the staging copy and the stream sync after it) cost one launch
     tree = host_tree(model)
     ops = tree.device_op[at]
-    outer = outermost_op(model)[ops[ops >= 0]]
-    calls = np.concatenate([tree.rows[np.unique(outer[outer >= 0])], work.launch_row[at][ops < 0]])
+    outer = _copy_call(model, ops[ops >= 0])
+    calls = np.concatenate([tree.rows[np.unique(outer)], work.launch_row[at][ops < 0]])
     calls = calls[calls >= 0]
     return Combined(id="pageable_copies", label="pin the host memory, copy non_blocking", parts=(
         DropHost(id="pageable_copies", label="the copy calls stop blocking", rows=calls, keep_us=KERNEL_LAUNCH_US),
         ScaleDevice(id="pageable_copies", label="pinned bandwidth", rows=work.row[at], factor=factor)))
+
+
+_COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to", "aten::contiguous", "aten::clone")
+
+
+def _copy_call(model: TraceModel, nodes: np.ndarray) -> np.ndarray:
+    """The copy's own call: from the operator that launched it up through the copying operators above it
+    (``aten::copy_`` ← ``aten::_to_copy`` ← ``aten::to``), never into what called them (a DataLoader, a module)."""
+    tree = host_tree(model)
+    copying = (tree.kind == Kind.CPU_OP) & name_mask(model, model["events"]["name"][tree.rows],
+                                                      lambda t: t in _COPY_OPS)
+    out = nodes.copy()
+    for _ in range(8):  # the copying operators nest a few deep
+        up = tree.parent[out]
+        climb = (up >= 0) & copying[np.maximum(up, 0)]
+        if not climb.any():
+            break
+        out = np.where(climb, up, out)
+    return out
 
 
 def overlap_copies(model: TraceModel) -> Change:
