@@ -56,7 +56,7 @@ def row(pair: str) -> Row:
 @cache
 def planted_overview(pair: str) -> dict[str, Any]:
     entry = PAIRS[pair]
-    models = _models(CORPUS / pair / list(entry["variants"])[0])
+    models = _models(CORPUS / pair / next(iter(entry["variants"])))
     return _diagnosed(models, _rank(models, entry.get("straggler_rank")))[0]
 
 

@@ -12,13 +12,13 @@ from typing import Any
 import numpy as np
 
 from ...model.arrays import take
-from ...model.tables import TraceModel
 from ...model.kinds import Kind
+from ...model.tables import TraceModel
 from ..launches import device_work
 from ..rank_summary import RankSummary
 from ..steps import find_steps
-from . import rules_causes
 from ..whatif.apply import apply
+from . import rules_causes
 from .context import run_context
 from .findings import RULES as SYMPTOM_RULES
 from .findings import TITLES as SYMPTOM_TITLES
@@ -38,8 +38,9 @@ ROOT_CAUSE_OF = {
     "communication_bound": "communication_bound", "straggler_wait": "straggler_host", "straggler": "straggler_host",
     "allocator_churn": "allocator_churn", "recompilation": "recompilation",
     "checkpoint_recompute": "activation_checkpointing", "unfused_optimizer": "unfused_optimizer",
-    "host_compute": "host_augmentation", "cudnn_autotune": "cudnn_autotune_churn", "cudnn_benchmark": "cudnn_benchmark_off",
-    "pipeline_bubble": "pipeline_bubble", "grad_accum_allreduce": "grad_accum_allreduce", "gpu_bound": "none", "cpu_compute": "none", "none": "none",
+    "host_compute": "host_augmentation", "cudnn_autotune": "cudnn_autotune_churn",
+    "cudnn_benchmark": "cudnn_benchmark_off", "pipeline_bubble": "pipeline_bubble",
+    "grad_accum_allreduce": "grad_accum_allreduce", "gpu_bound": "none", "cpu_compute": "none", "none": "none",
 }
 VERDICT_SHARE = 0.10  # a cause becomes the verdict when it saves at least this share of the step
 # Symptom classes: what the evidence says (the host or the launches set the pace, the collectives wait, this rank is
@@ -96,8 +97,9 @@ def _lead(found: list[Finding], facts: Facts) -> Finding | None:
 
 def _launches_most(f: Finding, facts: Facts) -> bool:
     """Whether a cause's fix removes the host time of most of the kernel launches of the steps, of which a
-    launch-bound step has too many: only then does the cause produce that symptom (an unfused optimizer launching two thirds of the
-    step's kernels does; one launching a third of them, among tiny kernels everywhere, does not). CPU-bound, by
+    launch-bound step has too many: only then does the cause produce that symptom (an unfused optimizer launching
+    two thirds of the step's kernels does; one launching a third of them, among tiny kernels everywhere, does not).
+    CPU-bound, by
     contrast, says only that the host sets the pace: any host cause saving ≥ VERDICT_SHARE comes before it."""
     if f.change is None:
         return False

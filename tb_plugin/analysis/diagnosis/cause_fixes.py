@@ -24,8 +24,8 @@ import numpy as np
 
 from ...model.kinds import Kind
 from ...model.tables import TraceModel
-from ..whatif.apply import launched_within
 from ..communication import collectives
+from ..whatif.apply import launched_within
 from ..whatif.changes import Change, Combined, DropDevice, DropHost, ReplaceDevice, ScaleDevice
 from ..whatif.constants import CACHED_ALLOC_US, KERNEL_LAUNCH_US
 from . import causes as C

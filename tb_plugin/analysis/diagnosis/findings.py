@@ -189,7 +189,7 @@ def input_bound(f: Facts) -> Finding | None:
     return Finding("input_bound", f"DataLoader waits {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))})",
                    advice, mean, suggests, DOCS["dataloader"],
                    [trace_link(f, k, f"DataLoader in {step_label(f, k)}", "enumerate(DataLoader)")],
-                   where=locate_rows(f.model, change.rows), change=change)
+                   where=locate_rows(f.model, getattr(change, "rows", np.zeros(0, np.int64))), change=change)
 
 
 def cpu_tensor_creation(f: Facts) -> Finding | None:

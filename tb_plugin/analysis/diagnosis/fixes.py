@@ -179,13 +179,13 @@ def _copy_call(model: TraceModel, nodes: np.ndarray) -> np.ndarray:
     tree = host_tree(model)
     copying = (tree.kind == Kind.CPU_OP) & name_mask(model, model["events"]["name"][tree.rows],
                                                       lambda t: t in _COPY_OPS)
-    out = nodes.copy()
+    out: np.ndarray = np.asarray(nodes, dtype=np.int64).copy()
     for _ in range(8):  # the copying operators nest a few deep
         up = tree.parent[out]
         climb = (up >= 0) & copying[np.maximum(up, 0)]
         if not climb.any():
             break
-        out = np.where(climb, up, out)
+        out = np.where(climb, up, out).astype(np.int64)
     return out
 
 

@@ -132,7 +132,8 @@ class CaptureGraph(Change):
         """``cost_of`` for many graphs at once."""
         if self.launch_us is not None:
             return np.full(len(nodes), float(self.launch_us))
-        out: np.ndarray = GRAPH_LAUNCH_US + GRAPH_LAUNCH_PER_NODE_US * np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+        size = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+        out: np.ndarray = GRAPH_LAUNCH_US + GRAPH_LAUNCH_PER_NODE_US * size
         return out
 
 
