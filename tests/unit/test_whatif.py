@@ -349,3 +349,20 @@ def test_device_work_launched_inside_host_events(tmp_path: Path) -> None:
     inside = launched_within(model, rows_named(model, "aten::mm"))
     expected = np.concatenate([rows_named(model, "A"), rows_named(model, "B")])
     assert sorted(inside.tolist()) == sorted(expected.tolist())
+
+
+def test_a_blocking_call_dropped_but_for_its_replacement_waits_no_more(tmp_path: Path) -> None:
+    """A 1490 µs kernel (10 → 1500) and a cudaStreamSynchronize (20 → 1510) that waits for it, then 480 µs of host
+    work: the step is 2000 µs. The call dropped but for a 4 µs head (``keep_us``: a non-blocking replacement, as a
+    pinned non_blocking copy replaces a pageable one) no longer waits: the host's step is 2000 − 1486 = 514 µs, the
+    kernel still ends at 1500, the step completes then. (Before, the 4 µs kept made the call a live wait, and the
+    host still waited for the kernel: 2000.)"""
+    events = [step(1, 0, 2000), launch(0, 5, corr=1), kernel("k", 10, 1490, corr=1),
+              launch(20, 1490, corr=-1, name="cudaStreamSynchronize"), op("aten::add", 1520, 400)]
+    model = model_of(tmp_path, events, deviceProperties=PROPS)
+    sync = rows_named(model, "cudaStreamSynchronize")
+    assert graph(model).waits.size == 1
+    assert replay(model, []).step_us == pytest.approx(2000)
+    r = replay(model, [DropHost(id="nb", label="", rows=sync, keep_us=4.0)])
+    assert r.step_us == pytest.approx(1500)
+    assert float(r.host(np.array([2000.0]))[0]) == pytest.approx(514)
