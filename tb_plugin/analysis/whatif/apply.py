@@ -94,8 +94,11 @@ def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
     dropped = iv.union(np.concatenate(lo), np.concatenate(hi)) if lo else iv.EMPTY
     w = g.waits
     covered = iv.lengths_within(dropped, w.start, w.ret) if w.size else np.zeros(0)
-    # a call dropped but for a kept head (``keep_us``: its non-blocking replacement) waits no more either
-    live = covered < np.minimum(w.ret - w.start, np.maximum(w.wait, 0.0)) - 1e-6
+    # a call dropped but for a kept head (``keep_us``: its non-blocking replacement; its return dropped, at least
+    # its wait's length gone) waits no more either
+    tail = iv.lengths_within(dropped, w.ret - 1e-3, w.ret) > 0 if w.size else np.zeros(0, bool)
+    gone = ~(covered < (w.ret - w.start) - 1e-6) | (tail & (covered > 0) & (covered >= w.wait - 1e-6))
+    live = ~gone
     return Applied(busy=busy, gap=gap, dur=dur, dropped=dropped, live_waits=live,
                    live_deps=live_deps, stream=stream, launch_at=launch_at)
 
