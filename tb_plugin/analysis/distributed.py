@@ -8,8 +8,9 @@ host span. Instances are matched across ranks by (process group, sequence number
 position, so a rank with a missing or extra collective gets a note instead of a blank view.
 
 Overlap of computation and communication is only measured on one timeline: device collectives against device
-kernels. Where a rank's communication includes host spans (host-only collectives on a GPU rank) or the rank has no
-kernels (CPU-only), the overlap is n/a (``None``) with the reason, never a number mixing host and device time.
+kernels. Where a rank's collectives are all host spans (host-only collectives on a GPU rank) or the rank has no
+kernels (CPU-only), the overlap is n/a (``None``) with the reason, never a number mixing host and device time; host
+spans beside collective kernels are left out of the overlap, and a note says so.
 
 Transfer versus synchronisation (the old plugin's heuristic): for each matched instance, the fastest rank's
 duration is the pure transfer time; on every rank the last ``min_dur`` of its instance is transfer and the rest is
@@ -136,6 +137,7 @@ def _job(summaries: list[RankSummary], tables: bool) -> tuple[dict[str, Any], li
                      "traces of different jobs in one run? Ranks are shown per worker.")
     matched = _match(ranks)
     notes.extend(_prelaunched_notes(ordered))
+    notes.extend(_host_span_notes(ordered))
     notes.extend(_count_notes(ordered, matched))
     rows = [_row(rank, s, matched, i, tables) for i, (rank, s) in enumerate(ordered)]
     return {
@@ -181,6 +183,23 @@ def _count_detail(ranks: list[int], counts: list[int]) -> str:
 def _first_ranks(ranks: list[int]) -> str:
     shown = ", ".join(map(str, ranks[:NAMED_RANKS]))
     return shown + (f", … {len(ranks) - NAMED_RANKS} more" if len(ranks) > NAMED_RANKS else "")
+
+
+def _host_span_notes(ordered: list[tuple[int, RankSummary]]) -> list[str]:
+    """One note (naming at most ``NAMED_RANKS`` ranks) for the ranks whose overlap is measured on their collective
+    kernels while some of their collectives are host spans only, left out of it."""
+    found = []
+    for rank, s in ordered:
+        on_host = _flag(s.collectives, "on_host")
+        if s.overlap_note is None and on_host.any() and not on_host.all():
+            found.append((rank, int(on_host.sum()), int((~on_host).sum())))
+    if not found:
+        return []
+    host, device = sum(f[1] for f in found), sum(f[2] for f in found)
+    return [f"Overlap of {'rank' if len(found) == 1 else 'ranks'} {_first_ranks([f[0] for f in found])} is measured "
+            f"on {device:,} collective kernel{'s' if device != 1 else ''}; {host:,} collective "
+            f"span{'s' if host != 1 else ''} without a GPU kernel (host side only, or a kernel whose launch was not "
+            "recorded) count as communication but are left out of the overlap."]
 
 
 def _prelaunched_notes(ordered: list[tuple[int, RankSummary]]) -> list[str]:
@@ -295,6 +314,11 @@ def _stalled(s: RankSummary, transfer: iv.Intervals, compute: iv.Intervals) -> n
     busy = iv.union(np.concatenate([working[0], device_work[0]]), np.concatenate([working[1], device_work[1]]))
     stalled: np.ndarray = (st["step_us"] - iv.lengths_within(busy, st["start"], st["end"])).clip(min=0.0)
     return stalled
+
+
+# The columns of a rank's per-collective table (``_collective_table``), also where a rank has none.
+COLLECTIVE_TABLE_COLUMNS = ("name", "calls", "prelaunched", "bytes", "total_us", "avg_us", "transfer_us",
+                            "bandwidth_gbps")
 
 
 def _collective_table(col: dict[str, np.ndarray], transfer: iv.Intervals, steps: tuple[np.ndarray, np.ndarray]

@@ -55,7 +55,7 @@ class RankSummary:
     """One rank of a distributed job, reduced to what the job-level views read (see the module docstring)."""
 
     worker: str
-    rank: int | None  # from distributedInfo, else the digits ending the worker name; None: neither
+    rank: int | None  # from distributedInfo, else a worker name such as rank3 (_RANK_NAME); None: neither
     world_size: int | None
     backend: str | None
     process: int | None
@@ -106,11 +106,23 @@ def _summary(model: TraceModel, worker: str) -> RankSummary:
         flops_roof=dominant_roof(step_work(model).by_roof))
 
 
+# A worker name that says its rank: ``rank3``, ``rank-3``, ``worker_3``, HTA's ``rank-3``.
+_RANK_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)$", re.IGNORECASE)
+# tensorboard_trace_handler's default worker name, ``{hostname}_{pid}``: ``vm_562`` is process 562, not rank 562.
+_HOST_PID = re.compile(r"^.+_\d+$")
+
+
 def _rank(info: dict[str, Any], worker: str) -> int | None:
+    """The rank from ``distributedInfo``, else from a worker name that says it (``rank3``, or digits ending a name
+    such as ``r3`` or ``gpu3``, but not the ``{hostname}_{pid}`` the trace handler names a worker by default), else
+    None (the job view then numbers the workers by name)."""
     if isinstance(info.get("rank"), int):
         return int(info["rank"])
+    m = _RANK_NAME.search(worker)
+    if m:
+        return int(m.group(1))
     m = re.search(r"(\d+)$", worker)
-    return int(m.group(1)) if m else None
+    return int(m.group(1)) if m and not _HOST_PID.match(worker) else None
 
 
 def _step_columns(model: TraceModel, col: Collectives) -> dict[str, np.ndarray]:
@@ -122,7 +134,8 @@ def _step_columns(model: TraceModel, col: Collectives) -> dict[str, np.ndarray]:
     compute = iv.subtract(compute, comm)
     lo, hi = steps.start, steps.end
     if _overlap_unmeasurable(model, col) is None:
-        overlap = iv.lengths_within(iv.intersect(roles["Kernel"], comm), lo, hi)
+        device_comm = iv.union(col.start[~col.on_host], col.end[~col.on_host])
+        overlap = iv.lengths_within(iv.intersect(roles["Kernel"], device_comm), lo, hi)
     else:
         overlap = np.full(steps.count, np.nan)
     busy = iv.union(np.concatenate([compute[0], comm[0]]), np.concatenate([compute[1], comm[1]]))
@@ -172,13 +185,16 @@ def _overlap_unmeasurable(model: TraceModel, col: Collectives) -> str | None:
     """Why this rank's computation/communication overlap is n/a (None where it is measured).
 
     Overlap is kernels ∩ device collectives, both on the device timeline. A host span overlapping a kernel says
-    nothing about hidden communication (the host merely waited while the GPU computed), so it is never counted.
+    nothing about hidden communication (the host merely waited while the GPU computed), so it is never counted:
+    where a rank has collective kernels, host-only collective spans beside them (an ``nccl:`` span whose kernel's
+    launch the profiler did not record, as 2021 traces have it, or a Gloo barrier) are left out of the overlap
+    (``job_distributed`` says so) rather than refusing it; only a rank whose collectives are all host spans is n/a.
     """
     if not len(role_intervals(model)["Kernel"][0]):
         return ("n/a on a CPU-only rank: computation and communication both run on the host, and overlap is "
                 "measured between GPU kernels and device-side collectives.")
-    if col.on_host.any():
-        return ("n/a: some collectives of this rank have no GPU kernel (host-side spans only), and host time "
+    if col.on_host.any() and col.on_host.all():
+        return ("n/a: the collectives of this rank have no GPU kernel (host-side spans only), and host time "
                 "cannot be overlapped with GPU kernels, which run on another timeline.")
     return None
 

@@ -161,7 +161,7 @@ def test_sync_bound_verdict_above_the_fold_and_its_trace_link(page: Any, tb_corp
     worker = _worker("item_sync")
     data = overview(tb_corpus, "item_sync", worker)
     assert data["verdict"]["text"].startswith("Sync-bound at bottleneck.py:216 (step) → Tensor.item: The host waits "
-                                              "for the GPU 257.0 times per step")
+                                              "for the GPU 257 times per step")
     frame = open_overview(page, tb_corpus, "item_sync", worker)
     assert frame.inner_text("[data-testid=verdict]") == data["verdict"]["text"]
     # where the cause lives: the user's frame as a source button, then the call it makes

@@ -224,10 +224,12 @@ def launch_overhead(model: TraceModel) -> Launches:
 
 @dataclass(frozen=True)
 class Copies:
-    pageable: int  # host-to-device copies from pageable memory inside steps
+    pageable: int  # host-to-device copies from pageable memory (whole trace)
     nbytes: int
     time: PerStep  # their device time per step
     pinned: int  # host-to-device copies from pinned memory
+    per_step: float = 0.0  # pageable copies that start inside a step, per step (a mean, like ``time``)
+    bytes_per_step: float = 0.0  # and their bytes per step
 
 
 @memoized
@@ -241,8 +243,15 @@ def h2d_copies(model: TraceModel) -> Copies:
     rows = dev["row"][pageable]
     mask = np.zeros(model.n_events, dtype=bool)
     mask[rows] = True
+    steps = find_steps(model)
+    start = ev["ts"][rows]
+    k = np.searchsorted(steps.start, start, side="right") - 1
+    inside = (k >= 0) & (start < steps.end[np.maximum(k, 0)]) if steps.count else np.zeros(len(rows), bool)
+    n = max(steps.count, 1)
     return Copies(pageable=int(pageable.sum()), nbytes=int(dev["nbytes"][pageable].clip(min=0).sum()),
-                  time=per_step(model, _spans(model, mask)), pinned=int(pinned.sum()))
+                  time=per_step(model, _spans(model, mask)), pinned=int(pinned.sum()),
+                  per_step=float(inside.sum()) / n,
+                  bytes_per_step=float(dev["nbytes"][pageable][inside].clip(min=0).sum()) / n)
 
 
 @memoized

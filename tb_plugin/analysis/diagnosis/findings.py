@@ -122,6 +122,11 @@ def ms(us: float) -> str:
     return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us:.0f} µs"
 
 
+def times(n: float) -> str:
+    """A count (a mean per step may be fractional): "9", "2.5", never "9.0"."""
+    return f"{n:,.0f}" if abs(n - round(n)) < 0.05 else f"{n:,.1f}"
+
+
 def pct(x: float) -> str:
     return f"{100 * x:.0f} %" if x >= 0.1 else f"{100 * x:.1f} %"
 
@@ -397,7 +402,8 @@ def sync_bound(f: Facts) -> Finding | None:
                f"({float(reads.reads.sum()) / max(len(reads.time), 1):.0f} reads per step, with the Python between "
                f"them) takes {ms(reading)} of host time per step ({pct(f.share(reading))})"
                if f.share(reading) >= READ_SHARE else "")
-    return Finding("sync_bound", f"The host waits for the GPU {float(s.calls.mean()):.1f} times per step "
+    n = times(float(s.calls.mean()))
+    return Finding("sync_bound", f"The host waits for the GPU {n} time{'' if n == '1' else 's'} per step "
                    f"({', '.join(s.names)}{within}{why}), blocked {ms(blocked)} per step; each time the GPU's queue "
                    f"runs dry and it then waits for the host's next launches: {ms(mean)} of GPU idle per step "
                    f"({pct(f.share(mean))}) follows the syncs{printed}",
@@ -420,9 +426,9 @@ def pageable_copies(f: Facts) -> Finding | None:
     mean = float(c.time.mean()) if len(c.time) else 0.0
     if not c.pageable or f.share(mean) < 0.005:
         return None
-    size = f", {c.nbytes / 2**20:.1f} MiB" if c.nbytes else ""
+    size = f" ({c.bytes_per_step / 2**20:,.1f} MiB)" if c.bytes_per_step else ""
     if f.uses("pin_memory"):
-        advice = (f"Pinned memory is in use ({c.pinned} pinned copies), but these are not: pin those tensors too "
+        advice = (f"Pinned memory is in use ({c.pinned:,} pinned copies), but these are not: pin those tensors too "
                   "(tensor.pin_memory()) and copy them with non_blocking=True.")
         suggests = ["pin_more"]
     else:
@@ -431,8 +437,10 @@ def pageable_copies(f: Facts) -> Finding | None:
     k = worst(c.time)
     change = fixes.pinned_copies(f.model, f.context)
     calls = next((p.rows for p in getattr(change, "parts", ()) if isinstance(p, DropHost)), None)
-    return Finding("pageable_copies", f"{c.pageable} host-to-device copies come from pageable memory{size}: "
-                   f"{ms(mean)} per step ({pct(f.share(mean))}); the host blocks on each", advice, mean, suggests,
+    n = times(c.per_step)
+    return Finding("pageable_copies", f"{n} host-to-device cop{'y' if n == '1' else 'ies'} per step come from pageable "
+                   f"memory{size}, taking {ms(mean)} per step ({pct(f.share(mean))}); the host blocks on each",
+                   advice, mean, suggests,
                    DOCS["pin_memory"], [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy HtoD (Pageable")],
                    where=locate_rows(f.model, calls) if calls is not None else None, change=change)
 

@@ -24,8 +24,10 @@ export interface GpuSummary {
   name: string | null;
   memory_bytes?: number | null;
   compute_capability?: string | null;
-  /** kernels only */
+  /** kernels only, communication kernels included: the headline */
   utilization: number | null;
+  /** kernels other than communication (NCCL) kernels; absent from older servers */
+  compute_utilization?: number | null;
   /** all GPU work: kernels, memcpy, memset (what HTA calls utilization); absent from older servers */
   gpu_busy?: number | null;
   sm_efficiency: number | null;
@@ -50,6 +52,8 @@ export interface Environment {
   cuda_runtime_version?: number | string | null;
   cuda_driver_version?: number | string | null;
   cupti_version?: number | string | null;
+  /** a CPU-only run: GPUs the machine had that the profiler did not record */
+  unprofiled_gpus?: number;
   framework?: string | null;
 }
 
@@ -265,8 +269,14 @@ export interface CriticalSegment {
 }
 
 export interface CriticalPathResponse {
+  /** the trace's steps; empty for a trace without ProfilerStep#N */
   steps: string[];
-  step: string;
+  /** the step walked; null for an annotation or a time range */
+  step: string | null;
+  scope: { kind: "step" | "annotation" | "range" | "none"; label: string };
+  /** annotations a path can be walked over, longest in total first */
+  annotations: { name: string; count: number; total_us: number }[];
+  note: string | null;
   start_us: number;
   end_us: number;
   duration_us: number;
