@@ -87,16 +87,16 @@ def _their_copies(model: TraceModel, nodes: np.ndarray) -> np.ndarray:
     if not len(nodes) or not len(known):
         return np.zeros(0, np.int64)
     h2d = (work.kind == Kind.MEMCPY) & name_mask(model, work.name, lambda t: "HtoD" in t)
-    out: list[int] = []
-    for node in nodes.tolist():
-        pid, tid = ev["pid"][tree.rows[node]], ev["tid"][tree.rows[node]]
-        mine = known[(work.launch_pid[known] == pid) & (work.launch_tid[known] == tid)
-                     & (work.launch_start[known] >= tree.end[node])]
-        if len(mine):
-            first = int(mine[np.argmin(work.launch_start[mine])])
-            if h2d[first]:
-                out.append(first)
-    return np.unique(np.asarray(out, dtype=np.int64))
+    pid, tid = ev["pid"][tree.rows[nodes]], ev["tid"][tree.rows[nodes]]
+    out: list[np.ndarray] = []
+    for p, t in set(zip(pid.tolist(), tid.tolist())):  # per thread (a few), never per creation
+        mine = known[(work.launch_pid[known] == p) & (work.launch_tid[known] == t)]
+        mine = mine[np.argsort(work.launch_start[mine], kind="stable")]
+        ends = tree.end[nodes[(pid == p) & (tid == t)]]
+        at = np.searchsorted(work.launch_start[mine], ends, side="left")
+        first = mine[at[at < len(mine)]]
+        out.append(first[h2d[first]])
+    return np.unique(np.concatenate(out)).astype(np.int64) if out else np.zeros(0, np.int64)
 
 
 def _own_launches(model: TraceModel) -> np.ndarray:
