@@ -3,12 +3,11 @@
  * against the <base href> of TensorBoard's plugin_entry.html and survives --path_prefix,
  * reverse proxies and VS Code port forwarding. Never build "/data/plugin/..." URLs.
  *
- * `get("kernels", {...})` is the one way to fetch: the route's query and answer are typed from docs/api/openapi.yaml
- * (src/generated/api.ts), so a field the server renames fails `tsc` where a page reads it. No page declares an
- * answer type by hand: a page's data module names `Answer<route>` (and its parts).
+ * `get("kernels", {...})` types the query and the answer from docs/api/openapi.yaml (src/generated/api.ts), and
+ * `post("capture", {...}, body)` the query, the body and the answer of a writing route: nothing else fetches.
  */
 import { announceComputing, computingOf, retryDelayMs } from "./computing";
-import type { Answer, Query, Route } from "./types";
+import type { Answer, PostAnswer, PostBody, PostQuery, PostRoute, Query, Route } from "./types";
 
 export type QueryValue = string | number | boolean | null | undefined;
 export type QueryParams = Record<string, QueryValue>;
@@ -52,7 +51,15 @@ export interface Api {
   get<R extends Route>(route: R, params: Query<R>, options?: RequestOptions): Promise<Answer<R>>;
   /** The relative URL for a route, e.g. for links or downloads. */
   url(route: string, params?: QueryParams): string;
+  /**
+   * POST a JSON body to a route that writes (only `capture` does) and parse its JSON answer; throws ApiError.
+   * Sends the plugin's own header, which the server requires (a cross-site form cannot send it).
+   */
+  post<R extends PostRoute>(route: R, params: PostQuery<R>, body: PostBody<R>, options?: RequestOptions): Promise<PostAnswer<R>>;
 }
+
+/** The header a writing route requires (see tb_plugin/api/capture.py). */
+export const WRITE_HEADER = "X-PTP-Capture";
 
 export function buildUrl(route: string, params?: QueryParams): string {
   // Strip leading "./" or "/" so the path always stays relative to the plugin root.
@@ -76,15 +83,28 @@ function errorSentence(body: unknown): string | null {
 }
 
 export function createApi(fetchImpl: typeof fetch = window.fetch.bind(window)): Api {
+  const post = async <R extends PostRoute>(route: R, params: PostQuery<R>, body: PostBody<R>,
+    options: RequestOptions = {}): Promise<PostAnswer<R>> => {
+    const init: RequestInit = {
+      method: "POST",
+      headers: { Accept: "application/json", "Content-Type": "application/json", [WRITE_HEADER]: "1" },
+      body: JSON.stringify(body),
+    };
+    const response = await fetchWithin(fetchImpl, buildUrl(route, params), route, options, init);
+    const { body: answer, parsed } = await parseBody(response);
+    return answerOf(route, response, answer, parsed) as PostAnswer<R>;
+  };
   return {
     url: buildUrl,
+    post,
     get: <R extends Route>(route: R, params: Query<R>, options: RequestOptions = {}) =>
       requestJSON(fetchImpl, route, params, options) as Promise<Answer<R>>,
   };
 }
 
 /** Fetch with a time limit and the caller's abort signal; every failure becomes an ApiError saying which. */
-async function fetchWithin(fetchImpl: typeof fetch, url: string, route: string, options: RequestOptions): Promise<Response> {
+async function fetchWithin(fetchImpl: typeof fetch, url: string, route: string, options: RequestOptions,
+  init: RequestInit = { headers: { Accept: "application/json" } }): Promise<Response> {
   const controller = new AbortController();
   const timeoutMs = options.timeoutMs ?? 30_000;
   const timeout = { hit: false };
@@ -97,11 +117,7 @@ async function fetchWithin(fetchImpl: typeof fetch, url: string, route: string, 
   };
   options.signal?.addEventListener("abort", onAbort, { once: true });
   try {
-    return await fetchImpl(url, {
-      signal: controller.signal,
-      headers: { Accept: "application/json" },
-      credentials: "same-origin",
-    });
+    return await fetchImpl(url, { ...init, signal: controller.signal, credentials: "same-origin" });
   } catch {
     if (options.signal?.aborted) throw new ApiError("The request was cancelled.", "aborted", 0, route);
     throw new ApiError(
@@ -156,12 +172,16 @@ function answerOf(route: string, response: Response, body: unknown, parsed: bool
 async function fetchBody(fetchImpl: typeof fetch, route: string, params: QueryParams | undefined,
   options: RequestOptions): Promise<{ response: Response; body: unknown; parsed: boolean }> {
   const response = await fetchWithin(fetchImpl, buildUrl(route, params), route, options);
+  return { response, ...(await parseBody(response)) };
+}
+
+async function parseBody(response: Response): Promise<{ body: unknown; parsed: boolean }> {
   const text = await response.text().catch(() => "");
-  if (text === "") return { response, body: undefined, parsed: false };
+  if (text === "") return { body: undefined, parsed: false };
   try {
-    return { response, body: JSON.parse(text) as unknown, parsed: true };
+    return { body: JSON.parse(text) as unknown, parsed: true };
   } catch {
-    return { response, body: undefined, parsed: false };
+    return { body: undefined, parsed: false };
   }
 }
 

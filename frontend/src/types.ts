@@ -25,6 +25,28 @@ export type Query<R extends Route> = Get<R> extends { parameters: { query?: infe
   ? Q extends undefined ? Record<string, never> : NonNullable<Q>
   : Record<string, never>;
 
+/** A route that writes (POST): only `capture`. */
+export type PostRoute = {
+  [P in keyof paths]: P extends `/${infer R}` ? (paths[P] extends { post: unknown } ? R : never) : never;
+}[keyof paths];
+
+type Post<R extends PostRoute> = paths[`/${R}`] extends { post: infer O } ? O : never;
+
+type Json<S extends number, T> = T extends { responses: { [K in S]: { content: { "application/json": infer B } } } } ? B : never;
+
+/** The JSON a writing route answers with: its 200, 201 or 202 (capture answers 202: written, where it stands). */
+export type PostAnswer<R extends PostRoute> = Json<200, Post<R>> | Json<201, Post<R>> | Json<202, Post<R>>;
+
+/** The query parameters of a writing route. */
+export type PostQuery<R extends PostRoute> = Post<R> extends { parameters: { query?: infer Q } }
+  ? Q extends undefined ? Record<string, never> : NonNullable<Q>
+  : Record<string, never>;
+
+/** The JSON body a writing route takes. */
+export type PostBody<R extends PostRoute> = Post<R> extends { requestBody: { content: { "application/json": infer B } } }
+  ? B
+  : never;
+
 /** The routes of one span: their query names the run, the worker and the span. */
 export type SpanRoute = {
   [R in Route]: Query<R> extends { run: string; worker: string; span: string } ? R : never;

@@ -41,11 +41,13 @@ from ..timeline.window import window
 from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace
 from . import params
 from .answers import answer, derived, job_answer, job_result
+from .capture import CaptureRoutes
 from .http import ApiError, encoded_response, json_response, json_route, secure, text_response
 from .snapshot_routes import SnapshotApi
 from .static import relative_path, serve
 
 _CONTROL = dict.fromkeys(range(32), "_") | {127: "_"}
+MAX_RUNS_PAGE = 1000  # runs one page of /runs may hold
 
 
 def _download_name(filename: str) -> str:
@@ -57,10 +59,12 @@ def _download_name(filename: str) -> str:
 class Api:
     """Handlers bound to one workspace."""
 
-    def __init__(self, workspace: Workspace, plugin_name: str, peaks: PeakOverride = NO_OVERRIDE) -> None:
+    def __init__(self, workspace: Workspace, plugin_name: str, peaks: PeakOverride = NO_OVERRIDE,
+                 capture: bool = False) -> None:
         self.workspace = workspace
         self.plugin_name = plugin_name
         self.peaks = peaks  # --profiler_peaks: the device peaks MFU and the roofline use, unless a request says
+        self.capture = CaptureRoutes(workspace, capture)  # --profiler_capture: the page may write capture requests
         self.snapshot = SnapshotApi(workspace)
 
     def _trace(self, request: Request) -> LoadedTrace:
@@ -85,13 +89,16 @@ class Api:
         return handler
 
     def runs(self, request: Request) -> Response:
+        """Every run, or with ``limit`` a page of them (a logdir of thousands of runs: see ``Workspace.runs_page``)."""
         ws = self.workspace
-        return json_response(request, {
-            "runs": ws.listing(),
-            "logdir": ws.logdir_display,
-            "scanning": ws.scanning(),
-            "errors": ws.errors(),
-        })
+        common = {"logdir": ws.logdir_display, "scanning": ws.scanning(), "errors": ws.errors()}
+        if request.args.get("limit") is None:
+            return json_response(request, {"runs": ws.listing(), **common})
+        page = ws.runs_page(params.integer(request, "limit", minimum=0, maximum=MAX_RUNS_PAGE),
+                            params.integer(request, "offset", required=False, default=0, minimum=0),
+                            params.text(request, "q", required=False, default=""),
+                            params.text(request, "run", required=False) or None)
+        return json_response(request, {**page, **common})
 
     def views(self, request: Request) -> Response:
         return json_response(request, {"views": self.workspace.views_of_run(params.text(request, "run"))})
@@ -411,5 +418,7 @@ class Api:
             "/trace/search": json_route(self.trace_search),
             "/trace/file": json_route(self.trace_file),
             "/trace/range": json_route(self.trace_range),
+            "/capture": json_route(self.capture.capture),
+            "/capture/status": json_route(self.capture.status),
             **{route: json_route(handler) for route, handler in self.snapshot.routes().items()},
         }

@@ -6,15 +6,25 @@ own name when the traces sit at its top). ``--logdir_spec name:path`` prefixes r
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import remote
-from .names import TraceName, file_name, number_spans, parse_any_json_name, parse_trace_name
+from .names import (
+    LISTENER_PREFIX,
+    TraceName,
+    capture_parts,
+    file_name,
+    number_spans,
+    parse_any_json_name,
+    parse_trace_name,
+)
 from .sniff import classify_file, is_json_name, is_snapshot_name, snapshot_file
 from .storage import Access, FileInfo, Storage, local_fingerprint
 
@@ -92,6 +102,18 @@ class ExportFile(_ListedFile):
 
 
 @dataclass(frozen=True)
+class CaptureFolder:
+    """A run folder as a place to capture into (``tb_plugin.capture``): its URL (where the traces go, with
+    ``.capture/`` below it), the credentials the listing used, and the listener files a running job keeps fresh
+    there, as (file name, mtime). A folder of traces with no listener has ``listeners == ()``."""
+
+    run: str
+    url: str
+    access: Access | None = field(default=None, compare=False, repr=False)
+    listeners: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class SnapshotFile(_ListedFile):
     """A PyTorch allocator snapshot (``torch.cuda.memory._dump_snapshot``) found under a logdir, recognised by its
     content; shown under the run its folder is (``folder``), never loaded as a trace."""
@@ -142,9 +164,14 @@ class Catalog:
         self.snapshots: list[SnapshotFile] = []  # allocator snapshots (last scan)
         self._snapshot_heads: dict[str, tuple[tuple[int, float, str | None], bool]] = {}
         self._previous: dict[str, FileInfo] = {}
+        # path → the settled version last listed as a trace, and its content tag: listed on while the file is being
+        # rewritten (settling), so its run does not vanish and its last good parse is served meanwhile
+        self._settled: dict[str, tuple[FileInfo, str | None]] = {}
+        self._settling_now: dict[str, tuple[FileInfo, str | None]] = {}  # the same, being built by a scan
         self._last_listing: dict[str, list[FileInfo]] = {}  # root url -> its last successful listing
         self.errors: dict[str, str] = {}  # root url -> reason the last listing failed
         self.pending: int = 0  # files seen but still settling
+        self.capture: dict[str, CaptureFolder] = {}  # run name -> folder where a job listens (last scan)
 
     def scan(self, now: float | None = None) -> list[TraceFile]:
         """The files ready to load; ``now=math.inf`` takes every file as finished (a CLI run after profiling)."""
@@ -153,11 +180,15 @@ class Catalog:
         files: list[TraceFile] = []
         pending = 0
         self.rejected = {}
+        self._settling_now = {}
         exports: list[ExportFile] = []
+        capture: dict[str, CaptureFolder] = {}
         snapshots: list[SnapshotFile] = []
         for root in self.roots:
             stable = []
             for info in self._listing(root):
+                if _take_capture_file(root, info, capture):
+                    continue
                 named = self._name(info.path)
                 base = posixpath.basename(info.path)
                 snapshot = named is None and is_snapshot_name(base)
@@ -166,6 +197,8 @@ class Catalog:
                 seen[info.path] = info
                 if self._settling(info, now):
                     pending += int(named is not None or snapshot)
+                    if named is not None and info.path in self._settled:  # rewritten: listed as it was
+                        stable.append((named.name, self._settled[info.path][0]))
                     continue
                 if snapshot:
                     if self._is_snapshot(root, info):
@@ -176,8 +209,10 @@ class Catalog:
                     exports.append(taken)
                 elif taken is not None:
                     stable.append((taken, info))
-            files.extend(_files_of_root(root, stable))
+            files.extend(_files_of_root(root, stable, functools.partial(self._tag, root)))
+        self._settled = self._settling_now
         self.exports = exports
+        self.capture = capture
         self.snapshots = snapshots
         self._previous = seen
         self._sniffed = {p: v for p, v in self._sniffed.items() if p in seen}
@@ -197,6 +232,15 @@ class Catalog:
         self.errors.pop(url, None)
         self._last_listing[url] = listing
         return listing
+
+    def _tag(self, root: Root, info: FileInfo) -> str | None:
+        """The content tag of a file listed as a trace (see :func:`_content_tag`): the one it had when it settled,
+        for a file being rewritten (so it keeps its identity, and its parse), else read now. Remembered for the
+        next scan."""
+        held = self._settled.get(info.path)
+        tag = held[1] if held is not None and held[0] is info else _content_tag(root, info)
+        self._settling_now[info.path] = (info, tag)
+        return tag
 
     def _settling(self, info: FileInfo, now: float) -> bool:
         """Changed since the last scan and younger than ``SETTLE_SECONDS``: it may still be being written."""
@@ -287,6 +331,21 @@ def _run_name(root: Root, directory: str) -> str:
     return base or root.storage.url
 
 
+def _take_capture_file(root: Root, info: FileInfo, found: dict[str, CaptureFolder]) -> bool:
+    """Whether a listed file lies in a run folder's ``.capture/`` (then it is never a trace); a listener file
+    also makes its run folder a capture target."""
+    parts = capture_parts(info.path)
+    if parts is None:
+        return False
+    folder, name = parts
+    if name.startswith(LISTENER_PREFIX) and name.endswith(".json") and "/" not in name:
+        run = _run_name(root, folder)
+        known = found.get(run)
+        listeners = (known.listeners if known else ()) + ((name, info.mtime),)
+        found[run] = CaptureFolder(run, root.storage.display(folder), root.storage.file_access, listeners)
+    return True
+
+
 def _export_file(root: Root, info: FileInfo, kind: str) -> ExportFile:
     return ExportFile(folder=_run_name(root, posixpath.dirname(info.path)),
                       url=root.storage.display(info.path), kind=kind, size=info.size, mtime=info.mtime,
@@ -299,7 +358,8 @@ def _snapshot_file(root: Root, info: FileInfo) -> SnapshotFile:
                         access=root.storage.file_access)
 
 
-def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]]) -> list[TraceFile]:
+def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]],
+                   tag: Callable[[FileInfo], str | None]) -> list[TraceFile]:
     by_worker: dict[tuple[str, str], list[tuple[int | None, FileInfo]]] = defaultdict(list)
     for parsed, info in infos:
         directory = posixpath.dirname(info.path)
@@ -315,6 +375,6 @@ def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]]) -> list[
             info = unique[stamp]
             files.append(TraceFile(run=_run_name(root, directory), worker=worker, span=span,
                                    url=root.storage.display(info.path), size=info.size, mtime=info.mtime,
-                                   etag=_content_tag(root, info), problem=info.problem, stamp=stamp,
+                                   etag=tag(info), problem=info.problem, stamp=stamp,
                                    access=root.storage.file_access))
     return files

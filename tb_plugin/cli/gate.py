@@ -2,24 +2,30 @@
 regression gate for CI. The numbers are the Diff view's (``analysis/diff.py`` through :func:`tb_plugin.diff`):
 per-step averages of the step time and of each breakdown category, so runs of different step counts compare
 fairly; it leads with the category that moved most and lists the operators and kernels by what they add to the
-step, per step. Each side is one span: the output names it."""
+step, per step. Each side is one span: the output names it.
+
+A gate must never pass what it cannot measure: a side without events or without steps, or a metric that is zero
+or undefined on both sides, exits with :data:`EXIT_NOTHING_TO_COMPARE` and says why (an empty trace once printed
+"OK: -100 %" and exited 0). Two runs that look unrelated are compared, with a warning on stderr."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from typing import Any
 
 import pandas as pd
 
-from ..sdk import Trace, TraceDiff
+from ..sdk import ProfilerError, Trace, TraceDiff
 from ..sdk import diff as diff_runs
 from ..sdk import open as open_trace
 from .summary import records
 
 EXIT_SLOWER = 1
+EXIT_NOTHING_TO_COMPARE = 4
 _PERCENT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*%?\s*")
 
 
@@ -103,7 +109,12 @@ def run_diff(args: argparse.Namespace, progress: Any) -> int:
     limit = threshold(args.fail_if_slower) if args.fail_if_slower is not None else None
     a, b = open_sides(args, progress)
     d = diff_runs(a, b)
+    for warning in d.warnings:
+        print(f"pytorch-tb-profiler: warning: {warning}", file=sys.stderr)
     base, new = d.metric(args.metric)  # ValueError for an unknown metric: exit 2 with the list
+    problem = "; ".join(d.problems) or _unmeasured(args.metric, base, new)
+    if problem:
+        raise ProfilerError(f"nothing to compare: {problem}", EXIT_NOTHING_TO_COMPARE)
     change = growth(base, new)
     failed = limit is not None and change > limit
     parts = slower_parts(d, args.top)
@@ -122,6 +133,15 @@ def run_diff(args: argparse.Namespace, progress: Any) -> int:
         print(f"baseline: {side_text(a)}\nnew:      {side_text(b)}\n")
         _print(args.metric, base, new, change, limit, failed, parts)
     return EXIT_SLOWER if failed else 0
+
+
+def _unmeasured(metric: str, base: float, new: float) -> str:
+    """Why ``metric`` compares nothing (empty when it compares): undefined, or zero on both sides."""
+    if not (math.isfinite(base) and math.isfinite(new)):
+        return f"{metric} is not defined per step in {'BASE' if not math.isfinite(base) else 'NEW'}"
+    if base == 0 and new == 0:
+        return f"{metric} is 0 in both runs (a CPU-only run has no kernel time, for example)"
+    return ""
 
 
 def _pct(change: float) -> str:

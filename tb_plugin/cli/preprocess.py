@@ -1,7 +1,8 @@
 """``pytorch-tb-profiler preprocess LOGDIR``: parse every trace into a cache that TensorBoard reads
 (``--profiler_cache_dir``), on a Dask cluster (``--dask ADDRESS``), a Dask ``LocalCluster`` (``--dask-local N``) or,
 without Dask, a local pool. Exit codes: 0 every file is in the cache, 1 some failed (listed with reasons; a rerun
-does only what is missing), 2 the logdir, the cache or the cluster cannot be used.
+does only what is missing), 2 the logdir does not exist or holds no trace, or an argument is wrong, 6 a store (the
+logdir's or the cache's) or the Dask scheduler cannot be reached.
 """
 
 from __future__ import annotations
@@ -9,14 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
-from ..jobs.budget import loader_slots
-from ..jobs.cache import default_cache_dir
-from ..jobs.shared import SharedCache
-from ..scaleout.executors import CONNECT_TIMEOUT_CLI, DaskExecutor, Executor, LocalPool, MissingDask
-from ..scaleout.preprocess import PreprocessError, plan, run
+if TYPE_CHECKING:  # imported where used: building the command line parser stays light (numpy, pyarrow, pandas)
+    from ..scaleout.executors import Executor
 
-EXIT_FAILED_FILES, EXIT_UNUSABLE = 1, 2
+EXIT_FAILED_FILES, EXIT_UNUSABLE, EXIT_UNREACHABLE = 1, 2, 6
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,8 +25,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     where = p.add_mutually_exclusive_group()
     where.add_argument("--dask", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://scheduler:8786")
     where.add_argument("--dask-local", metavar="N", type=int, help="start a Dask LocalCluster of N processes")
-    p.add_argument("--dask-timeout", metavar="SECONDS", type=float, default=CONNECT_TIMEOUT_CLI,
-                   help=f"how long to wait for the --dask scheduler to answer (default {CONNECT_TIMEOUT_CLI:g})")
+    # no default here: scaleout.executors (CONNECT_TIMEOUT_CLI) is imported where used, so the parser stays light
+    p.add_argument("--dask-timeout", metavar="SECONDS", type=float, default=None,
+                   help="how long to wait for the --dask scheduler to answer (default 30)")
     p.add_argument("--workers", type=int, help="processes of the local pool without Dask (default: the cores but one)")
     p.add_argument("--cache", metavar="URL", help="the cache: a shared path or a URL TensorBoard's "
                    "--profiler_cache_dir names too (default: ~/.cache/pytorch-tb-profiler)")
@@ -36,10 +36,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_preprocess(args: argparse.Namespace) -> int:
+    from ..jobs.cache import default_cache_dir
+    from ..jobs.shared import SharedCache
+    from ..scaleout.executors import LocalPool, MissingDask
+    from ..scaleout.preprocess import PreprocessError, plan, run
+
     if (args.dask_local is not None and args.dask_local < 1) or (args.workers is not None and args.workers < 1):
         print("pytorch-tb-profiler: error: --dask-local and --workers need at least 1", file=sys.stderr)
         return EXIT_UNUSABLE
-    if not args.dask_timeout > 0:
+    if args.dask_timeout is not None and not args.dask_timeout > 0:
         print("pytorch-tb-profiler: error: --dask-timeout must be a positive number of seconds", file=sys.stderr)
         return EXIT_UNUSABLE
     try:
@@ -47,7 +52,7 @@ def run_preprocess(args: argparse.Namespace) -> int:
         todo = plan(args.logdir, cache, args.any_json)
     except PreprocessError as err:
         print(f"pytorch-tb-profiler: error: {err}", file=sys.stderr)
-        return EXIT_UNUSABLE
+        return EXIT_UNREACHABLE if err.unreachable else EXIT_UNUSABLE
     except Exception as err:  # noqa: BLE001 - a cache URL of no known form, a missing backend package
         print(f"pytorch-tb-profiler: error: cannot use the cache {args.cache}: {err}", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -63,7 +68,7 @@ def run_preprocess(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
     except OSError as err:  # a scheduler that cannot be reached
         print(f"pytorch-tb-profiler: error: cannot reach the Dask scheduler {args.dask}: {err}", file=sys.stderr)
-        return EXIT_UNUSABLE
+        return EXIT_UNREACHABLE
     try:
         print(f"on {executor.description}", file=sys.stderr)
         report = run(todo, cache, executor)
@@ -74,8 +79,11 @@ def run_preprocess(args: argparse.Namespace) -> int:
 
 
 def _executor(args: argparse.Namespace, files: int) -> Executor:
+    from ..jobs.budget import loader_slots
+    from ..scaleout.executors import CONNECT_TIMEOUT_CLI, DaskExecutor, LocalPool
+
     if args.dask:
-        return DaskExecutor(address=args.dask, connect_timeout=args.dask_timeout)
+        return DaskExecutor(address=args.dask, connect_timeout=args.dask_timeout or CONNECT_TIMEOUT_CLI)
     if args.dask_local:
         return DaskExecutor(local_workers=args.dask_local)
     return LocalPool(min(args.workers or loader_slots(), max(1, files)))

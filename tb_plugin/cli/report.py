@@ -14,7 +14,10 @@ draws labels, legends and hover text as a subset of HTML (``<a href>``, ``<b>``)
 
 from __future__ import annotations
 
+import contextlib
 import html
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -301,5 +304,38 @@ def render(trace: Trace) -> str:
     return page.html(title)
 
 
+def check_output(output: str) -> None:
+    """Refuse an output path the report cannot be written to (exit code 5), before any trace is loaded."""
+    from ..sdk import ProfilerError
+    from . import EXIT_CANNOT_WRITE
+
+    target = Path(output)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise ProfilerError(f"cannot write the report to {output}: it is a directory", EXIT_CANNOT_WRITE)
+    if not folder.is_dir():
+        raise ProfilerError(f"cannot write the report to {output}: the folder {folder} does not exist",
+                            EXIT_CANNOT_WRITE)
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ProfilerError(f"cannot write the report to {output}: permission denied", EXIT_CANNOT_WRITE)
+
+
 def write_report(trace: Trace, output: str) -> None:
-    Path(output).write_text(render(trace), encoding="utf-8")
+    """Write the report whole (a temporary file renamed into place): never a half-written report."""
+    from ..sdk import ProfilerError
+    from . import EXIT_CANNOT_WRITE
+
+    target = Path(output)
+    text = render(trace)
+    try:
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=target.parent or Path("."),
+                                         prefix=f".{target.name}.", suffix=".tmp", delete=False) as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(fh.name, 0o666 & ~umask)  # as a file opened for writing would be, not the temp file's 0600
+        os.replace(fh.name, target)
+    except OSError as err:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(fh.name)
+        raise ProfilerError(f"cannot write the report to {output}: {err.strerror or err}", EXIT_CANNOT_WRITE) from None

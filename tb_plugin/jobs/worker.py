@@ -7,6 +7,7 @@ starting a worker costs a fork, not an interpreter start.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -16,7 +17,7 @@ from ..catalog.catalog import TraceFile
 from ..catalog.remote import scrub
 from ..loader import TraceLoadError, default_parts, load_trace
 from ..model.tables import save
-from . import budget
+from . import budget, entries
 from .cache import SOURCE_FILE, Stored
 
 
@@ -44,11 +45,7 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         model = load_trace(file.url, report, parts=min(parts, default_parts()) if parts else default_parts(),
                            access=access, keep_source=source.append if file.is_remote else None,
                            limits=budget.load_limits())
-        save(model, entry)
-        if stored is not None:
-            _save_derived(stored, model, entry)
-        if source:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
-            (Path(entry) / SOURCE_FILE).write_bytes(source[0])
+        _write_entry(model, Path(entry), stored, source[0] if source else None)
         progress.value = 1.0
         message = ("ok", {"events": model.n_events, "bytes": model.nbytes()})
     except TraceLoadError as err:  # the third item: the same file version would fail anywhere (cache it)
@@ -65,6 +62,22 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         pass  # the server stopped waiting (the file changed or went away, or it is shutting down): nobody to tell
     finally:
         conn.close()
+
+
+def _write_entry(model: Any, entry: Path, stored: Stored | None, source: bytes | None) -> None:
+    """Build the entry in a private folder of the cache, seal it and rename it into place (``jobs.entries``): no
+    one ever sees it half written, and a server that published the same entry first wins."""
+    built = entries.staging(entry.parent)
+    try:
+        save(model, built)
+        if stored is not None:
+            _save_derived(stored, model, str(built))
+        if source is not None:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
+            (built / SOURCE_FILE).write_bytes(source)
+        entries.seal(built)
+        entries.publish(built, entry)
+    finally:
+        shutil.rmtree(built, ignore_errors=True)
 
 
 def _save_derived(stored: Stored, model: Any, entry: str) -> None:

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..analysis import kernels as kernel_analysis
@@ -31,11 +32,13 @@ from ..analysis.overview import overview as overview_view
 from ..analysis.rank_summary import RankSummary, rank_summary
 from ..analysis.roofline import GROUPINGS as ROOFLINE_GROUPINGS
 from ..analysis.roofline import roofline as roofline_view
+from ..analysis.steps import find_steps
 from ..analysis.summary import summary as summary_view
 from ..analysis.whatif.what_if import what_if as what_if_view
 from ..catalog.catalog import TraceFile
 from ..catalog.sniff import MEMORY_RAW, export_kind
 from ..loader.memory_export import load_export
+from ..model.names import step_number
 from ..model.tables import TraceModel
 from .insights import Insights
 from .locate import Progress, Selection, load, select
@@ -366,9 +369,14 @@ class TraceDiff:
     kernels: pd.DataFrame
     raw: dict[str, Any] = field(repr=False)
     models: tuple[TraceModel, TraceModel] | None = field(default=None, repr=False)  # (baseline, experiment)
+    # why the per-step numbers compare nothing (a side without events or steps): empty when they compare
+    problems: list[str] = field(default_factory=list)
+    # what makes the comparison doubtful though it computes (two unrelated runs)
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, payload: dict[str, Any], models: tuple[TraceModel, TraceModel] | None = None) -> TraceDiff:
+    def of(cls, payload: dict[str, Any], models: tuple[TraceModel, TraceModel] | None = None,
+           problems: list[str] | None = None) -> TraceDiff:
         b = payload["breakdown"]
         rows = [(c, b["baseline"][c], b["experiment"][c]) for c in b["categories"]]
         rows.append(("step", b["step_baseline_us"], b["step_experiment_us"]))
@@ -376,7 +384,7 @@ class TraceDiff:
         table["delta_us"] = table["experiment_us"] - table["baseline_us"]
         table["delta_ratio"] = table["delta_us"] / table["baseline_us"].where(table["baseline_us"] != 0)
         return cls(breakdown=table, operators=frame(payload["operators"]), kernels=frame(payload["kernels"]),
-                   raw=payload, models=models)
+                   raw=payload, models=models, problems=list(problems or []))
 
     def drill(self, path: str = "0") -> pd.DataFrame:
         """The Diff view's drill-down (``GET /diff/node``): the entries below ``path`` ("0" all the steps, "0-3" its
@@ -440,4 +448,59 @@ def diff_traces(base: Trace | str | os.PathLike[str], new: Trace | str | os.Path
     """What changed from ``base`` to ``new`` (each a :class:`Trace` or a path :func:`open_trace` takes)."""
     a = base if isinstance(base, Trace) else open_trace(base, cache_dir=cache_dir, progress=progress)
     b = new if isinstance(new, Trace) else open_trace(new, cache_dir=cache_dir, progress=progress)
-    return TraceDiff.of(diff_summary(a.model, b.model), (a.model, b.model))
+    d = TraceDiff.of(diff_summary(a.model, b.model), (a.model, b.model),
+                     [*step_problems(a, "BASE"), *step_problems(b, "NEW")])
+    if d.problems:  # nothing to compare: no doubt to add
+        return d
+    d.warnings.extend(unrelated(d))
+    devices = [_devices(t.model) for t in (a, b)]
+    if all(devices) and devices[0] != devices[1]:
+        d.warnings.append(f"BASE ran on {', '.join(devices[0])} and NEW on {', '.join(devices[1])}: the times "
+                          "compare hardware as much as code")
+    return d
+
+
+def step_problems(trace: Trace, side: str) -> list[str]:
+    """Why ``trace`` has no per-step numbers to compare (``side``: how the message names it); empty when it has.
+
+    A trace without ``ProfilerStep#N`` events is shown as one step covering the whole trace, which is no step
+    time to gate on (it includes the profiler's warm-up and whatever ran around the steps)."""
+    name = f"{side} ({trace.file.filename})"
+    if trace.model.n_events == 0:
+        return [f"{name} holds no events"]
+    if not any(step_number(text) is not None for text in trace.model.strings):
+        return [f"{name} has no ProfilerStep#N events, so no steps to compare (call prof.step() once per "
+                "iteration under a profiler schedule)"]
+    durations = find_steps(trace.model).duration
+    if not (np.isfinite(durations) & (durations > 0)).any():
+        return [f"{name} has no step with a duration"]
+    return []
+
+
+UNRELATED_SHARE = 0.5  # below this share of either side's operator time in operators both have: two different runs
+
+
+def unrelated(d: TraceDiff) -> list[str]:
+    """A warning when the two runs look unrelated: little of either side's host time is in operators the other
+    side has (0.94 and 1.00 for the same model with other loader settings; 0.08 for a ResNet against a
+    Transformer)."""
+    ops = d.operators
+    if ops.empty:
+        return []
+    shares = []
+    for side in ("baseline", "experiment"):
+        times = ops[f"{side}_host_self_us"].fillna(0.0)
+        total = float(times.sum())
+        shares.append(float(times[ops["status"] == "both"].sum()) / total if total > 0 else 1.0)
+    if min(shares) >= UNRELATED_SHARE:
+        return []
+    return [f"BASE and NEW look unrelated: only {shares[0]:.0%} of BASE's operator time and {shares[1]:.0%} of "
+            "NEW's is in operators both have (is this the comparison you meant?)"]
+
+
+def _devices(model: TraceModel) -> list[str]:
+    """The GPU names of a trace (sorted, once each): what hardware it ran on."""
+    props = model.meta.get("deviceProperties")
+    if not isinstance(props, list):
+        return []
+    return sorted({str(p.get("name")) for p in props if isinstance(p, dict) and p.get("name")})

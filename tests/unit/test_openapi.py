@@ -52,6 +52,10 @@ def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, re
     client = tensorboard_app(logdir)
     body = wait_until_settled(client, expect_spans=4)
     check(spec, "/runs", 200, body)
+    page = client.get(f"{API}/runs?limit=1&q=ddp&run=bad").get_json()  # a page: the failed run's span in attention
+    check(spec, "/runs", 200, page)
+    assert {r["name"] for r in page["runs"]} == {"bad", "ddp_resnet50", page["newest"]}  # the run asked, the page
+    assert page["attention"][0]["run"] == "bad" and page["states"]["failed"] == 1
     check(spec, "/views", 200, client.get(f"{API}/views?run=ddp_resnet50").get_json())
     for worker in ("rank0", "rank1"):
         r = client.get(f"{API}/summary?run=ddp_resnet50&worker={worker}&span=1")
