@@ -550,16 +550,10 @@ class DiffPage {
     );
   }
 
-  private show(data: DiffResponse, exp: Target, signal: AbortSignal): void {
-    const b = data.breakdown;
-    const steps = data.steps?.baseline && data.steps.experiment ? { step: data.steps.baseline, exp_step: data.steps.experiment } : null;
-    if (data.step_names) {
-      this.stepNames = data.step_names;
-      if (steps) this.renderControls(); // the step pickers now list every step
-    }
+  /** The operators' and the kernels' tables of a comparison (no kernels on either side: none). */
+  private tables(data: DiffResponse, exp: Target): { opTable: DiffTable; kernelTable: DiffTable | null } {
     const ops = Array.isArray(data.operators) ? data.operators : [];
     const kernels = Array.isArray(data.kernels) ? data.kernels : [];
-    const breakdownChart = chartDiv("diff-breakdown-chart", 340);
     const name = (what: string) => (m: { label: string }): string =>
       csvFileName("diff", this.base.run, this.base.worker, `span${this.base.span}`, "vs", exp.run, exp.worker, `span${exp.span}`, what, m.label);
     const opTable = new DiffTable({
@@ -573,11 +567,13 @@ class DiffPage {
     const kernelTable = kernels.length
       ? new DiffTable({ testid: "diff-kernels", what: "Kernel", rows: kernels, metrics: KERNEL_METRICS, csvName: name("kernels") })
       : null;
-    const newOps = ops.filter((r) => r.status === "new").length;
-    const goneOps = ops.filter((r) => r.status === "gone").length;
+    return { opTable, kernelTable };
+  }
 
+  /** Plotly and the page's charts, loaded once on first use (null once the page is left or Plotly failed). */
+  private chartsOnce(signal: AbortSignal): () => Promise<{ charts: Charts; plotly: Plotly } | null> {
     let plotlyPromise: Promise<{ charts: Charts; plotly: Plotly } | null> | null = null;
-    const charts = (): Promise<{ charts: Charts; plotly: Plotly } | null> => {
+    return () => {
       plotlyPromise ??= this.ctx.loadPlotly().then(
         (plotly) => {
           if (signal.aborted) return null;
@@ -588,8 +584,13 @@ class DiffPage {
       );
       return plotlyPromise;
     };
-    // The drill-down's entry is in the URL (`drill`): each step down or up is a history entry Back undoes, and a
-    // copied link reopens it; a new comparison starts at the top.
+  }
+
+  /**
+   * The drill-down and the entry it opens on. Its entry is in the URL (`drill`): each step down or up is a
+   * history entry Back undoes, and a copied link reopens it; a new comparison starts at the top.
+   */
+  private drillDown(exp: Target, charts: () => Promise<{ charts: Charts; plotly: Plotly } | null>, signal: AbortSignal): { drill: DrillDown; start: string } {
     const linked = this.firstShow ? readViewUrlState().drill : undefined;
     const start = linked !== undefined && /^0(-\d{1,6}){0,64}$/.test(linked) ? linked : "0";
     if (!this.firstShow) writeViewUrlState({ drill: undefined });
@@ -597,6 +598,23 @@ class DiffPage {
     const drill = new DrillDown(this.ctx, this.base, exp, charts, signal, this.steps,
       (path) => { pushViewUrlState({ drill: path === "0" ? undefined : path }); });
     this.drill = drill;
+    return { drill, start };
+  }
+
+  private show(data: DiffResponse, exp: Target, signal: AbortSignal): void {
+    const b = data.breakdown;
+    const steps = data.steps?.baseline && data.steps.experiment ? { step: data.steps.baseline, exp_step: data.steps.experiment } : null;
+    if (data.step_names) {
+      this.stepNames = data.step_names;
+      if (steps) this.renderControls(); // the step pickers now list every step
+    }
+    const ops = Array.isArray(data.operators) ? data.operators : [];
+    const breakdownChart = chartDiv("diff-breakdown-chart", 340);
+    const { opTable, kernelTable } = this.tables(data, exp);
+    const newOps = ops.filter((r) => r.status === "new").length;
+    const goneOps = ops.filter((r) => r.status === "gone").length;
+    const charts = this.chartsOnce(signal);
+    const { drill, start } = this.drillDown(exp, charts, signal);
 
     replaceChildren(
       this.body,

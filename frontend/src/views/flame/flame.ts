@@ -136,6 +136,101 @@ function exportButtons(ctx: ViewContext, params: () => Record<string, string>): 
   return h("span", { class: "ptp-flame-export", onMouseover: () => { link.setAttribute("href", url()); }, onFocusin: () => { link.setAttribute("href", url()); } }, copy, link);
 }
 
+/**
+ * The search's count: the drawn tree leaves out frames too thin to draw, so the matches' count and weight come
+ * from the server, which searches every frame (the Operator view's and the folded export's figure); the highlight
+ * is drawn at once. Returns the function to call with each query (typing waits 150 ms; a newer query wins).
+ */
+function matchCounter(ctx: ViewContext, params: () => Record<string, string>, info: HTMLElement): (q: string) => void {
+  let seq = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const count = async (q: string, mine: number): Promise<void> => {
+    let r: FlameSearchResponse;
+    try {
+      r = await spanGet(ctx, "flamegraph/search", { ...params(), q });
+    } catch (err) {
+      if (!left(ctx) && mine === seq) info.textContent = `Search failed: ${err instanceof Error ? err.message : String(err)}`;
+      return;
+    }
+    if (left(ctx) || mine !== seq) return;
+    const thin = r.count - r.drawn;
+    info.textContent = r.count === 0 ? "No frame matches."
+      : `${formatInt(r.count)} frame${r.count === 1 ? "" : "s"} match${thin > 0 ? ` (${formatInt(thin)} too thin to draw)` : ""}: ${formatWeight(r.value, r.unit)}, ${formatPercent1(r.total > 0 ? r.value / r.total : 0)} of the total`;
+  };
+  return (q) => {
+    const mine = ++seq;
+    clearTimeout(timer);
+    info.textContent = q ? "Searching…" : "";
+    if (q) timer = setTimeout(() => { void count(q, mine); }, 150);
+  };
+}
+
+interface AnswerParts {
+  status: HTMLElement;
+  notices: HTMLElement;
+  filterChip: HTMLElement;
+  stepPicker: HTMLElement;
+  legendBox: HTMLElement;
+}
+
+/** What an answer changes around the graph: the frame count, notices, the operator chip, the step picker, the legend. */
+function showAnswer(resp: FlameResponse, state: State, parts: AnswerParts, reload: () => void): void {
+  const hidden = resp.frames_total - resp.frames.name.length;
+  parts.status.textContent = `${formatInt(resp.frames_total)} frames${hidden > 0 ? ` (${formatInt(hidden)} below ${formatMinShare(resp.min_share)} of the total not drawn)` : ""}`;
+  replaceChildren(parts.notices, resp.python_stacks ? null : noStacksNotice(), resp.total > 0 ? null : emptyNotice(resp));
+  replaceChildren(parts.filterChip, state.operator
+    ? h("span", { class: "ptp-flame-chip" }, "Only stacks through ", h("b", {}, state.operator), " ",
+      h("button", { class: "ptp-link-button", testid: "flame-clear-operator", attrs: { type: "button", "aria-label": "Show all stacks" }, onClick: () => { state.operator = ""; reload(); } }, "✕ show all"))
+    : null);
+  replaceChildren(parts.stepPicker, resp.steps.length > 0
+    ? select("flame-step", "Step", [{ id: "", label: "All steps" }, ...resp.steps.map((s) => ({ id: s, label: `Step ${s}` }))], state.step, (v) => { state.step = v; reload(); })
+    : null);
+  replaceChildren(parts.legendBox, legend(new Set(resp.kinds)));
+}
+
+/** The graph's controls: weight, step, icicle, merge by function, the search box, the exports. */
+function flameControls(ctx: ViewContext, state: State, params: () => Record<string, string>,
+  parts: { stepPicker: HTMLElement; searchInfo: HTMLElement },
+  on: { load(): void; redraw(): void; search(): void }): HTMLElement {
+  const search = h("input", {
+    class: "ptp-search",
+    testid: "flame-search",
+    attrs: { type: "search", placeholder: "Search frames", "aria-label": "Search frames" },
+    onInput: () => { state.query = search.value; on.search(); },
+  });
+  const metricHelp = METRICS.map((m) => `${m.label}: ${m.help}`).join("\n");
+  return h(
+    "div",
+    { class: "ptp-card-head ptp-flame-controls" },
+    select("flame-metric", "Weight", METRICS, state.metric, (v) => { state.metric = v; on.load(); }),
+    infoIcon(metricHelp),
+    parts.stepPicker,
+    toggle("flame-icicle", "Icicle", "Root at the top (icicle) instead of at the bottom (flame)", () => state.orientation === "icicle",
+      () => { state.orientation = state.orientation === "flame" ? "icicle" : "flame"; on.redraw(); }),
+    toggle("flame-merge", "Merge by function", "One frame per function: line numbers and object addresses dropped", () => state.merge,
+      () => { state.merge = !state.merge; on.load(); }),
+    search,
+    parts.searchInfo,
+    exportButtons(ctx, params),
+  );
+}
+
+/** The query of the graph's routes for the state. */
+function flameParams(state: State): Record<string, string> {
+  const p: Record<string, string> = { metric: state.metric, merge: state.merge ? "function" : "line" };
+  if (state.step) p["step"] = state.step;
+  if (state.operator) p["operator"] = state.operator;
+  return p;
+}
+
+/** The breadcrumb of the frame zoomed into: "all › … › frame", each a button that zooms there. */
+function showCrumbs(crumbs: HTMLElement, d: FlameResponse, zoom: number, zoomTo: (frame: number) => void): void {
+  replaceChildren(crumbs,
+    h("button", { class: "ptp-link-button", testid: "flame-crumb", attrs: { type: "button" }, onClick: () => { zoomTo(-1); } }, "all"),
+    ancestry(d, zoom).map((f) => [" › ", h("button", { class: "ptp-link-button", testid: "flame-crumb", attrs: { type: "button" }, onClick: () => { zoomTo(f); } }, d.strings[d.frames.name[f] ?? 0] ?? "")]),
+  );
+}
+
 export async function render(container: HTMLElement, ctx: ViewContext): Promise<() => void> {
   const linked = readViewUrlState().flame_op?.trim() ?? "";
   if (linked) writeViewUrlState({ flame_op: undefined });
@@ -154,12 +249,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   let layout: FlameLayout | null = null;
   let width = 0;
 
-  const params = (): Record<string, string> => {
-    const p: Record<string, string> = { metric: state.metric, merge: state.merge ? "function" : "line" };
-    if (state.step) p["step"] = state.step;
-    if (state.operator) p["operator"] = state.operator;
-    return p;
-  };
+  const params = (): Record<string, string> => flameParams(state);
   const redraw = (): void => {
     if (!data || !layout) return;
     width = graph.clientWidth || width || 1000;
@@ -174,38 +264,12 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     redraw();
   };
   const renderCrumbs = (): void => {
-    if (!data) return;
-    const d = data;
-    const path = ancestry(d, canvas.zoom);
-    replaceChildren(crumbs,
-      h("button", { class: "ptp-link-button", testid: "flame-crumb", attrs: { type: "button" }, onClick: () => { zoomTo(-1); } }, "all"),
-      path.map((f) => [" › ", h("button", { class: "ptp-link-button", testid: "flame-crumb", attrs: { type: "button" }, onClick: () => { zoomTo(f); } }, d.strings[d.frames.name[f] ?? 0] ?? "")]),
-    );
+    if (data) showCrumbs(crumbs, data, canvas.zoom, zoomTo);
   };
-  // The drawn tree leaves out frames too thin to draw: the matches' count and weight come from the server, which
-  // searches every frame (the Operator view's and the folded export's figure); the highlight is drawn at once.
-  let searchSeq = 0;
-  let searchTimer: ReturnType<typeof setTimeout> | undefined;
-  const countMatches = async (q: string, seq: number): Promise<void> => {
-    let r: FlameSearchResponse;
-    try {
-      r = await spanGet(ctx, "flamegraph/search", { ...params(), q });
-    } catch (err) {
-      if (!left(ctx) && seq === searchSeq) searchInfo.textContent = `Search failed: ${err instanceof Error ? err.message : String(err)}`;
-      return;
-    }
-    if (left(ctx) || seq !== searchSeq) return;
-    const thin = r.count - r.drawn;
-    searchInfo.textContent = r.count === 0 ? "No frame matches."
-      : `${formatInt(r.count)} frame${r.count === 1 ? "" : "s"} match${thin > 0 ? ` (${formatInt(thin)} too thin to draw)` : ""}: ${formatWeight(r.value, r.unit)}, ${formatPercent1(r.total > 0 ? r.value / r.total : 0)} of the total`;
-  };
+  const counter = matchCounter(ctx, params, searchInfo);
   const updateSearch = (): void => {
     if (!data) return;
-    const q = state.query.trim();
-    const seq = ++searchSeq;
-    clearTimeout(searchTimer);
-    searchInfo.textContent = q ? "Searching…" : "";
-    if (q) searchTimer = setTimeout(() => { void countMatches(q, seq); }, 150);
+    counter(state.query.trim());
     redraw();
   };
 
@@ -224,41 +288,12 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     data = resp;
     layout = layoutFrames(resp);
     canvas.setData(resp, layout);
-    const hidden = resp.frames_total - resp.frames.name.length;
-    status.textContent = `${formatInt(resp.frames_total)} frames${hidden > 0 ? ` (${formatInt(hidden)} below ${formatMinShare(resp.min_share)} of the total not drawn)` : ""}`;
-    replaceChildren(notices, resp.python_stacks ? null : noStacksNotice(), resp.total > 0 ? null : emptyNotice(resp));
-    replaceChildren(filterChip, state.operator
-      ? h("span", { class: "ptp-flame-chip" }, "Only stacks through ", h("b", {}, state.operator), " ",
-        h("button", { class: "ptp-link-button", testid: "flame-clear-operator", attrs: { type: "button", "aria-label": "Show all stacks" }, onClick: () => { state.operator = ""; void load(); } }, "✕ show all"))
-      : null);
-    replaceChildren(stepPicker, resp.steps.length > 0
-      ? select("flame-step", "Step", [{ id: "", label: "All steps" }, ...resp.steps.map((s) => ({ id: s, label: `Step ${s}` }))], state.step, (v) => { state.step = v; void load(); })
-      : null);
-    replaceChildren(legendBox, legend(new Set(resp.kinds)));
+    showAnswer(resp, state, { status, notices, filterChip, stepPicker, legendBox }, () => { void load(); });
     updateSearch();
   };
 
-  const search = h("input", {
-    class: "ptp-search",
-    testid: "flame-search",
-    attrs: { type: "search", placeholder: "Search frames", "aria-label": "Search frames" },
-    onInput: () => { state.query = search.value; updateSearch(); },
-  });
-  const metricHelp = METRICS.map((m) => `${m.label}: ${m.help}`).join("\n");
-  const controls = h(
-    "div",
-    { class: "ptp-card-head ptp-flame-controls" },
-    select("flame-metric", "Weight", METRICS, state.metric, (v) => { state.metric = v; void load(); }),
-    infoIcon(metricHelp),
-    stepPicker,
-    toggle("flame-icicle", "Icicle", "Root at the top (icicle) instead of at the bottom (flame)", () => state.orientation === "icicle",
-      () => { state.orientation = state.orientation === "flame" ? "icicle" : "flame"; redraw(); }),
-    toggle("flame-merge", "Merge by function", "One frame per function: line numbers and object addresses dropped", () => state.merge,
-      () => { state.merge = !state.merge; void load(); }),
-    search,
-    searchInfo,
-    exportButtons(ctx, params),
-  );
+  const controls = flameControls(ctx, state, params, { stepPicker, searchInfo },
+    { load: () => { void load(); }, redraw, search: updateSearch });
   hookPointer(canvas, graph, tooltip, () => data, zoomTo);
   replaceChildren(container, h("div", { class: "ptp-view ptp-flame", testid: "flame-view" },
     notices,

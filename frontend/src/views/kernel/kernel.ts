@@ -59,6 +59,54 @@ const GROUPINGS: { id: KernelGrouping; label: string }[] = [
 
 const yesNo = (v: boolean | undefined): string => (v === undefined ? DASH : v ? "yes" : "no");
 
+/** Columns of the kernels' mean occupancy: blocks per SM and the estimated achieved occupancy. */
+const OCCUPANCY_COLUMNS: Column<KernelRow>[] = [
+  {
+    key: "blocks_per_sm",
+    label: "Mean blocks per SM",
+    help: KERNEL_HELP.blocksPerSm,
+    numeric: true,
+    value: (r) => r.blocks_per_sm,
+    text: (r) => (r.blocks_per_sm === null ? "n/a" : formatFixed(r.blocks_per_sm, 2)),
+    exact: (r) => (r.blocks_per_sm === null ? "Not recorded" : String(r.blocks_per_sm)),
+  },
+  {
+    key: "achieved_occupancy",
+    label: "Mean est. achieved occupancy %",
+    help: KERNEL_HELP.occupancy,
+    numeric: true,
+    value: (r) => r.achieved_occupancy,
+    text: (r) => (r.achieved_occupancy === null ? "n/a" : formatPercent1(r.achieved_occupancy)),
+    exact: (r) => (r.achieved_occupancy === null ? "Not estimated: the trace has no occupancy for these kernels (CUPTI writes 0 where it cannot estimate one, e.g. cuBLAS nvjet and cuDNN kernels)" : `${(r.achieved_occupancy * 100).toFixed(3)}%`),
+    csvHeader: "Mean est. achieved occupancy (%)",
+    csv: (r) => (r.achieved_occupancy === null ? null : r.achieved_occupancy * 100),
+  },
+];
+
+/** Columns of one launch configuration (grouped by name and operator): grid, block, registers, shared memory. */
+const LAUNCH_COLUMNS: Column<KernelRow>[] = [
+  { key: "grid", label: "Grid", help: KERNEL_HELP.grid, value: (r) => r.grid ?? null, cls: "ptp-mono ptp-nowrap", title: () => KERNEL_HELP.grid },
+  { key: "block", label: "Block", help: KERNEL_HELP.block, value: (r) => r.block ?? null, cls: "ptp-mono ptp-nowrap", title: () => KERNEL_HELP.block },
+  {
+    key: "registers_per_thread",
+    label: "Registers/thread",
+    help: KERNEL_HELP.registers,
+    numeric: true,
+    value: (r) => r.registers_per_thread ?? null,
+    text: (r) => formatInt(r.registers_per_thread),
+  },
+  {
+    key: "shared_memory",
+    label: "Shared memory",
+    help: KERNEL_HELP.sharedMemory,
+    numeric: true,
+    value: (r) => r.shared_memory ?? null,
+    text: (r) => formatBytes(r.shared_memory),
+    exact: (r) => (r.shared_memory === null || r.shared_memory === undefined ? "Not recorded" : `${formatInt(r.shared_memory)} bytes`),
+    csvHeader: "Shared memory (bytes)",
+  },
+];
+
 /** Links of a kernel row: to its occurrences in the Trace view, to the operators that launched it, and (by
  * operator) from an operator cell to the Operator view. */
 export interface KernelLinks {
@@ -107,51 +155,9 @@ export function kernelColumns(grouping: KernelGrouping, links?: KernelLinks): Co
     durationColumn<KernelRow>("mean", "Mean", KERNEL_HELP.mean, (r) => r.mean_us),
     durationColumn<KernelRow>("min", "Min", KERNEL_HELP.min, (r) => r.min_us),
     durationColumn<KernelRow>("max", "Max", KERNEL_HELP.max, (r) => r.max_us),
-    {
-      key: "blocks_per_sm",
-      label: "Mean blocks per SM",
-      help: KERNEL_HELP.blocksPerSm,
-      numeric: true,
-      value: (r) => r.blocks_per_sm,
-      text: (r) => (r.blocks_per_sm === null ? "n/a" : formatFixed(r.blocks_per_sm, 2)),
-      exact: (r) => (r.blocks_per_sm === null ? "Not recorded" : String(r.blocks_per_sm)),
-    },
-    {
-      key: "achieved_occupancy",
-      label: "Mean est. achieved occupancy %",
-      help: KERNEL_HELP.occupancy,
-      numeric: true,
-      value: (r) => r.achieved_occupancy,
-      text: (r) => (r.achieved_occupancy === null ? "n/a" : formatPercent1(r.achieved_occupancy)),
-      exact: (r) => (r.achieved_occupancy === null ? "Not estimated: the trace has no occupancy for these kernels (CUPTI writes 0 where it cannot estimate one, e.g. cuBLAS nvjet and cuDNN kernels)" : `${(r.achieved_occupancy * 100).toFixed(3)}%`),
-      csvHeader: "Mean est. achieved occupancy (%)",
-      csv: (r) => (r.achieved_occupancy === null ? null : r.achieved_occupancy * 100),
-    },
+    ...OCCUPANCY_COLUMNS,
   );
-  if (op) {
-    cols.push(
-      { key: "grid", label: "Grid", help: KERNEL_HELP.grid, value: (r) => r.grid ?? null, cls: "ptp-mono ptp-nowrap", title: () => KERNEL_HELP.grid },
-      { key: "block", label: "Block", help: KERNEL_HELP.block, value: (r) => r.block ?? null, cls: "ptp-mono ptp-nowrap", title: () => KERNEL_HELP.block },
-      {
-        key: "registers_per_thread",
-        label: "Registers/thread",
-        help: KERNEL_HELP.registers,
-        numeric: true,
-        value: (r) => r.registers_per_thread ?? null,
-        text: (r) => formatInt(r.registers_per_thread),
-      },
-      {
-        key: "shared_memory",
-        label: "Shared memory",
-        help: KERNEL_HELP.sharedMemory,
-        numeric: true,
-        value: (r) => r.shared_memory ?? null,
-        text: (r) => formatBytes(r.shared_memory),
-        exact: (r) => (r.shared_memory === null || r.shared_memory === undefined ? "Not recorded" : `${formatInt(r.shared_memory)} bytes`),
-        csvHeader: "Shared memory (bytes)",
-      },
-    );
-  }
+  if (op) cols.push(...LAUNCH_COLUMNS);
   cols.push({
     key: "streams",
     label: "Streams",

@@ -26,11 +26,8 @@ export interface PerfettoRequest {
   signal?: AbortSignal;
 }
 
-/**
- * Must run inside the click handler (browsers allow window.open only from a user gesture).
- * Returns a function that stops waiting.
- */
-export function openInPerfetto(req: PerfettoRequest): () => void {
+/** Perfetto's window, opened now (inside the click); null, with the "blocked" status said, when it was not. */
+function openPerfettoWindow(req: PerfettoRequest): Window | null {
   let win: Window | null = null;
   let error = "";
   try {
@@ -38,24 +35,32 @@ export function openInPerfetto(req: PerfettoRequest): () => void {
   } catch (err) {
     error = err instanceof Error ? err.message : String(err);
   }
-  if (!win) {
-    req.onStatus({
-      state: "blocked",
-      detail: error || "The browser did not open a new window (pop-ups are blocked here).",
-    });
-    return () => undefined;
-  }
-  const target = win;
+  if (!win) req.onStatus({ state: "blocked", detail: error || "The browser did not open a new window (pop-ups are blocked here)." });
+  return win;
+}
+
+/** The trace file's bytes, fetched while Perfetto opens (an early failure is kept for when Perfetto answers). */
+function fetchTrace(url: string, signal: AbortSignal): Promise<ArrayBuffer> {
+  const buffer = fetch(url, { signal, credentials: "same-origin" }).then(async (resp) => {
+    if (!resp.ok) throw new Error(`The server answered ${resp.status} for the trace file.`);
+    return resp.arrayBuffer();
+  });
+  buffer.catch(() => undefined); // handled once Perfetto answers; not "unhandled" before
+  return buffer;
+}
+
+/**
+ * Must run inside the click handler (browsers allow window.open only from a user gesture).
+ * Returns a function that stops waiting.
+ */
+export function openInPerfetto(req: PerfettoRequest): () => void {
+  const target = openPerfettoWindow(req);
+  if (!target) return () => undefined;
   let finished = false;
   let ponged = false;
   const started = Date.now();
   const controller = new AbortController();
-  const buffer = fetch(req.fileUrl, { signal: controller.signal, credentials: "same-origin" }).then(async (resp) => {
-    if (!resp.ok) throw new Error(`The server answered ${resp.status} for the trace file.`);
-    return resp.arrayBuffer();
-  });
-  // Handled below once Perfetto answers; keep an early failure from being "unhandled".
-  buffer.catch(() => undefined);
+  const buffer = fetchTrace(req.fileUrl, controller.signal);
 
   const stop = (): void => {
     finished = true;

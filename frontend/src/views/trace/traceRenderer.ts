@@ -634,23 +634,10 @@ function outline(ctx: CanvasRenderingContext2D, scene: Scene, track: number | nu
   ctx.strokeRect(x - width / 2, top - width / 2, w + width, LANE_H - 2 + width);
 }
 
-/** Draw a frame. The context is in CSS pixels (the caller set the devicePixelRatio transform). */
-export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
-  const t0 = performance.now();
-  const stats: DrawStats = { events: 0, boxes: 0, labels: 0, critical: 0, marked: 0, dimmed: 0, ms: 0, ticks: [], steps: [] };
-  const { colours, width, height, labelW, layout } = scene;
+/** The plot's background: the steps shaded by turns, outside the trace, process bands, row separators, grid lines. */
+function drawBackground(ctx: CanvasRenderingContext2D, scene: Scene, visible: readonly Row[]): void {
+  const { colours, width, height, labelW } = scene;
   const plotW = plotWidth(scene);
-  ctx.fillStyle = colours.surface;
-  ctx.fillRect(0, 0, width, height);
-
-  const visible = layout.rows.filter((r) => r.y + r.h > scene.scrollTop && r.y < scene.scrollTop + height - HEADER_H);
-
-  ctx.save();
-  ctx.beginPath();
-  ctx.rect(labelW, HEADER_H, plotW, height - HEADER_H);
-  ctx.clip();
-
-  // step shading
   for (const [i, s] of scene.steps.entries()) {
     if (i % 2 === 1) continue;
     const xa = timeToX(scene, s.start);
@@ -659,7 +646,6 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
     ctx.fillStyle = colours.stepShade;
     ctx.fillRect(xa, HEADER_H, xb - xa, height - HEADER_H);
   }
-  // outside the trace
   if (scene.bounds) {
     const xa = timeToX(scene, scene.bounds[0]);
     const xb = timeToX(scene, scene.bounds[1]);
@@ -667,7 +653,6 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
     if (xa > labelW) ctx.fillRect(labelW, HEADER_H, xa - labelW, height - HEADER_H);
     if (xb < width) ctx.fillRect(xb, HEADER_H, width - xb, height - HEADER_H);
   }
-  // process header bands and row separators
   for (const row of visible) {
     const top = HEADER_H - scene.scrollTop + row.y;
     if (row.kind === "process") {
@@ -680,77 +665,103 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
     ctx.fillRect(labelW, top + row.h - 1, plotW, 1);
   }
   // grid lines at the ruler's ticks
-  {
-    const span = scene.view.end - scene.view.start;
-    const origin = scene.bounds?.[0] ?? scene.view.start;
-    const step = niceStep((span / plotW) * 90);
-    ctx.beginPath();
-    for (let i = Math.ceil((scene.view.start - origin) / step); ; i++) {
-      const x = timeToX(scene, origin + i * step);
-      if (x > width) break;
-      ctx.rect(Math.round(x), HEADER_H, 1, height - HEADER_H);
-    }
-    ctx.fillStyle = colours.grid;
-    ctx.fill();
+  const span = scene.view.end - scene.view.start;
+  const origin = scene.bounds?.[0] ?? scene.view.start;
+  const step = niceStep((span / plotW) * 90);
+  ctx.beginPath();
+  for (let i = Math.ceil((scene.view.start - origin) / step); ; i++) {
+    const x = timeToX(scene, origin + i * step);
+    if (x > width) break;
+    ctx.rect(Math.round(x), HEADER_H, 1, height - HEADER_H);
   }
+  ctx.fillStyle = colours.grid;
+  ctx.fill();
+}
 
+/** The window's lanes and counters of the visible rows, then (all flows on) every flow of the window. */
+function drawData(ctx: CanvasRenderingContext2D, scene: Scene, data: WindowData, visible: readonly Row[], stats: DrawStats): void {
+  const { colours, height } = scene;
+  eventRects.clear();
+  boxRects.clear();
+  dimRects.clear();
+  markRects.length = 0;
+  labelJobs.length = 0;
+  const series = counterSeriesMap(data);
+  for (const row of visible) {
+    const top = HEADER_H - scene.scrollTop + row.y;
+    if (row.kind === "track") {
+      const track = data.trackById.get(row.track.id);
+      if (!track) continue;
+      const lanes = row.collapsed ? 1 : row.lanes;
+      for (let depth = 0; depth < lanes; depth++) {
+        const lane = track.lanes[depth];
+        const y = top + 2 + depth * LANE_H;
+        if (!lane || y > height || y + LANE_H < HEADER_H) continue;
+        drawLane(ctx, scene, data, lane, y, stats);
+      }
+    } else if (row.kind === "counter") {
+      drawCounter(ctx, scene, data, row, top, series, counterColour(row));
+    }
+  }
+  fillLanes(ctx, colours);
+  stats.labels = labelJobs.length;
+  if (scene.allFlows) {
+    ctx.globalAlpha = 0.35;
+    for (const flow of data.flows) {
+      const f = flowEnds(flow);
+      drawArrow(ctx, scene, { from: { track: f.srcTrack, depth: locateDepth(data, f.srcId), t: data.t0 + f.srcT },
+                              to: { track: f.dstTrack, depth: locateDepth(data, f.dstId), t: data.t0 + f.dstT } }, colours.muted, 1);
+    }
+    ctx.globalAlpha = 1;
+  }
+}
+
+/** The selected range: shaded over the plot with its edges, its box (when it spans some tracks) dashed. */
+function drawRange(ctx: CanvasRenderingContext2D, scene: Scene, r: RangeMark): void {
+  const { colours, height } = scene;
+  const xa = timeToX(scene, r.start);
+  const xb = timeToX(scene, r.end);
+  ctx.fillStyle = colours.accentSoft;
+  ctx.fillRect(xa, HEADER_H, xb - xa, height - HEADER_H);
+  ctx.fillStyle = colours.accent;
+  ctx.fillRect(Math.round(xa), HEADER_H, 1, height - HEADER_H);
+  ctx.fillRect(Math.round(xb), HEADER_H, 1, height - HEADER_H);
+  if (r.y0 !== null && r.y1 !== null) {
+    ctx.strokeStyle = colours.accent;
+    ctx.lineWidth = 1;
+    ctx.setLineDash([4, 3]);
+    ctx.strokeRect(xa + 0.5, HEADER_H - scene.scrollTop + r.y0 + 0.5, xb - xa - 1, r.y1 - r.y0 - 1);
+    ctx.setLineDash([]);
+  }
+}
+
+/** The range's span in the ruler. */
+function drawRangeInRuler(ctx: CanvasRenderingContext2D, scene: Scene, r: RangeMark): void {
+  const xa = Math.max(scene.labelW, timeToX(scene, r.start));
+  const xb = Math.min(scene.width, timeToX(scene, r.end));
+  if (xb <= xa) return;
+  ctx.fillStyle = scene.colours.accent;
+  ctx.globalAlpha = 0.25;
+  ctx.fillRect(xa, 0, xb - xa, RULER_H);
+  ctx.globalAlpha = 1;
+}
+
+/** Draw a frame. The context is in CSS pixels (the caller set the devicePixelRatio transform). */
+export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
+  const t0 = performance.now();
+  const stats: DrawStats = { events: 0, boxes: 0, labels: 0, critical: 0, marked: 0, dimmed: 0, ms: 0, ticks: [], steps: [] };
+  const { colours, width, height, labelW, layout } = scene;
+  ctx.fillStyle = colours.surface;
+  ctx.fillRect(0, 0, width, height);
+  const visible = layout.rows.filter((r) => r.y + r.h > scene.scrollTop && r.y < scene.scrollTop + height - HEADER_H);
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(labelW, HEADER_H, plotWidth(scene), height - HEADER_H);
+  ctx.clip();
+  drawBackground(ctx, scene, visible);
   const data = scene.data;
-  if (data) {
-    eventRects.clear();
-    boxRects.clear();
-    dimRects.clear();
-    markRects.length = 0;
-    labelJobs.length = 0;
-    const series = counterSeriesMap(data);
-    for (const row of visible) {
-      const top = HEADER_H - scene.scrollTop + row.y;
-      if (row.kind === "track") {
-        const track = data.trackById.get(row.track.id);
-        if (!track) continue;
-        const lanes = row.collapsed ? 1 : row.lanes;
-        for (let depth = 0; depth < lanes; depth++) {
-          const lane = track.lanes[depth];
-          const y = top + 2 + depth * LANE_H;
-          if (!lane || y > height || y + LANE_H < HEADER_H) continue;
-          drawLane(ctx, scene, data, lane, y, stats);
-        }
-      } else if (row.kind === "counter") {
-        drawCounter(ctx, scene, data, row, top, series, counterColour(row));
-      }
-    }
-    fillLanes(ctx, colours);
-    stats.labels = labelJobs.length;
-
-    if (scene.allFlows) {
-      ctx.globalAlpha = 0.35;
-      for (const flow of data.flows) {
-        const f = flowEnds(flow);
-        drawArrow(ctx, scene, { from: { track: f.srcTrack, depth: locateDepth(data, f.srcId), t: data.t0 + f.srcT },
-                                to: { track: f.dstTrack, depth: locateDepth(data, f.dstId), t: data.t0 + f.dstT } }, colours.muted, 1);
-      }
-      ctx.globalAlpha = 1;
-    }
-  }
-
-  // the selected range
-  if (scene.range) {
-    const r = scene.range;
-    const xa = timeToX(scene, r.start);
-    const xb = timeToX(scene, r.end);
-    ctx.fillStyle = colours.accentSoft;
-    ctx.fillRect(xa, HEADER_H, xb - xa, height - HEADER_H);
-    ctx.fillStyle = colours.accent;
-    ctx.fillRect(Math.round(xa), HEADER_H, 1, height - HEADER_H);
-    ctx.fillRect(Math.round(xb), HEADER_H, 1, height - HEADER_H);
-    if (r.y0 !== null && r.y1 !== null) {
-      ctx.strokeStyle = colours.accent;
-      ctx.lineWidth = 1;
-      ctx.setLineDash([4, 3]);
-      ctx.strokeRect(xa + 0.5, HEADER_H - scene.scrollTop + r.y0 + 0.5, xb - xa - 1, r.y1 - r.y0 - 1);
-      ctx.setLineDash([]);
-    }
-  }
-
+  if (data) drawData(ctx, scene, data, visible, stats);
+  if (scene.range) drawRange(ctx, scene, scene.range);
   // hover and selection outlines, flows of the selection
   const hover = scene.hover;
   if (hover && (hover.kind === "event" || hover.kind === "box")) {
@@ -761,19 +772,8 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): DrawStats {
   const sel = scene.selection;
   if (sel) outline(ctx, scene, sel.track, sel.depth, sel.start, sel.dur, colours.accent, 2.5);
   ctx.restore();
-
   drawRuler(ctx, scene, stats);
-  if (scene.range) {
-    // the range's span in the ruler
-    const xa = Math.max(labelW, timeToX(scene, scene.range.start));
-    const xb = Math.min(width, timeToX(scene, scene.range.end));
-    if (xb > xa) {
-      ctx.fillStyle = colours.accent;
-      ctx.globalAlpha = 0.25;
-      ctx.fillRect(xa, 0, xb - xa, RULER_H);
-      ctx.globalAlpha = 1;
-    }
-  }
+  if (scene.range) drawRangeInRuler(ctx, scene, scene.range);
   drawLabels(ctx, scene, visible);
   stats.ms = performance.now() - t0;
   return stats;
