@@ -320,8 +320,10 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
 function diagnosisCard(ctx: ViewContext, data: OverviewResponse, gpu: boolean): HTMLElement {
   const items = data.recommendations.filter((r) => typeof r.text === "string" && r.text !== "");
   if (items.some((r) => r.where?.frame)) void loadSources(ctx); // where the findings' frames' files live
-  const label = data.context.label;
-  const verdict = data.verdict;
+  // an older server's answer has no context, verdict or MFU: those parts are left out, never the page
+  const older: Partial<OverviewResponse> = data;
+  const label = older.context?.label ?? "";
+  const verdict = older.verdict;
   return card(
     { title: "Diagnosis", testid: "card-recommendations" },
     h(
@@ -330,7 +332,7 @@ function diagnosisCard(ctx: ViewContext, data: OverviewResponse, gpu: boolean): 
       "Detected: ",
       h("span", { testid: "run-context-label" }, label !== "" ? label : "nothing special (eager, no DataLoader workers, full precision)"),
     ),
-    h("div", { class: "ptp-verdict", testid: "verdict", role: "status", dataset: { kind: verdict.kind } }, verdict.text),
+    verdict ? h("div", { class: "ptp-verdict", testid: "verdict", role: "status", dataset: { kind: verdict.kind } }, verdict.text) : null,
     items.length === 0
       ? h("p", { class: "ptp-muted", testid: "no-recommendations" }, `Nothing stood out in this trace${gpu ? "" : " (CPU only)"}.`)
       : h("ol", { class: "ptp-recs" }, items.map((r, i) => findingItem(ctx, r, i + 1))),
@@ -435,6 +437,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   const loaded = await loadView(ctx, container, { data: () => spanGet(ctx, "overview") }, { what: "the overview" });
   if (!loaded) return undefined;
   const { data } = loaded;
+  const older: Partial<OverviewResponse> = data; // an older server's answer: no verdict or MFU (left out)
   data.steps = Array.isArray(data.steps) ? data.steps : [];
   data.categories = Array.isArray(data.categories) && data.categories.length ? data.categories : Object.keys(CATEGORY_COLORS);
   data.gpus = Array.isArray(data.gpus) ? data.gpus : [];
@@ -457,8 +460,8 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       "div",
       { class: "ptp-view ptp-overview", testid: "overview" },
       diagnosisCard(ctx, data, gpuTrace),
-      whatIfCard(ctx, data.recommendations, data.verdict.id),
-      gpuTrace || data.mfu.model_flops_per_step > 0 ? mfuCard(ctx, data.mfu) : null,
+      whatIfCard(ctx, data.recommendations, older.verdict?.id),
+      older.mfu && (gpuTrace || older.mfu.model_flops_per_step > 0) ? mfuCard(ctx, older.mfu) : null,
       data.notes.map((n) => h("div", { class: "ptp-note", testid: "overview-note", role: "note" }, infoIcon("A note from the analysis."), h("span", {}, n))),
       h("div", { class: "ptp-grid ptp-grid-cards" }, configurationCard(data), gpuTrace ? data.gpus.map(gpuCard) : null),
       card(
