@@ -24,7 +24,7 @@ from .catalog import remote
 from .catalog.catalog import Catalog, ExportFile, Identity, Root, SnapshotFile, TraceFile
 from .catalog.names import span_keys, span_order
 from .catalog.storage import Storage
-from .jobs.cache import ParseCache
+from .jobs.cache import ParseCache, Stored
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler, Runner
 from .jobs.shared import SharedCache
 from .loader.memory_export import ExportError, load_export
@@ -237,10 +237,11 @@ class Workspace:
                  workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30,
                  on_ready: Callable[[TraceModel], None] | None = None,
                  load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, any_json: bool = False,
-                 dask_scheduler: str | None = None) -> None:
+                 dask_scheduler: str | None = None, stored: Stored | None = None) -> None:
         """``cache_dir``: a local folder, or a URL of a shared cache that ``preprocess`` filled (models are then
         copied into the default local cache when opened); ``dask_scheduler``: parse on that Dask cluster, into the
-        shared cache, instead of in local processes."""
+        shared cache, instead of in local processes; ``stored``: what the loader processes compute and store beside
+        each parse (default: the Trace view's index; the plugin passes the first views' answers too)."""
         self._roots_spec = roots
         self._any_json = any_json
         self._catalog: Catalog | None = None
@@ -256,7 +257,8 @@ class Workspace:
         cache = ParseCache(None if cache_dir and remote.is_url(cache_dir) else cache_dir, cache_max_bytes)
         runner = self._runner(dask_scheduler, shared.url if shared is not None else str(cache.directory))
         self.scheduler = LoadScheduler(cache, workers, on_ready=on_ready, load_timeout=load_timeout, shared=shared,
-                                       runner=runner, on_preprocessed=self._read_summary, stored=StoredIndex())
+                                       runner=runner, on_preprocessed=self._read_summary,
+                                       stored=stored if stored is not None else StoredIndex())
         self._summaries: dict[Any, RankSummary] = {}  # preprocessed summaries read, by (entry, worker)
         self._summaries_computing: dict[Any, Any] = {}
         self._files: dict[Key, TraceFile] = {}

@@ -27,7 +27,8 @@ from ..model.derived import compute_in_background, compute_once, memoized
 from ..model.memo import ANSWERS, RESULTS, BoundedMemo
 from ..model.snapshot import AllocatorSnapshot, snapshot_memo
 from ..model.tables import TraceModel
-from .http import Encoded, encode
+from .encoding import Encoded, encode
+from .warm import has_answer, stored_answer
 
 R = TypeVar("R")
 PROGRESSIVE_EVENTS = 1_000_000  # from this many events on, answers not ready yet are 409 "computing" (a ~400 MB trace)
@@ -49,10 +50,15 @@ def _answers(model: TraceModel) -> _Answers:
     return _Answers()
 
 
-def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysis: str = "the answer") -> Encoded:
+def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysis: str = "the answer",
+           stored: str | None = None) -> Encoded:
     """The encoded payload ``compute()`` returns for ``key`` (route and query) on ``model``, computed once; on a
-    big trace it raises :class:`~tb_plugin.model.derived.Computing` while ``analysis`` is computed."""
+    big trace it raises :class:`~tb_plugin.model.derived.Computing` while ``analysis`` is computed. ``stored``: the
+    answer's :func:`~tb_plugin.api.warm.key`, under which the loader process may have stored it (then it is read,
+    not computed: ``api/warm.py``)."""
     cache = _answers(model)
+    if stored is not None and has_answer(model, stored):
+        return compute_once(cache.recent, cache.computing, key, lambda: stored_answer(model, stored))
     events = _events(model)
     if events >= PROGRESSIVE_EVENTS:
         return compute_in_background(cache.recent, cache.computing, key, lambda: encode(compute()),

@@ -66,10 +66,12 @@ def _main_module_hidden() -> Iterator[None]:
         sys.modules["__main__"] = real
 
 
-def _context() -> Any:
+def _context(stored: Stored | None = None) -> Any:
+    """Processes from a fork server that has imported the worker (and the module of what it stores beside the
+    parse: the analyses the first views need), so a worker starts without importing them."""
     if sys.platform.startswith("linux"):
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["tb_plugin.jobs.worker"])
+        ctx.set_forkserver_preload(["tb_plugin.jobs.worker", *([type(stored).__module__] if stored else [])])
         return ctx
     return multiprocessing.get_context("spawn")
 
@@ -135,7 +137,7 @@ class LoadScheduler:
         self.load_timeout = load_timeout or None  # seconds; None or 0: no limit
         self._warm = _Warmer(on_ready) if on_ready is not None else None
         self.max_workers = max(1, max_workers or default_workers())
-        self._ctx = _context()
+        self._ctx = _context(stored)
         self._jobs: dict[Hashable, _Job] = {}
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)

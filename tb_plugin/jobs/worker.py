@@ -45,12 +45,14 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
                            access=access, keep_source=source.append if file.is_remote else None,
                            limits=budget.load_limits())
         save(model, entry)
+        stats = {"events": model.n_events, "bytes": model.nbytes()}
+        del model  # the derived results are computed on the parse mapped back: this copy would only double memory
         if stored is not None:
-            _save_derived(stored, model, entry)
+            _save_derived(stored, entry, file, parts or default_parts())
         if source:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (Path(entry) / SOURCE_FILE).write_bytes(source[0])
         progress.value = 1.0
-        message = ("ok", {"events": model.n_events, "bytes": model.nbytes()})
+        message = ("ok", stats)
     except TraceLoadError as err:  # the third item: the same file version would fail anywhere (cache it)
         message = ("error", scrub(str(err), access), err.lasting)
     except MemoryError:
@@ -67,8 +69,8 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         conn.close()
 
 
-def _save_derived(stored: Stored, model: Any, entry: str) -> None:
+def _save_derived(stored: Stored, entry: str, file: TraceFile, processes: int) -> None:
     """Derived results are an optimisation: if computing or writing them fails, the trace still loads and the
     server computes them on first use (and reports any error there, where the user looks)."""
     with contextlib.suppress(Exception):
-        stored.save(model, entry)
+        stored.save(entry, file, min(processes, default_parts()))

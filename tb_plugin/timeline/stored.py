@@ -19,7 +19,7 @@ import numpy as np
 
 from ..model.arrays import concat
 from ..model.derived import seed
-from ..model.tables import TraceModel, read_columns, write_columns
+from ..model.tables import TraceModel, load, read_columns, write_columns
 from .index import LaneSummary, TimelineIndex, Track, timeline_index
 
 MARKER = "timeline.json"  # written last: an entry holds a whole stored index or none
@@ -31,9 +31,10 @@ _SUMMARY_COLUMNS = ("bucket", "count", "busy", "top", "top_count")
 class StoredIndex:
     """What the loader process and the server do with the index (passed to ``jobs`` by the workspace)."""
 
-    def save(self, model: TraceModel, directory: str) -> None:
-        """Build the index of ``model`` and write it into the cache entry ``directory`` (after the model)."""
-        write_index(timeline_index(model), Path(directory))
+    def save(self, directory: str, file: Any = None, processes: int = 1) -> None:
+        """Build the index of the model in the cache entry ``directory`` (mapped back, as the server opens it) and
+        write it there, after the model."""
+        write_index(timeline_index(load(directory)), Path(directory))
 
     def attach(self, model: TraceModel, directory: str) -> None:
         """Give ``model`` (just opened from ``directory``) its stored index, if the entry holds a whole one."""
