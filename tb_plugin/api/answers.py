@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..model.derived import compute_in_background, compute_once, memoized
-from ..model.memo import ANSWERS, RESULTS, BoundedMemo
+from ..model.memo import ANSWERS, BoundedMemo
 from ..model.snapshot import AllocatorSnapshot, snapshot_memo
 from ..model.tables import TraceModel
 from .encoding import Encoded, encode
@@ -98,16 +98,6 @@ def _events(model: TraceModel) -> int:
 
 
 _JOB_ANSWERS = _Answers()
-# The Distributed view's answer as data, per set of rank identities: every rank's Overview reads it for its job
-# picture, so at 1,024 ranks it is computed once, not once per rank opened. Kept within the results' byte budget.
-_JOB_RESULTS = BoundedMemo(RESULTS)
-_JOB_COMPUTING: dict[Any, Future[Any]] = {}
-
-
-def job_result(key: Hashable, compute: Callable[[], Any]) -> Any:
-    """``compute()`` for ``key`` (the identities of every rank it reads), computed once; callers must not change
-    the result."""
-    return compute_once(_JOB_RESULTS, _JOB_COMPUTING, key, compute)
 
 
 def job_answer(key: Hashable, compute: Callable[[], Any]) -> Encoded:

@@ -15,7 +15,7 @@ from ..analysis.critical_path import critical_path
 from ..analysis.cupti_counters import cupti_counters
 from ..analysis.device_peaks import NO_OVERRIDE, PeakOverride
 from ..analysis.diff import diff_node, diff_summary, step_index
-from ..analysis.distributed import job_distributed, job_distributed_lazy
+from ..analysis.distributed import job_distributed_lazy
 from ..analysis.distributed_page import page_of
 from ..analysis.flamegraph import METRICS, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
@@ -37,9 +37,9 @@ from ..model.tables import TraceModel
 from ..timeline.details import SEARCH_MATCHES, event_details, range_summary, search
 from ..timeline.index import timeline_index
 from ..timeline.window import window
-from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace
+from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace, job_of, job_result
 from . import params, warm
-from .answers import answer, derived, job_answer, job_result
+from .answers import answer, derived, job_answer
 from .http import ApiError, encoded_response, json_response, json_route, secure, text_response
 from .snapshot_routes import SnapshotApi
 from .static import relative_path, serve
@@ -146,10 +146,9 @@ class Api:
 
     @staticmethod
     def _job(ranks: list[tuple[Any, Any]]) -> dict[str, Any]:
-        """The job-level Distributed answer over these (file, summary) ranks, computed once per set of files."""
-        key = ("job", tuple(sorted((f.key, f.identity) for f, _ in ranks)))
-        result: dict[str, Any] = job_result(key, lambda: job_distributed([s for _, s in ranks]))
-        return result
+        """The job-level Distributed answer over these (file, summary) ranks, computed once per set of files (when
+        the span's last rank turned ready: ``Workspace.job_of``)."""
+        return job_of(ranks)
 
     def operators(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=operators.GROUPINGS)
