@@ -12,6 +12,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import numpy.ma  # noqa: F401 - np.unique imports it on first use (50 ms in every loader process otherwise)
+
 from ..catalog.catalog import TraceFile
 from ..catalog.remote import scrub
 from ..loader import TraceLoadError, default_parts, load_trace
