@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,13 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         source: list[bytes] = []
         model = load_trace(file.url, report, parts=min(parts, default_parts()) if parts else default_parts(),
                            access=access, keep_source=source.append if file.is_remote else None,
-                           limits=budget.load_limits())
+                           limits=replace(budget.load_limits(), scratch_dir=str(Path(entry).parent)))
         save(model, entry)
         stats = {"events": model.n_events, "bytes": model.nbytes()}
         del model  # the derived results are computed on the parse mapped back: this copy would only double memory
         if stored is not None:
-            _save_derived(stored, entry, file, parts or default_parts())
+            cores = min(parts or default_parts(), default_parts())
+            _save_derived(stored, entry, file, budget.views_processes(stats["events"], cores))
         if source:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (Path(entry) / SOURCE_FILE).write_bytes(source[0])
         progress.value = 1.0
@@ -75,4 +77,4 @@ def _save_derived(stored: Stored, entry: str, file: TraceFile, processes: int) -
     """Derived results are an optimisation: if computing or writing them fails, the trace still loads and the
     server computes them on first use (and reports any error there, where the user looks)."""
     with contextlib.suppress(Exception):
-        stored.save(entry, file, min(processes, default_parts()))
+        stored.save(entry, file, processes)
