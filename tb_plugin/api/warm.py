@@ -51,10 +51,11 @@ from ..analysis.steps import Steps, find_steps
 from ..analysis.summary import summary
 from ..catalog.catalog import TraceFile
 from ..model import stash
-from ..model.derived import memoized, seed
+from ..model.derived import _key, memoized, seed
 from ..model.tables import TraceModel, load
 from ..timeline import counters, flows
 from ..timeline.index import depth_of_rows, timeline_index
+from ..timeline.pyramid import LanePyramid, Level, LongEvents, pyramids, seed_pyramids
 from ..timeline.stored import StoredIndex, write_index
 from .encoding import Encoded, encode
 
@@ -68,7 +69,7 @@ LIMIT = 500  # launch_stats, cupti_counters, roofline
 MAX_POINTS = 500  # queue_length, memory_bandwidth
 SEQUENCE_LENGTH, SEQUENCE_TOP = 3, 20
 
-for _cls in (counters._Sources, flows._Launches, Steps, RankSummary):
+for _cls in (counters._Sources, flows._Launches, Steps, RankSummary, Level, LongEvents, LanePyramid):
     stash.register(_cls)
 
 
@@ -137,6 +138,7 @@ MEMOS: dict[str, Callable[..., Any]] = {
     "launches": flows._launches,
     "depths": depth_of_rows,
     "rank_summary": _summary,
+    "pyramids": lambda model: pyramids(model, timeline_index(model)),
 }
 
 
@@ -145,7 +147,7 @@ def memos(model: TraceModel, ctx: Context) -> dict[str, list[tuple[str, tuple[An
     Overview and the Distributed view read all of them)."""
     out: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
         "overview": [("steps", ())], "tables": [], "gpu": [],
-        "timeline": [("depths", ()), ("launches", ()), ("counters", ())]}
+        "timeline": [("depths", ()), ("launches", ()), ("counters", ()), ("pyramids", ())]}
     if distributed(model):
         out["overview"].append(("rank_summary", (ctx.worker,)))
     return out
@@ -337,7 +339,10 @@ def _attach_part(model: TraceModel, files: Mapping[str, Any], part: str
         out[name] = (blob[at:at + n], blob[gz_at:gz_at + gz_n] if gz_at is not None else None)
     values = stash.loads(json.dumps(index["memos"]), blob[int(index["memos_at"]):])
     for name, args, value in values["memos"]:
-        seed(model, MEMOS[name], value, *args)
+        if name != "pyramids":
+            seed(model, MEMOS[name], value, *args)
+        elif _key(timeline_index, ()) in model.memo:  # built for the stored index: only beside it
+            seed_pyramids(model, timeline_index(model), value)
     return out
 
 
