@@ -26,7 +26,7 @@ from .catalog.catalog import Catalog, ExportFile, Identity, Root, SnapshotFile, 
 from .catalog.names import span_keys, span_order
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache, Stored
-from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, READY, LoadScheduler, Runner
+from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, QUEUED, READY, LoadScheduler, Runner
 from .jobs.shared import SharedCache
 from .loader.memory_export import ExportError, load_export
 from .loader.snapshot import SnapshotError, load_snapshot
@@ -41,14 +41,21 @@ from .timeline.stored import StoredIndex
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]
+PRECOMPUTE_THREAD_EVENTS = 100_000  # a trace this big builds its Trace view index beside its Overview
 
 
 def precompute(model: TraceModel) -> None:
     """Build what the first page views need as soon as a trace is loaded (in a background thread).
 
     The Overview (the landing page) and the Trace view's index are built side by side, so neither page waits for
-    the other's: the index is mostly numpy sorts, which release the GIL, so the two overlap on two cores.
+    the other's: the index is mostly numpy sorts, which release the GIL, so the two overlap on two cores. A small
+    trace's are built one after the other: starting a thread costs more than its index (a logdir of thousands of
+    small runs spent a third of its loading time there).
     """
+    if model.n_events < PRECOMPUTE_THREAD_EVENTS:
+        _build_index(model)
+        overview(model)
+        return
     index = threading.Thread(target=_build_index, args=(model,), name="pytorch-profiler-index", daemon=True)
     index.start()
     overview(model)
@@ -106,6 +113,9 @@ class SpanSummaries:
     failed: list[str]
 
 
+_SCORES = {READY: 2, LOADING: 1, QUEUED: 1, FAILED: 0}  # how a run is chosen to open first (as the client does)
+_URGENCY = {LOADING: 0, QUEUED: 1, FAILED: 2}  # the order spans that are not ready are told of
+ATTENTION_SPANS = 50  # loading and failed spans (of each) a page of /runs tells of; its counts cover every span
 SUMMARY_READERS = 8  # threads reading preprocessed rank summaries for a job-level answer
 MAX_EXPORT_BYTES = 512 << 20  # a memory timeline export beyond this is not read (a scan must stay short)
 
@@ -278,6 +288,8 @@ class Workspace:
         shared = self._shared_cache(cache_dir)
         # a cache on another store is copied into the default local cache, where models are memory-mapped from
         cache = ParseCache(None if cache_dir and remote.is_url(cache_dir) else cache_dir, cache_max_bytes)
+        if cache.problem is not None:
+            self._setup_errors.append(cache.problem)
         runner = self._runner(dask_scheduler, shared.url if shared is not None else str(cache.directory))
         self.scheduler = LoadScheduler(cache, workers, on_ready=on_ready, load_timeout=load_timeout, shared=shared,
                                        runner=runner, on_preprocessed=self._read_summary,
@@ -429,21 +441,84 @@ class Workspace:
     def listing(self) -> list[dict[str, Any]]:
         """Runs → workers → spans with their load state, sorted for people (spans numerically), and each run's
         allocator snapshots (a folder of snapshots only is a run without workers)."""
+        grouped, statuses, snapshots = self._grouped(), self.scheduler.statuses(), self.snapshots.by_run()
+        return [self._run_entry(run, grouped.get(run, {}), statuses, snapshots)
+                for run in sorted(set(grouped) | set(snapshots))]
+
+    def listing_of(self, run: str) -> dict[str, Any] | None:
+        grouped, snapshots = self._grouped(run), self.snapshots.by_run()
+        if run not in grouped and run not in snapshots:
+            return None
+        return self._run_entry(run, grouped.get(run, {}), self.scheduler.statuses(), snapshots)
+
+    def runs_page(self, limit: int, offset: int = 0, query: str = "", run: str | None = None) -> dict[str, Any]:
+        """A page of the listing, for logdirs of thousands of runs: the ``limit`` runs from ``offset`` (by name)
+        whose name holds ``query`` (any case), the run named ``run`` and the run to open first (``newest``: the
+        best loaded, newest; what a client picks with no selection) whatever the page, span counts by state over
+        every run, and up to :data:`ATTENTION_SPANS` spans loading and as many failed anywhere (what the page's
+        progress and error cards show)."""
+        grouped, statuses, snapshots = self._grouped(), self.scheduler.statuses(), self.snapshots.by_run()
+        names = sorted(set(grouped) | set(snapshots))
+        needle = query.casefold()
+        matched = [n for n in names if needle in n.casefold()] if needle else names
+        states = dict.fromkeys((QUEUED, LOADING, READY, FAILED, "updating"), 0)
+        busy: list[tuple[int, str, TraceFile]] = []
+        best: tuple[int, float, str] | None = None
+        for name in names:
+            score, mtime = -1, 0.0
+            for shot in snapshots.get(name, []):  # a run's snapshots count as the client counts them
+                score, mtime = max(score, _SCORES.get(shot["state"], 1)), max(mtime, shot["mtime"])
+            for f in (f for files in grouped.get(name, {}).values() for f in files):
+                status = statuses.get(f.key)
+                state = status.state if status is not None else QUEUED
+                states[state] += 1
+                states["updating"] += status is not None and status.updating
+                score, mtime = max(score, _SCORES[state]), max(mtime, f.mtime)
+                if state != READY:
+                    busy.append((_URGENCY[state], name, f))
+            if best is None or (score, mtime) > best[:2]:  # ties: the first by name, as the client picks
+                best = (score, mtime, name)
+        shown: set[str] = set(matched[offset:offset + limit]) | ({run} & set(names) if run else set())
+        if best is not None:
+            shown.add(best[2])
+        return {
+            "runs": [self._run_entry(n, grouped.get(n, {}), statuses, snapshots) for n in sorted(shown)],
+            "total_runs": len(names), "matched": len(matched), "offset": offset, "limit": limit,
+            "newest": best[2] if best else None, "states": states,
+            "attention": self._attention(_first_of_each(busy), grouped, statuses),
+        }
+
+    def _attention(self, busy: list[tuple[int, str, TraceFile]], grouped: dict[str, dict[str, list[TraceFile]]],
+                   statuses: dict[Any, Any]) -> list[dict[str, Any]]:
+        """The listing's entries of these loading or failed spans, each with its run and worker."""
+        out = []
+        for _, run, f in busy:
+            span = next(s for s in self._span_entries(grouped[run][f.worker], statuses) if s["file"] == f.filename)
+            out.append({"run": run, "worker": f.worker, **span})
+        return out
+
+    def _grouped(self, only: str | None = None) -> dict[str, dict[str, list[TraceFile]]]:
+        """The listed files by run and worker (of one run, given ``only``)."""
         with self._lock:
-            files = list(self._files.values())
+            files = [f for f in self._files.values() if only is None or f.run == only]
         runs: dict[str, dict[str, list[TraceFile]]] = defaultdict(lambda: defaultdict(list))
         for f in files:
             runs[f.run][f.worker].append(f)
-        snapshots = self.snapshots.by_run()
-        return [{"name": run, "workers": [self._worker_row(w, runs[run][w]) for w in sorted(runs.get(run, {}))],
-                 "snapshots": snapshots.get(run, [])} for run in sorted(set(runs) | set(snapshots))]
+        return runs
 
-    def _worker_row(self, worker: str, files: list[TraceFile]) -> dict[str, Any]:
-        spans = []
+    def _run_entry(self, run: str, workers: dict[str, list[TraceFile]], statuses: dict[Any, Any],
+                   snapshots: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+        return {"name": run, "workers": [{"name": worker, "spans": self._span_entries(workers[worker], statuses)}
+                                         for worker in sorted(workers)], "snapshots": snapshots.get(run, [])}
+
+    @staticmethod
+    def _span_entries(files: list[TraceFile], statuses: dict[Any, Any]) -> list[dict[str, Any]]:
+        """A worker's spans, sorted for people (numerically), with their stable keys and load state."""
         files = sorted(files, key=lambda f: span_order(f.span))
+        out = []
         for f, key in zip(files, span_keys([(f.span, f.stamp) for f in files])):
-            status = self.scheduler.status(f.key)
-            spans.append({
+            status = statuses.get(f.key)
+            out.append({
                 "span": f.span,
                 "key": key,
                 "mtime": f.mtime,
@@ -452,11 +527,9 @@ class Workspace:
                 "error": status.error if status else None,
                 "file": f.filename,
                 "size_bytes": f.size,
+                "updating": bool(status and status.updating),
             })
-        return {"name": worker, "spans": spans}
-
-    def listing_of(self, run: str) -> dict[str, Any] | None:
-        return next((r for r in self.listing() if r["name"] == run), None)
+        return out
 
     def file(self, run: str, worker: str, span: str) -> TraceFile:
         """The file of a span, named by its label (``1``) or its stable key, the file name's stamp."""
@@ -484,7 +557,7 @@ class Workspace:
         """
         from .loader.source import Unreadable, open_source
 
-        cached = self.scheduler.cached_source(trace_file.key)
+        cached = self.scheduler.cached_source(trace_file)
         if cached is not None:
             return open(cached, "rb")
         if not trace_file.is_remote:
@@ -507,14 +580,15 @@ class Workspace:
         raise LookupFailed(409, f"{f.filename} is still loading; try again when its state is 'ready'")
 
     def _loaded(self, f: TraceFile) -> LoadedTrace | str:
-        """The file's trace once it is ready, else its state: ``FAILED``, or ``LOADING`` (queued ones too)."""
+        """The file's trace once it is ready, else its state: ``FAILED``, or ``LOADING`` (queued ones too). While a
+        rewritten file loads again, the trace of its last good parse (with the file version it was parsed from)."""
         status = self.scheduler.status(f.key)
-        model = self.scheduler.model(f.key)
+        serving = self.scheduler.serving(f.key)
         if status is not None and status.state == FAILED:
             return FAILED
-        if model is None or status is None or status.state != READY:
+        if serving is None or status is None or status.state != READY:
             return LOADING
-        return LoadedTrace(f, model)
+        return LoadedTrace(*serving)
 
     def _span_files(self, run: str, span: str) -> list[TraceFile]:
         """The files of one span of a run, sorted by worker: 404 when the run or the span is unknown."""
@@ -556,9 +630,9 @@ class Workspace:
             raise LookupFailed(404, f"unknown run {run!r}")
         out = []
         for f in files:
-            model = self.scheduler.model(f.key, open_lazy=False)
-            if model is not None:
-                out.append(LoadedTrace(f, model))
+            serving = self.scheduler.serving(f.key, open_lazy=False)  # with the file version it was parsed from
+            if serving is not None:
+                out.append(LoadedTrace(*serving))
         return out
 
     def views_of_run(self, run: str) -> list[str]:
@@ -643,17 +717,35 @@ class Workspace:
                 list(pool.map(self._preprocessed_summary, ready))
 
     def _preprocessed_summary(self, f: TraceFile) -> RankSummary | None:
-        """The summary stored with a preprocessed span (read once), or None."""
+        """The summary stored with a preprocessed span (read once), or None (also when its entry turns out damaged:
+        the file is then parsed here, and its summary computed from the model)."""
         entry = self.scheduler.preprocessed(f.key)
-        return self._read_summary(f.key, entry) if entry is not None else None
+        if entry is None:
+            return None
+        try:
+            return self._read_summary(f.key, entry)
+        except Exception as err:  # noqa: BLE001 - a damaged entry is a miss, never a 500
+            self.scheduler.reparse(f.key, f"its rank summary cannot be read ({err})")
+            return None
 
     def _read_summary(self, key: Any, entry: Path) -> RankSummary:
-        """The summary in ``entry`` of the span ``key`` (read once; the scheduler calls this as it turns ready)."""
+        """The summary in ``entry`` of the span ``key`` (read once, from a verified copy of its files; the
+        scheduler calls this as it turns ready)."""
+        from .jobs.shared import SUMMARY_FILES
         from .scaleout.summaries import read_summary
 
         worker = key[1]
-        return compute_once(self._summaries, self._summaries_computing, (entry, worker),
-                            lambda: read_summary(entry, worker))
+
+        def read() -> RankSummary:
+            return read_summary(self.scheduler.cache.open(entry, SUMMARY_FILES).files, worker)
+
+        return compute_once(self._summaries, self._summaries_computing, (entry, worker), read)
+
+
+def _first_of_each(busy: list[tuple[int, str, TraceFile]]) -> list[tuple[int, str, TraceFile]]:
+    """Loading (then queued) spans and failed ones, each by run name, at most :data:`ATTENTION_SPANS` of each."""
+    ordered = sorted(busy, key=lambda b: (b[0], b[1]))
+    return [b for b in ordered if b[0] < 2][:ATTENTION_SPANS] + [b for b in ordered if b[0] == 2][:ATTENTION_SPANS]
 
 
 def _decode_export(f: ExportFile) -> ExportEntry:

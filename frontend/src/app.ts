@@ -12,10 +12,11 @@ import { computingStatus } from "./computing";
 import { emptyState, errorCard, fileErrorCard, progressRow, unreachableCard } from "./components";
 import { h, replaceChildren } from "./dom";
 import { loadPlotly } from "./lib/plotly";
+import { attentionOf, busyOf, moreRunsText, needsSearch, pageInfo, runCountText, runsQuery, type PageInfo, type SpanAt } from "./runsPage";
 import type { ThemeSource } from "./theme";
 import type { RunInfo, RunsResponse, SpanInfo, ViewsResponse, WorkerInfo } from "./types";
 import { VIEW_NAMES } from "./types";
-import { onUrlStateChange, readUrlState, writeUrlState, type UrlState } from "./urlState";
+import { onUrlStateChange, pushUrlState, readUrlState, writeUrlState, type UrlState } from "./urlState";
 import { ALWAYS_AVAILABLE, VIEW_LABELS, viewLoader } from "./views/registry";
 import * as traceInfo from "./views/trace/traceInfo";
 import type { ViewContext, ViewModule } from "./views/types";
@@ -84,39 +85,44 @@ function normalizeSnapshots(raw: unknown): SnapshotInfo[] {
 function snapshotWorker(s: SnapshotInfo): WorkerInfo {
   const span: SpanInfo = {
     span: SNAPSHOT_SPAN, key: SNAPSHOT_SPAN, mtime: s.mtime, state: s.state, progress: s.state === "ready" ? 1 : 0,
-    error: s.error, file: s.file, size_bytes: s.size_bytes,
+    error: s.error, file: s.file, size_bytes: s.size_bytes, updating: false,
   };
   return { name: s.name, spans: [span] };
+}
+
+const arr = (v: unknown): unknown[] => (Array.isArray(v) ? (v as unknown[]) : []);
+const rec = (v: unknown): Record<string, unknown> | null =>
+  typeof v === "object" && v !== null ? (v as Record<string, unknown>) : null;
+
+/** One span of an answer, well-formed, or null. */
+export function normalizeSpan(raw: unknown): SpanInfo | null {
+  const sp = rec(raw);
+  if (!sp || typeof sp["span"] !== "string") return null;
+  const state = typeof sp["state"] === "string" && SPAN_STATES.includes(sp["state"]) ? sp["state"] : "queued";
+  const progress = typeof sp["progress"] === "number" && Number.isFinite(sp["progress"]) ? sp["progress"] : 0;
+  return {
+    span: sp["span"],
+    key: typeof sp["key"] === "string" && sp["key"] !== "" ? sp["key"] : sp["span"],
+    mtime: typeof sp["mtime"] === "number" && Number.isFinite(sp["mtime"]) ? sp["mtime"] : 0,
+    state: state as SpanInfo["state"],
+    progress: Math.min(1, Math.max(0, progress)),
+    error: typeof sp["error"] === "string" ? sp["error"] : null,
+    file: typeof sp["file"] === "string" ? sp["file"] : "",
+    size_bytes: typeof sp["size_bytes"] === "number" ? sp["size_bytes"] : 0,
+    updating: sp["updating"] === true,
+  };
 }
 
 /** Keep only well-formed entries, so a half-written server answer cannot break the page. */
 export function normalizeRuns(raw: unknown): RunsResponse {
   const obj = (typeof raw === "object" && raw !== null ? raw : {}) as Partial<Record<keyof RunsResponse, unknown>>;
-  const arr = (v: unknown): unknown[] => (Array.isArray(v) ? (v as unknown[]) : []);
-  const rec = (v: unknown): Record<string, unknown> | null =>
-    typeof v === "object" && v !== null ? (v as Record<string, unknown>) : null;
   const runs: RunInfo[] = [];
   for (const r of arr(obj.runs).map(rec)) {
     if (!r || typeof r["name"] !== "string") continue;
     const workers: WorkerInfo[] = [];
     for (const w of arr(r["workers"]).map(rec)) {
       if (!w || typeof w["name"] !== "string") continue;
-      const spans: SpanInfo[] = [];
-      for (const sp of arr(w["spans"]).map(rec)) {
-        if (!sp || typeof sp["span"] !== "string") continue;
-        const state = typeof sp["state"] === "string" && SPAN_STATES.includes(sp["state"]) ? sp["state"] : "queued";
-        const progress = typeof sp["progress"] === "number" && Number.isFinite(sp["progress"]) ? sp["progress"] : 0;
-        spans.push({
-          span: sp["span"],
-          key: typeof sp["key"] === "string" && sp["key"] !== "" ? sp["key"] : sp["span"],
-          mtime: typeof sp["mtime"] === "number" && Number.isFinite(sp["mtime"]) ? sp["mtime"] : 0,
-          state: state as SpanInfo["state"],
-          progress: Math.min(1, Math.max(0, progress)),
-          error: typeof sp["error"] === "string" ? sp["error"] : null,
-          file: typeof sp["file"] === "string" ? sp["file"] : "",
-          size_bytes: typeof sp["size_bytes"] === "number" ? sp["size_bytes"] : 0,
-        });
-      }
+      const spans = arr(w["spans"]).map(normalizeSpan).filter((sp): sp is SpanInfo => sp !== null);
       if (spans.length) workers.push({ name: w["name"], spans });
     }
     const snapshots = normalizeSnapshots(r["snapshots"]).filter((s) => !workers.some((w) => w.name === s.name));
@@ -179,6 +185,13 @@ function where(run: string, worker: string, span: string): string {
 
 export class App {
   private runs: RunsResponse | null = null;
+  /** The page fields of the last answer (counts over every run, what loads or failed anywhere). */
+  private page: PageInfo | null = null;
+  /** What the run picker's search box holds: the server lists the runs whose name holds it. */
+  private runSearch = "";
+  private searchTimer: number | undefined;
+  /** The parse shown for each span (its file's mtime): a span being parsed again keeps its page until the new parse. */
+  private readonly shownVersions = new Map<string, number>();
   private connection: Connection = { state: "connecting" };
   /** What the user (or the URL) asked for; resolved against the catalog on every update. */
   private want: UrlState;
@@ -195,6 +208,7 @@ export class App {
 
   private readonly el: {
     runSelect: HTMLSelectElement;
+    runSearch: HTMLInputElement;
     workerSelect: HTMLSelectElement;
     spanSelect: HTMLSelectElement;
     status: HTMLElement;
@@ -219,6 +233,11 @@ export class App {
     };
     this.el = {
       runSelect: select("run-select", "Run", (v) => { this.choose({ run: v }); }),
+      runSearch: h("input", {
+        class: "ptp-run-search",
+        testid: "run-search",
+        attrs: { type: "search", placeholder: "Search runs", "aria-label": "Search runs", hidden: "" },
+      }),
       workerSelect: select("worker-select", "Worker", (v) => { this.choose({ worker: v }); }),
       spanSelect: select("span-select", "Span", (v) => { this.choose({ span: v }); }),
       status: h("div", { class: "ptp-status", testid: "status", attrs: { "aria-live": "polite" } }),
@@ -229,11 +248,18 @@ export class App {
       computing: computingStatus(),
     };
     this.el.tabs.addEventListener("keydown", (e) => { this.onTabKey(e); });
+    this.el.runSearch.addEventListener("input", () => {
+      window.clearTimeout(this.searchTimer);
+      this.searchTimer = window.setTimeout(() => {
+        this.runSearch = this.el.runSearch.value;
+        this.pollNow();
+      }, 250);
+    });
   }
 
   start(): void {
-    const picker = (label: string, control: HTMLSelectElement): HTMLElement =>
-      h("label", { class: "ptp-picker" }, label, control);
+    const picker = (label: string, ...controls: HTMLElement[]): HTMLElement =>
+      h("label", { class: "ptp-picker" }, label, ...controls);
     replaceChildren(
       this.root,
       h(
@@ -243,7 +269,7 @@ export class App {
           "header",
           { class: "ptp-header" },
           h("div", { class: "ptp-brand" }, "PyTorch Profiler"),
-          picker("Run", this.el.runSelect),
+          picker("Run", this.el.runSearch, this.el.runSelect),
           picker("Worker", this.el.workerSelect),
           picker("Span", this.el.spanSelect),
           this.el.status,
@@ -290,8 +316,9 @@ export class App {
     this.polling = true;
     let delay: number;
     try {
-      const runs = await this.api.getJSON<unknown>("runs", undefined, { timeoutMs: 20_000 });
-      this.runs = normalizeRuns(runs);
+      const raw = await this.api.getJSON<unknown>("runs", runsQuery(this.runSearch, this.want.run ?? this.shown?.run), { timeoutMs: 20_000 });
+      this.runs = normalizeRuns(raw);
+      this.page = pageInfo(rec(raw) ?? {}, this.runs.runs, normalizeSpan);
       const reconnected = this.connection.state !== "ok";
       this.connection = { state: "ok" };
       if (reconnected && this.contentFailed) this.contentKey = null;
@@ -316,9 +343,7 @@ export class App {
   }
 
   private busy(): boolean {
-    if (!this.runs) return true;
-    if (this.runs.scanning) return true;
-    return this.runs.runs.some((r) => r.workers.some((w) => w.spans.some((s) => s.state === "queued" || s.state === "loading")));
+    return this.runs ? busyOf(this.runs, this.page) : true;
   }
 
   // ---------------------------------------------------------------- selection
@@ -331,7 +356,9 @@ export class App {
   private resolve(): Selection | null {
     const runs = this.runs?.runs ?? [];
     const prev = this.shown;
-    const run = pick(runs, (r) => [r.name], this.want.run, prev?.run, runScore, runMtime);
+    // A page of runs (a big logdir) holds the run the server would open first: chosen here by name, as it ranks them.
+    const newest = this.page?.newest ?? undefined;
+    const run = pick(runs, (r) => [r.name], this.want.run, prev?.run ?? newest, runScore, runMtime);
     if (!run) return null;
     const sameRun = prev?.run === run.name;
     const worker = pick(run.workers, (w) => [w.name], this.want.worker, sameRun ? prev.worker : undefined, workerScore);
@@ -398,7 +425,9 @@ export class App {
       if (!viewsKnown) out.view = w.view;
       else if (w.view !== sel.view) delete w.view;
     }
-    writeUrlState(out);
+    // The user's own choice (a tab, a picker, a link) is a step Back can undo; what the shell fills in is not.
+    if (force) pushUrlState(out);
+    else writeUrlState(out);
   }
 
   // ---------------------------------------------------------------- views list
@@ -464,6 +493,12 @@ export class App {
   private renderPickers(sel: Selection | null): void {
     const runs = this.runs?.runs ?? [];
     this.setOptions(this.el.runSelect, "run", runs.map((r) => r.name), sel?.run.name);
+    this.el.runSearch.hidden = !needsSearch(this.page, this.runSearch);
+    const more = moreRunsText(this.page, runs.length);
+    const note = this.el.runSelect.querySelector("option[data-more]");
+    if (more === null) note?.remove();
+    else if (note) note.textContent = more;
+    else this.el.runSelect.append(h("option", { attrs: { disabled: "", "data-more": "" } }, more));
     this.setWorkerOptions(sel);
     this.setOptions(this.el.spanSelect, "span", sel ? sel.worker.spans.map((s) => s.span) : [], sel?.span.span);
     for (const option of Array.from(this.el.spanSelect.options)) {
@@ -501,8 +536,7 @@ export class App {
     } else if (this.runs?.scanning) {
       replaceChildren(status, h("span", { class: "ptp-spinner", attrs: { "aria-hidden": "true" } }), "scanning logdir…");
     } else if (this.runs) {
-      const n = this.runs.runs.length;
-      replaceChildren(status, `${n} run${n === 1 ? "" : "s"}`);
+      replaceChildren(status, runCountText(this.page, this.runs.runs.length, this.runSearch));
     } else {
       replaceChildren(status);
     }
@@ -525,23 +559,25 @@ export class App {
    * lists are folded so hundreds of files do not push the page away.
    */
   private renderFiles(sel: Selection | null): void {
-    const loading: { at: string; span: SpanInfo }[] = [];
-    const failed: { at: string; span: SpanInfo }[] = [];
-    for (const run of this.runs?.runs ?? []) {
-      for (const worker of run.workers) {
-        for (const span of worker.spans) {
-          const at = where(run.name, worker.name, span.span);
-          if (span.state === "queued" || span.state === "loading") loading.push({ at, span });
-          else if (span.state === "failed" && !(sel && sel.span === span)) failed.push({ at, span });
-        }
-      }
-    }
-    // Files being parsed first, then the queue.
-    loading.sort((a, b) => Number(a.span.state === "queued") - Number(b.span.state === "queued"));
+    // a page's spans that need attention are the traces'; the listed runs' allocator snapshots are told of too
+    const snapshots = (this.runs?.runs ?? []).flatMap((r) =>
+      r.workers.filter((w) => isSnapshot(r, w)).flatMap((w) => w.spans.map((span) => ({ run: r.name, worker: w.name, span }))),
+    );
+    const all = this.runs ? attentionOf(this.runs, this.page, snapshots) : { loading: [], failed: [], loadingTotal: 0, failedTotal: 0 };
+    const isShown = (s: SpanAt): boolean =>
+      sel !== null && s.run === sel.run.name && s.worker === sel.worker.name && s.span.span === sel.span.span;
+    const loading = all.loading.map((s) => ({ at: where(s.run, s.worker, s.span.span), span: s.span }));
+    const failedSpans = all.failed.filter((s) => !isShown(s));
+    const failed = failedSpans.map((s) => ({ at: where(s.run, s.worker, s.span.span), span: s.span }));
+    // a page lists some of them: the counts are of every span (the one on screen is not told of twice)
+    const loadingTotal = all.loadingTotal;
+    const failedTotal = all.failedTotal - (all.failed.length - failedSpans.length);
     const logdirErrors = (this.runs?.errors ?? []).filter((e): e is string => typeof e === "string" && e !== "");
     const signature = JSON.stringify([
       loading.map(({ at, span }) => [at, span.file, span.state, Math.round(span.progress * 100)]),
       failed.map(({ at, span }) => [at, span.file, span.error]),
+      loadingTotal,
+      failedTotal,
       logdirErrors,
     ]);
     if (signature === this.optionSignatures.files) return;
@@ -552,12 +588,12 @@ export class App {
         .filter((d) => d.open)
         .map((d) => d.dataset["fold"]),
     );
-    const fold = (id: string, shown: number, items: HTMLElement[], noun: string): (HTMLElement | null)[] => {
-      if (items.length <= shown) return items;
+    const fold = (id: string, shown: number, items: HTMLElement[], noun: string, total: number): (HTMLElement | null)[] => {
+      if (total <= shown) return items;
       const more = h(
         "details",
         { dataset: { fold: id }, testid: `more-${id}` },
-        h("summary", { class: "ptp-muted" }, `${items.length - shown} more ${noun}`),
+        h("summary", { class: "ptp-muted" }, `${(total - shown).toLocaleString("en-US")} more ${noun}`),
         h("div", { class: "ptp-stack" }, items.slice(shown)),
       );
       more.open = wasOpen.has(id);
@@ -568,16 +604,16 @@ export class App {
     const failedCards = failed.map(({ at, span }) => fileErrorCard(at, span));
     replaceChildren(
       this.el.files,
-      logdirErrors.map((e) => errorCard("Problem with the log directory", e, "logdir-error")),
-      loading.length
+      logdirErrors.map((e) => errorCard(e.startsWith("the cache folder") ? "Problem with the parse cache" : "Problem with the log directory", e, "logdir-error")),
+      loadingTotal
         ? h(
             "section",
             { class: "ptp-card", testid: "loading-files" },
-            h("h3", { class: "ptp-section-title" }, `Loading ${loading.length} file${loading.length === 1 ? "" : "s"}`),
-            fold("loading", 6, loadingRows, "files waiting"),
+            h("h3", { class: "ptp-section-title" }, `Loading ${loadingTotal.toLocaleString("en-US")} file${loadingTotal === 1 ? "" : "s"}`),
+            fold("loading", 6, loadingRows, "files waiting", loadingTotal),
           )
         : null,
-      fold("failed", 3, failedCards, "files could not be loaded"),
+      fold("failed", 3, failedCards, "files could not be loaded", failedTotal),
     );
   }
 
@@ -629,7 +665,7 @@ export class App {
     } else {
       const s = sel.span;
       const stateKey = s.state === "ready" ? "ready" : s.state === "failed" ? `failed:${s.error ?? ""}` : "loading";
-      key = JSON.stringify([sel.run.name, sel.worker.name, s.span, sel.view, stateKey, s.file]);
+      key = JSON.stringify([sel.run.name, sel.worker.name, s.span, sel.view, stateKey, s.file, this.shownVersion(sel)]);
     }
     if (key === this.contentKey) {
       // Same page: only a loading bar may need a refresh.
@@ -667,6 +703,19 @@ export class App {
       return;
     }
     this.mountView(pane, sel);
+  }
+
+  /**
+   * Which parse of the span the page shows: its file's mtime once ready. While a rewritten file is parsed again
+   * (`updating`) the server still answers with the last parse, so the page stays as it is; it is drawn again when
+   * the new parse is ready (a new mtime).
+   */
+  private shownVersion(sel: Selection): number | null {
+    const id = JSON.stringify([sel.run.name, sel.worker.name, sel.span.span, sel.span.file]);
+    if (sel.span.state !== "ready") return null;
+    if (sel.span.updating) return this.shownVersions.get(id) ?? null;
+    this.shownVersions.set(id, sel.span.mtime);
+    return sel.span.mtime;
   }
 
   private renderSpanLoading(sel: Selection): void {

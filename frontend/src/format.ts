@@ -155,3 +155,14 @@ export function formatFlops(n: number | null | undefined, unit = "FLOP/s"): stri
   }
   return `${n.toFixed(0)} ${unit}`;
 }
+
+/**
+ * CUPTI's version as Kineto writes it (`cupti_version`): from CUDA 13 on, major·10000 + minor·100 + patch
+ * (130001 → "13.0.1"); before, CUPTI's API version, a small integer (24 → "API version 24"). Strings pass
+ * through; anything else is null.
+ */
+export function formatCuptiVersion(v: unknown): string | null {
+  if (typeof v === "number" && Number.isInteger(v) && v >= 10000) return `${Math.floor(v / 10000)}.${Math.floor((v % 10000) / 100)}.${v % 100}`;
+  if (typeof v === "number" && Number.isInteger(v) && v > 0) return `API version ${v}`;
+  return typeof v === "string" && v !== "" ? v : null;
+}

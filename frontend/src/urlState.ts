@@ -4,10 +4,16 @@
  * TensorBoard stores plugin state as `#<active plugin>&p.<plugin>.<key>=<value>&...`
  * (keys and values encodeURIComponent'ed; plugin_lib's experimental.GetURLPluginData reads
  * exactly these keys). The plugin frame is same-origin and unsandboxed, so we read and write
- * the parent's hash directly with history.replaceState (no new history entries, no hashchange,
- * so TensorBoard's own router is not disturbed and keeps the keys when it rewrites the hash).
- * If the parent cannot be reached (cross-origin embedding, standalone page), the frame's own
- * hash is used instead.
+ * the parent's hash directly with the History API (no hashchange, so TensorBoard's own router is
+ * not disturbed and keeps the keys when it rewrites the hash). If the parent cannot be reached
+ * (cross-origin embedding, standalone page), the frame's own hash is used instead.
+ *
+ * History: what the user does (a tab, a run/worker/span picker, a link to another view or a
+ * drill-down) pushes an entry (pushUrlState), so the browser's Back and Forward walk through the
+ * pages; what the shell fills in by itself and what a page keeps of its own state (a range, a
+ * search) replaces the current entry. A link sets the keys of the page it opens (writeViewUrlState)
+ * just before navigating: those writes, made in the same task as the push, go to the new entry
+ * only, and the entry left behind keeps what it had, so Back returns to the page as it was.
  */
 
 export const PLUGIN_NAME = "pytorch_profiler";
@@ -63,7 +69,7 @@ export function stateFromHash(hash: string): UrlState {
  * readViewUrlState / writeViewUrlState (e.g. a table links to the Trace view with
  * `writeViewUrlState({ q: name })` followed by `ctx.navigate("Trace")`).
  */
-export const VIEW_URL_KEYS = ["start", "end", "q", "exp_run", "exp_worker", "exp_span", "rank", "device", "flame_op", "step", "exp_step", "card", "op", "at", "cat"] as const;
+export const VIEW_URL_KEYS = ["start", "end", "q", "exp_run", "exp_worker", "exp_span", "rank", "device", "flame_op", "step", "exp_step", "card", "op", "at", "cat", "drill"] as const;
 export type ViewUrlKey = (typeof VIEW_URL_KEYS)[number];
 export type ViewUrlState = Partial<Record<ViewUrlKey, string>>;
 
@@ -142,29 +148,122 @@ export function writeUrlState(state: UrlState): void {
   replaceHash((current) => hashWithState(current, state));
 }
 
+/**
+ * The view-owned keys of the current entry: the URL's, over those the link that opened this entry set (kept in the
+ * entry's history state, so that Forward to it reopens the page as the link asked even after the page consumed and
+ * cleared them from the URL).
+ */
 export function readViewUrlState(): ViewUrlState {
   try {
-    return viewStateFromHash(stateWindow().location.hash);
+    const target = stateWindow();
+    return { ...linkedViewState(target.history.state), ...viewStateFromHash(target.location.hash) };
   } catch {
     return {};
   }
 }
 
+const HISTORY_KEY = "pytorchProfilerLink";
+
+/** The view keys a link set, from a history entry's state object (ours, or someone else's: then none). */
+export function linkedViewState(state: unknown): ViewUrlState {
+  if (typeof state !== "object" || state === null) return {};
+  const linked = (state as Record<string, unknown>)[HISTORY_KEY];
+  if (typeof linked !== "object" || linked === null) return {};
+  const out: ViewUrlState = {};
+  for (const key of VIEW_URL_KEYS) {
+    const value = (linked as Record<string, unknown>)[key];
+    if (typeof value === "string" && value !== "") out[key] = value;
+  }
+  return out;
+}
+
+/** The view keys set (not removed) from hash `before` to hash `after`: what a link wrote for the page it opens. */
+export function viewKeysSet(before: string, after: string): ViewUrlState {
+  const old = viewStateFromHash(before);
+  const now = viewStateFromHash(after);
+  const out: ViewUrlState = {};
+  for (const key of VIEW_URL_KEYS) if (now[key] !== undefined && now[key] !== old[key]) out[key] = now[key];
+  return out;
+}
+
+/** Set view-owned keys in a new history entry: a drill-down inside a page (the Diff view's) that Back undoes. */
+export function pushViewUrlState(change: Partial<Record<ViewUrlKey, string | undefined>>): void {
+  beforeLinkWrites = null;
+  const current = currentHash();
+  if (current !== null) writeHash((hash) => hashWithViewState(hash, change), current);
+}
+
+/**
+ * Call `listener` when the user moves through the history (Back, Forward) or edits the URL, until the returned
+ * function is called: a page whose own entries (pushViewUrlState) the shell does not re-render follows them here.
+ */
+export function onViewUrlChange(listener: (state: ViewUrlState) => void): () => void {
+  const target = stateWindow();
+  const handler = (): void => { listener(readViewUrlState()); };
+  target.addEventListener("popstate", handler);
+  return () => { target.removeEventListener("popstate", handler); };
+}
+
+/** Set the shell's keys in a new history entry (a user's navigation: Back returns to the entry left). */
+export function pushUrlState(state: UrlState): void {
+  const before = beforeLinkWrites;
+  beforeLinkWrites = null;
+  writeHash((current) => hashWithState(current, state), before);
+}
+
 /** Set (string) or remove (undefined / "") view-owned keys; the shell's keys and the rest stay. */
 export function writeViewUrlState(change: Partial<Record<ViewUrlKey, string | undefined>>): void {
+  const before = currentHash();
   replaceHash((current) => hashWithViewState(current, change));
+  if (beforeLinkWrites === null && before !== null) {
+    // Remember the entry as it was until this task ends: a navigation in the same task (a link) pushes these
+    // writes into the new entry and gives the old one back its own keys.
+    beforeLinkWrites = before;
+    queueMicrotask(() => { beforeLinkWrites = null; });
+  }
+}
+
+/** The hash of the current entry before the view-key writes of this task (null: none written). */
+let beforeLinkWrites: string | null = null;
+
+function currentHash(): string | null {
+  for (const target of [stateWindow(), window]) {
+    try {
+      return target.location.hash;
+    } catch {
+      // try the frame's own URL
+    }
+  }
+  return null;
 }
 
 function replaceHash(rewrite: (current: string) => string): void {
-  const targets = [stateWindow(), window];
-  for (const target of targets) {
+  writeHash(rewrite);
+}
+
+/**
+ * Rewrite the URL's hash: in place, or (`pushFrom` given) as a new history entry, the entry left getting the hash
+ * `pushFrom` back. A rewrite that changes nothing writes nothing (and pushes no entry).
+ */
+function writeHash(rewrite: (current: string) => string, pushFrom?: string | null): void {
+  const push = pushFrom !== undefined;
+  for (const target of [stateWindow(), window]) {
     try {
       const current = target.location.hash;
       const next = rewrite(current);
-      if (next === current || (next === "" && current === "#")) return;
+      const same = (a: string, b: string): boolean => a === b || (a === "" && b === "#") || (a === "#" && b === "");
+      const left = pushFrom ?? current;
+      if (same(next, current) && (!push || same(left, current))) return;
       const url = new URL(target.location.href);
-      url.hash = next;
-      target.history.replaceState(target.history.state, "", url.toString());
+      if (push && !same(next, left)) {
+        url.hash = left;
+        target.history.replaceState(target.history.state, "", url.toString());
+        url.hash = next;
+        target.history.pushState({ [HISTORY_KEY]: viewKeysSet(left, next) }, "", url.toString());
+      } else {
+        url.hash = next;
+        target.history.replaceState(target.history.state, "", url.toString());
+      }
       return;
     } catch {
       // Parent not writable: try the frame's own URL next.

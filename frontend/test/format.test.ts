@@ -4,6 +4,7 @@ import { describe, it } from "node:test";
 import {
   DASH,
   formatBytes,
+  formatCuptiVersion,
   formatDuration,
   formatDurationUs,
   formatExactUs,
@@ -152,5 +153,15 @@ describe("formatFlops", () => {
     assert.equal(formatFlops(12), "12 FLOP/s");
     assert.equal(formatFlops(null), DASH);
     assert.equal(formatFlops(-1), DASH);
+  });
+});
+
+describe("CUPTI versions", () => {
+  it("reads Kineto's number as CUPTI encodes it, never shows it raw", () => {
+    assert.equal(formatCuptiVersion(130001), "13.0.1"); // CUDA 13: major·10000 + minor·100 + patch
+    assert.equal(formatCuptiVersion(120803), "12.8.3");
+    assert.equal(formatCuptiVersion(24), "API version 24"); // CUDA 12.x: CUPTI's API version
+    assert.equal(formatCuptiVersion("13.0"), "13.0");
+    for (const v of [null, undefined, "", NaN, -1, 0, 1.5]) assert.equal(formatCuptiVersion(v), null);
   });
 });

@@ -21,7 +21,7 @@ const mono = (s: string): number => s.length * 6;
 const ms = tickUnit(5000);
 
 const track = (id: number, kind: "cpu" | "gpu", depths: number, process: string): TrackMeta =>
-  ({ id, kind, label: kind === "gpu" ? `${process} · stream ${id}` : `thread ${id}`, process, depths });
+  ({ id, kind, label: kind === "gpu" ? `${process} · stream ${id}` : `thread ${id}`, process, depths, skipped: 0 });
 
 export const cases: Case[] = [
   ["an offset before the trace start has one sign", () => {

@@ -12,6 +12,8 @@ import {
   makePalette,
   niceStep,
   parseWindow,
+  stepLane,
+  stepOfRange,
   tickUnit,
 } from "../src/views/trace/traceData";
 import type { TraceWindowResponse } from "../src/views/trace/traceTypes";
@@ -169,5 +171,28 @@ describe("rulers and numbers", () => {
     assert.equal(formatCounter(1234, "count"), "1,234");
     assert.equal(formatCounter(12.345, "GB/s"), "12.35 GB/s");
     assert.equal(formatCounter(NaN, "bytes"), "—");
+  });
+});
+
+describe("steps on screen", () => {
+  it("stepLane finds the host lane of a step's ProfilerStep event, and the skipped levels are read", () => {
+    const resp = answer();
+    const cpu = resp.tracks[0];
+    if (!cpu) throw new Error("no track");
+    cpu.skipped = 7;
+    cpu.lanes[1] = { ...cpu.lanes[1], events: { t: [20], d: [30], n: [2], id: [13] } } as (typeof cpu.lanes)[number];
+    const data = parseWindow(resp, "");
+    assert.equal(data.tracks[0]?.skipped, 7);
+    assert.deepEqual(stepLane(data, "3"), { track: 4, depth: 1 });
+    assert.equal(stepLane(data, "4"), null);
+    assert.equal(parseWindow(answer(), "").tracks[0]?.skipped, 0); // older servers: nothing skipped
+  });
+
+  it("stepOfRange: the step covering at least half of a linked range", () => {
+    const steps = [{ name: "2", start: 0, dur: 100 }, { name: "3", start: 100, dur: 100 }];
+    assert.equal(stepOfRange(steps, 98, 202)?.name, "3");
+    assert.equal(stepOfRange(steps, -2, 102)?.name, "2");
+    assert.equal(stepOfRange(steps, 300, 400), null);
+    assert.equal(stepOfRange(steps, 50, 260), null); // no step covers half of it
   });
 });

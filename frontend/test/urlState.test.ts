@@ -4,8 +4,10 @@ import { describe, it } from "node:test";
 import {
   hashWithState,
   hashWithViewState,
+  linkedViewState,
   parseHash,
   stateFromHash,
+  viewKeysSet,
   viewStateFromHash,
 } from "../src/urlState";
 
@@ -59,5 +61,19 @@ describe("the views' keys", () => {
     assert.deepEqual(stateFromHash(next), { run: "r" });
     // a key outside the list is ignored, not written
     assert.equal(hashWithViewState("#x", { nope: "1" } as never), "#x");
+  });
+});
+
+describe("history entries of links", () => {
+  it("viewKeysSet: the view keys a link set for the page it opens, not those carried over or removed", () => {
+    const before = `#pytorch_profiler&${P}view=Operator&${P}start=5&${P}q=old`;
+    const after = `#pytorch_profiler&${P}view=Kernel&${P}start=5&${P}op=aten%3A%3Amm`;
+    assert.deepEqual(viewKeysSet(before, after), { op: "aten::mm" });
+    assert.deepEqual(viewKeysSet(after, after), {});
+  });
+
+  it("linkedViewState reads ours from an entry's state object and ignores anything else", () => {
+    assert.deepEqual(linkedViewState({ pytorchProfilerLink: { op: "aten::mm", q: "", bogus: "x", start: 5 } }), { op: "aten::mm" });
+    for (const state of [null, undefined, 3, "x", { navigationId: 2 }, { pytorchProfilerLink: null }]) assert.deepEqual(linkedViewState(state), {});
   });
 });

@@ -11,8 +11,15 @@ Walked backwards from the step's end, always to the dependency that was satisfie
 
 So the segments tile the step exactly: their lengths add up to the step's duration, and each category's share
 says what the step was bound by (``cpu_op`` and ``launch`` heavy: CPU-bound; ``kernel`` heavy: GPU-bound;
-``sync``: the host waited for the GPU). Dependencies not in the trace (cross-stream waits on CUDA events,
-threads waiting on each other) are not followed: such a wait shows as ``gpu_wait`` or ``host_idle``.
+``sync``: the host waited for the GPU). Autograd's engine queue is followed across threads: while the step's thread
+waits inside ``backward()`` (in an annotation or in no event), the work it waits for is the backward thread's (a
+thread of the same process whose operators carry a forward thread id): the path goes to that thread's operators
+where they ended, and back to the waiting thread when that thread was idle (``annotation``: the engine's time between
+operators, inside the waiting annotation). Other dependencies not in the trace (cross-stream waits on CUDA events,
+other threads waiting on each other) are not followed: such a wait shows as ``gpu_wait`` or ``host_idle``.
+
+A trace without ``ProfilerStep#N`` has no steps: instead of one step over the whole trace, the path of an
+annotation (its host range, grown to the end of the device work launched inside it) or of a time range is walked.
 HTA builds the same kind of graph but needs its own trace augmentation; this walk needs only the trace.
 """
 
@@ -28,13 +35,14 @@ from ..model.names import STEP_PREFIX
 from ..model.optree import host_tree, innermost_containing
 from ..model.tables import TraceModel
 from .launches import DeviceWork, device_work
-from .steps import find_steps
+from .steps import NO_STEPS_NOTE, find_steps
 
 _SYNC_NAMES = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
                "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy")
 _DEVICE_CATEGORY = {int(Kind.KERNEL): "kernel", int(Kind.MEMCPY): "memcpy", int(Kind.MEMSET): "memset"}
 _HOST_CATEGORY = {int(Kind.CPU_OP): "cpu_op", int(Kind.USER_ANNOTATION): "annotation", int(Kind.RUNTIME): "runtime",
                   int(Kind.DRIVER): "runtime"}
+OFFERED_ANNOTATIONS = 50  # annotation names a trace without steps offers, longest in total first
 CATEGORIES = ("kernel", "memcpy", "memset", "gpu_wait", "launch_delay", "launch", "cpu_op", "annotation",
               "runtime", "sync", "host_idle")
 
@@ -73,6 +81,17 @@ def host_pieces(model: TraceModel, pid: int, tid: int) -> tuple[np.ndarray, np.n
     return starts, points[1:], owner
 
 
+def _longest_thread(model: TraceModel, lo: float, hi: float) -> tuple[int, int]:
+    """The thread of the longest host event in [lo, hi) (a trace without steps: its main thread there)."""
+    ev = model["events"]
+    tree = host_tree(model)
+    inside = np.flatnonzero((tree.end > lo) & (tree.start < hi))
+    if len(inside) == 0:
+        return -1, -1
+    row = int(tree.rows[inside[np.argmax((tree.end - tree.start)[inside])]])
+    return int(ev["pid"][row]), int(ev["tid"][row])
+
+
 def _step_thread(model: TraceModel, name: str, lo: float, hi: float) -> tuple[int, int]:
     """The thread that ran ``ProfilerStep#name`` (of several of that number, ``N (2)``…, the one that starts
     nearest ``lo``); without steps, the thread of the longest host event."""
@@ -83,18 +102,28 @@ def _step_thread(model: TraceModel, name: str, lo: float, hi: float) -> tuple[in
     if len(rows) > 1:
         rows = rows[np.argsort(np.abs(ev["ts"][rows] - lo), kind="stable")]
     if len(rows) == 0:
-        inside = np.flatnonzero((tree.end > lo) & (tree.start < hi))
-        if len(inside) == 0:
-            return -1, -1
-        rows = tree.rows[[inside[np.argmax((tree.end - tree.start)[inside])]]]
+        return _longest_thread(model, lo, hi)
     return int(ev["pid"][rows[0]]), int(ev["tid"][rows[0]])
+
+
+@memoized
+def engine_threads(model: TraceModel, pid: int, tid: int) -> list[tuple[tuple[int, int], np.ndarray]]:
+    """The threads of process ``pid`` (other than ``tid``) that ran autograd's backward for another thread (their
+    operators carry a forward thread id), each with the sorted ends of its busy pieces."""
+    ev, ops = model["events"], model["ops"]
+    rows = ops["row"][(ops["fwd_tid"] >= 0) & (ev["pid"][ops["row"]] == pid) & (ev["tid"][ops["row"]] != tid)]
+    out = []
+    for t in sorted({int(x) for x in ev["tid"][rows].tolist()}):
+        _, ends, owner = host_pieces(model, pid, t)
+        out.append(((pid, t), ends[owner >= 0]))
+    return out
 
 
 class _Walk:
     """The backward walk over one step; ``segments`` are (start, end, category, event row or -1), latest first."""
 
-    def __init__(self, model: TraceModel, lo: float) -> None:
-        self.model, self.lo = model, lo
+    def __init__(self, model: TraceModel, lo: float, main: tuple[int, int]) -> None:
+        self.model, self.lo, self.main = model, lo, main
         self.work: DeviceWork = device_work(model)
         self.prev = _previous_on_stream(model)
         self.by_end = _by_end(model)
@@ -102,6 +131,7 @@ class _Walk:
         self.tree = host_tree(model)
         ev = model["events"]
         self.sync = np.isin(ev["name"][self.tree.rows], [model.code(n) for n in _SYNC_NAMES])
+        self.engines = engine_threads(model, *main) if main[0] >= 0 else []
         self.segments: list[tuple[float, float, str, int]] = []
 
     def add(self, start: float, end: float, category: str, row: int) -> None:
@@ -132,15 +162,47 @@ class _Walk:
         self.add(ready_launch, launch_end, "launch", int(w.launch_row[g]))
         return "launch", g, min(ready_launch, t)
 
+    def handoff(self, since: float, t: float) -> tuple[int, float]:
+        """The backward thread whose work ended last in (since, t] (the work a thread waiting since ``since``
+        waited for) and that end; (-1, t) when none."""
+        best, at = -1, -np.inf
+        for i, (_, ends) in enumerate(self.engines):
+            k = int(np.searchsorted(ends, t, side="right")) - 1
+            if k >= 0 and since < ends[k] > at:
+                best, at = i, float(ends[k])
+        return (best, at) if best >= 0 else (-1, t)
+
+    def waiting(self, t: float, k: int, starts: np.ndarray, ends: np.ndarray, owner: np.ndarray,
+                ) -> tuple[float, str, int]:
+        """Since when the step's thread waited at ``t`` (in no event or in an annotation's own time), and how that
+        wait is labelled; (inf, "", -1) while it ran an operator or a call."""
+        if k < 0:
+            return self.lo, "host_idle", -1
+        if ends[k] < t:
+            return float(ends[k]), "host_idle", -1
+        node = int(owner[k])
+        if node < 0:
+            return float(starts[k]), "host_idle", -1
+        if int(self.tree.kind[node]) == int(Kind.USER_ANNOTATION):
+            return float(starts[k]), "annotation", int(self.tree.rows[node])
+        return np.inf, "", -1
+
     def host(self, pid: int, tid: int, t: float, main: bool) -> tuple[str, int, float]:
         """Account the host thread's last piece before ``t``; return the next state. A thread other than the
         step's (``main``) that was in no event had not been handed its work yet: the path goes back to the
-        step's thread at the same moment (autograd's backward thread waits for ``backward()`` on the main one)."""
+        step's thread at the same moment (autograd's backward thread waits for ``backward()`` on the main one);
+        the step's thread waiting while a backward thread worked goes to that thread's work (``thread``)."""
         starts, ends, owner = host_pieces(self.model, pid, tid)
         k = int(np.searchsorted(starts, t, side="left")) - 1
         idle = k < 0 or ends[k] < t or owner[k] < 0
         if idle and not main:
             return "main", -1, t
+        if main and self.engines:
+            since, category, row = self.waiting(t, k, starts, ends, owner)
+            engine, at = self.handoff(since, t) if since < t else (-1, t)
+            if engine >= 0:
+                self.add(at, t, category, row)
+                return "thread", engine, at
         if k < 0:
             self.add(self.lo, t, "host_idle", -1)
             return "done", -1, self.lo
@@ -162,10 +224,10 @@ class _Walk:
         return "host", -1, float(starts[k])
 
 
-def _walk(model: TraceModel, name: str, lo: float, hi: float, host_end: float) -> list[tuple[float, float, str, int]]:
-    walk = _Walk(model, lo)
+def _walk(model: TraceModel, main: tuple[int, int], lo: float, hi: float,
+          host_end: float) -> list[tuple[float, float, str, int]]:
+    walk = _Walk(model, lo, main)
     work = walk.work
-    main = _step_thread(model, name, lo, hi)
     pid, tid = main
     last = walk.last_device_end(lo, hi)
     state, where, t = ("gpu", last, hi) if last >= 0 and work.end[last] >= host_end else ("host", -1, hi)
@@ -180,6 +242,8 @@ def _walk(model: TraceModel, name: str, lo: float, hi: float, host_end: float) -
         elif state == "launch":
             pid, tid = int(work.launch_pid[where]), int(work.launch_tid[where])
             state = "host"
+        elif state == "thread":
+            (pid, tid), state = walk.engines[where][0], "host"
         elif state == "main" or pid < 0:
             pid, tid = main
             state = "host"
@@ -203,27 +267,102 @@ def _merged(segments: list[tuple[float, float, str, int]]) -> list[tuple[float, 
 
 
 @memoized
-def critical_path(model: TraceModel, step: str | None = None) -> dict[str, Any]:
-    """The critical path of ``step`` (a step name; the first step when None) as segments and shares; plain data.
+def offered_annotations(model: TraceModel) -> list[dict[str, Any]]:
+    """The host annotations a path can be walked over (steps left out), longest in total first: name, count,
+    total_us."""
+    ev = model["events"]
+    tree = host_tree(model)
+    ann = tree.rows[(tree.kind == int(Kind.USER_ANNOTATION)) & (tree.end > tree.start)]
+    names = ev["name"][ann]
+    if len(ann) == 0:
+        return []
+    codes, inverse = np.unique(names, return_inverse=True)
+    total = np.bincount(inverse, weights=np.nan_to_num(ev["dur"][ann]), minlength=len(codes))
+    count = np.bincount(inverse, minlength=len(codes))
+    named = [(model.strings[int(c)], int(n), float(us))
+             for c, n, us in zip(codes.tolist(), count.tolist(), total.tolist(), strict=True)]
+    named = sorted((r for r in named if not r[0].startswith(STEP_PREFIX)), key=lambda r: (-r[2], r[0]))
+    return [{"name": name, "count": n, "total_us": us} for name, n, us in named[:OFFERED_ANNOTATIONS]]
 
-    Raises ``KeyError`` for an unknown step name.
-    """
-    steps = find_steps(model)
-    i = 0 if step is None else steps.names.index(step) if step in steps.names else -1
-    if i < 0:
-        raise KeyError(step)
-    lo, hi = float(steps.start[i]), float(steps.end[i])
-    segments = _merged(_walk(model, steps.names[i], lo, hi, float(steps.host_end[i]))) if hi > lo else []
+
+def _annotation_window(model: TraceModel, name: str, occurrence: int) -> tuple[float, float, float, tuple[int, int]]:
+    """(start, end, host end, thread) of the ``occurrence``-th (1-based, by start) host annotation ``name``: its
+    range grown to the end of the device work launched inside it by its process. ``KeyError`` if there is none."""
+    ev = model["events"]
+    tree = host_tree(model)
+    code = model.code(name)
+    nodes = np.flatnonzero((tree.kind == int(Kind.USER_ANNOTATION)) & (ev["name"][tree.rows] == code))
+    if code < 0 or not 1 <= occurrence <= len(nodes):
+        raise KeyError(name)
+    node = int(nodes[np.argsort(tree.start[nodes], kind="stable")][occurrence - 1])
+    row = int(tree.rows[node])
+    lo, host_end = float(tree.start[node]), float(tree.end[node])
+    pid = int(ev["pid"][row])
+    w = device_work(model)
+    inside = (w.launch_pid == pid) & (w.launch_start >= lo) & (w.launch_start <= host_end)
+    hi = max(host_end, float(w.end[inside].max())) if inside.any() else host_end
+    return lo, hi, host_end, (pid, int(ev["tid"][row]))
+
+
+def _bounds(model: TraceModel, start: float | None, end: float | None) -> tuple[float, float]:
+    """A time range with its missing bounds taken from the trace (its first host or device event's start, its last
+    one's end)."""
+    tree, work = host_tree(model), device_work(model)
+    starts = np.concatenate([tree.start, work.start])
+    ends = np.concatenate([tree.end, work.end])
+    lo = start if start is not None else float(starts.min()) if len(starts) else 0.0
+    hi = end if end is not None else float(ends.max()) if len(ends) else lo
+    return lo, max(hi, lo)
+
+
+def _path(model: TraceModel, lo: float, hi: float, host_end: float, main: tuple[int, int],
+          scope: dict[str, Any]) -> dict[str, Any]:
+    segments = _merged(_walk(model, main, lo, hi, host_end)) if hi > lo else []
     ev = model["events"]
     shares = {c: 0.0 for c in CATEGORIES}
     for s, e, c, _ in segments:
         shares[c] += e - s
     return {
-        "steps": steps.names,
-        "step": steps.names[i],
+        "scope": scope,
         "start_us": lo, "end_us": hi, "duration_us": hi - lo,
         "shares": [{"category": c, "us": us, "share": us / (hi - lo) if hi > lo else 0.0}
                    for c, us in shares.items() if us > 0],
         "segments": [{"start_us": s, "end_us": e, "category": c, "id": r if r >= 0 else None,
                       "name": model.strings[int(ev["name"][r])] if r >= 0 else None} for s, e, c, r in segments],
     }
+
+
+@memoized
+def critical_path(model: TraceModel, step: str | None = None, annotation: str | None = None, occurrence: int = 1,
+                  window: tuple[float | None, float | None] | None = None) -> dict[str, Any]:
+    """The critical path of a time ``window`` (start, end in trace µs; a bound left None is the trace's), else of
+    the ``occurrence``-th ``annotation``, else of ``step`` (a step name; the first step when None), as segments and
+    shares; plain data. A trace without steps and none of them asked for gets no path, the annotations it offers
+    and a note.
+
+    Raises ``KeyError`` for an unknown step or annotation.
+    """
+    steps = find_steps(model)
+    names = [] if NO_STEPS_NOTE in steps.notes else steps.names
+    offer = {"steps": names, "annotations": offered_annotations(model), "step": None, "note": None}
+    if window is not None:
+        lo, hi = _bounds(model, *window)
+        main = _step_thread(model, names[0], lo, hi) if names else _longest_thread(model, lo, hi)
+        return {**offer, **_path(model, lo, hi, hi, main, {"kind": "range", "label": "time range"})}
+    if annotation is not None:
+        lo, hi, host_end, main = _annotation_window(model, annotation, occurrence)
+        label = f"{annotation} #{occurrence}"
+        return {**offer, **_path(model, lo, hi, host_end, main, {"kind": "annotation", "label": label})}
+    if not names:
+        if step is not None:
+            raise KeyError(step)
+        note = ("The trace has no ProfilerStep#N events: choose an annotation or a time range to walk "
+                "(call prof.step() once per iteration to get steps).")
+        return {**offer, **_path(model, 0.0, 0.0, 0.0, (-1, -1), {"kind": "none", "label": ""}), "note": note}
+    i = 0 if step is None else names.index(step) if step in names else -1
+    if i < 0:
+        raise KeyError(step)
+    lo, hi = float(steps.start[i]), float(steps.end[i])
+    main = _step_thread(model, names[i], lo, hi)
+    path = _path(model, lo, hi, float(steps.host_end[i]), main, {"kind": "step", "label": f"step {names[i]}"})
+    return {**offer, **path, "step": names[i]}

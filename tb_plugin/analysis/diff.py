@@ -1,7 +1,8 @@
 """Diff view: what changed between a baseline and an experiment trace.
 
-Step-time breakdowns side by side; operator and kernel tables joined by name with deltas (``delta_pct`` is null
-where the baseline is zero, so nothing reads ``Infinity%``; rows only in one trace are marked new or gone); and a
+Step-time breakdowns side by side; operator and kernel tables joined by name with deltas (``delta_ratio_*``, a
+fraction as its name says, 0.05 for +5 %, is null where the baseline is zero, so nothing reads ``Infinity%``; rows
+only in one trace are marked new or gone); and a
 drill-down that aligns the two runs' host activity from the step level down. Alignment pairs *anchors* (data
 loading, record_function regions, optimizer and backward phases, modules...) by a longest-common-subsequence match
 of normalised names — data loader iterators of different classes align as "DataLoader" — and groups what lies
@@ -38,7 +39,7 @@ _OPTIMIZER = re.compile(r"^Optimizer\.(\w+)#?")
 _BACKWARD = "autograd::engine::evaluate_function: "
 
 
-def _pct(delta: float, base: float) -> float | None:
+def _ratio(delta: float, base: float) -> float | None:
     return delta / base if base else None
 
 
@@ -55,7 +56,7 @@ def _join(base: list[dict[str, Any]], exp: list[dict[str, Any]], metrics: tuple[
             row[f"baseline_{m}"] = va if a else None
             row[f"experiment_{m}"] = vb if b else None
             row[f"delta_{m}"] = vb - va
-            row[f"delta_pct_{m}"] = _pct(vb - va, va) if a and b else None
+            row[f"delta_ratio_{m}"] = _ratio(vb - va, va) if a and b else None
         out.append(row)
     key = "delta_device_total_us" if "device_total_us" in metrics else "delta_total_us"
     out.sort(key=lambda r: -abs(r[key]))
@@ -130,7 +131,7 @@ def diff_summary(base: TraceModel, exp: TraceModel, step: str | None = None,
             "baseline": ab, "experiment": ae,
             "delta": {c: ae[c] - ab[c] for c in CATEGORIES},
             "step_baseline_us": step_b, "step_experiment_us": step_e,
-            "step_delta_us": step_e - step_b, "step_delta_pct": _pct(step_e - step_b, step_b),
+            "step_delta_us": step_e - step_b, "step_delta_ratio": _ratio(step_e - step_b, step_b),
         },
         "steps": {"baseline": step, "experiment": exp_step},
         "step_names": {"baseline": find_steps(base).names, "experiment": find_steps(exp).names},

@@ -8,8 +8,9 @@ host span. Instances are matched across ranks by (process group, sequence number
 position, so a rank with a missing or extra collective gets a note instead of a blank view.
 
 Overlap of computation and communication is only measured on one timeline: device collectives against device
-kernels. Where a rank's communication includes host spans (host-only collectives on a GPU rank) or the rank has no
-kernels (CPU-only), the overlap is n/a (``None``) with the reason, never a number mixing host and device time.
+kernels. Where a rank's collectives are all host spans (host-only collectives on a GPU rank) or the rank has no
+kernels (CPU-only), the overlap is n/a (``None``) with the reason, never a number mixing host and device time; host
+spans beside collective kernels are left out of the overlap, and a note says so.
 
 Transfer versus synchronisation (the old plugin's heuristic): for each matched instance, the fastest rank's
 duration is the pure transfer time; on every rank the last ``min_dur`` of its instance is transfer and the rest is
@@ -42,6 +43,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model.tables import TraceModel
 from .communication import Collectives, collectives, dtype_size, normalize_collective
+from .python_frames import api_name, short_frame
 from .rank_summary import RankSummary, rank_summary
 
 __all__ = ["Collectives", "collectives", "distributed", "dtype_size", "job_distributed", "job_distributed_lazy",
@@ -135,6 +137,7 @@ def _job(summaries: list[RankSummary], tables: bool) -> tuple[dict[str, Any], li
                      "traces of different jobs in one run? Ranks are shown per worker.")
     matched = _match(ranks)
     notes.extend(_prelaunched_notes(ordered))
+    notes.extend(_host_span_notes(ordered))
     notes.extend(_count_notes(ordered, matched))
     rows = [_row(rank, s, matched, i, tables) for i, (rank, s) in enumerate(ordered)]
     return {
@@ -143,7 +146,7 @@ def _job(summaries: list[RankSummary], tables: bool) -> tuple[dict[str, Any], li
         "ranks": rows,
         "steps": list(ranks[0].step_names) if ranks else [],
         "communication_by_step": [r["per_step"]["communication_us"] for r in rows],
-        "straggler": _straggler(rows),
+        "straggler": _straggler(rows, ranks),
         "groups": _group_stragglers(rows, matched),
         "notes": notes,
     }, ordered, matched
@@ -180,6 +183,23 @@ def _count_detail(ranks: list[int], counts: list[int]) -> str:
 def _first_ranks(ranks: list[int]) -> str:
     shown = ", ".join(map(str, ranks[:NAMED_RANKS]))
     return shown + (f", … {len(ranks) - NAMED_RANKS} more" if len(ranks) > NAMED_RANKS else "")
+
+
+def _host_span_notes(ordered: list[tuple[int, RankSummary]]) -> list[str]:
+    """One note (naming at most ``NAMED_RANKS`` ranks) for the ranks whose overlap is measured on their collective
+    kernels while some of their collectives are host spans only, left out of it."""
+    found = []
+    for rank, s in ordered:
+        on_host = _flag(s.collectives, "on_host")
+        if s.overlap_note is None and on_host.any() and not on_host.all():
+            found.append((rank, int(on_host.sum()), int((~on_host).sum())))
+    if not found:
+        return []
+    host, device = sum(f[1] for f in found), sum(f[2] for f in found)
+    return [f"Overlap of {'rank' if len(found) == 1 else 'ranks'} {_first_ranks([f[0] for f in found])} is measured "
+            f"on {device:,} collective kernel{'s' if device != 1 else ''}; {host:,} collective "
+            f"span{'s' if host != 1 else ''} without a GPU kernel (host side only, or a kernel whose launch was not "
+            "recorded) count as communication but are left out of the overlap."]
 
 
 def _prelaunched_notes(ordered: list[tuple[int, RankSummary]]) -> list[str]:
@@ -231,6 +251,7 @@ def _row(rank: int, s: RankSummary, matched: _Matched, i: int, tables: bool = Tr
     compute = s.interval_set("computation")
     stalled = _stalled(s, transfer, compute)
     exposed = iv.lengths_within(iv.subtract(transfer, compute), lo_t, hi_t)
+    wait = _wait(s, transfer, sync)
 
     def mean(values: np.ndarray) -> float:
         return float(values.mean()) if n else 0.0
@@ -242,6 +263,7 @@ def _row(rank: int, s: RankSummary, matched: _Matched, i: int, tables: bool = Tr
         "overlap_note": s.overlap_note,
         "other_us": mean(other), "transfer_us": mean(c_transfer), "sync_us": mean(sync),
         "step_us": mean(total), "stalled_us": mean(stalled), "exposed_transfer_us": mean(exposed),
+        "wait_us": mean(wait), "own_us": mean((total - wait).clip(min=0)),
         "host_wait_us": s.host_wait_us, "host_idle_us": s.host_idle_us,
         # the same per step (for a step selector); step i of every rank is the i-th ProfilerStep it recorded
         "per_step": {
@@ -249,7 +271,7 @@ def _row(rank: int, s: RankSummary, matched: _Matched, i: int, tables: bool = Tr
             "overlap_us": None if c_overlap is None else c_overlap.tolist(),
             "other_us": other.tolist(),
             "transfer_us": c_transfer.tolist(), "sync_us": sync.tolist(), "step_us": total.tolist(),
-            "stalled_us": stalled.tolist(), "exposed_transfer_us": exposed.tolist(),
+            "stalled_us": stalled.tolist(), "exposed_transfer_us": exposed.tolist(), "wait_us": wait.tolist(),
         },
         # each step's [start, end] in this rank's own trace clock: where its Trace view opens for that step
         "step_windows_us": [[float(a), float(b)] for a, b in zip(lo_t.tolist(), hi_t.tolist())],
@@ -258,6 +280,22 @@ def _row(rank: int, s: RankSummary, matched: _Matched, i: int, tables: bool = Tr
         "host": s.worker.rsplit("_", 1)[0] if re.search(r"_\d+$", s.worker) else s.worker,
         "process": s.process,
     }
+
+
+def _wait(s: RankSummary, transfer: iv.Intervals, sync: np.ndarray) -> np.ndarray:
+    """Per step: the time this rank waits for the others, each stall counted once: the union of its collectives'
+    waiting part (the instance less its transfer) and its host blocked in synchronisation calls. A host that blocks
+    in ``cudaStreamSynchronize`` on the collective that is waiting on the device is one stall, not two. A summary
+    without the host-sync intervals (an older cache entry) falls back to the larger of the two per step."""
+    st = s.steps
+    col = s.collectives
+    if "host_sync" not in s.intervals:
+        fallback: np.ndarray = np.maximum(sync, np.full(len(sync), s.host_wait_us))
+        return fallback
+    waiting = iv.subtract(iv.union(col["start"], col["end"]), transfer) if len(col["start"]) else iv.EMPTY
+    blocked = s.interval_set("host_sync")
+    both = iv.union(np.concatenate([waiting[0], blocked[0]]), np.concatenate([waiting[1], blocked[1]]))
+    return iv.lengths_within(both, st["start"], st["end"])
 
 
 def _stalled(s: RankSummary, transfer: iv.Intervals, compute: iv.Intervals) -> np.ndarray:
@@ -276,6 +314,11 @@ def _stalled(s: RankSummary, transfer: iv.Intervals, compute: iv.Intervals) -> n
     busy = iv.union(np.concatenate([working[0], device_work[0]]), np.concatenate([working[1], device_work[1]]))
     stalled: np.ndarray = (st["step_us"] - iv.lengths_within(busy, st["start"], st["end"])).clip(min=0.0)
     return stalled
+
+
+# The columns of a rank's per-collective table (``_collective_table``), also where a rank has none.
+COLLECTIVE_TABLE_COLUMNS = ("name", "calls", "prelaunched", "bytes", "total_us", "avg_us", "transfer_us",
+                            "bandwidth_gbps")
 
 
 def _collective_table(col: dict[str, np.ndarray], transfer: iv.Intervals, steps: tuple[np.ndarray, np.ndarray]
@@ -303,33 +346,75 @@ def _collective_table(col: dict[str, np.ndarray], transfer: iv.Intervals, steps:
     return sorted(out, key=lambda r: -r["total_us"])
 
 
-def _straggler(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The rank the others wait for: it waits least (in collectives and in host synchronisation) while the others
-    wait clearly more (over 1 ms and 5 % of the step more)."""
+def _straggler(rows: list[dict[str, Any]], ranks: list[RankSummary]) -> dict[str, Any] | None:
+    """The rank the others wait for: the one with the most time of its own per step (step less waiting, each
+    stall counted once: ``wait_us``), where the others wait clearly more than it (over 1 ms, or a quarter of a
+    step shorter than 4 ms, and 5 % of the step more). The groups' "slowest rank" is the same measure, so the two
+    never disagree. Its own cause: what it does that the others do not (``_own_cause``)."""
     if len(rows) < 2:
         return None
-    waits = np.array([r["sync_us"] + r["host_wait_us"] for r in rows])
-    k = int(np.argmin(waits))
+    waits = np.array([r["wait_us"] for r in rows])
+    own = np.array([r["own_us"] for r in rows])
+    k = int(np.argmax(own))
     others = float(np.delete(waits, k).mean())
-    margin = max(1000.0, 0.05 * float(np.mean([r["step_us"] for r in rows])))
+    step = float(np.mean([r["step_us"] for r in rows]))
+    margin = max(min(1000.0, 0.25 * step), 0.05 * step)  # 1 ms, a quarter of a step shorter than 4 ms
     if others - waits[k] < margin:
         return None
     rank = rows[k]
     idle_others = float(np.mean([r["host_idle_us"] for i, r in enumerate(rows) if i != k]))
-    text = (f"Rank {rank['rank']} is the straggler: the other ranks wait {others / 1000:.2f} ms per step (in "
-            f"collectives and host synchronisation) against {waits[k] / 1000:.2f} ms on rank {rank['rank']}.")
+    text = (f"Rank {rank['rank']} is the straggler: the other ranks wait {others / 1000:.2f} ms per step for it (in "
+            f"collectives or blocked in host synchronisation, each stall counted once) against "
+            f"{waits[k] / 1000:.2f} ms on rank {rank['rank']}.")
+    cause = _own_cause(ranks, k, float(rank["step_us"]))
+    if cause:
+        text += (f" It spends {cause['us'] / 1000:.2f} ms per step in {cause['text']}, against "
+                 f"{cause['others_us'] / 1000:.2f} ms on the other ranks.")
     extra_idle = rank["host_idle_us"] - idle_others
     if extra_idle > 500:
         text += (f" Rank {rank['rank']}'s host has {extra_idle / 1000:.2f} ms more time per step with no recorded "
                  "activity (sleep, I/O or unprofiled work) than the others.")
     stalled = float(np.mean([r["stalled_us"] for i, r in enumerate(rows) if i != k]))
     return {"rank": rank["rank"], "worker": rank["worker"], "others_wait_us": others, "own_wait_us": float(waits[k]),
-            "others_stalled_us": stalled, "text": text}
+            "others_stalled_us": stalled, "text": text, "own_cause": cause}
+
+
+OWN_CAUSE_MIN_US = 500.0  # a straggler's own work must exceed the others' by this much (and 3 % of its step)
+
+
+def _own_cause(ranks: list[RankSummary], k: int, step_us: float) -> dict[str, Any] | None:
+    """What rank ``k`` does that the others do not: of its own-work rows (``rank_summary.own_work``), the one whose
+    self time exceeds the others' mean self time by the most (self time names the call that takes it, e.g.
+    ``time.sleep``, not the ``train_step`` around it), where that is over ``OWN_CAUSE_MIN_US`` and 3 % of the
+    step."""
+    mine = ranks[k].work
+    if not mine:
+        return None
+    others = [{(r["kind"], r["name"]): r.get("self_us", 0.0) for r in s.work} for i, s in enumerate(ranks) if i != k]
+    best: tuple[float, float, dict[str, Any]] | None = None
+    for r in mine:
+        key = (r["kind"], r["name"])
+        theirs = float(np.mean([o.get(key, 0.0) for o in others])) if others else 0.0
+        excess = float(r.get("self_us", 0.0)) - theirs
+        if best is None or excess > best[0]:
+            best = (excess, theirs, r)
+    if best is None or best[0] < max(OWN_CAUSE_MIN_US, 0.03 * step_us):
+        return None
+    excess, theirs, r = best
+    name, frame = r["name"], r.get("frame")
+    if r["kind"] == "python" and frame == name:  # the user's own function: its file and line
+        text = short_frame(name)
+    else:
+        what = {"python": api_name(name), "operator": f"the operator {name}", "kernel": f"the kernel {name[:80]}"}
+        text = what.get(r["kind"], name) + (f" called at {short_frame(frame)}" if frame and frame != name else "")
+    return {"kind": r["kind"], "name": name, "frame": frame, "us": float(r.get("self_us", 0.0)),
+            "others_us": theirs, "excess_us": excess, "text": text}
 
 
 def _group_stragglers(rows: list[dict[str, Any]], matched: _Matched) -> list[dict[str, Any]]:
-    """Per process group with two or more ranks: its slowest rank (longest mean step) and the rank its members wait
-    for most (the one that waits least in the group's matched collectives, per step, while the others wait)."""
+    """Per process group with two or more ranks: its slowest rank (the most time of its own per step: step less
+    waiting, ``own_us``, the straggler's measure) and the rank its members wait for most (the one that waits least
+    in the group's matched collectives, per step, while the others wait)."""
     n, g = len(rows), len(matched.groups)
     waits = np.zeros((n, g))
     members = np.zeros((n, g), dtype=bool)
@@ -337,6 +422,7 @@ def _group_stragglers(rows: list[dict[str, Any]], matched: _Matched) -> list[dic
     members[matched.rank, matched.group] = True
     steps = np.array([max(1, r["steps"]) for r in rows], dtype=np.float64)
     step_us = np.array([r["step_us"] for r in rows])
+    own_us = np.array([r["own_us"] for r in rows])
     waits /= steps[:, None]
     out = []
     for k, name in enumerate(matched.groups):
@@ -345,7 +431,7 @@ def _group_stragglers(rows: list[dict[str, Any]], matched: _Matched) -> list[dic
             continue
         w = waits[idx, k]
         least = int(idx[np.argmin(w)])
-        slowest = int(idx[np.argmax(step_us[idx])])
+        slowest = int(idx[np.argmax(own_us[idx])])
         others = float((w.sum() - waits[least, k]) / (len(idx) - 1))
         out.append({
             "group": name, "ranks": len(idx),
@@ -353,7 +439,7 @@ def _group_stragglers(rows: list[dict[str, Any]], matched: _Matched) -> list[dic
             # but is not matched for transfer time)
             "matched": int(((matched.group == k) & matched.everywhere).sum()) // n,
             "slowest": {"rank": rows[slowest]["rank"], "worker": rows[slowest]["worker"],
-                        "step_us": float(step_us[slowest])},
+                        "step_us": float(step_us[slowest]), "own_us": float(own_us[slowest])},
             "most_waited_for": {"rank": rows[least]["rank"], "worker": rows[least]["worker"],
                                 "own_wait_us": float(waits[least, k]), "others_wait_us": others},
         })

@@ -24,7 +24,8 @@ MAX_LIMIT = 1024  # rows one request may ask for
 HEATMAP_MAX_ROWS = 1024  # the heat-map bins ranks beyond this many rows
 # the row fields a page may be sorted by (means per step, and the rank's identity)
 SORT_KEYS = ("rank", "worker", "step_us", "computation_us", "communication_us", "overlap_us", "other_us",
-             "transfer_us", "sync_us", "host_wait_us", "host_idle_us", "stalled_us", "exposed_transfer_us")
+             "transfer_us", "sync_us", "host_wait_us", "host_idle_us", "stalled_us", "exposed_transfer_us", "wait_us",
+             "own_us")
 TOTAL_KEYS = SORT_KEYS[2:]
 ORDERS = ("asc", "desc")
 

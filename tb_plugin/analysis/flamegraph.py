@@ -12,6 +12,9 @@ Weights (each counted once, on the frame where it happens; a frame's value adds 
 
 Folded stacks are the text ``flamegraph.pl`` and speedscope read: one ``frame;frame;… weight`` line per stack
 with a non-zero self weight, the weight rounded to a whole unit (µs, bytes or calls).
+
+Search (``flame_search``) runs over every frame, not the pruned tree the view draws: frames too thin to draw still
+count, so the matches' weight is the Operator view's and the folded export's.
 """
 
 from __future__ import annotations
@@ -200,3 +203,28 @@ def folded_stacks(model: TraceModel, metric: str, merge: bool = False, step: str
             k = int(frames.parent[k])
         lines.append(f"{';'.join(reversed(path))} {int(own[f])}\n")
     return "".join(lines)
+
+
+def flame_search(model: TraceModel, metric: str, merge: bool = False, step: str | None = None,
+                 operator: str | None = None, query: str = "", min_share: float = DEFAULT_MIN_SHARE,
+                 ) -> dict[str, Any]:
+    """Frames whose name holds ``query`` (case-insensitive) over the whole frame tree: how many (with a weight),
+    how many of them the view draws (at or above ``min_share``), and their weight, a match inside a match counted
+    once (its outermost match's value holds it). Raises ``KeyError`` for an unknown step."""
+    frames = frame_tree(model, merge)
+    total = total_weights(frames, self_weights(model, metric, merge, step, operator))
+    q = query.strip().lower()
+    hit_name = np.fromiter((bool(q) and q in n.lower() for n in frames.names), bool, len(frames.names))
+    matched = hit_name[frames.name] & (total > 0) if frames.size else np.zeros(0, bool)
+    covered = matched.copy()  # a match at or above each frame
+    outermost = matched.copy()
+    for level in levels(frames.parent)[1:]:
+        above = covered[frames.parent[level]]
+        outermost[level] &= ~above
+        covered[level] |= above
+    drawn = np.zeros(frames.size, dtype=bool)
+    drawn[_kept_frames(frames, total, min_share)] = True
+    return {"query": query, "metric": metric, "unit": UNITS[metric],
+            "total": float(total[frames.parent < 0].sum()) if frames.size else 0.0,
+            "count": int(matched.sum()), "drawn": int((matched & drawn).sum()),
+            "value": float(total[outermost].sum())}

@@ -2,7 +2,11 @@
 
 Formulas (the old plugin's, with its crashes on ``inf`` and missing values fixed):
 - S = [first step start, last step end]; T = |S|; K = union of the device's kernel intervals (copies excluded).
-- utilization = |K ∩ S| / T: kernels only, as the old plugin defined it.
+- utilization = |K ∩ S| / T: kernels only, as the old plugin defined it; the headline number. Communication
+  kernels (NCCL) count: a rank that waits in an all-reduce for 90 % of its step shows 90 %+ "utilization".
+- compute_utilization = |C ∩ S| / T, C = union of the device's kernels that are not communication kernels
+  (``communication.collective_kernel_mask``): the GPU doing the model's work. Equal to utilization without
+  communication kernels; shown beside it where they differ.
 - gpu_busy = |D ∩ S| / T, D = union of all the device's work (kernels, memcpy, memset). HTA, Nsight Systems' "GPU
   busy" and others report this under the same word "utilization", so both are given, side by side, named apart.
 - est. SM efficiency = Σ over elementary intervals of min(Σ blocks-per-SM of running kernels, 1) · length, / T.
@@ -24,6 +28,7 @@ from ..model import intervals as iv
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.tables import TraceModel
+from .communication import collective_kernel_mask
 from .kernels import occupancy
 from .steps import find_steps
 from .summary import devices as device_properties
@@ -76,6 +81,7 @@ def gpu_summary(model: TraceModel) -> list[dict[str, Any]]:
     device = dev["device"][kernels]
     work = _device_work(model)
     tc = tensor_core_mask(model, ev["name"][rows])
+    comm = collective_kernel_mask(model)[rows]
     props = {d["id"]: d for d in device_properties(model)}
     out = []
     for gpu in sorted(set(device.tolist())):
@@ -93,6 +99,8 @@ def gpu_summary(model: TraceModel) -> list[dict[str, Any]]:
             "memory_bytes": info.get("memory_bytes"),
             "compute_capability": info.get("compute_capability"),
             "utilization": iv.length_within(busy, lo, hi) / span if span > 0 else None,
+            "compute_utilization": iv.length_within(iv.union(s[~comm[on]], e[~comm[on]]), lo, hi) / span
+            if span > 0 else None,
             "gpu_busy": iv.length_within(work.get(gpu, iv.EMPTY), lo, hi) / span if span > 0 else None,
             "sm_efficiency": _sm_efficiency(s, e, dev["blocks_per_sm"][kernels][on], lo, hi) if span > 0 else None,
             "achieved_occupancy": float((occ[occ_ok] * inside[occ_ok]).sum() / inside[occ_ok].sum() / 100.0)

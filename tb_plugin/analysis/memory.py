@@ -311,3 +311,16 @@ def memory_statistics(model: TraceModel, start: float | None = None, end: float 
                         "self_allocation_size_bytes": int(sasz)})
     out.sort(key=lambda r: (r["device"] != "CPU", r["device"], -r["self_size_increase_bytes"], r["name"]))
     return out
+
+
+def allocated_peak(model: TraceModel, label: str) -> tuple[float, int] | None:
+    """(time µs, bytes) of the device's largest ``Total Allocated``: the peak ``memory_curve`` marks (the first
+    record holding it), None where the device's records have no totals."""
+    rec = memory_records(model)
+    if not rec.has_addresses:
+        return None
+    on = np.flatnonzero((rec.allocated >= 0) & (rec.addr >= 0) & (np.array(rec.device, dtype=object) == label))
+    if not len(on):
+        return None
+    peak = int(on[np.argmax(rec.allocated[on])])
+    return float(rec.ts[peak]), int(rec.allocated[peak])

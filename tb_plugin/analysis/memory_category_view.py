@@ -1,5 +1,10 @@
 """The Memory view's "memory by category" card: stacked bytes per category over time, and what makes up the peak.
 
+The peak is the one the page shows above the card: the device's largest allocator total (``memory.allocated_peak``,
+the memory curve's), and its make-up is the series' bytes per category at that moment. torch's export counts less
+than the allocator (its categories leave out memory no tensor owns), so its own series may peak lower and a moment
+apart: that peak is given beside (``series_peak``), and the allocator's bytes in no category as ``uncategorized``.
+
 Two sources, one shape. With a ``prof.export_memory_timeline`` file matched to the trace, the series is torch's
 own (exactly as exported; its times, µs since the epoch, are moved onto the trace's clock with the trace's
 ``baseTimeNanoseconds``). Without one, it is this plugin's inference (:mod:`.memory_categories`), labelled so. A
@@ -17,13 +22,14 @@ from ..model.derived import memoized
 from ..model.memory_categories import CATEGORIES, RAW, MemoryExport
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
-from .memory import _display_name, _downsample
+from .memory import _display_name, _downsample, allocated_peak
 from .memory_categories import allocations
 from .operators import call_stacks, operator_nodes
 from .summary import time_range_us
 
 TOP_ALLOCATIONS = 10
 _MATCH_NS = 1  # trace timestamps are float µs: a record's ns may be off by one after rounding
+_EXPORT_CLOCK_US = 1.0  # export_memory_timeline's json times are whole µs
 
 
 def base_ns(model: TraceModel) -> int:
@@ -169,6 +175,18 @@ def _at(times: np.ndarray, sizes: np.ndarray, at_us: float) -> np.ndarray:
     return sizes[i] if i >= 0 else np.zeros(len(CATEGORIES), dtype=np.int64)
 
 
+def _near(times: np.ndarray, sizes: np.ndarray, at_us: float, within_us: float) -> np.ndarray:
+    """Bytes per category at a time: the sample in effect then, or the largest total sampled within ``within_us``
+    of it (an export's times are whole µs, so its sample of the same allocation may be stamped a moment later)."""
+    best = _at(times, sizes, at_us)
+    lo, hi = np.searchsorted(times, [at_us - within_us, at_us + within_us], side="right")
+    if hi > lo:
+        near = sizes[lo:hi]
+        top = near[int(np.argmax(near.sum(axis=1)))]
+        best = top if top.sum() > best.sum() else best
+    return best
+
+
 def category_view(model: TraceModel, device: int, export: MemoryExport | None = None,
                   raw: MemoryExport | None = None, max_points: int = 2000) -> dict[str, Any]:
     """The card's payload for one device: series (downsampled, peaks kept), the peak and its allocations.
@@ -192,10 +210,14 @@ def category_view(model: TraceModel, device: int, export: MemoryExport | None = 
     keep = _downsample(times, total, total, max_points)
     payload["series"] = {"times_us": times[keep].tolist(), "bytes": sizes[keep].tolist()}
     p = int(np.argmax(total))
-    at = float(times[p])
+    curve = allocated_peak(model, devices[device]) if devices else None
+    at, peak_bytes = curve if curve is not None else (float(times[p]), int(total[p]))
     labels = raw_categories(model, raw) if raw is not None else np.full(len(allocations(model).nbytes), -1)
-    by_cat = _by_category(sizes[p])
-    payload["peak"] = {"time_us": at, "total_bytes": int(total[p]), "by_category": by_cat,
+    by_cat = _by_category(_near(times, sizes, at, _EXPORT_CLOCK_US if export is not None else 0.0))
+    categorized = sum(by_cat.values())
+    payload["peak"] = {"time_us": at, "total_bytes": max(peak_bytes, categorized), "by_category": by_cat,
+                       "uncategorized_bytes": max(peak_bytes - categorized, 0),
+                       "series_peak": {"time_us": float(times[p]), "total_bytes": int(total[p])},
                        "dominant": max(by_cat, key=lambda k: by_cat[k]),
                        "top_allocations": _top_allocations(model, device, at, labels)}
     if export is not None:

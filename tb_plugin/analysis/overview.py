@@ -20,16 +20,25 @@ from .summary import devices
 
 
 def _environment(model: TraceModel) -> dict[str, Any]:
+    """The run's configuration. A CPU-only run recorded on a machine with GPUs still carries their properties and
+    the CUDA versions: they describe the machine, not the run, so they are left out (``unprofiled_gpus`` counts
+    them: the GPUs were there but the profiler recorded no CUDA activity)."""
     meta = model.meta
     kinds = model["events"]["kind"]
     uses_gpu = bool(np.isin(kinds, (*DEVICE_KINDS, Kind.RUNTIME, Kind.DRIVER)).any())
+    gpus = devices(model)
+
+    def of_gpu(key: str) -> Any:
+        return meta.get(key) if uses_gpu else None
+
     return {
         "device_type": "GPU" if uses_gpu else "CPU",
-        "devices": devices(model),
+        "devices": gpus if uses_gpu else [],
+        "unprofiled_gpus": 0 if uses_gpu else len(gpus),
         "pytorch_version": meta.get("pytorch_version"),
-        "cuda_runtime_version": meta.get("cuda_runtime_version"),
-        "cuda_driver_version": meta.get("cuda_driver_version"),
-        "cupti_version": meta.get("cupti_version"),
+        "cuda_runtime_version": of_gpu("cuda_runtime_version"),
+        "cuda_driver_version": of_gpu("cuda_driver_version"),
+        "cupti_version": of_gpu("cupti_version"),
         "framework": meta.get("Framework"),
     }
 

@@ -23,6 +23,8 @@ from .communication import collective_kernel_mask, collectives, communication_in
 
 CATEGORIES = ("Kernel", "Memcpy", "Memset", "Communication", "Runtime", "DataLoader", "CPU Exec", "Other")
 HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
+NO_STEPS_NOTE = ("The trace has no ProfilerStep#N events, so the whole trace is shown as one step "
+                 "(call prof.step() once per iteration to see steps).")
 
 
 @dataclass(frozen=True)
@@ -134,8 +136,7 @@ def find_steps(model: TraceModel) -> Steps:
         if bounds is None:
             bounds = _event_bounds(model, tuple(DEVICE_KINDS)) or (0.0, 0.0)
         names, host_start, host_end = ["0"], np.array([bounds[0]]), np.array([bounds[1]])
-        notes.append("The trace has no ProfilerStep#N events, so the whole trace is shown as one step "
-                     "(call prof.step() once per iteration to see steps).")
+        notes.append(NO_STEPS_NOTE)
     return _device_aware(model, names, host_start, host_end, notes)
 
 

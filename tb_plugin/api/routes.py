@@ -17,7 +17,7 @@ from ..analysis.device_peaks import NO_OVERRIDE, PeakOverride
 from ..analysis.diff import diff_node, diff_summary, step_index
 from ..analysis.distributed import job_distributed_lazy
 from ..analysis.distributed_page import page_of
-from ..analysis.flamegraph import METRICS, flame_tree, folded_stacks
+from ..analysis.flamegraph import METRICS, flame_search, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
 from ..analysis.memory import live_at, memory_curve, memory_events, memory_statistics
@@ -45,6 +45,7 @@ from .snapshot_routes import SnapshotApi
 from .static import relative_path, serve
 
 _CONTROL = dict.fromkeys(range(32), "_") | {127: "_"}
+MAX_RUNS_PAGE = 1000  # runs one page of /runs may hold
 
 
 def _download_name(filename: str) -> str:
@@ -87,13 +88,16 @@ class Api:
         return handler
 
     def runs(self, request: Request) -> Response:
+        """Every run, or with ``limit`` a page of them (a logdir of thousands of runs: see ``Workspace.runs_page``)."""
         ws = self.workspace
-        return json_response(request, {
-            "runs": ws.listing(),
-            "logdir": ws.logdir_display,
-            "scanning": ws.scanning(),
-            "errors": ws.errors(),
-        })
+        common = {"logdir": ws.logdir_display, "scanning": ws.scanning(), "errors": ws.errors()}
+        if request.args.get("limit") is None:
+            return json_response(request, {"runs": ws.listing(), **common})
+        page = ws.runs_page(params.integer(request, "limit", minimum=0, maximum=MAX_RUNS_PAGE),
+                            params.integer(request, "offset", required=False, default=0, minimum=0),
+                            params.text(request, "q", required=False, default=""),
+                            params.text(request, "run", required=False) or None)
+        return json_response(request, {**page, **common})
 
     def views(self, request: Request) -> Response:
         return json_response(request, {"views": self.workspace.views_of_run(params.text(request, "run"))})
@@ -296,11 +300,17 @@ class Api:
 
     def critical_path(self, request: Request) -> Response:
         step = params.text(request, "step", required=False) or None
+        annotation = params.text(request, "annotation", required=False) or None
+        occurrence = params.integer(request, "occurrence", required=False, default=1, minimum=1, maximum=10**9)
+        start, end = params.time_range(request)
+        window = (start, end) if start is not None or end is not None else None
         loaded = self._trace(request)
         try:
-            return self._answer(request, loaded, lambda: critical_path(loaded.model, step))
+            return self._answer(request, loaded,
+                                lambda: critical_path(loaded.model, step, annotation, occurrence, window))
         except KeyError:
-            raise ApiError(404, f"no step {step!r} in this trace") from None
+            what = f"no step {step!r}" if annotation is None else f"no annotation {annotation!r} #{occurrence}"
+            raise ApiError(404, f"{what} in this trace") from None
 
     def flamegraph(self, request: Request) -> Response:
         metric = params.text(request, "metric", required=False, default="self_host_us", choices=METRICS)
@@ -319,6 +329,20 @@ class Api:
         except KeyError:
             raise ApiError(404, f"no step {step!r} in this trace") from None
 
+    def flamegraph_search(self, request: Request) -> Response:
+        metric = params.text(request, "metric", required=False, default="self_host_us", choices=METRICS)
+        merge = params.text(request, "merge", required=False, default="line", choices=("line", "function"))
+        step = params.text(request, "step", required=False) or None
+        operator = params.text(request, "operator", required=False) or None
+        query = params.text(request, "q")
+        min_share = params.number(request, "min_share", required=False, default=0.0005, minimum=0, maximum=0.1)
+        loaded = self._trace(request)
+        try:
+            return self._answer(request, loaded, lambda: flame_search(loaded.model, metric, merge == "function", step,
+                                                                      operator, query, min_share))
+        except KeyError:
+            raise ApiError(404, f"no step {step!r} in this trace") from None
+
     def annotations(self, request: Request) -> Response:
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: annotation_times(loaded.model))
@@ -334,8 +358,9 @@ class Api:
         levels = params.int_pairs(request, "levels")
         host = params.integer(request, "host_levels", required=False, default=0, minimum=0, maximum=4096) or None
         category = params.text(request, "category", required=False, choices=CATEGORIES) or None
+        skips = params.int_pairs(request, "skip")
         return self._answer(request, loaded, lambda: window(loaded.model, start, end, width, frozenset(collapsed),
-                                                             levels, host, category))
+                                                             levels, host, category, skips))
 
     def trace_event(self, request: Request) -> Response:
         loaded = self._trace(request)
@@ -417,6 +442,7 @@ class Api:
             "/critical_path": json_route(self.critical_path),
             "/annotations": json_route(self.annotations),
             "/flamegraph": json_route(self.flamegraph),
+            "/flamegraph/search": json_route(self.flamegraph_search),
             "/trace/window": json_route(self.trace_window),
             "/trace/event": json_route(self.trace_event),
             "/trace/search": json_route(self.trace_search),

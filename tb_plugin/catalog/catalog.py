@@ -6,11 +6,13 @@ own name when the traces sit at its top). ``--logdir_spec name:path`` prefixes r
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import remote
@@ -142,6 +144,10 @@ class Catalog:
         self.snapshots: list[SnapshotFile] = []  # allocator snapshots (last scan)
         self._snapshot_heads: dict[str, tuple[tuple[int, float, str | None], bool]] = {}
         self._previous: dict[str, FileInfo] = {}
+        # path → the settled version last listed as a trace, and its content tag: listed on while the file is being
+        # rewritten (settling), so its run does not vanish and its last good parse is served meanwhile
+        self._settled: dict[str, tuple[FileInfo, str | None]] = {}
+        self._settling_now: dict[str, tuple[FileInfo, str | None]] = {}  # the same, being built by a scan
         self._last_listing: dict[str, list[FileInfo]] = {}  # root url -> its last successful listing
         self.errors: dict[str, str] = {}  # root url -> reason the last listing failed
         self.pending: int = 0  # files seen but still settling
@@ -153,6 +159,7 @@ class Catalog:
         files: list[TraceFile] = []
         pending = 0
         self.rejected = {}
+        self._settling_now = {}
         exports: list[ExportFile] = []
         snapshots: list[SnapshotFile] = []
         for root in self.roots:
@@ -166,6 +173,8 @@ class Catalog:
                 seen[info.path] = info
                 if self._settling(info, now):
                     pending += int(named is not None or snapshot)
+                    if named is not None and info.path in self._settled:  # rewritten: listed as it was
+                        stable.append((named.name, self._settled[info.path][0]))
                     continue
                 if snapshot:
                     if self._is_snapshot(root, info):
@@ -176,7 +185,8 @@ class Catalog:
                     exports.append(taken)
                 elif taken is not None:
                     stable.append((taken, info))
-            files.extend(_files_of_root(root, stable))
+            files.extend(_files_of_root(root, stable, functools.partial(self._tag, root)))
+        self._settled = self._settling_now
         self.exports = exports
         self.snapshots = snapshots
         self._previous = seen
@@ -197,6 +207,15 @@ class Catalog:
         self.errors.pop(url, None)
         self._last_listing[url] = listing
         return listing
+
+    def _tag(self, root: Root, info: FileInfo) -> str | None:
+        """The content tag of a file listed as a trace (see :func:`_content_tag`): the one it had when it settled,
+        for a file being rewritten (so it keeps its identity, and its parse), else read now. Remembered for the
+        next scan."""
+        held = self._settled.get(info.path)
+        tag = held[1] if held is not None and held[0] is info else _content_tag(root, info)
+        self._settling_now[info.path] = (info, tag)
+        return tag
 
     def _settling(self, info: FileInfo, now: float) -> bool:
         """Changed since the last scan and younger than ``SETTLE_SECONDS``: it may still be being written."""
@@ -299,7 +318,8 @@ def _snapshot_file(root: Root, info: FileInfo) -> SnapshotFile:
                         access=root.storage.file_access)
 
 
-def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]]) -> list[TraceFile]:
+def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]],
+                   tag: Callable[[FileInfo], str | None]) -> list[TraceFile]:
     by_worker: dict[tuple[str, str], list[tuple[int | None, FileInfo]]] = defaultdict(list)
     for parsed, info in infos:
         directory = posixpath.dirname(info.path)
@@ -315,6 +335,6 @@ def _files_of_root(root: Root, infos: list[tuple[TraceName, FileInfo]]) -> list[
             info = unique[stamp]
             files.append(TraceFile(run=_run_name(root, directory), worker=worker, span=span,
                                    url=root.storage.display(info.path), size=info.size, mtime=info.mtime,
-                                   etag=_content_tag(root, info), problem=info.problem, stamp=stamp,
+                                   etag=tag(info), problem=info.problem, stamp=stamp,
                                    access=root.storage.file_access))
     return files

@@ -3,8 +3,22 @@ outside TensorBoard, and ``preprocess`` (a logdir into a shared cache, on a Dask
 A thin shell over the Python API (:mod:`tb_plugin.sdk`): it parses arguments, shows progress
 on stderr and turns errors into messages and exit codes.
 
-Exit codes: 0 success (and no regression), 1 ``diff --fail-if-slower`` found the new run slower beyond the
-threshold, 2 bad arguments or a path with no trace, 3 a trace that cannot be loaded.
+Exit codes (docs/guide/ci-gate.md and docs/guide/limits.md list them too): every failure is one line on stderr,
+``pytorch-tb-profiler: error: <what and why>``, never a traceback.
+
+====  =================================================================================================
+0     success (``diff``: not slower beyond the threshold)
+1     ``diff --fail-if-slower``: NEW is slower beyond the threshold; ``preprocess``: some files failed
+2     bad arguments; a path that does not exist or holds no trace; a URL of no known form
+3     a trace that cannot be loaded (not a trace, cut short, too large, ...)
+4     ``diff``: nothing to compare (a side without events or ProfilerStep#N steps, or the metric is zero or
+      undefined on both sides)
+5     the output cannot be written (``report -o`` into a missing folder or a read-only place)
+6     a store a URL names cannot be reached or read (network, credentials, missing bucket or container; the
+      Dask scheduler of ``preprocess``)
+70    an internal error (a bug: the line says what, please report it)
+130   interrupted (Ctrl-C)
+====  =================================================================================================
 """
 
 from __future__ import annotations
@@ -19,6 +33,9 @@ from .. import __version__
 from ..sdk.locate import EXIT_NO_TRACE, ProfilerError
 
 PROG = "pytorch-tb-profiler"
+EXIT_CANNOT_WRITE = 5
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
 
 
 class StderrProgress:
@@ -95,6 +112,9 @@ def parser() -> argparse.ArgumentParser:
                    "kernel_time, memcpy_time, memset_time, communication_time, runtime_time, dataloader_time, "
                    "cpu_exec_time, other_time")
     d.add_argument("--top", type=int, default=5, help="operators and kernels listed as slower (default 5)")
+    d.add_argument("--span", help="the span compared on both sides (default: each worker's first)")
+    d.add_argument("--base-span", help="the span of BASE (default: --span)")
+    d.add_argument("--new-span", help="the span of NEW (default: --span)")
     d.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     from .preprocess import add_parser as add_preprocess
@@ -110,13 +130,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args, progress)
     except ProfilerError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return err.exit_code
+        return _error(str(err), err.exit_code)
     except ValueError as err:  # a bad option value (metric, threshold, peaks)
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return EXIT_NO_TRACE
+        return _error(str(err), EXIT_NO_TRACE)
     except BrokenPipeError:  # `... | head`: the reader left, nothing more to say
         return 0
+    except KeyboardInterrupt:
+        return _error("interrupted", EXIT_INTERRUPTED)
+    except Exception as err:  # noqa: BLE001 - a bug: one line saying what, never a traceback in a CI log
+        return _error(f"internal error ({type(err).__name__}: {err}); please report it", EXIT_INTERNAL)
+
+
+def _error(message: str, code: int) -> int:
+    """Say ``message`` on stderr as one line (a multi-line reason is joined) and give ``code`` back."""
+    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    return code
 
 
 def console() -> None:
@@ -135,6 +163,10 @@ def _run(args: argparse.Namespace, progress: Any) -> int:
         from .preprocess import run_preprocess
 
         return run_preprocess(args)
+    if args.command == "report":  # before loading anything: a report that cannot be written fails at once
+        from .report import check_output
+
+        check_output(args.output)
     trace = open_trace(args.path, run=args.run, worker=args.worker, span=args.span, cache_dir=args.cache_dir,
                        progress=progress, peaks=args.peaks)
     if args.command == "summary":

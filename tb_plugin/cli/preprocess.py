@@ -1,7 +1,8 @@
 """``pytorch-tb-profiler preprocess LOGDIR``: parse every trace into a cache that TensorBoard reads
 (``--profiler_cache_dir``), on a Dask cluster (``--dask ADDRESS``), a Dask ``LocalCluster`` (``--dask-local N``) or,
 without Dask, a local pool. Exit codes: 0 every file is in the cache, 1 some failed (listed with reasons; a rerun
-does only what is missing), 2 the logdir, the cache or the cluster cannot be used.
+does only what is missing), 2 the logdir does not exist or holds no trace, or an argument is wrong, 6 a store (the
+logdir's or the cache's) or the Dask scheduler cannot be reached.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ..jobs.shared import SharedCache
 from ..scaleout.executors import DaskExecutor, Executor, LocalPool, MissingDask
 from ..scaleout.preprocess import PreprocessError, plan, run
 
-EXIT_FAILED_FILES, EXIT_UNUSABLE = 1, 2
+EXIT_FAILED_FILES, EXIT_UNUSABLE, EXIT_UNREACHABLE = 1, 2, 6
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -42,7 +43,7 @@ def run_preprocess(args: argparse.Namespace) -> int:
         todo = plan(args.logdir, cache, args.any_json)
     except PreprocessError as err:
         print(f"pytorch-tb-profiler: error: {err}", file=sys.stderr)
-        return EXIT_UNUSABLE
+        return EXIT_UNREACHABLE if err.unreachable else EXIT_UNUSABLE
     except Exception as err:  # noqa: BLE001 - a cache URL of no known form, a missing backend package
         print(f"pytorch-tb-profiler: error: cannot use the cache {args.cache}: {err}", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -58,7 +59,7 @@ def run_preprocess(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
     except OSError as err:  # a scheduler that cannot be reached
         print(f"pytorch-tb-profiler: error: cannot reach the Dask scheduler {args.dask}: {err}", file=sys.stderr)
-        return EXIT_UNUSABLE
+        return EXIT_UNREACHABLE
     try:
         print(f"on {executor.description}", file=sys.stderr)
         report = run(todo, cache, executor)
@@ -82,5 +83,8 @@ def _print(report: dict[str, object], as_json: bool) -> None:
         return
     print(f"{report['parsed']} parsed, {report['skipped']} already done, {report['failed']} failed "
           f"({report['bytes']} bytes in {report['seconds']} s, {report['mb_per_s']} MB/s)")
+    peaks = report.get("worker_peak_rss_mb") or []
+    if peaks:  # one figure per worker process that parsed something, smallest first
+        print(f"peak memory per worker: {', '.join(f'{mb:,.1f} MB' for mb in peaks)}")  # type: ignore[attr-defined]
     for failure in report["failures"]:  # type: ignore[attr-defined]
         print(f"  failed: {failure['file']}: {failure['reason']}")

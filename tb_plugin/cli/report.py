@@ -1,8 +1,10 @@
 """``report PATH -o report.html``: one self-contained HTML file with plotly charts of the Overview (with MFU),
-Operator, Kernel, roofline, Memory and Distributed views, plotly.js embedded once: it opens offline, from an email
-or a CI artifact.
+Operator, Kernel, GPU, roofline, Memory and Distributed views, plotly.js embedded once: it opens offline, from an
+email or a CI artifact.
 
-Charts are plotly figures built from the Python API's DataFrames (plotly express); tables are pandas' HTML.
+Charts are plotly figures built from the Python API's DataFrames (plotly express), the step-breakdown categories in
+the plugin's one palette (``sdk.plots``, the same colour in every bar and pie); tables are pandas' HTML, with bytes,
+durations and shares formatted as the pages show them.
 
 Every name from the trace (operators, kernels, workers, devices) reaches a chart through :func:`_label`: plotly
 draws labels, legends and hover text as a subset of HTML (``<a href>``, ``<b>``), so an operator named
@@ -12,7 +14,10 @@ draws labels, legends and hover text as a subset of HTML (``<a href>``, ``<b>``)
 
 from __future__ import annotations
 
+import contextlib
 import html
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +27,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from ..sdk import Trace
+from ..sdk.plots import share_pie, step_bars
 from .summary import finding_texts, flops_text, job_mfu_text, mfu_text, top_kernels, top_operators, verdict_text
 
 TOP = 20
@@ -84,21 +90,53 @@ def _overview(page: Page, trace: Trace) -> None:
     if job:
         page.text(job)
     if not o.steps.empty:
-        per_step = o.steps.drop(columns=["start_us", "duration_us"]) / 1000.0
-        per_step.columns = list(o.breakdown.index)
-        long = per_step.reset_index().melt(id_vars="step", var_name="category", value_name="ms")
-        long["step"] = _label(long["step"])
-        page.chart(px.bar(long, x="step", y="ms", color="category", title="Step time breakdown (ms)"))
-    shares = o.breakdown[o.breakdown["time_us"] > 0].reset_index()
-    if not shares.empty:
-        page.chart(px.pie(shares, names="category", values="time_us", title="Average step, by category"))
+        page.chart(step_bars(o.steps, list(o.breakdown.index)))
+    if (o.breakdown["time_us"] > 0).any():
+        page.chart(share_pie(o.breakdown))
     findings = finding_texts(o.findings)
     if findings:
         page.parts.append("<ol>" + "".join(f"<li>{html.escape(t)}</li>" for t in findings) + "</ol>")
     for note in o.notes:
         page.text(note, "note")
     if not o.gpus.empty:
-        page.table(o.gpus)
+        page.text("GPU utilization counts every kernel, communication kernels included (the headline); "
+                  "'without communication' leaves NCCL kernels out.", "note")
+        page.table(gpu_table(o.gpus))
+
+
+def _bytes(n: object) -> str:
+    """1.5 GiB, 120.0 MiB, 512 B: as the pages format bytes."""
+    if not isinstance(n, (int, float)) or n != n:
+        return "—"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} TiB"
+
+
+def _share(x: object) -> str:
+    return f"{100 * float(x):.1f} %" if isinstance(x, (int, float)) and x == x else "n/a"
+
+
+def gpu_table(gpus: pd.DataFrame) -> pd.DataFrame:
+    """The Overview's GPU rows as the page shows them: memory in GiB, shares in %, kernel time in ms."""
+    labels = {"utilization": "utilization (all kernels)", "compute_utilization": "utilization without communication",
+              "gpu_busy": "GPU busy (all GPU work)", "sm_efficiency": "est. SM efficiency",
+              "achieved_occupancy": "est. achieved occupancy", "tensor_core_ratio": "kernel time on tensor cores"}
+    names = gpus["name"] if "name" in gpus else pd.Series([None] * len(gpus))
+    out: pd.DataFrame = pd.DataFrame({
+        "GPU": [f"GPU {int(i)}" if isinstance(i, (int, float)) and i == i else "(unknown device)" for i in gpus["id"]],
+        "name": [n if isinstance(n, str) else "—" for n in names]})
+    if "memory_bytes" in gpus:
+        out["memory"] = [_bytes(v) for v in gpus["memory_bytes"]]
+    for key, label in labels.items():
+        if key in gpus:
+            out[label] = [_share(v) for v in gpus[key]]
+    if "kernel_time_us" in gpus:
+        out["kernel time"] = [f"{v / 1000:,.2f} ms" for v in gpus["kernel_time_us"]]
+    return out
 
 
 def _operators(page: Page, trace: Trace) -> None:
@@ -181,6 +219,44 @@ def _roofline(page: Page, trace: Trace) -> None:
     page.table(top)
 
 
+def _gpu(page: Page, trace: Trace) -> None:
+    """The GPU view: idle time per stream (what kept the GPU waiting), launch statistics, queue length, copy
+    bandwidth and the repeated kernel sequences."""
+    page.heading("GPU")
+    idle = trace.idle()
+    if idle.empty:
+        page.text("No GPU work in this trace (a CPU-only run?).", "note")
+        return
+    parts = ["busy_us", "host_wait_us", "kernel_wait_us", "other_us"]
+    long = idle.assign(stream=[f"GPU {d} · stream {s}" for d, s in zip(idle["device"], idle["stream"])]).melt(
+        id_vars=["stream"], value_vars=parts, var_name="time", value_name="us")
+    long["ms"] = long["us"] / 1000.0
+    long["time"] = long["time"].str.removesuffix("_us").str.replace("_", " ")
+    page.chart(px.bar(long, x="ms", y="stream", color="time", orientation="h", height=160 + 40 * len(idle),
+                      title="Busy and idle time per stream over the steps (ms): why the GPU waited"))
+    summary = trace.launch_stats().attrs.get("summary") or {}
+    page.text(f"{summary.get('kernels', 0):,} kernels; launch delay p50 {_ms(summary.get('launch_delay_p50_us'))}, "
+              f"p95 {_ms(summary.get('launch_delay_p95_us'))}; {summary.get('short_kernels', 0):,} kernels shorter "
+              "than their launch call.")
+    queues = trace.queue_length()
+    if not queues.empty:
+        page.text("Queue length per stream: kernels launched and not finished (max, time-weighted mean).")
+        page.table(queues)
+    bandwidth = trace.memory_bandwidth()
+    if not bandwidth.empty:
+        page.text("Copy and set bandwidth per direction over the steps (GB/s).")
+        page.table(bandwidth.assign(bytes=[_bytes(b) for b in bandwidth["bytes"]]))
+    sequences = trace.kernel_sequences(top=10)
+    if not sequences.empty:
+        page.text("Repeated kernel sequences by GPU time (candidates for fusion or CUDA graphs).")
+        page.table(sequences.drop(columns=["first_start_us"]).assign(
+            kernels=[" → ".join(_label(pd.Series(k))) for k in sequences["kernels"]]))
+
+
+def _ms(us: object) -> str:
+    return f"{float(us) / 1000:,.3f} ms" if isinstance(us, (int, float)) and us == us else "n/a"
+
+
 def _memory(page: Page, trace: Trace) -> None:
     page.heading("Memory")
     curve = trace.memory_curve()
@@ -213,16 +289,53 @@ def _distributed(page: Page, trace: Trace) -> None:
     page.table(ranks.drop(columns=["overlap_note"], errors="ignore"))
 
 
+# The report's sections in order. A new one (the GPU view's roofline) goes in its place in this list.
+_SECTIONS = (_overview, _operators, _kernels, _gpu, _roofline, _memory, _distributed)
+
+
 def render(trace: Trace) -> str:
     """The report of ``trace`` as one HTML document."""
     page = Page()
     title = f"{trace.run} / {trace.worker} / span {trace.span}"
     page.parts.append(f"<h1>PyTorch profiler report: {html.escape(title)}</h1>")
     page.text(f"{trace.file.filename}: {trace.model.n_events:,} events", "note")
-    for section in (_overview, _operators, _kernels, _roofline, _memory, _distributed):
+    for section in _SECTIONS:
         section(page, trace)
     return page.html(title)
 
 
+def check_output(output: str) -> None:
+    """Refuse an output path the report cannot be written to (exit code 5), before any trace is loaded."""
+    from ..sdk import ProfilerError
+    from . import EXIT_CANNOT_WRITE
+
+    target = Path(output)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise ProfilerError(f"cannot write the report to {output}: it is a directory", EXIT_CANNOT_WRITE)
+    if not folder.is_dir():
+        raise ProfilerError(f"cannot write the report to {output}: the folder {folder} does not exist",
+                            EXIT_CANNOT_WRITE)
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ProfilerError(f"cannot write the report to {output}: permission denied", EXIT_CANNOT_WRITE)
+
+
 def write_report(trace: Trace, output: str) -> None:
-    Path(output).write_text(render(trace), encoding="utf-8")
+    """Write the report whole (a temporary file renamed into place): never a half-written report."""
+    from ..sdk import ProfilerError
+    from . import EXIT_CANNOT_WRITE
+
+    target = Path(output)
+    text = render(trace)
+    try:
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=target.parent or Path("."),
+                                         prefix=f".{target.name}.", suffix=".tmp", delete=False) as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(fh.name, 0o666 & ~umask)  # as a file opened for writing would be, not the temp file's 0600
+        os.replace(fh.name, target)
+    except OSError as err:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(fh.name)
+        raise ProfilerError(f"cannot write the report to {output}: {err.strerror or err}", EXIT_CANNOT_WRITE) from None

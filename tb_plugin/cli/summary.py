@@ -19,13 +19,17 @@ def verdict_text(verdict: dict[str, Any] | None) -> str | None:
 
 
 def finding_texts(findings: pd.DataFrame) -> list[str]:
-    """Each finding (ranked recommendation) as one line: its title, if it has one, then its text, then its
-    replayed saving (the what-if replay of its fix alone) where it has one."""
+    """Each finding (ranked recommendation) as one line: its title, if it has one, then its text, where in the step
+    its cause lives (the user's frame, the API it calls, the region) where the trace shows it, then its replayed
+    saving (the what-if replay of its fix alone) where it has one."""
     lines = []
     for row in findings.to_dict("records"):
         title, text = row.get("title"), row.get("text")
         parts = [str(p) for p in (title, text) if isinstance(p, str) and p]
         line = ": ".join(parts) or str(row.get("id", ""))
+        where = row.get("where")
+        if isinstance(where, dict) and where.get("text"):
+            line += f" [where: {where['text']}]"
         replayed = row.get("what_if")
         if isinstance(replayed, dict):
             line += (f" [replayed: {replayed['label']}: −{replayed['saving_us'] / 1000.0:.2f} ms/step → "
@@ -104,6 +108,7 @@ def summary_data(trace: Trace, top: int) -> dict[str, Any]:
         "mfu": {k: v for k, v in o.mfu.raw.items() if k != "steps"},
         "breakdown": {c: {"time_us": r["time_us"], "share": r["share"]} for c, r in o.breakdown.iterrows()},
         "device_type": o.environment.get("device_type"),
+        "gpus": records(o.gpus),
         "operators": records(top_operators(trace, top)),
         "kernels": records(top_kernels(trace, top)),
         "notes": o.notes,
@@ -134,6 +139,22 @@ def _ms(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def gpu_lines(o: Overview) -> list[str]:
+    """Per GPU, its utilization: the headline (all kernels) and, where communication kernels make a difference,
+    the same without them, named apart (a rank waiting in NCCL looks busy by the first)."""
+    lines = []
+    for g in records(o.gpus):
+        if g.get("utilization") is None:
+            continue
+        name = f"GPU {g['id'] if g.get('id') is not None else '(unknown device)'}"
+        line = f"{name}: utilization {g['utilization']:.1%} (all kernels: the headline"
+        compute = g.get("compute_utilization")
+        if compute is not None and abs(compute - g["utilization"]) >= 5e-4:
+            line += f"; {compute:.1%} without communication kernels"
+        lines.append(line + ")")
+    return lines
+
+
 def breakdown_table(o: Overview) -> pd.DataFrame:
     table = pd.DataFrame({"ms/step": o.breakdown["time_us"] / 1000.0, "share": o.breakdown["share"]})
     shown: pd.DataFrame = table[table["ms/step"] > 0]
@@ -158,6 +179,9 @@ def print_summary(trace: Trace, top: int, as_json: bool) -> None:
     print(breakdown_table(o).to_string(formatters={"ms/step": "{:.2f}".format, "share": "{:.1%}".format}))
     for note in o.notes:
         print(f"note: {note}")
+    lines = gpu_lines(o)
+    if lines:
+        print("\n" + "\n".join(lines))
     findings = finding_texts(o.findings)
     if findings:
         print("\nFindings:")

@@ -1,25 +1,41 @@
 """The parse cache: one directory of Arrow files per (file URL, size, etag or mtime, model version).
 
-Workers write here and the server memory-maps from here, so a parse crosses the process boundary without a copy
-and survives restarts. It lives in the user's cache directory, never in the logdir.
+Workers write here and the server opens from here, so a parse crosses the process boundary without pickling and
+survives restarts. It lives in the user's cache directory, never in the logdir. Each entry's format, and how it is
+written, checked and opened beside other processes sharing the folder, is :mod:`.entries`.
+
+The size bound is kept with a running total: the folder is listed once (at the first trim, and again at most every
+:data:`RESCAN_SECONDS` to count what other processes added), and each entry this process publishes or opens is added
+to the total as it comes, so trimming after a load costs nothing until the bound is reached (it listed the whole
+cache after every load, which made 5,000 small runs load in quadratic time).
 """
 
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
 import json
 import logging
 import os
+import re
 import shutil
+import stat
 import tempfile
+import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
+
+import pyarrow as pa
 
 from ..catalog.catalog import Identity, TraceFile
 from ..loader import MODEL_VERSION
 from ..model.tables import TraceModel
+from . import entries
+from .entries import BadEntry, Opened
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +46,13 @@ FAILURE_FILE = "failed.json"
 # The last file written into a preprocessed entry (``pytorch-tb-profiler preprocess``): the rank's summary beside its
 # model. An entry that has it is complete, and the server loads its summary only, the model on first use.
 SUMMARY_MARKER = "summary.json"
+# How often the running total is checked against a listing (other processes sharing the folder add entries).
+RESCAN_SECONDS = 600.0
+# Temp folders older than this were left by killed workers.
+STALE_SECONDS = 3600.0
+_ENTRY = re.compile(r"v\d+-[0-9a-f]{32}")
+_OLD_FALLBACK = re.compile(r"pytorch-tb-profiler-[a-z0-9_]{8}")
+_warned: set[str] = set()  # unusable cache folders already said (once per process, however many caches open)
 
 
 class Stored(Protocol):
@@ -41,7 +64,7 @@ class Stored(Protocol):
 
     def save(self, directory: str, file: TraceFile | None, processes: int) -> None: ...
 
-    def attach(self, model: TraceModel, directory: str) -> None: ...
+    def attach(self, model: TraceModel, files: dict[str, pa.Buffer]) -> None: ...
 
 
 def entry_name(identity: Identity) -> str:
@@ -64,21 +87,33 @@ class ParseCache:
     """Cache directory with a size bound; the least recently used parses are evicted first."""
 
     def __init__(self, directory: str | os.PathLike[str] | None = None, max_bytes: int = 4 << 30) -> None:
-        path = Path(directory) if directory else default_cache_dir()
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
-                pass
-        except OSError:
-            path = Path(tempfile.mkdtemp(prefix="pytorch-tb-profiler-"))
-        self.directory = path
+        wanted = Path(directory) if directory else default_cache_dir()
+        problem = _unusable(wanted)
+        # why the wanted folder is not used (None when it is): the workspace shows it where the user looks
+        self.problem: str | None = None
+        if problem is not None:
+            fallback = _fallback_dir()
+            self.problem = (f"the cache folder {wanted} cannot be used ({problem}); parsed traces are cached in "
+                            f"{fallback} instead")
+            if str(wanted) not in _warned:
+                _warned.add(str(wanted))
+                log.warning("%s", self.problem)
+                _remove_old_fallbacks(fallback.parent)
+            wanted = fallback
+        self.directory = wanted
         self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._sizes: OrderedDict[str, int] = OrderedDict()  # entry name → bytes, least recently used first
+        self._total = 0
+        self._listed_at: float | None = None  # time.monotonic() of the last listing
 
     def entry(self, identity: Identity) -> Path:
         """Where the parse of this file version lives (see :func:`entry_name`)."""
         return self.directory / entry_name(identity)
 
     def has(self, entry: Path) -> bool:
+        """An entry with a model is there (whether it is whole and intact is checked when it is opened, and a
+        damaged one is removed, saying why)."""
         return (entry / "meta.json").is_file()
 
     def remember_failure(self, entry: Path, reason: str) -> None:
@@ -114,49 +149,149 @@ class ParseCache:
     def touch(self, entry: Path) -> None:
         with contextlib.suppress(OSError):
             os.utime(entry)
+        with self._lock:
+            if entry.name in self._sizes:
+                self._sizes.move_to_end(entry.name)
 
-    def evict(self, keep: set[Path] | None = None) -> None:
-        """Remove the oldest entries until the cache fits ``max_bytes``; ``keep`` entries are never removed.
+    # ---- writing and opening ------------------------------------------------------------------------------------
+    def staging(self) -> Path:
+        """A private folder to build an entry in (see :func:`entries.staging`)."""
+        return entries.staging(self.directory)
 
-        Other loader processes write and rename entries meanwhile, so any file listed here may be gone by the time
-        it is measured: a vanished file is skipped, never an error (an error here would stop the loader thread)."""
-        keep = keep or set()
-        entries = []
-        for child in self.directory.iterdir():
-            if not child.is_dir() or child.name.startswith("."):
-                continue
-            mtime = _mtime(child)
-            if mtime is not None:
-                entries.append((mtime, _dir_bytes(child), child))
-        total = sum(size for _, size, _ in entries)
-        for _, size, child in sorted(entries):
-            if total <= self.max_bytes:
+    def publish(self, built: Path, entry: Path) -> None:
+        """Seal ``built`` and put it in place as ``entry`` (another process's whole entry, published first, wins)."""
+        entries.seal(built)
+        entries.publish(built, entry)
+
+    def open(self, entry: Path, required: Iterable[str], optional: Callable[[str], bool] = lambda name: False
+             ) -> Opened:
+        """The verified private copy of these files of ``entry`` (:func:`entries.open_entry`); BadEntry when it
+        cannot be used. Counts the entry as used now (it is the most recent for eviction)."""
+        opened = entries.open_entry(entry, required, optional, self.directory)
+        self.touch(entry)
+        self.added(entry, opened.bytes)
+        return opened
+
+    def discard(self, entry: Path, reason: str) -> None:
+        """Remove a damaged entry (a miss from now on: parsed again), saying why in the log (quietly for an entry
+        an older version wrote, without a manifest: expected once after an upgrade)."""
+        older = entries.NO_MANIFEST in reason
+        log.log(logging.INFO if older else logging.WARNING, "discarding the cache entry %s: %s; parsing the trace "
+                "again", entry, reason)
+        if entries.discard(entry):
+            self._forget(entry.name)
+
+    # ---- the size bound -----------------------------------------------------------------------------------------
+    def added(self, entry: Path, size: int | None = None) -> None:
+        """Count an entry this process published or opened (its size from its manifest, else measured)."""
+        size = entries.entry_bytes(entry) if size is None else size
+        with self._lock:
+            self._total += size - self._sizes.pop(entry.name, 0)
+            self._sizes[entry.name] = size
+
+    def total_bytes(self) -> int:
+        with self._lock:
+            return self._total
+
+    def evict(self, keep: set[Path] | Callable[[], set[Path]] | None = None) -> None:
+        """Remove the least recently used entries until the cache fits ``max_bytes``; ``keep`` entries (or what the
+        callable gives, asked only when something must go) are never removed, nor entries another process is
+        reading. Costs nothing while the running total is within the bound.
+
+        Other processes write and remove entries meanwhile, so any entry may be gone by the time it is measured or
+        removed: a vanished entry is skipped, never an error (an error here would stop the loader thread)."""
+        now = time.monotonic()
+        if self._listed_at is None or now - self._listed_at > RESCAN_SECONDS:
+            self._relist(now)
+        with self._lock:
+            if self._total <= self.max_bytes:
+                return
+            order = list(self._sizes.items())
+        kept = (keep() if callable(keep) else keep) or set()
+        names = {path.name for path in kept}
+        for name, _ in order:
+            if self.total_bytes() <= self.max_bytes:
                 break
-            if child in keep:
+            if name in names:
                 continue
-            shutil.rmtree(child, ignore_errors=True)
-            total -= size
-        # Leftover temp dirs from killed workers.
-        for child in self.directory.glob(".tmp-*"):
-            mtime = _mtime(child)
-            if mtime is not None and time.time() - mtime > 3600:
-                shutil.rmtree(child, ignore_errors=True)
+            if entries.discard(self.directory / name):
+                self._forget(name)
+
+    def _forget(self, name: str) -> None:
+        with self._lock:
+            self._total -= self._sizes.pop(name, 0)
+
+    def _relist(self, now: float) -> None:
+        """List the folder once: every entry by age (oldest first) and size; temp folders of killed workers go."""
+        found: list[tuple[float, str, int]] = []
+        try:
+            listing = list(os.scandir(self.directory))
+        except OSError:
+            listing = []
+        for item in listing:
+            with contextlib.suppress(OSError):
+                if not item.is_dir(follow_symlinks=False):
+                    continue
+                if item.name.startswith((".tmp-", ".trash-")):
+                    if time.time() - item.stat().st_mtime > STALE_SECONDS or item.name.startswith(".trash-"):
+                        shutil.rmtree(item.path, ignore_errors=True)
+                    continue
+                if not item.name.startswith("."):
+                    found.append((item.stat().st_mtime, item.name, entries.entry_bytes(Path(item.path))))
+        found.sort()
+        with self._lock:
+            self._sizes = OrderedDict((name, size) for _, name, size in found)
+            self._total = sum(self._sizes.values())
+            self._listed_at = now
 
 
-def _mtime(path: Path) -> float | None:
-    """``path``'s modification time, or None when it vanished since it was listed."""
+def _unusable(folder: Path) -> str | None:
+    """Why entries cannot be written in ``folder`` (None when they can)."""
     try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return None
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+            pass
+    except OSError as err:
+        return err.strerror or str(err)
+    return None
 
 
-def _dir_bytes(folder: Path) -> int:
-    """The bytes of the files directly in ``folder``, counting none that vanished since it was listed."""
-    total = 0
-    with contextlib.suppress(FileNotFoundError):
-        for f in folder.iterdir():
-            with contextlib.suppress(FileNotFoundError):
-                if f.is_file():
-                    total += f.stat().st_size
-    return total
+def _fallback_dir() -> Path:
+    """One folder per user in the temp folder, the same at every start (so it is reused, and bounded as any cache):
+    made private to the user; one that is not a plain folder of theirs is not trusted (a fresh one is made)."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name (a container without passwd entry): the uid
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    folder = Path(tempfile.gettempdir()) / f"pytorch-tb-profiler-cache-{re.sub(r'[^A-Za-z0-9_.-]', '_', user)}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+        mine = not hasattr(os, "getuid") or info.st_uid == os.getuid()
+        if stat.S_ISDIR(info.st_mode) and mine and _unusable(folder) is None:
+            return folder
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="pytorch-tb-profiler-"))
+
+
+def _remove_old_fallbacks(temp: Path) -> None:
+    """Remove the temp caches earlier versions made at every start (``pytorch-tb-profiler-XXXXXXXX``, one per
+    start, never removed): only folders of this user, untouched for an hour, holding nothing but cache entries."""
+    with contextlib.suppress(OSError):
+        for item in os.scandir(temp):
+            if not _OLD_FALLBACK.fullmatch(item.name) or not item.is_dir(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError):
+                info = item.stat(follow_symlinks=False)
+                if hasattr(os, "getuid") and info.st_uid != os.getuid():
+                    continue
+                if time.time() - info.st_mtime < STALE_SECONDS:
+                    continue
+                names = os.listdir(item.path)
+                if all(_ENTRY.fullmatch(n) or n.startswith((".tmp-", ".probe-", ".trash-")) for n in names):
+                    shutil.rmtree(item.path, ignore_errors=True)
+
+
+__all__ = ["SOURCE_FILE", "SUMMARY_MARKER", "BadEntry", "Opened", "ParseCache", "Stored", "default_cache_dir",
+           "entry_name"]

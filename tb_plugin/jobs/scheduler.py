@@ -17,7 +17,6 @@ import contextlib
 import logging
 import multiprocessing
 import queue
-import shutil
 import signal
 import sys
 import threading
@@ -31,10 +30,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..catalog.catalog import TraceFile
-from ..model.tables import TraceModel, load
-from . import budget
+from ..model.tables import MODEL_FILES, TraceModel, model_of
+from . import budget, entries
 from .cache import SOURCE_FILE, ParseCache, Stored
-from .shared import SharedCache
+from .shared import SUMMARY_FILES, SharedCache
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +92,11 @@ class _Job:
     lazy: bool = False  # preprocessed: ready with its summary; the model is opened on first use
     fetching: bool = False  # its model is being copied from the shared cache
     remote_result: tuple[bool, str | None] | None = None  # a runner's answer: (ok, reason)
-    failure_checked: bool = False  # the parse cache was asked whether this file version failed before
+    # the last good parse of an earlier version of the file, served until this version is ready (or fails)
+    previous: tuple[TraceFile, TraceModel] | None = None
+    cache_failures: int = 0  # its entry failed the check when opened: parsed again (a few times at most)
+    looked: bool = False  # its entry was looked for in the cache
+    skip_cache: bool = False  # its entry is damaged and could not be removed (being read): parse, do not open it
 
 
 class Runner(Protocol):
@@ -111,6 +114,16 @@ class JobStatus:
     state: str
     progress: float
     error: str | None
+    # READY with the last good parse of an earlier version while this one loads (``progress`` is the new one's)
+    updating: bool = False
+
+
+# Files of an entry the model does not need when opened (the others, beyond the model's own, are what ``Stored``
+# wrote: opened with the model, dropped alone when damaged).
+_NOT_MODEL = frozenset({SOURCE_FILE, *SUMMARY_FILES})
+# A file version whose fresh parse fails the check this often when opened (a cache folder that corrupts what is
+# written) fails with the reason instead of being parsed forever.
+MAX_CACHE_FAILURES = 3
 
 
 class LoadScheduler:
@@ -159,11 +172,16 @@ class LoadScheduler:
             job = self._jobs.get(file.key)
             if job is not None and job.file == file:
                 return
+            previous = None
             if job is not None:
                 self._stop(job)
+                if job.file.url == file.url:  # the same file, rewritten (not another file at this position)
+                    previous = (job.file, job.model) if job.model is not None else job.previous
             job = _Job(file=file, entry=self.cache.entry(file.identity))
             if file.problem is not None:
                 job.state, job.error = FAILED, f"{file.filename}: {file.problem}; it is not loaded"
+            else:  # a file rewritten in place: its last good parse is served until the new one is ready
+                job.previous = previous
             self._jobs[file.key] = job
         self._wake()
 
@@ -176,27 +194,41 @@ class LoadScheduler:
     def status(self, key: Hashable) -> JobStatus | None:
         with self._lock:
             job = self._jobs.get(key)
-            if job is None:
-                return None
-            progress = job.done_progress
-            if job.state == LOADING and job.progress is not None:
-                progress = float(job.progress.value)
-            return JobStatus(job.state, round(progress, 3), job.error)
+            return self._status_of(job) if job is not None else None
 
-    def cached_source(self, key: Hashable) -> Path | None:
-        """The cached original bytes of a loaded remote file, if the worker kept them."""
+    @staticmethod
+    def _status_of(job: _Job) -> JobStatus:
+        progress = job.done_progress
+        if job.state == LOADING and job.progress is not None:
+            progress = float(job.progress.value)
+        if job.previous is not None and job.state in (QUEUED, LOADING):
+            return JobStatus(READY, round(progress, 3), None, updating=True)
+        return JobStatus(job.state, round(progress, 3), job.error)
+
+    def statuses(self) -> dict[Hashable, JobStatus]:
+        """Every file's status at once (one lock for a listing of thousands of files)."""
         with self._lock:
-            job = self._jobs.get(key)
-        if job is None or job.state != READY:
-            return None
-        path = job.entry / SOURCE_FILE
-        return path if path.is_file() else None
+            return {key: self._status_of(job) for key, job in self._jobs.items()}
+
+    def cached_source(self, file: TraceFile) -> Path | None:
+        """The cached original bytes of a loaded remote file version (the one a span shows: the last good one
+        while a rewritten file loads again), if its worker kept them and they are as it wrote them (size and
+        CRC-32 against the entry's manifest: the download must be the file, not a damaged copy of it)."""
+        entry = self.cache.entry(file.identity)
+        problem = entries.verify(entry, (SOURCE_FILE,))
+        if problem is None:
+            return entry / SOURCE_FILE
+        if (entry / SOURCE_FILE).exists():
+            log.warning("not serving the cached copy of %s: %s", file.filename, problem)
+        return None
 
     def model(self, key: Hashable, open_lazy: bool = True) -> TraceModel | None:
         """The loaded model; a preprocessed one is opened now (``open_lazy``), or its copy from the shared cache
         started (then None until it is here: the caller answers "still loading")."""
         with self._lock:
             job = self._jobs.get(key)
+            if job is not None and job.model is None and job.previous is not None:
+                return job.previous[1]
             if job is None or job.model is not None or not (open_lazy and job.lazy and job.state == READY):
                 return job.model if job is not None else None
             fetching = job.fetching
@@ -208,11 +240,36 @@ class LoadScheduler:
                 self._fetcher.submit(self._fetch_model, job)
         return None
 
+    def serving(self, key: Hashable, open_lazy: bool = True) -> tuple[TraceFile, TraceModel] | None:
+        """The file version whose parse answers for ``key`` now, and that parse: the listed version once ready,
+        the last good one while a rewritten file loads again (None while neither is at hand; a preprocessed model
+        is opened for it with ``open_lazy``, as :meth:`model` does)."""
+        model = self.model(key, open_lazy)
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is None or model is None:
+                return None
+            if job.model is model:
+                return (job.file, model) if job.state == READY else None
+            return job.previous if job.previous is not None and job.previous[1] is model else None
+
     def preprocessed(self, key: Hashable) -> Path | None:
         """The cache entry holding this ready file's rank summary, if it was preprocessed."""
         with self._lock:
             job = self._jobs.get(key)
             return job.entry if job is not None and job.state == READY and job.lazy else None
+
+    def reparse(self, key: Hashable, reason: str) -> None:
+        """The preprocessed entry of ``key`` cannot be read (its summary failed the check): remove it and parse the
+        file here (a miss, as for any damaged entry)."""
+        with self._lock:
+            job = self._jobs.get(key)
+        if job is None or not job.lazy:
+            return
+        self._damaged(job, reason)
+        with self._lock:
+            job.lazy, job.model, job.state, job.done_progress = False, None, QUEUED, 0.0
+        self._wake()
 
     def counts(self) -> dict[str, int]:
         """How the files were made ready (for logs, tests and benchmarks): parsed here, parsed on the cluster,
@@ -294,42 +351,45 @@ class LoadScheduler:
             for job in self._jobs.values():
                 if job.state == LOADING and job.process is not None and now - job.started > self.load_timeout:
                     self._stop(job)
-                    job.state = FAILED
-                    job.error = (f"{job.file.filename}: loading took longer than {self.load_timeout:g} s and was "
-                                 "stopped (is the file on a stalled mount or store? the limit is "
-                                 "--profiler_load_timeout)")
+                    _fail(job, f"{job.file.filename}: loading took longer than {self.load_timeout:g} s and was "
+                               "stopped (is the file on a stalled mount or store? the limit is "
+                               "--profiler_load_timeout)")
 
     def _drain_wakeups(self) -> None:
         while self._wake_r.poll():
             self._wake_r.recv()
 
     def _start_jobs(self) -> None:
+        """Open what the cache holds and start loader processes while slots are free. Each job's entry is looked
+        for once, when the job is first seen (so thousands of queued files cost no file system call per turn of the
+        loop), and again only when something may have put it there (a cluster's parse)."""
         with self._lock:
             queued = [job for job in self._jobs.values() if job.state == QUEUED]
             busy = sum(1 for job in self._jobs.values() if job.state == LOADING and not job.lazy)
+            waiting = sum(1 for job in self._jobs.values() if job.state in (LOADING, QUEUED) and not job.lazy)
             shared_done = self._shared_done
         adopt = []
         preprocessed = 0
         for job in queued:
-            failure = None if job.failure_checked else self.cache.failure(job.entry)
-            job.failure_checked = True  # once per job: the loop passes every queued job each time it wakes
-            if failure is not None:  # this file version failed before, for a reason that does not change
-                with self._lock:
-                    job.state, job.error = FAILED, failure
-                continue
-            if self.cache.has_summary(job.entry):
-                self._ready_lazy(job)
-                preprocessed += 1
-                continue
-            if self.cache.has(job.entry):
-                self._open_cached(job)
-                continue
+            if not job.looked and not job.skip_cache:
+                job.looked = True
+                failure = self.cache.failure(job.entry)
+                if failure is not None:  # this file version failed before, for a reason that does not change
+                    with self._lock:
+                        _fail(job, failure)
+                    continue
+                if self.cache.has_summary(job.entry):
+                    self._ready_lazy(job)
+                    preprocessed += 1
+                    continue
+                if self.cache.has(job.entry) and self._open_cached(job):
+                    continue
             if job.entry.name in shared_done:
                 adopt.append(job)
                 continue
             if busy >= self.max_workers:
                 continue
-            self._spawn(job)
+            self._spawn(job, waiting)
             busy += 1
         if preprocessed:
             log.info("%d traces ready from the preprocessed cache %s without parsing", preprocessed,
@@ -354,8 +414,12 @@ class LoadScheduler:
         assert self._on_preprocessed is not None
         try:
             self._on_preprocessed(job.file.key, job.entry)
-        except Exception:  # the summary is then computed from the model when asked: the span still works
-            log.exception("reading the summary in %s failed", job.entry)
+        except Exception as err:  # noqa: BLE001 - a damaged entry is a miss: the file is parsed here
+            self._damaged(job, f"its rank summary cannot be read ({err})")
+            with self._lock:
+                job.lazy, job.state = False, QUEUED
+            self._wake()
+            return
         with self._lock:
             job.state, job.done_progress = READY, 1.0
 
@@ -378,10 +442,11 @@ class LoadScheduler:
             if job.model is None:
                 try:
                     model = self._open(job.entry)
-                except Exception as err:  # noqa: BLE001 - a damaged entry: its span fails, with the reason
+                except Exception as err:  # noqa: BLE001 - a damaged entry is a miss: the trace is parsed here
+                    self._damaged(job, str(err))
                     with self._lock:
-                        job.state = FAILED
-                        job.error = f"{job.file.filename}: cannot open the preprocessed model ({err})"
+                        job.lazy, job.state, job.done_progress = False, QUEUED, 0.0
+                    self._wake()
                     return None
                 with self._lock:
                     job.model = model
@@ -399,31 +464,45 @@ class LoadScheduler:
             with self._lock:
                 job.fetching = False
 
-    def _open_cached(self, job: _Job) -> None:
+    def _open_cached(self, job: _Job) -> bool:
+        """Open the entry found in the cache; False when it is damaged (a miss: the file is parsed again)."""
         try:
             model = self._open(job.entry)
         except Exception as err:  # noqa: BLE001 - a damaged cache entry is re-parsed, not fatal
-            log.warning("discarding damaged cache entry %s: %s", job.entry, err)
-            shutil.rmtree(job.entry, ignore_errors=True)
-            return
-        self.cache.touch(job.entry)
+            self._damaged(job, str(err))
+            return False
         with self._lock:
             job.model, job.state, job.done_progress = model, READY, 1.0
+            job.previous = None
         if self._warm is not None:
             self._warm.submit(model, job.file)
+        return True
+
+    def _damaged(self, job: _Job, reason: str) -> None:
+        """The job's entry cannot be used: remove it (a miss), or parse without it when another process reads it."""
+        self.cache.discard(job.entry, f"{job.file.filename}: {reason}")
+        with self._lock:
+            job.cache_failures += 1
+            job.skip_cache = job.entry.exists()
 
     def _open(self, entry: Path) -> TraceModel:
-        """The model of a cache entry, with what the loader process stored beside it (a damaged extra is dropped:
-        it is computed again on first use)."""
-        model = load(entry)
+        """The model of a cache entry, from a verified private copy of its files (``jobs.entries``; BadEntry when it
+        cannot be used), with what the loader process stored beside it (a damaged extra is dropped: it is computed
+        again on first use)."""
+        opened = self.cache.open(entry, MODEL_FILES, lambda name: name not in _NOT_MODEL)
+        for name, reason in opened.dropped.items():
+            log.warning("ignoring %s in the cache entry %s: %s", name, entry, reason)
+        model = model_of(opened.files)
         if self.stored is not None:
             try:
-                self.stored.attach(model, str(entry))
+                self.stored.attach(model, opened.files)
             except Exception as err:  # noqa: BLE001 - see the docstring
                 log.warning("ignoring the stored results in %s: %s", entry, err)
         return model
 
-    def _spawn(self, job: _Job) -> None:
+    def _spawn(self, job: _Job, loading: int | None = None) -> None:
+        """Start the parse of ``job``'s file while ``loading`` files (this one included; counted when not given)
+        load or wait."""
         if self.runner is not None:
             self._submit_remote(job)
             return
@@ -431,10 +510,11 @@ class LoadScheduler:
 
         recv, send = self._ctx.Pipe(duplex=False)
         progress = self._ctx.Value("d", 0.0, lock=False)
-        with self._lock:
-            loading = 1 + sum(1 for other in self._jobs.values()
-                              if other is not job and other.state in (LOADING, QUEUED) and not other.lazy)
-        parts = budget.parts_for(job.file.size, job.file.url.endswith(".gz"), min(loading, self.max_workers))
+        if loading is None:
+            with self._lock:
+                loading = 1 + sum(1 for other in self._jobs.values()
+                                  if other is not job and other.state in (LOADING, QUEUED) and not other.lazy)
+        parts = budget.parts_for(job.file.size, job.file.url.endswith(".gz"), min(max(1, loading), self.max_workers))
         process = self._ctx.Process(target=run_job, args=(job.file, str(job.entry), progress, send, parts, self.stored),
                                     name="pytorch-profiler-parse", daemon=True)
         with self._lock:
@@ -444,7 +524,7 @@ class LoadScheduler:
                 process.start()
         except Exception as err:  # noqa: BLE001
             with self._lock:
-                job.state, job.error = FAILED, f"cannot start a loader process: {err}"
+                _fail(job, f"cannot start a loader process: {err}")
             return
         finally:
             send.close()
@@ -468,8 +548,7 @@ class LoadScheduler:
             self.runner.submit(job.file, done)
         except Exception as err:  # noqa: BLE001 - the cluster went away: the span says so
             with self._lock:
-                job.state = FAILED
-                job.error = f"{job.file.filename}: cannot submit to {self.runner.description}: {err}"
+                _fail(job, f"{job.file.filename}: cannot submit to {self.runner.description}: {err}")
 
     def _collect_remote(self) -> None:
         """Parses the cluster finished: ready through the shared cache (queued again, found complete there)."""
@@ -485,9 +564,9 @@ class LoadScheduler:
                 ok, reason = job.remote_result or (False, None)
                 job.remote_result = None
                 if ok:
-                    job.state = QUEUED
+                    job.state, job.looked = QUEUED, False  # its entry is in the cache now: looked for again
                 else:
-                    job.state, job.error = FAILED, reason or f"{job.file.filename}: the cluster could not parse it"
+                    _fail(job, reason or f"{job.file.filename}: the cluster could not parse it")
 
     def _finish(self, job: _Job) -> None:
         message: tuple[Any, ...] | None = None
@@ -506,33 +585,42 @@ class LoadScheduler:
             self._stop(job)
             if message is None:
                 code = process.exitcode if process is not None else None
-                job.state, job.error = FAILED, _death_reason(job.file.filename, code)
+                _fail(job, _death_reason(job.file.filename, code))
                 return
             status, payload, *rest = message
             if status != "ok":
-                job.state, job.error = FAILED, str(payload)
+                _fail(job, str(payload))
         if status != "ok":
             if rest and rest[0]:  # lasting: the file version fails anywhere; the next start says so at once
                 self.cache.remember_failure(job.entry, str(payload))
             return
         try:
             model = self._open(job.entry)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - damaged between its writing and now: parsed again, twice at most
+            self._damaged(job, str(err))
             with self._lock:
-                job.state, job.error = FAILED, f"{job.file.filename}: cannot open the parsed result ({err})"
+                if job.cache_failures >= MAX_CACHE_FAILURES:
+                    _fail(job, f"{job.file.filename}: its parse cannot be read back from the cache folder "
+                               f"{self.cache.directory} ({err})")
+                else:
+                    job.state = QUEUED
             return
         with self._lock:
             job.model, job.state, job.done_progress = model, READY, 1.0
+            job.previous = None
         if self._warm is not None:
             self._warm.submit(model, job.file)
         try:
-            self.cache.evict(keep=self._entries())
+            self.cache.evict(keep=self._needed)
         except OSError as err:  # a full cache is a nuisance; a dead loader thread would hang every later load
             log.warning("cannot trim the parse cache %s: %s", self.cache.directory, err)
 
-    def _entries(self) -> set[Path]:
+    def _needed(self) -> set[Path]:
+        """Entries eviction must keep: those whose model is still to be opened (a preprocessed span, ready by its
+        summary). An opened model no longer needs its entry (it was copied when opened): a restart parses it again
+        if it was evicted."""
         with self._lock:
-            return {job.entry for job in self._jobs.values()}
+            return {job.entry for job in self._jobs.values() if job.lazy and job.model is None}
 
 
 class _Warmer:
@@ -559,6 +647,12 @@ class _Warmer:
                     self._on_loaded(file)
             except Exception:
                 log.exception("precomputing views of %s failed", model.meta.get("source"))
+
+
+def _fail(job: _Job, reason: str) -> None:
+    """The job's file cannot be loaded: its span fails with ``reason`` (an earlier version's parse is no longer
+    served: the file as it is now is what the span shows)."""
+    job.state, job.error, job.previous = FAILED, reason, None
 
 
 def _death_reason(name: str, code: int | None) -> str:

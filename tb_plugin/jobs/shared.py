@@ -17,13 +17,17 @@ import tempfile
 from pathlib import Path
 
 from ..catalog import remote
+from . import entries
 from .cache import SUMMARY_MARKER
+from .entries import MANIFEST
 
 # The files of an entry that make up a rank summary (``scaleout.summaries`` writes them, marker last).
 SUMMARY_FILES = ("summary-steps.parquet", "summary-collectives.parquet", SUMMARY_MARKER)
 # The file whose presence makes a local entry's model loadable (``ParseCache.has``).
 MODEL_MARKER = "meta.json"
-_MARKERS = (MODEL_MARKER, SUMMARY_MARKER)
+# Copied last, in this order: the manifest (each file's size and CRC-32, checked when the server opens the entry),
+# the model's marker, the summary's marker.
+_MARKERS = (MANIFEST, MODEL_MARKER, SUMMARY_MARKER)
 
 
 class SharedCache:
@@ -70,17 +74,17 @@ class SharedCache:
         return Path(tempfile.mkdtemp(prefix="pytorch-tb-profiler-entry-"))
 
     def publish(self, built: Path, name: str) -> None:
-        """Put a built entry in place: the tables, then the model's ``meta.json``, the summary marker last.
-        ``built`` is consumed."""
+        """Seal a built entry (its manifest) and put it in place: on a path, renamed whole (an entry another
+        process published first wins: ``entries.publish``); on a store, the tables, then the manifest, the
+        model's ``meta.json``, the summary marker last. ``built`` is consumed."""
+        entries.seal(built)
         if self.is_local:
-            target = Path(self.path(name))
-            if target.exists():
-                shutil.rmtree(target, ignore_errors=True)
-            os.replace(built, target)
+            (built / entries.LOCK).touch()
+            entries.publish(built, Path(self.path(name)))
             return
         try:
-            files = [f for f in built.iterdir() if f.is_file()]
-            for marker in (None, MODEL_MARKER, SUMMARY_MARKER):
+            files = [f for f in built.iterdir() if f.is_file() and not f.name.startswith(".")]
+            for marker in (None, *_MARKERS):
                 batch = [f for f in files if (f.name if f.name in _MARKERS else None) == marker]
                 if batch:
                     self.fs.put([str(f) for f in batch], [self.path(name, f.name) for f in batch])
@@ -94,10 +98,11 @@ class SharedCache:
         if not names:
             return
         if summary_only:
-            pairs = [(self.path(n, f), into / n / f) for n in names for f in SUMMARY_FILES]
+            pairs = [(self.path(n, f), into / n / f) for n in names for f in (*SUMMARY_FILES, MANIFEST)]
         else:
-            pairs = [(p, into / n / posixpath.basename(p)) for n in names for p in self._files(n)]
-        for marker in (None, MODEL_MARKER, SUMMARY_MARKER):
+            pairs = [(p, into / n / posixpath.basename(p)) for n in names for p in self._files(n)
+                     if not posixpath.basename(p).startswith(".")]
+        for marker in (None, *_MARKERS):
             batch = [(r, local) for r, local in pairs if (local.name if local.name in _MARKERS else None) == marker]
             for _, local in batch:
                 local.parent.mkdir(parents=True, exist_ok=True)

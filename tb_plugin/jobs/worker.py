@@ -7,6 +7,7 @@ starting a worker costs a fork, not an interpreter start.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import traceback
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -19,7 +20,7 @@ from ..catalog.catalog import TraceFile
 from ..catalog.remote import scrub
 from ..loader import TraceLoadError, default_parts, load_trace
 from ..model.tables import save
-from . import budget
+from . import budget, entries
 from .cache import SOURCE_FILE, Stored
 
 
@@ -47,14 +48,12 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         model = load_trace(file.url, report, parts=min(parts, default_parts()) if parts else default_parts(),
                            access=access, keep_source=source.append if file.is_remote else None,
                            limits=replace(budget.load_limits(), scratch_dir=str(Path(entry).parent)))
-        save(model, entry)
         stats = {"events": model.n_events, "bytes": model.nbytes()}
-        del model  # the derived results are computed on the parse mapped back: this copy would only double memory
-        if stored is not None:
-            cores = min(parts or default_parts(), default_parts())
-            _save_derived(stored, entry, file, budget.views_processes(stats["events"], cores))
-        if source:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
-            (Path(entry) / SOURCE_FILE).write_bytes(source[0])
+        holder = [model]
+        del model  # _write_entry drops it once saved: the derived results are computed on the parse mapped back
+        cores = min(parts or default_parts(), default_parts())
+        _write_entry(holder, Path(entry), stored, source[0] if source else None, file,
+                     budget.views_processes(stats["events"], cores))
         progress.value = 1.0
         message = ("ok", stats)
     except TraceLoadError as err:  # the third item: the same file version would fail anywhere (cache it)
@@ -71,6 +70,25 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         pass  # the server stopped waiting (the file changed or went away, or it is shutting down): nobody to tell
     finally:
         conn.close()
+
+
+def _write_entry(holder: list[Any], entry: Path, stored: Stored | None, source: bytes | None, file: TraceFile,
+                 processes: int) -> None:
+    """Build the entry in a private folder of the cache, seal it and rename it into place (``jobs.entries``): no
+    one ever sees it half written, and a server that published the same entry first wins. The model (the one item
+    of ``holder``) is dropped once saved: what is stored beside it is computed on the parse mapped back, as the
+    server opens it, and this copy would only double the memory."""
+    built = entries.staging(entry.parent)
+    try:
+        save(holder.pop(), built)
+        if stored is not None:
+            _save_derived(stored, str(built), file, processes)
+        if source is not None:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
+            (built / SOURCE_FILE).write_bytes(source)
+        entries.seal(built)
+        entries.publish(built, entry)
+    finally:
+        shutil.rmtree(built, ignore_errors=True)
 
 
 def _save_derived(stored: Stored, entry: str, file: TraceFile, processes: int) -> None:

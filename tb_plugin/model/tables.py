@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,30 +111,27 @@ class TraceModel:
 
 
 def save(model: TraceModel, directory: str | os.PathLike[str]) -> None:
-    """Write ``model`` to ``directory`` atomically (a temp dir renamed into place)."""
+    """Write ``model`` into ``directory`` (created if missing): one Arrow IPC file per table, the string table, and
+    ``meta.json``. Not atomic by itself: the parse cache builds an entry in a private folder and renames it into
+    place whole (``jobs.entries``)."""
     target = Path(directory)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
-    try:
-        for name, cols in model.tables.items():
-            write_columns(tmp / f"{name}.arrow", cols)
-        strings = pa.record_batch([_strings_to_arrow(model.strings)], names=["s"])
-        with pa.OSFile(str(tmp / "strings.arrow"), "wb") as sink, pa.ipc.new_file(sink, strings.schema) as w:
-            w.write_batch(strings)
-        (tmp / "meta.json").write_text(json.dumps(model.meta, default=_json_default))
-        if model.long_texts:
-            codes = sorted(model.long_texts)
-            texts = pa.record_batch([_to_arrow(np.asarray(codes, dtype=np.int32)),
-                                     _strings_to_arrow([model.long_texts[c] for c in codes])], names=["code", "s"])
-            with pa.OSFile(str(tmp / LONG_TEXTS), "wb") as sink, pa.ipc.new_file(sink, texts.schema) as w:
-                w.write_batch(texts)
-        if target.exists():
-            shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    target.mkdir(parents=True, exist_ok=True)
+    for name, cols in model.tables.items():
+        write_columns(target / f"{name}.arrow", cols)
+    strings = pa.record_batch([_strings_to_arrow(model.strings)], names=["s"])
+    with pa.OSFile(str(target / "strings.arrow"), "wb") as sink, pa.ipc.new_file(sink, strings.schema) as w:
+        w.write_batch(strings)
+    (target / "meta.json").write_text(json.dumps(model.meta, default=_json_default))
+    if model.long_texts:
+        codes = sorted(model.long_texts)
+        texts = pa.record_batch([_to_arrow(np.asarray(codes, dtype=np.int32)),
+                                 _strings_to_arrow([model.long_texts[c] for c in codes])], names=["code", "s"])
+        with pa.OSFile(str(target / LONG_TEXTS), "wb") as sink, pa.ipc.new_file(sink, texts.schema) as w:
+            w.write_batch(texts)
 
+
+# The files of a saved model (what an entry must hold for its model to open).
+MODEL_FILES = ("meta.json", "strings.arrow", *(f"{name}.arrow" for name in SCHEMAS))
 
 def write_columns(path: str | os.PathLike[str], cols: Mapping[str, np.ndarray]) -> None:
     """One table of equally long numeric columns as an Arrow IPC file (what :func:`read_columns` maps back)."""
@@ -146,8 +141,15 @@ def write_columns(path: str | os.PathLike[str], cols: Mapping[str, np.ndarray]) 
 
 
 def read_columns(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """The columns of an Arrow IPC file, memory-mapped: zero-copy, read-only views of the file."""
-    table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+    """The columns of an Arrow IPC file, memory-mapped: zero-copy, read-only views of the file. For files nobody
+    changes meanwhile (tests, tools): the server reads the parse cache through verified private copies instead
+    (:func:`columns_of`, ``jobs.entries``), since a mapped file truncated by someone else is a SIGBUS."""
+    return columns_of(pa.memory_map(str(path), "r"))
+
+
+def columns_of(source: pa.Buffer | pa.NativeFile) -> dict[str, np.ndarray]:
+    """The columns of an Arrow IPC file held in ``source`` (a buffer or an open file): zero-copy views of it."""
+    table = pa.ipc.open_file(source).read_all()
     return {c: _to_numpy(table.column(c)) for c in table.column_names}
 
 
@@ -171,19 +173,22 @@ def _strings_to_arrow(strings: list[str]) -> pa.Array:
 
 
 def load(directory: str | os.PathLike[str]) -> TraceModel:
-    """Memory-map a saved model: columns are zero-copy (read-only) views of the files."""
+    """Memory-map a saved model: columns are zero-copy (read-only) views of the files (tests and tools; the server
+    opens cache entries through ``jobs.entries``, which verifies them and maps a private copy)."""
     src = Path(directory)
-    meta = json.loads((src / "meta.json").read_text())
-    tables: dict[str, Columns] = {}
-    for name in SCHEMAS:
-        path = src / f"{name}.arrow"
-        if not path.exists():
-            tables[name] = empty_table(name)
-            continue
-        tables[name] = read_columns(path)
-    strings_tbl = pa.ipc.open_file(pa.memory_map(str(src / "strings.arrow"), "r")).read_all()
+    return model_of({name: pa.memory_map(str(src / name), "r").read_buffer()
+                     for name in (*MODEL_FILES, LONG_TEXTS) if (src / name).is_file()})
+
+
+def model_of(files: Mapping[str, pa.Buffer]) -> TraceModel:
+    """The model whose files (:data:`MODEL_FILES`, by name) are these buffers; columns are zero-copy views of them.
+    A table without its file is empty (an entry written before the table existed)."""
+    meta = json.loads(files["meta.json"].to_pybytes())
+    tables = {name: columns_of(files[f"{name}.arrow"]) if f"{name}.arrow" in files else empty_table(name)
+              for name in SCHEMAS}
+    strings_tbl = pa.ipc.open_file(files["strings.arrow"]).read_all()
     strings = strings_tbl.column("s").to_pylist()
-    long_texts = _MappedTexts(src / LONG_TEXTS) if (src / LONG_TEXTS).exists() else {}
+    long_texts = _MappedTexts(files[LONG_TEXTS]) if LONG_TEXTS in files else {}
     return TraceModel(strings=strings, tables=tables, meta=meta, long_texts=long_texts)
 
 
@@ -191,11 +196,11 @@ LONG_TEXTS = "long_strings.arrow"  # TraceModel.long_texts, where there are any
 
 
 class _MappedTexts(Mapping[int, str]):
-    """``long_texts`` of a saved model, memory-mapped: a text is read when asked for (at most a megabyte each,
-    and a hostile trace may hold many), never all of them into the server's memory at opening."""
+    """``long_texts`` of a saved model, zero-copy over its file's buffer: a text is made a ``str`` when asked for
+    (at most a megabyte each, and a hostile trace may hold many), never all of them at opening."""
 
-    def __init__(self, path: Path) -> None:
-        table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+    def __init__(self, buffer: pa.Buffer) -> None:
+        table = pa.ipc.open_file(buffer).read_all()
         self._codes = _to_numpy(table.column("code"))
         self._texts = table.column("s")
 

@@ -9,11 +9,13 @@ is reported per file with its reason; the others go on.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from ..catalog import remote
 from ..catalog.catalog import Catalog, Root
 from ..catalog.storage import Storage
 from ..jobs.shared import SharedCache
@@ -22,7 +24,12 @@ from .task import FileSpec, preprocess_file
 
 
 class PreprocessError(Exception):
-    """The logdir or the cache cannot be used at all (shown as one message, exit code 2)."""
+    """The logdir or the cache cannot be used at all (shown as one message): ``unreachable`` when a store a URL
+    names cannot be reached or read (exit code 6), else a path that does not exist or holds no trace (2)."""
+
+    def __init__(self, message: str, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 @dataclass
@@ -65,18 +72,25 @@ class Report:
 
 
 def plan(logdir: str, cache: SharedCache, any_json: bool = False) -> Plan:
-    """List the logdir (every file, settled or not: profiling is over) and split it against the cache."""
+    """List the logdir (every file, settled or not: profiling is over) and split it against the cache. A logdir
+    that does not exist or holds no trace file is an error (a cron job given a wrong path must not succeed)."""
+    if not remote.is_url(logdir) and not os.path.isdir(logdir):
+        raise PreprocessError(f"{logdir}: no such directory" if not os.path.exists(logdir) else
+                              f"{logdir}: not a directory (preprocess takes a logdir)")
     try:
         catalog = Catalog([Root(None, Storage(logdir))], any_json=any_json)
         files = catalog.scan(now=math.inf)
     except Exception as err:  # noqa: BLE001 - a URL of no known form, a missing backend package
-        raise PreprocessError(f"cannot open logdir {logdir}: {err}") from None
+        raise PreprocessError(remote.scrub(f"cannot open logdir {remote.scrub_url(logdir)}: {err}")) from None
     if catalog.errors:
-        raise PreprocessError("; ".join(catalog.errors.values()))
+        raise PreprocessError("; ".join(catalog.errors.values()), unreachable=remote.is_url(logdir))
+    if not files:
+        raise PreprocessError(f"no trace files under {remote.scrub_url(logdir)} (looked for *.pt.trace.json[.gz]"
+                              f"{' and *.json[.gz] traces' if any_json else ''})")
     try:
         complete = cache.done()
     except Exception as err:  # noqa: BLE001 - a cache store that refuses or cannot be reached
-        raise PreprocessError(f"cannot list the cache {cache.url}: {err}") from None
+        raise PreprocessError(f"cannot list the cache {cache.url}: {err}", unreachable=not cache.is_local) from None
     out = Plan([], [], [(f.url, f.problem) for f in files if f.problem is not None])
     for f in files:
         if f.problem is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +41,20 @@ def write_summary(summary: RankSummary, directory: Path) -> None:
     (directory / SUMMARY_MARKER).write_text(json.dumps({**summary.scalars(), "intervals": intervals}))
 
 
-def read_summary(directory: Path, worker: str | None = None) -> RankSummary:
-    """The summary stored in an entry folder; ``worker``: the name the server lists the rank under (the same as
-    the preprocessing run's unless the trace was renamed)."""
-    scalars: dict[str, Any] = json.loads((directory / SUMMARY_MARKER).read_text())
+def read_summary(source: Path | Mapping[str, pa.Buffer], worker: str | None = None) -> RankSummary:
+    """The summary stored in an entry folder, or given as its files by name (the server's verified copy of them,
+    ``jobs.entries``); ``worker``: the name the server lists the rank under (the same as the preprocessing run's
+    unless the trace was renamed)."""
+    def opened(name: str) -> Any:
+        return pa.BufferReader(source[name]) if isinstance(source, Mapping) else source / name
+
+    marker = (source[SUMMARY_MARKER].to_pybytes() if isinstance(source, Mapping)
+              else (source / SUMMARY_MARKER).read_bytes())
+    scalars: dict[str, Any] = json.loads(marker)
     # ParquetFile.read, not read_table: no dataset discovery, ~10x faster on these small files (1,024 of them);
     # no thread pool inside one read (a third faster on a file this small; the server reads many files at once)
-    steps = pq.ParquetFile(directory / STEPS_FILE).read(use_threads=False)
-    collectives = pq.ParquetFile(directory / COLLECTIVES_FILE).read(use_threads=False)
+    steps = pq.ParquetFile(opened(STEPS_FILE)).read(use_threads=False)
+    collectives = pq.ParquetFile(opened(COLLECTIVES_FILE)).read(use_threads=False)
     intervals = {name: (np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
                  for name, (a, b) in scalars.pop("intervals", {}).items()}
     summary = RankSummary(

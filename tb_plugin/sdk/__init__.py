@@ -14,11 +14,11 @@ It reuses the plugin's catalog, loader processes, parse cache and analyses (see 
 
 from __future__ import annotations
 
-from .locate import EXIT_BAD_TRACE, EXIT_NO_TRACE, ProfilerError
+from .locate import EXIT_BAD_TRACE, EXIT_NO_TRACE, EXIT_UNREACHABLE, ProfilerError
 from .snapshot import Snapshot, SnapshotError, open_snapshot
 from .trace import Mfu, Overview, Trace, TraceDiff, WhatIf, metric_names
 from .trace import diff_traces as diff
 from .trace import open_trace as open
 
-__all__ = ["EXIT_BAD_TRACE", "EXIT_NO_TRACE", "Mfu", "Overview", "ProfilerError", "Snapshot", "SnapshotError", "Trace",
-           "TraceDiff", "WhatIf", "diff", "metric_names", "open", "open_snapshot"]
+__all__ = ["EXIT_BAD_TRACE", "EXIT_NO_TRACE", "EXIT_UNREACHABLE", "Mfu", "Overview", "ProfilerError", "Snapshot",
+           "SnapshotError", "Trace", "TraceDiff", "WhatIf", "diff", "metric_names", "open", "open_snapshot"]

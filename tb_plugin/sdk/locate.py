@@ -26,8 +26,9 @@ from ..model.tables import TraceModel
 # (file name, fraction loaded): called while a trace loads, for a progress line
 Progress = Callable[[str, float], None]
 
-EXIT_NO_TRACE = 2  # the path does not exist or holds no trace (exit code of the CLI)
+EXIT_NO_TRACE = 2  # the path does not exist or holds no trace, or is a URL of no known form (exit code of the CLI)
 EXIT_BAD_TRACE = 3  # the trace is there but cannot be loaded
+EXIT_UNREACHABLE = 6  # the store a URL names cannot be reached or read (network, credentials, missing bucket)
 
 
 class ProfilerError(Exception):
@@ -46,16 +47,20 @@ class Selection:
     file: TraceFile
     peers: tuple[TraceFile, ...]
     workers: int  # workers in the run (the Overview's environment shows it)
+    spans: tuple[str, ...] = ()  # the chosen worker's spans in the run, in order (a diff says which it compares)
 
 
 def _is_file(path: str) -> bool:
     if not remote.is_url(path):
         return os.path.isfile(path)
-    loc = remote.resolve(path)
+    try:
+        loc = remote.resolve(path)
+    except remote.RemoteError as err:  # a URL of no known form, a backend package missing
+        raise ProfilerError(remote.scrub(f"cannot open {remote.scrub_url(path)}: {err}")) from None
     try:
         return bool(loc.fs.isfile(loc.path))
     except Exception as err:  # noqa: BLE001 - a store's own errors: a reason for the user
-        raise ProfilerError(remote.explain(err, loc, "read")) from None
+        raise ProfilerError(remote.explain(err, loc, "read"), EXIT_UNREACHABLE) from None
 
 
 def _parent(path: str) -> str:
@@ -70,10 +75,11 @@ def _scan(root: str) -> tuple[Catalog, list[TraceFile]]:
     try:
         catalog = Catalog([Root(None, Storage(root))], any_json=True)
     except remote.RemoteError as err:
-        raise ProfilerError(f"cannot open {remote.scrub_url(root)}: {err}") from None
+        raise ProfilerError(remote.scrub(f"cannot open {remote.scrub_url(root)}: {err}")) from None
     files = catalog.scan(now=math.inf)
     if catalog.errors:
-        raise ProfilerError(next(iter(catalog.errors.values())))
+        code = EXIT_UNREACHABLE if remote.is_url(root) else EXIT_NO_TRACE
+        raise ProfilerError(next(iter(catalog.errors.values())), code)
     return catalog, files
 
 
@@ -106,7 +112,7 @@ def select(path: str, run: str | None = None, worker: str | None = None, span: s
     span = _pick("span", span, spans, f"worker {worker!r} of run {run!r}")
     chosen = next(f for f in in_run if f.worker == worker and f.span == span)
     peers = tuple(sorted((f for f in in_run if f.span == span), key=lambda f: f.worker))
-    return Selection(chosen, peers, len({f.worker for f in in_run}))
+    return Selection(chosen, peers, len({f.worker for f in in_run}), tuple(spans))
 
 
 def _pick(what: str, wanted: str | None, available: list[str], where: str) -> str:

@@ -11,12 +11,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..analysis import kernels as kernel_analysis
 from ..analysis import operators as operator_analysis
 from ..analysis.device_peaks import NO_OVERRIDE, PeakOverride, parse_override
-from ..analysis.diff import diff_summary
+from ..analysis.diff import diff_node, diff_summary
+from ..analysis.distributed import COLLECTIVE_TABLE_COLUMNS
 from ..analysis.distributed import distributed as distributed_view
 from ..analysis.distributed_page import page_of
 from ..analysis.flamegraph import flame_tree, folded_stacks
@@ -30,12 +32,15 @@ from ..analysis.overview import overview as overview_view
 from ..analysis.rank_summary import RankSummary, rank_summary
 from ..analysis.roofline import GROUPINGS as ROOFLINE_GROUPINGS
 from ..analysis.roofline import roofline as roofline_view
+from ..analysis.steps import find_steps
 from ..analysis.summary import summary as summary_view
 from ..analysis.whatif.what_if import what_if as what_if_view
 from ..catalog.catalog import TraceFile
 from ..catalog.sniff import MEMORY_RAW, export_kind
 from ..loader.memory_export import load_export
+from ..model.names import step_number
 from ..model.tables import TraceModel
+from .insights import Insights
 from .locate import Progress, Selection, load, select
 
 
@@ -92,6 +97,14 @@ class Overview:
     mfu: Mfu  # model FLOPs utilisation: per step, the average step, the peak used (and the job's, multi-rank)
     raw: dict[str, Any] = field(repr=False)  # the Overview exactly as the HTTP API answers it
 
+    def plot(self, kind: str = "bar") -> Any:
+        """A plotly figure: the per-step breakdown as stacked bars (``kind="bar"``), or the average step's
+        categories as a pie (``kind="pie"``), in the plugin's colours. ``.show()`` it, or ``.write_html(path)``."""
+        from .plots import share_pie, step_bars
+
+        _choose("kind", kind, ("bar", "pie"))
+        return step_bars(self.steps, list(self.breakdown.index)) if kind == "bar" else share_pie(self.breakdown)
+
     @classmethod
     def of(cls, payload: dict[str, Any]) -> Overview:
         categories = payload["categories"]
@@ -134,8 +147,9 @@ class WhatIf:
                    breakdown=breakdown, changes=frame(payload["changes"], ["id", "label", "model"]), raw=payload)
 
 
-class Trace:
-    """One span of one worker, loaded (``tb_plugin.open``); each view is a method returning a DataFrame."""
+class Trace(Insights):
+    """One span of one worker, loaded (``tb_plugin.open``); each view is a method returning a DataFrame (the GPU
+    insights and the other analyses of the HTTP API: :class:`tb_plugin.sdk.insights.Insights`)."""
 
     def __init__(self, selection: Selection, model: TraceModel, cache_dir: str | None = None,
                  progress: Progress | None = None, peaks: PeakOverride = NO_OVERRIDE) -> None:
@@ -165,6 +179,11 @@ class Trace:
     @property
     def span(self) -> str:
         return self.file.span
+
+    @property
+    def spans(self) -> list[str]:
+        """This worker's spans in the run, in order (``span`` is one of them; pick another with ``span=``)."""
+        return list(self._selection.spans) or [self.span]
 
     @property
     def workers(self) -> list[str]:
@@ -337,28 +356,53 @@ class Trace:
         """Per rank and collective: calls, sizes and times (the Distributed view's per-rank tables, stacked)."""
         rows = [{"rank": r["rank"], "worker": r["worker"], **c}
                 for r in distributed_view(self._ranks())["ranks"] for c in r["collectives"]]
-        return frame(rows)
+        return frame(rows, ["rank", "worker", *COLLECTIVE_TABLE_COLUMNS])  # the columns even without a collective
 
 
 @dataclass(frozen=True)
 class TraceDiff:
     """Baseline against experiment, as the Diff view shows it; ``metric()`` reads one number of each side."""
 
-    breakdown: pd.DataFrame  # index: category and "step"; baseline_us, experiment_us, delta_us, delta_pct
-    operators: pd.DataFrame  # joined by name: baseline_/experiment_/delta_/delta_pct_ per metric, status
+    # ratios are fractions, as everywhere in the API: delta_ratio 0.05 is +5 % (the CLI prints it as a percentage)
+    breakdown: pd.DataFrame  # index: category and "step"; baseline_us, experiment_us, delta_us, delta_ratio
+    operators: pd.DataFrame  # joined by name: baseline_/experiment_/delta_/delta_ratio_ per metric, status
     kernels: pd.DataFrame
     raw: dict[str, Any] = field(repr=False)
+    models: tuple[TraceModel, TraceModel] | None = field(default=None, repr=False)  # (baseline, experiment)
+    # why the per-step numbers compare nothing (a side without events or steps): empty when they compare
+    problems: list[str] = field(default_factory=list)
+    # what makes the comparison doubtful though it computes (two unrelated runs)
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, payload: dict[str, Any]) -> TraceDiff:
+    def of(cls, payload: dict[str, Any], models: tuple[TraceModel, TraceModel] | None = None,
+           problems: list[str] | None = None) -> TraceDiff:
         b = payload["breakdown"]
         rows = [(c, b["baseline"][c], b["experiment"][c]) for c in b["categories"]]
         rows.append(("step", b["step_baseline_us"], b["step_experiment_us"]))
         table = frame(rows, columns=["category", "baseline_us", "experiment_us"]).set_index("category")
         table["delta_us"] = table["experiment_us"] - table["baseline_us"]
-        table["delta_pct"] = table["delta_us"] / table["baseline_us"].where(table["baseline_us"] != 0)
+        table["delta_ratio"] = table["delta_us"] / table["baseline_us"].where(table["baseline_us"] != 0)
         return cls(breakdown=table, operators=frame(payload["operators"]), kernels=frame(payload["kernels"]),
-                   raw=payload)
+                   raw=payload, models=models, problems=list(problems or []))
+
+    def drill(self, path: str = "0") -> pd.DataFrame:
+        """The Diff view's drill-down (``GET /diff/node``): the entries below ``path`` ("0" all the steps, "0-3" its
+        fourth entry…) aligned between the two runs, one row each: ``path``, ``name``, ``expandable`` and each
+        side's ``*_host_us`` / ``*_device_us``. ``attrs``: the entry's own ``name``, ``baseline`` and
+        ``experiment``. Raises ``KeyError`` for a path that is not there."""
+        if self.models is None:
+            raise ValueError("this diff was made without its traces: use tb_plugin.diff(base, new)")
+        node = diff_node(self.models[0], self.models[1], path)
+        rows = [{"path": c["path"], "name": c["name"], "expandable": c["expandable"], "matched": c["matched"],
+                 **{f"{side}_{k}": (c[side] or {}).get(k) for side in ("baseline", "experiment")
+                    for k in ("host_us", "device_us")}} for c in node["children"]]
+        columns = ["path", "name", "expandable", "matched", "baseline_host_us", "baseline_device_us",
+                   "experiment_host_us", "experiment_device_us"]
+        out = frame(rows, columns)
+        out.attrs.update(path=node["path"], name=node["name"], baseline=node["baseline"],
+                         experiment=node["experiment"])
+        return out
 
     def metric(self, name: str) -> tuple[float, float]:
         """(baseline, experiment) per step of ``step_time`` or a category's time (``kernel_time``,
@@ -403,4 +447,59 @@ def diff_traces(base: Trace | str | os.PathLike[str], new: Trace | str | os.Path
     """What changed from ``base`` to ``new`` (each a :class:`Trace` or a path :func:`open_trace` takes)."""
     a = base if isinstance(base, Trace) else open_trace(base, cache_dir=cache_dir, progress=progress)
     b = new if isinstance(new, Trace) else open_trace(new, cache_dir=cache_dir, progress=progress)
-    return TraceDiff.of(diff_summary(a.model, b.model))
+    d = TraceDiff.of(diff_summary(a.model, b.model), (a.model, b.model),
+                     [*step_problems(a, "BASE"), *step_problems(b, "NEW")])
+    if d.problems:  # nothing to compare: no doubt to add
+        return d
+    d.warnings.extend(unrelated(d))
+    devices = [_devices(t.model) for t in (a, b)]
+    if all(devices) and devices[0] != devices[1]:
+        d.warnings.append(f"BASE ran on {', '.join(devices[0])} and NEW on {', '.join(devices[1])}: the times "
+                          "compare hardware as much as code")
+    return d
+
+
+def step_problems(trace: Trace, side: str) -> list[str]:
+    """Why ``trace`` has no per-step numbers to compare (``side``: how the message names it); empty when it has.
+
+    A trace without ``ProfilerStep#N`` events is shown as one step covering the whole trace, which is no step
+    time to gate on (it includes the profiler's warm-up and whatever ran around the steps)."""
+    name = f"{side} ({trace.file.filename})"
+    if trace.model.n_events == 0:
+        return [f"{name} holds no events"]
+    if not any(step_number(text) is not None for text in trace.model.strings):
+        return [f"{name} has no ProfilerStep#N events, so no steps to compare (call prof.step() once per "
+                "iteration under a profiler schedule)"]
+    durations = find_steps(trace.model).duration
+    if not (np.isfinite(durations) & (durations > 0)).any():
+        return [f"{name} has no step with a duration"]
+    return []
+
+
+UNRELATED_SHARE = 0.5  # below this share of either side's operator time in operators both have: two different runs
+
+
+def unrelated(d: TraceDiff) -> list[str]:
+    """A warning when the two runs look unrelated: little of either side's host time is in operators the other
+    side has (0.94 and 1.00 for the same model with other loader settings; 0.08 for a ResNet against a
+    Transformer)."""
+    ops = d.operators
+    if ops.empty:
+        return []
+    shares = []
+    for side in ("baseline", "experiment"):
+        times = ops[f"{side}_host_self_us"].fillna(0.0)
+        total = float(times.sum())
+        shares.append(float(times[ops["status"] == "both"].sum()) / total if total > 0 else 1.0)
+    if min(shares) >= UNRELATED_SHARE:
+        return []
+    return [f"BASE and NEW look unrelated: only {shares[0]:.0%} of BASE's operator time and {shares[1]:.0%} of "
+            "NEW's is in operators both have (is this the comparison you meant?)"]
+
+
+def _devices(model: TraceModel) -> list[str]:
+    """The GPU names of a trace (sorted, once each): what hardware it ran on."""
+    props = model.meta.get("deviceProperties")
+    if not isinstance(props, list):
+        return []
+    return sorted({str(p.get("name")) for p in props if isinstance(p, dict) and p.get("name")})

@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..model.arrays import concat
 from ..model.derived import seed
-from ..model.tables import TraceModel, load, read_columns, write_columns
+from ..model.tables import TraceModel, columns_of, load, write_columns
 from .index import LaneSummary, TimelineIndex, Track, timeline_index
 
 MARKER = "timeline.json"  # written last: an entry holds a whole stored index or none
 _VERSION = 1
+_FILES = ("events", "lanes", "buckets", "long")
 _EVENT_COLUMNS = ("start", "dur", "max_end", "self_time", "name", "row")
 _SUMMARY_COLUMNS = ("bucket", "count", "busy", "top", "top_count")
 
@@ -36,9 +39,10 @@ class StoredIndex:
         write it there, after the model."""
         write_index(timeline_index(load(directory)), Path(directory))
 
-    def attach(self, model: TraceModel, directory: str) -> None:
-        """Give ``model`` (just opened from ``directory``) its stored index, if the entry holds a whole one."""
-        index = read_index(Path(directory))
+    def attach(self, model: TraceModel, files: Mapping[str, pa.Buffer]) -> None:
+        """Give ``model`` (just opened from a cache entry whose verified files these are) its stored index, if the
+        entry holds a whole one."""
+        index = read_index(files)
         if index is not None:
             seed(model, timeline_index, index)
 
@@ -63,18 +67,17 @@ def write_index(ix: TimelineIndex, folder: Path) -> None:
 _DTYPES = {"bucket": np.int32, "count": np.int32, "busy": np.float64, "top": np.int32, "top_count": np.int32}
 
 
-def read_index(folder: Path) -> TimelineIndex | None:
-    """The stored index of a cache entry, or None where there is none (or it is of another version)."""
-    try:
-        meta = json.loads((folder / MARKER).read_text())
-    except FileNotFoundError:
+def read_index(source: Path | Mapping[str, pa.Buffer]) -> TimelineIndex | None:
+    """The stored index of a cache entry (a folder, or its files by name), or None where there is none whole (or it
+    is of another version)."""
+    files = source if isinstance(source, Mapping) else {
+        f.name: pa.memory_map(str(f), "r").read_buffer() for f in source.glob("timeline.*") if f.is_file()}
+    if MARKER not in files or not all(f"timeline.{name}.arrow" in files for name in _FILES):
         return None
+    meta = json.loads(files[MARKER].to_pybytes())
     if meta.get("version") != _VERSION:
         return None
-    events = read_columns(folder / "timeline.events.arrow")
-    lanes = read_columns(folder / "timeline.lanes.arrow")
-    buckets = read_columns(folder / "timeline.buckets.arrow")
-    long = read_columns(folder / "timeline.long.arrow")
+    events, lanes, buckets, long = (columns_of(files[f"timeline.{name}.arrow"]) for name in _FILES)
     offsets = np.append(lanes["first"], len(events["start"])).astype(np.int64)
     return TimelineIndex(tracks=[_track(t) for t in meta["tracks"]], lane_track=lanes["track"],
                          lane_depth=lanes["depth"], lane_offsets=offsets, **{c: events[c] for c in _EVENT_COLUMNS},

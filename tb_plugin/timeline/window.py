@@ -14,6 +14,8 @@ import numpy as np
 
 from ..analysis.steps import category_events, find_steps
 from ..model import ids
+from ..model.derived import memoized
+from ..model.names import STEP_PREFIX
 from ..model.tables import TraceModel
 from .counters import counters
 from .flows import flows
@@ -48,23 +50,52 @@ def lane_limits(collapsed: frozenset[int], levels: Mapping[int, int]) -> dict[in
     return limits
 
 
-def host_default(track: Track, host_levels: int | None) -> int | None:
+def host_default(track: Track, host_levels: int | None, depths: int | None = None) -> int | None:
     """The lanes a host thread not named by the client opens with: ``host_levels`` when it is deeper than
     ``host_levels + 1`` (hiding one level saves nothing), else all. The Trace view asks with its first window,
-    before it knows the tracks (``traceLayout.defaultLevels`` is the same rule)."""
-    if host_levels is None or track.kind != "cpu" or len(track.lanes) <= host_levels + 1:
+    before it knows the tracks (``traceLayout.defaultLevels`` is the same rule). ``depths``: the levels from the
+    first one shown (all of the track's by default)."""
+    n = len(track.lanes) if depths is None else depths
+    if host_levels is None or track.kind != "cpu" or n <= host_levels + 1:
         return None
     return max(host_levels, 1)
 
 
+@memoized
+def step_depths(model: TraceModel) -> dict[int, int]:
+    """Per host track: the lane depth of its outermost ``ProfilerStep#N`` (tracks without one are absent)."""
+    ix = timeline_index(model)
+    codes = model.codes_where(lambda s: s.startswith(STEP_PREFIX))
+    pos = np.flatnonzero(np.isin(ix.name, codes)) if len(codes) else np.empty(0, np.int64)
+    lane = np.searchsorted(ix.lane_offsets, pos, side="right") - 1
+    out: dict[int, int] = {}
+    for track, depth in zip(ix.lane_track[lane].tolist(), ix.lane_depth[lane].tolist()):
+        out[int(track)] = min(out.get(int(track), int(depth)), int(depth))
+    return out
+
+
+def skip_default(model: TraceModel, track: Track, host_levels: int | None) -> int:
+    """The levels above the first one shown of a host thread not named by the client: on the first window
+    (``host_levels`` given), the frames above the outermost ``ProfilerStep`` where it would be hidden among the
+    levels not shown (``torch.multiprocessing.spawn`` jobs nest the step under ``<module>/spawn_main/_main/…``): the
+    thread opens at the step level. None otherwise."""
+    if host_levels is None or track.kind != "cpu":
+        return 0
+    depth = step_depths(model).get(track.id, 0)
+    return depth if depth >= max(host_levels, 1) else 0
+
+
 def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: frozenset[int] = frozenset(),
            levels: Mapping[int, int] | None = None, host_levels: int | None = None,
-           category: str | None = None) -> dict[str, Any]:
+           category: str | None = None, skips: Mapping[int, int] | None = None) -> dict[str, Any]:
     """The visible slice of the timeline; times in the answer are µs relative to ``t0`` (``t0`` is absolute).
 
-    A track in ``collapsed`` sends its depth-0 lane only; one in ``levels`` its first ``levels[id]`` lanes (deep
-    Python stacks are shown a few levels deep until the user expands them); a host thread named by neither sends
-    :func:`host_default` lanes. Each track says how many lanes it sent (``shown_depths``).
+    A track in ``skips`` leaves out its first ``skips[id]`` levels (a host thread not named there:
+    :func:`skip_default`), and its lanes are numbered from the first one sent (``skipped`` says how many are above;
+    ``depths`` counts those from there). A track in ``collapsed`` sends its first lane only; one in ``levels`` its
+    first ``levels[id]`` lanes (deep Python stacks are shown a few levels deep until the user expands them); a host
+    thread named by neither sends :func:`host_default` lanes. Each track says how many lanes it sent
+    (``shown_depths``).
 
     Lanes are columnar: ``events`` = {t, d, n, id} (start, duration, index into ``names``, event id) and
     ``boxes`` = {t, d, count, busy, n} (merged sub-pixel events: their span, how many, the busy share of the span,
@@ -83,10 +114,13 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
     coarse: list[tuple[dict[str, Any], LanePyramid, tuple[int, int]]] = []  # from pyramids: place, pyramid, rows
     for track in ix.tracks:
         lanes_out: list[dict[str, Any]] = []
-        limit = limits.get(track.id) or host_default(track, host_levels) or len(track.lanes)
+        skip = (skips or {}).get(track.id, None)
+        skip = min(max(skip_default(model, track, host_levels) if skip is None else skip, 0), len(track.lanes) - 1)
+        depths = len(track.lanes) - skip
+        limit = limits.get(track.id) or host_default(track, host_levels, depths) or depths
         for lane in track.lanes:
-            depth = int(ix.lane_depth[lane])
-            if depth >= limit:
+            depth = int(ix.lane_depth[lane]) - skip
+            if depth < 0 or depth >= limit:
                 continue
             lo, hi = _lane_window(ix, lane, t0, t1)
             if hi <= lo:
@@ -101,8 +135,8 @@ def window(model: TraceModel, t0: float, t1: float, width_px: int, collapsed: fr
         tracks_out.append({
             "id": track.id, "kind": track.kind, "pid": ids.for_json(model.strings, track.pid),
             "tid": ids.for_json(model.strings, track.tid), "label": track.label,
-            "process": track.process_label, "depths": len(track.lanes),
-            "shown_depths": min(limit, len(track.lanes)), "collapsed": limit <= 1, "lanes": lanes_out,
+            "process": track.process_label, "depths": depths, "skipped": skip,
+            "shown_depths": min(limit, depths), "collapsed": limit <= 1, "lanes": lanes_out,
         })
     if coarse:
         lane_events, lane_boxes, shown = coarse_lanes(ix, [(pyramid, rows) for _, pyramid, rows in coarse], t0, t1,

@@ -47,6 +47,8 @@ RANK_FIELDS = {
     "transfer_us": "transfer_us",
     "sync_us": "sync_us",
     "host_wait_us": "host_wait_us",
+    "wait_us": "wait_us",
+    "own_us": "own_us",
     "host_idle_us": "host_idle_us",
 }
 
@@ -260,7 +262,7 @@ def test_diff_kineto_pair(page: Any, tb_dist_diff: TensorBoard, console: Any) ->
         assert float(r["_value:delta"]) == pytest.approx(api_row["delta_device_total_us"])
         assert float(r["_value:baseline"]) == pytest.approx(api_row["baseline_device_total_us"])
         assert float(r["_value:experiment"]) == pytest.approx(api_row["experiment_device_total_us"])
-        pct = api_row["delta_pct_device_total_us"]
+        pct = api_row["delta_ratio_device_total_us"]
         assert r["delta_pct"] == ("—" if pct is None else f"{100 * pct:+.1f}%".replace("+0.0%", "0.0%"))
     no_infinity(frame)
     gone = [r for r in data["operators"] if r["status"] == "gone"]

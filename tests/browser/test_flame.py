@@ -116,12 +116,21 @@ def test_2026_with_stack_trace_renders_zooms_and_searches(page: Any, tb_flame: T
     frame.locator("[data-testid=flame-crumb]").first.click()
     frame.wait_for_function("() => window.__ptpFlame.zoomed() === null")
 
-    # search: the matching frames' count and share, computed here from the JSON
+    # search: every matching frame counts, also those too thin to draw (the Operator view's aten::mm total)
     frame.fill("[data-testid=flame-search]", "aten::mm")
-    count, value = expected_search(data, "aten::mm")
-    assert count > 0
+    drawn_count, drawn_value = expected_search(data, "aten::mm")
+    found = tb_flame.get_json("flamegraph/search?" + urlencode({"run": H200[0], "worker": H200[1], "span": "1",
+                                                                "q": "aten::mm"}))
+    ops = tb_flame.get_json("operators?" + urlencode({"run": H200[0], "worker": H200[1], "span": "1"}))
+    (mm,) = [r for r in ops["rows"] if r["name"] == "aten::mm"]
+    assert found["value"] == pytest.approx(mm["host_total_us"]) and found["value"] > drawn_value
+    assert found["count"] > drawn_count == found["drawn"]
+    frame.wait_for_function("() => !document.querySelector('[data-testid=flame-search-info]').textContent"
+                            ".startsWith('Searching')")
     info = frame.inner_text("[data-testid=flame-search-info]")
-    assert info.startswith(f"{count} frame") and info.endswith(f"{percent1(value / data['total'])} of the total")
+    thin = found["count"] - found["drawn"]
+    assert info.startswith(f"{found['count']} frames match ({thin} too thin to draw)")
+    assert info.endswith(f"{percent1(found['value'] / data['total'])} of the total")
 
     # icicle: the root bar moves from the bottom to the top
     assert root["y"] > 0

@@ -97,8 +97,8 @@ def test_trace_view_has_queue_and_bandwidth_tracks_and_the_critical_path_overlay
     cp = api(tb_samples, "critical_path", TRANSFORMER, step=steps[-1])
     assert abs(sum(s["us"] for s in cp["shares"]) - cp["duration_us"]) < 1e-6 * cp["duration_us"]
     options = frame.eval_on_selector_all("[data-testid=trace-critical-path] option", "os => os.map(o => o.value)")
-    assert options == ["", *dict.fromkeys(steps)]
-    frame.select_option("[data-testid=trace-critical-path]", steps[-1])
+    assert options == ["", *(f"step:{s}" for s in dict.fromkeys(steps)), "range"]
+    frame.select_option("[data-testid=trace-critical-path]", f"step:{steps[-1]}")
     top = max(cp["shares"], key=lambda s: s["us"])
     frame.wait_for_function("t => document.querySelector('[data-testid=trace-critical-summary]').textContent.includes(t)",
                             arg=f"{top['category'].replace('_', ' ')} {100 * top['share']:.1f}%")
@@ -110,6 +110,33 @@ def test_trace_view_has_queue_and_bandwidth_tracks_and_the_critical_path_overlay
     frame.select_option("[data-testid=trace-critical-path]", "")
     frame.wait_for_function("() => window.__ptpTrace.stats().lastDraw.critical === 0")
     assert frame.inner_text("[data-testid=trace-critical-summary]") == ""
+    # The visible range (here the step fitted with a 2 % margin) is walked as a time range.
+    frame.select_option("[data-testid=trace-critical-path]", "range")
+    frame.wait_for_function("() => document.querySelector('[data-testid=trace-critical-summary]').textContent"
+                            ".startsWith('Time range: ')")
+
+
+def test_a_trace_without_steps_offers_its_annotations_for_the_critical_path(page: Any, tb_factory: Any,
+                                                                            tmp_path: Any) -> None:
+    """No ProfilerStep#N: the picker offers the trace's annotations and the range, never one giant step "0"."""
+    from tests.browser.conftest import open_plugin
+    from tests.browser.test_trace import P, wait_drawn
+    from tests.conftest import write_trace
+    from tests.unit.test_views_synthetic import kernel, launch, op
+
+    events = [op("forward", 0, 40, cat="user_annotation"), op("aten::mm", 5, 20), launch(10, 5, corr=1),
+              kernel("gemm", 20, 30, corr=1), op("optimizer", 60, 10, cat="user_annotation")]
+    write_trace(tmp_path / "logs" / "nosteps" / "w.1.pt.trace.json", events)
+    tb = tb_factory(tmp_path / "logs")
+    tb.wait_settled()
+    frame = open_plugin(page, tb, f"&{P}.run=nosteps&{P}.worker=w&{P}.span=1&{P}.view=Trace")
+    wait_drawn(frame)
+    frame.wait_for_function("() => document.querySelectorAll('[data-testid=trace-critical-path] option').length > 2")
+    options = frame.eval_on_selector_all("[data-testid=trace-critical-path] option", "os => os.map(o => o.value)")
+    assert options == ["", "annotation:forward", "annotation:optimizer", "range"]
+    frame.select_option("[data-testid=trace-critical-path]", "annotation:forward")
+    frame.wait_for_function("() => document.querySelector('[data-testid=trace-critical-summary]').textContent"
+                            ".startsWith('Forward #1: kernel 60.0%')")
 
 
 def test_operator_view_has_time_by_annotation(page: Any, tb_samples: TensorBoard) -> None:

@@ -80,19 +80,28 @@ def test_torch_export_categories_are_shown_with_their_source(page: Any, tb_memca
     assert shown["names"] == with_bytes and set(shown["stack"]) == {"memory"}
     assert shown["n"] == [1852] * len(with_bytes) and shown["y"] == "Memory (MiB)"
     assert shown["peak_x"] == pytest.approx((peak["time_us"] - origin) / 1000)
-    # the peak: torch's 638,784,632 B, mostly activations, each category beside the inference's bytes
-    share = 334_239_232 / 638_784_632
+    # the peak: the memory curve's (the allocator's 706,943,488 B), the same line as the curve card above; torch's
+    # categories hold 638,784,632 B of it, each beside the inference's bytes, the rest in no category
+    curve = api(tb_memcat, "memory/curve", EXPORTED)["devices"]["GPU0"]
+    assert (peak["total_bytes"], peak["time_us"]) == (curve["peak_allocated_bytes"], curve["peak_time_us"]) == (
+        706_943_488, curve["peak_time_us"])
+    assert frame.inner_text("[data-testid=memory-peak]").startswith(f"Peak {fmt_bytes(706_943_488)}")
+    share = 334_239_232 / 706_943_488
     assert frame.inner_text("[data-testid=memcat-peak]") == (
-        f"Peak {fmt_bytes(638_784_632)} at {fmt_ms(peak['time_us'] - origin)} · mostly Activation ({share:.1%})")
+        f"Peak {fmt_bytes(706_943_488)} at {fmt_ms(peak['time_us'] - origin)} · mostly Activation ({share:.1%})")
     rows = peak_rows(frame)
     assert rows[0] == ["Activation", fmt_bytes(334_239_232), f"{share:.1%}", fmt_bytes(334_239_232), "0.0%"]
     by_name = {r[0]: r for r in rows}
-    assert by_name["Optimizer state"][1:3] == [fmt_bytes(134_479_952), f"{134_479_952 / 638_784_632:.1%}"]
+    assert by_name["Optimizer state"][1:3] == [fmt_bytes(134_479_952), f"{134_479_952 / 706_943_488:.1%}"]
     assert by_name["Optimizer state"][3:] == [fmt_bytes(138_675_200), "+3.1%"]
     assert by_name["Parameter"][4] == "+3.1%" and by_name["Temporary"][1] == "0 B"
-    assert [r[0] for r in rows] == [LABELS[k] for k, _ in sorted(
+    assert rows[-1][:3] == ["In no category", fmt_bytes(68_158_856), f"{68_158_856 / 706_943_488:.1%}"]
+    assert [r[0] for r in rows[:-1]] == [LABELS[k] for k, _ in sorted(
         ((k, v) for k, v in peak["by_category"].items() if v or body["inferred_at_peak"][k]),
         key=lambda kv: (-kv[1], LABELS[kv[0]]))]
+    note = frame.inner_text("[data-testid=memcat-peak-note]")
+    assert note.startswith(f"At the memory curve's peak (above). Torch's categories add up to {fmt_bytes(638_784_632)}")
+    assert f"their own largest total is {fmt_bytes(638_784_632)}" in note
     # the largest allocations live at the peak, torch's category from the raw export; the stack opens
     top = table_rows(frame, "memcat-allocations")
     assert len(top) == len(peak["top_allocations"]) == 10

@@ -158,9 +158,16 @@ def test_sync_bound_verdict_above_the_fold_and_its_trace_link(page: Any, tb_corp
     page.set_viewport_size({"width": 1600, "height": 1000})
     worker = _worker("item_sync")
     data = overview(tb_corpus, "item_sync", worker)
-    assert data["verdict"]["text"].startswith("Sync-bound: The host waits for the GPU 257.0 times per step")
+    assert data["verdict"]["text"].startswith("Sync-bound at bottleneck.py:216 (step) → Tensor.item: The host waits "
+                                              "for the GPU 257 times per step")
     frame = open_overview(page, tb_corpus, "item_sync", worker)
     assert frame.inner_text("[data-testid=verdict]") == data["verdict"]["text"]
+    # where the cause lives: the user's frame as a source button, then the call it makes
+    where = frame.locator("[data-testid=recommendation][data-kind=sync_bound] [data-testid=finding-where]")
+    assert where.inner_text().startswith("Where: ")
+    button = where.locator("[data-testid=frame]")
+    assert (button.get_attribute("data-path"), button.get_attribute("data-line")) == ("bottleneck.py", "216")
+    assert "→ Tensor.item" in where.inner_text()
     iframe_top = page.eval_on_selector("iframe", "e => e.getBoundingClientRect().top")
     for testid in ("run-context", "verdict", "recommendation"):
         bottom = frame.eval_on_selector(f"[data-testid={testid}]", "e => e.getBoundingClientRect().bottom")

@@ -12,8 +12,8 @@ from tb_plugin.cli import main
 from tests.browser.conftest import REAL_TRACES, SAMPLES
 
 CASES = {
-    # multi-rank GPU run: overview bars and pie, operators, kernels, roofline, memory curve, per-rank bars
-    "ddp": (REAL_TRACES / "h200" / "ddp_resnet50", 7),
+    # multi-rank GPU run: overview bars and pie, operators, kernels, GPU idle time, roofline, memory curve, per-rank bars
+    "ddp": (REAL_TRACES / "h200" / "ddp_resnet50", 8),
     # CPU-only: no kernel chart and no roofline (notes instead), no distributed chart
     "cpu_only": (SAMPLES / "cpu_only", 4),
 }

@@ -155,6 +155,8 @@ def test_overview_matches_the_api(page: Any, tb_samples: TensorBoard) -> None:
         assert metric.query_selector(".ptp-info") is not None
     config = frame.inner_text("[data-testid=card-configuration]")
     assert "NVIDIA H200" in config and "compute capability 9.0" in config and "13.0" in config
+    assert data["environment"]["cupti_version"] == 130001
+    assert "CUPTI\n13.0.1" in config and "130001" not in config  # what the number encodes, not the number
 
 
 def test_cpu_only_run_has_no_gpu_items(page: Any, tb_samples: TensorBoard) -> None:
@@ -194,7 +196,7 @@ def test_overview_notes_and_missing_values(page: Any, tb_samples: TensorBoard) -
                     "share": {**zero, "Kernel": 2 / 3, "Other": 1 / 3}},
         "categories": cats,
         "gpus": [{"id": 3, "name": "<b>GPU</b>", "memory_bytes": None, "compute_capability": None, "utilization": 0.5,
-                  "sm_efficiency": None, "achieved_occupancy": None, "tensor_core_ratio": None, "kernel_time_us": 1000.0}],
+                  "compute_utilization": 0.2, "sm_efficiency": None, "achieved_occupancy": None, "tensor_core_ratio": None, "kernel_time_us": 1000.0}],
         "environment": {"device_type": "GPU", "workers": 2, "devices": [], "pytorch_version": "2.11.0",
                         "cuda_runtime_version": 12040, "cuda_driver_version": None, "cupti_version": None,
                         "framework": None},
@@ -210,6 +212,9 @@ def test_overview_notes_and_missing_values(page: Any, tb_samples: TensorBoard) -
     card = frame.query_selector("[data-testid=gpu-card]")
     assert "GPU 3 · <b>GPU</b>" in card.inner_text()
     assert card.query_selector("[data-testid=gpu-utilization] .ptp-metric-value").inner_text() == "50.0%"
+    # with communication kernels, both utilizations, the headline named as such
+    assert "headline" in card.query_selector("[data-testid=gpu-utilization] .ptp-metric-label").inner_text()
+    assert card.query_selector("[data-testid=gpu-compute-utilization] .ptp-metric-value").inner_text() == "20.0%"
     assert card.query_selector("[data-testid=gpu-tensor-cores] .ptp-metric-value").inner_text() == "—"
     # estimates the trace could not make (occupancy, SM efficiency) are "n/a", never a number
     for testid in ("gpu-occupancy", "gpu-sm-efficiency"):

@@ -87,6 +87,15 @@ def test_summary_of_a_multi_rank_run(real_traces: Path, tmp_path: Path, capsys: 
     assert "Job MFU: " in out and " over 2 ranks (" in out
 
 
+def test_summary_shows_utilization_with_and_without_communication(tmp_path: Path, capsys: Any) -> None:
+    code, out, _ = run(capsys, "summary", str(SAMPLES / "fsdp_comm"), "--worker", "rank0", "--cache-dir",
+                       str(tmp_path))
+    assert code == 0
+    assert "GPU 0: utilization 96.4% (all kernels: the headline; 20.7% without communication kernels)" in out
+    s = summary_json(capsys, SAMPLES / "cpu_only", tmp_path)
+    assert s["gpus"] == []
+
+
 def test_summary_of_export_chrome_trace_output(real_traces: Path, tmp_path: Path, capsys: Any) -> None:
     path = export_chrome_trace(real_traces, tmp_path / "trace.json")
     s = summary_json(capsys, path, tmp_path / "cache")
@@ -118,7 +127,32 @@ def test_diff_fails_only_beyond_the_threshold(tmp_path: Path, capsys: Any) -> No
     data = json.loads(out)
     assert (code, data["failed"], data["change"]) == (1, True, pytest.approx(0.1))
     assert data["slower"]["operators"][0]["name"] == "aten::mm"
-    assert data["slower"]["operators"][0]["delta_host_self_us"] == pytest.approx(2 * 8)  # 2 steps, 80 → 88 µs
+    assert data["slower"]["operators"][0]["delta_us"] == pytest.approx(8)  # per step: 80 → 88 µs host self
+    assert data["operator_metric"] == "host_self_us" and data["lead_category"] == "CPU Exec"
+
+
+def test_diff_leads_with_the_category_that_moved_most_and_ranks_by_contribution(real_traces: Path, tmp_path: Path,
+                                                                              capsys: Any) -> None:
+    """4 loader workers → none (the 2021 V100 pair): the DataLoader grows 58.1 ms a step, and the operators listed
+    are the data loading's host work per step, not the kernels' microsecond noise; per-step figures throughout, no
+    NaN for a new operator, and the spans compared are named."""
+    base, new = real_traces / "kineto_v100/resnet50_num_workers_4", real_traces / "kineto_v100/resnet50_num_workers_0"
+    cache = ("--cache-dir", str(tmp_path))
+    code, out, _ = run(capsys, "diff", str(base), str(new), *cache)
+    assert code == 0 and "NaN" not in out
+    assert "baseline: resnet50_num_workers_4/worker0 span 1 of 2: --span" in out
+    assert "Moved most: DataLoader +58.076 ms per step (1.186 → 59.262 ms)" in out
+    ops = out.split("Operators that add most to the step (host self time per step, as DataLoader is made of):")[1]
+    first = ops.strip().splitlines()[1].split()
+    assert first == ["aten::copy_", "both", "0.038", "6.709", "6.671"]  # 40.0 ms more over 6 steps
+    assert "aten::_cat    new            —" in ops  # a new operator: no baseline, not NaN
+    data = json.loads(run(capsys, "diff", str(base), str(new), "--json", "--span", "2", *cache)[1])
+    assert (data["baseline"]["span"], data["new"]["span"]) == ("2", "2")
+    assert data["baseline"]["file"] == "worker0.1623213129365.pt.trace.json.gz"
+    assert data["categories"][0]["category"] == data["lead_category"] == "DataLoader"
+    data = json.loads(run(capsys, "diff", str(base), str(new), "--json", "--new-span", "2", *cache)[1])
+    assert (data["baseline"]["span"], data["new"]["span"]) == ("1", "2")
+    assert run(capsys, "diff", str(base), str(new), "--span", "7", *cache)[0] == 2
 
 
 def test_diff_gate_on_real_traces_by_metric(real_traces: Path, tmp_path: Path, capsys: Any) -> None:
@@ -145,6 +179,97 @@ def test_bad_paths_and_traces_exit_with_a_reason(tmp_path: Path, capsys: Any) ->
     assert code == 2 and "metric must be one of step_time, kernel_time" in err
     code, _, err = run(capsys, "diff", str(good), str(good), "--fail-if-slower", "fast")
     assert code == 2 and "--fail-if-slower takes a percentage" in err
+
+
+def _one_line_error(err: str, *expected: str) -> None:
+    """A failure is one line on stderr (progress lines aside), never a traceback."""
+    lines = [line for line in err.splitlines() if line.startswith("pytorch-tb-profiler: error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for text in expected:
+        assert text in lines[0], (text, lines[0])
+
+
+def test_the_gate_never_passes_what_it_cannot_measure(tmp_path: Path, capsys: Any) -> None:
+    """An empty trace, a trace without steps or a metric absent from both runs exits 4 with the reason (an empty
+    trace once printed "OK: -100 %" and exited 0); a broken trace exits 3."""
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    good = steps_of(tmp_path, "good", [100, 100])
+    empty = write_trace(tmp_path / "empty" / "w.1.pt.trace.json", [])
+    stepless = write_trace(tmp_path / "stepless" / "w.1.pt.trace.json", [cpu_op("aten::mm", 0, 80)])
+    broken = write_trace(tmp_path / "broken" / "w.1.pt.trace.json", raw=b'{"traceEvents": [')
+    code, out, err = run(capsys, "diff", str(good), str(empty), "--fail-if-slower", "5%", *cache)
+    assert (code, out) == (4, "")
+    _one_line_error(err, "nothing to compare: NEW (w.1.pt.trace.json) holds no events")
+    assert "warning" not in err  # no doubt added to what cannot be compared
+    code, _, err = run(capsys, "diff", str(empty), str(good), "--fail-if-slower", "5%", *cache)
+    assert code == 4 and "BASE (w.1.pt.trace.json) holds no events" in err
+    code, _, err = run(capsys, "diff", str(good), str(stepless), *cache)  # without a gate too: nothing to show
+    assert code == 4
+    _one_line_error(err, "NEW (w.1.pt.trace.json) has no ProfilerStep#N events", "call prof.step()")
+    code, _, err = run(capsys, "diff", str(good), str(good), "--metric", "kernel_time", "--fail-if-slower", "5%", *cache)
+    assert code == 4
+    _one_line_error(err, "kernel_time is 0 in both runs")
+    code, _, err = run(capsys, "diff", str(good), str(broken), "--fail-if-slower", "5%", *cache)
+    assert code == 3
+    _one_line_error(err, "w.1.pt.trace.json: the JSON is cut short")
+    assert run(capsys, "diff", str(good), str(good), "--fail-if-slower", "5%", *cache)[0] == 0
+
+
+def test_diffing_two_unrelated_runs_warns(real_traces: Path, tmp_path: Path, capsys: Any) -> None:
+    cache = ("--cache-dir", str(tmp_path))
+    resnet, transformer = real_traces / RESNET18 / SPAN1, real_traces / "h200" / "transformer_bf16"
+    code, out, err = run(capsys, "diff", str(resnet), str(transformer), *cache)
+    assert code == 0 and "step_time per step" in out  # compared all the same
+    assert ("pytorch-tb-profiler: warning: BASE and NEW look unrelated: only 8% of BASE's operator time and 70% of "
+            "NEW's is in operators both have") in err
+    # two spans of one run, and the same model with other loader settings: no warning
+    assert "warning" not in run(capsys, "diff", str(resnet), str(real_traces / RESNET18 / SPAN2), *cache)[2]
+    v100 = real_traces / "kineto_v100"
+    assert "warning" not in run(capsys, "diff", str(v100 / "resnet50_num_workers_0"),
+                                str(v100 / "resnet50_num_workers_4"), *cache)[2]
+    # another model on other hardware: both said
+    err = run(capsys, "diff", str(resnet), str(v100 / "resnet50_num_workers_0"), *cache)[2]
+    assert "look unrelated" in err
+    assert "BASE ran on NVIDIA H200 and NEW on Tesla V100-DGXS-32GB" in err
+
+
+def test_unwritable_outputs_unreachable_urls_and_missing_logdirs(tmp_path: Path, capsys: Any) -> None:
+    """Each fails fast with one line and its own exit code: 5 for an output that cannot be written (checked before
+    any trace is loaded), 2 for a path or URL form that names nothing, 6 for a store that cannot be reached."""
+    good = steps_of(tmp_path, "good", [100])
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    code, _, err = run(capsys, "report", str(good), "-o", str(tmp_path / "nowhere" / "r.html"), *cache)
+    assert code == 5
+    _one_line_error(err, f"cannot write the report to {tmp_path / 'nowhere' / 'r.html'}: the folder")
+    assert not (tmp_path / "cache").exists()  # refused before loading anything
+    code, _, err = run(capsys, "report", str(good), "-o", str(tmp_path), *cache)
+    assert code == 5
+    _one_line_error(err, "it is a directory")
+    report = tmp_path / "r.html"
+    assert run(capsys, "report", str(good), "-o", str(report), *cache)[0] == 0
+    assert report.read_text().startswith("<!DOCTYPE html>") and not list(tmp_path.glob(".r.html.*"))
+    code, _, err = run(capsys, "summary", "https://127.0.0.1:9/x.pt.trace.json", *cache)
+    assert code == 2
+    _one_line_error(err, "cannot open https://127.0.0.1:9/x.pt.trace.json: only Azure Blob https URLs")
+    code, _, err = run(capsys, "preprocess", str(tmp_path / "missing"), "--cache", str(tmp_path / "c"))
+    assert code == 2
+    _one_line_error(err, f"{tmp_path / 'missing'}: no such directory")
+    (tmp_path / "no_traces").mkdir()
+    code, _, err = run(capsys, "preprocess", str(tmp_path / "no_traces"), "--cache", str(tmp_path / "c"))
+    assert code == 2
+    _one_line_error(err, "no trace files under")
+
+
+def test_an_unreachable_store_exits_6(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there: refused at once
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    code, _, err = run(capsys, "summary", "s3://bucket/run", "--cache-dir", str(tmp_path))
+    assert code == 6
+    _one_line_error(err, "cannot reach the S3 endpoint http://127.0.0.1:9")
+    code, _, err = run(capsys, "preprocess", "s3://bucket/run", "--cache", str(tmp_path / "c"))
+    assert code == 6
+    _one_line_error(err, "cannot reach the S3 endpoint http://127.0.0.1:9")
 
 
 def test_module_entry_point_runs() -> None:

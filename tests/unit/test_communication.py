@@ -118,6 +118,34 @@ def test_nccl_annotation_that_launched_a_kernel_is_one_device_collective(tmp_pat
     assert breakdown["Communication"] == pytest.approx(row["communication_us"] - row["overlap_us"])
 
 
+def test_overlap_is_measured_on_a_2021_nccl_rank_whose_kernel_launches_were_not_recorded(tmp_path: Path) -> None:
+    """A PyTorch 1.8/1.9 (V100-era) NCCL rank: the ``nccl:all_reduce`` operator launched its ``ncclKernel_…``
+    through a call the profiler did not record, so the span holds no launch and the kernel has none. The kernel is
+    the communication on the device timeline: overlap is measured on it (it was refused as "n/a" because one span
+    was host-only). By hand: gemm 100..600 ∩ NCCL 450..650 = 150 µs of the kernel's 200 µs (75 %)."""
+    def v100(cat: str, name: str, ts: float, dur: float, **args: Any) -> dict[str, Any]:
+        device = cat in ("Kernel", "Memcpy")
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0 if device else 25738, "tid": args.get("stream", 1),
+                "ts": ts, "dur": dur, "args": args}
+
+    events = [
+        v100("Operator", "ProfilerStep#1", 0, 1000), v100("Operator", "aten::mm", 10, 50),
+        v100("Runtime", "cudaLaunchKernel", 20, 5, correlation=1, **{"external id": 1}),
+        v100("Kernel", "volta_sgemm_128x64_nn", 100, 500, device=0, stream=7, correlation=1),
+        v100("Operator", "nccl:all_reduce", 300, 20),
+        v100("Kernel", "ncclKernel_AllReduce_RING_LL_Sum_float", 450, 200, device=0, stream=20, correlation=5),
+    ]
+    model = _load(tmp_path, "worker0", events, distributedInfo={"backend": "nccl", "rank": 0, "world_size": 1})
+    assert collectives(model).on_host.tolist() == [True, False]
+    result = distributed([("worker0", model)])
+    (row,) = result["ranks"]
+    assert row["overlap_note"] is None
+    assert row["overlap_us"] == pytest.approx(150) and row["per_step"]["overlap_us"] == [pytest.approx(150)]
+    assert row["communication_us"] == pytest.approx(220)  # the host span (20) beside the kernel (200)
+    assert any("measured on 1 collective kernel; 1 collective span without a GPU kernel" in n
+               for n in result["notes"])
+
+
 def test_null_overlap_matches_the_api_spec(tmp_path: Path) -> None:
     import yaml
 

@@ -120,3 +120,17 @@ def _shifted(events: list[dict[str, Any]], dt: float, n: int) -> list[dict[str, 
             e["args"]["correlation"] += 10 * n
         out.append(e)
     return out
+
+
+def test_the_python_api_gives_one_column_per_counter(tmp_path: Path) -> None:
+    import tb_plugin
+    from tests.conftest import write_trace
+
+    path = write_trace(tmp_path / "logs" / "run" / "w.1.pt.trace.json", _events(), deviceProperties=PROPS)
+    t = tb_plugin.open(path, cache_dir=str(tmp_path / "cache"))
+    c = t.cupti_counters()
+    assert list(c.columns[-3:]) == [DRAM, FADD, FFMA] and c.attrs["metrics"] == [DRAM, FADD, FFMA]
+    assert list(c["name"]) == ["gemm", "fft2d_r2c_32x32", "fft2d_r2c_32x32"]
+    assert c.loc[1, FADD] == 86_114_304 and c.loc[0, "operator"] == "aten::mm"
+    ops = c.attrs["operators"].set_index("operator")
+    assert ops.loc["aten::cudnn_convolution", "kernels"] == 2 and ops.loc["aten::mm", DRAM] == 4_096

@@ -105,10 +105,10 @@ def test_diff_of_the_dataloader_pair(real_traces: Path) -> None:
     assert b["delta"]["DataLoader"] < -0.9 * b["baseline"]["DataLoader"]  # data loading time drops
     assert b["step_delta_us"] < 0
     ops = {r["name"]: r for r in summary["operators"]}
-    assert all(r["delta_pct_device_total_us"] is None or abs(r["delta_pct_device_total_us"]) < 1e6 for r in ops.values())
+    assert all(r["delta_ratio_device_total_us"] is None or abs(r["delta_ratio_device_total_us"]) < 1e6 for r in ops.values())
     for r in ops.values():
         if r["status"] != "both":
-            assert r["delta_pct_calls"] is None  # new or gone: no percentage, never Infinity
+            assert r["delta_ratio_calls"] is None  # new or gone: no percentage, never Infinity
     root = diff_node(base, exp, "0")
     loaders = [c for c in root["children"] if c["name"].startswith("enumerate(DataLoader)")]
     assert loaders and all(c["matched"] for c in loaders)  # single- and multi-process iterators align

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tb_plugin.analysis.flamegraph import flame_tree, folded_stacks, leaves, self_weights
+from tb_plugin.analysis.flamegraph import flame_search, flame_tree, folded_stacks, leaves, self_weights
 from tb_plugin.analysis.operators import operator_table
 from tb_plugin.analysis.stacks import FrameKind, frame_tree, function_name, python_frame_kind
 from tb_plugin.loader import load_trace
@@ -281,6 +281,25 @@ def test_folded_device_stacks_against_torch_export_stacks() -> None:
 
 # --------------------------------------------------------------------------------------------- the route
 
+@pytest.mark.parametrize(("path", "metric", "drawn", "key"), [(H200_TRANSFORMER, "self_host_us", 7, "host_total_us"),
+                                                            (V100, "self_device_us", 0, "device_total_us")])
+def test_search_counts_frames_too_thin_to_draw(path: Path, metric: str, drawn: int, key: str) -> None:
+    """Searching "aten::mm" finds every frame, drawn or not: its weight is the Operator view's total and the folded
+    export's (on the V100 trace its one device frame is too thin to draw: the drawn tree alone says 0)."""
+    model = load_trace(str(path))
+    found = flame_search(model, metric, False, None, None, "ATEN::MM")
+    (mm,) = [r for r in operator_table(model) if r["name"] == "aten::mm"]
+    assert found["value"] == pytest.approx(mm[key], abs=1e-6)
+    folded = sum(int(line.rsplit(" ", 1)[1]) for line in folded_stacks(model, metric).splitlines()
+                 if "aten::mm" in line.rsplit(" ", 1)[0].split(";"))
+    assert found["value"] == pytest.approx(folded, abs=found["count"])  # folded weights are whole µs
+    assert found["drawn"] == drawn < found["count"]
+    tree = flame_tree(model, metric)
+    shown = [tree["strings"][n] for n in tree["frames"]["name"]].count("aten::mm")
+    assert shown == drawn
+    assert flame_search(model, metric, False, None, None, "no such frame")["count"] == 0
+
+
 def test_flamegraph_route_json_folded_and_errors(tensorboard_app: Any, tmp_path: Path) -> None:
     write_trace(tmp_path / "logs" / "run" / "w.1.pt.trace.json", python_trace())
     client = tensorboard_app(tmp_path / "logs")
@@ -301,6 +320,10 @@ def test_flamegraph_route_json_folded_and_errors(tensorboard_app: Any, tmp_path:
         r = client.get(base + query)
         assert r.status_code == status and words in r.get_json()["error"], query
     assert "Flame" in client.get(f"{API}/views?run=run").get_json()["views"]
+    found = client.get(f"{API}/flamegraph/search?run=run&worker=w&span=1&metric=self_device_us&q=GEMM").get_json()
+    assert (found["count"], found["drawn"], found["value"], found["total"]) == (1, 1, 70, 70)  # gemm_kernel
+    assert client.get(f"{API}/flamegraph/search?run=run&worker=w&span=1").status_code == 400
+    assert client.get(f"{API}/flamegraph/search?run=run&worker=w&span=1&q=x&step=7").status_code == 404
 
 
 @pytest.mark.parametrize("path", [H200_TRANSFORMER, REPO / "tests" / "data" / "h200" / "mlp_compiled" /

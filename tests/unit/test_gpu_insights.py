@@ -166,6 +166,77 @@ def test_critical_path_follows_the_backward_thread_back_to_the_main_one(tmp_path
                     (26, 30, "launch_delay", None), (30, 55, "kernel", "k")]
 
 
+def engine_op(name: str, ts: float, dur: float) -> dict[str, Any]:
+    """An operator of autograd's backward thread (tid 2): it carries the forward thread's id."""
+    return op(name, ts, dur, tid=2) | {"args": {"Fwd thread id": 1, "Sequence number": 7}}
+
+
+def test_critical_path_follows_the_engine_queue_into_the_backward_thread(tmp_path: Path) -> None:
+    """Hand-checked: the main thread waits in "backward" from 13 to 80 while the backward thread runs two
+    operators; the path goes through them, the backward annotation keeps only the engine's gaps."""
+    events = [step(1, 0, 100), op("aten::mul", 2, 8), op("backward", 10, 70, cat="user_annotation"),
+              op("aten::ones_like", 11, 2), engine_op("MulBackward0", 20, 15), op("aten::mul", 22, 8, tid=2),
+              engine_op("AddBackward0", 40, 20), op("aten::add_", 82, 10)]
+    cp = critical_path(model_of(tmp_path, events), "1")
+    path = [(s["start_us"], s["end_us"], s["category"], s["name"]) for s in cp["segments"]]
+    assert path == [
+        (0, 2, "annotation", "ProfilerStep#1"), (2, 10, "cpu_op", "aten::mul"), (10, 11, "annotation", "backward"),
+        (11, 13, "cpu_op", "aten::ones_like"), (13, 20, "annotation", "backward"),
+        (20, 22, "cpu_op", "MulBackward0"), (22, 30, "cpu_op", "aten::mul"), (30, 35, "cpu_op", "MulBackward0"),
+        (35, 40, "annotation", "backward"), (40, 60, "cpu_op", "AddBackward0"), (60, 80, "annotation", "backward"),
+        (80, 82, "annotation", "ProfilerStep#1"), (82, 92, "cpu_op", "aten::add_"),
+        (92, 100, "annotation", "ProfilerStep#1"),
+    ]
+    assert sum(e - s for s, e, _, _ in path) == cp["duration_us"] == 100
+
+
+def test_critical_path_of_the_h200_transformer_runs_through_the_backward_thread(real_traces: Path) -> None:
+    """Hand-counted from the JSON (step 3): "backward" on the main thread (tid 562) lasts 13,205.3 µs, with
+    41.6 µs of operators; the backward thread (tid 639) has 10,651.7 µs of operators in it (their union), all of
+    which the path takes; the annotation keeps only the engine's gaps between them."""
+    model = load_trace(str(next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))))
+    cp = critical_path(model, "3")
+    ev = model["events"]
+    on_thread: dict[int, float] = {}
+    for s in cp["segments"]:
+        if s["id"] is not None and s["category"] in ("cpu_op", "runtime", "launch"):
+            tid = int(ev["tid"][s["id"]])
+            on_thread[tid] = on_thread.get(tid, 0.0) + s["end_us"] - s["start_us"]
+    assert on_thread[639] == pytest.approx(10651.7, abs=0.1)
+    backward = [s["end_us"] - s["start_us"] for s in cp["segments"] if s["name"] == "backward"]
+    assert sum(backward) == pytest.approx(13205.3 - 10651.7 - 41.6, abs=0.5)
+    assert max(backward) < 300
+    assert sum(s["end_us"] - s["start_us"] for s in cp["segments"]) == pytest.approx(cp["duration_us"], rel=1e-9)
+
+
+def test_a_trace_without_steps_offers_annotations_and_ranges(tmp_path: Path) -> None:
+    """No ProfilerStep: no giant step "0"; the annotations are offered and walked, and so is a time range."""
+    events = [op("forward", 0, 40, cat="user_annotation"), op("aten::mm", 5, 20), launch(10, 5, corr=1),
+              kernel("gemm", 20, 30, corr=1), op("optimizer", 60, 10, cat="user_annotation"),
+              op("forward", 100, 40, cat="user_annotation"), op("aten::relu", 110, 5)]
+    model = model_of(tmp_path, events)
+    none = critical_path(model)
+    assert (none["steps"], none["step"], none["segments"], none["scope"]["kind"]) == ([], None, [], "none")
+    assert "annotation or a time range" in none["note"]
+    assert [(a["name"], a["count"], a["total_us"]) for a in none["annotations"]] == [("forward", 2, 80),
+                                                                                     ("optimizer", 1, 10)]
+    first = critical_path(model, None, "forward", 1)
+    assert (first["start_us"], first["end_us"], first["scope"]) == (0, 50, {"kind": "annotation",
+                                                                            "label": "forward #1"})
+    path = [(s["start_us"], s["end_us"], s["category"], s["name"]) for s in first["segments"]]
+    assert path == [(0, 5, "annotation", "forward"), (5, 10, "cpu_op", "aten::mm"),
+                    (10, 15, "launch", "cudaLaunchKernel"), (15, 20, "launch_delay", None), (20, 50, "kernel", "gemm")]
+    second = critical_path(model, None, "forward", 2)
+    assert (second["start_us"], second["end_us"]) == (100, 140)
+    ranged = critical_path(model, None, None, 1, (100.0, 120.0))
+    assert [(s["start_us"], s["end_us"], s["name"]) for s in ranged["segments"]] == [
+        (100, 110, "forward"), (110, 115, "aten::relu"), (115, 120, "forward")]
+    assert ranged["scope"]["kind"] == "range"
+    for bad in [(None, "forward", 3), ("0", None, 1), (None, "nope", 1)]:
+        with pytest.raises(KeyError):
+            critical_path(model, *bad)
+
+
 def test_annotation_times_nest_and_sum_launched_device_time(tmp_path: Path) -> None:
     gpu_range = op("forward", 10, 40, cat="gpu_user_annotation") | {"pid": 0, "tid": 7}
     events = [step(1, 0, 100), op("forward", 0, 50, cat="user_annotation"),

@@ -249,7 +249,9 @@ def test_a_span_turns_ready_on_the_workers_answer_not_its_exit(tmp_path: Path) -
     scheduler = LoadScheduler(ParseCache(tmp_path / "cache"), max_workers=1)
     try:
         entry = tmp_path / "cache" / "entry"
-        save(load_trace(str(RANK0)), entry)
+        built = scheduler.cache.staging()  # written as a loader process writes an entry: built, sealed, renamed
+        save(load_trace(str(RANK0)), built)
+        scheduler.cache.publish(built, entry)
         ctx = multiprocessing.get_context("spawn")
         recv, send = ctx.Pipe(duplex=False)
         process = ctx.Process(target=time.sleep, args=(60,), daemon=True)

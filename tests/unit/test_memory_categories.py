@@ -99,10 +99,13 @@ def test_inferred_peak_matches_torchs(sample: Any, timeline: Any, raw_export: An
     inferred = category_view(sample, 1)
     assert exported["source"] == "export" and inferred["source"] == "inferred"
     peak_e, peak_i = exported["peak"], inferred["peak"]
-    assert peak_e["time_us"] == pytest.approx(peak_i["time_us"], abs=1.0)  # torch truncates to whole µs
+    # both describe the memory curve's peak: the allocator's 706,943,488 B (Total Allocated) at one moment
+    assert peak_e["time_us"] == peak_i["time_us"]
     assert peak_e["dominant"] == peak_i["dominant"] == "activation"
-    assert peak_e["total_bytes"] == 638_784_632
-    assert peak_i["total_bytes"] == 706_943_488  # the allocator's own peak (Total Allocated) of the trace
+    assert peak_e["total_bytes"] == peak_i["total_bytes"] == 706_943_488
+    assert peak_e["series_peak"]["total_bytes"] == sum(peak_e["by_category"].values()) == 638_784_632
+    assert peak_e["series_peak"]["time_us"] == pytest.approx(peak_e["time_us"], abs=1.0)  # torch: whole µs
+    assert peak_i["uncategorized_bytes"] == 0 and peak_i["series_peak"]["total_bytes"] == 706_943_488
     torch_b, ours = peak_e["by_category"], exported["inferred_at_peak"]
     assert ours == peak_i["by_category"]
     for name in ("parameter", "optimizer_state", "input", "activation", "gradient", "autograd_detail"):
@@ -114,12 +117,32 @@ def test_inferred_peak_matches_torchs(sample: Any, timeline: Any, raw_export: An
     assert torch_b["temporary"] == 0 and ours["temporary"] == 67_109_376
     assert torch_b["unknown"] == 67_113_472
     assert ours["unknown"] == 61_865_984
-    assert peak_i["total_bytes"] - peak_e["total_bytes"] == 68_158_856
+    assert peak_e["uncategorized_bytes"] == 68_158_856
     top = exported["peak"]["top_allocations"][0]
     assert (top["bytes"], top["operator"], top["category"], top["category_source"]) == (
         67_108_864, "aten::sum", "unknown", "export")
     assert top["stack"][1] == "torch/autograd/graph.py(860): _engine_run_backward"
     assert inferred["peak"]["top_allocations"][0]["category"] == "temporary"
+
+
+def test_what_makes_up_the_peak_is_the_peak_of_the_curve_above_it() -> None:
+    """samples/cnn_sgd_memcat with torch's export: the curve's peak is 457.4 MiB at 6.375 ms (the allocator's
+    Total Allocated); torch's categories peak at 392.4 MiB 0.9 µs earlier. The card describes the curve's peak:
+    torch's 392.4 MiB there and 65.0 MiB of the allocator's total in no category."""
+    from tb_plugin.analysis.memory import memory_curve
+
+    model = load_trace(str(next((REPO / "samples" / "cnn_sgd_memcat").glob("*.gz"))))
+    export = load_export(str(REPO / "samples" / "exports" / "cnn_sgd_memcat" / "memory_timeline.json.gz"), TIMELINE)
+    curve = memory_curve(model)["devices"]["GPU0"]
+    assert curve["peak_allocated_bytes"] == 479_597_056
+    for view in (category_view(model, 1, export), category_view(model, 1)):
+        peak = view["peak"]
+        assert (peak["time_us"], peak["total_bytes"]) == (curve["peak_time_us"], curve["peak_allocated_bytes"])
+        assert sum(peak["by_category"].values()) + peak["uncategorized_bytes"] == peak["total_bytes"]
+    peak = category_view(model, 1, export)["peak"]
+    assert peak["uncategorized_bytes"] == 479_597_056 - 411_437_136
+    assert peak["series_peak"]["total_bytes"] == 411_437_136  # 392.4 MiB, torch's own largest total
+    assert curve["peak_time_us"] - peak["series_peak"]["time_us"] == pytest.approx(0.87, abs=0.01)
 
 
 def _mem(ts: float, nbytes: int, addr: int, total: int, tid: int = 1) -> dict[str, Any]:
@@ -275,7 +298,8 @@ def test_memory_categories_route(tmp_path: Path, real_traces: Path, tensorboard_
     assert exported["export"] == {"file": "memory_timeline.json.gz", "folder": "exports/transformer",
                                   "kind": "timeline", "raw_file": "memory_timeline.raw.json.gz"}
     assert exported["trace_file"] == SAMPLE.name
-    assert exported["peak"]["total_bytes"] == 638_784_632 and exported["peak"]["dominant"] == "activation"
+    assert exported["peak"]["total_bytes"] == 706_943_488 and exported["peak"]["dominant"] == "activation"
+    assert exported["peak"]["series_peak"]["total_bytes"] == 638_784_632
     assert exported["inferred_at_peak"]["activation"] == 334_239_232
     assert len(exported["series"]["times_us"]) == 1852  # under max_points: every row of torch's export
     small = get("transformer", "&max_points=100").get_json()

@@ -52,6 +52,10 @@ def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, re
     client = tensorboard_app(logdir)
     body = wait_until_settled(client, expect_spans=4)
     check(spec, "/runs", 200, body)
+    page = client.get(f"{API}/runs?limit=1&q=ddp&run=bad").get_json()  # a page: the failed run's span in attention
+    check(spec, "/runs", 200, page)
+    assert {r["name"] for r in page["runs"]} == {"bad", "ddp_resnet50", page["newest"]}  # the run asked, the page
+    assert page["attention"][0]["run"] == "bad" and page["states"]["failed"] == 1
     check(spec, "/views", 200, client.get(f"{API}/views?run=ddp_resnet50").get_json())
     for worker in ("rank0", "rank1"):
         r = client.get(f"{API}/summary?run=ddp_resnet50&worker={worker}&span=1")
@@ -138,6 +142,26 @@ def test_gpu_insight_routes_match_the_spec(spec: dict[str, Any], tensorboard_app
         r = client.get(f"{API}/critical_path?{q}&step=nope")
         assert r.status_code == 404
         check(spec, "/critical_path", 404, r.get_json())
+        if run["name"] == "bf16":  # its record_function regions are offered; one is walked, and a time range
+            offered = [a["name"] for a in answers["critical_path"]["annotations"]]
+            assert {"forward", "backward", "optimizer"} <= set(offered)
+            b = client.get(f"{API}/critical_path?{q}&annotation=backward&occurrence=2").get_json()
+            check(spec, "/critical_path", 200, b)
+            assert b["scope"] == {"kind": "annotation", "label": "backward #2"} and b["step"] is None
+            mid = (b["start_us"] + b["end_us"]) / 2
+            rng = client.get(f"{API}/critical_path?{q}&start_us={b['start_us']}&end_us={mid}").get_json()
+            check(spec, "/critical_path", 200, rng)
+            assert rng["scope"]["kind"] == "range" and rng["duration_us"] == pytest.approx(mid - b["start_us"])
+            # a range wins over an annotation, an annotation over a step; a missing bound is the trace's
+            both = client.get(f"{API}/critical_path?{q}&step=3&annotation=backward&occurrence=2").get_json()
+            assert both["scope"]["label"] == "backward #2"
+            tail = client.get(f"{API}/critical_path?{q}&annotation=backward&start_us={mid}").get_json()
+            assert tail["scope"]["kind"] == "range" and tail["start_us"] == mid and tail["end_us"] > b["end_us"]
+            for bad in ("end_us=nan", "annotation=backward&occurrence=0"):
+                r = client.get(f"{API}/critical_path?{q}&{bad}")
+                assert r.status_code == 400, bad
+                check(spec, "/critical_path", 400, r.get_json())
+            assert client.get(f"{API}/critical_path?{q}&annotation=backward&occurrence=99").status_code == 404
     assert client.get(f"{API}/kernel_sequences?run=bf16&worker=vm_562&span=1&length=1").status_code == 400
 
 

@@ -92,9 +92,11 @@ def test_matching_by_group_and_sequence_hand_checked() -> None:
     assert "Process group a has different numbers of collectives per rank (rank 0: 2, rank 1: 2, rank 2: 1)" in notes
     assert "Process group b" in notes
     a, b = job["groups"]
-    # in "a" only instance 0 is matched: waits 60/0/30 µs, so rank 1 (last to arrive) is waited for
+    # in "a" only instance 0 is matched: waits 60/0/30 µs, so rank 1 (last to arrive) is waited for; with equal
+    # steps it has the most time of its own (1000 − 0 µs against 940 and 970), so it is the slowest too: the two
+    # never disagree (it used to be rank 0, the first of three equal 1000 µs steps)
     assert a == {"group": "a", "ranks": 3, "matched": 1,
-                 "slowest": {"rank": 0, "worker": "w0", "step_us": 1000.0},
+                 "slowest": {"rank": 1, "worker": "w1", "step_us": 1000.0, "own_us": 1000.0},
                  "most_waited_for": {"rank": 1, "worker": "w1", "own_wait_us": 0.0, "others_wait_us": 45.0}}
     # "b" has no instance every rank has: nothing matched, no waits
     assert b["matched"] == 0 and b["ranks"] == 2 and b["most_waited_for"]["others_wait_us"] == 0.0

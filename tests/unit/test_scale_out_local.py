@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -62,13 +63,23 @@ def test_preprocess_reports_resumes_and_names_failures(ddp_logdir: Path, tmp_pat
     assert code == 0 and (again["parsed"], again["skipped"], again["failed"]) == (0, 2, 0)
 
 
+def test_preprocess_text_report_shows_each_workers_peak_memory(ddp_logdir: Path, tmp_path: Path,
+                                                                capsys: Any) -> None:
+    """The text report (not only --json) gives each worker's peak memory, as docs/guide/scale-out.md says."""
+    assert main(["preprocess", str(ddp_logdir), "--cache", str(tmp_path / "cache"), "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2 parsed, 0 already done, 0 failed (")
+    m = re.search(r"^peak memory per worker: ([\d,]+\.\d) MB$", out, re.MULTILINE)
+    assert m and float(m.group(1).replace(",", "")) > 50
+
+
 def test_preprocess_says_why_it_cannot_start(tmp_path: Path, capsys: Any) -> None:
     assert main(["preprocess", "nosuch://bucket/x", "--cache", str(tmp_path / "c")]) == 2
     assert "cannot open logdir nosuch://bucket/x" in capsys.readouterr().err
     assert main(["preprocess", str(tmp_path), "--dask-local", "0"]) == 2
     assert "at least 1" in capsys.readouterr().err
     write_trace(tmp_path / "run" / "w.1.pt.trace.json", [])
-    assert main(["preprocess", str(tmp_path), "--cache", str(tmp_path / "c"), "--dask", "tcp://127.0.0.1:9"]) == 2
+    assert main(["preprocess", str(tmp_path), "--cache", str(tmp_path / "c"), "--dask", "tcp://127.0.0.1:9"]) == 6
     assert "tcp://127.0.0.1:9" in capsys.readouterr().err
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import tb_plugin
 from tb_plugin.sdk import EXIT_BAD_TRACE, ProfilerError
-from tests.conftest import API, REPO, cpu_op, wait_until_settled, write_trace
+from tests.conftest import API, REAL_TRACES, REPO, cpu_op, wait_until_settled, write_trace
 from tests.unit.test_views_synthetic import PROPS, kernel, launch, step
 
 V100 = "kineto_v100/resnet50_num_workers_0"
@@ -104,6 +104,7 @@ def test_views_equal_the_http_api_on_real_traces(copied: Any, tmp_path: Path, te
                 k: roof[k] for k in ("device", "roofs", "totals", "unestimated")}
         assert o.mfu.raw == http["mfu"] and o.mfu.ratio == http["mfu"]["ratio"]
         assert list(o.mfu.steps["model_flops"]) == [s["model_flops"] for s in http["mfu"]["steps"]]
+        insights_equal_the_http_api(client, q, t)
 
         modules = get(client, f"modules?{q}")["modules"]
         flat = t.modules()
@@ -115,6 +116,31 @@ def test_views_equal_the_http_api_on_real_traces(copied: Any, tmp_path: Path, te
     t = tb_plugin.open(tmp_path / "logdir" / "resnet50_num_workers_0", cache_dir=str(tmp_path / "cache"))
     assert t.overview().step_time_us == pytest.approx(177_592, rel=0.005)
     assert t.overview().breakdown.loc["DataLoader", "share"] == pytest.approx(0.334, abs=0.001)
+
+
+def insights_equal_the_http_api(client: Any, q: str, t: Any) -> None:
+    """Every other analysis the HTTP API serves is in the Python API, with the same numbers."""
+    queues = get(client, f"queue_length?{q}")
+    assert_rows(t.queue_length(), [{"device": s["device"], "stream": s["stream"], **s["summary"]}
+                                   for s in queues["streams"]])
+    assert list(t.queue_length(series=True)["max"]) == [v for s in queues["streams"] for v in s["series"]["max"]]
+    bandwidth = get(client, f"memory_bandwidth?{q}")["rows"]
+    assert_rows(t.memory_bandwidth(), [{k: r[k] for k in t.memory_bandwidth().columns} for r in bandwidth])
+    sequences = get(client, f"kernel_sequences?{q}")["sequences"]
+    frame = t.kernel_sequences()
+    assert [list(k) for k in frame["kernels"]] == [s["kernels"] for s in sequences] and len(sequences) > 0
+    assert list(frame["total_us"]) == [s["total_us"] for s in sequences]
+    path = get(client, f"critical_path?{q}")
+    cp = t.critical_path()
+    assert list(cp["start_us"]) == [s["start_us"] for s in path["segments"]]
+    assert [r["name"] for r in records(cp)] == [s["name"] for s in path["segments"]]
+    assert cp.attrs["shares"] == {s["category"]: {"us": s["us"], "share": s["share"]} for s in path["shares"]}
+    assert_rows(t.annotations(), [{**r, "path": " › ".join(r["path"])} for r in get(client, f"annotations?{q}")["rows"]])
+    assert_rows(t.sources(), get(client, f"sources?{q}")["files"])
+    assert_rows(t.module_timeline(), get(client, f"modules/timeline?{q}")["occurrences"])
+    counters = get(client, f"cupti_counters?{q}")
+    assert t.cupti_counters().empty and counters["rows"] == []
+    assert t.search_stacks("aten::mm") == get(client, f"flamegraph/search?{q}&q=aten::mm")
 
 
 def test_distributed_and_diff_equal_the_http_api(copied: Any, tmp_path: Path, tensorboard_app: Any) -> None:
@@ -155,6 +181,24 @@ def test_distributed_and_diff_equal_the_http_api(copied: Any, tmp_path: Path, te
     assert d.breakdown.loc["CPU Exec", "delta_us"] == pytest.approx(b["delta"]["CPU Exec"])
     assert_rows(d.operators, http["operators"])
     assert_rows(d.kernels, http["kernels"])
+    # a ratio is a fraction and says so in its name, in the DataFrames as in the HTTP API (0.05 is +5 %)
+    assert "delta_pct" not in d.breakdown.columns
+    step = d.breakdown.loc["step"]
+    assert step["delta_ratio"] == pytest.approx(b["step_delta_ratio"]) == pytest.approx(
+        step["delta_us"] / step["baseline_us"])
+    assert any(c.startswith("delta_ratio_") for c in d.operators.columns)
+
+
+def test_a_single_process_run_is_rank_0_and_has_an_empty_collective_table(tmp_path: Path) -> None:
+    """The worker name vm_562 is tensorboard_trace_handler's {hostname}_{pid}: process 562, not rank 562."""
+    t = tb_plugin.open(REAL_TRACES / "h200" / "transformer_bf16", cache_dir=str(tmp_path / "cache"))
+    ranks = t.distributed()
+    assert list(ranks["worker"]) == ["vm_562"] and list(ranks["rank"]) == [0]
+    col = t.collectives()
+    assert col.empty and list(col.columns) == ["rank", "worker", "name", "calls", "prelaunched", "bytes",
+                                               "total_us", "avg_us", "transfer_us", "bandwidth_gbps"]
+    ddp = tb_plugin.open(REAL_TRACES / "h200" / "ddp_resnet50", cache_dir=str(tmp_path / "cache")).collectives()
+    assert list(ddp.columns) == list(col.columns) and len(ddp) > 0
 
 
 def test_hand_checked_synthetic_trace(tmp_path: Path, tensorboard_app: Any) -> None:

@@ -1,6 +1,6 @@
 """The shared cache's ordering guarantees, on fsspec's in-memory store: an entry is published and copied with its
-completion markers last, so neither a reader of the store nor the server's local copy ever sees a half entry as
-complete; a local path publishes by renaming."""
+manifest and completion markers last, so neither a reader of the store nor the server's local copy ever sees a half
+entry as complete; a local path publishes by renaming."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tb_plugin.jobs.cache import SUMMARY_MARKER, ParseCache, entry_name
+from tb_plugin.jobs.entries import MANIFEST
 from tb_plugin.jobs.shared import MODEL_MARKER, SharedCache
 
 
@@ -37,7 +38,7 @@ def test_publish_and_fetch_put_the_markers_last(tmp_path: Path) -> None:
     _recording(cache.fs, "put", puts)
     assert cache.done() == set()
     cache.publish(_built(tmp_path, name), name)
-    assert puts[-2:] == [[MODEL_MARKER], [SUMMARY_MARKER]]
+    assert puts[-3:] == [[MANIFEST], [MODEL_MARKER], [SUMMARY_MARKER]]
     assert set(puts[0]) == {"events.arrow", "strings.arrow", "summary-steps.parquet", "summary-collectives.parquet"}
     assert cache.done() == {name}
 
@@ -45,12 +46,12 @@ def test_publish_and_fetch_put_the_markers_last(tmp_path: Path) -> None:
     gets: list[list[str]] = []
     _recording(cache.fs, "get", gets)
     cache.fetch([name], local.directory, summary_only=True)
-    assert gets == [["summary-collectives.parquet", "summary-steps.parquet"], [SUMMARY_MARKER]]
+    assert gets == [["summary-collectives.parquet", "summary-steps.parquet"], [MANIFEST], [SUMMARY_MARKER]]
     entry = local.directory / name
     assert local.has_summary(entry) and not local.has(entry)  # the model is not here yet
     gets.clear()
     cache.fetch([name], local.directory, summary_only=False)
-    assert gets[-2:] == [[MODEL_MARKER], [SUMMARY_MARKER]] and local.has(entry)
+    assert gets[-3:] == [[MANIFEST], [MODEL_MARKER], [SUMMARY_MARKER]] and local.has(entry)
     assert (entry / "events.arrow").read_text() == "events.arrow"
 
 

@@ -42,7 +42,7 @@ def test_two_steps_of_one_synthetic_trace(tmp_path: Path) -> None:
     b = d["breakdown"]
     assert d["steps"] == {"baseline": "1", "experiment": "2"}
     assert (b["step_baseline_us"], b["step_experiment_us"], b["step_delta_us"]) == (1_000, 2_000, 1_000)
-    assert b["step_delta_pct"] == pytest.approx(1.0)
+    assert b["step_delta_ratio"] == pytest.approx(1.0)
     assert (b["baseline"]["Kernel"], b["experiment"]["Kernel"]) == (300, 400)  # the gemm; + two 50 µs cat kernels
     ops = {r["name"]: r for r in d["operators"]}
     assert ops["aten::cat"]["status"] == "new" and ops["aten::cat"]["experiment_host_total_us"] == 800

@@ -122,3 +122,24 @@ def test_an_old_stream_id_is_not_named_twice(real_traces: Path) -> None:
     """PyTorch 1.9 (kineto_v100) gives GPU events the tid "stream 7": the track is "stream 7", not "stream stream 7"."""
     ix = timeline_index(_load(real_traces / "kineto_v100" / "resnet50_num_workers_0"))
     assert [t.label for t in ix.tracks if t.kind == "gpu"] == ["GPU 0 · stream 7"]
+
+
+def test_a_spawn_jobs_main_thread_opens_at_the_step_level() -> None:
+    """samples/ddp_resnet (torch.multiprocessing.spawn): the main thread nests ProfilerStep 7 levels deep, under
+    <module>/spawn_main/_main/_bootstrap/…; the first window skips those 7 levels, so the step is its first lane."""
+    model = _load(REPO / "samples" / "ddp_resnet")
+    ix = timeline_index(model)
+    first = window(model, ix.t_min, ix.t_max, 600, host_levels=4)
+    main = next(t for t in first["tracks"] if t["kind"] == "cpu" and t["skipped"])
+    assert (main["skipped"], main["depths"], main["shown_depths"]) == (7, 30, 4)
+    lane0 = next(lane for lane in main["lanes"] if lane["depth"] == 0)
+    names = {first["names"][n] for n in lane0["events"]["n"]}
+    assert {"ProfilerStep#2", "ProfilerStep#3"} <= names
+    assert all(t["skipped"] == 0 for t in first["tracks"] if t is not main)  # the other threads open as before
+    # the client keeps the skip it was given; skip 0 shows the frames above again
+    kept = window(model, ix.t_min, ix.t_max, 600, levels={main["id"]: 4}, skips={main["id"]: 7})
+    assert next(t for t in kept["tracks"] if t["id"] == main["id"])["skipped"] == 7
+    whole = window(model, ix.t_min, ix.t_max, 600, skips={main["id"]: 0})
+    top = next(t for t in whole["tracks"] if t["id"] == main["id"])
+    assert (top["skipped"], top["depths"]) == (0, 37)
+    assert whole["names"][next(la for la in top["lanes"] if la["depth"] == 0)["events"]["n"][0]].endswith("<module>")

@@ -167,6 +167,44 @@ def test_gpu_busy_counts_copies_and_sets_utilization_only_kernels(tmp_path: Path
     assert gpu["gpu_busy"] == pytest.approx((20 + 10 + 5) / 100)
 
 
+def test_gpu_utilization_with_and_without_communication_kernels(tmp_path: Path) -> None:
+    """A rank that waits 90 % of its step in an all-reduce: 93 % utilization with the NCCL kernel, 3 % without."""
+    events = [
+        step(1, 0, 100), op("aten::mm", 0, 50), launch(1, 1, corr=1), launch(3, 1, corr=2),
+        kernel("gemm", 2, 3, corr=1),  # [2,5): the model's work
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 5, 90, corr=2, stream=20),  # [5,95): waiting for peers
+    ]
+    (gpu,) = overview(model_of(tmp_path, events, deviceProperties=PROPS))["gpus"]
+    assert gpu["utilization"] == pytest.approx(93 / 100)
+    assert gpu["compute_utilization"] == pytest.approx(3 / 100)
+
+
+def test_gpu_utilization_without_communication_on_the_fsdp_sample() -> None:
+    """Hand-counted from the JSON of samples/fsdp_comm rank 0 (union of kernel intervals over the steps' span,
+    47,964.5 µs): 96.38 % with the NCCL kernels, 20.73 % without."""
+    from tests.conftest import SAMPLES
+
+    model = load_trace(str(next((SAMPLES / "fsdp_comm").glob("rank0.*.gz"))))
+    (gpu,) = overview(model)["gpus"]
+    assert gpu["utilization"] == pytest.approx(0.9638, abs=5e-5)
+    assert gpu["compute_utilization"] == pytest.approx(0.2073, abs=5e-5)
+
+
+def test_a_cpu_only_run_on_a_gpu_machine_lists_no_gpus_or_cuda_versions(tmp_path: Path) -> None:
+    """activities=[CPU] on a machine with GPUs: the trace still carries deviceProperties and the CUDA versions;
+    they describe the machine, not the run, so the configuration leaves them out and counts the GPUs apart."""
+    events = [step(1, 0, 100), op("aten::mm", 10, 50)]
+    model = model_of(tmp_path, events, deviceProperties=[*PROPS, {**PROPS[0], "id": 1}], cuda_runtime_version=13000,
+                     cuda_driver_version=13000, cupti_version=130001)
+    env = overview(model)["environment"]
+    assert env["device_type"] == "CPU" and env["devices"] == [] and env["unprofiled_gpus"] == 2
+    assert env["cuda_runtime_version"] is env["cuda_driver_version"] is env["cupti_version"] is None
+    gpu_env = overview(model_of(tmp_path / "gpu", [*events, launch(12, 2, corr=1), kernel("k", 20, 5, corr=1)],
+                                deviceProperties=PROPS, cupti_version=130001))["environment"]
+    assert gpu_env["device_type"] == "GPU" and len(gpu_env["devices"]) == 1 and gpu_env["unprofiled_gpus"] == 0
+    assert gpu_env["cupti_version"] == 130001
+
+
 def test_concurrent_streams_sum_versus_wall_time(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100), op("aten::mm", 0, 50), launch(1, 1, corr=1), launch(3, 1, corr=2),

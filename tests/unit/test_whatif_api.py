@@ -40,9 +40,13 @@ def test_route_sdk_and_cli_agree(spec: dict[str, Any], tensorboard_app: Any, tmp
     check(spec, "/overview", 200, o)
     ids = [r["id"] for r in o["recommendations"] if r["what_if"]]
     assert ids == ["gpu_idle_gaps", "pageable_copies", "sync_bound"]
-    assert all(r["estimated"] == "replay" for r in o["recommendations"])
+    # every cause's saving is replayed; the run's convolutions also get the low-confidence "cuDNN benchmark possibly
+    # off" note, which claims no saving (the trace cannot show the flag)
+    assert all(r["estimated"] == "replay" for r in o["recommendations"] if r["cause"])
+    assert [(r["kind"], r["estimated"]) for r in o["recommendations"] if not r["cause"]] == [("cudnn_benchmark",
+                                                                                           "none")]
     # each finding's saving is its fix replayed alone
-    for r in o["recommendations"]:
+    for r in (r for r in o["recommendations"] if r["what_if"]):
         alone = client.get(f"{API}/what_if?{urlencode({**q, 'changes': r['id']})}").get_json()
         assert r["saving_us"] == pytest.approx(alone["saving_us"])
         assert r["what_if"]["predicted_step_us"] == pytest.approx(alone["predicted_step_us"])

@@ -12,10 +12,29 @@ from typing import Any
 from ...model.tables import TraceModel
 from ..rank_summary import RankSummary
 from ..steps import find_steps
+from . import rules_causes
 from .context import run_context
-from .findings import RULES, TITLES, Facts, Finding, ms
+from .findings import RULES as SYMPTOM_RULES
+from .findings import TITLES as SYMPTOM_TITLES
+from .findings import Facts, Finding, ms
 from .replayed import replay_savings
 
+RULES = rules_causes.RULES + SYMPTOM_RULES
+TITLES = {**SYMPTOM_TITLES, **rules_causes.TITLES}
+
+_PACE = {"copy_bound"}
+# The root cause each finding kind names, in the calibration corpus's terms (tests/data/calibration/*/MANIFEST.json:
+# ``root_cause``; samples/README.md "Calibration pairs"). Symptom kinds map to the cause the corpus plants for them.
+ROOT_CAUSE_OF = {
+    "input_bound": "dataloader_wait", "cpu_tensor_creation": "cpu_tensor_creation", "cpu_bound": "cpu_bound",
+    "gpu_idle_gaps": "cpu_bound", "launch_bound": "launch_bound", "sync_bound": "host_device_sync",
+    "pageable_copies": "copy_bound", "copy_bound": "copy_bound", "low_tensor_cores": "tf32_disabled",
+    "communication_bound": "communication_bound", "straggler_wait": "straggler_host", "straggler": "straggler_host",
+    "allocator_churn": "allocator_churn", "recompilation": "recompilation",
+    "checkpoint_recompute": "activation_checkpointing", "unfused_optimizer": "unfused_optimizer",
+    "host_compute": "host_augmentation", "cudnn_autotune": "cudnn_autotune", "cudnn_benchmark": "cudnn_benchmark_off",
+    "pipeline_bubble": "pipeline_bubble", "gpu_bound": "none", "cpu_compute": "none", "none": "none",
+}
 VERDICT_SHARE = 0.10  # a cause becomes the verdict when it saves at least this share of the step
 
 
@@ -35,6 +54,9 @@ def job_picture(job: dict[str, Any] | None, worker: str | None) -> dict[str, Any
     return {
         "rank": me["rank"], "world_size": job.get("world_size") or len(rows),
         "wait_us": me["sync_us"], "host_wait_us": me["host_wait_us"], "communication_us": me["communication_us"],
+        # collectives' waiting and host syncs, each stall counted once (the Distributed view's ``wait_us``)
+        "stall_wait_us": me.get("wait_us", max(me["sync_us"], me["host_wait_us"])),
+        "own_cause": s.get("own_cause"),
         "stalled_us": me.get("stalled_us", 0.0), "exposed_transfer_us": me.get("exposed_transfer_us", 0.0),
         "straggler_rank": s.get("rank"), "straggler_worker": s.get("worker"),
         "others_wait_us": s.get("others_wait_us"), "others_stalled_us": s.get("others_stalled_us"),
@@ -51,17 +73,26 @@ def _blocks_the_rest(f: Finding, facts: Facts) -> bool:
 
 def _verdict(found: list[Finding], facts: Facts) -> dict[str, Any]:
     causes = [f for f in found if f.cause and not f.fallback and f.saving_us >= VERDICT_SHARE * facts.step_us]
-    pick = causes[0] if causes else next((f for f in found if f.fallback), None)
+    # where no fix saves 10 %, what sets the pace: the kernels (GPU-bound), the host (CPU compute-bound), or the
+    # copies (Copy-bound, when overlapping them cannot help: they are the step's critical path)
+    pick = causes[0] if causes else next((f for f in found if f.fallback or f.kind in _PACE), None)
     if pick is None:
-        return {"kind": "none", "id": None, "saving_us": 0.0,
+        return {"kind": "none", "id": None, "saving_us": 0.0, "where": None, "root_cause": "none",
                 "text": "No dominant bottleneck: no cause would save 10 % of the step."}
-    text = f"{TITLES[pick.kind]}: {pick.headline}"
+    # the symptom's title with where its cause lives: "Launch-bound at train.py:74 (train_step) → loss.backward: …"
+    at = pick.where.text() if pick.where else ""
+    text = f"{TITLES[pick.kind]}{f' at {at}' if at else ''}: {pick.headline}"
     if pick.saving_us > 0:
         text += f"; est. −{ms(pick.saving_us)}/step"
     job = facts.job or {}
     if job.get("straggler_rank") is not None and job["straggler_rank"] == job.get("rank") and pick.kind != "straggler":
         text += f". This rank is the job's straggler: the others wait {ms(float(job['others_wait_us']))}/step for it"
-    return {"kind": pick.kind, "id": pick.kind, "saving_us": float(pick.saving_us), "text": text}
+        cause = job.get("own_cause")
+        if cause:
+            text += f"; it spends {ms(float(cause['us']))}/step in {cause['text']}, the others {ms(cause['others_us'])}"
+    return {"kind": pick.kind, "id": pick.kind, "saving_us": float(pick.saving_us), "text": text,
+            "where": pick.where.as_dict() if at and pick.where else None,
+            "root_cause": ROOT_CAUSE_OF.get(pick.kind, pick.kind)}
 
 
 def diagnose(model: TraceModel, job: dict[str, Any] | None = None, worker: str | None = None,

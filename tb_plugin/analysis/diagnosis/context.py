@@ -14,7 +14,11 @@ Every flag comes from events or metadata the profiler wrote, never from a guess:
 - parallelism: DDP (``DistributedDataParallel``), FSDP (``FullyShardedDataParallel``, ``FSDP::`` annotations, or
   a collective mix of all-gather + reduce-scatter without all-reduce), ``DataParallel``; world size from
   ``distributedInfo``;
-- CPU only: no device work and no runtime calls.
+- CPU only: no device work and no runtime calls;
+- activation checkpointing: ``CheckpointFunctionBackward`` nodes, ``torch/utils/checkpoint.py`` frames, or forward
+  operators re-run inside backward (``causes.recompute``);
+- expandable segments (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``): the allocator maps memory with the
+  driver's virtual-memory calls (``cuMemCreate``/``cuMemMap``).
 
 ``in_use`` lists the techniques as tags (the same tags a finding's ``suggests`` uses), so "never suggest what is in
 use" is one set intersection, checked where findings are made.
@@ -35,6 +39,7 @@ from ...model.tables import TraceModel
 from ..communication import collectives
 from ..kernels import tensor_core_share
 from ..summary import devices
+from .causes import recompute
 
 _ITERATOR = re.compile(r"^enumerate\(DataLoader\)#(_\w+DataLoaderIter)\.__next__$")
 _COMPILED = re.compile(r"^(?:Torch-Compiled Region|## Call CompiledFxGraph|CompiledFunction|"
@@ -43,6 +48,7 @@ _GRAPH_LAUNCH = re.compile(r"^(?:cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)")
 _FSDP = re.compile(r"(?:FullyShardedDataParallel|^FSDP::|torch/distributed/fsdp/|fully_shard)")
 _DDP = re.compile(r"DistributedDataParallel")
 _DP = re.compile(r"^DataParallel\.forward$")
+_VMM = re.compile(r"^(?:cuMemCreate|cuMemMap|cuMemSetAccess)$")
 _LOW_PRECISION = {"c10::BFloat16": "bf16", "BFloat16": "bf16", "c10::Half": "fp16", "Half": "fp16"}
 
 
@@ -118,12 +124,15 @@ def run_context(model: TraceModel) -> dict[str, Any]:
     graphs = _has(model, _GRAPH_LAUNCH, (Kind.RUNTIME, Kind.DRIVER))
     precision = _precision(model)
     parallelism = _parallelism(model)
+    checkpointing = bool(len(recompute(model).rows)) or recompute(model).explicit
+    expandable = bool(_has(model, _VMM, (Kind.RUNTIME, Kind.DRIVER)))
     props = devices(model)
     tc = None if cpu_only else tensor_core_share(model)
     in_use = sorted(tag for tag, on in (
         ("dataloader_workers", loader["multiprocessing"]), ("pin_memory", pinned), ("torch_compile", compiled),
         ("cuda_graphs", graphs > 0), ("autocast", precision is not None), ("ddp", parallelism == "DDP"),
-        ("fsdp", parallelism == "FSDP"), ("cpu_only", cpu_only)) if on)
+        ("fsdp", parallelism == "FSDP"), ("cpu_only", cpu_only), ("activation_checkpointing", checkpointing),
+        ("expandable_segments", expandable)) if on)
     return {
         "cpu_only": cpu_only,
         "device": None if cpu_only or not props else props[0].get("name"),

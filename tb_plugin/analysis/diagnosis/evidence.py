@@ -26,6 +26,7 @@ from .. import launches
 from ..idle import idle_time
 from ..operators import operator_nodes
 from ..steps import breakdown, find_steps, role_intervals
+from .causes import claimed, claims, graph_kernels, optimizer_work
 from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
 from .gpu_time import spans as _spans
 from .host_only import loader_intervals as loader_intervals
@@ -60,17 +61,23 @@ def creation_nodes(model: TraceModel) -> np.ndarray:
 
 
 @memoized
-def host_gap(model: TraceModel) -> PerStep:
-    """GPU idle while the host runs operators or Python; DataLoader waits, CPU tensor creation and the GPU-idle
-    time charged to host syncs (``sync_cost``) not counted (they have findings of their own): the time a faster
-    host would give back to the GPU."""
+def host_gap_intervals(model: TraceModel) -> iv.Intervals:
+    """GPU idle while the host runs operators or Python; DataLoader waits, CPU tensor creation, the GPU-idle
+    time charged to host syncs (``sync_cost``) and the time the root causes claim (``causes.claims``: allocator
+    churn, compilation, host compute, an unfused optimizer's launch gaps) not counted (they have findings of their
+    own): the time a faster host would give back to the GPU."""
     ev = model["events"]
     host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION))
     host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
     busy = iv.subtract(_spans(model, host), loader_intervals(model))
     busy = iv.subtract(busy, creation_intervals(model))
-    idle = iv.subtract(gpu_idle(model), sync_cost(model).charged)
-    return per_step(model, iv.intersect(idle, busy))
+    idle = iv.subtract(iv.subtract(gpu_idle(model), sync_cost(model).charged), claimed(model))
+    return iv.intersect(idle, busy)
+
+
+def host_gap(model: TraceModel) -> PerStep:
+    """``host_gap_intervals`` per step."""
+    return per_step(model, host_gap_intervals(model))
 
 
 @memoized
@@ -173,8 +180,10 @@ def host_syncs(model: TraceModel) -> Syncs:
 
 @dataclass(frozen=True)
 class Launches:
-    kernels: int  # kernels launched inside steps
+    kernels: int  # kernels launched one by one inside steps (a graph launch's kernels are not)
     short: int  # of them, shorter than the host call that launched them
+    graphed: int  # kernels launched inside steps by graph launches (cudaGraphLaunch)
+    rows: np.ndarray  # the launch calls of the short kernels
     median_kernel_us: float
     median_launch_us: float
     overhead: PerStep  # Σ (launch − kernel) over the short ones, capped at the step's GPU idle not charged to syncs
@@ -186,7 +195,11 @@ def launch_overhead(model: TraceModel) -> Launches:
     ev = model["events"]
     dev = model["device_events"]
     steps = find_steps(model)
-    k = np.flatnonzero((ev["kind"][dev["row"]] == Kind.KERNEL) & (tree.device_launch >= 0))
+    kernel = (ev["kind"][dev["row"]] == Kind.KERNEL) & (tree.device_launch >= 0)
+    graph = graph_kernels(model)
+    # an unfused optimizer's kernels are its finding's (the fix is fused=True, not a graph of the whole step)
+    theirs = np.isin(dev["row"], optimizer_work(model).device_rows) if "unfused_optimizer" in claims(model) else False
+    k = np.flatnonzero(kernel & ~graph & ~theirs)
     launch = tree.device_launch[k]
     l_start = tree.start[launch]
     step = np.searchsorted(steps.start, l_start, side="right") - 1
@@ -198,19 +211,25 @@ def launch_overhead(model: TraceModel) -> Launches:
     n = steps.count
     extra = np.bincount(step[short], weights=(l_dur - k_dur)[short], minlength=n)[:n] if n else np.zeros(0)
     # the GPU-idle time a sync costs (``sync_cost``) is the sync's: kernels launched into a queue a sync drained
-    # wait for their launches because of the sync, so the overhead is capped at the idle time left
-    overhead = np.minimum(extra, per_step(model, iv.subtract(gpu_idle(model), sync_cost(model).charged)))
-    return Launches(kernels=len(k), short=int(short.sum()),
+    # wait for their launches because of the sync, so the overhead is capped at the idle time left; so is the
+    # time a root cause claims (an unfused optimizer's launch gaps are the optimizer's)
+    left = iv.subtract(iv.subtract(gpu_idle(model), sync_cost(model).charged), claimed(model))
+    overhead = np.minimum(extra, per_step(model, left))
+    g_step = np.searchsorted(steps.start, tree.start[tree.device_launch[graph]], side="right") - 1
+    graphed = int(((g_step >= 0) & (tree.start[tree.device_launch[graph]] < take(steps.end, g_step, -np.inf))).sum())
+    return Launches(kernels=len(k), short=int(short.sum()), graphed=graphed, rows=tree.rows[launch[short]],
                     median_kernel_us=float(np.median(k_dur)) if len(k) else 0.0,
                     median_launch_us=float(np.median(l_dur)) if len(k) else 0.0, overhead=overhead)
 
 
 @dataclass(frozen=True)
 class Copies:
-    pageable: int  # host-to-device copies from pageable memory inside steps
+    pageable: int  # host-to-device copies from pageable memory (whole trace)
     nbytes: int
     time: PerStep  # their device time per step
     pinned: int  # host-to-device copies from pinned memory
+    per_step: float = 0.0  # pageable copies that start inside a step, per step (a mean, like ``time``)
+    bytes_per_step: float = 0.0  # and their bytes per step
 
 
 @memoized
@@ -224,8 +243,39 @@ def h2d_copies(model: TraceModel) -> Copies:
     rows = dev["row"][pageable]
     mask = np.zeros(model.n_events, dtype=bool)
     mask[rows] = True
+    steps = find_steps(model)
+    start = ev["ts"][rows]
+    k = np.searchsorted(steps.start, start, side="right") - 1
+    inside = (k >= 0) & (start < steps.end[np.maximum(k, 0)]) if steps.count else np.zeros(len(rows), bool)
+    n = max(steps.count, 1)
     return Copies(pageable=int(pageable.sum()), nbytes=int(dev["nbytes"][pageable].clip(min=0).sum()),
-                  time=per_step(model, _spans(model, mask)), pinned=int(pinned.sum()))
+                  time=per_step(model, _spans(model, mask)), pinned=int(pinned.sum()),
+                  per_step=float(inside.sum()) / n,
+                  bytes_per_step=float(dev["nbytes"][pageable][inside].clip(min=0).sum()) / n)
+
+
+@memoized
+def copy_directions(model: TraceModel) -> tuple[dict[str, float], np.ndarray, str]:
+    """Per step: device time of copies by direction (HtoD, DtoH, DtoD, PtoP), the launch calls of the dominant
+    direction's copies inside steps, and that direction."""
+    ev = model["events"]
+    dev = model["device_events"]
+    tree = host_tree(model)
+    names = ev["name"][dev["row"]]
+    copies = ev["kind"][dev["row"]] == Kind.MEMCPY
+    n = max(find_steps(model).count, 1)
+    out: dict[str, float] = {}
+    for d in ("HtoD", "DtoH", "DtoD", "PtoP"):
+        mask = np.zeros(model.n_events, dtype=bool)
+        mask[dev["row"][copies & name_mask(model, names, lambda s, d=d: d in s)]] = True
+        out[d] = float(per_step(model, _spans(model, mask)).sum()) / n
+    top = max(out, key=lambda d: out[d])
+    mine = copies & name_mask(model, names, lambda s: top in s) & (tree.device_launch >= 0)
+    launches = tree.device_launch[mine]
+    steps = find_steps(model)
+    k = np.searchsorted(steps.start, tree.start[launches], side="right") - 1
+    inside = (k >= 0) & (tree.start[launches] < take(steps.end, k, -np.inf))
+    return out, tree.rows[launches[inside]], top
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,15 @@ evidence.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ...model import intervals as iv
+from ...model.kinds import Kind
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
 from ..communication import collectives
@@ -23,8 +26,10 @@ from ..memory import memory_curve
 from ..steps import breakdown, find_steps
 from ..summary import devices
 from ..whatif.changes import Change
+from . import cause_fixes, causes, fixes
 from . import evidence as E
-from . import fixes
+from .causes import step_cause
+from .location import Where, api_name, locate, locate_rows, short_frame, threads_of
 from .roofline_notes import tensor_core_clause, waste_clause
 
 DOCS = {
@@ -83,15 +88,23 @@ class Finding:
     evidence: list[dict[str, Any]] = field(default_factory=list)
     cause: bool = True  # False: says where to look (outliers, memory), never becomes the verdict
     fallback: bool = False  # the verdict only when no cause saves ≥ 10 % (GPU-bound, CPU compute-bound)
+    where: Where | None = None  # where in the step the evidence lives (``location.py``)
+    confidence: str = "high"  # high: the trace shows the cause; medium: inferred from its effects; low: a guess
     change: Change | None = None  # the fix as a what-if change: saving_us is then replayed (diagnosis.replayed)
     what_if: dict[str, Any] | None = None  # the replay's answer (set by diagnosis.replayed)
+    # how the saving is found where no replay gives it (None: by the rule below, ``_estimated``)
+    estimated: str | None = None
 
     def as_dict(self, facts: Facts) -> dict[str, Any]:
-        return {"id": self.kind, "kind": self.kind, "title": TITLES[self.kind],
+        from .rules_causes import TITLES as CAUSE_TITLES
+
+        return {"id": self.kind, "kind": self.kind, "title": {**TITLES, **CAUSE_TITLES}[self.kind],
                 "text": f"{self.headline}. {self.advice}", "headline": self.headline, "advice": self.advice,
                 "saving_us": float(self.saving_us), "share": facts.share(self.saving_us),
                 "evidence": self.evidence, "suggests": self.suggests, "link": self.link, "cause": self.cause,
-                "what_if": self.what_if, "estimated": _estimated(self)}
+                "what_if": self.what_if, "estimated": _estimated(self),
+                "where": self.where.as_dict() if self.where and self.where.text() else None,
+                "confidence": self.confidence}
 
 
 def _estimated(f: Finding) -> str:
@@ -100,11 +113,18 @@ def _estimated(f: Finding) -> str:
         return "replay"
     if f.kind == "outlier_steps":
         return "measured"  # the steps' own spread, not a prediction
-    return "rule of thumb" if f.saving_us > 0 else "none"
+    if f.saving_us <= 0:
+        return "none"
+    return f.estimated or "rule of thumb"
 
 
 def ms(us: float) -> str:
     return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us:.0f} µs"
+
+
+def times(n: float) -> str:
+    """A count (a mean per step may be fractional): "9", "2.5", never "9.0"."""
+    return f"{n:,.0f}" if abs(n - round(n)) < 0.05 else f"{n:,.1f}"
 
 
 def pct(x: float) -> str:
@@ -209,40 +229,72 @@ def _gpu_busy(f: Facts) -> float:
     return 1.0 - f.share(float(idle.mean())) if len(idle) else 0.0
 
 
+_ADDRESS = re.compile(r" (?:of (?:[\w.]+ )?object )?at 0x[0-9a-fA-F]+")
+
+
+def mostly_at(where: Where) -> str:
+    """"; mostly at train.py:74 (train_step) → torch._tensor.backward (78 % of it)" for a headline."""
+    text = where.text()
+    if not text:
+        return ""
+    share = f" ({pct(where.share)} of it)" if where.frame and 0 < where.share < 0.9 else ""
+    return f"; mostly at {text}{share}"
+
+
+def optimizer_api(where: Where) -> bool:
+    """Whether the evidence lives in a ``torch.optim`` optimizer's step (by the API the user's line calls)."""
+    return re.match(r"^torch\.optim\.\w+\.step$", where.api() or "") is not None
+
+
+def _host_advice(f: Facts, where: Where) -> tuple[str, list[str]]:
+    """What cuts the host's work, given what the run already does and where the work is: the backward pass
+    (autograd launches each kernel from its own thread), the optimizer, or the model's forward."""
+    api = where.api() or ""
+    if not f.uses("torch_compile"):
+        part = ("the backward pass (autograd launches every kernel one by one)" if api.endswith("backward") else
+                f"'{where.annotation}'" if where.annotation and where.annotation != "backward" else "the model")
+        return (f"Cut the host work per step in {part}: torch.compile the model (fewer, fused kernels, backward "
+                "included), use larger batches", ["torch_compile", "larger_batch"])
+    if not f.uses("cuda_graphs"):
+        return ("The model is compiled, yet the host still leaves the GPU idle: replay the step as a CUDA graph "
+                "(torch.compile(mode='reduce-overhead')), use larger batches", ["cuda_graphs", "larger_batch"])
+    return ("The run is compiled and replays CUDA graphs: the host work below runs outside them; move it out of "
+            "the step or into the captured region", ["more_graph_capture"])
+
+
 def cpu_bound(f: Facts) -> Finding | None:
     """GPU idle while the host runs operators/Python ≥ 20 % of the step; saving: that time. "CPU-bound" only where
-    the GPU is busy < 50 % of the step; above, the same evidence is "GPU idle gaps" (the GPU is mostly busy)."""
+    the GPU is busy < 50 % of the step; above, the same evidence is "GPU idle gaps" (the GPU is mostly busy). The
+    finding says where the host is meanwhile (``location.locate`` of the idle time)."""
     if not f.gpu or _launch_bound(f):
         return None
-    gap = E.host_gap(f.model)
+    gap_iv = E.host_gap_intervals(f.model)
+    own = own_cause_rows(f)
+    if len(own):  # the straggler's own cause is its finding's (the job waits for it), not this one's
+        ev = f.model["events"]
+        gap_iv = iv.subtract(gap_iv, iv.union(ev["ts"][own], ev["ts"][own] + np.nan_to_num(ev["dur"][own])))
+    gap = E.per_step(f.model, gap_iv)
     mean = float(gap.mean()) if len(gap) else 0.0
     if f.share(mean) < 0.2:
         return None
     hot = E.hot_ops_in_gaps(f.model)
     named = ", ".join(f"{h.name} ({ms(h.gap_us)}{f' in {h.region}' if h.region else ''})" for h in hot)
-    if not f.uses("torch_compile"):
-        advice, suggests = "Cut the host work per step: torch.compile the model, use larger batches", ["torch_compile",
-                                                                                                        "larger_batch"]
-    elif not f.uses("cuda_graphs"):
-        advice = ("The model is compiled, yet the host still leaves the GPU idle: replay the step as a CUDA graph "
-                  "(torch.compile(mode='reduce-overhead')), use larger batches")
-        suggests = ["cuda_graphs", "larger_batch"]
-    else:
-        advice, suggests = ("The run is compiled and replays CUDA graphs: the operators below run outside them; "
-                            "move them out of the step or into the captured region"), ["more_graph_capture"]
+    where = locate(f.model, gap_iv)
+    advice, suggests = _host_advice(f, where)
     advice += f". Operators in the GPU-idle gaps: {named}." if named else "."
     k = worst(gap)
     links = [operator_link(h.name) for h in hot] + [trace_link(f, k, f"GPU-idle gaps in {step_label(f, k)}")]
     hw = E.host_wait(f.model)
     split = ""
     if hw is not None and hw.idle > 0:
-        where = f"GPU {hw.device} stream {hw.stream}" if hw.device is not None else f"stream {hw.stream}"
-        split = (f"; on {where}, {ms(hw.host_wait)} of its {ms(hw.idle)} idle per step is host wait (the next "
+        at = f"GPU {hw.device} stream {hw.stream}" if hw.device is not None else f"stream {hw.stream}"
+        split = (f"; on {at}, {ms(hw.host_wait)} of its {ms(hw.idle)} idle per step is host wait (the next "
                  "kernel not yet launched)")
         links.append(gpu_link("idle", "idle time by stream in GPU insights"))
     kind = "cpu_bound" if _gpu_busy(f) < 0.5 else "gpu_idle_gaps"
     return Finding(kind, f"The GPU is idle {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))}) "
-                   f"while the host runs operators and Python{split}", advice, mean, suggests, DOCS["compile"], links,
+                   f"while the host runs operators and Python{mostly_at(where)}{split}", advice, mean, suggests,
+                   DOCS["compile"], links, where=where, confidence="medium",
                    change=fixes.compiled_step(f.model, kind))
 
 
@@ -258,40 +310,72 @@ def _launch_bound(f: Facts) -> bool:
 
 def launch_bound(f: Facts) -> Finding | None:
     """Launch-bound (see ``_launch_bound``): it replaces CPU-bound, whose evidence it explains; saving: the GPU
-    idle time while the host runs (as CPU-bound), at least the launch overhead."""
+    idle time while the host runs (as CPU-bound), at least the launch overhead. Kernels a graph launch
+    (``cudaGraphLaunch``) replays are not launched one by one: they never count. Says where the short kernels are
+    launched from (their launches' location)."""
     if not _launch_bound(f):
         return None
     lo = E.launch_overhead(f.model)
     gap = E.host_gap(f.model)
     per = np.maximum(lo.overhead, gap)
     mean = float(per.mean())
-    if not f.uses("torch_compile"):
+    where = locate_rows(f.model, lo.rows)
+    if optimizer_api(where):
+        advice, suggests = (f"Most of these launches are the optimizer's step ({where.api()}), one small kernel per "
+                            "parameter: construct the optimizer with fused=True (Adam, AdamW, SGD, Adagrad) or "
+                            "foreach=True."), ["fused_optimizer"]
+    elif not f.uses("torch_compile"):
         advice, suggests = "Fuse the small operations with torch.compile, or batch the work into fewer kernels.", [
             "torch_compile"]
     elif not f.uses("cuda_graphs"):
         advice, suggests = ("The model is compiled; replay it as a CUDA graph (torch.compile(mode='reduce-overhead')) "
                             "so one launch replaces many."), ["cuda_graphs"]
     else:
-        advice, suggests = ("CUDA graphs are in use, yet these kernels are launched one by one outside them: capture "
-                            "this part of the step too."), ["more_graph_capture"]
+        advice, suggests = (f"CUDA graphs replay {lo.graphed} kernels in the steps, yet these {lo.kernels} are "
+                            "launched one by one outside them: capture this part of the step too."), [
+            "more_graph_capture"]
     n = max(find_steps(f.model).count, 1)
     k = worst(per)
     st = E.launch_summary(f.model)
     delay = (f"; launch delay p50 {st['launch_delay_p50_us']:.1f} µs, p95 {st['launch_delay_p95_us']:.1f} µs"
              if st["launch_delay_p50_us"] is not None else "")
+    graphed = f", not counting {lo.graphed} that CUDA graphs replay" if lo.graphed else ""
     return Finding("launch_bound", f"{lo.short} of {lo.kernels} kernels ({pct(lo.short / lo.kernels)}; "
-                   f"{lo.kernels / n:.0f} per step) ran shorter than the CPU call that launched them (median kernel "
-                   f"{lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs{delay}): the GPU idles "
-                   f"{ms(mean)} per step ({pct(f.share(mean))}) waiting for launches", advice, mean, suggests,
-                   DOCS["graphs"],
+                   f"{lo.kernels / n:.0f} per step{graphed}) ran shorter than the CPU call that launched them "
+                   f"(median kernel {lo.median_kernel_us:.1f} µs, launch {lo.median_launch_us:.1f} µs"
+                   f"{delay}): the GPU idles {ms(mean)} per step ({pct(f.share(mean))}) waiting for launches"
+                   f"{mostly_at(where)}", advice, mean, suggests, DOCS["graphs"],
                    [trace_link(f, k, f"launches in {step_label(f, k)}"), kernel_link("Kernels"),
-                    gpu_link("launch", "launch statistics in GPU insights")],
+                    gpu_link("launch", "launch statistics in GPU insights")], where=where, confidence="medium",
                    change=fixes.graph_replay(f.model, "launch_bound"))
+
+
+# what the user wrote, by the API the trace shows at the sync (``Where.api``) or by the operator it ran in
+_SYNC_API = (("item", ".item()"), ("tolist", ".tolist()"), ("print", "print()"), ("__format__", "formatting"),
+             ("__repr__", "printing"), ("__str__", "printing"), ("cpu", ".cpu()"), ("numpy", ".numpy()"),
+             ("to", ".to('cpu')"), ("synchronize", "torch.cuda.synchronize()"), ("nonzero", ".nonzero()"),
+             ("__bool__", "a GPU tensor in an if"), ("is_nonzero", "a GPU tensor in an if"))
+
+
+def sync_api(where: Where, sources: list[str]) -> str | None:
+    """The user's call that syncs: from the API at the user's frame, else from the operator the sync ran in."""
+    api = (where.api() or "").rsplit(".", 1)[-1]
+    for name, text in _SYNC_API:
+        if api == name:
+            return text
+    if "aten::_local_scalar_dense" in sources:
+        return ".item() (or .tolist(), printing a GPU tensor)"
+    if {"aten::to", "aten::_to_copy", "aten::copy_"} & set(sources):
+        return ".cpu() / .to('cpu')"
+    if "aten::nonzero" in sources:
+        return ".nonzero() (or boolean-mask indexing)"
+    return None
 
 
 def sync_bound(f: Facts) -> Finding | None:
     """GPU busy < 90 % and the GPU-idle time the host syncs cost (``sync_cost``: a replay of the step with the
-    host never blocked) ≥ 2 % of the step; saving: that time."""
+    host never blocked) ≥ 2 % of the step; saving: that time. Names the user's call that syncs (``.item()``,
+    ``.cpu()``, ``.tolist()``, ``print``) and its line, from the Python frames around the blocked time."""
     if not f.gpu or _gpu_busy(f) >= 0.9:
         return None
     s = E.host_syncs(f.model)
@@ -299,22 +383,30 @@ def sync_bound(f: Facts) -> Finding | None:
     mean = float(cost.saving.mean()) if len(cost.saving) else 0.0
     if not len(s.calls) or s.calls.sum() == 0 or f.share(mean) < 0.02:
         return None
+    where = locate(f.model, iv.union(cost.blocked_start, cost.blocked_end), threads_of(f.model, cost.rows))
+    api = sync_api(where, s.sources)
     item = "aten::_local_scalar_dense" in s.sources
     within = f" inside {', '.join(s.sources[:3])}" if s.sources else ""
-    why = " (aten::_local_scalar_dense is .item(), .tolist() or printing a GPU tensor)" if item else ""
+    why = f": {api}{_at_frame(where)}" if api else ""
     k = worst(cost.saving)
     q = "aten::_local_scalar_dense" if item else s.names[0]
     links = [trace_link(f, k, f"syncs in {step_label(f, k)}", q)]
     if item:
         links.append(operator_link("aten::_local_scalar_dense", ".item() calls in Operators"))
     blocked = float(cost.blocked.mean())
-    return Finding("sync_bound", f"The host waits for the GPU {float(s.calls.mean()):.1f} times per step "
-                   f"({', '.join(s.names)}{within}){why}, blocked {ms(blocked)} per step; each time the GPU's queue "
+    n = times(float(s.calls.mean()))
+    return Finding("sync_bound", f"The host waits for the GPU {n} time{'' if n == '1' else 's'} per step "
+                   f"({', '.join(s.names)}{within}{why}), blocked {ms(blocked)} per step; each time the GPU's queue "
                    f"runs dry and it then waits for the host's next launches: {ms(mean)} of GPU idle per step "
                    f"({pct(f.share(mean))}) follows the syncs",
-                   "Keep values on the GPU: read losses and metrics every N steps (accumulate them in a GPU tensor), "
-                   "and avoid .item()/.cpu()/print on GPU tensors inside the step.",
-                   mean, ["fewer_syncs"], DOCS["sync"], links, change=fixes.drop_syncs(f.model))
+                   f"Keep values on the GPU{f' instead of {api}' if api else ''}: read losses and metrics every N "
+                   "steps (accumulate them in a GPU tensor), and avoid .item()/.cpu()/.tolist()/print on GPU tensors "
+                   "inside the step.", mean, ["fewer_syncs"], DOCS["sync"], links, where=where,
+                   change=fixes.drop_syncs(f.model))
+
+
+def _at_frame(where: Where) -> str:
+    return f" at {short_frame(where.frame)}" if where.frame else ""
 
 
 def pageable_copies(f: Facts) -> Finding | None:
@@ -326,23 +418,39 @@ def pageable_copies(f: Facts) -> Finding | None:
     mean = float(c.time.mean()) if len(c.time) else 0.0
     if not c.pageable or f.share(mean) < 0.005:
         return None
-    size = f", {c.nbytes / 2**20:.1f} MiB" if c.nbytes else ""
+    size = f" ({c.bytes_per_step / 2**20:,.1f} MiB)" if c.bytes_per_step else ""
     if f.uses("pin_memory"):
-        advice = (f"Pinned memory is in use ({c.pinned} pinned copies), but these are not: pin those tensors too "
+        advice = (f"Pinned memory is in use ({c.pinned:,} pinned copies), but these are not: pin those tensors too "
                   "(tensor.pin_memory()) and copy them with non_blocking=True.")
         suggests = ["pin_more"]
     else:
         advice = "Pin the host memory (DataLoader(pin_memory=True)) and copy with .to(device, non_blocking=True)."
         suggests = ["pin_memory"]
     k = worst(c.time)
-    return Finding("pageable_copies", f"{c.pageable} host-to-device copies come from pageable memory{size}: "
-                   f"{ms(mean)} per step ({pct(f.share(mean))}); the host blocks on each", advice, mean, suggests,
+    n = times(c.per_step)
+    return Finding("pageable_copies", f"{n} host-to-device cop{'y' if n == '1' else 'ies'} per step come from pageable "
+                   f"memory{size}, taking {ms(mean)} per step ({pct(f.share(mean))}); the host blocks on each",
+                   advice, mean, suggests,
                    DOCS["pin_memory"], [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy HtoD (Pageable")],
                    change=fixes.pinned_copies(f.model, f.context))
 
 
+_DIRECTIONS = (("HtoD", "host to device"), ("DtoH", "device to host"), ("DtoD", "device to device"),
+               ("PtoP", "peer to peer"))
+_COPY_ADVICE = {
+    "HtoD": "Copy the data to the GPU once and keep it there (no per-step .to('cuda') of the same tensors); copy "
+            "the rest from pinned memory with non_blocking=True, prefetching the next batch on a side stream.",
+    "DtoH": "Keep results on the GPU: a .cpu()/.numpy()/.tolist() per step copies them back (and waits for them); "
+            "read them every N steps.",
+    "DtoD": "Avoid device copies in the model: .contiguous(), .clone() and layout changes (permute then reshape) "
+            "copy whole tensors; keep one layout (e.g. channels_last end to end).",
+    "PtoP": "Peer copies between GPUs: keep each tensor on the GPU that uses it, or overlap the copies with compute.",
+}
+
+
 def copy_bound(f: Facts) -> Finding | None:
-    """Memcpy ≥ 10 % of the step (beyond the pageable copies, counted above); saving: that copy time."""
+    """Memcpy ≥ 10 % of the step (beyond the pageable copies, counted above); saving: that copy time. Says which
+    direction dominates and where the copies are made (their launches' location)."""
     if not f.gpu:
         return None
     memcpy = breakdown(f.model).per_step["Memcpy"]
@@ -351,18 +459,22 @@ def copy_bound(f: Facts) -> Finding | None:
     mean = float(extra.mean()) if len(extra) else 0.0
     if f.share(float(memcpy.mean()) if len(memcpy) else 0.0) < 0.1 or mean <= 0:
         return None
+    split, rows, top = E.copy_directions(f.model)
+    parts = ", ".join(f"{label} {ms(split[d])}" for d, label in _DIRECTIONS if split.get(d, 0.0) > 0)
+    where = locate_rows(f.model, rows) if len(rows) else Where()
     k = worst(memcpy)
-    return Finding("copy_bound", f"Memory copies not hidden by kernels take {ms(mean)} per step "
-                   f"({pct(f.share(mean))})", "Keep tensors on the GPU across steps (no .cpu()/.to() round trips), "
-                   "and overlap the remaining copies with compute (non_blocking=True on a side stream).",
-                   mean, ["fewer_copies"], DOCS["tuning"], [trace_link(f, k, f"copies in {step_label(f, k)}",
-                                                                       "Memcpy")],
+    return Finding("copy_bound", f"Memory copies not hidden by kernels take {ms(mean)} of {ms(f.step_us)} per step "
+                   f"({pct(f.share(mean))}){f'; by direction, {parts}' if parts else ''}{mostly_at(where)}",
+                   _COPY_ADVICE.get(top, _COPY_ADVICE["HtoD"]), mean, ["fewer_copies"], DOCS["tuning"],
+                   [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy")], where=where,
                    change=fixes.overlap_copies(f.model))
 
 
 def low_tensor_cores(f: Facts) -> Finding | None:
     """On compute capability ≥ 7.0: kernels of tensor-core-eligible operators (matmul, convolution, attention)
-    that use no tensor cores ≥ 10 % of kernel time; saving: half their time (tensor cores at least double it)."""
+    that use no tensor cores ≥ 10 % of kernel time; saving: half their time (tensor cores at least double it).
+    From Ampere on (8.0), fp32 operators whose GEMMs run on the CUDA cores mean TF32 is off: the finding says so
+    and names ``allow_tf32``; it says where the operators are (their launches' location)."""
     cc = f.context["compute_capability"]
     if not f.gpu or not cc or float(cc) < 7.0:
         return None
@@ -370,19 +482,28 @@ def low_tensor_cores(f: Facts) -> Finding | None:
     mean = float(gap.eligible.mean()) if len(gap.eligible) else 0.0
     if gap.share < 0.1 or mean <= 0:
         return None
+    change = fixes.tensor_cores(f.model, f.context)
+    rows = getattr(change, "rows", np.zeros(0, dtype=np.int64))  # the eligible kernels the change speeds up
+    where = locate_rows(f.model, causes.host_rows(f.model, rows))
+    tf32 = not f.uses("autocast") and float(cc) >= 8.0
     if f.uses("autocast"):
         advice = (f"{f.context['precision']} is in use, yet these operators' kernels use no tensor cores: check "
                   "that they run under autocast and that their sizes are multiples of 8.")
         suggests = ["tensor_core_shapes"]
+    elif tf32:
+        advice = ("Enable TF32: torch.backends.cuda.matmul.allow_tf32 = True (or "
+                  "torch.set_float32_matmul_precision('high')) and torch.backends.cudnn.allow_tf32 = True; bf16 "
+                  "mixed precision (torch.autocast(device_type='cuda', dtype=torch.bfloat16)) gains more.")
+        suggests = ["tf32", "autocast"]
     else:
-        advice = ("Enable mixed precision (torch.autocast(device_type='cuda', dtype=torch.bfloat16)) or TF32 "
-                  "(torch.backends.cuda.matmul.allow_tf32 = True).")
+        advice = "Enable mixed precision (torch.autocast(device_type='cuda', dtype=torch.float16))."
         suggests = ["autocast"]
+    off = "; fp32 matmuls and convolutions run on the CUDA cores: TF32 is off" if tf32 else ""
     return Finding("low_tensor_cores", f"{pct(gap.share)} of the kernel time is in matmul/convolution/attention "
                    f"kernels that use no tensor cores on {f.context['device']} (compute capability {cc}): "
-                   f"{ms(mean)} per step{tensor_core_clause(f.model)}", advice, mean / 2, suggests, DOCS["amp"],
-                   [kernel_link("Kernels"), gpu_link("roofline", "roofline in GPU insights")],
-                   change=fixes.tensor_cores(f.model, f.context))
+                   f"{ms(mean)} per step{tensor_core_clause(f.model)}{off}{mostly_at(where)}", advice, mean / 2,
+                   suggests, DOCS["amp"], [kernel_link("Kernels"), gpu_link("roofline", "roofline in GPU insights")],
+                   where=where, change=change)
 
 
 def _parallel_advice(f: Facts) -> tuple[str, list[str], str]:
@@ -401,8 +522,8 @@ def _parallel_advice(f: Facts) -> tuple[str, list[str], str]:
 
 def straggler_wait(f: Facts) -> Finding | None:
     """Multi-rank: another rank is the straggler and this one waits for it (in collectives beyond the fastest
-    rank's time, and in host synchronisation; the larger of the two where their sum exceeds the step, since they
-    then overlap) ≥ 5 % of the step. Saving: the time the wait *stalls* this rank (``stalled_us`` of the
+    rank's time, or blocked in host synchronisation: the union, each stall counted once, the Distributed view's
+    ``wait_us``) ≥ 5 % of the step. Saving: the time the wait *stalls* this rank (``stalled_us`` of the
     Distributed view: no computation or transfer runs and the host is idle or blocked), not the whole wait: a
     collective that waits on the device while the host works ahead costs nothing until the host has to wait too."""
     job = f.job or {}
@@ -410,9 +531,8 @@ def straggler_wait(f: Facts) -> Finding | None:
     if other is None or other == job.get("rank"):
         return None
     collective, host = float(job["wait_us"]), float(job["host_wait_us"])
-    # The host often blocks (cudaStreamSynchronize) on the very collective that waits on the device: when the two
-    # add up to more than the step they overlap, and the larger one is the wait (a P2P pipeline does this).
-    wait = collective + host if collective + host <= f.step_us else max(collective, host)
+    # The host often blocks (cudaStreamSynchronize) on the very collective that waits on the device: one stall
+    wait = min(float(job.get("stall_wait_us", max(collective, host))), f.step_us)
     if f.share(wait) < 0.05:
         return None
     stalled = min(float(job.get("stalled_us") or 0.0), wait)
@@ -420,10 +540,15 @@ def straggler_wait(f: Facts) -> Finding | None:
     hidden = "" if stalled >= 0.9 * wait else (f"; it stalls this rank {ms(stalled)} per step "
                                                f"({pct(f.share(stalled))}), the rest is hidden behind this rank's "
                                                "own work")
+    cause = job.get("own_cause") or {}
+    why = f"; rank {other} spends {ms(float(cause['us']))} per step in {cause['text']}" if cause else ""
+    parts = [p for p in (f"{ms(collective)} in collectives" if collective >= 1 else "",
+                         f"{ms(host)} blocked in host synchronisation" if host >= 1 else "") if p]
+    split = f" ({' and '.join(parts)}{', overlapping' if len(parts) == 2 else ''})" if parts else ""
     return Finding("straggler_wait", f"This rank waits {ms(wait)} of {ms(f.step_us)} per step ({pct(f.share(wait))}) "
-                   f"for rank {other}, the straggler ({ms(collective)} in collectives, {ms(host)} in host "
-                   f"synchronisation){hidden}", f"Speed up rank {other} (its Overview says why it is slow); "
-                   "compressing or reordering this rank's communication would not shorten the wait.", stalled,
+                   f"for rank {other}, the straggler{split}{why}{hidden}", f"Speed up rank {other} (its Overview "
+                   "says why it is slow); compressing or reordering this rank's communication would not shorten the "
+                   "wait.", stalled,
                    ["fix_straggler"], DOCS["distributed"],
                    [distributed_link(other, f"rank {other} in Distributed"),
                     {"view": "Overview", "params": {"worker": job.get("straggler_worker")},
@@ -467,26 +592,58 @@ def communication(f: Facts) -> Finding | None:
                    change=fixes.overlap_comm(f.model))
 
 
+def own_cause_rows(f: Facts) -> np.ndarray:
+    """On the straggler's own trace: the event rows of its own cause (the Python function, operator or kernel that
+    the Distributed view found it spends more time in than the other ranks), names compared without addresses."""
+    job = f.job or {}
+    cause = job.get("own_cause") if job.get("straggler_rank") == job.get("rank") else None
+    if not cause:
+        return np.zeros(0, dtype=np.int64)
+    ev = f.model["events"]
+    want = cause["name"]
+    match = f.model.codes_where(lambda s: _ADDRESS.sub("", s) == want)
+    kinds = {"python": (Kind.PYTHON_FUNCTION,), "operator": (Kind.CPU_OP, Kind.USER_ANNOTATION),
+             "kernel": (Kind.KERNEL,)}.get(cause["kind"], ())
+    rows: np.ndarray = np.flatnonzero(np.isin(ev["name"], match) & np.isin(ev["kind"], kinds))
+    return rows
+
+
 def straggler(f: Facts) -> Finding | None:
     """Multi-rank: this rank is the straggler. Saving (for the job): the time the others' wait stalls them, at most
-    this rank's extra host idle time over theirs where that is above 0.5 ms (a sleep, I/O: what evening out
-    removes; the rest of the others' stall, e.g. a pipeline's bubbles, is not this rank's extra)."""
+    what this rank does beyond them: its own cause's extra time (``distributed._own_cause``: the Python call,
+    operator or kernel whose self time exceeds the others' the most), else its extra host idle time over theirs
+    where that is above 0.5 ms (a sleep, I/O: what evening out removes; the rest of the others' stall, e.g. a
+    pipeline's bubbles, is not this rank's extra). Names the cause and the user's frame that makes it."""
     job = f.job or {}
     if job.get("straggler_rank") is None or job.get("straggler_rank") != job.get("rank"):
         return None
     others = float(job["others_wait_us"])
     stalled = min(float(job.get("others_stalled_us") or others), others)
     idle = float(job.get("extra_idle_us") or 0.0)
-    if idle > 500:
+    cause = job.get("own_cause")
+    where = None
+    change = fixes.even_out(f.model, idle) if idle > 500 else None
+    if cause:
+        stalled = min(stalled, float(cause["excess_us"]))
+        rows = own_cause_rows(f)
+        where = locate_rows(f.model, rows) if len(rows) else None
+        change = cause_fixes.own_cause(f.model, rows, cause) if len(rows) else change
+        why = (f"; it spends {ms(float(cause['us']))} per step in {cause['text']}, the other ranks "
+               f"{ms(float(cause['others_us']))}")
+        advice = (f"Take {cause['text']} out of the step, or make it cheaper: every rank waits for it. ")
+    elif idle > 500:
         stalled = min(stalled, idle)
-    why = (f"; its host has {ms(idle)} per step more time with no recorded activity (sleep, I/O, unprofiled work) "
-           "than the others'") if idle > 500 else ""
+        why = (f"; its host has {ms(idle)} per step more time with no recorded activity (sleep, I/O, unprofiled "
+               "work) than the others'")
+        advice = ""
+    else:
+        why, advice = "", ""
     cost = "" if stalled >= 0.9 * others else f" (it stalls them {ms(stalled)})"
     return Finding("straggler", f"This rank is the straggler: the other ranks wait {ms(others)} per step for it"
-                   f"{cost}{why}", "Find what this rank does that the others do not (data, host work, a slower "
-                   "device) and even it out; every rank gains the wait.", stalled, ["fix_straggler"],
-                   DOCS["distributed"], [distributed_link(job.get("rank"), "Distributed view")],
-                   change=fixes.even_out(f.model, idle) if idle > 500 else None)
+                   f"{cost}{why}", advice + "Find what this rank does that the others do not (data, host work, a "
+                   "slower device) and even it out; every rank gains the wait.", stalled, ["fix_straggler"],
+                   DOCS["distributed"], [distributed_link(job.get("rank"), "Distributed view")], where=where,
+                   change=change)
 
 
 def diff_link(f: Facts, slow: int, fast: int) -> dict[str, Any]:
@@ -511,12 +668,23 @@ def outlier_steps(f: Facts) -> Finding | None:
     outliers = [int(i) for i in np.argsort(-d, kind="stable") if d[i] >= 1.3 * median]
     named = ", ".join(f"{step_label(f, i)} {ms(float(d[i]))} ({d[i] / median:.1f}×)" for i in outliers[:3])
     more = f" and {len(outliers) - 3} more" if len(outliers) > 3 else ""
+    c = step_cause(f.model, slow)
+    why, where = "", None
+    if c is not None:
+        where = locate_rows(f.model, c.rows)
+        inner, api = api_name(c.name), where.api()
+        what = (f"{api} ({inner})" if api and api != inner else inner) + (
+            f" called at {short_frame(c.frame)}" if c.frame and c.frame != c.name else "")
+        inside = f" inside '{where.annotation}'" if where.annotation else ""
+        why = (f"; {step_label(f, slow)} spends {ms(c.slow_us)} in {what}{inside}, the other steps "
+               f"{ms(c.usual_us)}")
     return Finding("outlier_steps", f"Step times vary: {len(outliers)} of {len(d)} steps take ≥ 1.3× the median "
-                   f"{ms(median)}: {named}{more}; the fastest, {step_label(f, fast)}, {ms(float(d[fast]))}",
+                   f"{ms(median)}: {named}{more}; the fastest, {step_label(f, fast)}, {ms(float(d[fast]))}{why}",
                    "Compare the slowest step with the fastest to see what differs (data, synchronisation, a "
-                   "collective, garbage collection).", saving, [], DOCS["tuning"],
-                   [diff_link(f, slow, fast), trace_link(f, slow, f"slowest: {step_label(f, slow)}"),
-                    trace_link(f, fast, f"fastest: {step_label(f, fast)}")], cause=False)
+                   "collective, garbage collection, a checkpoint or evaluation every N steps).", saving, [],
+                   DOCS["tuning"], [diff_link(f, slow, fast), trace_link(f, slow, f"slowest: {step_label(f, slow)}"),
+                                    trace_link(f, fast, f"fastest: {step_label(f, fast)}")], cause=False,
+                   where=where)
 
 
 def memory_pressure(f: Facts) -> Finding | None:
@@ -532,11 +700,13 @@ def memory_pressure(f: Facts) -> Finding | None:
                 "label": f"peak on {label}"}
         gib = 2**30
         if alloc > 0.9 * total:
+            ckpt = f.uses("activation_checkpointing")
             return Finding("memory_pressure", f"Memory on {label} peaks at {alloc / gib:.1f} GiB, "
-                           f"{pct(alloc / total)} of its {total / gib:.1f} GiB", "Close to out-of-memory: activation "
-                           "checkpointing or lower precision frees memory.", 0.0, ["activation_checkpointing"],
-                           DOCS["memory"], [link], cause=False)
-        if reserved > 0.5 * total and alloc > 0 and reserved >= 1.5 * alloc:
+                           f"{pct(alloc / total)} of its {total / gib:.1f} GiB", "Close to out-of-memory: " + (
+                               "checkpoint more blocks, or lower precision frees memory." if ckpt else
+                               "activation checkpointing or lower precision frees memory."), 0.0,
+                           [] if ckpt else ["activation_checkpointing"], DOCS["memory"], [link], cause=False)
+        if reserved > 0.5 * total and alloc > 0 and reserved >= 1.5 * alloc and not f.uses("expandable_segments"):
             return Finding("memory_pressure", f"The caching allocator on {label} reserves {reserved / gib:.1f} GiB "
                            f"for a peak of {alloc / gib:.1f} GiB allocated: fragmentation", "Set "
                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or allocate tensors of steady sizes.",
@@ -545,19 +715,20 @@ def memory_pressure(f: Facts) -> Finding | None:
 
 
 def gpu_bound(f: Facts) -> Finding | None:
-    """Computation on the GPU (kernels, copies, sets; collectives not: a collective kernel may be waiting) ≥ 80 %
-    of the step: the kernels set the pace (no saving estimate: it depends on the kernels)."""
+    """Kernels (the *Kernel* category: computation, collectives not) ≥ 80 % of the step: the kernels set the pace
+    (no saving estimate: it depends on the kernels). Copies are not computation (a copy-bound step is *Copy-bound*),
+    nor is a collective kernel, which may be waiting for another rank."""
     if not f.gpu:
         return None
     per = breakdown(f.model).per_step
-    busy = f.share(float(sum(per[c].mean() for c in ("Kernel", "Memcpy", "Memset"))))
+    busy = f.share(float(per["Kernel"].mean()))
     if busy < 0.8:
         return None
     top = kernel_table(f.model)[:3]
     named = ", ".join(r["name"][:60] for r in top)
     waste, worst = waste_clause(f.model, find_steps(f.model).count)
-    return Finding("gpu_bound", f"The GPU is busy {pct(busy)} of the step{waste}", f"The kernels set the pace: make "
-                   f"them faster or do less work (top kernels: {named}).", 0.0, [], DOCS["tuning"],
+    return Finding("gpu_bound", f"Kernels run {pct(busy)} of the step{waste}", f"The kernels set the pace: make them "
+                   f"faster or do less work (top kernels: {named}).", 0.0, [], DOCS["tuning"],
                    [kernel_link("Kernels"), *(kernel_link(p["name"][:60], f'"{p["name"]}"') for p in worst[:1]),
                     gpu_link("roofline", "roofline in GPU insights")], fallback=True)
 

@@ -4,6 +4,7 @@ replayed step time without it, ``baseline − replay(change)``, where both are t
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ...model.tables import TraceModel
@@ -49,6 +50,8 @@ def replay_savings(model: TraceModel, found: list[Finding], summaries: list[Rank
         if needs_peers(f.change) and job is None:
             continue
         predicted = replay(model, (f.change,), job).step_us
+        if not (math.isfinite(predicted) and math.isfinite(measured_step_us(model))):
+            continue  # times the replay cannot order (NaN, ±1e308 in the trace): the rule's estimate stands
         f.what_if = what_if_of(model, f.change, predicted)
         f.what_if["id"] = f.kind
         f.saving_us = float(f.what_if["saving_us"])

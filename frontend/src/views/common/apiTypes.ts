@@ -24,8 +24,10 @@ export interface GpuSummary {
   name: string | null;
   memory_bytes?: number | null;
   compute_capability?: string | null;
-  /** kernels only */
+  /** kernels only, communication kernels included: the headline */
   utilization: number | null;
+  /** kernels other than communication (NCCL) kernels; absent from older servers */
+  compute_utilization?: number | null;
   /** all GPU work: kernels, memcpy, memset (what HTA calls utilization); absent from older servers */
   gpu_busy?: number | null;
   sm_efficiency: number | null;
@@ -50,6 +52,8 @@ export interface Environment {
   cuda_runtime_version?: number | string | null;
   cuda_driver_version?: number | string | null;
   cupti_version?: number | string | null;
+  /** a CPU-only run: GPUs the machine had that the profiler did not record */
+  unprofiled_gpus?: number;
   framework?: string | null;
 }
 
@@ -72,6 +76,18 @@ export interface Evidence {
   label: string;
 }
 
+/** Where in the step a finding's evidence lives: the user's frame, the call it makes there, module, regions. */
+export interface Where {
+  text: string;
+  frame: string | null;
+  calls: string | null;
+  api: string | null;
+  module: string | null;
+  region: string | null;
+  annotation: string | null;
+  share: number;
+}
+
 /** A finding of the diagnosis (kept under the old name: the API field is still `recommendations`). */
 export interface Recommendation {
   id: string;
@@ -86,6 +102,8 @@ export interface Recommendation {
   cause?: boolean;
   suggests?: string[];
   evidence?: Evidence[];
+  where?: Where | null;
+  confidence?: "high" | "medium" | "low";
   /** the fix replayed alone (null: the saving is a rule of thumb, or none is claimed) */
   what_if?: { id: string; saving_us: number; predicted_step_us: number; baseline_step_us: number; model: string; label: string } | null;
   estimated?: "replay" | "rule of thumb" | "measured" | "none";
@@ -96,6 +114,8 @@ export interface Verdict {
   id: string | null;
   text: string;
   saving_us: number;
+  where?: Where | null;
+  root_cause?: string;
 }
 
 export interface RunContext {
@@ -249,8 +269,14 @@ export interface CriticalSegment {
 }
 
 export interface CriticalPathResponse {
+  /** the trace's steps; empty for a trace without ProfilerStep#N */
   steps: string[];
-  step: string;
+  /** the step walked; null for an annotation or a time range */
+  step: string | null;
+  scope: { kind: "step" | "annotation" | "range" | "none"; label: string };
+  /** annotations a path can be walked over, longest in total first */
+  annotations: { name: string; count: number; total_us: number }[];
+  note: string | null;
   start_us: number;
   end_us: number;
   duration_us: number;

@@ -12,11 +12,12 @@ import { type Child, h, replaceChildren } from "../../dom";
 import { formatDuration, formatExactUs, formatSignedDuration, formatSignedPercent } from "../../format";
 import type { Plotly } from "../../lib/plotly";
 import type { RunInfo, RunsResponse } from "../../types";
-import { readViewUrlState, writeViewUrlState } from "../../urlState";
+import { onViewUrlChange, pushViewUrlState, readViewUrlState, writeViewUrlState } from "../../urlState";
 import { Charts, chartDiv, type Figure, plotlyText } from "../common/charts";
 import { csvFileName } from "../common/csv";
 import { left } from "../common/ui";
 import { DrillDown } from "./diffDrill";
+import { linkedExperiment } from "./diffLink";
 import { DiffTable, KERNEL_METRICS, OPERATOR_METRICS, deltaSpan } from "./diffTables";
 import {
   BASELINE_COLOR,
@@ -87,12 +88,16 @@ export function defaultExperiment(runs: RunInfo[], base: Target): Target | null 
   return null;
 }
 
-function initialExperiment(runs: RunInfo[], base: Target): Target | null {
-  const url = readViewUrlState();
-  if (url.exp_run && url.exp_worker && url.exp_span) {
-    const t = { run: url.exp_run, worker: url.exp_worker, span: url.exp_span };
-    if (exists(runs, t)) return t;
-  }
+/** The experiment to open with, and what the page says about a link's (see diffLink.linkedExperiment). */
+function initialExperiment(runs: RunInfo[], base: Target): { exp: Target | null; note: string | null } {
+  const linked = linkedExperiment(runs, base, readViewUrlState());
+  if (linked?.target) return { exp: linked.target, note: linked.note };
+  const exp = fallbackExperiment(runs, base);
+  const note = linked ? `${linked.note ?? ""}: comparing with ${exp ? describeTarget(exp) : "nothing"} instead.` : null;
+  return { exp, note };
+}
+
+function fallbackExperiment(runs: RunInfo[], base: Target): Target | null {
   if (remembered) {
     if (sameTarget(remembered.base, base) && exists(runs, remembered.exp)) return remembered.exp;
     if (sameTarget(remembered.exp, base) && exists(runs, remembered.base)) return remembered.base;
@@ -249,14 +254,14 @@ function breakdownTable(b: DiffBreakdown, steps: StepPair | null): HTMLElement {
     h(
       "tfoot",
       {},
-      row(steps ? `Step (${steps.step} ⇄ ${steps.exp_step})` : "Step (average)", num(b.step_baseline_us), num(b.step_experiment_us), num(b.step_delta_us), num(b.step_delta_pct), "step"),
+      row(steps ? `Step (${steps.step} ⇄ ${steps.exp_step})` : "Step (average)", num(b.step_baseline_us), num(b.step_experiment_us), num(b.step_delta_us), num(b.step_delta_ratio), "step"),
     ),
   );
 }
 
 function stepSummary(b: DiffBreakdown, base: Target, exp: Target, steps: StepPair | null): HTMLElement {
   const d = num(b.step_delta_us);
-  const p = num(b.step_delta_pct);
+  const p = num(b.step_delta_ratio);
   const verdict = d === null || d === 0 ? "no change" : d < 0 ? "faster" : "slower";
   const metric = (label: string, sub: string, value: Child, testid: string, raw: number | null, title: string): HTMLElement =>
     h(
@@ -299,6 +304,11 @@ function initialSteps(): StepPair | null {
 
 class DiffPage {
   private exp: Target | null;
+  /** what a link's experiment left out or named wrongly, and what is compared instead (until the user picks) */
+  private linkNote: string | null = null;
+  /** the first comparison shown opens the drill-down entry a link names */
+  private firstShow = true;
+  private readonly stopHistory = onViewUrlChange(() => { this.followHistory(); });
   private steps: StepPair | null = initialSteps();
   private readonly controls: HTMLElement;
   private readonly body: HTMLElement;
@@ -312,7 +322,9 @@ class DiffPage {
     private runs: RunInfo[],
     private readonly base: Target,
   ) {
-    this.exp = initialExperiment(runs, base);
+    const initial = initialExperiment(runs, base);
+    this.exp = initial.exp;
+    this.linkNote = initial.note;
     this.controls = h("div", { class: "ptp-diff-controls" });
     this.body = h("div", { class: "ptp-view", testid: "diff-body" });
     replaceChildren(
@@ -411,6 +423,7 @@ class DiffPage {
         exp
           ? targetPicker("exp", this.runs, exp, (t) => {
               this.exp = t;
+              this.linkNote = null;
               this.steps = null;
               this.remember();
               this.renderControls();
@@ -437,6 +450,7 @@ class DiffPage {
           : null,
       ),
       this.stepsRow(),
+      this.linkNote ? h("p", { class: "ptp-note", testid: "diff-link-note", attrs: { role: "status" } }, this.linkNote) : null,
       h(
         "p",
         { class: "ptp-muted ptp-card-foot" },
@@ -574,7 +588,14 @@ class DiffPage {
       );
       return plotlyPromise;
     };
-    const drill = new DrillDown(this.ctx, this.base, exp, charts, signal, this.steps);
+    // The drill-down's entry is in the URL (`drill`): each step down or up is a history entry Back undoes, and a
+    // copied link reopens it; a new comparison starts at the top.
+    const linked = this.firstShow ? readViewUrlState().drill : undefined;
+    const start = linked !== undefined && /^0(-\d{1,6}){0,64}$/.test(linked) ? linked : "0";
+    if (!this.firstShow) writeViewUrlState({ drill: undefined });
+    this.firstShow = false;
+    const drill = new DrillDown(this.ctx, this.base, exp, charts, signal, this.steps,
+      (path) => { pushViewUrlState({ drill: path === "0" ? undefined : path }); });
     this.drill = drill;
 
     replaceChildren(
@@ -620,15 +641,22 @@ class DiffPage {
         breakdownChart.replaceWith(h("p", { class: "ptp-muted", testid: "chart-error" }, `The chart could not be drawn: ${err instanceof Error ? err.message : String(err)}`));
       }
     })();
-    void drill.open("0");
+    void drill.open(start);
+  }
+
+  /** Back or Forward between drill-down entries of this page: open the one the URL names now. */
+  private followHistory(): void {
+    const want = readViewUrlState().drill ?? "0";
+    if (this.drill && /^0(-\d{1,6}){0,64}$/.test(want) && want !== this.drill.path) void this.drill.open(want);
   }
 
   dispose(): void {
     this.ctl?.abort();
     this.drill?.dispose();
     this.charts?.dispose();
+    this.stopHistory();
     // The experiment belongs to this page: a link to another page must not carry it (it stays remembered).
-    writeViewUrlState({ exp_run: undefined, exp_worker: undefined, exp_span: undefined, step: undefined, exp_step: undefined });
+    writeViewUrlState({ exp_run: undefined, exp_worker: undefined, exp_span: undefined, step: undefined, exp_step: undefined, drill: undefined });
   }
 }
 

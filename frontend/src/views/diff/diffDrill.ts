@@ -86,6 +86,20 @@ const METRIC_HELP: Record<DrillMetric, string> = {
   host: "Host wall time of each entry (sum over its operators).",
 };
 
+/**
+ * The crumbs above `path` ("0-1-2": "0", "0-1"): the known ones by name, an entry reached from the history without
+ * its parents (Forward to a deep entry) by its position.
+ */
+export function ancestors(stack: readonly { path: string; name: string }[], path: string): { path: string; name: string }[] {
+  const parts = path.split("-");
+  const out: { path: string; name: string }[] = [];
+  for (let n = 1; n < parts.length; n++) {
+    const p = parts.slice(0, n).join("-");
+    out.push(stack.find((c) => c.path === p) ?? { path: p, name: n === 1 ? "All steps" : `entry ${Number(parts[n - 1]) + 1}` });
+  }
+  return out;
+}
+
 export class DrillDown {
   readonly el: HTMLElement;
   private readonly crumbs: HTMLElement;
@@ -108,6 +122,8 @@ export class DrillDown {
     private readonly charts: () => Promise<{ charts: Charts; plotly: Plotly } | null>,
     private readonly signal: AbortSignal,
     private readonly steps: StepPair | null = null,
+    /** a user's step down or up (not one the history asked for): the page records it as a history entry */
+    private readonly onNavigate: (path: string) => void = () => undefined,
   ) {
     if (steps) this.stack = [{ path: "0", name: `Step ${steps.step} ⇄ step ${steps.exp_step}` }];
     this.crumbs = h("nav", { class: "ptp-breadcrumb", testid: "drill-breadcrumb", attrs: { "aria-label": "Drill-down path" } });
@@ -176,7 +192,7 @@ export class DrillDown {
     this.node = node;
     const at = this.stack.findIndex((c) => c.path === node.path);
     if (at >= 0) this.stack = this.stack.slice(0, at + 1);
-    else this.stack.push({ path: node.path, name: node.name });
+    else this.stack = [...ancestors(this.stack, node.path), { path: node.path, name: node.name }];
     const last = this.stack[this.stack.length - 1];
     if (last) last.name = node.name;
     // Until the user picks one, each level opens on the measure whose largest change is largest: a host-only
@@ -192,7 +208,19 @@ export class DrillDown {
 
   private drill(child: DiffNodeChild | undefined): void {
     if (!child?.expandable) return;
-    void this.open(child.path);
+    this.go(child.path);
+  }
+
+  /** A user's move to `path` (a bar, a name, a crumb): one history entry, then the entry. */
+  private go(path: string): void {
+    if (path === this.node?.path) return;
+    this.onNavigate(path);
+    void this.open(path);
+  }
+
+  /** The entry shown now ("0" before the first answer). */
+  get path(): string {
+    return this.node?.path ?? "0";
   }
 
   private setMetric(m: DrillMetric): void {
@@ -219,7 +247,7 @@ export class DrillDown {
         i > 0 ? h("span", { class: "ptp-crumb-sep", attrs: { "aria-hidden": "true" } }, "›") : null,
         lastOne
           ? h("span", { class: "ptp-crumb ptp-crumb-current", testid: "crumb", title: c.name, attrs: { "aria-current": "page" }, dataset: { path: c.path } }, label)
-          : h("button", { class: "ptp-crumb", testid: "crumb", title: `Back to ${c.name}`, attrs: { type: "button" }, dataset: { path: c.path }, onClick: () => { void this.open(c.path); } }, label),
+          : h("button", { class: "ptp-crumb", testid: "crumb", title: `Back to ${c.name}`, attrs: { type: "button" }, dataset: { path: c.path }, onClick: () => { this.go(c.path); } }, label),
       ];
     });
     replaceChildren(this.crumbs, items);

@@ -116,15 +116,15 @@ function columns(metric: Metric, what: string, links: ((row: DiffRow) => Child) 
       label: "Δ %",
       numeric: true,
       help: PCT_HELP,
-      value: (r) => rowValue(r, "delta_pct", m),
-      render: (r) => deltaSpan(rowValue(r, "delta_pct", m), formatSignedPercent(rowValue(r, "delta_pct", m))),
+      value: (r) => rowValue(r, "delta_ratio", m),
+      render: (r) => deltaSpan(rowValue(r, "delta_ratio", m), formatSignedPercent(rowValue(r, "delta_ratio", m))),
       title: (r) => {
-        const p = rowValue(r, "delta_pct", m);
+        const p = rowValue(r, "delta_ratio", m);
         if (p !== null) return `${formatSignedPercent(p)} of the baseline`;
         return r.status === "new" ? "No percentage: new in the experiment" : r.status === "gone" ? "No percentage: gone from the experiment" : "No percentage: the baseline is 0";
       },
       csv: (r) => {
-        const p = rowValue(r, "delta_pct", m);
+        const p = rowValue(r, "delta_ratio", m);
         return p === null ? null : Number((p * 100).toFixed(4));
       },
       csvHeader: `Delta ${metric.label.toLowerCase()} (%)`,

@@ -1,6 +1,7 @@
 /**
- * The JSON of ./diff and ./diff/node (see docs/api/openapi.yaml). Times are µs; `delta_pct_*` are
- * fractions, null where the baseline is zero or the row exists on one side only.
+ * The JSON of ./diff and ./diff/node (see docs/api/openapi.yaml). Times are µs; `delta_ratio_*` are
+ * fractions (0.05 for +5 %), null where the baseline is zero or the row exists on one side only; the page
+ * shows them as percentages.
  */
 
 /** One trace file: the baseline is the shell's selection, the experiment is chosen on the page. */
@@ -18,14 +19,14 @@ export interface DiffBreakdown {
   step_baseline_us: number;
   step_experiment_us: number;
   step_delta_us: number;
-  step_delta_pct: number | null;
+  step_delta_ratio: number | null;
 }
 
 export type DiffStatus = "both" | "new" | "gone";
 
 /**
  * A joined row: `baseline_<m>`, `experiment_<m>` (null on the side that lacks it), `delta_<m>`,
- * `delta_pct_<m>` for each metric m (operators: calls, host_total_us, host_self_us, device_total_us,
+ * `delta_ratio_<m>` for each metric m (operators: calls, host_total_us, host_self_us, device_total_us,
  * device_self_us; kernels: calls, total_us, mean_us).
  */
 export interface DiffRow {
@@ -67,7 +68,7 @@ export interface DiffNode {
   children: DiffNodeChild[];
 }
 
-export type Side = "baseline" | "experiment" | "delta" | "delta_pct";
+export type Side = "baseline" | "experiment" | "delta" | "delta_ratio";
 
 /** A metric value of a joined row (null when missing or not a finite number). */
 export function rowValue(row: DiffRow, side: Side, metric: string): number | null {

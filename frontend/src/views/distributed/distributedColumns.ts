@@ -83,6 +83,8 @@ export function rankColumns(labels: Map<RankStats, string>, trace: (r: RankStats
     durationColumn("transfer_us", "Transfer", HELP.transfer),
     durationColumn("sync_us", "Sync (wait)", HELP.sync),
     durationColumn("host_wait_us", "Host wait", HELP.hostWait),
+    durationColumn("wait_us", "Wait (once)", HELP.wait),
+    durationColumn("own_us", "Own time", HELP.own),
     durationColumn("host_idle_us", "Host idle", HELP.hostIdle),
   ];
   // a paged job is sorted on the server (the page's own rows only would sort otherwise)
@@ -108,7 +110,7 @@ export function groupColumns(): Column<GroupStragglers>[] {
       csvHeader: "Others wait (µs per step)",
     },
     { key: "own_wait", label: "Its own wait", numeric: true, help: "The same for the most waited-for rank.", value: (g) => num(g.most_waited_for.own_wait_us), text: (g) => formatDuration(num(g.most_waited_for.own_wait_us)), csvHeader: "Its own wait (µs per step)" },
-    { key: "slowest", label: "Slowest rank", help: "The member with the longest mean step.", value: (g) => g.slowest.rank, text: (g) => who(g.slowest) },
+    { key: "slowest", label: "Slowest rank", help: "The member with the most time of its own per step (step less its wait, each stall once): the measure the straggler call-out uses, so the two never name different ranks.", value: (g) => g.slowest.rank, text: (g) => who(g.slowest) },
     { key: "slowest_step", label: "Its step", numeric: true, help: HELP.step, value: (g) => num(g.slowest.step_us), text: (g) => formatDuration(num(g.slowest.step_us)), csvHeader: "Its step (µs)" },
   ];
 }

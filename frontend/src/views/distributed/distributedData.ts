@@ -40,6 +40,10 @@ export interface RankStats {
   transfer_us: number;
   sync_us: number;
   host_wait_us?: number;
+  /** waiting for the other ranks, each stall once: collectives' waiting part ∪ host blocked in syncs */
+  wait_us?: number;
+  /** step less wait_us: the measure the straggler and the groups' slowest rank are chosen by */
+  own_us?: number;
   host_idle_us?: number;
   step_us?: number;
   collectives: CollectiveStats[];
@@ -139,7 +143,8 @@ export function pageNumber(page: DistributedPage): [number, number] {
 export const SORTS: readonly (readonly [string, string])[] = [
   ["rank", "Rank"], ["step_us", "Step time"], ["computation_us", "Computation"], ["communication_us", "Communication"],
   ["overlap_us", "Overlap"], ["other_us", "Other"], ["transfer_us", "Transfer"], ["sync_us", "Sync (wait)"],
-  ["host_wait_us", "Host wait"], ["host_idle_us", "Host idle"], ["stalled_us", "Stalled"], ["worker", "Worker"],
+  ["host_wait_us", "Host wait"], ["wait_us", "Wait (once)"], ["own_us", "Own time"], ["host_idle_us", "Host idle"],
+  ["stalled_us", "Stalled"], ["worker", "Worker"],
 ];
 
 // ------------------------------------------------------------------------------------------- help
@@ -153,6 +158,8 @@ export const HELP = {
   transfer: "The fastest rank's duration of each collective: time really spent moving data (mean per step).",
   sync: "Time waiting in collectives for other ranks: the collective's time on this rank beyond the fastest rank's (mean per step).",
   hostWait: "Host blocked in cudaDeviceSynchronize/cudaStreamSynchronize/cudaEventSynchronize or a scalar read (.item()), mean per step.",
+  wait: "Waiting for the other ranks, each stall counted once, mean per step: the union of the collectives' waiting part (Sync) and the host blocked in synchronisation (Host wait). The host often blocks on the very collective that waits, so the two columns overlap: this one does not add them up.",
+  own: "Step time less Wait (once): this rank's own time, mean per step. The straggler is the rank with the most, where the others wait clearly more.",
   hostIdle: "Host time with no recorded activity (no operator, runtime call or Python function), mean per step: sleep, I/O or unprofiled work.",
   bandwidth: "Effective bandwidth: bytes / transfer time (bytes = max(input, output) elements × dtype size).",
   heatmap: "Communication time of each rank in each step. A rank much lighter than the others usually arrives last (the others wait for it).",

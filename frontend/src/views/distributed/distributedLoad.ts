@@ -21,7 +21,8 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 /** The load state of this span over the run's workers, from ./runs (null when it cannot be had). */
 async function spanProgress(ctx: ViewContext): Promise<{ done: number; total: number; fraction: number } | null> {
   try {
-    const runs = await ctx.api.getJSON<RunsResponse>("runs", undefined, { signal: ctx.signal, timeoutMs: 10_000 });
+    // a page of no runs but this one: small whatever the logdir holds
+    const runs = await ctx.api.getJSON<RunsResponse>("runs", { limit: 0, run: ctx.run }, { signal: ctx.signal, timeoutMs: 10_000 });
     const run = (Array.isArray(runs.runs) ? runs.runs : []).find((r) => r.name === ctx.run);
     const spans = (run?.workers ?? []).flatMap((w) => w.spans.filter((s) => s.span === ctx.span));
     if (!spans.length) return null;

@@ -23,6 +23,10 @@ import {
 } from "./flameData";
 import { copyText, fetchFor, left, loadErrorCard, showTextOverlay, showToast } from "../common/ui";
 import type { ViewContext } from "../types";
+import type { Answer } from "../../types";
+
+/** GET ./flamegraph/search: the matches over every frame */
+type FlameSearchResponse = Answer<"flamegraph/search">;
 
 interface State {
   metric: FlameMetric;
@@ -178,16 +182,30 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
       path.map((f) => [" › ", h("button", { class: "ptp-link-button", testid: "flame-crumb", attrs: { type: "button" }, onClick: () => { zoomTo(f); } }, d.strings[d.frames.name[f] ?? 0] ?? "")]),
     );
   };
+  // The drawn tree leaves out frames too thin to draw: the matches' count and weight come from the server, which
+  // searches every frame (the Operator view's and the folded export's figure); the highlight is drawn at once.
+  let searchSeq = 0;
+  let searchTimer: ReturnType<typeof setTimeout> | undefined;
+  const countMatches = async (q: string, seq: number): Promise<void> => {
+    let r: FlameSearchResponse;
+    try {
+      r = await fetchFor<FlameSearchResponse>(ctx, "flamegraph/search", { ...params(), q });
+    } catch (err) {
+      if (!left(ctx) && seq === searchSeq) searchInfo.textContent = `Search failed: ${err instanceof Error ? err.message : String(err)}`;
+      return;
+    }
+    if (left(ctx) || seq !== searchSeq) return;
+    const thin = r.count - r.drawn;
+    searchInfo.textContent = r.count === 0 ? "No frame matches."
+      : `${formatInt(r.count)} frame${r.count === 1 ? "" : "s"} match${thin > 0 ? ` (${formatInt(thin)} too thin to draw)` : ""}: ${formatWeight(r.value, r.unit)}, ${formatPercent1(r.total > 0 ? r.value / r.total : 0)} of the total`;
+  };
   const updateSearch = (): void => {
     if (!data) return;
     const q = state.query.trim();
-    if (!q) {
-      searchInfo.textContent = "";
-    } else {
-      const r = searchFrames(data, q);
-      searchInfo.textContent = r.count === 0 ? "No frame matches."
-        : `${formatInt(r.count)} frame${r.count === 1 ? "" : "s"} match: ${formatWeight(r.value, data.unit)}, ${formatPercent1(data.total > 0 ? r.value / data.total : 0)} of the total`;
-    }
+    const seq = ++searchSeq;
+    clearTimeout(searchTimer);
+    searchInfo.textContent = q ? "Searching…" : "";
+    if (q) searchTimer = setTimeout(() => { void countMatches(q, seq); }, 150);
     redraw();
   };
 

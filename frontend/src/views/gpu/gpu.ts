@@ -4,6 +4,7 @@
  * number is over the step window and links to where it comes from in the Trace view (a gap, a kernel and its
  * launch, a sequence's occurrence); a roofline point opens its Kernel row.
  */
+import { outlierHeading } from "./gpuData";
 import { card, infoIcon } from "../../components";
 import { type Child, h, replaceChildren } from "../../dom";
 import { DASH, formatBytes, formatDuration, formatFixed, formatInt, formatPercent1 } from "../../format";
@@ -159,7 +160,7 @@ function launchCard(ctx: ViewContext, resp: LaunchStatsResponse): HTMLElement {
     { testid: "card-launch" },
     h("div", { class: "ptp-card-head" }, h("h3", {}, "Kernel launches", infoIcon(GPU_HELP.delay))),
     summary,
-    h("h4", {}, `Launch-delay outliers (p95 and above): ${formatInt(s.outliers)}`),
+    h("h4", { testid: "launch-outliers-heading" }, outlierHeading(s.outliers, outliers.length)),
     outlierTable.el,
     h("h4", {}, "By kernel"),
     byName.el,

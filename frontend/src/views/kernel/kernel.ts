@@ -315,14 +315,16 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   if (!data) return undefined;
   const summary = kernelSummary(data.byName);
   const pies = kernelPies(summary);
+  // Opened from a link that asks for some kernels (an operator's, a kernel by name): what was asked for comes
+  // first, above the fold; the pies of every kernel follow.
+  const linked = readViewUrlState();
+  const asked = Boolean(linked.op?.trim() || linked.q?.trim());
+  const table = kernelTableCard(ctx, data.byName);
+  const piesEl = summary.rows.length ? pies.el : null;
   replaceChildren(
     container,
-    h(
-      "div",
-      { class: "ptp-view ptp-kernels", testid: "kernel-view" },
-      summary.rows.length ? pies.el : null,
-      kernelTableCard(ctx, data.byName),
-    ),
+    h("div", { class: "ptp-view ptp-kernels", testid: "kernel-view", dataset: { linked: String(asked) } },
+      asked ? [table, piesEl] : [piesEl, table]),
   );
   if (!summary.rows.length) return undefined;
   const charts = await startCharts(ctx, pies.el, pies.draw);

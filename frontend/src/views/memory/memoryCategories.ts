@@ -23,6 +23,7 @@ import {
   normalizeCategories,
   peakRows,
   peakSummary,
+  seriesPeakNote,
   seriesMax,
   sourceLabel,
   sourceSentence,
@@ -85,7 +86,7 @@ export function memoryCategoriesCard(ctx: ViewContext, device: string, originUs:
       body,
       resp.peak ? chart : h("p", { class: "ptp-note", testid: "memcat-reason" }, resp.reason ?? "No memory by category for this device."),
       errorsNote(resp),
-      resp.peak ? peakTable(resp) : null,
+      resp.peak ? peakTable(resp, originUs) : null,
       resp.peak ? allocationsTable(ctx, resp, originUs) : null,
     );
     if (!resp.peak) return;
@@ -152,8 +153,9 @@ function errorsNote(resp: CategoryResponse): HTMLElement | null {
   );
 }
 
-function peakTable(resp: CategoryResponse): HTMLElement {
+function peakTable(resp: CategoryResponse, originUs: number): HTMLElement {
   const compare = resp.inferred_at_peak !== null;
+  const note = seriesPeakNote(resp, originUs);
   const head = ["Category", "Bytes at the peak", "Share", ...(compare ? ["Inferred", "Difference"] : [])];
   const rows = peakRows(resp).map((r) =>
     h(
@@ -170,6 +172,7 @@ function peakTable(resp: CategoryResponse): HTMLElement {
     "div",
     { class: "ptp-memcat-peak" },
     h("h4", {}, "What makes up the peak", compare ? " (torch export beside the inference)" : ""),
+    note ? h("p", { class: "ptp-muted", testid: "memcat-peak-note" }, note) : null,
     h("table", { class: "ptp-table", testid: "memcat-peak-table" }, h("thead", {}, h("tr", {}, head.map((t, i) => h("th", { class: i > 0 ? "ptp-num" : undefined }, t)))), h("tbody", {}, rows)),
   );
 }

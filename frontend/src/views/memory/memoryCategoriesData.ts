@@ -18,9 +18,14 @@ export interface TopAllocation {
 }
 
 export interface CategoryPeak {
+  /** the memory curve's peak (the allocator's largest total), as the card above marks it */
   time_us: number;
   total_bytes: number;
   by_category: Record<string, number>;
+  /** the allocator's bytes in no category at the peak (torch's export counts less); absent from older servers */
+  uncategorized_bytes?: number;
+  /** the series' own largest total (lower, a moment apart, with an export) */
+  series_peak?: { time_us: number; total_bytes: number };
   dominant: string;
   top_allocations: TopAllocation[];
 }
@@ -150,7 +155,25 @@ export function peakRows(resp: CategoryResponse): PeakRow[] {
     const difference = inferred === null || bytes === 0 ? null : (inferred - bytes) / bytes;
     return { key, label: categoryLabel(key), bytes, share: peak.total_bytes > 0 ? bytes / peak.total_bytes : 0, inferred, difference };
   });
-  return rows.filter((r) => r.bytes > 0 || (r.inferred ?? 0) > 0).sort((a, b) => b.bytes - a.bytes || a.label.localeCompare(b.label));
+  const shown = rows.filter((r) => r.bytes > 0 || (r.inferred ?? 0) > 0).sort((a, b) => b.bytes - a.bytes || a.label.localeCompare(b.label));
+  // The rows add up to the peak shown above: the allocator's bytes in no category close the table.
+  const rest = peak.uncategorized_bytes ?? 0;
+  if (rest > 0) shown.push({ key: UNCATEGORIZED, label: "In no category", bytes: rest, share: peak.total_bytes > 0 ? rest / peak.total_bytes : 0, inferred: other ? 0 : null, difference: null });
+  return shown;
+}
+
+/** The key of the peak table's last row: allocator bytes that no category holds. */
+export const UNCATEGORIZED = "uncategorized";
+
+/** With an export, where torch's own series peaks when that is not the curve's peak (else ""). */
+export function seriesPeakNote(resp: CategoryResponse, originUs: number): string {
+  const peak = resp.peak;
+  const own = peak?.series_peak;
+  if (!peak || !own || (own.time_us === peak.time_us && own.total_bytes === peak.total_bytes)) return "";
+  const rest = peak.uncategorized_bytes ?? 0;
+  const who = resp.source === "export" ? "torch's categories" : "the categories";
+  return `At the memory curve's peak (above). ${who.charAt(0).toUpperCase() + who.slice(1)} add up to ${formatBytes(peak.total_bytes - rest)} there` +
+    `${rest > 0 ? `: ${formatBytes(rest)} of the allocator's total is in no category` : ""}; their own largest total is ${formatBytes(own.total_bytes)} at ${formatMs(own.time_us - originUs)}.`;
 }
 
 /** "Peak 609.2 MiB at 14.18 ms · mostly Activation (52.3%)". */

@@ -7,7 +7,7 @@
 import type { PlotlyHTMLElement, PlotMouseEvent } from "plotly.js-dist-min";
 import { card, infoIcon } from "../../components";
 import { type Child, h, replaceChildren } from "../../dom";
-import { formatBytes, formatDuration, formatExactUs, formatInt, formatPercent1 } from "../../format";
+import { formatBytes, formatCuptiVersion, formatDuration, formatExactUs, formatInt, formatPercent1 } from "../../format";
 import type { Theme } from "../../theme";
 import { writeViewUrlState } from "../../urlState";
 import { CATEGORY_COLORS, busiestStep, segmentAt } from "../common/stepCategories";
@@ -15,6 +15,8 @@ import type { EnvDevice, Evidence, GpuSummary, OverviewResponse, Recommendation 
 import { Charts, chartDiv, type Figure, plotlyText } from "../common/charts";
 import { DONUT } from "../common/pie";
 import { rowLinkButton, traceWindowState } from "../common/traceLink";
+import { loadSources } from "../common/callStack";
+import { whereLine } from "./findingWhere";
 import { loadView } from "../../loadView";
 import { fetchFor, left } from "../common/ui";
 import type { ViewContext } from "../types";
@@ -23,7 +25,9 @@ import { mfuCard } from "./mfuCard";
 
 export const HELP = {
   utilization:
-    "Kernels only: share of the step span (first step start to last step end) in which at least one kernel ran on this GPU. Memory copies and sets are not counted (see GPU busy).",
+    "The headline number. Kernels only: share of the step span (first step start to last step end) in which at least one kernel ran on this GPU, communication (NCCL) kernels included, so a rank waiting in an all-reduce counts as busy. Memory copies and sets are not counted (see GPU busy).",
+  computeUtilization:
+    "Share of the step span in which at least one kernel other than a communication (NCCL) kernel ran on this GPU: the GPU doing the model's work. A rank spinning in collectives is busy by the headline number and idle by this one.",
   gpuBusy:
     "All GPU work: share of the step span in which any kernel, memcpy or memset ran on this GPU. HTA and other tools call this number \"GPU utilization\".",
   smEfficiency:
@@ -90,11 +94,15 @@ function configurationCard(data: OverviewResponse): HTMLElement {
       "From the trace's deviceProperties (all GPUs the process saw, used or not).",
     ]);
   });
+  const unprofiled = num(env.unprofiled_gpus) ?? 0;
+  if (env.device_type === "CPU" && unprofiled > 0) {
+    rows.push(["GPUs", `${formatInt(unprofiled)} on the machine, not profiled`, "The trace lists the machine's GPUs (deviceProperties), but the profiler recorded no CUDA activity: add ProfilerActivity.CUDA to activities to profile them."]);
+  }
   const versions: [string, string | null, string][] = [
     ["PyTorch", typeof env.pytorch_version === "string" && env.pytorch_version ? env.pytorch_version : null, "PyTorch version written in the trace."],
     ["CUDA runtime", cudaVersion(env.cuda_runtime_version), `CUDA runtime version written in the trace (${String(env.cuda_runtime_version)}).`],
     ["CUDA driver", cudaVersion(env.cuda_driver_version), `CUDA driver API version written in the trace (${String(env.cuda_driver_version)}).`],
-    ["CUPTI", env.cupti_version === null || env.cupti_version === undefined ? null : String(env.cupti_version), "CUPTI version written in the trace."],
+    ["CUPTI", formatCuptiVersion(env.cupti_version), `CUPTI version written in the trace (${String(env.cupti_version)}).`],
     ["Framework", typeof env.framework === "string" && env.framework ? env.framework : null, "Framework that wrote the trace (e.g. pytorch-lightning)."],
   ];
   for (const [k, v, t] of versions) if (v !== null) rows.push([k, v, t]);
@@ -116,13 +124,18 @@ function gpuCard(g: GpuSummary): HTMLElement {
   const sub: string[] = [];
   if (num(g.memory_bytes) !== null) sub.push(formatBytes(g.memory_bytes));
   if (g.compute_capability) sub.push(`compute capability ${g.compute_capability}`);
+  // Shown beside the headline only where communication kernels make the two differ (a distributed rank).
+  const withoutComm = num(g.compute_utilization);
+  const utilization = num(g.utilization);
+  const compute = withoutComm !== null && utilization !== null && Math.abs(utilization - withoutComm) >= 5e-4 ? withoutComm : null;
   const el = card(
     { title: `GPU ${g.id ?? "(unknown device)"}${g.name ? ` · ${g.name}` : ""}`, testid: "gpu-card", class: "ptp-gpu-card" },
     sub.length ? h("p", { class: "ptp-muted ptp-card-sub" }, sub.join(" · ")) : null,
     h(
       "div",
       { class: "ptp-metrics" },
-      metric("GPU utilization (kernels)", formatPercent1(g.utilization), HELP.utilization, "gpu-utilization", num(g.utilization)),
+      metric(compute === null ? "GPU utilization (kernels)" : "GPU utilization (all kernels, headline)", formatPercent1(g.utilization), HELP.utilization, "gpu-utilization", num(g.utilization)),
+      compute === null ? null : metric("GPU utilization without communication", formatPercent1(compute), HELP.computeUtilization, "gpu-compute-utilization", compute),
       metric("GPU busy (all GPU work)", formatPercent1(num(g.gpu_busy)), HELP.gpuBusy, "gpu-busy", num(g.gpu_busy)),
       metric("Est. SM efficiency", g.sm_efficiency === null ? "n/a" : formatPercent1(g.sm_efficiency), HELP.smEfficiency, "gpu-sm-efficiency", num(g.sm_efficiency)),
       metric("Est. achieved occupancy", g.achieved_occupancy === null ? "n/a" : formatPercent1(g.achieved_occupancy), HELP.occupancy, "gpu-occupancy", num(g.achieved_occupancy)),
@@ -251,6 +264,18 @@ function savingTitle(r: Recommendation): string {
   return `${SAVING_HELP}\nReplayed (${w.model}): ${w.label}: ${formatDuration(w.baseline_step_us)} → ${formatDuration(w.predicted_step_us)} per step.`;
 }
 
+const CONFIDENCE_HELP: Record<string, string> = {
+  medium: "Inferred from the cause's effects: the trace does not show the cause itself.",
+  low: "A possibility the trace cannot confirm.",
+};
+
+/** "est. −3.0 ms/step (36 %)", with "rule of thumb" where no replay gives the saving. */
+function savingLabel(r: Recommendation, saving: number): string {
+  const share = num(r.share) !== null ? ` (${formatPercent1(r.share)})` : "";
+  const how = r.estimated === "rule of thumb" ? ", rule of thumb" : "";
+  return `est. −${formatDuration(saving)}/step${share}${how}`;
+}
+
 function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLElement {
   const href = safeLink(r.link);
   const saving = num(r.saving_us);
@@ -265,10 +290,14 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
       { class: "ptp-finding-head" },
       h("strong", { class: "ptp-finding-title" }, r.title),
       saving !== null && saving > 0
-        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: savingTitle(r), dataset: { estimated: r.estimated ?? "" } }, `est. −${formatDuration(saving)}/step${num(r.share) !== null ? ` (${formatPercent1(r.share)})` : ""}`)
+        ? h("span", { class: "ptp-finding-saving", testid: "finding-saving", title: savingTitle(r), dataset: { estimated: r.estimated ?? "" } }, savingLabel(r, saving))
+        : null,
+      r.confidence && r.confidence !== "high"
+        ? h("span", { class: "ptp-muted ptp-finding-confidence", testid: "finding-confidence", title: CONFIDENCE_HELP[r.confidence] ?? "" }, `${r.confidence} confidence`)
         : null,
     ),
     h("span", { class: "ptp-rec-text" }, r.text),
+    whereLine(r.where),
     h(
       "div",
       { class: "ptp-finding-links" },
@@ -292,6 +321,7 @@ function findingItem(ctx: ViewContext, r: Recommendation, rank: number): HTMLEle
 
 function diagnosisCard(ctx: ViewContext, data: OverviewResponse, gpu: boolean): HTMLElement {
   const items = data.recommendations.filter((r) => typeof r.text === "string" && r.text !== "");
+  if (items.some((r) => r.where?.frame)) void loadSources(ctx); // where the findings' frames' files live
   const label = data.context?.label ?? "";
   const verdict = data.verdict;
   return card(

@@ -19,7 +19,7 @@ import { readViewUrlState, writeViewUrlState } from "../../urlState";
 import { loadSources } from "../common/callStack";
 import { CATEGORY_COLORS, highlightCategory, highlightText } from "../common/stepCategories";
 import { copyText, inVsCode, showToast } from "../common/ui";
-import { makePalette, parseWindow, locate, formatOffset, mergeSteps, formatBytesShort, formatCounter, type Step, type TrackMeta, type WindowData } from "./traceData";
+import { makePalette, parseWindow, locate, formatOffset, mergeSteps, formatBytesShort, formatCounter, stepLane, stepOfRange, type Step, type TrackMeta, type WindowData } from "./traceData";
 import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoading, rangePanel, rememberHelp, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
 import { parseTraceQuery, searchParams } from "./traceSearch";
@@ -137,6 +137,12 @@ class TraceView {
   private tracksMeta: TrackMeta[] = [];
   /** lanes shown of each track that does not show all of them (1: collapsed) */
   private readonly levels = new Map<number, number>();
+  /** levels left out above a track's first lane (a spawn job's frames above its steps), see adoptLevels */
+  private readonly skips = new Map<number, number>();
+  /** a step whose lane to scroll to once a window holds it (after a step-bar click or a step link) */
+  private stepToReveal: string | null = null;
+  /** after "▴ N levels above": the lane to keep on screen once the window with those levels comes */
+  private stepLaneAfterReveal: { track: number; depth: number } | null = null;
   private readonly folded = new Set<string>();
   private steps: Step[] = [];
   private critical: CriticalMark[] = [];
@@ -541,8 +547,18 @@ class TraceView {
     return [...limits].sort((a, b) => a[0] - b[0]).map(([id, n]) => `${id}:${n}`).join(",");
   }
 
+  /** The `skip=` parameter: the levels left out above each track's first lane (see adoptLevels). */
+  private skipKey(): string {
+    return [...this.skips].filter(([, n]) => n > 0).sort((a, b) => a[0] - b[0]).map(([id, n]) => `${id}:${n}`).join(",");
+  }
+
+  /** What a window's lanes depend on: the levels and the skipped levels asked for. */
+  private lanesKey(): string {
+    return `${this.levelsKey()}|${this.skipKey()}`;
+  }
+
   private covers(data: WindowData, v: ViewRange): boolean {
-    if (data.levelsKey !== this.levelsKey() || data.category !== this.category) return false;
+    if (data.levelsKey !== this.lanesKey() || data.category !== this.category) return false;
     const span = v.end - v.start;
     const lo = Math.max(v.start, data.bounds[0]);
     const hi = Math.min(v.end, data.bounds[1]);
@@ -569,6 +585,7 @@ class TraceView {
     const v = this.view;
     if (!force && this.data && v && this.covers(this.data, v)) return;
     const levelsKey = this.levelsKey();
+    const lanesKey = this.lanesKey();
     const params: QueryParams = { ...this.ids };
     let widthPx = plotW;
     if (v) {
@@ -591,6 +608,8 @@ class TraceView {
     }
     params["width_px"] = Math.max(1, Math.min(MAX_WIDTH_PX, widthPx));
     if (levelsKey) params["levels"] = levelsKey;
+    const skipKey = this.skipKey();
+    if (skipKey) params["skip"] = skipKey;
     if (!this.data) params["host_levels"] = HOST_LEVELS; // the tracks are not known yet: see adoptLevels
     const category = this.category;
     if (category !== null) params["category"] = category;
@@ -617,7 +636,7 @@ class TraceView {
         this.stats.windows++;
         this.el.error.hidden = true;
         const t = performance.now();
-        const data = parseWindow(resp, levelsKey, category);
+        const data = parseWindow(resp, lanesKey, category);
         this.stats.lastWindow = { t0: data.t0, t1: data.t1, px_us: data.pxUs, events: data.eventCount, boxes: data.boxCount, width_px: Number(params["width_px"]) };
         this.accept(data);
         this.stats.lastAcceptMs = performance.now() - t;
@@ -665,13 +684,30 @@ class TraceView {
       const key = c.name.replace(/ (allocated|reserved)$/, "");
       this.counterScale.set(key, Math.max(this.counterScale.get(key) ?? 0, c.max));
     }
-    const meta = data.tracks.map((t) => ({ id: t.id, kind: t.kind, label: t.label, process: t.process, depths: t.depths }));
+    const meta = data.tracks.map((t) => ({ id: t.id, kind: t.kind, label: t.label, process: t.process, depths: t.depths, skipped: t.skipped }));
     const key = JSON.stringify([meta, data.counters.map((c) => c.name)]);
     if (key !== this.layoutKey) {
       this.layoutKey = key;
       this.tracksMeta = meta;
       if (firstAnswer) this.adoptLevels(data);
       this.relayout();
+    }
+    if (firstAnswer && this.view) {
+      // A link to a step (the Overview's step bar): its thread's step lane on screen.
+      const step = stepOfRange(data.steps, this.view.start, this.view.end);
+      if (step) this.stepToReveal = step.name;
+    }
+    if (this.stepToReveal !== null) {
+      const at = stepLane(data, this.stepToReveal);
+      if (at) {
+        this.stepToReveal = null;
+        this.scrollToLane(at.track, at.depth);
+      }
+    }
+    const keep = this.stepLaneAfterReveal;
+    if (keep && data.trackById.get(keep.track)?.skipped === 0) {
+      this.stepLaneAfterReveal = null;
+      this.scrollToLane(keep.track, keep.depth);
     }
     if (!this.view) this.view = { start: data.bounds[0], end: data.bounds[1] };
     if (this.revealAfterLoad) {
@@ -705,7 +741,9 @@ class TraceView {
    */
   private adoptLevels(data: WindowData): void {
     for (const t of data.tracks) if (t.shown < t.depths && t.shown > 1) this.levels.set(t.id, t.shown);
-    data.levelsKey = this.levelsKey();
+    // A spawn job's main thread opens at its steps: the server left out the frames above (skipped); keep them out.
+    for (const t of data.tracks) if (t.skipped > 0) this.skips.set(t.id, t.skipped);
+    data.levelsKey = this.lanesKey();
   }
 
   /** Take in the steps of an answer (each step once: see traceData.mergeSteps) and refill the step pickers. */
@@ -727,33 +765,56 @@ class TraceView {
     select.value = "";
     select.disabled = this.steps.length === 0;
     const names = this.steps.map((s) => s.name);
-    replaceChildren(
-      this.el.pathSelect,
-      h("option", { attrs: { value: "" } }, names.length ? "Critical path…" : "No steps"),
-      names.map((n) => h("option", { attrs: { value: n } }, `Critical path of step ${n}`)),
-    );
-    this.el.pathSelect.disabled = names.length === 0;
+    this.fillPathPicker(names, []);
+    // A trace without ProfilerStep#N shows one step "0" over the whole trace: ask the critical path what it offers
+    // instead (its annotations), rather than walking one giant step.
+    if (names.length <= 1 && (names[0] ?? "0") === "0") {
+      this.ctx.api
+        .getJSON<CriticalPathResponse>("critical_path", this.ids, { signal: this.ctx.signal })
+        .then((resp) => { this.fillPathPicker(resp.steps, resp.annotations.map((a) => a.name)); })
+        .catch(() => undefined);
+    }
   }
 
-  /** Fetch and overlay the critical path of step `name` (none: clear it), then fit the step. */
-  private async showCriticalPath(name: string): Promise<void> {
+  /** The critical-path picker: each step, each offered annotation (its first range) and the visible range. */
+  private fillPathPicker(steps: string[], annotations: string[]): void {
+    replaceChildren(
+      this.el.pathSelect,
+      h("option", { attrs: { value: "" } }, "Critical path…"),
+      steps.map((n) => h("option", { attrs: { value: `step:${n}` } }, `Critical path of step ${n}`)),
+      annotations.map((n) => h("option", { attrs: { value: `annotation:${n}` } }, `Critical path of ${n} (first)`)),
+      h("option", { attrs: { value: "range" } }, "Critical path of the visible range"),
+    );
+    this.el.pathSelect.disabled = false;
+  }
+
+  /** The /critical_path query of a picker value: a step, an annotation or the visible range. */
+  private pathQuery(value: string): Record<string, string | number> {
+    if (value === "range") return { start_us: this.view?.start ?? 0, end_us: this.view?.end ?? 0 };
+    const colon = value.indexOf(":");
+    return { [value.slice(0, colon)]: value.slice(colon + 1) };
+  }
+
+  /** Fetch and overlay the critical path of a picker value (none: clear it), then fit what was walked. */
+  private async showCriticalPath(value: string): Promise<void> {
     this.critical = [];
     this.el.pathSummary.textContent = "";
     this.markDirty();
-    if (!name) return;
+    if (!value) return;
     let resp: CriticalPathResponse;
     try {
-      resp = await this.ctx.api.getJSON<CriticalPathResponse>("critical_path", { ...this.ids, step: name }, { signal: this.ctx.signal });
+      resp = await this.ctx.api.getJSON<CriticalPathResponse>("critical_path", { ...this.ids, ...this.pathQuery(value) }, { signal: this.ctx.signal });
     } catch (err) {
       if (!this.ctx.signal.aborted) this.el.pathSummary.textContent = `Critical path unavailable: ${err instanceof Error ? err.message : String(err)}`;
       return;
     }
-    if (this.ctx.signal.aborted || this.el.pathSelect.value !== name) return;
+    if (this.ctx.signal.aborted || this.el.pathSelect.value !== value) return;
     const side = (c: string): CriticalMark["side"] =>
       c === "kernel" || c === "memcpy" || c === "memset" ? "gpu" : c === "cpu_op" || c === "annotation" || c === "runtime" || c === "launch" ? "host" : "wait";
     this.critical = resp.segments.map((s) => ({ start: s.start_us, end: s.end_us, id: s.id, side: side(s.category) }));
     const shares = [...resp.shares].sort((a, b) => b.us - a.us).slice(0, 4);
-    this.el.pathSummary.textContent = `Step ${resp.step}: ${shares.map((s) => `${s.category.replace("_", " ")} ${(100 * s.share).toFixed(1)}%`).join(" · ")}`;
+    const label = resp.scope.label.charAt(0).toUpperCase() + resp.scope.label.slice(1);
+    this.el.pathSummary.textContent = `${label}: ${shares.map((s) => `${s.category.replace("_", " ")} ${(100 * s.share).toFixed(1)}%`).join(" · ")}`;
     this.el.pathSummary.title = resp.shares.map((s) => `${s.category}: ${formatTime(s.us)} (${(100 * s.share).toFixed(1)}%)`).join("\n");
     const dur = resp.end_us - resp.start_us;
     this.animateTo({ start: resp.start_us - dur * 0.02, end: resp.end_us + dur * 0.02 });
@@ -995,7 +1056,8 @@ class TraceView {
     const hit = hitTest(scene, x, y);
     if (!hit) return;
     if (hit.kind === "label") {
-      if (hit.levels && hit.row.kind === "track") this.showLevels(hit.row.track.id, hit.levels);
+      if (hit.above && hit.row.kind === "track") this.showAbove(hit.row.track.id, hit.row.lanes);
+      else if (hit.levels && hit.row.kind === "track") this.showLevels(hit.row.track.id, hit.levels);
       else if (hit.toggle) this.toggleRow(hit.row);
     } else if (hit.kind === "event") {
       this.select({ id: hit.id, name: hit.name, start_us: hit.start, dur_us: hit.dur, track: hit.track }, hit.depth);
@@ -1005,6 +1067,7 @@ class TraceView {
       this.animateTo({ start: hit.start - pad, end: hit.start + hit.dur + pad });
     } else if (hit.kind === "step") {
       this.animateTo({ start: hit.step.start - hit.step.dur * 0.02, end: hit.step.start + hit.step.dur * 1.02 });
+      this.revealStep(hit.step.name);
     } else if (hit.kind === "empty") {
       this.clearSelection();
     }
@@ -1032,6 +1095,16 @@ class TraceView {
     this.requestWindow(true);
   }
 
+  /** "▴ N levels above" of a thread opened at its steps: the frames above come back, the lanes shown stay. */
+  private showAbove(track: number, lanes: number): void {
+    const skipped = this.skips.get(track) ?? 0;
+    this.skips.delete(track);
+    if (this.levels.has(track)) this.levels.set(track, lanes + skipped);
+    // the new window's track has the levels above: keep the step's lane, which was the first, on screen
+    this.stepLaneAfterReveal = { track, depth: skipped };
+    this.requestWindow(true);
+  }
+
   /** The expand control of a deep thread: every level ("more"), or back to the first HOST_LEVELS ("fewer"). */
   private showLevels(track: number, levels: "more" | "fewer"): void {
     if (levels === "more") this.levels.delete(track);
@@ -1044,7 +1117,7 @@ class TraceView {
     const c = this.el.canvas;
     if (this.pointer?.mode === "pan") c.style.cursor = "grabbing";
     else if (this.mode === "select") c.style.cursor = "crosshair";
-    else if (hit && (hit.kind === "event" || hit.kind === "box" || hit.kind === "step" || (hit.kind === "label" && (hit.toggle || hit.levels !== null)))) c.style.cursor = "pointer";
+    else if (hit && (hit.kind === "event" || hit.kind === "box" || hit.kind === "step" || (hit.kind === "label" && (hit.toggle || hit.levels !== null || hit.above)))) c.style.cursor = "pointer";
     else c.style.cursor = "grab";
   }
 
@@ -1243,6 +1316,13 @@ class TraceView {
     else this.requestWindow(false);
     if (brief.track !== null) this.scrollToLane(brief.track, loc?.depth ?? 0, loc === null);
     if (loc) this.pendingReveal = null;
+  }
+
+  /** Scroll to the lane of step `name` (its thread), now if the window has it, else when the next one comes. */
+  private revealStep(name: string): void {
+    const at = this.data ? stepLane(this.data, name) : null;
+    if (at) this.scrollToLane(at.track, at.depth);
+    this.stepToReveal = at ? null : name;
   }
 
   private scrollToLane(track: number, depth: number, rough = false): void {

@@ -31,6 +31,8 @@ export interface TrackMeta {
   label: string;
   process: string;
   depths: number;
+  /** levels above depth 0 that the server left out (the frames above a spawn job's outermost ProfilerStep) */
+  skipped: number;
 }
 
 export interface TrackData extends TrackMeta {
@@ -191,6 +193,7 @@ function parseTrack(t: WindowTrack, nameColours: Uint8Array, counts: { events: n
     label: t.label,
     process: t.process,
     depths: Math.max(1, t.depths | 0),
+    skipped: Math.max(0, (t.skipped ?? 0) | 0),
     collapsed: t.collapsed,
     shown: Math.max(1, Math.min(t.depths | 0, (t.shown_depths ?? t.depths) | 0)),
     lanes,
@@ -336,4 +339,36 @@ export function formatCounter(value: number, unit: string): string {
   // a trickle (a few .item() copies) keeps two significant digits rather than reading "0.00 GB/s"
   if (unit === "GB/s") return `${value > 0 && value < 0.1 ? value.toPrecision(2) : formatFixed(value, 2)} GB/s`;
   return formatFixed(value, 2);
+}
+
+/**
+ * The lane that holds step `name`'s `ProfilerStep#name` event on a host thread (its outermost, the shallowest),
+ * or null when the window does not have it: where the Trace view scrolls after a step-bar click, so that the
+ * step's thread (and what a step link highlights there) is on screen.
+ */
+export function stepLane(data: Pick<WindowData, "names" | "tracks">, name: string): { track: number; depth: number } | null {
+  const code = data.names.indexOf(`ProfilerStep#${name}`);
+  if (code < 0) return null;
+  let best: { track: number; depth: number } | null = null;
+  for (const track of data.tracks) {
+    if (track.kind !== "cpu") continue;
+    for (const lane of track.lanes) {
+      if (lane && lane.en.includes(code) && (best === null || lane.depth < best.depth)) best = { track: track.id, depth: lane.depth };
+    }
+  }
+  return best;
+}
+
+/** The step a linked range shows (the one covering most of it, at least half), or null: a step link's target. */
+export function stepOfRange(steps: readonly Step[], start: number, end: number): Step | null {
+  let best: Step | null = null;
+  let most = 0;
+  for (const s of steps) {
+    const overlap = Math.min(end, s.start + s.dur) - Math.max(start, s.start);
+    if (overlap > most) {
+      most = overlap;
+      best = s;
+    }
+  }
+  return best && most >= 0.5 * (end - start) ? best : null;
 }

@@ -138,7 +138,7 @@ export type Hit =
   | { kind: "event"; id: number; track: number; depth: number; start: number; dur: number; name: string }
   | { kind: "box"; track: number; depth: number; start: number; dur: number; count: number; busy: number; name: string }
   | { kind: "counter"; row: CounterRow; t: number; values: { name: string; unit: string; value: number }[] }
-  | { kind: "label"; row: Row; toggle: boolean; levels: "more" | "fewer" | null }
+  | { kind: "label"; row: Row; toggle: boolean; levels: "more" | "fewer" | null; above: boolean }
   | { kind: "step"; step: Step }
   | { kind: "ruler"; t: number }
   | { kind: "empty"; row: Row | null; t: number };
@@ -547,7 +547,7 @@ function drawLabels(ctx: CanvasRenderingContext2D, scene: Scene, visible: Row[])
       const y = top + 2 + (LANE_H - 2) / 2;
       if (row.track.depths > 1) drawTriangle(ctx, 20, y, !row.collapsed, colours.muted);
       ctx.fillStyle = colours.fg;
-      const text = fitText(ctx, row.label, labelW - 38);
+      const text = fitText(ctx, row.label, labelW - 38 - (aboveLine(row) === 0 ? ABOVE_W : 0));
       if (text) ctx.fillText(text, 30, y + 0.5);
       if (row.collapsed && row.track.depths > 1 && row.h >= LANE_H) {
         // what is folded away, under the label
@@ -557,6 +557,7 @@ function drawLabels(ctx: CanvasRenderingContext2D, scene: Scene, visible: Row[])
         if (text && measure(ctx, text) + measure(ctx, more) + 44 < labelW - 8) ctx.fillText(more, labelW - 8 - measure(ctx, more), y + 0.5);
       }
       drawLevelsControl(ctx, scene, row, top);
+      drawAboveControl(ctx, scene, row, top);
     } else {
       ctx.font = FONT;
       ctx.fillStyle = colours.fg;
@@ -585,6 +586,36 @@ function drawLevelsControl(ctx: CanvasRenderingContext2D, scene: Scene, row: Tra
   ctx.fillStyle = scene.colours.accent;
   const fitted = fitText(ctx, text, scene.labelW - 38);
   if (fitted) ctx.fillText(fitted, 30, top + 2 + (row.lanes - 1) * LANE_H + (LANE_H - 2) / 2 + 0.5);
+}
+
+/** Width of "▴ N above" where it shares the first lane's label with the thread's name (a row of 1–2 lanes). */
+const ABOVE_W = 64;
+
+/**
+ * The label line of a thread opened below its top frames (a spawn job's frames above its steps, `skipped`) that
+ * offers them back: the second lane's (free: the name is on the first, "more levels" on the last), or the first
+ * lane's right end on a row of one or two lanes; -1 when nothing is skipped.
+ */
+function aboveLine(row: TrackRow): number {
+  if (row.track.skipped <= 0) return -1;
+  return row.lanes >= 3 ? 1 : 0;
+}
+
+/** "▴ 7 levels above": a thread that opens at its steps offers the frames left out above them. */
+function drawAboveControl(ctx: CanvasRenderingContext2D, scene: Scene, row: TrackRow, top: number): void {
+  const line = aboveLine(row);
+  if (line < 0) return;
+  const n = row.track.skipped;
+  ctx.font = FONT_SMALL;
+  ctx.fillStyle = scene.colours.accent;
+  const y = top + 2 + line * LANE_H + (LANE_H - 2) / 2 + 0.5;
+  if (line > 0) {
+    const fitted = fitText(ctx, `▴ ${n} level${n === 1 ? "" : "s"} above`, scene.labelW - 38);
+    if (fitted) ctx.fillText(fitted, 30, y);
+    return;
+  }
+  const fitted = fitText(ctx, `▴ ${n} above`, ABOVE_W - 4);
+  if (fitted) ctx.fillText(fitted, scene.labelW - 6 - measure(ctx, fitted), y);
 }
 
 function drawTriangle(ctx: CanvasRenderingContext2D, x: number, y: number, open: boolean, colour: string): void {
@@ -844,7 +875,10 @@ export function hitTest(scene: Scene, x: number, y: number): Hit | null {
     const firstLane = ry - row.y < LANE_H + 2;
     const toggle = row.kind === "process" || (row.kind === "track" && row.track.depths > 1 && firstLane);
     const levels = row.kind === "track" && !firstLane && ry >= laneTop(row, row.lanes - 1) ? row.levels : null;
-    return { kind: "label", row, toggle, levels };
+    const line = row.kind === "track" ? aboveLine(row) : -1;
+    const above = row.kind === "track" && line >= 0 && Math.floor((ry - row.y - 2) / LANE_H) === line &&
+      (line > 0 || x >= scene.labelW - ABOVE_W);
+    return { kind: "label", row, toggle: toggle && !above, levels: above ? null : levels, above };
   }
   const t = xToTime(scene, x);
   if (!row) return { kind: "empty", row: null, t };

@@ -45,6 +45,8 @@ export interface WindowTrack {
   depths: number;
   /** lanes sent (depth 0 first): fewer than depths when limited (collapsed, levels, host_levels) */
   shown_depths?: number;
+  /** levels above the first one sent, left out (a spawn job's frames above its steps); depths count from there */
+  skipped?: number;
   collapsed: boolean;
   lanes: WindowLane[];
 }

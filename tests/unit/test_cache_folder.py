@@ -1,0 +1,95 @@
+"""The parse cache's folder and bound (issue 26, item 10): ``--profiler_cache_max_mb`` is kept (a 10 MB bound kept
+96 MB: every loaded trace's entry was kept), and a cache folder that cannot be written is replaced by one folder in
+the temp folder, the same at every start, said once (log and page), instead of a new temp folder per start left
+behind."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tb_plugin.jobs import cache as cache_module
+from tb_plugin.jobs.cache import ParseCache
+from tests.conftest import API, REAL_TRACES, wait_until_settled
+
+TRACES = [*sorted((REAL_TRACES / "h200" / "resnet18_workers0").glob("*.gz")),
+          *(REAL_TRACES / "h200" / "transformer_bf16").glob("*.gz"), *(REAL_TRACES / "h200" / "mlp_compiled").glob("*.gz")]
+
+
+def _entries_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for entry in folder.iterdir() if not entry.name.startswith(".")
+               for f in entry.iterdir() if f.is_file())
+
+
+def test_the_cache_bound_is_kept(tensorboard_app: Any, tmp_path: Path) -> None:
+    logdir = tmp_path / "logdir"
+    for k, trace in enumerate(TRACES):
+        (logdir / f"run{k}").mkdir(parents=True)
+        shutil.copy2(trace, logdir / f"run{k}" / trace.name)
+    client = tensorboard_app(logdir, profiler_cache_max_mb=2)
+    body = wait_until_settled(client, expect_spans=len(TRACES), timeout=120)
+    cache = tmp_path / "cache"
+    assert _entries_bytes(cache) <= 2 << 20  # the four entries hold ~5 MB
+    for run in body["runs"]:  # every trace still answers: its model was copied from the cache when opened
+        worker = run["workers"][0]["name"]
+        assert client.get(f"{API}/operators?run={run['name']}&worker={worker}&span=1").status_code == 200
+    again = tensorboard_app(logdir, profiler_cache_max_mb=2)  # a restart parses what was evicted
+    states = [s["state"] for r in wait_until_settled(again, expect_spans=len(TRACES))["runs"]
+              for w in r["workers"] for s in w["spans"]]
+    assert states == ["ready"] * len(TRACES)
+    assert _entries_bytes(cache) <= 2 << 20
+
+
+@pytest.fixture
+def temp_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setattr(cache_module, "_warned", set(), raising=False)  # said once per process: afresh here
+    return folder
+
+
+def test_an_unwritable_cache_folder_is_replaced_by_one_folder_said_once(temp_folder: Path, tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "a_file").write_text("not a folder")
+    wanted = tmp_path / "a_file" / "cache"  # cannot be made (root may write anywhere else)
+    old = time.time() - 7200
+    leftovers = {name: temp_folder / name for name in
+                 ("pytorch-tb-profiler-ab12cd34", "pytorch-tb-profiler-young123", "pytorch-tb-profiler-others12")}
+    for folder in leftovers.values():  # what earlier versions left: one temp cache per start
+        (folder / "v5-0123456789abcdef0123456789abcdef").mkdir(parents=True)
+    (leftovers["pytorch-tb-profiler-others12"] / "notes.txt").write_text("not ours")
+    for name in ("pytorch-tb-profiler-ab12cd34", "pytorch-tb-profiler-others12"):
+        os.utime(leftovers[name], (old, old))
+    with caplog.at_level(logging.WARNING, logger="tb_plugin.jobs.cache"):
+        first, second = ParseCache(wanted), ParseCache(wanted)
+    assert first.directory == second.directory  # reused, not a new folder per start
+    assert first.directory.parent == temp_folder and first.directory.is_dir()
+    assert first.problem == second.problem
+    assert first.problem is not None and str(wanted) in first.problem and str(first.directory) in first.problem
+    assert [r.getMessage() for r in caplog.records] == [first.problem]  # said once
+    assert not leftovers["pytorch-tb-profiler-ab12cd34"].exists()  # an old temp cache of ours: removed
+    assert leftovers["pytorch-tb-profiler-young123"].exists()  # maybe another server's, in use
+    assert leftovers["pytorch-tb-profiler-others12"].exists()  # holds something else
+    assert sorted(p.name for p in temp_folder.iterdir() if p.name.startswith("pytorch-tb-profiler-cache")) == [
+        first.directory.name]
+
+
+def test_the_page_says_which_cache_folder_is_used(tensorboard_app: Any, temp_folder: Path, tmp_path: Path) -> None:
+    (tmp_path / "a_file").write_text("not a folder")
+    logdir = tmp_path / "logdir"
+    (logdir / "run").mkdir(parents=True)
+    shutil.copy2(TRACES[0], logdir / "run" / TRACES[0].name)
+    client = tensorboard_app(logdir, profiler_cache_dir=str(tmp_path / "a_file" / "cache"))
+    body = wait_until_settled(client, expect_spans=1)
+    assert body["runs"][0]["workers"][0]["spans"][0]["state"] == "ready"
+    (error,) = body["errors"]
+    assert error.startswith(f"the cache folder {tmp_path / 'a_file' / 'cache'} cannot be used")
+    assert str(temp_folder) in error

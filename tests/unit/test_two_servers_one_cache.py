@@ -1,0 +1,57 @@
+"""Two TensorBoards (separate processes) sharing one ``--profiler_cache_dir`` (issue 26, item 4): a team's shared
+cache. Both parse the same new traces at the same moment, round after round, and trim the cache under a bound while
+the other reads it. No trace ever fails (it used to, in two trials of three: ``meta.json`` missing, "Directory not
+empty"), and both answer the same numbers."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from tests.browser.conftest import TensorBoard, start_tensorboard, stop_tensorboard
+from tests.conftest import REAL_TRACES
+
+TRACE = next((REAL_TRACES / "h200" / "mlp_compiled").glob("*.pt.trace.json.gz"))
+RUNS, ROUNDS = 20, 5
+
+
+def _settled(tb: TensorBoard, spans: int, timeout: float = 120.0) -> dict[str, str]:
+    """{run: state} once every one of ``spans`` spans is ready or failed."""
+    deadline = time.monotonic() + timeout
+    states: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        assert tb.process.poll() is None, tb.log()
+        body = tb.get_json("runs")
+        states = {r["name"]: s["state"] for r in body["runs"] for w in r["workers"] for s in w["spans"]}
+        if len(states) == spans and all(s in ("ready", "failed") for s in states.values()):
+            return states
+        time.sleep(0.3)
+    raise AssertionError(f"{len(states)} of {spans} spans, not settled in {timeout} s: {states}")
+
+
+def test_two_servers_share_one_cache_over_rounds_without_a_failed_trace(tmp_path: Path) -> None:
+    logdir, cache = tmp_path / "logdir", tmp_path / "cache"
+    logdir.mkdir()
+    # a bound well below what the rounds parse (~100 entries of ~1 MB): both servers evict as the other reads
+    flags = ("--profiler_cache_dir", str(cache), "--profiler_rescan_interval", "0.5", "--profiler_cache_max_mb", "30")
+    servers = [start_tensorboard(logdir, tmp_path, *flags) for _ in range(2)]
+    try:
+        for round_ in range(ROUNDS):
+            for k in range(RUNS):  # new traces, seen by both servers at the next scan
+                (logdir / f"round{round_}" / f"run{k:02d}").mkdir(parents=True)
+                shutil.copy2(TRACE, logdir / f"round{round_}" / f"run{k:02d}" / TRACE.name)
+            for tb in servers:
+                states = _settled(tb, RUNS * (round_ + 1))
+                failed = {run: state for run, state in states.items() if state != "ready"}
+                assert not failed, (round_, failed, tb.log())
+            run = f"round{round_}/run{round_:02d}"
+            query = f"run={run}&worker=vm_814&span=1"
+            for route in ("overview", "operators", "kernels"):
+                assert servers[0].get_json(f"{route}?{query}") == servers[1].get_json(f"{route}?{query}")
+        # no half-built or half-removed entry is left behind once both servers are idle
+        leftovers = [p.name for p in cache.iterdir() if p.name.startswith((".tmp-", ".trash-"))]
+        assert not leftovers, leftovers
+    finally:
+        for tb in servers:
+            stop_tensorboard(tb)
