@@ -263,7 +263,7 @@ def _spill(scratch_dir: str, pieces: Iterator[bytes]) -> Any:
 
 
 def _parallel_gunzip(raw: bytes, limit: int, scratch_dir: str | None, threads: int) -> Any:
-    """rapidgzip's parallel inflate (an optional dependency: ``pip install pytorch-tb-profiler[fast-gzip]``), within
+    """rapidgzip's parallel inflate (an optional dependency: ``pip install "pytorch-tb-profiler[fast-gzip]"``), within
     the same limit, into memory or (given ``scratch_dir``) a scratch file; None where it is not installed or fails
     (ISA-L then inflates, and says what is wrong with the data, as everywhere else)."""
     try:
