@@ -120,10 +120,11 @@ def parts_for(size_bytes: int, gzip: bool, loading: int) -> int:
 
 
 # The first views, computed by the loader after the parse (api/warm.py): one process computing a part of them grows by
-# about this much per event of the trace (measured on a 1 GB trace, 2.6 M events: 320-515 MB per part), and together
-# they may take about this much per event, at least VIEWS_MIN_BYTES, so that this phase does not raise the load's
-# memory peak above the parse's own (whose text alone is about 380 bytes per event).
-VIEW_PROCESS_BYTES_PER_EVENT = 200
+# about this much per event of the trace at its peak (measured: 110-235 bytes, the Overview's the most, on a 164 MB
+# and a 1 GB trace), and together they may take about this much per event, at least VIEWS_MIN_BYTES, so that this
+# phase does not raise the load's memory peak above the parse's own (whose text alone is about 380 bytes per event):
+# a trace of more than about a million events computes its parts one after the other.
+VIEW_PROCESS_BYTES_PER_EVENT = 240
 VIEWS_BYTES_PER_EVENT = 400
 VIEWS_MIN_BYTES = 1 << 30
 
