@@ -254,10 +254,21 @@ def _fork_parts(model: TraceModel, ctx: Context, folder: Path, parts: list[str])
     if pid == 0:  # child
         code = 1
         try:
+            _die_with_parent()
             code = 0 if all([_try_part(model, ctx, part, folder) for part in parts]) else 1
         finally:
             os._exit(code)
     return pid
+
+
+def _die_with_parent() -> None:
+    """Linux: this forked process is killed when the loader process is (a load stopped at its time limit), never
+    left computing for nobody."""
+    with contextlib.suppress(Exception):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class WarmViews:
