@@ -103,7 +103,8 @@ Compute = Callable[[TraceModel], Any]
 
 def answers(ctx: Context) -> dict[str, list[tuple[str, Compute]]]:
     """The stored answers by part: each route's default query, as the page asks it first. The Overview's is the
-    one of a single-worker run (a multi-rank Overview reads the other ranks: computed by the server)."""
+    one of a single-worker run, left out for a rank of a distributed job (its Overview reads the other ranks:
+    computed by the server from their stored summaries)."""
     w, p = ctx.worker, ctx.peaks
     return {
         "overview": [(key("overview", worker=w, workers=1, peaks=p, ranks=[]),
@@ -185,6 +186,8 @@ def compute_part(model: TraceModel, ctx: Context, part: str, folder: Path) -> No
     size = 0
     stored: dict[str, list[int | None]] = {}
     for name, compute in answers(ctx)[part]:
+        if name.startswith('["overview"') and distributed(model):
+            continue  # a rank's Overview reads the job (the other ranks): the server computes it, from their summaries
         encoded = encode(compute(model))
         at = size
         chunks.append(encoded.body)
