@@ -42,6 +42,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -149,11 +150,17 @@ def first_views(server: Server, doc: dict[str, Any]) -> dict[str, Any]:
         status, body, waits = get_answer(f"{server.base}/{route}")
         cold["first " + route.split("?")[0] + _group(route)] = [round(time.perf_counter() - t, 4), status, len(body),
                                                                  waits]
+    out = {"cold_views": cold, "windows": windows(server, span, whole)}  # before the rest: a big trace's call may end
+    PARTIAL.update(out)
     for route in view_routes(span, views):
         t = time.perf_counter()
         status, body, waits = get_answer(f"{server.base}/{route}")
         cold[route.split("?")[0] + _group(route)] = [round(time.perf_counter() - t, 4), status, len(body), waits]
-    return {"cold_views": cold, "windows": windows(server, span, whole)}
+    return out
+
+
+# What the cold run of the trace being measured has so far (saved by ``main`` should the call's time run out).
+PARTIAL: dict[str, Any] = {}
 
 
 def _group(route: str) -> str:
@@ -190,6 +197,8 @@ def ours(python: str, name: str, trace: Path, work: Path, timeout: float) -> dic
         try:
             res = server.wait_ready(timeout)
             if label == "cold" and res["state"] == "ready":
+                PARTIAL.clear()
+                PARTIAL.update(res)
                 server.sampler.reset()
                 res.update(first_views(server, res["runs_doc"]))
                 res["peak_pss_mb_views"] = server.sampler.peak_pss / 1e6
@@ -344,9 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench_device_"))
     results: dict[str, Any] = {"machine": machine_info(), "label": args.label, "commit": args.commit,
                                "host": os.uname().nodename, "traces": {}}
+    signal.signal(signal.SIGTERM, lambda *_: (_save_partial(args, results), sys.exit(1)))  # ``timeout`` ends us
     for spec in args.trace:
         name, path = spec.split("=", 1)
+        results["current"] = {"name": name, "file": path}
         results["traces"][name] = one_trace(args, name, Path(path), work)
+        results.pop("current")
         (args.out / f"bench_device_{args.label}.json").write_text(json.dumps(results, indent=1))
     for spec in args.ranks:
         name, path = spec.split("=", 1)
@@ -364,6 +376,15 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results)
     (args.out / f"report_{args.label}.md").write_text(report([results]))
     return 0
+
+
+def _save_partial(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    """The call's time ran out: keep the cold run of the trace being measured, as far as it got."""
+    current = results.pop("current", None)
+    if current and PARTIAL:
+        cold = {k: v for k, v in PARTIAL.items() if k != "runs_doc"}
+        results["traces"][current["name"]] = {"file": current["file"], "partial": True, "ours": {"cold": cold}}
+    (args.out / f"bench_device_{args.label}.json").write_text(json.dumps(results, indent=1))
 
 
 def one_trace(args: argparse.Namespace, name: str, trace: Path, work: Path) -> dict[str, Any]:

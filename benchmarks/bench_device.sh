@@ -31,6 +31,8 @@ RATIO=${RATIO:-200}
 COMMIT=${COMMIT:-$(git -C "$CODE" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 export PYTHONUNBUFFERED=1
 say() { echo "[$(date +%T)] $*" | tee -a "$OUT/steps.log"; }
+# seconds left of this call (LIMIT, default 570 of the device's 600), so that the results are always packed
+left() { local n=$(( ${LIMIT:-570} - SECONDS )); echo $(( n < 30 ? 30 : n )); }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 
 venv() {  # venv DIR: a venv that sees python3's packages (also when python3 is itself a venv); kept if it works
@@ -89,19 +91,19 @@ fi
 OLD=(); has old && OLD=(--old /tmp/old/bin/python --old-timeout "${OLD_TIMEOUT:-90}")
 if has ours; then
   say "bench: ours (and old)"
-  timeout 540 $PY "$CODE/benchmarks/bench_device.py" --ours $PY --label ours --commit "$COMMIT" "${OLD[@]}" \
+  timeout "$(left)" $PY "$CODE/benchmarks/bench_device.py" --ours $PY --label ours --commit "$COMMIT" "${OLD[@]}" \
     "${ARGS[@]}" "${HEAVYARGS[@]}" --out "$OUT/ours" > "$OUT/ours.txt" 2> "$OUT/ours.err"; say "ours rc $?"
   OLD=()
 fi
 if has base && [ -n "$BASE" ]; then
   say "bench: base"
-  timeout 300 /tmp/base/bin/python "$CODE/benchmarks/bench_device.py" --ours /tmp/base/bin/python --label base \
+  timeout "$(left)" /tmp/base/bin/python "$CODE/benchmarks/bench_device.py" --ours /tmp/base/bin/python --label base \
     "${OLD[@]}" "${ARGS[@]}" --out "$OUT/base" > "$OUT/base.txt" 2> "$OUT/base.err"; say "base rc $?"
 fi
 if has big; then
   BIGARGS=(); for mb in $BIG; do BIGARGS+=(--trace "$mb=$(make_trace "$mb")"); done
   say "bench: ours on $BIG MB"
-  timeout 560 $PY "$CODE/benchmarks/bench_device.py" --ours $PY --label ours --commit "$COMMIT" "${BIGARGS[@]}" \
+  timeout "$(left)" $PY "$CODE/benchmarks/bench_device.py" --ours $PY --label ours --commit "$COMMIT" "${BIGARGS[@]}" \
     --timeout 300 --out "$OUT/big" > "$OUT/big.txt" 2> "$OUT/big.err"; say "big rc $?"
 fi
 $PY "$CODE/benchmarks/bench_device.py" --report "$OUT"/*/bench_device_*.json > "$OUT/report.md" 2>> "$OUT/steps.log"
