@@ -46,7 +46,7 @@ FINDINGS = {
     "host_augmentation": ("host_compute",), "dataloader_wait": ("input_bound",),
     "copy_bound": ("pageable_copies", "copy_bound"), "activation_checkpointing": ("checkpoint_recompute",),
     "cudnn_benchmark_off": ("cudnn_benchmark", "cudnn_autotune"), "cudnn_autotune_churn": ("cudnn_autotune",),
-    "grad_accum_allreduce": ("grad_accum_allreduce", "communication_bound"), "straggler_host": ("straggler",),
+    "grad_accum_allreduce": ("grad_accum_allreduce",), "straggler_host": ("straggler",),
     "pipeline_bubble": ("pipeline_bubble",),
 }  # a root cause none of whose findings has a fix to replay falls back to the verdict's finding
 

@@ -61,7 +61,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
             dask_scheduler=getattr(flags, "profiler_dask_scheduler", None) or None,
             stored=warm.WarmViews(peaks),
         ).start()
-        self._api = Api(self.workspace, PLUGIN_NAME, peaks)
+        self._api = Api(self.workspace, PLUGIN_NAME, peaks, capture=bool(getattr(flags, "profiler_capture", False)))
 
     def get_plugin_apps(self) -> dict[str, Any]:
         return self._api.apps()
@@ -106,6 +106,11 @@ class ProfilerLoader(base_plugin.TBLoader):  # type: ignore[misc]
                                 "power caps below the datasheet's, or a GPU not in the table): a table entry "
                                 "(device=H100-SXM) and/or figures in TFLOP/s and GB/s, e.g. "
                                 "'bf16=700,fp32=55,bw=3000' (classes fp64, fp64_tensor, fp32, tf32, bf16, fp16, fp8).")
+        group.add_argument("--profiler_capture", action="store_true", default=False,
+                           help="Let the page's Capture dialog ask jobs running with tb_plugin.capture enabled for "
+                                "a trace of their next steps: TensorBoard then writes request files into run "
+                                "folders' .capture/ (nothing else, ever). Off by default: anyone who can open the "
+                                "page could make the jobs profile themselves.")
         group.add_argument("--profiler_any_json", action="store_true", default=False,
                            help="Also show *.json and *.json.gz files not named *.pt.trace.json (export_chrome_trace "
                                 "output, HTA's rank-0.json.gz) whose content is a Chrome/Kineto trace; other JSON "

@@ -22,7 +22,7 @@ from .analysis.overview import overview
 from .analysis.rank_summary import RankSummary, rank_summary
 from .analysis.views import available_views, merge_views
 from .catalog import remote
-from .catalog.catalog import Catalog, ExportFile, Identity, Root, SnapshotFile, TraceFile
+from .catalog.catalog import CaptureFolder, Catalog, ExportFile, Identity, Root, SnapshotFile, TraceFile
 from .catalog.names import span_keys, span_order
 from .catalog.storage import Storage
 from .jobs.cache import ParseCache, Stored
@@ -531,6 +531,18 @@ class Workspace:
             })
         return out
 
+    def capture_folders(self) -> dict[str, CaptureFolder]:
+        """Every run folder a capture request may go to, by run name: the folders of the runs listed (a job may
+        write into them) and the folders where a running job announced itself (``.capture/listener-*.json``),
+        with or without traces yet. Names come from the listing only, so a request can name no other folder."""
+        with self._lock:
+            files = list(self._files.values())
+        found = dict(self._catalog.capture) if self._catalog is not None else {}
+        for f in files:
+            if f.run not in found:
+                found[f.run] = CaptureFolder(f.run, _folder_of(f.url), f.access)
+        return found
+
     def file(self, run: str, worker: str, span: str) -> TraceFile:
         """The file of a span, named by its label (``1``) or its stable key, the file name's stamp."""
         with self._lock:
@@ -774,6 +786,13 @@ def _open_listed_local(trace_file: TraceFile) -> Any:
         stream.close()
         raise LookupFailed(409, changed)
     return stream
+
+
+def _folder_of(url: str) -> str:
+    """The folder of a listed file: a local path split as the OS splits it, a URL at its last ``/``."""
+    if remote.is_url(url):
+        return url.rsplit("/", 1)[0]
+    return str(Path(url).parent)
 
 
 def _by_stamp(files: Iterable[TraceFile], run: str, worker: str, stamp: str) -> TraceFile | None:

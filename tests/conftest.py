@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -34,6 +35,15 @@ def pytest_report_header(config: Any) -> str:
 
 def pytest_configure(config: Any) -> None:
     outside_guard.install()
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    """The suite's own process never imports torch (TensorBoard, the API and the CLI must not need it): tests that
+    need a training job run it in a subprocess (tests/capture_job.py)."""
+    if "torch" in sys.modules:
+        print("\nERROR: a test imported torch into the test process; run training jobs in a subprocess",
+              file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

@@ -53,7 +53,15 @@ export interface Api {
   getJSON<T>(route: string, params?: QueryParams, options?: RequestOptions): Promise<T>;
   /** The relative URL for a route, e.g. for links or downloads. */
   url(route: string, params?: QueryParams): string;
+  /**
+   * POST a JSON body to a route that writes (only `capture` does) and parse its JSON answer; throws ApiError.
+   * Sends the plugin's own header, which the server requires (a cross-site form cannot send it).
+   */
+  postJSON<T>(route: string, params: QueryParams | undefined, body: unknown, options?: RequestOptions): Promise<T>;
 }
+
+/** The header a writing route requires (see tb_plugin/api/capture.py). */
+export const WRITE_HEADER = "X-PTP-Capture";
 
 export function buildUrl(route: string, params?: QueryParams): string {
   // Strip leading "./" or "/" so the path always stays relative to the plugin root.
@@ -79,8 +87,20 @@ function errorSentence(body: unknown): string | null {
 export function createApi(fetchImpl: typeof fetch = window.fetch.bind(window)): Api {
   const getJSON = <T>(route: string, params?: QueryParams, options: RequestOptions = {}): Promise<T> =>
     requestJSON<T>(fetchImpl, route, params, options);
+  const postJSON = async <T>(route: string, params: QueryParams | undefined, body: unknown,
+    options: RequestOptions = {}): Promise<T> => {
+    const init: RequestInit = {
+      method: "POST",
+      headers: { Accept: "application/json", "Content-Type": "application/json", [WRITE_HEADER]: "1" },
+      body: JSON.stringify(body),
+    };
+    const response = await fetchWithin(fetchImpl, buildUrl(route, params), route, options, init);
+    const { body: answer, parsed } = await parseBody(response);
+    return answerOf(route, response, answer, parsed) as T;
+  };
   return {
     url: buildUrl,
+    postJSON,
     getJSON,
     get: <R extends Route>(route: R, params: Query<R>, options?: RequestOptions) =>
       getJSON<Answer<R>>(route, params, options),
@@ -88,7 +108,8 @@ export function createApi(fetchImpl: typeof fetch = window.fetch.bind(window)): 
 }
 
 /** Fetch with a time limit and the caller's abort signal; every failure becomes an ApiError saying which. */
-async function fetchWithin(fetchImpl: typeof fetch, url: string, route: string, options: RequestOptions): Promise<Response> {
+async function fetchWithin(fetchImpl: typeof fetch, url: string, route: string, options: RequestOptions,
+  init: RequestInit = { headers: { Accept: "application/json" } }): Promise<Response> {
   const controller = new AbortController();
   const timeoutMs = options.timeoutMs ?? 30_000;
   const timeout = { hit: false };
@@ -101,11 +122,7 @@ async function fetchWithin(fetchImpl: typeof fetch, url: string, route: string, 
   };
   options.signal?.addEventListener("abort", onAbort, { once: true });
   try {
-    return await fetchImpl(url, {
-      signal: controller.signal,
-      headers: { Accept: "application/json" },
-      credentials: "same-origin",
-    });
+    return await fetchImpl(url, { ...init, signal: controller.signal, credentials: "same-origin" });
   } catch {
     if (options.signal?.aborted) throw new ApiError("The request was cancelled.", "aborted", 0, route);
     throw new ApiError(
@@ -160,12 +177,16 @@ function answerOf(route: string, response: Response, body: unknown, parsed: bool
 async function fetchBody(fetchImpl: typeof fetch, route: string, params: QueryParams | undefined,
   options: RequestOptions): Promise<{ response: Response; body: unknown; parsed: boolean }> {
   const response = await fetchWithin(fetchImpl, buildUrl(route, params), route, options);
+  return { response, ...(await parseBody(response)) };
+}
+
+async function parseBody(response: Response): Promise<{ body: unknown; parsed: boolean }> {
   const text = await response.text().catch(() => "");
-  if (text === "") return { response, body: undefined, parsed: false };
+  if (text === "") return { body: undefined, parsed: false };
   try {
-    return { response, body: JSON.parse(text) as unknown, parsed: true };
+    return { body: JSON.parse(text) as unknown, parsed: true };
   } catch {
-    return { response, body: undefined, parsed: false };
+    return { body: undefined, parsed: false };
   }
 }
 

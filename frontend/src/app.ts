@@ -8,6 +8,8 @@
  * mode), and a snapshot that cannot be read shows its reason as a file that failed does.
  */
 import { ApiError, type Api } from "./api";
+import { openCaptureDialog } from "./capture/captureDialog";
+import type { OpenTarget } from "./capture/captureData";
 import { computingStatus } from "./computing";
 import { emptyState, errorCard, fileErrorCard, progressRow, unreachableCard } from "./components";
 import { h, replaceChildren } from "./dom";
@@ -273,6 +275,13 @@ export class App {
           picker("Worker", this.el.workerSelect),
           picker("Span", this.el.spanSelect),
           this.el.status,
+          h("button", {
+            class: "ptp-button",
+            testid: "capture-open",
+            title: "Capture a profile from a running job (tb_plugin.capture)",
+            attrs: { type: "button" },
+            onClick: () => { this.openCapture(); },
+          }, "Capture"),
         ),
         this.el.banner,
         this.el.files,
@@ -298,6 +307,18 @@ export class App {
       if (!this.hidden() && Date.now() - this.lastPollAt > POLL_ACTIVE_MS) this.pollNow();
     });
     this.pollNow();
+  }
+
+  private openCapture(): void {
+    openCaptureDialog({
+      api: this.api,
+      currentRun: () => this.shown?.run,
+      open: (target: OpenTarget) => {
+        // the dialog saw the span listed: the next poll lists it here too, and the wish selects it
+        this.want = { run: target.run, worker: target.worker, span: target.span, view: DEFAULT_VIEW };
+        this.pollNow();
+      },
+    });
   }
 
   private hidden(): boolean {

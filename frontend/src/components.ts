@@ -123,6 +123,17 @@ export function emptyState(logdir: string, scanning: boolean, unreadable = false
       { class: "ptp-muted" },
       "Each sub-folder holding traces is one run; each trace file is one worker and span. New files show up here by themselves within a few seconds.",
     ),
+    h(
+      "p",
+      { class: "ptp-muted", testid: "empty-capture-hint" },
+      "Or, from a job already training with ",
+      h("code", {}, "tb_plugin.capture.enable(\"./log/my_run\")"),
+      ": press Capture above (TensorBoard started with ",
+      h("code", {}, "--profiler_capture"),
+      "), or run ",
+      h("code", {}, "pytorch-tb-profiler capture ./log/my_run --steps 3"),
+      ".",
+    ),
   );
 }
 

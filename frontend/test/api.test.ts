@@ -1,7 +1,7 @@
 /** api.ts: relative URLs, typed GETs of the contract's routes, and every failure as an ApiError saying which. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ApiError, buildUrl, createApi } from "../src/api";
+import { ApiError, buildUrl, createApi, WRITE_HEADER } from "../src/api";
 
 // api.ts keeps its timers on `window`, as in the browser
 (globalThis as unknown as { window: typeof globalThis }).window = globalThis;
@@ -95,5 +95,30 @@ describe("getJSON failures", () => {
     const err = await rejection(hanging.getJSON("runs", {}, { timeoutMs: 20 }));
     assert.equal(err.kind, "network");
     assert.match(err.message, /^The TensorBoard server did not answer within \d+ s\.$/);
+  });
+});
+
+describe("postJSON (the capture route)", () => {
+  it("POSTs the body as JSON with the plugin's header and returns the answer", async () => {
+    const seen: RequestInit[] = [];
+    const { fetch, urls } = fakeFetch((_, init) => {
+      if (init) seen.push(init);
+      return json({ id: "0123456789abcdef", state: "pending" }, 202);
+    });
+    const answer = await createApi(fetch).postJSON<{ id: string }>("capture", { run: "my run" }, { steps: 3 });
+    assert.equal(answer.id, "0123456789abcdef");
+    assert.deepEqual(urls, ["./capture?run=my+run"]);
+    const init = seen[0];
+    assert.ok(init);
+    assert.equal(init.method, "POST");
+    assert.equal(init.body, JSON.stringify({ steps: 3 }));
+    assert.deepEqual(init.headers, { Accept: "application/json", "Content-Type": "application/json", [WRITE_HEADER]: "1" });
+    assert.equal(WRITE_HEADER, "X-PTP-Capture");
+  });
+
+  it("a refusal carries the server's sentence", async () => {
+    const api = createApi(fakeFetch(() => json({ error: "Capture is off on this TensorBoard" }, 403)).fetch);
+    const err = await rejection(api.postJSON("capture", { run: "job" }, {}));
+    assert.deepEqual([err.kind, err.status, err.message], ["http", 403, "Capture is off on this TensorBoard"]);
   });
 });

@@ -6,6 +6,7 @@ import {
   colourOf,
   formatBytesShort,
   formatCounter,
+  firstMarkedLane,
   formatTick,
   locate,
   lowerBound,
@@ -186,6 +187,17 @@ describe("steps on screen", () => {
     assert.deepEqual(stepLane(data, "3"), { track: 4, depth: 1 });
     assert.equal(stepLane(data, "4"), null);
     assert.equal(parseWindow(answer(), "").tracks[0]?.skipped, 0); // older servers: nothing skipped
+  });
+
+  it("firstMarkedLane: the first lane holding a highlighted event or box, in the tracks' order", () => {
+    assert.equal(firstMarkedLane(parseWindow(answer(), "")), null); // nothing highlighted
+    const resp = answer();
+    const cpu = resp.tracks[0];
+    if (!cpu) throw new Error("no track");
+    cpu.lanes[1] = { ...cpu.lanes[1], events: { t: [20], d: [30], n: [1], id: [13], hl: [1] } } as (typeof cpu.lanes)[number];
+    assert.deepEqual(firstMarkedLane(parseWindow(resp, "")), { track: 4, depth: 1 });
+    cpu.lanes[0] = { ...cpu.lanes[0], events: { t: [10, 200], d: [100, 50], n: [0, 1], id: [11, 12], hl: [0, 0] }, boxes: { t: [300], d: [2], count: [5], busy: [0.4], n: [1], hl: [0.5] } } as (typeof cpu.lanes)[number];
+    assert.deepEqual(firstMarkedLane(parseWindow(resp, "")), { track: 4, depth: 0 }); // a marked box counts too
   });
 
   it("stepOfRange: the step covering at least half of a linked range", () => {

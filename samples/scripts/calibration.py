@@ -16,7 +16,6 @@ DEST/<case>/<variant>); `healthy` takes `--variant run1|run2` (the same run twic
   dataloader_workers   DataLoader(num_workers=0) with a numpy transform   -> num_workers=8, pinned, persistent
   pageable_copy        113 MB pageable .to(device) every step             -> pinned, non_blocking, prefetched
   checkpointing        torch.utils.checkpoint on a model that fits        -> no checkpointing
-  cudnn_benchmark      conv net, cudnn.benchmark = False                  -> True (autotuned in warm-up)
   cudnn_autotune_shapes  cudnn.benchmark = True, a new image size every step -> benchmark = False
   healthy              GPU-bound bf16 TransformerEncoder, no planted cause (run1, run2)
 
@@ -398,17 +397,6 @@ def case_checkpointing(args, device, fixed):
         opt.step()
 
     return Case(step)
-
-
-def case_cudnn_benchmark(args, device, fixed):
-    batch, size, widths = (4, 16, (8, 16, 32, 64)) if args.tiny else (64, 64, (64, 128, 256, 512))
-    torch.backends.cudnn.benchmark = bool(fixed)  # PLANTED: False (heuristic algorithms). FIX: autotuned
-    gen = torch.Generator().manual_seed(args.seed)
-    x = torch.randn(batch, 3, size, size, generator=gen).to(device)
-    y = torch.randint(0, 10, (batch,), generator=gen).to(device)
-    model = on_device(device, lambda: ConvNet(widths, kernel=5))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    return Case(lambda: train_step(model, opt, x, y), warmup=4)
 
 
 def case_cudnn_autotune_shapes(args, device, fixed):

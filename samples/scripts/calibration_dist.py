@@ -92,13 +92,16 @@ def case_straggler_host(args, rank, device, fixed):
 # --------------------------------------------------------------------------- pipeline_bubble
 
 def case_pipeline_bubble(args, rank, device, fixed):
-    # Stage 0: embedding + 2 blocks; stage 1: 1 block + LayerNorm + output projection and the loss (about
-    # one more block of work): the two stages take about as long, so the idle time is the bubble.
-    vocab, d, seqs, seq = (512, 32, 32, 16) if args.tiny else (8192, 1536, 32, 256)
+    # Stage 0: embedding + 2 blocks; stage 1: 2 blocks + LayerNorm + output projection and the loss (a
+    # quarter of a block more at d_model 4096): the two stages take about as long, so the idle time is the
+    # bubble. d_model 4096 makes every micro-batch GPU work (~5 ms a stage at 8 micro-batches) well above
+    # the host's ~4 ms of Python per micro-batch under the profiler's stack tracer: at d_model 1536 the
+    # 8-micro-batch twin was host-bound and slower than the planted run (recorded 2026-11-27).
+    vocab, d, seqs, seq = (512, 32, 32, 16) if args.tiny else (8192, 4096, 32, 256)
     n_mb = 8 if fixed else 2  # PLANTED: 2 micro-batches (bubble 1/3). FIX: 8 (bubble 1/9)
     mb = seqs // n_mb
     torch.manual_seed(args.seed + rank)
-    model = on_device(device, lambda: Stage0(vocab, d, 2) if rank == 0 else Stage1(vocab, d, 1))
+    model = on_device(device, lambda: Stage0(vocab, d, 2) if rank == 0 else Stage1(vocab, d, 2))
     if rank == 1:
         with torch.no_grad():
             nn.init.normal_(model.out_weight, std=0.02)

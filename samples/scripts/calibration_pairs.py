@@ -115,13 +115,6 @@ PAIRS = {
                    "the backward.",
         "fix": "No checkpointing: the blocks are called directly and keep their activations.",
     },
-    "cudnn_benchmark": {
-        "script": "calibration.py", "queue": 1, "root_cause": "cudnn_benchmark_off",
-        "planted": "An fp32 conv net of 5x5 convolutions (conv-BN-ReLU, widths 64-128-256-512, batch 64 at "
-                   "64x64, fixed shapes, SGD) with torch.backends.cudnn.benchmark = False: cuDNN picks each "
-                   "convolution's algorithm by heuristics.",
-        "fix": "torch.backends.cudnn.benchmark = True (autotuned during the warm-up steps, before profiling).",
-    },
     "cudnn_autotune_shapes": {
         "script": "calibration.py", "queue": 1, "root_cause": "cudnn_autotune_churn",
         "planted": "A conv net (conv-BN-ReLU, widths 32-64-128-256, batch 32, SGD) with "
@@ -142,8 +135,9 @@ PAIRS = {
     "pipeline_bubble": {
         "script": "calibration_dist.py", "queue": "both", "root_cause": "pipeline_bubble",
         "planted": "A 2-stage GPipe schedule over NCCL P2P (dist.isend/irecv of activations and their "
-                   "gradients; d_model 1536, TF32; stage 0: embedding + 2 MLP blocks, stage 1: 1 MLP block + "
-                   "output projection + loss) "
+                   "gradients; d_model 4096, TF32; stage 0: embedding + 2 MLP blocks, stage 1: 2 MLP blocks + "
+                   "output projection + loss; re-recorded with this size on 2026-11-27: at d_model 1536 the "
+                   "fixed twin was host-bound) "
                    "with the global batch of 32 x 256 tokens in 2 micro-batches: each stage idles for a third "
                    "of the step (record_function forward_mb<i> / backward_mb<i>).",
         "fix": "The same global batch in 8 micro-batches of 4 sequences: the bubble shrinks to a ninth.",

@@ -40,6 +40,7 @@ from ..timeline.window import window
 from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace, job_of, job_result
 from . import params, warm
 from .answers import answer, derived, job_answer
+from .capture import CaptureRoutes
 from .http import ApiError, encoded_response, json_response, json_route, secure, text_response
 from .snapshot_routes import SnapshotApi
 from .static import relative_path, serve
@@ -57,10 +58,12 @@ def _download_name(filename: str) -> str:
 class Api:
     """Handlers bound to one workspace."""
 
-    def __init__(self, workspace: Workspace, plugin_name: str, peaks: PeakOverride = NO_OVERRIDE) -> None:
+    def __init__(self, workspace: Workspace, plugin_name: str, peaks: PeakOverride = NO_OVERRIDE,
+                 capture: bool = False) -> None:
         self.workspace = workspace
         self.plugin_name = plugin_name
         self.peaks = peaks  # --profiler_peaks: the device peaks MFU and the roofline use, unless a request says
+        self.capture = CaptureRoutes(workspace, capture)  # --profiler_capture: the page may write capture requests
         self.snapshot = SnapshotApi(workspace)
 
     def _trace(self, request: Request) -> LoadedTrace:
@@ -448,5 +451,7 @@ class Api:
             "/trace/search": json_route(self.trace_search),
             "/trace/file": json_route(self.trace_file),
             "/trace/range": json_route(self.trace_range),
+            "/capture": json_route(self.capture.capture),
+            "/capture/status": json_route(self.capture.status),
             **{route: json_route(handler) for route, handler in self.snapshot.routes().items()},
         }

@@ -16,7 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import remote
-from .names import TraceName, file_name, number_spans, parse_any_json_name, parse_trace_name
+from .names import (
+    LISTENER_PREFIX,
+    TraceName,
+    capture_parts,
+    file_name,
+    number_spans,
+    parse_any_json_name,
+    parse_trace_name,
+)
 from .sniff import classify_file, is_json_name, is_snapshot_name, snapshot_file
 from .storage import Access, FileInfo, Storage, local_fingerprint
 
@@ -94,6 +102,18 @@ class ExportFile(_ListedFile):
 
 
 @dataclass(frozen=True)
+class CaptureFolder:
+    """A run folder as a place to capture into (``tb_plugin.capture``): its URL (where the traces go, with
+    ``.capture/`` below it), the credentials the listing used, and the listener files a running job keeps fresh
+    there, as (file name, mtime). A folder of traces with no listener has ``listeners == ()``."""
+
+    run: str
+    url: str
+    access: Access | None = field(default=None, compare=False, repr=False)
+    listeners: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class SnapshotFile(_ListedFile):
     """A PyTorch allocator snapshot (``torch.cuda.memory._dump_snapshot``) found under a logdir, recognised by its
     content; shown under the run its folder is (``folder``), never loaded as a trace."""
@@ -151,6 +171,7 @@ class Catalog:
         self._last_listing: dict[str, list[FileInfo]] = {}  # root url -> its last successful listing
         self.errors: dict[str, str] = {}  # root url -> reason the last listing failed
         self.pending: int = 0  # files seen but still settling
+        self.capture: dict[str, CaptureFolder] = {}  # run name -> folder where a job listens (last scan)
 
     def scan(self, now: float | None = None) -> list[TraceFile]:
         """The files ready to load; ``now=math.inf`` takes every file as finished (a CLI run after profiling)."""
@@ -161,10 +182,13 @@ class Catalog:
         self.rejected = {}
         self._settling_now = {}
         exports: list[ExportFile] = []
+        capture: dict[str, CaptureFolder] = {}
         snapshots: list[SnapshotFile] = []
         for root in self.roots:
             stable = []
             for info in self._listing(root):
+                if _take_capture_file(root, info, capture):
+                    continue
                 named = self._name(info.path)
                 base = posixpath.basename(info.path)
                 snapshot = named is None and is_snapshot_name(base)
@@ -188,6 +212,7 @@ class Catalog:
             files.extend(_files_of_root(root, stable, functools.partial(self._tag, root)))
         self._settled = self._settling_now
         self.exports = exports
+        self.capture = capture
         self.snapshots = snapshots
         self._previous = seen
         self._sniffed = {p: v for p, v in self._sniffed.items() if p in seen}
@@ -304,6 +329,21 @@ def _run_name(root: Root, directory: str) -> str:
         return rel
     base = posixpath.basename(root.storage.root.rstrip("/"))
     return base or root.storage.url
+
+
+def _take_capture_file(root: Root, info: FileInfo, found: dict[str, CaptureFolder]) -> bool:
+    """Whether a listed file lies in a run folder's ``.capture/`` (then it is never a trace); a listener file
+    also makes its run folder a capture target."""
+    parts = capture_parts(info.path)
+    if parts is None:
+        return False
+    folder, name = parts
+    if name.startswith(LISTENER_PREFIX) and name.endswith(".json") and "/" not in name:
+        run = _run_name(root, folder)
+        known = found.get(run)
+        listeners = (known.listeners if known else ()) + ((name, info.mtime),)
+        found[run] = CaptureFolder(run, root.storage.display(folder), root.storage.file_access, listeners)
+    return True
 
 
 def _export_file(root: Root, info: FileInfo, kind: str) -> ExportFile:

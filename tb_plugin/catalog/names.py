@@ -13,6 +13,11 @@ from dataclasses import dataclass
 _TRACE_NAME = re.compile(r"(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?", re.DOTALL)
 DEFAULT_SPAN = "default"
 
+# A run folder's ``.capture/`` holds the files of capture requests (``tb_plugin.capture``): never traces, never
+# listed as a run. A job listening for requests announces each rank there as ``listener-<worker>.json``.
+CAPTURE_DIR = ".capture"
+LISTENER_PREFIX = "listener-"
+
 
 @dataclass(frozen=True)
 class TraceName:
@@ -71,3 +76,12 @@ def file_name(url: str) -> str:
     """The file name of a local path or a URL: local paths split as the OS splits them (a backslash is a character
     of a name on POSIX, a separator on Windows), URLs at ``/``."""
     return posixpath.basename(url) if "://" in url else os.path.basename(url)
+
+
+def capture_parts(path: str) -> tuple[str, str] | None:
+    """(run folder, file name) of a file inside a run folder's ``.capture/`` (at any depth below it), else None."""
+    marker = f"/{CAPTURE_DIR}/"
+    at = path.replace("\\", "/").find(marker)
+    if at < 0:
+        return None
+    return path[:at], path[at + len(marker):]

@@ -94,7 +94,7 @@ class Storage:
             raise RemoteError(self.explain(err)) from None
         if missing:  # adlfs lists a missing container as empty
             raise RemoteError(remote.azure_missing_message(loc))
-        return [FileInfo(path=p, size=int(info.get("size") or 0), mtime=_mtime(info), etag=_etag(info))
+        return [FileInfo(path=p, size=int(info.get("size") or 0), mtime=listed_mtime(info), etag=_etag(info))
                 for p, info in found.items() if info.get("type", "file") != "directory"]
 
     def relative(self, path: str) -> str:
@@ -182,7 +182,8 @@ def open_local(path: str) -> tuple[BinaryIO, os.stat_result]:
         raise
 
 
-def _mtime(info: dict[str, Any]) -> float:
+def listed_mtime(info: dict[str, Any]) -> float:
+    """The modification time a listing gives, whichever key the store uses (0 when none)."""
     for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
         value = info.get(key)
         if value is None:

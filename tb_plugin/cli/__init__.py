@@ -1,5 +1,7 @@
 """The ``pytorch-tb-profiler`` command: ``summary``, ``report`` and ``diff`` (a CI regression gate) on any trace,
-outside TensorBoard, and ``preprocess`` (a logdir into a shared cache, on a Dask cluster: ``cli/preprocess.py``).
+outside TensorBoard, ``preprocess`` (a logdir into a shared cache, on a Dask cluster: ``cli/preprocess.py``) and
+``capture`` (a trace of the next steps of a running job, every rank: ``cli/capture.py``, whose exit codes are 0, 2
+and 4-6).
 A thin shell over the Python API (:mod:`tb_plugin.sdk`): it parses arguments, shows progress
 on stderr and turns errors into messages and exit codes.
 
@@ -30,7 +32,6 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .. import __version__
-from ..sdk.locate import EXIT_NO_TRACE, ProfilerError
 
 PROG = "pytorch-tb-profiler"
 EXIT_CANNOT_WRITE = 5
@@ -117,15 +118,23 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--new-span", help="the span of NEW (default: --span)")
     d.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    from .capture import add_parser as add_capture
     from .preprocess import add_parser as add_preprocess
 
     add_preprocess(commands)
+    add_capture(commands)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit code (the console script exits with it)."""
     args = parser().parse_args(argv)
+    if args.command == "capture":  # a few files in a folder: none of the analysis stack (pandas, pyarrow) is loaded
+        from .capture import run_capture
+
+        return run_capture(args)
+    from ..sdk.locate import EXIT_NO_TRACE, ProfilerError
+
     progress = StderrProgress()
     try:
         return _run(args, progress)

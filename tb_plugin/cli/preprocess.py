@@ -10,12 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
-from ..jobs.budget import loader_slots
-from ..jobs.cache import default_cache_dir
-from ..jobs.shared import SharedCache
-from ..scaleout.executors import DaskExecutor, Executor, LocalPool, MissingDask
-from ..scaleout.preprocess import PreprocessError, plan, run
+if TYPE_CHECKING:  # imported where used: building the command line parser stays light (numpy, pyarrow, pandas)
+    from ..scaleout.executors import Executor
 
 EXIT_FAILED_FILES, EXIT_UNUSABLE, EXIT_UNREACHABLE = 1, 2, 6
 
@@ -35,6 +33,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_preprocess(args: argparse.Namespace) -> int:
+    from ..jobs.cache import default_cache_dir
+    from ..jobs.shared import SharedCache
+    from ..scaleout.executors import LocalPool, MissingDask
+    from ..scaleout.preprocess import PreprocessError, plan, run
+
     if (args.dask_local is not None and args.dask_local < 1) or (args.workers is not None and args.workers < 1):
         print("pytorch-tb-profiler: error: --dask-local and --workers need at least 1", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -70,6 +73,9 @@ def run_preprocess(args: argparse.Namespace) -> int:
 
 
 def _executor(args: argparse.Namespace, files: int) -> Executor:
+    from ..jobs.budget import loader_slots
+    from ..scaleout.executors import DaskExecutor, LocalPool
+
     if args.dask:
         return DaskExecutor(address=args.dask)
     if args.dask_local:

@@ -187,6 +187,9 @@ def start_tensorboard(logdir: Path, workdir: Path, *extra_args: str, path_prefix
     env = dict(os.environ)
     env["XDG_CACHE_HOME"] = str(workdir / "cache")  # a fresh parse cache: every test run really loads
     env.pop("TB_PLUGIN_SKIP_FRONTEND", None)
+    # this checkout's plugin, not whichever one the venv's (editable) install points at: a second worktree sharing
+    # the venv would otherwise serve the other tree's backend and bundle
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     cmd = [
         _tensorboard_bin(),
         "--logdir", str(logdir),

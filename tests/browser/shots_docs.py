@@ -18,6 +18,7 @@ from tests.browser import test_shell as shell
 from tests.browser import test_trace as trace
 from tests.browser import test_views as views
 from tests.browser.conftest import ARTIFACTS, DOCS_IMAGES, PLUGIN, TensorBoard, open_plugin, save_screenshot
+from tests.browser.test_capture import job  # noqa: F401 - the running job the capture shot captures
 from tests.browser.test_memory_categories_view import tb_memcat  # noqa: F401 - a fixture the memcat shot uses
 from tests.browser.test_memory_snapshot import tb_snap  # noqa: F401 - a fixture the snapshot shot uses
 from tests.browser.test_shell import settled  # noqa: F401 - a fixture the shell shot uses
@@ -195,3 +196,14 @@ def shot_distributed_diff(page: Any, tb_dist_diff: TensorBoard) -> None:
     frame.wait_for_selector("[data-testid=diff-breakdown-chart] .main-svg", timeout=120_000)
     frame.wait_for_selector("[data-testid=drill-chart] .main-svg", timeout=60_000)
     save_screenshot(page, "diff.png")
+
+
+def shot_capture(page: Any, tb_factory: Any, job: Any) -> None:  # noqa: F811
+    """The Capture dialog after a capture of the 4-rank CPU job (the slow rescan keeps it open on the result)."""
+    from tests.browser.test_capture import capture_from_the_page
+
+    tb_capture = tb_factory(job.logdir, "--profiler_capture", "--profiler_rescan_interval", "60")
+    frame = open_plugin(page, tb_capture)
+    capture_from_the_page(page, frame)
+    frame.wait_for_selector("[data-testid=capture-opening]")
+    save_screenshot(page, "capture.png")

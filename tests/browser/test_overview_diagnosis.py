@@ -59,7 +59,9 @@ def test_diagnosis_above_the_fold_with_trace_and_operator_links(page: Any, tb_sa
     data = overview(tb_samples, *RESNET)
     frame = open_overview(page, tb_samples, *RESNET)
     assert frame.inner_text("[data-testid=verdict]") == data["verdict"]["text"]
-    assert data["verdict"]["text"].startswith("Input-bound: DataLoader waits")
+    # the verdict says where the wait comes from: the Dataset's transform the DataLoader runs
+    assert data["verdict"]["text"].startswith("Input-bound at resnet_slow_dataloader.py:28 (bilinear_resize)")
+    assert "DataLoader waits" in data["verdict"]["text"]
     assert frame.inner_text("[data-testid=run-context-label]") == "DataLoader without workers"
     items = frame.query_selector_all("[data-testid=recommendation]")
     assert [i.get_attribute("data-kind") for i in items] == [r["kind"] for r in data["recommendations"]]

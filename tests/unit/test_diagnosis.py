@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tb_plugin.analysis.diagnosis import SYMPTOMS
 from tb_plugin.analysis.diagnosis.evidence import gpu_idle, host_gap, launch_overhead, per_step, sync_cost
 from tb_plugin.analysis.distributed import distributed
 from tb_plugin.analysis.idle import idle_time
@@ -98,7 +99,11 @@ CORPUS = [
     # idles 14 µs less, so no sync finding; the idle after it is the host's own work (CPU-bound)
     Case("samples/transformer_bf16", "cpu_bound", r"aten::copy_ .* in forward", context=("autocast",)),
     Case("tests/data/h200/transformer_bf16", "gpu_idle_gaps", r"idle 7\.4 ms of 23\.5 ms", context=("autocast",)),
-    Case("samples/mlp_compiled", "cpu_bound", r"CompiledFunctionBackward", context=("torch_compile", "autocast")),
+    # the compiled model's host still leaves the GPU idle (CPU-bound, the larger replayed saving: replay the step as
+    # a CUDA graph), but the step's identified cause is the optimizer outside the compiled region: its foreach
+    # kernels and the gaps between them cost 15 % of the step (a cause before the symptom class it produces)
+    Case("samples/mlp_compiled", "unfused_optimizer", r"AdamW\.step launches 16 kernels per step \(foreach kernels\)",
+         context=("torch_compile", "autocast"), also=("cpu_bound",)),
     Case("tests/data/h200/mlp_compiled", "gpu_bound", r"Kernels run 99 %", context=("torch_compile",)),
     # rank 1 sleeps 5 ms a step: rank 0 waits 13.1 ms in collectives or blocked in syncs (12.8 ms and 5.0 ms that
     # overlap: one stall, counted once; it used to read 17.8 ms), of which 4.8 ms stall it (the sleep, which the
@@ -191,8 +196,9 @@ def test_corpus_verdicts(case: Case) -> None:
     causes = [r for r in o["recommendations"] if r["cause"] and r["kind"] not in ("gpu_bound", "cpu_compute")]
     if case.verdict in ("gpu_bound", "cpu_compute", "none"):
         assert all(r["share"] < 0.10 for r in causes), causes
-    else:
-        assert causes[0]["kind"] == case.verdict, kinds
+    else:  # a cause that names what produces a symptom class comes before the symptom (diagnosis.SYMPTOMS)
+        lead = next(i for i, r in enumerate(causes) if r["kind"] == case.verdict)
+        assert all(r["kind"] in SYMPTOMS for r in causes[:lead]) and causes[lead]["share"] >= 0.10, kinds
     if case.verdict == "none":  # the cause the case names is found, below the verdict's 10 %
         top = next(r for r in o["recommendations"] if re.search(case.cause, r["text"]))
         assert set(case.context) <= set(o["context"]["in_use"]) and set(case.also) <= set(kinds), kinds
@@ -222,10 +228,9 @@ def test_multi_rank_context_knows_the_job() -> None:
 def test_many_tiny_kernels_are_launch_bound(tmp_path: Path) -> None:
     """200 aten::add of 20 µs, each launching (10 µs) a 2 µs kernel, in a 5 ms step: 200 short kernels, GPU busy
     8 %. Replayed as a CUDA graph, the step's host work from the first aten::add to the last (0 → 4995, Python
-    between them included) vanishes but one graph launch of 200 × 2.7 = 540 µs (its first 540 µs): the host's step
-    is 5000 − 4455 = 545 µs. The 22 kernels launched in those 540 µs keep their times (the last ends at 543); the
-    other 178 are released at 540 + 11 (their launch latency) and run back to back, 2 µs each: the last ends at
-    551 + 356 = 907, the step."""
+    between them included) vanishes but one graph launch of 55 + 200 × 1.05 = 265 µs (its first 265 µs): the host's
+    step is 5000 − 4995 + 265 = 270 µs. All 200 kernels are launched at the graph launch's start (0), released 11 µs
+    later (their launch latency), and run back to back, 2 µs each: the last ends at 11 + 400 = 411, the step."""
     events = [step(1, 0, 5000)]
     for i in range(200):
         t = i * 25
@@ -235,7 +240,7 @@ def test_many_tiny_kernels_are_launch_bound(tmp_path: Path) -> None:
     assert o["verdict"]["kind"] == "launch_bound"
     f = o["recommendations"][0]
     assert "200 of 200 kernels (100 %; 200 per step)" in f["text"] and "median kernel 2.0 µs, launch 10.0 µs" in f["text"]
-    assert f["saving_us"] == pytest.approx(5000 - 907)
+    assert f["saving_us"] == pytest.approx(5000 - 411)
     assert "torch_compile" in f["suggests"] and "cpu_bound" not in [r["kind"] for r in o["recommendations"]]
 
 
@@ -265,8 +270,9 @@ def test_cuda_graph_replay_with_cpu_tensor_creation(tmp_path: Path) -> None:
     assert "cuda_graphs" in o["context"]["in_use"] and "CUDA graphs" in o["context"]["label"]
     assert o["verdict"]["kind"] == "cpu_tensor_creation"
     f = o["recommendations"][0]
-    # made on the GPU, aten::normal_ costs one launch (4 µs) of its 9180 µs
-    assert f["saving_us"] == pytest.approx(9_176) and f["share"] == pytest.approx(0.9176)
+    # made on the GPU, aten::normal_ costs one launch (4 µs) of its 9180 µs, and its copy to the GPU (aten::to,
+    # 90 µs) goes
+    assert f["saving_us"] == pytest.approx(9_266) and f["share"] == pytest.approx(0.9266)
     assert "aten::normal_ creates tensors on the CPU inside 'h2d': 9.2 ms of 10.0 ms per step (92 %)" in f["text"]
     assert {"view": "Operator", "params": {"q": "aten::normal_"}, "label": "aten::normal_ in Operators"} in f["evidence"]
     assert all("cuda_graphs" not in r["suggests"] for r in o["recommendations"])

@@ -290,7 +290,7 @@ def test_report_charts_show_html_in_names_as_text(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(report.pio, "to_html", keep)
     report.render(tb_plugin.open(tmp_path / "ld" / "a", cache_dir=str(tmp_path / "cache")))
     labels = [s for figure in figures for trace in figure.to_plotly_json()["data"] for s in _strings(trace)]
-    assert len(figures) == 5  # steps, categories, operators, kernels, ranks
+    assert len(figures) == 6  # steps, categories, operators, kernels, GPU idle time per stream, ranks
     assert any("&lt;a href=&quot;https://evil.example/&quot;&gt;click" in s for s in labels)
     assert "&lt;b&gt;w" in labels and "&lt;img src=x onerror=alert(1)&gt;&lt;a href=&quot;https://evil.example/&quot;…" in labels
     assert not [s for s in labels if "<a " in s or "<img" in s or "<b>" in s]

@@ -21,11 +21,13 @@ ALLOWED: dict[str, set[str]] = {
     "timeline": {"model", "analysis"},
     "scaleout": {"catalog", "jobs", "loader", "model", "analysis"},
     "workspace": {"catalog", "jobs", "loader", "model", "analysis", "timeline", "scaleout"},
-    "api": {"catalog", "model", "analysis", "timeline", "workspace"},
+    # what a training script imports (the allocator's history; capture from a running job, whose requester side
+    # the server and the CLI use): torch only when called, and of ours only the catalog's URL handling
+    "capture": {"catalog"},
+    "api": {"catalog", "model", "analysis", "timeline", "workspace", "capture"},
     "plugin": {"api", "catalog", "jobs", "workspace"},
     "sdk": {"catalog", "jobs", "loader", "model", "analysis"},
-    "cli": {"sdk", "__init__", "scaleout", "jobs"},
-    "capture": set(),  # runs in training scripts: imports nothing of ours (and torch only when called)
+    "cli": {"sdk", "__init__", "scaleout", "jobs", "capture"},
     "__init__": {"sdk", "capture"},
 }
 

@@ -139,17 +139,17 @@ def _launch_bound_step() -> list[dict[str, Any]]:
 
 
 def test_capture_graph_collapses_the_launching_operators_into_one_launch(tmp_path: Path) -> None:
-    """CaptureGraph of the ten kernels: the ten aten::add (800 µs) vanish but a graph launch of 10 × 2.7 = 27 µs
-    (the first 27 µs of the first one); the 20 µs of Python between them stay (180 µs) and the 20 µs after the
-    last: the host's step is 1000 − 800 + 27 = 227 µs. Kernel i's launch maps to 27 µs (the graph launch's end)
-    plus the Python before it, 20 i: released 15 µs later (its measured launch → start), it runs 42 + 20 i →
-    52 + 20 i (the first, launched 20 µs into the first aten::add, inside the graph launch's 27 µs, keeps its
-    measured launch: 35); the last ends at 232, after the host's end: the step is 232 µs."""
+    """CaptureGraph of the ten kernels: the ten aten::add (800 µs) vanish but a graph launch of 55 + 10 × 1.05 =
+    65.5 µs (the first 65.5 µs of the first one); the 20 µs of Python between them stay (180 µs) and the 20 µs
+    after the last: the host's step is 1000 − 800 + 65.5 = 265.5 µs. Every kernel is launched at the graph
+    launch's start (0): released 15 µs later (its measured launch → start), they run back to back from 15 µs, the
+    last ending at 115, before the host's end: the step is 265.5 µs (the old model released kernel i only after
+    the graph launch's end plus the Python before its own launch call, 42 + 20 i)."""
     model = model_of(tmp_path, _launch_bound_step(), deviceProperties=PROPS)
     kernels = rows_named(model, "add")
     r = replay(model, [CaptureGraph(id="graph", label="", rows=kernels)])
-    assert r.step_us == pytest.approx(232)
-    assert r.device_start.tolist() == pytest.approx([35] + [42 + 20 * i for i in range(1, 10)])
+    assert r.step_us == pytest.approx(265.5)
+    assert r.device_start.tolist() == pytest.approx([15 + 10 * i for i in range(10)])
     # a fused kernel instead: one 30 µs kernel at the first's place; nine of the ten launch calls (10 µs) vanish
     fused = replay(model, [ReplaceDevice(id="fuse", label="", rows=kernels, cost_us=30.0, launch_us=10.0)])
     assert fused.step_us == pytest.approx(1000 - 90)
@@ -349,3 +349,20 @@ def test_device_work_launched_inside_host_events(tmp_path: Path) -> None:
     inside = launched_within(model, rows_named(model, "aten::mm"))
     expected = np.concatenate([rows_named(model, "A"), rows_named(model, "B")])
     assert sorted(inside.tolist()) == sorted(expected.tolist())
+
+
+def test_a_blocking_call_dropped_but_for_its_replacement_waits_no_more(tmp_path: Path) -> None:
+    """A 1490 µs kernel (10 → 1500) and a cudaStreamSynchronize (20 → 1510) that waits for it, then 480 µs of host
+    work: the step is 2000 µs. The call dropped but for a 4 µs head (``keep_us``: a non-blocking replacement, as a
+    pinned non_blocking copy replaces a pageable one) no longer waits: the host's step is 2000 − 1486 = 514 µs, the
+    kernel still ends at 1500, the step completes then. (Before, the 4 µs kept made the call a live wait, and the
+    host still waited for the kernel: 2000.)"""
+    events = [step(1, 0, 2000), launch(0, 5, corr=1), kernel("k", 10, 1490, corr=1),
+              launch(20, 1490, corr=-1, name="cudaStreamSynchronize"), op("aten::add", 1520, 400)]
+    model = model_of(tmp_path, events, deviceProperties=PROPS)
+    sync = rows_named(model, "cudaStreamSynchronize")
+    assert graph(model).waits.size == 1
+    assert replay(model, []).step_us == pytest.approx(2000)
+    r = replay(model, [DropHost(id="nb", label="", rows=sync, keep_us=4.0)])
+    assert r.step_us == pytest.approx(1500)
+    assert float(r.host(np.array([2000.0]))[0]) == pytest.approx(514)

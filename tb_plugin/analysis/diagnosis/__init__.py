@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ...model.arrays import take
+from ...model.kinds import Kind
 from ...model.tables import TraceModel
+from ..launches import device_work
 from ..rank_summary import RankSummary
 from ..steps import find_steps
+from ..whatif.apply import apply
 from . import rules_causes
 from .context import run_context
 from .findings import RULES as SYMPTOM_RULES
@@ -32,10 +38,15 @@ ROOT_CAUSE_OF = {
     "communication_bound": "communication_bound", "straggler_wait": "straggler_host", "straggler": "straggler_host",
     "allocator_churn": "allocator_churn", "recompilation": "recompilation",
     "checkpoint_recompute": "activation_checkpointing", "unfused_optimizer": "unfused_optimizer",
-    "host_compute": "host_augmentation", "cudnn_autotune": "cudnn_autotune", "cudnn_benchmark": "cudnn_benchmark_off",
-    "pipeline_bubble": "pipeline_bubble", "gpu_bound": "none", "cpu_compute": "none", "none": "none",
+    "host_compute": "host_augmentation", "cudnn_autotune": "cudnn_autotune_churn",
+    "cudnn_benchmark": "cudnn_benchmark_off", "pipeline_bubble": "pipeline_bubble",
+    "grad_accum_allreduce": "grad_accum_allreduce", "gpu_bound": "none", "cpu_compute": "none", "none": "none",
 }
 VERDICT_SHARE = 0.10  # a cause becomes the verdict when it saves at least this share of the step
+# Symptom classes: what the evidence says (the host or the launches set the pace, the collectives wait, this rank is
+# slow), not what produces it. Where a finding that names what produces it saves ≥ VERDICT_SHARE too, it is the
+# verdict (the symptom's larger replayed saving is a different fix: compiling the whole step, say).
+SYMPTOMS = frozenset({"cpu_bound", "gpu_idle_gaps", "launch_bound", "communication_bound", "straggler"})
 
 
 def job_picture(job: dict[str, Any] | None, worker: str | None) -> dict[str, Any] | None:
@@ -71,11 +82,42 @@ def _blocks_the_rest(f: Finding, facts: Facts) -> bool:
     return f.kind == "straggler_wait" and f.saving_us >= VERDICT_SHARE * facts.step_us
 
 
-def _verdict(found: list[Finding], facts: Facts) -> dict[str, Any]:
+def _lead(found: list[Finding], facts: Facts) -> Finding | None:
+    """The finding the verdict names: a rank stalled by a straggler waits for it first; else the cause that saves
+    most of those that save ≥ VERDICT_SHARE, one that names what produces a symptom before the symptom class
+    (``SYMPTOMS``); where none does, what sets the pace: the kernels (GPU-bound), the host (CPU compute-bound), or
+    the copies (Copy-bound, when overlapping them cannot help: they are the step's critical path)."""
     causes = [f for f in found if f.cause and not f.fallback and f.saving_us >= VERDICT_SHARE * facts.step_us]
-    # where no fix saves 10 %, what sets the pace: the kernels (GPU-bound), the host (CPU compute-bound), or the
-    # copies (Copy-bound, when overlapping them cannot help: they are the step's critical path)
-    pick = causes[0] if causes else next((f for f in found if f.fallback or f.kind in _PACE), None)
+    launch_bound = any(f.kind == "launch_bound" for f in causes)
+    ranked = ([f for f in causes if _blocks_the_rest(f, facts)]
+              or [f for f in causes if f.kind not in SYMPTOMS and (not launch_bound or _launches_most(f, facts))]
+              or causes)
+    return ranked[0] if ranked else next((f for f in found if f.fallback or f.kind in _PACE), None)
+
+
+def _launches_most(f: Finding, facts: Facts) -> bool:
+    """Whether a cause's fix removes the host time of most of the kernel launches of the steps, of which a
+    launch-bound step has too many: only then does the cause produce that symptom (an unfused optimizer launching
+    two thirds of the step's kernels does; one launching a third of them, among tiny kernels everywhere, does not).
+    CPU-bound, by
+    contrast, says only that the host sets the pace: any host cause saving ≥ VERDICT_SHARE comes before it."""
+    if f.change is None:
+        return False
+    work = device_work(facts.model)
+    steps = find_steps(facts.model)
+    ts = work.launch_start[np.isfinite(work.launch_start) & (work.kind == Kind.KERNEL)]
+    k = np.searchsorted(steps.host_start, ts, side="right") - 1
+    ts = ts[(k >= 0) & (ts < take(steps.host_end, k, -np.inf))]  # the kernels the steps launch
+    if not len(ts):
+        return True
+    lo, hi = apply(facts.model, (f.change,)).dropped
+    k = np.searchsorted(lo, ts, side="right") - 1
+    inside = (k >= 0) & (ts < take(hi, k, -np.inf))
+    return bool(inside.mean() >= 0.5)
+
+
+def _verdict(found: list[Finding], facts: Facts) -> dict[str, Any]:
+    pick = _lead(found, facts)
     if pick is None:
         return {"kind": "none", "id": None, "saving_us": 0.0, "where": None, "root_cause": "none",
                 "text": "No dominant bottleneck: no cause would save 10 % of the step."}

@@ -31,6 +31,8 @@ from ...model.kinds import DEVICE_KINDS, Kind
 from ...model.names import name_mask
 from ...model.optree import HostTree, host_tree, launch_rows
 from ...model.tables import TraceModel
+from ..communication import collectives
+from ..launches import device_work
 from ..python_frames import python_frames
 from ..steps import find_steps
 from .gpu_time import gpu_idle, spans
@@ -152,6 +154,113 @@ def allocator_shapes(model: TraceModel, rows: np.ndarray) -> tuple[str | None, i
     return model.strings[top], len(np.unique(dims[dims >= 0])), len(mine)
 
 
+# ------------------------------------------------------------------------------------ gradient accumulation
+
+_DDP_FORWARD = "DistributedDataParallel.forward"
+
+
+@dataclass(frozen=True)
+class AccumulationSyncs:
+    passes: np.ndarray  # per step: DDP forward passes (micro-batches)
+    syncing: np.ndarray  # per step: of them, those whose backward all-reduces
+    rows: np.ndarray  # the all-reduce kernels of every syncing pass but the step's last: what no_sync() removes
+    nbytes: float  # their bytes per step
+    time: PerStep  # their device time
+
+
+@memoized
+def accumulation_syncs(model: TraceModel) -> AccumulationSyncs:
+    """Gradient accumulation under DistributedDataParallel without ``no_sync()``: a step runs several DDP forward
+    passes (``DistributedDataParallel.forward``: the micro-batches), and the backward of more than one of them
+    all-reduces (each all-reduce is counted to the last DDP forward issued before it). Only the last micro-batch's
+    gradients need reducing: the all-reduces of the others are what ``no_sync()`` removes."""
+    ev = model["events"]
+    n = find_steps(model).count
+    fwd = np.flatnonzero((ev["kind"] == Kind.USER_ANNOTATION) & name_mask(model, ev["name"],
+                                                                          lambda t: t == _DDP_FORWARD))
+    fwd = fwd[_on(ev["pid"][fwd], ev["tid"][fwd], main_threads(model))]
+    starts = np.sort(ev["ts"][fwd].astype(np.float64))
+    starts = starts[step_of(model, starts) >= 0]
+    col = collectives(model)
+    ar = np.flatnonzero((np.asarray(col.name, dtype=object) == "allreduce") & ~np.asarray(col.on_host, dtype=bool))
+    ar = ar[np.isfinite(col.issued[ar])]
+    owner = np.searchsorted(starts, col.issued[ar], side="right") - 1
+    step = step_of(model, col.issued[ar])
+    ok = (owner >= 0) & (step >= 0)
+    ar, owner, step = ar[ok], owner[ok], step[ok]
+    passes = np.bincount(step_of(model, starts), minlength=n)[:n] if n else np.zeros(0, np.int64)
+    last = np.full(max(n, 1), -1)
+    np.maximum.at(last, step, owner)
+    distinct = np.unique(np.stack([step, owner], axis=1), axis=0) if len(ar) else np.zeros((0, 2), np.int64)
+    syncing = np.bincount(distinct[:, 0], minlength=n)[:n] if n else np.zeros(0, np.int64)
+    extra = ar[owner != last[step]]
+    rows = np.asarray(col.row)[extra]
+    lo, hi = col.start[extra], col.end[extra]
+    return AccumulationSyncs(passes=passes, syncing=syncing, rows=rows,
+                             nbytes=float(np.asarray(col.nbytes)[extra].sum()) / max(n, 1),
+                             time=per_step(model, iv.union(lo, hi)))
+
+
+# ------------------------------------------------------------------------------------------- reading values back
+
+# A value read back to the host: the Python calls (with_stack) and the operators that copy a GPU tensor to the host.
+_READ_PY = re.compile(r"^<built-in method (?:item|tolist|cpu|numpy) of |^<built-in function print>$")
+_READ_OP = ("aten::item", "aten::_local_scalar_dense")
+
+
+@dataclass(frozen=True)
+class ReadBacks:
+    start: np.ndarray  # per block: the first read's start (blocks: reads with only Python between them)
+    end: np.ndarray  # per block: the last read's end
+    reads: np.ndarray  # per block: how many reads (operators and Python calls, outermost)
+    time: PerStep  # host time in the blocks
+    printing: bool  # a print() is among them
+
+
+@memoized
+def readbacks(model: TraceModel) -> ReadBacks:
+    """Blocks of host code that read GPU values back (``.item()``, ``.cpu()``, ``.tolist()``, ``.numpy()``: an
+    operator that copies device to host) and print them: consecutive reads on a step's thread with nothing between
+    them but Python (no operator starts, no launch: formatting the values, a loop over the samples), at least one a
+    device-to-host copy. Keeping the values on the GPU (accumulating them in a device tensor, reading them every N
+    steps) removes the whole block, the Python that formats them and the sync in it."""
+    ev = model["events"]
+    tree = host_tree(model)
+    work = device_work(model)
+    copies = (work.kind == Kind.MEMCPY) & name_mask(model, work.name, lambda t: "DtoH" in t)
+    d2h = np.zeros(tree.size, dtype=bool)
+    d2h[tree.device_op[copies & (tree.device_op >= 0)]] = True
+    threads = main_threads(model)
+    op = (tree.kind == Kind.CPU_OP) & ~tree.merged & _on(ev["pid"][tree.rows], ev["tid"][tree.rows], threads)
+    read_op = op & _holds(tree, d2h)
+    read_op &= ~take(below(tree, read_op), tree.parent, False).astype(bool)
+    py = np.flatnonzero((ev["kind"] == Kind.PYTHON_FUNCTION) & name_mask(
+        model, ev["name"], lambda t: _READ_PY.match(t) is not None))
+    py = py[_on(ev["pid"][py], ev["tid"][py], threads)]
+    py_lo, py_hi = _rows_spans(model, py)
+    printing = name_mask(model, ev["name"][py], lambda t: t == "<built-in function print>")
+    lo = np.concatenate([tree.start[read_op], py_lo])
+    hi = np.concatenate([tree.end[read_op], py_hi])
+    lo, hi = iv.union(lo, hi)
+    lo, hi = lo[step_of(model, lo) >= 0], hi[step_of(model, lo) >= 0]
+    syncs = np.sort(tree.start[read_op])
+    syncing = np.searchsorted(syncs, hi, side="left") > np.searchsorted(syncs, lo, side="left")
+    # a gap joins two reads when no operator starts in it and no launch (the code between them only formats)
+    other = np.sort(np.concatenate([tree.start[op], work.launch_start[np.isfinite(work.launch_start)]]))
+    gap_ops = np.searchsorted(other, lo[1:], side="left") - np.searchsorted(other, hi[:-1], side="right")
+    step = step_of(model, lo)
+    joined = (gap_ops <= 0) & (step[1:] == step[:-1])
+    if not len(lo):
+        return ReadBacks(start=lo, end=hi, reads=np.zeros(0, np.int64), time=per_step(model, iv.EMPTY),
+                         printing=False)
+    first = np.flatnonzero(np.concatenate([[True], ~joined]))
+    real = np.add.reduceat(syncing.astype(np.int64), first) > 0
+    reads = np.diff(np.concatenate([first, [len(lo)]]))
+    start, end = lo[first][real], np.maximum.reduceat(hi, first)[real]
+    return ReadBacks(start=start, end=end, reads=reads[real], time=per_step(model, iv.union(start, end)),
+                     printing=bool(printing.any()))
+
+
 # ------------------------------------------------------------------------------------------------ compilation
 
 @dataclass(frozen=True)
@@ -184,6 +293,49 @@ def compile_events(model: TraceModel) -> Compiles:
     return Compiles(rows=tree.rows[nodes], time=per_step(model, compiling), steps_with=len(np.unique(step[step >= 0])),
                     regions=regions, new_regions=new, frames=frames, resumes=resumes,
                     claimed=iv.intersect(compiling, gpu_idle(model)))
+
+
+# The compiled code's wrappers: Dynamo's frame conversion, a compiled region, and AOT Autograd's forward and backward
+# functions. Where a compile runs inside one, everything in it but the compiled graph's own call is first-call work.
+_WRAPPER = re.compile(r"^(?:dynamo|Torch-Compiled Region: .*|CompiledFunction|CompiledFunctionBackward)$")
+_GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph ")
+
+
+def _holds(tree: HostTree, mask: np.ndarray) -> np.ndarray:
+    """Per host-tree node: is it, or one of its descendants, in ``mask`` (one pass per tree level, bottom up)."""
+    out: np.ndarray = np.asarray(mask, dtype=bool).copy()
+    order = np.argsort(-tree.depth, kind="stable")
+    depth = -tree.depth[order]
+    bounds = np.searchsorted(depth, np.arange(-int(tree.depth.max(initial=0)), 2))
+    for d in range(len(bounds) - 1):
+        at = order[bounds[d]:bounds[d + 1]]
+        at = at[out[at] & (tree.parent[at] >= 0)]
+        out[tree.parent[at]] = True
+    return out
+
+
+@memoized
+def compile_overhead(model: TraceModel) -> iv.Intervals:
+    """The host time a step that compiles spends on compiling, which a step that reuses its graph does not: the
+    compile events (``… (dynamo_timed)``: Dynamo, AOT Autograd, Inductor, Inductor's first-call autotuning) and, in a
+    compiled wrapper that compiles (``dynamo``, ``Torch-Compiled Region``, ``CompiledFunction``,
+    ``CompiledFunctionBackward``), all but the compiled graph's own call (``## Call CompiledFxGraph``: what a cached
+    graph runs). Guard checks of a reused graph cost tens of µs (the wrappers outside their graph's call in a run
+    that reuses its graphs), so dropping the whole wrapper misstates little."""
+    ev = model["events"]
+    tree = host_tree(model)
+    names = ev["name"][tree.rows]
+    c = compile_events(model)
+    compiling = np.isin(tree.rows, c.rows)
+    wrapper = np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(
+        model, names, lambda s: _WRAPPER.match(s) is not None) & _holds(tree, compiling)
+    wrapper &= step_of(model, tree.start) >= 0
+    call = below(tree, wrapper) & name_mask(model, names, lambda s: _GRAPH_CALL.match(s) is not None)
+    call &= ~_holds(tree, compiling)  # a graph's first call that autotunes is compile work
+    keep = iv.union(tree.start[call], tree.end[call])
+    dropped = iv.subtract(iv.union(tree.start[wrapper], tree.end[wrapper]), keep)
+    own = iv.union(*_rows_spans(model, c.rows))
+    return iv.union(np.concatenate([dropped[0], own[0]]), np.concatenate([dropped[1], own[1]]))
 
 
 def _regions(model: TraceModel, tree: HostTree) -> tuple[int, int, int]:
@@ -246,6 +398,36 @@ def recompute(model: TraceModel) -> Recompute:
     codes = np.unique(names[nodes])
     return Recompute(rows=tree.rows[nodes], device_rows=rows, time=time, explicit=explicit,
                      names=[model.strings[int(codes[i])] for i in order.tolist()])
+
+
+_CKPT_FRAME = re.compile(r"^torch/utils/checkpoint\.py\(\d+\): ")
+_CKPT_ENTRY = re.compile(r"^torch/utils/checkpoint\.py\(\d+\): checkpoint$")
+
+
+@memoized
+def checkpoint_overhead(model: TraceModel) -> iv.Intervals:
+    """The host time of ``torch.utils.checkpoint``'s own machinery, from the Python frames (``with_stack``): the
+    outermost ``torch/utils/checkpoint.py`` frames (``checkpoint`` in the forward: device states, RNG state, the
+    saved-tensor hooks; ``unpack_hook`` in the backward: the recompute and its bookkeeping) less the checkpointed
+    function's own call in the forward (its direct child frames that are not checkpoint.py's: what runs without
+    checkpointing too). Empty without Python frames."""
+    ev = model["events"]
+    py = model["python"]
+    rows = py["row"]
+    if not len(rows):
+        return iv.EMPTY
+    names = ev["name"][rows]
+    frame = name_mask(model, names, lambda t: _CKPT_FRAME.match(t) is not None)
+    ids = py["python_id"]
+    parent_frame = np.isin(py["parent_id"], ids[frame])
+    outer = frame & ~parent_frame
+    entry = frame & name_mask(model, names, lambda t: _CKPT_ENTRY.match(t) is not None)
+    kept = np.isin(py["parent_id"], ids[entry]) & ~frame & ~name_mask(
+        model, names, lambda t: t == "<built-in function next>")
+    lo, hi = _rows_spans(model, rows[outer])
+    keep = iv.union(*_rows_spans(model, rows[kept]))
+    out: iv.Intervals = iv.subtract(iv.union(lo, hi), keep)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ optimizer
@@ -425,6 +607,28 @@ def convolutions(model: TraceModel) -> Convolutions:
                         tuning_extra_rows=dev["row"][extra & (step_of(model, ev["ts"][dev["row"]]) >= 0)],
                         tuning_syncs=tree.rows[syncs[in_tuning]], tuned=bool(tuning.any()),
                         shapes=len(np.unique(dims[dims >= 0])), calls=len(in_steps))
+
+
+_TIMING_SYNC = re.compile(r"^(?:cudaEventSynchronize|hipEventSynchronize|cuEventSynchronize)$")
+
+
+@memoized
+def tuning_plans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
+    """Per autotuning convolution call (``convolutions().tuning_rows``): its row, and the host time of one candidate
+    algorithm: the call's duration over the candidates it timed (cuDNN builds each candidate's plan, runs and times
+    it; a heuristic choice builds and runs one). The candidates are counted by the event syncs inside the call (each
+    candidate's timing waits for its end event); a call without them keeps all its time."""
+    ev = model["events"]
+    tree = host_tree(model)
+    rows = convolutions(model).tuning_rows
+    node = np.flatnonzero(np.isin(tree.rows, rows))
+    start, end = tree.start[node], tree.end[node]
+    names = ev["name"][tree.rows]
+    timing = np.sort(tree.start[np.isin(tree.kind, (Kind.RUNTIME, Kind.DRIVER)) & name_mask(
+        model, names, lambda s: _TIMING_SYNC.match(s) is not None)])
+    n = np.searchsorted(timing, end, side="left") - np.searchsorted(timing, start, side="left")
+    keep = np.where(n > 0, (end - start) / np.maximum(n, 1), end - start)
+    return tree.rows[node], keep
 
 
 def _nearest(tree: HostTree, mask: np.ndarray) -> np.ndarray:

@@ -25,10 +25,10 @@ from ..kernels import kernel_table
 from ..memory import memory_curve
 from ..steps import breakdown, find_steps
 from ..summary import devices
-from ..whatif.changes import Change
+from ..whatif.changes import Change, DropHost
 from . import cause_fixes, causes, fixes
 from . import evidence as E
-from .causes import step_cause
+from .causes import readbacks, step_cause
 from .location import Where, api_name, locate, locate_rows, short_frame, threads_of
 from .roofline_notes import tensor_core_clause, waste_clause
 
@@ -190,10 +190,11 @@ def input_bound(f: Facts) -> Finding | None:
             suggests.append("pin_memory")
         advice += "."
     k = worst(loader)
+    change = fixes.input_wait(f.model)
     return Finding("input_bound", f"DataLoader waits {ms(mean)} of {ms(f.step_us)} per step ({pct(f.share(mean))})",
                    advice, mean, suggests, DOCS["dataloader"],
                    [trace_link(f, k, f"DataLoader in {step_label(f, k)}", "enumerate(DataLoader)")],
-                   change=fixes.input_wait(f.model))
+                   where=locate_rows(f.model, getattr(change, "rows", np.zeros(0, np.int64))), change=change)
 
 
 def cpu_tensor_creation(f: Facts) -> Finding | None:
@@ -221,7 +222,7 @@ def cpu_tensor_creation(f: Facts) -> Finding | None:
                    ".normal_()) instead of on the CPU followed by a copy.",
                    mean, ["gpu_tensor_creation"], DOCS["creation"],
                    [operator_link(top), trace_link(f, k, f"{top} in {step_label(f, k)}", top)],
-                   change=fixes.gpu_creation(f.model))
+                   where=locate_rows(f.model, tree.rows[nodes]), change=fixes.gpu_creation(f.model))
 
 
 def _gpu_busy(f: Facts) -> float:
@@ -351,6 +352,7 @@ def launch_bound(f: Facts) -> Finding | None:
 
 
 # what the user wrote, by the API the trace shows at the sync (``Where.api``) or by the operator it ran in
+READ_SHARE = 0.05  # reading values back and printing them is a finding from this share of the step on
 _SYNC_API = (("item", ".item()"), ("tolist", ".tolist()"), ("print", "print()"), ("__format__", "formatting"),
              ("__repr__", "printing"), ("__str__", "printing"), ("cpu", ".cpu()"), ("numpy", ".numpy()"),
              ("to", ".to('cpu')"), ("synchronize", "torch.cuda.synchronize()"), ("nonzero", ".nonzero()"),
@@ -381,7 +383,9 @@ def sync_bound(f: Facts) -> Finding | None:
     s = E.host_syncs(f.model)
     cost = E.sync_cost(f.model)
     mean = float(cost.saving.mean()) if len(cost.saving) else 0.0
-    if not len(s.calls) or s.calls.sum() == 0 or f.share(mean) < 0.02:
+    reads = readbacks(f.model)
+    reading = float(reads.time.mean()) if len(reads.time) else 0.0
+    if not len(s.calls) or s.calls.sum() == 0 or (f.share(mean) < 0.02 and f.share(reading) < READ_SHARE):
         return None
     where = locate(f.model, iv.union(cost.blocked_start, cost.blocked_end), threads_of(f.model, cost.rows))
     api = sync_api(where, s.sources)
@@ -394,11 +398,15 @@ def sync_bound(f: Facts) -> Finding | None:
     if item:
         links.append(operator_link("aten::_local_scalar_dense", ".item() calls in Operators"))
     blocked = float(cost.blocked.mean())
+    printed = (f"; reading the values back{' and printing them' if reads.printing else ''} "
+               f"({float(reads.reads.sum()) / max(len(reads.time), 1):.0f} reads per step, with the Python between "
+               f"them) takes {ms(reading)} of host time per step ({pct(f.share(reading))})"
+               if f.share(reading) >= READ_SHARE else "")
     n = times(float(s.calls.mean()))
     return Finding("sync_bound", f"The host waits for the GPU {n} time{'' if n == '1' else 's'} per step "
                    f"({', '.join(s.names)}{within}{why}), blocked {ms(blocked)} per step; each time the GPU's queue "
                    f"runs dry and it then waits for the host's next launches: {ms(mean)} of GPU idle per step "
-                   f"({pct(f.share(mean))}) follows the syncs",
+                   f"({pct(f.share(mean))}) follows the syncs{printed}",
                    f"Keep values on the GPU{f' instead of {api}' if api else ''}: read losses and metrics every N "
                    "steps (accumulate them in a GPU tensor), and avoid .item()/.cpu()/.tolist()/print on GPU tensors "
                    "inside the step.", mean, ["fewer_syncs"], DOCS["sync"], links, where=where,
@@ -427,12 +435,14 @@ def pageable_copies(f: Facts) -> Finding | None:
         advice = "Pin the host memory (DataLoader(pin_memory=True)) and copy with .to(device, non_blocking=True)."
         suggests = ["pin_memory"]
     k = worst(c.time)
+    change = fixes.pinned_copies(f.model, f.context)
+    calls = next((p.rows for p in getattr(change, "parts", ()) if isinstance(p, DropHost)), None)
     n = times(c.per_step)
     return Finding("pageable_copies", f"{n} host-to-device cop{'y' if n == '1' else 'ies'} per step come from pageable "
                    f"memory{size}, taking {ms(mean)} per step ({pct(f.share(mean))}); the host blocks on each",
                    advice, mean, suggests,
                    DOCS["pin_memory"], [trace_link(f, k, f"copies in {step_label(f, k)}", "Memcpy HtoD (Pageable")],
-                   change=fixes.pinned_copies(f.model, f.context))
+                   where=locate_rows(f.model, calls) if calls is not None else None, change=change)
 
 
 _DIRECTIONS = (("HtoD", "host to device"), ("DtoH", "device to host"), ("DtoD", "device to device"),
@@ -449,15 +459,14 @@ _COPY_ADVICE = {
 
 
 def copy_bound(f: Facts) -> Finding | None:
-    """Memcpy ≥ 10 % of the step (beyond the pageable copies, counted above); saving: that copy time. Says which
-    direction dominates and where the copies are made (their launches' location)."""
+    """Memcpy ≥ 10 % of the step, pageable copies included (pinning them makes them faster, not hidden: a copy on
+    the compute stream still runs between the kernels); saving: the replay of the copies on a side stream. Says
+    which direction dominates and where the copies are made (their launches' location)."""
     if not f.gpu:
         return None
     memcpy = breakdown(f.model).per_step["Memcpy"]
-    pageable = E.h2d_copies(f.model).time
-    extra = (memcpy - pageable).clip(min=0.0)
-    mean = float(extra.mean()) if len(extra) else 0.0
-    if f.share(float(memcpy.mean()) if len(memcpy) else 0.0) < 0.1 or mean <= 0:
+    mean = float(memcpy.mean()) if len(memcpy) else 0.0
+    if f.share(mean) < 0.1:
         return None
     split, rows, top = E.copy_directions(f.model)
     parts = ", ".join(f"{label} {ms(split[d])}" for d, label in _DIRECTIONS if split.get(d, 0.0) > 0)

@@ -20,10 +20,12 @@ from ..communication import collectives
 from ..launches import device_work
 from ..operators import operator_nodes
 from ..steps import find_steps
+from ..whatif.apply import outermost_op
 from ..whatif.changes import (
     CaptureGraph,
     Change,
     Combined,
+    DropDevice,
     DropHost,
     FasterPeer,
     OverlapComm,
@@ -36,6 +38,7 @@ from ..whatif.constants import (
     peak_speedup,
     pinned_h2d_gbps,
 )
+from .causes import readbacks
 from .evidence import creation_nodes
 from .gpu_time import spans
 from .sync_cost import sync_cost
@@ -60,10 +63,40 @@ def input_wait(model: TraceModel) -> Change:
 
 
 def gpu_creation(model: TraceModel) -> Change:
-    """CPU tensor creation: made on the GPU, each costs one kernel launch on the host instead."""
-    rows = host_tree(model).rows[creation_nodes(model)]
-    return DropHost(id="cpu_tensor_creation", label="create the tensors on the GPU", rows=rows,
-                    keep_us=KERNEL_LAUNCH_US)
+    """CPU tensor creation: made on the GPU, each costs one kernel launch on the host instead; and the copy that
+    took the tensor to the GPU (``_their_copies``) goes, its call and its transfer."""
+    tree = host_tree(model)
+    nodes = creation_nodes(model)
+    copies = _their_copies(model, nodes)
+    calls = tree.rows[np.unique(outermost_op(model)[tree.device_op[copies]])] if len(copies) else copies
+    return Combined(id="cpu_tensor_creation", label="create the tensors on the GPU", parts=(
+        DropHost(id="cpu_tensor_creation", label="no creation on the host", rows=tree.rows[nodes],
+                 keep_us=KERNEL_LAUNCH_US),
+        DropHost(id="cpu_tensor_creation", label="no copy to the GPU", rows=calls),
+        DropDevice(id="cpu_tensor_creation", label="no copy to the GPU", rows=model["device_events"]["row"][copies])))
+
+
+def _their_copies(model: TraceModel, nodes: np.ndarray) -> np.ndarray:
+    """Device-event positions of the host-to-device copies that take the created tensors to the GPU: per creation,
+    the first device work its thread launches after it, where that is a host-to-device copy (a tensor made on the
+    host in the step is there to be copied; the trace has no data flow to say more)."""
+    tree = host_tree(model)
+    work = device_work(model)
+    ev = model["events"]
+    known = np.flatnonzero(np.isfinite(work.launch_start) & (tree.device_op >= 0))
+    if not len(nodes) or not len(known):
+        return np.zeros(0, np.int64)
+    h2d = (work.kind == Kind.MEMCPY) & name_mask(model, work.name, lambda t: "HtoD" in t)
+    pid, tid = ev["pid"][tree.rows[nodes]], ev["tid"][tree.rows[nodes]]
+    out: list[np.ndarray] = []
+    for p, t in set(zip(pid.tolist(), tid.tolist())):  # per thread (a few), never per creation
+        mine = known[(work.launch_pid[known] == p) & (work.launch_tid[known] == t)]
+        mine = mine[np.argsort(work.launch_start[mine], kind="stable")]
+        ends = tree.end[nodes[(pid == p) & (tid == t)]]
+        at = np.searchsorted(work.launch_start[mine], ends, side="left")
+        first = mine[at[at < len(mine)]]
+        out.append(first[h2d[first]])
+    return np.unique(np.concatenate(out)).astype(np.int64) if out else np.zeros(0, np.int64)
 
 
 def _own_launches(model: TraceModel) -> np.ndarray:
@@ -102,15 +135,20 @@ def compiled_step(model: TraceModel, kind: str) -> Change:
 
 def drop_syncs(model: TraceModel) -> Change:
     """Sync-bound: the host never blocks on the GPU: each sync's held time (the call, or the whole .item())
-    vanishes, and with it the wait."""
+    vanishes, and with it the wait; so do the blocks that read values back and format or print them
+    (``causes.readbacks``), each less one launch (the accumulation into a device tensor that replaces it)."""
     cost = sync_cost(model)
-    return DropHost(id="sync_bound", label="keep values on the GPU (no .item() / syncs)",
-                    spans=(cost.blocked_start, cost.blocked_end))
+    reads = readbacks(model)
+    return Combined(id="sync_bound", label="keep values on the GPU (no .item() / syncs)", parts=(
+        DropHost(id="sync_bound", label="no blocking calls", spans=(cost.blocked_start, cost.blocked_end)),
+        DropHost(id="sync_bound", label="no reading back and printing",
+                 spans=(np.minimum(reads.start + KERNEL_LAUNCH_US, reads.end), reads.end))))
 
 
 def pinned_copies(model: TraceModel, context: dict[str, Any]) -> Change:
-    """Pageable copies: pinned and non-blocking, a copy's call returns at once (one launch's cost) and the copy
-    runs at the host link's pinned bandwidth (``constants.pinned_h2d_gbps``), never slower than measured."""
+    """Pageable copies: pinned and non-blocking, the operator that copies (``.to(device)``: its staging copy on
+    the host and the stream sync after it) returns at once (one launch's cost) and the copy runs at the host link's
+    pinned bandwidth (``constants.pinned_h2d_gbps``), never slower than measured."""
     work = device_work(model)
     dev = model["device_events"]
     names = model["events"]["name"][work.row]
@@ -121,11 +159,34 @@ def pinned_copies(model: TraceModel, context: dict[str, Any]) -> Change:
     measured = np.where((dur > 0) & (nbytes > 0), nbytes / np.maximum(dur, 1e-9) / 1e3, np.nan)  # GB/s
     target = pinned_h2d_gbps(compute_capability(context.get("compute_capability")))
     factor = np.where(np.isfinite(measured), np.maximum(target / np.where(measured > 0, measured, target), 1.0), 1.0)
-    calls = work.launch_row[at]
+    # the operators that made them (aten::to → copy_: the staging copy and the stream sync after it) cost one launch
+    tree = host_tree(model)
+    ops = tree.device_op[at]
+    outer = _copy_call(model, ops[ops >= 0])
+    calls = np.concatenate([tree.rows[np.unique(outer)], work.launch_row[at][ops < 0]])
     calls = calls[calls >= 0]
     return Combined(id="pageable_copies", label="pin the host memory, copy non_blocking", parts=(
         DropHost(id="pageable_copies", label="the copy calls stop blocking", rows=calls, keep_us=KERNEL_LAUNCH_US),
         ScaleDevice(id="pageable_copies", label="pinned bandwidth", rows=work.row[at], factor=factor)))
+
+
+_COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to", "aten::contiguous", "aten::clone")
+
+
+def _copy_call(model: TraceModel, nodes: np.ndarray) -> np.ndarray:
+    """The copy's own call: from the operator that launched it up through the copying operators above it
+    (``aten::copy_`` ← ``aten::_to_copy`` ← ``aten::to``), never into what called them (a DataLoader, a module)."""
+    tree = host_tree(model)
+    copying = (tree.kind == Kind.CPU_OP) & name_mask(model, model["events"]["name"][tree.rows],
+                                                      lambda t: t in _COPY_OPS)
+    out: np.ndarray = np.asarray(nodes, dtype=np.int64).copy()
+    for _ in range(8):  # the copying operators nest a few deep
+        up = tree.parent[out]
+        climb = (up >= 0) & copying[np.maximum(up, 0)]
+        if not climb.any():
+            break
+        out = np.where(climb, up, out).astype(np.int64)
+    return out
 
 
 def overlap_copies(model: TraceModel) -> Change:

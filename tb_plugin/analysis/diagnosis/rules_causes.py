@@ -4,8 +4,7 @@ each rule's condition, evidence, saving and advice; keep the two in step.
 
 Each finding names its fix as a what-if change (``cause_fixes.py``) and its saving is the replayed step time without
 it (``diagnosis.replayed``); the rule's own estimate (the GPU-idle time the cause claims, ``causes.claims``, or the
-device time it adds) decides whether the rule holds and stands where no replay is made. The pipeline bubble's
-saving stays a rule of thumb (no change model shrinks a schedule's bubble).
+device time it adds) decides whether the rule holds and stands where no replay is made.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ DOCS = {
     "dataloader": "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
     "cudnn": "https://pytorch.org/docs/stable/backends.html#torch.backends.cudnn.benchmark",
     "pipeline": "https://pytorch.org/docs/stable/distributed.pipelining.html",
+    "ddp": "https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html",
 }
 
 TITLES = {
@@ -40,6 +40,7 @@ TITLES = {
     "checkpoint_recompute": "Activation-checkpointing recompute", "unfused_optimizer": "Unfused optimizer",
     "host_compute": "Host compute in the step", "cudnn_autotune": "cuDNN autotuning in the loop",
     "cudnn_benchmark": "cuDNN benchmark possibly off", "pipeline_bubble": "Pipeline bubble",
+    "grad_accum_allreduce": "All-reduce in every accumulation micro-batch",
 }
 
 
@@ -321,9 +322,10 @@ def _bubble_saving(bubble: float, micro: int, stages: int) -> tuple[float, str]:
 
 def pipeline_bubble(f: Facts) -> Finding | None:
     """Point-to-point sends and receives (a pipeline schedule) whose time not hidden by computation (the bubble) is
-    ≥ 10 % of the step: the stage waits for its neighbours. Saving (rule of thumb, no change model replays a
-    schedule): the part of the bubble that 4 × stages micro-batches remove (``_bubble_saving``), the micro-batches
-    counted by this rank's receives per step, the stages by the job's world size (2 without a job)."""
+    ≥ 10 % of the step: the stage waits for its neighbours. Saving: the replay with 4 × stages micro-batches
+    (``cause_fixes.more_microbatches``: each step's fill/drain wait shrinks by the factor), the micro-batches counted
+    by this rank's receives per step, the stages by the job's world size (2 without a job); the rule's own
+    estimate (``_bubble_saving``) decides whether it holds."""
     col = collectives(f.model)
     names = np.asarray(col.name, dtype=object)
     p2p = np.isin(names, _P2P)
@@ -340,6 +342,7 @@ def pipeline_bubble(f: Facts) -> Finding | None:
     micro = max(1, round((counts.get("recv", 0) + counts.get("sendrecv", 0)) / n))
     stages = max(2, int((f.job or {}).get("world_size") or f.context.get("world_size") or 2))
     saving, target = _bubble_saving(mean, micro, stages)
+    factor = max(4 * stages, 2 * micro) / micro
     where = locate_rows(f.model, C.host_rows(f.model, col.row[p2p & (col.row >= 0)]))
     k = worst(exposed)
     return Finding("pipeline_bubble", f"This pipeline stage waits in point-to-point transfers ({mix} per step) "
@@ -352,11 +355,34 @@ def pipeline_bubble(f: Facts) -> Finding | None:
                    ["more_microbatches", "interleaved_schedule"], DOCS["pipeline"],
                    [trace_link(f, k, f"send/recv in {step_label(f, k)}", "nccl"),
                     {"view": "Distributed", "params": {}, "label": "Distributed view"}],
-                   where=where, confidence="medium", estimated="rule of thumb")
+                   where=where, confidence="medium", change=F.more_microbatches(f.model, factor))
+
+
+# ------------------------------------------------------------------------------------------- gradient accumulation
+
+def grad_accum_allreduce(f: Facts) -> Finding | None:
+    """DistributedDataParallel with several micro-batches per step whose backward passes all-reduce more than once
+    (``causes.accumulation_syncs``), the all-reduces of all but the last ≥ 5 % of the step in device time; saving:
+    the replay without them (``cause_fixes.no_sync``)."""
+    a = C.accumulation_syncs(f.model)
+    if not len(a.passes) or float(a.syncing.mean()) < 2 or f.share(float(a.time.mean())) < 0.05:
+        return None
+    passes, syncing = float(a.passes.mean()), float(a.syncing.mean())
+    return Finding("grad_accum_allreduce", f"DistributedDataParallel all-reduces the gradients after {syncing:.0f} "
+                   f"of the {passes:.0f} micro-batches' backward passes per step: {syncing - 1:.0f} extra rounds, "
+                   f"{a.nbytes / 1e9:.2f} GB and {ms(float(a.time.mean()))} of all-reduce per step "
+                   f"({pct(f.share(float(a.time.mean())))}) that gradient accumulation does not need",
+                   "Run every micro-batch but the last under ddp.no_sync() (a context manager of the "
+                   "DistributedDataParallel module): the gradients accumulate locally and one all-reduce, in the "
+                   "last micro-batch's backward, reduces them all. (FSDP: model.set_requires_gradient_sync(False).)",
+                   float(a.time.mean()), ["no_sync"], DOCS["ddp"],
+                   [trace_link(f, worst(a.time), f"all-reduces in {step_label(f, worst(a.time))}", "nccl")],
+                   where=locate_rows(f.model, C.host_rows(f.model, a.rows)), confidence="high",
+                   change=F.no_sync(f.model))
 
 
 RULES: tuple[Callable[[Facts], Finding | None], ...] = (
     allocator_churn, recompilation, checkpoint_recompute, unfused_optimizer, host_compute, cudnn_autotune,
-    cudnn_benchmark, pipeline_bubble)
+    cudnn_benchmark, pipeline_bubble, grad_accum_allreduce)
 
 __all__ = ["DOCS", "RULES", "TITLES"]

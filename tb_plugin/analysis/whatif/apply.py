@@ -12,7 +12,7 @@ from ...model.arrays import take
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.lookups import tree_node_of_row
-from ...model.names import is_dataloader, name_mask
+from ...model.names import is_dataloader, name_mask, step_number
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
 from ..operators import tree_levels
@@ -40,6 +40,7 @@ class Applied:
     live_waits: np.ndarray  # per wait: still waits (its call was not dropped)
     live_deps: np.ndarray  # per device event: its cross-stream edge still holds
     stream: np.ndarray  # per device event: the stream it runs on (a side stream past the graph's own)
+    launch_at: np.ndarray  # per device event: the measured host time its launch moves to (NaN: its own launch)
 
 
 @memoized
@@ -72,6 +73,7 @@ def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
     hi: list[np.ndarray] = []
     live_deps = d.dep >= 0
     stream = d.stream.copy()
+    launch_at = np.full(d.size, np.nan)
     for change in flatten(changes):
         if isinstance(change, DropHost):
             _add(lo, hi, _spans(model, change.rows, change.keep_us))
@@ -83,7 +85,7 @@ def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
         elif isinstance(change, (ReplaceDevice, DropDevice)):
             _replace(model, g, change, busy, gap, dur, lo, hi)
         elif isinstance(change, CaptureGraph):
-            _add(lo, hi, _captured(model, g, change))
+            _add(lo, hi, _captured(model, g, change, launch_at))
         elif isinstance(change, SideStream):
             _side_stream(model, g, change, stream, gap)
         elif isinstance(change, OverlapComm):
@@ -92,8 +94,13 @@ def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
     dropped = iv.union(np.concatenate(lo), np.concatenate(hi)) if lo else iv.EMPTY
     w = g.waits
     covered = iv.lengths_within(dropped, w.start, w.ret) if w.size else np.zeros(0)
-    return Applied(busy=busy, gap=gap, dur=dur, dropped=dropped, live_waits=covered < (w.ret - w.start) - 1e-6,
-                   live_deps=live_deps, stream=stream)
+    # a call dropped but for a kept head (``keep_us``: its non-blocking replacement; its return dropped, at least
+    # its wait's length gone) waits no more either
+    tail = iv.lengths_within(dropped, w.ret - 1e-3, w.ret) > 0 if w.size else np.zeros(0, bool)
+    gone = ~(covered < (w.ret - w.start) - 1e-6) | (tail & (covered > 0) & (covered >= w.wait - 1e-6))
+    live = ~gone
+    return Applied(busy=busy, gap=gap, dur=dur, dropped=dropped, live_waits=live,
+                   live_deps=live_deps, stream=stream, launch_at=launch_at)
 
 
 def _scaled(model: TraceModel, change: ScaleDevice) -> tuple[np.ndarray, np.ndarray]:
@@ -152,11 +159,14 @@ def _replace(model: TraceModel, g: Graph, change: ReplaceDevice | DropDevice, bu
     _add(lo, hi, _spans(model, launches))
 
 
-def _captured(model: TraceModel, g: Graph, change: CaptureGraph) -> tuple[np.ndarray, np.ndarray]:
+def _captured(model: TraceModel, g: Graph, change: CaptureGraph,
+              launch_at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The host time a graph replay removes: per step, the outermost operators around the events' launches (or
     the launch calls themselves where no operator is around them) and ``region_rows`` (``whole``: the span from the
     first to the last of them), but the blocking calls (a graph cannot capture a sync) and the DataLoader's spans,
-    less one graph launch: the first ``cost`` µs of each step's captured time stay."""
+    less one graph launch: the first ``cost`` µs of each step's captured time stay. The captured events are all
+    launched at that graph launch's start (``launch_at``): a graph's kernels start while the host is still in
+    cudaGraphLaunch, and none waits for a later launch call."""
     at = device_index(model)[_valid(model, change.rows)]
     at = at[at >= 0]
     launch = g.device.launch_row[at]
@@ -168,6 +178,9 @@ def _captured(model: TraceModel, g: Graph, change: CaptureGraph) -> tuple[np.nda
         outer = outermost_op(model)[tree_node_of_row(model)[launch]]
         rows = np.where(outer >= 0, host_tree(model).rows[np.maximum(outer, 0)], launch)
     ev = model["events"]
+    if change.whole:  # the record_function regions around them (Optimizer.step#…, "forward") are captured whole
+        region_of = outermost_region(model)[tree_node_of_row(model)[rows]]
+        rows = np.concatenate([rows, host_tree(model).rows[np.unique(region_of[region_of >= 0])]])
     start = ev["ts"][rows].astype(np.float64)
     spans = iv.union(start, start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0))
     steps = find_steps(model)
@@ -183,6 +196,11 @@ def _captured(model: TraceModel, g: Graph, change: CaptureGraph) -> tuple[np.nda
     before = np.cumsum(length) - length
     first = np.searchsorted(step, step, side="left")
     kept = np.clip(cost - (before - before[first]), 0.0, length) if len(lo) else np.zeros(0)
+    if len(lo):
+        begin = np.full(max(steps.count, 1), np.nan)
+        begin[step[first]] = lo[first]
+        own = g.device.step[at]
+        launch_at[at] = np.where(own >= 0, take(begin, own, np.nan), np.nan)
     return lo + kept, hi
 
 
@@ -230,6 +248,21 @@ def outermost_op(model: TraceModel) -> np.ndarray:
         own = (tree.kind[level] == Kind.CPU_OP) & ~tree.merged[level]
         out[level] = np.where(above >= 0, above, np.where(own, level, -1))
     out[tree.merged] = take(out, tree.op_of[tree.merged], -1)
+    return out
+
+
+@memoized
+def outermost_region(model: TraceModel) -> np.ndarray:
+    """Per host-tree node: the outermost ``record_function`` region at or above it (a user annotation, not a
+    ``ProfilerStep#`` nor the DataLoader's), -1 where none is around it; top down as ``outermost_op``."""
+    tree = host_tree(model)
+    names = model["events"]["name"][tree.rows]
+    region = (tree.kind == Kind.USER_ANNOTATION) & ~name_mask(
+        model, names, lambda s: step_number(s) is not None or is_dataloader(s))
+    out = np.where(region & (tree.parent == -1), np.arange(tree.size), -1)
+    for level in tree_levels(model):
+        above = out[tree.parent[level]]
+        out[level] = np.where(above >= 0, above, np.where(region[level], level, -1))
     return out
 
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .constants import GRAPH_LAUNCH_PER_NODE_US, KERNEL_LAUNCH_US
+from .constants import GRAPH_LAUNCH_PER_NODE_US, GRAPH_LAUNCH_US, KERNEL_LAUNCH_US
 
 
 def _rows(values: object) -> np.ndarray:
@@ -113,7 +113,7 @@ class CaptureGraph(Change):
     """Device events replayed from a CUDA graph: their launching host work becomes one graph launch."""
 
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    launch_us: float | None = None  # None: GRAPH_LAUNCH_PER_NODE_US per captured event and launch (constants.py)
+    launch_us: float | None = None  # None: GRAPH_LAUNCH_US + GRAPH_LAUNCH_PER_NODE_US per captured event (constants.py)
     region_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # host spans captured whole
     # True: per step, the whole span from the first captured operator to the last one goes (the Python between
     # them included: a graph replay runs none of it); False: only the operators' own spans
@@ -125,13 +125,15 @@ class CaptureGraph(Change):
 
     def cost_of(self, nodes: int) -> float:
         """The launch cost of a graph of ``nodes`` events."""
-        return float(self.launch_us) if self.launch_us is not None else GRAPH_LAUNCH_PER_NODE_US * max(nodes, 1)
+        return float(self.launch_us) if self.launch_us is not None else \
+            GRAPH_LAUNCH_US + GRAPH_LAUNCH_PER_NODE_US * max(nodes, 1)
 
     def costs_of(self, nodes: np.ndarray) -> np.ndarray:
         """``cost_of`` for many graphs at once."""
         if self.launch_us is not None:
             return np.full(len(nodes), float(self.launch_us))
-        out: np.ndarray = GRAPH_LAUNCH_PER_NODE_US * np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+        size = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+        out: np.ndarray = GRAPH_LAUNCH_US + GRAPH_LAUNCH_PER_NODE_US * size
         return out
 
 

@@ -12,9 +12,12 @@
   roofline model
 - a kernel launch: ``KERNEL_LAUNCH_US`` = 4 µs of host time (``cudaLaunchKernel``; the trace's own median launch where
   it has launches, ``launch_cost_us``) — ``samples/tiny_kernels`` (H200, CUDA 13): median ``cudaLaunchKernel`` 3-5 µs
-- a CUDA-graph replay: ``GRAPH_LAUNCH_PER_NODE_US`` = 2.7 µs of host time per captured kernel, in one
-  ``cudaGraphLaunch``; kernels of a graph run back to back — ``samples/cuda_graph`` (H200, CUDA 13): three launches of
-  29-kernel graphs took 77-87 µs; the gap between graph kernels is 0.13 µs (median)
+- a CUDA-graph replay: one ``cudaGraphLaunch`` of ``GRAPH_LAUNCH_US`` + ``GRAPH_LAUNCH_PER_NODE_US`` per captured
+  kernel = 55 µs + 1.05 µs per kernel of host time, as traced (the profiler records every node of a graph, so a traced
+  launch grows with the graph); the graph's kernels start while the call runs and run back to back — two graph sizes
+  on H200, CUDA 13: ``samples/cuda_graph``, 25-kernel graphs launched in 77-87 µs (median 82), and the calibration
+  corpus's ``launch_bound_graph`` fixed twin, 493-kernel graphs in 481-619 µs (median 578); the gap between graph
+  kernels is 0.13 µs (median)
 - pinned host-to-device bandwidth: ``pinned_h2d_gbps(cc)``: 50 GB/s from Hopper on (PCIe 5.0 x16), 25 GB/s on
   Ampere and Ada (PCIe 4.0 x16), 12 GB/s before (PCIe 3.0 x16); a pageable copy's speed-up is that over its own
   measured bandwidth, and its call stops blocking the host — the PCIe specifications' x16 rates, less protocol overhead
@@ -30,7 +33,8 @@ from typing import Any
 
 KERNEL_LAUNCH_US = 4.0
 PINNED_H2D_GBPS = ((9, 50.0), (8, 25.0), (0, 12.0))  # (from compute capability major, GB/s)
-GRAPH_LAUNCH_PER_NODE_US = 2.7
+GRAPH_LAUNCH_US = 55.0
+GRAPH_LAUNCH_PER_NODE_US = 1.05
 CACHED_ALLOC_US = 0.0
 
 # Dense peak throughput (TFLOPS): fp32 on the CUDA cores, tf32 and bf16 (= fp16) on the tensor cores; keyed by

@@ -90,7 +90,7 @@ class _Streams:
 
     SHORT = 16  # advance this many events or fewer one by one (numpy's call overhead is larger)
 
-    def __init__(self, g: Graph, a: Applied, x_offset: np.ndarray) -> None:
+    def __init__(self, g: Graph, a: Applied, x_offset: np.ndarray, launch: np.ndarray) -> None:
         d = g.device
         order = np.arange(d.size) if np.array_equal(a.stream, d.stream) else np.lexsort((d.start, a.stream))
         self.pos = np.empty(d.size, dtype=np.int64)
@@ -101,7 +101,7 @@ class _Streams:
         self.bounds = np.searchsorted(stream, np.arange(n_streams + 1))
         cum = np.concatenate([[0.0], np.cumsum((a.busy + a.gap)[order])])
         self.c = cum[:-1] - cum[self.bounds[stream]]  # exclusive running sum within each stream
-        self.launch = d.launch[order]
+        self.launch = launch[order]  # the launch's measured host time (a change may move it: ``launch_at``)
         self.launched = np.isfinite(self.launch)
         self.x_base = np.where(self.launched, x_offset[order], d.release[order])
         self.dur = a.dur[order]
@@ -182,9 +182,10 @@ def replay(model: TraceModel, changes: tuple[Change, ...] | list[Change] = (), j
                         np.concatenate([a.dropped[1], (w.start + w.wait)[live]]))
     host = HostMap(excluded=excluded, prefix=iv.covered_before(excluded), at=np.zeros(0), raise_to=np.zeros(0))
     d = g.device
-    launched = np.isfinite(d.launch)
-    x_offset = np.where(launched, d.release - np.nan_to_num(d.launch) + host.work(np.nan_to_num(d.launch)), 0.0)
-    streams = _Streams(g, a, x_offset)
+    launch = np.where(np.isfinite(a.launch_at) & np.isfinite(d.launch), a.launch_at, d.launch)
+    launched = np.isfinite(launch)
+    x_offset = np.where(launched, d.release - np.nan_to_num(d.launch) + host.work(np.nan_to_num(launch)), 0.0)
+    streams = _Streams(g, a, x_offset, launch)
     _visit(g, a, host, streams, _arrivals(job, tuple(changes)))
     start = streams.finish()
     host = HostMap(excluded=excluded, prefix=host.prefix, at=np.asarray(streams.at, dtype=np.float64),

@@ -19,7 +19,7 @@ import { readViewUrlState, writeViewUrlState } from "../../urlState";
 import { loadSources } from "../common/callStack";
 import { CATEGORY_COLORS, highlightCategory, highlightText } from "../common/stepCategories";
 import { copyText, inVsCode, showToast } from "../common/ui";
-import { makePalette, parseWindow, locate, formatOffset, mergeSteps, formatBytesShort, formatCounter, stepLane, stepOfRange, type Step, type TrackMeta, type WindowData } from "./traceData";
+import { makePalette, parseWindow, locate, formatOffset, mergeSteps, formatBytesShort, formatCounter, firstMarkedLane, stepLane, stepOfRange, type Step, type TrackMeta, type WindowData } from "./traceData";
 import { detailsPanel, errorPanel, helpOpen, hintPanel, loadingPanel, rangeLoading, rangePanel, rememberHelp, setPanel, type DetailsHooks, type RangeHooks } from "./traceDetails";
 import { absoluteUrl, openInPerfetto, type ExportStatus } from "./traceExport";
 import { parseTraceQuery, searchParams } from "./traceSearch";
@@ -693,8 +693,11 @@ class TraceView {
       this.relayout();
     }
     if (firstAnswer && this.view) {
-      // A link to a step (the Overview's step bar): its thread's step lane on screen.
-      const step = stepOfRange(data.steps, this.view.start, this.view.end);
+      // A highlight link (a breakdown category): the first lane of marked events on screen; a link to a step (the
+      // Overview's step bar): its thread's step lane.
+      const marked = this.category !== null ? firstMarkedLane(data) : null;
+      const step = marked ? null : stepOfRange(data.steps, this.view.start, this.view.end);
+      if (marked) this.scrollToLane(marked.track, marked.depth);
       if (step) this.stepToReveal = step.name;
     }
     if (this.stepToReveal !== null) {

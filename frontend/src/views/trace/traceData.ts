@@ -359,6 +359,19 @@ export function stepLane(data: Pick<WindowData, "names" | "tracks">, name: strin
   return best;
 }
 
+/** The first lane (in the tracks' order) holding an event the server marked for the highlighted category, or null:
+ * where a highlight link (the Overview's breakdown row) must open, rather than on the step's host lane. */
+export function firstMarkedLane(data: Pick<WindowData, "tracks">): { track: number; depth: number } | null {
+  for (const track of data.tracks) {
+    for (const lane of track.lanes) {
+      if (lane && ((lane.ehl?.some((v) => v > 0) ?? false) || (lane.bhl?.some((v) => v > 0) ?? false))) {
+        return { track: track.id, depth: lane.depth };
+      }
+    }
+  }
+  return null;
+}
+
 /** The step a linked range shows (the one covering most of it, at least half), or null: a step link's target. */
 export function stepOfRange(steps: readonly Step[], start: number, end: number): Step | null {
   let best: Step | null = null;

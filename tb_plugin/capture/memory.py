@@ -12,7 +12,7 @@ snapshot on its out-of-memory moment. Without this package the same is three lin
     torch._C._cuda_attach_out_of_memory_observer(
         lambda device, alloc, device_alloc, device_free: torch.cuda.memory._dump_snapshot("log/my_run/oom.pickle"))
 
-torch is imported only when recording starts: this package never depends on it. ``torch._C``'s observer is
+torch is imported only when recording starts: this module never depends on it. ``torch._C``'s observer is
 called by the allocator, with the GIL, after it recorded its ``oom`` entry and before it raises, so the snapshot
 holds the failed request; an observer cannot be detached, so :meth:`MemoryHistory.stop` only disarms it.
 """
