@@ -31,7 +31,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from ..catalog.catalog import Identity
+from ..catalog.catalog import Identity, TraceFile
 from ..loader import MODEL_VERSION
 from ..model.tables import TraceModel
 from . import entries
@@ -57,10 +57,12 @@ _warned: set[str] = set()  # unusable cache folders already said (once per proce
 
 class Stored(Protocol):
     """Results derived from a model that the loader process computes and stores in the model's entry, and the server
-    gives back to the model when it opens the entry (the workspace passes one: the Trace view's index). Picklable:
-    it travels to the loader process."""
+    gives back to the model when it opens the entry (the workspace passes one: the Trace view's index and the first
+    views' answers). Picklable: it travels to the loader process. ``save`` opens the model saved in ``directory``
+    itself (as the server will: the loader has dropped its own copy by then), for ``file``, in ``processes``
+    processes at most (the loader's share of the machine)."""
 
-    def save(self, model: TraceModel, directory: str) -> None: ...
+    def save(self, directory: str, file: TraceFile | None, processes: int) -> None: ...
 
     def attach(self, model: TraceModel, files: dict[str, pa.Buffer]) -> None: ...
 

@@ -65,10 +65,12 @@ def _main_module_hidden() -> Iterator[None]:
         sys.modules["__main__"] = real
 
 
-def _context() -> Any:
+def _context(stored: Stored | None = None) -> Any:
+    """Processes from a fork server that has imported the worker (and the module of what it stores beside the
+    parse: the analyses the first views need), so a worker starts without importing them."""
     if sys.platform.startswith("linux"):
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["tb_plugin.jobs.worker"])
+        ctx.set_forkserver_preload(["tb_plugin.jobs.worker", *([type(stored).__module__] if stored else [])])
         return ctx
     return multiprocessing.get_context("spawn")
 
@@ -132,7 +134,7 @@ class LoadScheduler:
                  load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, shared: SharedCache | None = None,
                  runner: Runner | None = None,
                  on_preprocessed: Callable[[Hashable, Path], object] | None = None,
-                 stored: Stored | None = None) -> None:
+                 stored: Stored | None = None, on_loaded: Callable[[TraceFile], None] | None = None) -> None:
         self.cache = cache
         self.stored = stored
         self.shared = shared
@@ -146,9 +148,11 @@ class LoadScheduler:
         self._on_preprocessed = on_preprocessed
         self._summary_reader = ThreadPoolExecutor(1, thread_name_prefix="pytorch-profiler-summaries")
         self.load_timeout = load_timeout or None  # seconds; None or 0: no limit
-        self._warm = _Warmer(on_ready) if on_ready is not None else None
+        # after each model is open (on one background thread): ``on_ready`` with the model, then ``on_loaded`` with
+        # its file (the workspace builds a job's summary once its last rank is ready)
+        self._warm = _Warmer(on_ready, on_loaded) if on_ready is not None or on_loaded is not None else None
         self.max_workers = max(1, max_workers or default_workers())
-        self._ctx = _context()
+        self._ctx = _context(stored)
         self._jobs: dict[Hashable, _Job] = {}
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
@@ -447,7 +451,7 @@ class LoadScheduler:
                 with self._lock:
                     job.model = model
                 if self._warm is not None:
-                    self._warm.submit(model)
+                    self._warm.submit(model, job.file)
         return job.model
 
     def _fetch_model(self, job: _Job) -> None:
@@ -471,7 +475,7 @@ class LoadScheduler:
             job.model, job.state, job.done_progress = model, READY, 1.0
             job.previous = None
         if self._warm is not None:
-            self._warm.submit(model)
+            self._warm.submit(model, job.file)
         return True
 
     def _damaged(self, job: _Job, reason: str) -> None:
@@ -605,7 +609,7 @@ class LoadScheduler:
             job.model, job.state, job.done_progress = model, READY, 1.0
             job.previous = None
         if self._warm is not None:
-            self._warm.submit(model)
+            self._warm.submit(model, job.file)
         try:
             self.cache.evict(keep=self._needed)
         except OSError as err:  # a full cache is a nuisance; a dead loader thread would hang every later load
@@ -620,22 +624,27 @@ class LoadScheduler:
 
 
 class _Warmer:
-    """Runs a callback on each newly loaded model in one background thread (e.g. to build the timeline index
-    before anyone opens the Trace view), so the loader's loop and requests never wait for it."""
+    """Runs the callbacks on each newly loaded model in one background thread (e.g. to build the timeline index
+    before anyone opens the Trace view), so the loader's loop and requests never wait for them."""
 
-    def __init__(self, callback: Callable[[TraceModel], None]) -> None:
-        self._callback = callback
-        self._queue: queue.Queue[TraceModel] = queue.Queue()
+    def __init__(self, on_ready: Callable[[TraceModel], None] | None,
+                 on_loaded: Callable[[TraceFile], None] | None) -> None:
+        self._on_ready = on_ready
+        self._on_loaded = on_loaded
+        self._queue: queue.Queue[tuple[TraceModel, TraceFile]] = queue.Queue()
         threading.Thread(target=self._run, name="pytorch-profiler-warm", daemon=True).start()
 
-    def submit(self, model: TraceModel) -> None:
-        self._queue.put(model)
+    def submit(self, model: TraceModel, file: TraceFile) -> None:
+        self._queue.put((model, file))
 
     def _run(self) -> None:
         while True:
-            model = self._queue.get()
+            model, file = self._queue.get()
             try:
-                self._callback(model)
+                if self._on_ready is not None:
+                    self._on_ready(model)
+                if self._on_loaded is not None:
+                    self._on_loaded(file)
             except Exception:
                 log.exception("precomputing views of %s failed", model.meta.get("source"))
 

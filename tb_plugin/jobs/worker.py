@@ -9,13 +9,16 @@ from __future__ import annotations
 import contextlib
 import shutil
 import traceback
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import numpy.ma  # noqa: F401 - np.unique imports it on first use (50 ms in every loader process otherwise)
+
 from ..catalog.catalog import TraceFile
 from ..catalog.remote import scrub
-from ..loader import TraceLoadError, default_parts, load_trace
+from ..loader import TraceLoadError, default_parts, load_trace, pages
 from ..model.tables import save
 from . import budget, entries
 from .cache import SOURCE_FILE, Stored
@@ -44,10 +47,15 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         source: list[bytes] = []
         model = load_trace(file.url, report, parts=min(parts, default_parts()) if parts else default_parts(),
                            access=access, keep_source=source.append if file.is_remote else None,
-                           limits=budget.load_limits())
-        _write_entry(model, Path(entry), stored, source[0] if source else None)
+                           limits=replace(budget.load_limits(), scratch_dir=str(Path(entry).parent)))
+        stats = {"events": model.n_events, "bytes": model.nbytes()}
+        holder = [model]
+        del model  # _write_entry drops it once saved: the derived results are computed on the parse mapped back
+        cores = min(parts or default_parts(), default_parts())
+        _write_entry(holder, Path(entry), stored, source[0] if source else None, file,
+                     budget.views_processes(stats["events"], cores))
         progress.value = 1.0
-        message = ("ok", {"events": model.n_events, "bytes": model.nbytes()})
+        message = ("ok", stats)
     except TraceLoadError as err:  # the third item: the same file version would fail anywhere (cache it)
         message = ("error", scrub(str(err), access), err.lasting)
     except MemoryError:
@@ -64,14 +72,18 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         conn.close()
 
 
-def _write_entry(model: Any, entry: Path, stored: Stored | None, source: bytes | None) -> None:
+def _write_entry(holder: list[Any], entry: Path, stored: Stored | None, source: bytes | None, file: TraceFile,
+                 processes: int) -> None:
     """Build the entry in a private folder of the cache, seal it and rename it into place (``jobs.entries``): no
-    one ever sees it half written, and a server that published the same entry first wins."""
+    one ever sees it half written, and a server that published the same entry first wins. The model (the one item
+    of ``holder``) is dropped once saved: what is stored beside it is computed on the parse mapped back, as the
+    server opens it, and this copy would only double the memory."""
     built = entries.staging(entry.parent)
     try:
-        save(model, built)
+        save(holder.pop(), built)
         if stored is not None:
-            _save_derived(stored, model, str(built))
+            pages.trim_heap()  # the parse's freed pages: the processes forked for the views would count them
+            _save_derived(stored, str(built), file, processes)
         if source is not None:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (built / SOURCE_FILE).write_bytes(source)
         entries.seal(built)
@@ -80,8 +92,8 @@ def _write_entry(model: Any, entry: Path, stored: Stored | None, source: bytes |
         shutil.rmtree(built, ignore_errors=True)
 
 
-def _save_derived(stored: Stored, model: Any, entry: str) -> None:
+def _save_derived(stored: Stored, entry: str, file: TraceFile, processes: int) -> None:
     """Derived results are an optimisation: if computing or writing them fails, the trace still loads and the
     server computes them on first use (and reports any error there, where the user looks)."""
     with contextlib.suppress(Exception):
-        stored.save(model, entry)
+        stored.save(entry, file, processes)

@@ -1,0 +1,392 @@
+"""The views a user opens first, computed by the loader process and stored beside the parse: warm at "ready".
+
+When a trace turns ready, every open tab asks for the Overview, the Operator and Kernel tables, the GPU insights and
+a first Trace view window at once. Computed by the server, these queued on its one GIL behind each other (a 2 GB
+trace answered 409 "computing" for seconds, a crowd of 50 tabs waited 5-7 s). The loader process holds the model
+anyway: it computes them there, in forked processes side by side (as many as its share of the machine allows,
+``jobs.budget``), and writes them into the cache entry:
+
+- **answers**: the encoded JSON (and its gzip) of each route's default query (:data:`ANSWERS`), byte for byte what
+  the route would send. The server answers from them without computing (:func:`stored_answer`); a route finds one
+  by its :func:`key`, made of the same validated parameters in the loader and in the route, so a request with any
+  other parameter (another grouping, a multi-rank Overview) is computed as before.
+- **results** the Trace view's windows read at any zoom (:data:`MEMOS`: the counters' sources, the launches, the
+  rows' depths, the steps) and, for a rank of a distributed job, its rank summary (what the job-level views read
+  from every rank): given back to the model when the server opens the entry (``model.derived.seed``) through
+  ``model/stash.py`` (data only: no pickle in a cache others may share).
+- the Trace view's index (``timeline/stored.py``), as before.
+
+Each part is written by its own process into its own files, and ``warm.json``, written last by the loader, lists
+the parts that finished; a part that failed (a crash, out of memory) is computed on first use, as on an entry
+written before this existed. Everything is computed on the model mapped back from the entry just written (as the
+server maps it: ``meta`` read back from JSON, the same dtypes), so a stored answer is the answer the server computes
+(``tests/unit/test_warm_views.py`` compares them on every sample and test trace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..analysis import kernels, operators
+from ..analysis.bandwidth import memory_bandwidth
+from ..analysis.cupti_counters import cupti_counters
+from ..analysis.device_peaks import NO_OVERRIDE, PeakOverride
+from ..analysis.idle import KERNEL_WAIT_US, idle_time
+from ..analysis.launches import launch_stats
+from ..analysis.overview import overview
+from ..analysis.queues import queue_length
+from ..analysis.rank_summary import RankSummary, _summary
+from ..analysis.roofline import roofline
+from ..analysis.sequences import kernel_sequences
+from ..analysis.sources import source_files
+from ..analysis.steps import Steps, find_steps
+from ..analysis.summary import summary
+from ..catalog.catalog import TraceFile
+from ..model import stash
+from ..model.derived import _key, memoized, seed
+from ..model.tables import TraceModel, load
+from ..timeline import counters, flows
+from ..timeline.index import depth_of_rows, timeline_index
+from ..timeline.pyramid import LanePyramid, Level, LongEvents, pyramids, seed_pyramids
+from ..timeline.stored import StoredIndex, write_index
+from .encoding import Encoded, encode
+
+log = logging.getLogger(__name__)
+
+MARKER = "warm.json"  # written last by the loader: the parts whose files are whole
+_VERSION = 1
+
+# the defaults of the routes' parameters that the pages ask for first (routes.py validates the same)
+LIMIT = 500  # launch_stats, cupti_counters, roofline
+MAX_POINTS = 500  # queue_length, memory_bandwidth
+SEQUENCE_LENGTH, SEQUENCE_TOP = 3, 20
+
+for _cls in (counters._Sources, flows._Launches, Steps, RankSummary, Level, LongEvents, LanePyramid):
+    stash.register(_cls)
+
+
+def key(route: str, **params: Any) -> str:
+    """The key of an answer in the stored set: the route and its validated parameters (the same in the loader and
+    the route, whatever spelling or order the query string had)."""
+    return json.dumps([route, params], sort_keys=True, separators=(",", ":"), default=_param)
+
+
+def _param(value: Any) -> Any:
+    if isinstance(value, PeakOverride):  # all of it: its text shows in the answers
+        return [value.device, [list(p) for p in value.peaks], value.bandwidth, value.text]
+    if isinstance(value, (frozenset, set)):
+        return sorted(value)
+    raise TypeError(f"no key for a parameter of type {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the first answers depend on beside the model: the file (its worker, name and size) and the server's
+    ``--profiler_peaks``."""
+
+    worker: str
+    filename: str
+    size: int
+    peaks: PeakOverride = NO_OVERRIDE
+
+
+Compute = Callable[[TraceModel], Any]
+
+
+def answers(ctx: Context) -> dict[str, list[tuple[str, Compute]]]:
+    """The stored answers by part: each route's default query, as the page asks it first. The Overview's is the
+    one of a single-worker run, left out for a rank of a distributed job (its Overview reads the other ranks:
+    computed by the server from their stored summaries)."""
+    w, p = ctx.worker, ctx.peaks
+    return {
+        "overview": [(key("overview", worker=w, workers=1, peaks=p, ranks=[]),
+                      lambda m: overview(m, None, w, 1, p, ()))],
+        "tables": [
+            (key("operators", group_by="name", name=""), lambda m: operators.operator_view(m, "name", "")),
+            (key("operators", group_by="name_stack", name=""), lambda m: operators.operator_view(m, "name_stack", "")),
+            (key("kernels", group_by="name"), lambda m: kernels.kernel_view(m, "name")),
+            (key("sources"), source_files),
+            (key("summary", file=ctx.filename, size=ctx.size),
+             lambda m: {"file": ctx.filename, "size_bytes": ctx.size, **summary(m)}),
+        ],
+        "gpu": [
+            (key("idle", kernel_wait_us=KERNEL_WAIT_US), lambda m: idle_time(m, KERNEL_WAIT_US)),
+            (key("launch_stats", limit=LIMIT), lambda m: launch_stats(m, LIMIT)),
+            (key("queue_length", max_points=MAX_POINTS), lambda m: queue_length(m, MAX_POINTS)),
+            (key("memory_bandwidth", max_points=MAX_POINTS), lambda m: memory_bandwidth(m, MAX_POINTS)),
+            (key("kernel_sequences", length=SEQUENCE_LENGTH, top=SEQUENCE_TOP),
+             lambda m: kernel_sequences(m, SEQUENCE_LENGTH, SEQUENCE_TOP)),
+            (key("cupti_counters", limit=LIMIT), lambda m: cupti_counters(m, LIMIT)),
+            (key("roofline", group_by="kernel", peaks=p, limit=LIMIT), lambda m: roofline(m, "kernel", p, LIMIT)),
+        ],
+        "timeline": [],
+    }
+
+
+# Memoised results stored by part: (function, its arguments). Their values must be what the function returns on the
+# mapped model, exactly: they are handed to the model as if computed there.
+MEMOS: dict[str, Callable[..., Any]] = {
+    "steps": find_steps,
+    "counters": counters._sources,
+    "launches": flows._launches,
+    "depths": depth_of_rows,
+    "rank_summary": _summary,
+    "pyramids": lambda model: pyramids(model, timeline_index(model)),
+}
+
+
+def memos(model: TraceModel, ctx: Context) -> dict[str, list[tuple[str, tuple[Any, ...]]]]:
+    """The memoised results stored by part; a rank of a distributed job stores its rank summary (every rank's
+    Overview and the Distributed view read all of them)."""
+    out: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
+        "overview": [("steps", ())], "tables": [], "gpu": [],
+        "timeline": [("depths", ()), ("launches", ()), ("counters", ()), ("pyramids", ())]}
+    if distributed(model):
+        out["overview"].append(("rank_summary", (ctx.worker,)))
+    return out
+
+
+def distributed(model: TraceModel) -> bool:
+    """A rank of a job of several (its ``distributedInfo`` says so)."""
+    info = model.meta.get("distributedInfo")
+    size = info.get("world_size") if isinstance(info, dict) else None
+    return isinstance(size, int) and size > 1
+
+
+# ---- in the loader process ------------------------------------------------------------------------------------------
+
+# The parts and what each costs (seconds on the 164 MB trace, 2 cores: their order is what counts): the most costly
+# starts first.
+COSTS = {"overview": 0.53, "gpu": 0.35, "tables": 0.32, "timeline": 0.2}
+PARTS = tuple(sorted(COSTS, key=lambda p: -COSTS[p]))
+
+
+def compute_part(model: TraceModel, ctx: Context, part: str, folder: Path) -> None:
+    """Compute one part and write its files (``warm.<part>.json``, ``warm.<part>.bin``; the index for the
+    ``timeline`` part): the answers encoded and gzipped, and the memoised results."""
+    if part == "timeline":
+        write_index(timeline_index(model), folder)
+    chunks: list[bytes | memoryview] = []
+    size = 0
+    stored: dict[str, list[int | None]] = {}
+    for name, compute in answers(ctx)[part]:
+        if name.startswith('["overview"') and distributed(model):
+            continue  # a rank's Overview reads the job (the other ranks): the server computes it, from their summaries
+        encoded = encode(compute(model))
+        at = size
+        chunks.append(encoded.body)
+        size += len(encoded.body)
+        gz_at = None
+        if encoded.gzipped is not None:
+            gz_at, size = size, size + len(encoded.gzipped)
+            chunks.append(encoded.gzipped)
+        stored[name] = [at, len(encoded.body), gz_at, len(encoded.gzipped or b"")]
+    description, blob = stash.dumps({"memos": [[name, list(args), MEMOS[name](model, *args)]
+                                               for name, args in memos(model, ctx)[part]]})
+    _write(folder / f"warm.{part}.bin", [*chunks, *_aligned(size), *blob])
+    _write(folder / f"warm.{part}.json", [json.dumps({"answers": stored, "memos_at": size + len(_aligned(size)[0]),
+                                                      "memos": json.loads(description)}).encode()])
+
+
+def _aligned(size: int) -> list[bytes]:
+    return [b"\0" * (-size % 64)]
+
+
+def _write(path: Path, chunks: list[bytes | memoryview]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as fh:
+        for chunk in chunks:
+            fh.write(chunk)
+    os.replace(tmp, path)
+
+
+def _can_fork() -> bool:
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+def compute_parts(model: TraceModel, ctx: Context, folder: Path, processes: int) -> list[str]:
+    """Compute every part, each in a forked process of its own, at most ``processes`` at a time (the most costly
+    first, the next as one ends); the parts that finished. A process per part: what a part memoises on the way (the
+    host tree, its tables) goes with it, so the memory is that of ``processes`` parts, never of all of them (four
+    parts in one process took 1.4 GB of a 1 GB trace, the largest alone 0.6 GB); and a part that runs out of memory
+    is killed alone, never the loader process, whose parse is whole and must still be answered. In this process
+    only where forking is not safe (threads running)."""
+    if not _can_fork():
+        return [part for part in PARTS if _try_part(model, ctx, part, folder)]
+    pending, done = list(PARTS), []
+    running: dict[int, str] = {}
+    while pending or running:
+        while pending and len(running) < max(1, processes):
+            part = pending.pop(0)
+            running[_fork_parts(model, ctx, folder, [part])] = part
+        for pid in list(running):
+            ended, status = os.waitpid(pid, os.WNOHANG)
+            if not ended:
+                continue
+            part = running.pop(pid)
+            if os.waitstatus_to_exitcode(status) == 0:
+                done.append(part)
+            else:
+                log.warning("the stored %s of %s was not computed (exit status %s): computed on first use", part,
+                            ctx.filename, os.waitstatus_to_exitcode(status))
+        if running:
+            time.sleep(0.005)
+    return [part for part in PARTS if part in done]
+
+
+def _try_part(model: TraceModel, ctx: Context, part: str, folder: Path) -> bool:
+    """Stored results are an optimisation: a part that fails is computed by the server on first use (and any error
+    is reported there, where the user looks)."""
+    try:
+        compute_part(model, ctx, part, folder)
+    except Exception:
+        log.debug("computing the stored %s failed", part, exc_info=True)
+        return False
+    return True
+
+
+def _fork_parts(model: TraceModel, ctx: Context, folder: Path, parts: list[str]) -> int:
+    """A forked process (plain fork, as the loader's parts: this process is a daemon) computing ``parts``; exits
+    0 when every one was written."""
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 1
+        try:
+            _die_with_parent()
+            code = 0 if all([_try_part(model, ctx, part, folder) for part in parts]) else 1
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _die_with_parent() -> None:
+    """Linux: this forked process is killed when the loader process is (a load stopped at its time limit), never
+    left computing for nobody."""
+    with contextlib.suppress(Exception):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class WarmViews:
+    """What the loader process computes and stores beside the parse, and the server gives back to the model when it
+    opens the entry (a ``jobs.cache.Stored``, passed to ``jobs`` by the plugin)."""
+
+    def __init__(self, peaks: PeakOverride = NO_OVERRIDE) -> None:
+        self.peaks = peaks
+
+    def save(self, directory: str, file: TraceFile | None = None, processes: int = 1) -> None:
+        """Compute and write every part for ``file`` (its parse already in ``directory``), in ``processes``."""
+        folder = Path(directory)
+        model = load(folder)  # what the server will open: the answers must be computed on exactly that
+        ctx = context(file, self.peaks)
+        done = compute_parts(model, ctx, folder, processes)
+        _write(folder / MARKER, [json.dumps({"version": _VERSION, "parts": done, "context": _context_json(ctx)})
+                                 .encode()])
+
+    def attach(self, model: TraceModel, source: str | Mapping[str, Any]) -> None:
+        """Give ``model`` (just opened from a cache entry: its folder, or its files by name) the stored index and
+        every stored part: answers for :func:`stored_answer`, results into its memo. A part that cannot be read is
+        left out (computed on first use)."""
+        StoredIndex().attach(model, source)  # type: ignore[arg-type]
+        files = _files(source)
+        marker = files.get(MARKER)
+        if marker is None:
+            return
+        doc = json.loads(bytes(marker))
+        if doc.get("version") != _VERSION:
+            return
+        found: dict[str, tuple[memoryview, memoryview | None]] = {}
+        for part in doc.get("parts", []):
+            try:
+                found.update(_attach_part(model, files, part))
+            except (KeyError, ValueError, TypeError) as err:
+                log.warning("ignoring the stored %s of %s: %s", part, model.meta.get("source"), err)
+        seed(model, _stored, found)
+
+
+def context(file: TraceFile | None, peaks: PeakOverride) -> Context:
+    if file is None:
+        return Context(worker="", filename="", size=0, peaks=peaks)
+    return Context(worker=file.worker, filename=file.filename, size=file.size, peaks=peaks)
+
+
+def _context_json(ctx: Context) -> dict[str, Any]:
+    return {"worker": ctx.worker, "filename": ctx.filename, "size": ctx.size, "peaks": _param(ctx.peaks)}
+
+
+def _files(source: str | Mapping[str, Any]) -> Mapping[str, Any]:
+    """The entry's warm files by name: mapped from its folder, or as given (buffers of a verified copy)."""
+    if not isinstance(source, (str, os.PathLike)):
+        return source
+    folder = Path(source)
+    out: dict[str, Any] = {}
+    for path in folder.glob("warm.*"):
+        with contextlib.suppress(OSError, ValueError):
+            out[path.name] = _map(path)
+    return out
+
+
+def _map(path: Path) -> memoryview:
+    import mmap
+
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return memoryview(b"")
+        return memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+
+
+def _attach_part(model: TraceModel, files: Mapping[str, Any], part: str
+                 ) -> dict[str, tuple[memoryview, memoryview | None]]:
+    index = json.loads(bytes(files[f"warm.{part}.json"]))
+    blob = memoryview(files[f"warm.{part}.bin"]).cast("B")
+    out: dict[str, tuple[memoryview, memoryview | None]] = {}
+    for name, (at, n, gz_at, gz_n) in index["answers"].items():
+        if at + n > len(blob) or (gz_at is not None and gz_at + gz_n > len(blob)):
+            raise ValueError("a stored answer lies outside its file")
+        out[name] = (blob[at:at + n], blob[gz_at:gz_at + gz_n] if gz_at is not None else None)
+    values = stash.loads(json.dumps(index["memos"]), blob[int(index["memos_at"]):])
+    for name, args, value in values["memos"]:
+        if name != "pyramids":
+            seed(model, MEMOS[name], value, *args)
+        elif _key(timeline_index, ()) in model.memo:  # built for the stored index: only beside it
+            seed_pyramids(model, timeline_index(model), value)
+    return out
+
+
+@memoized
+def _stored(model: TraceModel) -> dict[str, tuple[memoryview, memoryview | None]]:
+    """The stored answers of ``model`` by :func:`key` (seeded when its entry is opened; none otherwise)."""
+    return {}
+
+
+def has_answer(model: TraceModel, name: str) -> bool:
+    """Whether ``model``'s entry holds the answer ``name`` (a :func:`key`)."""
+    return name in _stored(model)
+
+
+def stored_answer(model: TraceModel, name: str) -> Encoded:
+    """The stored answer ``name`` (a :func:`key`) of ``model``, copied out of the entry's mapped file (KeyError
+    when there is none)."""
+    body, gzipped = _stored(model)[name]
+    return Encoded(bytes(body), bytes(gzipped) if gzipped is not None else None)
+
+
+def precompute(model: TraceModel) -> None:
+    """What the server computes when a trace turns ready (``workspace.precompute``: the Overview and the index),
+    unless its entry held them: an entry of an older version, a preprocessed rank, a part that failed."""
+    if not _stored(model):
+        from ..workspace import precompute as compute_first_views  # the server's module: not in loader processes
+
+        compute_first_views(model)
+
