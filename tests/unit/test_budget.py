@@ -60,7 +60,7 @@ def test_a_file_loading_alone_is_built_by_every_slot(tmp_path: Path, monkeypatch
 
     scheduler = LoadScheduler(ParseCache(tmp_path / "cache"), max_workers=15)
     scheduler.close()  # no loop thread: the jobs below are started by hand
-    monkeypatch.setattr(scheduler._ctx, "Process", Process)
+    monkeypatch.setattr(scheduler.local.ctx, "Process", Process)
     jobs = [_Job(file=TraceFile(run="r", worker="w", span=str(k), url=f"/t/{k}.pt.trace.json.gz", size=12 << 20,
                                 mtime=0.0), entry=tmp_path / str(k)) for k in range(3)]
     scheduler._jobs[jobs[0].file.key] = jobs[0]

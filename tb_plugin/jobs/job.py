@@ -1,0 +1,71 @@
+"""One file's parse job as the scheduler tracks it (its state, its loader process or cluster answer, its model),
+and what ``/runs`` is told of it (:class:`JobStatus`). Shared by the scheduler and its parts: the local loader
+processes (``jobs.local``), the parses on a cluster (``jobs.remote``), the shared cache (``jobs.adopt``) and the
+entries of the local parse cache (``jobs.opening``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from ..catalog.catalog import TraceFile
+from ..model.tables import TraceModel
+
+QUEUED, LOADING, READY, FAILED = "queued", "loading", "ready", "failed"
+
+
+@dataclass
+class Job:
+    # the file version this job loads (its ``access``: the credentials the worker opens it with; its ``problem``:
+    # why the listing already knows it cannot be loaded, then it never takes a slot)
+    file: TraceFile
+    entry: Path
+    state: str = QUEUED
+    error: str | None = None
+    model: TraceModel | None = None
+    progress: Any = None  # a shared double while the worker runs
+    process: Any = None
+    conn: Connection | None = None
+    done_progress: float = 0.0
+    started: float = 0.0  # time.monotonic() when its loader process started
+    lazy: bool = False  # preprocessed: ready with its summary; the model is opened on first use
+    fetching: bool = False  # its model is being copied from the shared cache
+    remote_result: tuple[bool, str | None] | None = None  # a runner's answer: (ok, reason)
+    # the last good parse of an earlier version of the file, served until this version is ready (or fails)
+    previous: tuple[TraceFile, TraceModel] | None = None
+    cache_failures: int = 0  # its entry failed the check when opened: parsed again (a few times at most)
+    looked: bool = False  # its entry was looked for in the cache
+    skip_cache: bool = False  # its entry is damaged and could not be removed (being read): parse, do not open it
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: str
+    progress: float
+    error: str | None
+    # READY with the last good parse of an earlier version while this one loads (``progress`` is the new one's)
+    updating: bool = False
+
+
+def status_of(job: Job) -> JobStatus:
+    """What ``/runs`` says of a job: a rewritten file's last good parse stays READY (``updating``) while it loads."""
+    progress = job.done_progress
+    if job.state == LOADING and job.progress is not None:
+        progress = float(job.progress.value)
+    if job.previous is not None and job.state in (QUEUED, LOADING):
+        return JobStatus(READY, round(progress, 3), None, updating=True)
+    return JobStatus(job.state, round(progress, 3), job.error)
+
+
+def fail(job: Job, reason: str) -> None:
+    """The job's file cannot be loaded: its span fails with ``reason`` (an earlier version's parse is no longer
+    served: the file as it is now is what the span shows)."""
+    job.state, job.error, job.previous = FAILED, reason, None
+
+
+def ready(job: Job, model: TraceModel) -> None:
+    """The job's model is open: its span is ready, and the earlier version's parse is no longer served."""
+    job.model, job.state, job.done_progress = model, READY, 1.0
+    job.previous = None
