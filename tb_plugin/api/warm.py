@@ -18,7 +18,11 @@ anyway: it computes them there, in forked processes side by side (as many as its
 
 Each part is written by its own process into its own files, and ``warm.json``, written last by the loader, lists
 the parts that finished; a part that failed (a crash, out of memory) is computed on first use, as on an entry
-written before this existed. Everything is computed on the model mapped back from the entry just written (as the
+written before this existed. On a big trace, whose views would delay "ready" by more than :class:`ReadyRule`
+allows, none is computed before it: the loader seals the parse, the trace turns ready, and the loader goes on
+(:class:`Later`), adding each part to the entry as a sealed folder of its own (with its own ``warm.json``); until a
+part lands, its views answer 409 "computing" (:func:`awaited`) rather than being computed twice.
+Everything is computed on the model mapped back from the entry just written (as the
 server maps it: ``meta`` read back from JSON, the same dtypes), so a stored answer is the answer the server computes
 (``tests/unit/test_warm_views.py`` compares them on every sample and test trace).
 """

@@ -28,7 +28,9 @@ from .cache import SOURCE_FILE, Later, Stored
 def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts: int | None = None,
             stored: Stored | None = None) -> None:
     """Entry point of a worker process. Sends ``("ok", stats)`` or ``("error", reason, lasting)`` on ``conn``
-    (``lasting``: the file version fails the same way anywhere, see ``loader.errors``).
+    (``lasting``: the file version fails the same way anywhere, see ``loader.errors``). ``stats["later"]``: the
+    views it goes on computing after that answer (part → seconds expected), each then told as
+    ``("part", name, ok)`` once added to the published entry.
 
     ``file.access`` (``catalog.storage.Access``) is the environment's credentials as the server captured them: the
     fork server may have started before they were set, and some libraries read them from the environment.
