@@ -178,15 +178,17 @@ PARTS = tuple(sorted(COSTS, key=lambda p: -COSTS[p]))
 
 @dataclass(frozen=True)
 class ReadyRule:
-    """When the loader computes the stored views before the trace turns "ready": when their expected time (the
+    """Which stored views the loader computes before the trace turns "ready": those whose expected time (the
     last part's landing, :func:`schedule`) is at most ``seconds`` or at most ``share`` of the parse's own time,
-    whichever is larger. Otherwise "ready" comes with the parse, as without stored views, and the loader goes on
-    computing them after it, adding each part to the entry as it lands; a request meanwhile answers 409
-    "computing" (the pages ask again), never computes the same view a second time in the server.
+    whichever is larger (:func:`plan`: as many parts as fit, cheapest first). The others "ready" does not wait
+    for: it comes with the parse (and the parts that fit), and the loader goes on computing them after it,
+    adding each part to the entry as it lands; a request meanwhile answers 409 "computing" (the pages ask again),
+    never computes the same view a second time in the server.
 
     So a 164 MB trace (0.53 s with its four parts side by side) and each rank of a 64-rank job are warm at ready,
-    while a 2 GB trace (one part at a time under the memory bound: ~18 s against an 11 s parse) is ready after its
-    parse and its pages fill in as the parts land, instead of "ready" coming 18 s later."""
+    while a 2 GB trace (one part at a time under the memory bound: ~17 s against an 11 s parse) is ready after its
+    parse and its Trace view's index (2.5 s), and its other pages fill in as their parts land, instead of "ready"
+    coming 15 s later."""
 
     seconds: float = 1.0
     share: float = 0.25
@@ -196,6 +198,22 @@ class ReadyRule:
 
 
 READY_RULE = ReadyRule()  # the one place the rule's numbers are set
+
+
+def plan(rule: ReadyRule, events: int, processes: int, parse_seconds: float | None
+         ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The parts computed before ready and those left for after it: as many as fit the rule, cheapest first (so a
+    2 GB trace still gets its Trace view's index before ready, as before the first views were stored: 2.5 s
+    expected against an 11 s parse, the rest after it). Every part before ready without ``parse_seconds``."""
+    if parse_seconds is None:
+        return PARTS, ()
+    now: list[str] = []
+    for part in sorted(PARTS, key=COSTS.__getitem__):
+        trial = tuple(p for p in PARTS if p in now or p == part)
+        if not rule.before_ready(max(schedule(events, processes, trial).values()), parse_seconds):
+            break
+        now.append(part)
+    return tuple(p for p in PARTS if p in now), tuple(p for p in PARTS if p not in now)
 
 
 def schedule(events: int, processes: int, parts: tuple[str, ...] = PARTS) -> dict[str, float]:
@@ -348,11 +366,10 @@ class WarmViews:
         folder = Path(directory)
         model = load(folder)  # what the server will open: the answers must be computed on exactly that
         ctx = context(file, self.peaks)
-        lands = schedule(model.n_events, processes)
-        if parse_seconds is not None and not self.rule.before_ready(max(lands.values()), parse_seconds):
-            return Later(model, ctx, processes, lands)
-        _write_marker(folder, compute_parts(model, ctx, folder, processes), ctx)
-        return None
+        now, later = plan(self.rule, model.n_events, processes, parse_seconds)
+        if now:
+            _write_marker(folder, compute_parts(model, ctx, folder, processes, now), ctx)
+        return Later(model, ctx, processes, schedule(model.n_events, processes, later)) if later else None
 
     def attach(self, model: TraceModel, source: str | Mapping[str, Any]) -> None:
         """Give ``model`` (just opened from a cache entry, or a part added to it later: its folder, or its files by

@@ -96,6 +96,11 @@ def test_the_rule_puts_big_traces_views_after_ready() -> None:
     two = warm.schedule(1_000_000, 2)  # two side by side: overview then timeline, gpu then tables
     assert two["tables"] == pytest.approx((0.35 + 0.32) * 1_000_000 / 430_000)
     assert two["timeline"] == pytest.approx((0.53 + 0.2) * 1_000_000 / 430_000)
+    assert warm.plan(rule, 430_000, 4, 0.9) == (warm.PARTS, ())
+    # 2 GB: the Trace view's index (2.5 s, cheapest) fits 25 % of the parse, as it was before ready before issue 29
+    assert warm.plan(rule, 5_300_000, 1, 11.0) == (("timeline",), ("overview", "gpu", "tables"))
+    assert warm.plan(rule, 5_300_000, 1, 5.0) == ((), warm.PARTS)
+    assert warm.plan(rule, 5_300_000, 1, None) == (warm.PARTS, ())  # no parse time (a benchmark): all now
     assert warm.ReadyRule(seconds=0.0, share=0.5).before_ready(5.0, parse_seconds=10.0)
     assert not warm.ReadyRule(seconds=0.0, share=0.5).before_ready(5.1, parse_seconds=10.0)
 
@@ -110,6 +115,13 @@ def test_save_computes_now_or_leaves_them_for_later(tmp_path: Path) -> None:
     assert warm.WarmViews().save(str(entry), None, 1, parse_seconds=None) is None  # no parse time: now, as before
     assert json.loads((entry / warm.MARKER).read_text())["parts"] == list(warm.PARTS)
     assert warm.WarmViews().save(str(entry), None, 1, parse_seconds=0.5) is None  # the default rule, a small trace
+    (entry / warm.MARKER).unlink()
+    # only the cheapest fits (timeline: 0.2 s of 0.53 at 430k events; 20k events here): it is computed now
+    events = load_trace(str(_trace())).n_events
+    split = warm.ReadyRule(seconds=0.2 * events / warm.COSTS_EVENTS * 1.01, share=0.0)
+    later = warm.WarmViews(rule=split).save(str(entry), None, 1, parse_seconds=9.0)
+    assert later is not None and list(later.parts) == ["overview", "gpu", "tables"]
+    assert json.loads((entry / warm.MARKER).read_text())["parts"] == ["timeline"]
 
 
 def test_a_request_while_its_part_is_computed_answers_409_then_the_stored_bytes(
