@@ -97,6 +97,18 @@ class _Job:
     cache_failures: int = 0  # its entry failed the check when opened: parsed again (a few times at most)
     looked: bool = False  # its entry was looked for in the cache
     skip_cache: bool = False  # its entry is damaged and could not be removed (being read): parse, do not open it
+    after: _After | None = None  # its loader process, still computing views after the trace turned ready
+
+
+@dataclass
+class _After:
+    """A loader process that answered (the trace is ready) and goes on computing the views it left for after
+    ready (``cache.Later``): it tells of each part on ``conn`` as it lands in the entry."""
+
+    process: Any
+    conn: Connection
+    started: float
+    parts: set[str]
 
 
 class Runner(Protocol):
@@ -316,6 +328,20 @@ class LoadScheduler:
         if job.conn is not None:
             job.conn.close()
         job.process, job.conn = None, None
+        if job.after is not None:
+            self._end_after(job)
+
+    def _end_after(self, job: _Job) -> None:
+        """Stop ``job``'s loader process computing views after ready (or take in its end): the parts that did not
+        land are computed by the server on first use."""
+        after, job.after = job.after, None
+        if after is None:
+            return
+        if after.process.is_alive():
+            after.process.kill()
+        after.conn.close()
+        if job.model is not None and self.stored is not None and after.parts:
+            self.stored.abandon(job.model, after.parts)
 
     def _loop(self) -> None:
         while not self._closed:
@@ -326,12 +352,18 @@ class LoadScheduler:
             # trace (gigabytes for a large one), which the span need not wait for. Its sentinel tells of a death.
             running = {job.process.sentinel: job for job in loading}
             running.update({job.conn: job for job in loading if job.conn is not None})
-            ready = wait([self._wake_r, *running], timeout=self._next_deadline(loading))
+            with self._lock:
+                later = [job for job in self._jobs.values() if job.after is not None]
+            views = {obj: job for job in later if job.after is not None
+                     for obj in (job.after.conn, job.after.process.sentinel)}
+            ready = wait([self._wake_r, *running, *views], timeout=self._next_deadline(loading))
             if self._wake_r in ready:
                 self._drain_wakeups()
             done = {id(job): job for obj, job in running.items() if obj in ready}  # conn and sentinel: once
             for job in done.values():
                 self._finish(job)
+            for job in {id(job): job for obj, job in views.items() if obj in ready}.values():
+                self._take_parts(job)
             self._collect_remote()
             self._expire()
 
@@ -343,11 +375,17 @@ class LoadScheduler:
         return max(0.0, min([1.0, *(job.started + self.load_timeout - now for job in running)]))
 
     def _expire(self) -> None:
-        """Stop loads that ran past the time limit: their span fails with the reason and the slot is free."""
+        """Stop loads that ran past the time limit: their span fails with the reason and the slot is free. Views
+        computed after ready past it are stopped too (the server computes them on first use)."""
         if self.load_timeout is None:
             return
         now = time.monotonic()
         with self._lock:
+            for job in self._jobs.values():
+                if job.after is not None and now - job.after.started > self.load_timeout:
+                    log.warning("stopped computing the views of %s after %g s: computed on first use",
+                                job.file.filename, self.load_timeout)
+                    self._end_after(job)
             for job in self._jobs.values():
                 if job.state == LOADING and job.process is not None and now - job.started > self.load_timeout:
                     self._stop(job)
@@ -498,7 +536,42 @@ class LoadScheduler:
                 self.stored.attach(model, opened.files)
             except Exception as err:  # noqa: BLE001 - see the docstring
                 log.warning("ignoring the stored results in %s: %s", entry, err)
+            for name in entries.part_names(entry):  # added after the entry was published (views after ready)
+                self._attach_part(model, entry, name)
         return model
+
+    def _attach_part(self, model: TraceModel, entry: Path, name: str) -> bool:
+        """Give ``model`` the part ``name`` added to its entry after ready, verified on its own; False (it is
+        computed on first use) when it cannot be read."""
+        assert self.stored is not None
+        try:
+            self.stored.attach(model, self.cache.open_part(entry, name).files)
+        except Exception as err:  # noqa: BLE001 - a damaged part is a miss of that part alone
+            log.warning("ignoring the part %s of the cache entry %s: %s", name, entry, err)
+            return False
+        return True
+
+    def _take_parts(self, job: _Job) -> None:
+        """Take in what ``job``'s loader process said since (each part that landed, or failed), and its end: the
+        parts that did not land are then computed by the server on first use."""
+        after, model = job.after, job.model
+        if after is None or model is None or self.stored is None:
+            return  # the model is not open yet: _finish takes them in once it is
+        ended = False
+        try:
+            while after.conn.poll():
+                kind, part, ok = after.conn.recv()
+                if kind == "part" and part in after.parts:
+                    after.parts.discard(part)
+                    if not (ok and self._attach_part(model, job.entry, part)):
+                        self.stored.abandon(model, [part])
+        except (EOFError, OSError, ValueError, TypeError):
+            ended = True
+        if ended or not after.parts or not after.process.is_alive():
+            with self._lock:
+                if job.after is after:
+                    self._end_after(job)
+            after.process.join(timeout=5)
 
     def _spawn(self, job: _Job, loading: int | None = None) -> None:
         """Start the parse of ``job``'s file while ``loading`` files (this one included; counted when not given)
@@ -582,7 +655,12 @@ class LoadScheduler:
         with self._lock:
             if job.process is not process:  # replaced or forgotten meanwhile
                 return
-            self._stop(job)
+            later = _later_parts(message)
+            if later and conn is not None and process is not None and process.is_alive():
+                job.after = _After(process, conn, time.monotonic(), set(later))  # goes on: views after ready
+                job.process, job.conn = None, None
+            else:
+                self._stop(job)
             if message is None:
                 code = process.exitcode if process is not None else None
                 _fail(job, _death_reason(job.file.filename, code))
@@ -599,15 +677,21 @@ class LoadScheduler:
         except Exception as err:  # noqa: BLE001 - damaged between its writing and now: parsed again, twice at most
             self._damaged(job, str(err))
             with self._lock:
+                self._end_after(job)
                 if job.cache_failures >= MAX_CACHE_FAILURES:
                     _fail(job, f"{job.file.filename}: its parse cannot be read back from the cache folder "
                                f"{self.cache.directory} ({err})")
                 else:
                     job.state = QUEUED
             return
+        if job.after is not None and self.stored is not None:  # before "ready": no request computes them meanwhile
+            self.stored.expect(model, job.file, {p: s for p, s in (_later_parts(message) or {}).items()
+                                                 if p in job.after.parts})
         with self._lock:
             job.model, job.state, job.done_progress = model, READY, 1.0
             job.previous = None
+        if job.after is not None:
+            self._take_parts(job)  # any that landed before the model was opened
         if self._warm is not None:
             self._warm.submit(model, job.file)
         try:
@@ -647,6 +731,14 @@ class _Warmer:
                     self._on_loaded(file)
             except Exception:
                 log.exception("precomputing views of %s failed", model.meta.get("source"))
+
+
+def _later_parts(message: tuple[Any, ...] | None) -> dict[str, float] | None:
+    """The parts a worker's "ok" says it goes on computing after ready, with the seconds each is expected in."""
+    if not message or message[0] != "ok" or not isinstance(message[1], dict):
+        return None
+    later = message[1].get("later")
+    return {str(k): float(v) for k, v in later.items()} if isinstance(later, dict) else None
 
 
 def _fail(job: _Job, reason: str) -> None:

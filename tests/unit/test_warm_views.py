@@ -55,6 +55,8 @@ def without_stored_views(cache: Path, copy: Path) -> Path:
     shutil.copytree(cache, copy)
     for f in copy.glob("*/warm.*"):
         f.unlink()
+    for part in copy.glob("*/part-*"):  # the parts added after ready (api/warm.py Later)
+        shutil.rmtree(part)
     return copy
 
 
