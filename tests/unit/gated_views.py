@@ -16,7 +16,7 @@ from tb_plugin.api import warm
 
 class GatedViews(warm.WarmViews):
     def __init__(self, peaks: Any, gate: str, fail: tuple[str, ...] = ()) -> None:
-        super().__init__(peaks, rule=warm.ReadyRule(seconds=0.0, share=0.0))  # always after ready
+        super().__init__(peaks, rule=warm.ReadyRule(seconds=0.0, share=0.0, always=()))  # all after ready
         self.gate, self.fail = gate, fail
 
     def save(self, directory: str, file: Any = None, processes: int = 1,

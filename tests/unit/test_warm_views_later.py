@@ -90,16 +90,18 @@ def test_the_rule_puts_big_traces_views_after_ready() -> None:
     assert rule.before_ready(max(small.values()), parse_seconds=0.9)
     big = warm.schedule(5_300_000, 1)  # the 2 GB trace, one part at a time: ~17 s, after an 11 s parse
     assert max(big.values()) == pytest.approx(1.4 * 5_300_000 / 430_000)
-    assert list(big) == ["overview", "gpu", "tables", "timeline"] and big["overview"] < big["timeline"]
+    assert list(big) == ["overview", "tables", "gpu", "timeline"] and big["overview"] < big["tables"] < big["gpu"]
     assert not rule.before_ready(max(big.values()), parse_seconds=11.0)
     assert rule.before_ready(max(warm.schedule(14_000, 4).values()), parse_seconds=0.05)  # a rank of 64
-    two = warm.schedule(1_000_000, 2)  # two side by side: overview then timeline, gpu then tables
-    assert two["tables"] == pytest.approx((0.35 + 0.32) * 1_000_000 / 430_000)
+    two = warm.schedule(1_000_000, 2)  # two side by side: overview then timeline, tables then gpu
+    assert two["gpu"] == pytest.approx((0.32 + 0.35) * 1_000_000 / 430_000)
     assert two["timeline"] == pytest.approx((0.53 + 0.2) * 1_000_000 / 430_000)
     assert warm.plan(rule, 430_000, 4, 0.9) == (warm.PARTS, ())
     # 2 GB: the Trace view's index (2.5 s, cheapest) fits 25 % of the parse, as it was before ready before issue 29
-    assert warm.plan(rule, 5_300_000, 1, 11.0) == (("timeline",), ("overview", "gpu", "tables"))
-    assert warm.plan(rule, 5_300_000, 1, 5.0) == ((), warm.PARTS)
+    assert warm.plan(rule, 5_300_000, 1, 11.0) == (("timeline",), ("overview", "tables", "gpu"))
+    # a fast parse: the index still before ready (the rule's ``always``), whatever its estimate
+    assert warm.plan(rule, 5_300_000, 1, 5.0) == (("timeline",), ("overview", "tables", "gpu"))
+    assert warm.plan(warm.ReadyRule(always=()), 5_300_000, 1, 5.0) == ((), warm.PARTS)
     assert warm.plan(rule, 5_300_000, 1, None) == (warm.PARTS, ())  # no parse time (a benchmark): all now
     assert warm.ReadyRule(seconds=0.0, share=0.5).before_ready(5.0, parse_seconds=10.0)
     assert not warm.ReadyRule(seconds=0.0, share=0.5).before_ready(5.1, parse_seconds=10.0)
@@ -109,7 +111,7 @@ def test_save_computes_now_or_leaves_them_for_later(tmp_path: Path) -> None:
     entry = tmp_path / "entry"
     entry.mkdir()
     save(load_trace(str(_trace())), entry)
-    later = warm.WarmViews(rule=warm.ReadyRule(seconds=0.0, share=0.0)).save(str(entry), None, 1, parse_seconds=9.0)
+    later = warm.WarmViews(rule=warm.ReadyRule(seconds=0.0, share=0.0, always=())).save(str(entry), None, 1, parse_seconds=9.0)
     assert later is not None and list(later.parts) == list(warm.PARTS)
     assert not list(entry.glob("warm.*")) and not list(entry.glob("timeline.*"))  # nothing computed yet
     assert warm.WarmViews().save(str(entry), None, 1, parse_seconds=None) is None  # no parse time: now, as before
@@ -118,9 +120,9 @@ def test_save_computes_now_or_leaves_them_for_later(tmp_path: Path) -> None:
     (entry / warm.MARKER).unlink()
     # only the cheapest fits (timeline: 0.2 s of 0.53 at 430k events; 20k events here): it is computed now
     events = load_trace(str(_trace())).n_events
-    split = warm.ReadyRule(seconds=0.2 * events / warm.COSTS_EVENTS * 1.01, share=0.0)
+    split = warm.ReadyRule(seconds=0.2 * events / warm.COSTS_EVENTS * 1.01, share=0.0, always=())
     later = warm.WarmViews(rule=split).save(str(entry), None, 1, parse_seconds=9.0)
-    assert later is not None and list(later.parts) == ["overview", "gpu", "tables"]
+    assert later is not None and list(later.parts) == ["overview", "tables", "gpu"]
     assert json.loads((entry / warm.MARKER).read_text())["parts"] == ["timeline"]
 
 
