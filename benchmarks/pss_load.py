@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the memory peak of a cold load is made of: PSS over time of the loader process and its parallel parts.
 
-    python benchmarks/pss_load.py TRACE [--parts 4,8,15] [--every 0.01] [--timeline]
+    python benchmarks/pss_load.py TRACE [--parts 4,8,15] [--every 0.01] [--timeline] [--spill-mb N] [--warm P]
 
 For each ``--parts`` value a fresh child does what a loader worker does (``jobs.worker``'s imports, then
 ``load_trace`` with that many parts and ``save`` into a fresh parse cache entry); this process polls
@@ -28,27 +28,43 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.bench_load import _rollup, _tree_pids
 
 
-def child(path: str, parts: int) -> None:
-    """The loader worker's work, as the fork server's preloaded process would do it; reports on stdout."""
+def child(path: str, parts: int, spill_mb: int, warm: int) -> None:
+    """The loader worker's work, as the fork server's preloaded process would do it; reports on stdout. With
+    ``spill_mb``, text beyond that many MB is inflated into a scratch file (``read.SPILL_BYTES``, as the worker does
+    beyond 3 GB); with ``warm``, the first views are then computed and stored in that many processes (api/warm.py,
+    as the plugin's loader does)."""
     import tempfile
 
     import tb_plugin.jobs.worker  # noqa: F401 - what the fork server preloads
-    from tb_plugin.loader import load_trace
+    from tb_plugin.api import warm as warm_views
+    from tb_plugin.loader import load_trace, pages, read
+    from tb_plugin.loader.limits import Limits
     from tb_plugin.model.tables import save
 
+    entry = tempfile.mkdtemp(prefix="pss_load_")
+    limits = Limits(scratch_dir=entry if spill_mb else None)
+    if spill_mb:
+        read.SPILL_BYTES = spill_mb << 20
     print(json.dumps({"imported": True}), flush=True)
     sys.stdin.readline()  # the sampler has its baseline
     t = time.perf_counter()
-    model = load_trace(path, parts=parts)
+    model = load_trace(path, parts=parts, limits=limits)
     built = time.perf_counter() - t
-    save(model, tempfile.mkdtemp(prefix="pss_load_"))
-    print(json.dumps({"built_s": built, "total_s": time.perf_counter() - t, "events": model.n_events}), flush=True)
+    events = model.n_events
+    save(model, entry)
+    saved = time.perf_counter() - t
+    del model
+    if warm:
+        pages.trim_heap()  # as the loader worker does before the views
+        warm_views.WarmViews().save(entry, None, warm)
+    print(json.dumps({"built_s": built, "saved_s": saved, "total_s": time.perf_counter() - t, "events": events}),
+          flush=True)
 
 
-def measure(path: str, parts: int, every: float) -> dict[str, Any]:
+def measure(path: str, parts: int, every: float, spill_mb: int = 0, warm: int = 0) -> dict[str, Any]:
     """Run one child and poll its tree; the peak and its make-up."""
-    proc = subprocess.Popen([sys.executable, __file__, path, "--child", str(parts)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, __file__, path, "--child", str(parts), "--spill-mb", str(spill_mb),
+                             "--warm", str(warm)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdout.readline()
     base = _rollup(proc.pid)[0]
@@ -75,16 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="4,8,15")
     parser.add_argument("--every", type=float, default=0.01)
     parser.add_argument("--timeline", action="store_true")
+    parser.add_argument("--spill-mb", type=int, default=0, help="inflate text beyond this many MB to a scratch file")
+    parser.add_argument("--warm", type=int, default=0, help="then store the first views in this many processes")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.trace, args.child)
+        child(args.trace, args.child, args.spill_mb, args.warm)
         return 0
     for parts in [int(p) for p in args.parts.split(",")]:
-        res = measure(args.trace, parts, args.every)
+        res = measure(args.trace, parts, args.every, args.spill_mb, args.warm)
         print(f"parts {parts:>2}: peak {res['peak_mb']:7.1f} MB at {res['at_s']:.2f} s (loader {res['loader_mb']:.1f}"
               f" + {res['live_parts']} parts {res['parts_mb']:.1f}); loader after imports {res['imported_mb']:.1f} MB;"
-              f" load {res['built_s']:.2f} s, with save {res['total_s']:.2f} s", flush=True)
+              f" load {res['built_s']:.2f} s, with save {res['saved_s']:.2f} s, with the first views"
+              f" {res['total_s']:.2f} s", flush=True)
         if args.timeline:
             last = -1.0
             for t, own, rest, n in res["samples"]:

@@ -10,11 +10,12 @@ from typing import Any
 
 from tensorboard.plugins import base_plugin
 
+from .api import warm
 from .api.params import parse_override
 from .api.routes import Api
 from .catalog.catalog import parse_logdir_spec
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT
-from .workspace import Workspace, precompute
+from .workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +48,20 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
 
     def __init__(self, context: base_plugin.TBContext) -> None:
         flags = context.flags or argparse.Namespace()
+        peaks = parse_override(getattr(flags, "profiler_peaks", None))
         self.workspace = Workspace(
             roots_from_flags(flags) or ([(None, context.logdir)] if context.logdir else []),
             cache_dir=getattr(flags, "profiler_cache_dir", None),
             workers=getattr(flags, "profiler_workers", None),
             rescan_seconds=float(getattr(flags, "profiler_rescan_interval", 10.0)),
             cache_max_bytes=int(getattr(flags, "profiler_cache_max_mb", 4096)) << 20,
-            on_ready=precompute,
+            on_ready=warm.precompute,
             load_timeout=float(getattr(flags, "profiler_load_timeout", DEFAULT_LOAD_TIMEOUT)),
             any_json=bool(getattr(flags, "profiler_any_json", False)),
             dask_scheduler=getattr(flags, "profiler_dask_scheduler", None) or None,
+            stored=warm.WarmViews(peaks),
         ).start()
-        self._api = Api(self.workspace, PLUGIN_NAME, parse_override(getattr(flags, "profiler_peaks", None)),
-                        capture=bool(getattr(flags, "profiler_capture", False)))
+        self._api = Api(self.workspace, PLUGIN_NAME, peaks, capture=bool(getattr(flags, "profiler_capture", False)))
 
     def get_plugin_apps(self) -> dict[str, Any]:
         return self._api.apps()

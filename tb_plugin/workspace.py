@@ -10,12 +10,13 @@ import logging
 import queue
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .analysis.distributed import job_distributed
 from .analysis.memory_category_view import export_overlap
 from .analysis.overview import overview
 from .analysis.rank_summary import RankSummary, rank_summary
@@ -24,12 +25,13 @@ from .catalog import remote
 from .catalog.catalog import CaptureFolder, Catalog, ExportFile, Identity, Root, SnapshotFile, TraceFile
 from .catalog.names import span_keys, span_order
 from .catalog.storage import Storage
-from .jobs.cache import ParseCache
+from .jobs.cache import ParseCache, Stored
 from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT, FAILED, LOADING, QUEUED, READY, LoadScheduler, Runner
 from .jobs.shared import SharedCache
 from .loader.memory_export import ExportError, load_export
 from .loader.snapshot import SnapshotError, load_snapshot
 from .model.derived import compute_once
+from .model.memo import RESULTS, BoundedMemo
 from .model.memory_categories import MemoryExport
 from .model.snapshot import AllocatorSnapshot
 from .model.tables import TraceModel
@@ -65,6 +67,27 @@ def _build_index(model: TraceModel) -> None:
         timeline_index(model)
     except Exception:  # a request for the Trace view computes it again and reports the error there
         log.exception("building the timeline index of %s failed", model.meta.get("source"))
+
+
+# Job-level results (the Distributed view's answer as data) per set of rank identities: every rank's Overview reads it
+# for its job picture, so at 1,024 ranks it is computed once, not once per rank opened; built as soon as a span's last
+# rank turns ready (``Workspace._after_ready``). Kept within the results' byte budget.
+_JOB_RESULTS = BoundedMemo(RESULTS)
+_JOB_COMPUTING: dict[Any, Future[Any]] = {}
+
+
+def job_result(key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``compute()`` for ``key`` (the identities of every rank it reads), computed once; callers must not change
+    the result."""
+    return compute_once(_JOB_RESULTS, _JOB_COMPUTING, key, compute)
+
+
+def job_of(ranks: list[tuple[TraceFile, RankSummary]]) -> dict[str, Any]:
+    """The job-level Distributed answer over these (file, summary) ranks: the per-job summary every rank's
+    Overview reads (its job picture, the straggler, the job's MFU), computed once per set of rank files."""
+    key = ("job", tuple(sorted((f.key, f.identity) for f, _ in ranks)))
+    result: dict[str, Any] = job_result(key, lambda: job_distributed([s for _, s in ranks]))
+    return result
 
 
 class LookupFailed(Exception):
@@ -247,10 +270,11 @@ class Workspace:
                  workers: int | None = None, rescan_seconds: float = 10.0, cache_max_bytes: int = 4 << 30,
                  on_ready: Callable[[TraceModel], None] | None = None,
                  load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, any_json: bool = False,
-                 dask_scheduler: str | None = None) -> None:
+                 dask_scheduler: str | None = None, stored: Stored | None = None) -> None:
         """``cache_dir``: a local folder, or a URL of a shared cache that ``preprocess`` filled (models are then
         copied into the default local cache when opened); ``dask_scheduler``: parse on that Dask cluster, into the
-        shared cache, instead of in local processes."""
+        shared cache, instead of in local processes; ``stored``: what the loader processes compute and store beside
+        each parse (default: the Trace view's index; the plugin passes the first views' answers too)."""
         self._roots_spec = roots
         self._any_json = any_json
         self._catalog: Catalog | None = None
@@ -268,7 +292,9 @@ class Workspace:
             self._setup_errors.append(cache.problem)
         runner = self._runner(dask_scheduler, shared.url if shared is not None else str(cache.directory))
         self.scheduler = LoadScheduler(cache, workers, on_ready=on_ready, load_timeout=load_timeout, shared=shared,
-                                       runner=runner, on_preprocessed=self._read_summary, stored=StoredIndex())
+                                       runner=runner, on_preprocessed=self._read_summary,
+                                       stored=stored if stored is not None else StoredIndex(),
+                                       on_loaded=self._after_ready)
         self._summaries: dict[Any, RankSummary] = {}  # preprocessed summaries read, by (entry, worker)
         self._summaries_computing: dict[Any, Any] = {}
         self._files: dict[Key, TraceFile] = {}
@@ -663,6 +689,20 @@ class Workspace:
         if not ranks:
             raise LookupFailed(422, f"no worker of span {span} could be loaded")
         return SpanSummaries(ranks, failed)
+
+    def _after_ready(self, f: TraceFile) -> None:
+        """A trace turned ready (on the scheduler's background thread): when it was the last rank of its span to
+        load, build the job's summary now, so that the first Overview of any rank reads it instead of computing it
+        (and every rank's summary: stored by the loader, or computed here once)."""
+        files = [g for g in self._run_files(f.run) if g.span == f.span]
+        if len(files) < 2:
+            return
+        statuses = [self.scheduler.status(g.key) for g in files]
+        if any(s is None or s.state not in (READY, FAILED) for s in statuses):
+            return
+        ranks = self.span_summaries(f.run, f.span)
+        if len(ranks) > 1:
+            job_of(ranks)
 
     def _summary(self, f: TraceFile, open_lazy: bool) -> RankSummary | None:
         """The rank summary of a ready file: the preprocessed one (read once), else computed from its loaded model

@@ -126,6 +126,22 @@ class AppFactory:
                     ws.close()
 
 
+def without_stored_views(cache_dir: Path) -> None:
+    """Make a parse cache what an older version left: no stored first views (api/warm.py) in any entry, so that a
+    server started on it computes them (tests of how the server computes an answer)."""
+    for f in cache_dir.glob("*/warm.*"):
+        f.unlink()
+
+
+def computing_server(factory: AppFactory, logdir: Path, spans: int) -> Any:
+    """A test client of a server whose traces are loaded (``spans`` of them) from entries without stored views."""
+    wait_until_settled(factory(logdir), expect_spans=spans)
+    without_stored_views(factory.cache_dir)
+    client = factory(logdir)
+    wait_until_settled(client, expect_spans=spans)
+    return client
+
+
 @pytest.fixture
 def tensorboard_app(tmp_path: Path) -> Iterator[AppFactory]:
     """A factory of test clients of the real TensorBoard app (see :class:`AppFactory`)."""

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..model.derived import compute_in_background, compute_once, memoized
-from ..model.memo import ANSWERS, RESULTS, BoundedMemo
+from ..model.memo import ANSWERS, BoundedMemo
 from ..model.snapshot import AllocatorSnapshot, snapshot_memo
 from ..model.tables import TraceModel
-from .http import Encoded, encode
+from .encoding import Encoded, encode
+from .warm import awaited, has_answer, stored_answer
 
 R = TypeVar("R")
 PROGRESSIVE_EVENTS = 1_000_000  # from this many events on, answers not ready yet are 409 "computing" (a ~400 MB trace)
@@ -49,10 +50,18 @@ def _answers(model: TraceModel) -> _Answers:
     return _Answers()
 
 
-def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysis: str = "the answer") -> Encoded:
+def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysis: str = "the answer",
+           stored: str | None = None) -> Encoded:
     """The encoded payload ``compute()`` returns for ``key`` (route and query) on ``model``, computed once; on a
-    big trace it raises :class:`~tb_plugin.model.derived.Computing` while ``analysis`` is computed."""
+    big trace it raises :class:`~tb_plugin.model.derived.Computing` while ``analysis`` is computed. ``stored``: the
+    answer's :func:`~tb_plugin.api.warm.key`, under which the loader process may have stored it (then it is read,
+    not computed: ``api/warm.py``; while the loader is still computing it after ready, 409 "computing")."""
     cache = _answers(model)
+    if stored is not None and has_answer(model, stored):
+        return compute_once(cache.recent, cache.computing, key, lambda: stored_answer(model, stored))
+    busy = awaited(model, stored, analysis) if stored is not None else None
+    if busy is not None:  # the loader is computing it (after ready): never a second time here
+        raise busy
     events = _events(model)
     if events >= PROGRESSIVE_EVENTS:
         return compute_in_background(cache.recent, cache.computing, key, lambda: encode(compute()),
@@ -76,11 +85,14 @@ def snapshot_answer(snap: AllocatorSnapshot, key: Hashable, compute: Callable[[]
 def derived(model: TraceModel, analysis: str, fn: Callable[[TraceModel], R]) -> R:
     """``fn(model)`` for a :func:`~tb_plugin.model.derived.memoized` ``fn`` that a route needs before its answer (the
     Trace view's index): computed in the background on a big trace, like :func:`answer`, into the same memo."""
+    inner: Callable[[TraceModel], R] = fn.__wrapped__  # type: ignore[attr-defined]  # set by memoized
+    key = (inner.__module__, inner.__qualname__, ())
+    busy = awaited(model, key, analysis)
+    if busy is not None:  # the loader is computing it (after ready, api/warm.py)
+        raise busy
     events = _events(model)
     if events < PROGRESSIVE_EVENTS:
         return fn(model)
-    inner: Callable[[TraceModel], R] = fn.__wrapped__  # type: ignore[attr-defined]  # set by memoized
-    key = (inner.__module__, inner.__qualname__, ())
     # the memoized wrapper would wait on the future this puts under its key: the thread runs the function itself
     return compute_in_background(model.memo, model.computing, key, lambda: inner(model), analysis=analysis,
                                  events=events, patience=PATIENCE_S)
@@ -92,16 +104,6 @@ def _events(model: TraceModel) -> int:
 
 
 _JOB_ANSWERS = _Answers()
-# The Distributed view's answer as data, per set of rank identities: every rank's Overview reads it for its job
-# picture, so at 1,024 ranks it is computed once, not once per rank opened. Kept within the results' byte budget.
-_JOB_RESULTS = BoundedMemo(RESULTS)
-_JOB_COMPUTING: dict[Any, Future[Any]] = {}
-
-
-def job_result(key: Hashable, compute: Callable[[], Any]) -> Any:
-    """``compute()`` for ``key`` (the identities of every rank it reads), computed once; callers must not change
-    the result."""
-    return compute_once(_JOB_RESULTS, _JOB_COMPUTING, key, compute)
 
 
 def job_answer(key: Hashable, compute: Callable[[], Any]) -> Encoded:

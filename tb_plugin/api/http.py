@@ -4,31 +4,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
 from ..model.derived import Computing
 from ..workspace import LookupFailed
+from .encoding import GZIP_MIN_BYTES, Encoded, encode, encode_json, gzip_body
+
+__all__ = ["ApiError", "Encoded", "encode", "encoded_response", "gzip_body", "json_response", "json_route"]
 
 log = logging.getLogger(__name__)
 
-try:  # ISA-L's deflate is 4-5x faster than zlib's level 1 at a like size: the Trace view's wide windows are
-    # 0.5-1 MB of JSON, each gzipped once (isal is installed where the platform has it; zlib elsewhere)
-    from isal.igzip import compress as _compress
-except ImportError:  # pragma: no cover - exercised where isal is not installed
-    from gzip import compress as _compress  # type: ignore[assignment]
-
-_ENCODER = msgspec.json.Encoder()
-_GZIP_MIN_BYTES = 1024
-
-
-def gzip_body(body: bytes) -> bytes:
-    """``body`` as a gzip stream, the fastest way at hand: level 1 of ISA-L, else of zlib."""
-    return _compress(body, compresslevel=1)
+_GZIP_MIN_BYTES = GZIP_MIN_BYTES
 
 
 class ApiError(Exception):
@@ -45,25 +34,8 @@ def secure(response: Response) -> Response:
     return response
 
 
-@dataclass(frozen=True)
-class Encoded:
-    """A JSON answer, encoded, and gzipped where that pays (what :mod:`.answers` keeps per trace)."""
-
-    body: bytes
-    gzipped: bytes | None
-
-    @property
-    def nbytes(self) -> int:
-        return len(self.body) + len(self.gzipped or b"")
-
-
-def encode(payload: Any) -> Encoded:
-    body = _ENCODER.encode(payload)
-    return Encoded(body, gzip_body(body) if len(body) >= _GZIP_MIN_BYTES else None)
-
-
 def json_response(request: Request, payload: Any, status: int = 200) -> Response:
-    body = _ENCODER.encode(payload)
+    body = encode_json(payload)
     packed = None
     if len(body) >= _GZIP_MIN_BYTES and _accepts_gzip(request):
         packed = gzip_body(body)

@@ -15,7 +15,7 @@ from ..analysis.critical_path import critical_path
 from ..analysis.cupti_counters import cupti_counters
 from ..analysis.device_peaks import NO_OVERRIDE, PeakOverride
 from ..analysis.diff import diff_node, diff_summary, step_index
-from ..analysis.distributed import job_distributed, job_distributed_lazy
+from ..analysis.distributed import job_distributed_lazy
 from ..analysis.distributed_page import page_of
 from ..analysis.flamegraph import METRICS, flame_search, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
@@ -37,9 +37,9 @@ from ..model.tables import TraceModel
 from ..timeline.details import SEARCH_MATCHES, event_details, range_summary, search
 from ..timeline.index import timeline_index
 from ..timeline.window import window
-from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace
-from . import params
-from .answers import answer, derived, job_answer, job_result
+from ..workspace import ExportEntry, LoadedTrace, LookupFailed, Workspace, job_of, job_result
+from . import params, warm
+from .answers import answer, derived, job_answer
 from .capture import CaptureRoutes
 from .http import ApiError, encoded_response, json_response, json_route, secure, text_response
 from .snapshot_routes import SnapshotApi
@@ -69,21 +69,24 @@ class Api:
     def _trace(self, request: Request) -> LoadedTrace:
         return self.workspace.trace(*params.span_key(request))
 
-    def _answer(self, request: Request, loaded: LoadedTrace, compute: Callable[[], Any], *more: Hashable) -> Response:
+    def _answer(self, request: Request, loaded: LoadedTrace, compute: Callable[[], Any], *more: Hashable,
+                stored: str | None = None) -> Response:
         """The answer to this request on this trace, computed and encoded once (see :mod:`.answers`); ``more``
-        is what else it depends on (the experiment trace of a diff)."""
+        is what else it depends on (the experiment trace of a diff); ``stored``, the answer's key among those the
+        loader process may have stored (``warm.key`` of the route and its validated parameters)."""
         key = (request.path, tuple(sorted(request.args.items(multi=True))), *more)
         analysis = request.path.rsplit(f"/{self.plugin_name}/", 1)[-1].lstrip("/")  # "operators", "diff/node"
-        return encoded_response(request, answer(loaded.model, key, compute, analysis))
+        return encoded_response(request, answer(loaded.model, key, compute, analysis, stored))
 
-    def _counted(self, analysis: Callable[[TraceModel, int], Any], name: str, default: int, minimum: int,
-                 maximum: int) -> Callable[[Request], Response]:
-        """The handler of a route that takes one whole-number parameter (a limit, a number of points) and answers
-        ``analysis(model, value)``."""
+    def _counted(self, route: str, analysis: Callable[[TraceModel, int], Any], name: str, default: int,
+                 minimum: int, maximum: int) -> Callable[[Request], Response]:
+        """The handler of ``route``, which takes one whole-number parameter (a limit, a number of points) and
+        answers ``analysis(model, value)``."""
         def handler(request: Request) -> Response:
             value = params.integer(request, name, required=False, default=default, minimum=minimum, maximum=maximum)
             loaded = self._trace(request)
-            return self._answer(request, loaded, lambda: analysis(loaded.model, value))
+            return self._answer(request, loaded, lambda: analysis(loaded.model, value),
+                                stored=warm.key(route, **{name: value}))
 
         return handler
 
@@ -105,11 +108,12 @@ class Api:
     def summary(self, request: Request) -> Response:
         loaded = self._trace(request)
         return self._answer(request, loaded, lambda: {"file": loaded.file.filename, "size_bytes": loaded.file.size,
-                                                      **summary(loaded.model)})
+                                                      **summary(loaded.model)},
+                            stored=warm.key("summary", file=loaded.file.filename, size=loaded.file.size))
 
     def sources(self, request: Request) -> Response:
         loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: source_files(loaded.model))
+        return self._answer(request, loaded, lambda: source_files(loaded.model), stored=warm.key("sources"))
 
     def _ranks(self, loaded: LoadedTrace) -> tuple[int, list[tuple[Any, Any]]]:
         """The run's number of workers, and the (file, summary) of the span's loaded ranks on a multi-rank run."""
@@ -127,8 +131,11 @@ class Api:
             job = self._job(ranks) if len(ranks) > 1 else None
             return overview(loaded.model, job, loaded.file.worker, workers, peaks, tuple(s for _, s in ranks))
 
-        # the job picture depends on the other ranks' traces: their identities are part of the answer's key
-        return self._answer(request, loaded, compute, workers, tuple(sorted(f.identity for f, _ in ranks)))
+        # the job picture depends on the other ranks' traces: their identities are part of the answer's key (the
+        # loader stores the Overview of a single-worker run)
+        stored = warm.key("overview", worker=loaded.file.worker, workers=workers, peaks=peaks, ranks=[])
+        return self._answer(request, loaded, compute, workers, tuple(sorted(f.identity for f, _ in ranks)),
+                            stored=None if ranks else stored)
 
     def what_if(self, request: Request) -> Response:
         ids = params.id_list(request, "changes")
@@ -146,28 +153,30 @@ class Api:
 
     @staticmethod
     def _job(ranks: list[tuple[Any, Any]]) -> dict[str, Any]:
-        """The job-level Distributed answer over these (file, summary) ranks, computed once per set of files."""
-        key = ("job", tuple(sorted((f.key, f.identity) for f, _ in ranks)))
-        result: dict[str, Any] = job_result(key, lambda: job_distributed([s for _, s in ranks]))
-        return result
+        """The job-level Distributed answer over these (file, summary) ranks, computed once per set of files (when
+        the span's last rank turned ready: ``Workspace.job_of``)."""
+        return job_of(ranks)
 
     def operators(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=operators.GROUPINGS)
         name = params.text(request, "name", required=False)
         loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: operators.operator_view(loaded.model, group_by, name))
+        return self._answer(request, loaded, lambda: operators.operator_view(loaded.model, group_by, name),
+                            stored=warm.key("operators", group_by=group_by, name=name))
 
     def kernels(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="name", choices=kernels.GROUPINGS)
         loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: kernels.kernel_view(loaded.model, group_by))
+        return self._answer(request, loaded, lambda: kernels.kernel_view(loaded.model, group_by),
+                            stored=warm.key("kernels", group_by=group_by))
 
     def roofline(self, request: Request) -> Response:
         group_by = params.text(request, "group_by", required=False, default="kernel", choices=ROOFLINE_GROUPINGS)
-        limit = params.integer(request, "limit", required=False, default=500, minimum=1, maximum=100_000)
+        limit = params.integer(request, "limit", required=False, default=warm.LIMIT, minimum=1, maximum=100_000)
         peaks = params.peaks(request, self.peaks)
         loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: roofline(loaded.model, group_by, peaks, limit))
+        return self._answer(request, loaded, lambda: roofline(loaded.model, group_by, peaks, limit),
+                            stored=warm.key("roofline", group_by=group_by, peaks=peaks, limit=limit))
 
     def memory_events(self, request: Request) -> Response:
         lo, hi = params.time_range(request)
@@ -282,13 +291,15 @@ class Api:
         wait = params.number(request, "kernel_wait_us", required=False, default=KERNEL_WAIT_US, minimum=0,
                              maximum=1e6)
         loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: idle_time(loaded.model, wait))
+        return self._answer(request, loaded, lambda: idle_time(loaded.model, wait),
+                            stored=warm.key("idle", kernel_wait_us=wait))
 
     def kernel_sequences(self, request: Request) -> Response:
-        length = params.integer(request, "length", required=False, default=3, minimum=2, maximum=16)
-        top = params.integer(request, "top", required=False, default=20, minimum=1, maximum=200)
+        length = params.integer(request, "length", required=False, default=warm.SEQUENCE_LENGTH, minimum=2, maximum=16)
+        top = params.integer(request, "top", required=False, default=warm.SEQUENCE_TOP, minimum=1, maximum=200)
         loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: kernel_sequences(loaded.model, length, top))
+        return self._answer(request, loaded, lambda: kernel_sequences(loaded.model, length, top),
+                            stored=warm.key("kernel_sequences", length=length, top=top))
 
     def critical_path(self, request: Request) -> Response:
         step = params.text(request, "step", required=False) or None
@@ -412,20 +423,24 @@ class Api:
             "/operators": json_route(self.operators),
             "/kernels": json_route(self.kernels),
             "/roofline": json_route(self.roofline),
-            "/memory/curve": json_route(self._counted(memory_curve, "max_points", 4000, 16, 100_000)),
+            "/memory/curve": json_route(self._counted("memory/curve", memory_curve, "max_points", 4000, 16, 100_000)),
             "/memory/events": json_route(self.memory_events),
             "/memory/stats": json_route(self.memory_stats),
             "/memory_categories": json_route(self.memory_categories),
             "/modules": json_route(self.modules),
-            "/modules/timeline": json_route(self._counted(module_timeline_view, "limit", 20000, 1, 200_000)),
+            "/modules/timeline": json_route(self._counted("modules/timeline", module_timeline_view, "limit", 20000, 1,
+                                                          200_000)),
             "/distributed": json_route(self.distributed),
             "/diff": json_route(self.diff),
             "/diff/node": json_route(self.diff_node),
             "/idle": json_route(self.idle),
-            "/launch_stats": json_route(self._counted(launch_stats, "limit", 500, 1, 100_000)),
-            "/cupti_counters": json_route(self._counted(cupti_counters, "limit", 500, 1, 100_000)),
-            "/queue_length": json_route(self._counted(queue_length, "max_points", 500, 16, 10_000)),
-            "/memory_bandwidth": json_route(self._counted(memory_bandwidth, "max_points", 500, 16, 10_000)),
+            "/launch_stats": json_route(self._counted("launch_stats", launch_stats, "limit", warm.LIMIT, 1, 100_000)),
+            "/cupti_counters": json_route(self._counted("cupti_counters", cupti_counters, "limit", warm.LIMIT, 1,
+                                                        100_000)),
+            "/queue_length": json_route(self._counted("queue_length", queue_length, "max_points", warm.MAX_POINTS, 16,
+                                                      10_000)),
+            "/memory_bandwidth": json_route(self._counted("memory_bandwidth", memory_bandwidth, "max_points",
+                                                          warm.MAX_POINTS, 16, 10_000)),
             "/kernel_sequences": json_route(self.kernel_sequences),
             "/critical_path": json_route(self.critical_path),
             "/annotations": json_route(self.annotations),

@@ -117,3 +117,20 @@ def parts_for(size_bytes: int, gzip: bool, loading: int) -> int:
     need = size_bytes * factor  # the file's tables, however it is split: they all end up in one model
     by_memory = (available_memory() // max(1, loading) - need) // PART_BYTES  # each part adds a forked process
     return max(1, min(per_file, by_memory))
+
+
+# The first views, computed by the loader after the parse (api/warm.py): one process computing a part of them grows by
+# about this much per event of the trace at its peak (measured: 110-235 bytes, the Overview's the most, on a 164 MB
+# and a 1 GB trace), and together they may take about this much per event, at least VIEWS_MIN_BYTES, so that this
+# phase does not raise the load's memory peak above the parse's own (whose text alone is about 380 bytes per event):
+# a trace of more than about a million events computes its parts one after the other.
+VIEW_PROCESS_BYTES_PER_EVENT = 240
+VIEWS_BYTES_PER_EVENT = 400
+VIEWS_MIN_BYTES = 1 << 30
+
+
+def views_processes(events: int, cores: int) -> int:
+    """Processes the first views of a trace of ``events`` may be computed in side by side (at most ``cores``, the
+    loader's share of the machine): as many as their memory allows, one at least."""
+    allowed = min(max(VIEWS_MIN_BYTES, VIEWS_BYTES_PER_EVENT * events), available_memory())
+    return max(1, min(cores, allowed // max(1, VIEW_PROCESS_BYTES_PER_EVENT * events)))

@@ -65,10 +65,12 @@ def _main_module_hidden() -> Iterator[None]:
         sys.modules["__main__"] = real
 
 
-def _context() -> Any:
+def _context(stored: Stored | None = None) -> Any:
+    """Processes from a fork server that has imported the worker (and the module of what it stores beside the
+    parse: the analyses the first views need), so a worker starts without importing them."""
     if sys.platform.startswith("linux"):
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["tb_plugin.jobs.worker"])
+        ctx.set_forkserver_preload(["tb_plugin.jobs.worker", *([type(stored).__module__] if stored else [])])
         return ctx
     return multiprocessing.get_context("spawn")
 
@@ -95,6 +97,18 @@ class _Job:
     cache_failures: int = 0  # its entry failed the check when opened: parsed again (a few times at most)
     looked: bool = False  # its entry was looked for in the cache
     skip_cache: bool = False  # its entry is damaged and could not be removed (being read): parse, do not open it
+    after: _After | None = None  # its loader process, still computing views after the trace turned ready
+
+
+@dataclass
+class _After:
+    """A loader process that answered (the trace is ready) and goes on computing the views it left for after
+    ready (``cache.Later``): it tells of each part on ``conn`` as it lands in the entry."""
+
+    process: Any
+    conn: Connection
+    started: float
+    parts: set[str]
 
 
 class Runner(Protocol):
@@ -132,7 +146,7 @@ class LoadScheduler:
                  load_timeout: float | None = DEFAULT_LOAD_TIMEOUT, shared: SharedCache | None = None,
                  runner: Runner | None = None,
                  on_preprocessed: Callable[[Hashable, Path], object] | None = None,
-                 stored: Stored | None = None) -> None:
+                 stored: Stored | None = None, on_loaded: Callable[[TraceFile], None] | None = None) -> None:
         self.cache = cache
         self.stored = stored
         self.shared = shared
@@ -146,9 +160,11 @@ class LoadScheduler:
         self._on_preprocessed = on_preprocessed
         self._summary_reader = ThreadPoolExecutor(1, thread_name_prefix="pytorch-profiler-summaries")
         self.load_timeout = load_timeout or None  # seconds; None or 0: no limit
-        self._warm = _Warmer(on_ready) if on_ready is not None else None
+        # after each model is open (on one background thread): ``on_ready`` with the model, then ``on_loaded`` with
+        # its file (the workspace builds a job's summary once its last rank is ready)
+        self._warm = _Warmer(on_ready, on_loaded) if on_ready is not None or on_loaded is not None else None
         self.max_workers = max(1, max_workers or default_workers())
-        self._ctx = _context()
+        self._ctx = _context(stored)
         self._jobs: dict[Hashable, _Job] = {}
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
@@ -312,6 +328,20 @@ class LoadScheduler:
         if job.conn is not None:
             job.conn.close()
         job.process, job.conn = None, None
+        if job.after is not None:
+            self._end_after(job)
+
+    def _end_after(self, job: _Job) -> None:
+        """Stop ``job``'s loader process computing views after ready (or take in its end): the parts that did not
+        land are computed by the server on first use."""
+        after, job.after = job.after, None
+        if after is None:
+            return
+        if after.process.is_alive():
+            after.process.kill()
+        after.conn.close()
+        if job.model is not None and self.stored is not None and after.parts:
+            self.stored.abandon(job.model, after.parts)
 
     def _loop(self) -> None:
         while not self._closed:
@@ -322,12 +352,18 @@ class LoadScheduler:
             # trace (gigabytes for a large one), which the span need not wait for. Its sentinel tells of a death.
             running = {job.process.sentinel: job for job in loading}
             running.update({job.conn: job for job in loading if job.conn is not None})
-            ready = wait([self._wake_r, *running], timeout=self._next_deadline(loading))
+            with self._lock:
+                later = [job for job in self._jobs.values() if job.after is not None]
+            views = {obj: job for job in later if job.after is not None
+                     for obj in (job.after.conn, job.after.process.sentinel)}
+            ready = wait([self._wake_r, *running, *views], timeout=self._next_deadline(loading))
             if self._wake_r in ready:
                 self._drain_wakeups()
             done = {id(job): job for obj, job in running.items() if obj in ready}  # conn and sentinel: once
             for job in done.values():
                 self._finish(job)
+            for job in {id(job): job for obj, job in views.items() if obj in ready}.values():
+                self._take_parts(job)
             self._collect_remote()
             self._expire()
 
@@ -339,11 +375,17 @@ class LoadScheduler:
         return max(0.0, min([1.0, *(job.started + self.load_timeout - now for job in running)]))
 
     def _expire(self) -> None:
-        """Stop loads that ran past the time limit: their span fails with the reason and the slot is free."""
+        """Stop loads that ran past the time limit: their span fails with the reason and the slot is free. Views
+        computed after ready past it are stopped too (the server computes them on first use)."""
         if self.load_timeout is None:
             return
         now = time.monotonic()
         with self._lock:
+            for job in self._jobs.values():
+                if job.after is not None and now - job.after.started > self.load_timeout:
+                    log.warning("stopped computing the views of %s after %g s: computed on first use",
+                                job.file.filename, self.load_timeout)
+                    self._end_after(job)
             for job in self._jobs.values():
                 if job.state == LOADING and job.process is not None and now - job.started > self.load_timeout:
                     self._stop(job)
@@ -447,7 +489,7 @@ class LoadScheduler:
                 with self._lock:
                     job.model = model
                 if self._warm is not None:
-                    self._warm.submit(model)
+                    self._warm.submit(model, job.file)
         return job.model
 
     def _fetch_model(self, job: _Job) -> None:
@@ -471,7 +513,7 @@ class LoadScheduler:
             job.model, job.state, job.done_progress = model, READY, 1.0
             job.previous = None
         if self._warm is not None:
-            self._warm.submit(model)
+            self._warm.submit(model, job.file)
         return True
 
     def _damaged(self, job: _Job, reason: str) -> None:
@@ -494,7 +536,42 @@ class LoadScheduler:
                 self.stored.attach(model, opened.files)
             except Exception as err:  # noqa: BLE001 - see the docstring
                 log.warning("ignoring the stored results in %s: %s", entry, err)
+            for name in entries.part_names(entry):  # added after the entry was published (views after ready)
+                self._attach_part(model, entry, name)
         return model
+
+    def _attach_part(self, model: TraceModel, entry: Path, name: str) -> bool:
+        """Give ``model`` the part ``name`` added to its entry after ready, verified on its own; False (it is
+        computed on first use) when it cannot be read."""
+        assert self.stored is not None
+        try:
+            self.stored.attach(model, self.cache.open_part(entry, name).files)
+        except Exception as err:  # noqa: BLE001 - a damaged part is a miss of that part alone
+            log.warning("ignoring the part %s of the cache entry %s: %s", name, entry, err)
+            return False
+        return True
+
+    def _take_parts(self, job: _Job) -> None:
+        """Take in what ``job``'s loader process said since (each part that landed, or failed), and its end: the
+        parts that did not land are then computed by the server on first use."""
+        after, model = job.after, job.model
+        if after is None or model is None or self.stored is None:
+            return  # the model is not open yet: _finish takes them in once it is
+        ended = False
+        try:
+            while after.conn.poll():
+                kind, part, ok = after.conn.recv()
+                if kind == "part" and part in after.parts:
+                    after.parts.discard(part)
+                    if not (ok and self._attach_part(model, job.entry, part)):
+                        self.stored.abandon(model, [part])
+        except (EOFError, OSError, ValueError, TypeError):
+            ended = True
+        if ended or not after.parts or not after.process.is_alive():
+            with self._lock:
+                if job.after is after:
+                    self._end_after(job)
+            after.process.join(timeout=5)
 
     def _spawn(self, job: _Job, loading: int | None = None) -> None:
         """Start the parse of ``job``'s file while ``loading`` files (this one included; counted when not given)
@@ -578,7 +655,12 @@ class LoadScheduler:
         with self._lock:
             if job.process is not process:  # replaced or forgotten meanwhile
                 return
-            self._stop(job)
+            later = _later_parts(message)
+            if later and conn is not None and process is not None and process.is_alive():
+                job.after = _After(process, conn, time.monotonic(), set(later))  # goes on: views after ready
+                job.process, job.conn = None, None
+            else:
+                self._stop(job)
             if message is None:
                 code = process.exitcode if process is not None else None
                 _fail(job, _death_reason(job.file.filename, code))
@@ -595,17 +677,23 @@ class LoadScheduler:
         except Exception as err:  # noqa: BLE001 - damaged between its writing and now: parsed again, twice at most
             self._damaged(job, str(err))
             with self._lock:
+                self._end_after(job)
                 if job.cache_failures >= MAX_CACHE_FAILURES:
                     _fail(job, f"{job.file.filename}: its parse cannot be read back from the cache folder "
                                f"{self.cache.directory} ({err})")
                 else:
                     job.state = QUEUED
             return
+        if job.after is not None and self.stored is not None:  # before "ready": no request computes them meanwhile
+            self.stored.expect(model, job.file, {p: s for p, s in (_later_parts(message) or {}).items()
+                                                 if p in job.after.parts})
         with self._lock:
             job.model, job.state, job.done_progress = model, READY, 1.0
             job.previous = None
+        if job.after is not None:
+            self._take_parts(job)  # any that landed before the model was opened
         if self._warm is not None:
-            self._warm.submit(model)
+            self._warm.submit(model, job.file)
         try:
             self.cache.evict(keep=self._needed)
         except OSError as err:  # a full cache is a nuisance; a dead loader thread would hang every later load
@@ -620,24 +708,37 @@ class LoadScheduler:
 
 
 class _Warmer:
-    """Runs a callback on each newly loaded model in one background thread (e.g. to build the timeline index
-    before anyone opens the Trace view), so the loader's loop and requests never wait for it."""
+    """Runs the callbacks on each newly loaded model in one background thread (e.g. to build the timeline index
+    before anyone opens the Trace view), so the loader's loop and requests never wait for them."""
 
-    def __init__(self, callback: Callable[[TraceModel], None]) -> None:
-        self._callback = callback
-        self._queue: queue.Queue[TraceModel] = queue.Queue()
+    def __init__(self, on_ready: Callable[[TraceModel], None] | None,
+                 on_loaded: Callable[[TraceFile], None] | None) -> None:
+        self._on_ready = on_ready
+        self._on_loaded = on_loaded
+        self._queue: queue.Queue[tuple[TraceModel, TraceFile]] = queue.Queue()
         threading.Thread(target=self._run, name="pytorch-profiler-warm", daemon=True).start()
 
-    def submit(self, model: TraceModel) -> None:
-        self._queue.put(model)
+    def submit(self, model: TraceModel, file: TraceFile) -> None:
+        self._queue.put((model, file))
 
     def _run(self) -> None:
         while True:
-            model = self._queue.get()
+            model, file = self._queue.get()
             try:
-                self._callback(model)
+                if self._on_ready is not None:
+                    self._on_ready(model)
+                if self._on_loaded is not None:
+                    self._on_loaded(file)
             except Exception:
                 log.exception("precomputing views of %s failed", model.meta.get("source"))
+
+
+def _later_parts(message: tuple[Any, ...] | None) -> dict[str, float] | None:
+    """The parts a worker's "ok" says it goes on computing after ready, with the seconds each is expected in."""
+    if not message or message[0] != "ok" or not isinstance(message[1], dict):
+        return None
+    later = message[1].get("later")
+    return {str(k): float(v) for k, v in later.items()} if isinstance(later, dict) else None
 
 
 def _fail(job: _Job, reason: str) -> None:

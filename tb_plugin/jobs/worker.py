@@ -8,23 +8,29 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import time
 import traceback
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import numpy.ma  # noqa: F401 - np.unique imports it on first use (50 ms in every loader process otherwise)
+
 from ..catalog.catalog import TraceFile
 from ..catalog.remote import scrub
-from ..loader import TraceLoadError, default_parts, load_trace
+from ..loader import TraceLoadError, default_parts, load_trace, pages
 from ..model.tables import save
 from . import budget, entries
-from .cache import SOURCE_FILE, Stored
+from .cache import SOURCE_FILE, Later, Stored
 
 
 def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts: int | None = None,
             stored: Stored | None = None) -> None:
     """Entry point of a worker process. Sends ``("ok", stats)`` or ``("error", reason, lasting)`` on ``conn``
-    (``lasting``: the file version fails the same way anywhere, see ``loader.errors``).
+    (``lasting``: the file version fails the same way anywhere, see ``loader.errors``). ``stats["later"]``: the
+    views it goes on computing after that answer (part → seconds expected), each then told as
+    ``("part", name, ok)`` once added to the published entry.
 
     ``file.access`` (``catalog.storage.Access``) is the environment's credentials as the server captured them: the
     fork server may have started before they were set, and some libraries read them from the environment.
@@ -38,16 +44,23 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         progress.value = 0.95 * fraction
 
     message: tuple[Any, ...]
+    later: Later | None = None
     try:
+        started = time.monotonic()
         if access is not None:
             access.apply()
         source: list[bytes] = []
         model = load_trace(file.url, report, parts=min(parts, default_parts()) if parts else default_parts(),
                            access=access, keep_source=source.append if file.is_remote else None,
-                           limits=budget.load_limits())
-        _write_entry(model, Path(entry), stored, source[0] if source else None)
+                           limits=replace(budget.load_limits(), scratch_dir=str(Path(entry).parent)))
+        stats = {"events": model.n_events, "bytes": model.nbytes()}
+        holder = [model]
+        del model  # _write_entry drops it once saved: the derived results are computed on the parse mapped back
+        cores = min(parts or default_parts(), default_parts())
+        later = _write_entry(holder, Path(entry), stored, source[0] if source else None, file,
+                             budget.views_processes(stats["events"], cores), started)
         progress.value = 1.0
-        message = ("ok", {"events": model.n_events, "bytes": model.nbytes()})
+        message = ("ok", {**stats, "later": dict(later.parts) if later is not None else {}})
     except TraceLoadError as err:  # the third item: the same file version would fail anywhere (cache it)
         message = ("error", scrub(str(err), access), err.lasting)
     except MemoryError:
@@ -58,30 +71,55 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         message = ("error", scrub(reason, access), False)
     try:
         conn.send(message)
+        if later is not None:  # the trace is ready: the views that would have delayed it are computed now
+            _run_later(later, Path(entry), conn)
     except OSError:
         pass  # the server stopped waiting (the file changed or went away, or it is shutting down): nobody to tell
     finally:
         conn.close()
 
 
-def _write_entry(model: Any, entry: Path, stored: Stored | None, source: bytes | None) -> None:
+def _run_later(later: Later, entry: Path, conn: Connection) -> None:
+    """Compute what ``Stored.save`` left for after "ready", adding each part to the published entry as a sealed
+    folder of its own (``entries.add_part``) and telling the server (``("part", name, ok)``) as each lands; the
+    server answers 409 "computing" for them meanwhile, and computes any that fails itself."""
+    def report(part: str, ok: bool) -> None:
+        with contextlib.suppress(OSError):
+            conn.send(("part", part, ok))
+
+    with contextlib.suppress(Exception):  # as for views before ready: a failure is computed on first use
+        later.run(lambda: entries.staging(entry.parent), lambda built, part: entries.add_part(built, entry, part),
+                  report)
+
+
+def _write_entry(holder: list[Any], entry: Path, stored: Stored | None, source: bytes | None, file: TraceFile,
+                 processes: int, started: float) -> Later | None:
     """Build the entry in a private folder of the cache, seal it and rename it into place (``jobs.entries``): no
-    one ever sees it half written, and a server that published the same entry first wins."""
+    one ever sees it half written, and a server that published the same entry first wins. The model (the one item
+    of ``holder``) is dropped once saved: what is stored beside it is computed on the parse mapped back, as the
+    server opens it, and this copy would only double the memory. What ``stored`` leaves for after "ready" (the
+    parse took ``time.monotonic() - started`` seconds) is returned, to be run once the entry is published."""
     built = entries.staging(entry.parent)
+    later = None
     try:
-        save(model, built)
+        save(holder.pop(), built)
         if stored is not None:
-            _save_derived(stored, model, str(built))
+            pages.trim_heap()  # the parse's freed pages: the processes forked for the views would count them
+            later = _save_derived(stored, str(built), file, processes, time.monotonic() - started)
         if source is not None:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (built / SOURCE_FILE).write_bytes(source)
         entries.seal(built)
         entries.publish(built, entry)
     finally:
         shutil.rmtree(built, ignore_errors=True)
+    return later
 
 
-def _save_derived(stored: Stored, model: Any, entry: str) -> None:
+def _save_derived(stored: Stored, entry: str, file: TraceFile, processes: int, parse_seconds: float
+                  ) -> Later | None:
     """Derived results are an optimisation: if computing or writing them fails, the trace still loads and the
     server computes them on first use (and reports any error there, where the user looks)."""
-    with contextlib.suppress(Exception):
-        stored.save(model, entry)
+    try:
+        return stored.save(entry, file, processes, parse_seconds)
+    except Exception:  # noqa: BLE001
+        return None

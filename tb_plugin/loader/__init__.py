@@ -37,7 +37,7 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
     packed = raw.pop() if isinstance(raw, list) else raw
     del raw
     limits = limits or Limits()
-    data = decompress(packed, name, limits)
+    data = decompress(packed, name, limits, parts)
     parallel = parts > 1 and len(data) >= PARALLEL_MIN_BYTES
     # Text this function inflated itself is its own: the parts give its pages back as they build them, and the
     # compressed bytes (a tenth of it) are kept to inflate it again should they fail. Plain JSON is the caller's.
@@ -51,7 +51,7 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
         try:
             builder = build_text_parts(data, lo, hi, lambda f: report(0.45 + 0.55 * f), parts, give_back)
         except ParallelBuildFailed:  # a range did not parse (or a part died): the usual parts, same bytes
-            data = decompress(packed, name, limits) if give_back else data
+            data = decompress(packed, name, limits, parts) if give_back else data
         else:
             del data, packed  # every byte is built: the text goes before the tables are concatenated (a copy)
             require_event_count(builder.n_events, name, limits)

@@ -40,6 +40,9 @@ class Limits:
     max_text_bytes: int | None = None
     max_events: int | None = None
     memory_bytes: int | None = None  # what the bounds above were derived from, for the reason given
+    # where text beyond ``read.SPILL_BYTES`` is inflated to (a file, mapped: the page cache holds it, not the
+    # loader's memory); None: in memory, however large
+    scratch_dir: str | None = None
 
 
 def shorten(text: str) -> str:

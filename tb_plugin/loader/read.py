@@ -75,11 +75,14 @@ def first_byte(data: bytes) -> bytes:
     return data[offset:offset + 1]
 
 
-def decompress(raw: bytes, name: str, limits: Limits | None = None) -> bytes:
+def decompress(raw: bytes, name: str, limits: Limits | None = None, threads: int = 1) -> Any:
     """Gunzip ``raw`` if it is gzip data; plain JSON inside a ``.gz`` name is accepted as it is.
 
     Within ``limits`` (:mod:`.limits`): bytes that cannot start JSON fail at once (a gzip's first inflated bytes
-    are looked at before the rest is inflated), and inflating stops at the ratio or memory bound.
+    are looked at before the rest is inflated), and inflating stops at the ratio or memory bound. The text comes
+    back as bytes, or as a read-only memory map of a scratch file when it grows beyond :data:`SPILL_BYTES` and
+    ``limits.scratch_dir`` is given (see :func:`_gunzip`); ``threads``: the cores this load may use (rapidgzip's
+    parallel inflate where it is installed and pays, :func:`_parallel_gunzip`).
     """
     limits = limits or Limits()
     if not first_byte(raw):
@@ -93,7 +96,7 @@ def decompress(raw: bytes, name: str, limits: Limits | None = None) -> bytes:
     require_json_start(_inflated_head(raw), name, inflated=True)
     limit, lasting, why = _inflate_limit(len(raw), name, limits)
     try:
-        out = _gunzip(raw, limit)
+        out = _gunzip(raw, limit, limits.scratch_dir, threads)
     except _TooLarge:
         raise TraceLoadError(why, lasting=lasting) from None
     except EOFError:
@@ -161,12 +164,35 @@ def _inflate_limit(packed: int, name: str, limits: Limits) -> tuple[int, bool, s
         f"of JSON, which need about three times that to load, and {_available(limits)} is available now")
 
 
-def _gunzip(raw: bytes, limit: int) -> bytes:
+# Text beyond this is inflated into a scratch file (``Limits.scratch_dir``) and mapped: the kernel's page cache holds
+# it, which the parts read and give back page by page (``pages``) and which the machine may reclaim, instead of the
+# loader's own memory (a 10 GB trace's text alone is more than the 8 GB a load of it may take). Below it the text is
+# inflated in memory, in one call: writing it to a file would cost a copy for nothing. Decided up front, by the
+# ratio of the first megabyte (:func:`projected_size`), so that neither path holds the text twice.
+SPILL_BYTES = 3 << 30
+_SPILL_PIECE = 64 << 20
+# rapidgzip inflates one gzip member on several cores; it pays from this many (measured in bench_gunzip.py: on 2
+# cores it is 3x slower than ISA-L's one core, its scaling makes up for that past about 8) and for files this big.
+PARALLEL_GUNZIP_THREADS = 8
+PARALLEL_GUNZIP_BYTES = 64 << 20
+
+
+def _gunzip(raw: bytes, limit: int, scratch_dir: str | None = None, threads: int = 1) -> Any:
     """Inflate every gzip member of ``raw``, at most ``limit`` bytes in all (:class:`_TooLarge` beyond).
 
     One call per member with a bound on its output: ISA-L's inflate fills one buffer that grows in place, so the
-    peak is the output, not twice it, and a gzip trailer's size (which anyone can write) is never trusted.
+    peak is the output, not twice it, and a gzip trailer's size (which anyone can write) is never trusted. Text
+    that will be larger than :data:`SPILL_BYTES` (by the ratio of its first megabytes, with a ``scratch_dir``)
+    goes to a scratch file instead, piece by piece, returned mapped.
     """
+    spill = scratch_dir is not None and projected_size(raw) > SPILL_BYTES
+    if threads >= PARALLEL_GUNZIP_THREADS and len(raw) >= PARALLEL_GUNZIP_BYTES:
+        fast = _parallel_gunzip(raw, limit, scratch_dir if spill else None, threads)
+        if fast is not None:
+            return fast
+    if spill:
+        assert scratch_dir is not None
+        return _spill(scratch_dir, _pieces(raw, limit))
     data: bytes | memoryview = memoryview(raw)
     parts: list[bytes] = []
     total = 0
@@ -183,6 +209,90 @@ def _gunzip(raw: bytes, limit: int) -> bytes:
         if not data:
             break
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+_PROBE_BYTES = 1 << 20
+
+
+def projected_size(raw: bytes) -> int:
+    """About how many bytes ``raw`` inflates to: its size times the ratio of its first megabyte (a trace's events
+    are much alike, so the ratio holds; a wrong guess costs memory or a copy, never a wrong answer)."""
+    if len(raw) <= _PROBE_BYTES:
+        return 0
+    inflater = _zlib.decompressobj(wbits=31)
+    try:
+        out = inflater.decompress(memoryview(raw)[:_PROBE_BYTES], 64 * _PROBE_BYTES)
+    except _INFLATE_ERRORS:
+        return 0
+    used = _PROBE_BYTES - len(inflater.unconsumed_tail)
+    return len(out) * len(raw) // max(used, 1)
+
+
+def _pieces(raw: bytes, limit: int) -> Iterator[bytes]:
+    """Every member of ``raw`` inflated piece by piece; :class:`_TooLarge` past ``limit`` bytes in all."""
+    data: bytes | memoryview = memoryview(raw)
+    budget = limit
+    while data:
+        inflater = _zlib.decompressobj(wbits=31)
+        while not inflater.eof:
+            piece = inflater.decompress(data, _SPILL_PIECE)
+            data = inflater.unconsumed_tail
+            budget -= len(piece)
+            if budget < 0:
+                raise _TooLarge
+            if not piece and not data:
+                raise EOFError("truncated")
+            yield piece
+        data = inflater.unused_data
+
+
+def _spill(scratch_dir: str, pieces: Iterator[bytes]) -> Any:
+    """Write ``pieces`` into an unlinked scratch file in ``scratch_dir`` and map it read-only (the mapping keeps
+    the file until every process that inherited it unmaps it; no name is left behind)."""
+    import mmap
+    import tempfile
+
+    with tempfile.TemporaryFile(dir=scratch_dir, prefix=".text-") as fh:
+        for piece in pieces:
+            fh.write(piece)
+        fh.flush()
+        size = fh.tell()
+        if size == 0:
+            return b""
+        return mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+
+
+def _parallel_gunzip(raw: bytes, limit: int, scratch_dir: str | None, threads: int) -> Any:
+    """rapidgzip's parallel inflate (an optional dependency: ``pip install "pytorch-tb-profiler[fast-gzip]"``), within
+    the same limit, into memory or (given ``scratch_dir``) a scratch file; None where it is not installed or fails
+    (ISA-L then inflates, and says what is wrong with the data, as everywhere else)."""
+    try:
+        import io
+
+        import rapidgzip
+    except ImportError:
+        return None
+
+    def pieces(f: Any) -> Iterator[bytes]:
+        budget = limit
+        while piece := f.read(_SPILL_PIECE):
+            budget -= len(piece)
+            if budget < 0:
+                raise _TooLarge
+            yield piece
+
+    try:
+        with rapidgzip.RapidgzipFile(io.BytesIO(raw), parallelization=threads) as f:
+            if scratch_dir is not None:
+                return _spill(scratch_dir, pieces(f))
+            out = f.read(limit + 1)
+            if len(out) > limit:
+                raise _TooLarge
+            return out
+    except _TooLarge:
+        raise
+    except Exception:  # noqa: BLE001 - corrupt or cut data: ISA-L inflates it again and names the problem
+        return None
 
 
 def _quote_bare_tokens(data: bytes) -> bytes:
@@ -356,10 +466,18 @@ def split_text(data: bytes, lo: int, hi: int, pieces: int,
 TEXT_CHUNK_BYTES = 512 << 10
 
 
-def text_chunks(data: bytes, lo: int, hi: int, size: int = TEXT_CHUNK_BYTES) -> Iterator[tuple[int, list[Event]]]:
-    """Typed events of the elements in ``[lo, hi)``, about ``size`` bytes at a time, with the offset reached."""
-    for start, stop in split_text(data, lo, hi, max(1, (hi - lo) // size)):
+def text_chunks(data: Any, lo: int, hi: int, size: int = TEXT_CHUNK_BYTES) -> Iterator[tuple[int, list[Event]]]:
+    """Typed events of the elements in ``[lo, hi)``, about ``size`` bytes at a time, with the offset reached.
+
+    Each chunk's end is found as it is reached, not all ends first: a text mapped from a scratch file (``_spill``)
+    is then read front to back, and the pages behind are given back as they go, where a search for every end at
+    once mapped the whole range (the kernel maps a file 2 MB at a time)."""
+    start = lo
+    while start < hi:
+        found = _SEPARATOR.search(data, start + size, hi) if hi - start > size + size // 2 else None
+        stop, after = (found.start(), found.end() - 1) if found is not None else (hi, hi)
         yield stop, decode_text(memoryview(data)[start:stop])
+        start = after
 
 
 def decode_text(elements: bytes | memoryview) -> list[Event]:

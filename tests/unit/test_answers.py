@@ -15,7 +15,7 @@ import pytest
 from tb_plugin.api import answers
 from tb_plugin.api.http import encode
 from tb_plugin.model.tables import TraceModel
-from tests.conftest import API, cpu_op, wait_until_settled, write_trace
+from tests.conftest import API, computing_server, cpu_op, write_trace
 
 
 def test_a_crowd_of_requests_computes_each_answer_once(tensorboard_app: Any, tmp_path: Path,
@@ -32,8 +32,7 @@ def test_a_crowd_of_requests_computes_each_answer_once(tensorboard_app: Any, tmp
 
     monkeypatch.setattr(routes.operators, "operator_table", slow_table)
     write_trace(tmp_path / "ld" / "run" / "w.1.pt.trace.json", [cpu_op("aten::add", 0, 5), cpu_op("aten::mm", 9, 5)])
-    client = tensorboard_app(tmp_path / "ld")
-    wait_until_settled(client, expect_spans=1)
+    client = computing_server(tensorboard_app, tmp_path / "ld", 1)  # the tables computed by the server
     q = "run=run&worker=w&span=1"
 
     def get(group_by: str) -> Any:

@@ -237,9 +237,11 @@ def test_old_plugin_conflict_is_reported(monkeypatch: pytest.MonkeyPatch, capsys
 
 
 def test_loaded_traces_are_precomputed_in_the_background(tensorboard_app: Any, tmp_path: Path) -> None:
-    """The plugin builds the Overview and the timeline index as soon as a trace is ready, before any request."""
+    """The loader stores the Overview and the timeline index beside the parse (api/warm.py); an entry without them
+    (an older cache) gets them built in the background as soon as the trace is ready, before any request."""
     import time
 
+    from tb_plugin.api import warm
     from tb_plugin.timeline.index import timeline_index
 
     write_trace(tmp_path / "ld" / "r" / "w.1.pt.trace.json", [cpu_op("aten::add", 0, 5), cpu_op("aten::mul", 10, 5)])
@@ -247,9 +249,22 @@ def test_loaded_traces_are_precomputed_in_the_background(tensorboard_app: Any, t
     wait_until_settled(client, expect_spans=1)
     plugin = next(p for p in client.application._plugins if getattr(p, "plugin_name", "") == "pytorch_profiler")
     model = plugin.workspace.trace("r", "w", "1").model
+    assert any("timeline_index" in str(k) for k in model.memo)
+    ctx = warm.context(plugin.workspace.trace("r", "w", "1").file, warm.NO_OVERRIDE)
+    assert all(warm.has_answer(model, k) for k, _ in warm.answers(ctx)["overview"])
+    assert not any("overview" in str(k) for k in model.memo)  # stored: nothing computed in the server
+    cache = tmp_path / "cache"
+    for f in [*cache.glob("*/warm.*"), *cache.glob("*/timeline.*")]:
+        f.unlink()
+    client = tensorboard_app(tmp_path / "ld")
+    wait_until_settled(client, expect_spans=1)
+    plugin = next(p for p in client.application._plugins if getattr(p, "plugin_name", "") == "pytorch_profiler")
+    model = plugin.workspace.trace("r", "w", "1").model
     deadline = time.time() + 20
-    while time.time() < deadline and not any("timeline_index" in str(k) for k in model.memo):
+    while time.time() < deadline and not any("overview" in str(k) for k in model.memo):
         time.sleep(0.05)
     assert any("timeline_index" in str(k) for k in model.memo)
     assert any("overview" in str(k) for k in model.memo)
     assert len(timeline_index(model).start) == 2
+
+

@@ -21,7 +21,7 @@ from tb_plugin.api import answers
 from tb_plugin.model import derived
 from tb_plugin.model.derived import Computing, compute_in_background, memoized
 from tb_plugin.model.tables import TraceModel
-from tests.conftest import API, REPO, cpu_op, wait_until_settled, write_trace
+from tests.conftest import API, REPO, computing_server, cpu_op, write_trace
 from tests.unit.test_openapi import check
 
 Q = "run=run&worker=w&span=1"
@@ -50,9 +50,7 @@ def slow_operators(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[threading.
 @pytest.fixture()
 def client(tensorboard_app: Any, tmp_path: Path) -> Any:
     write_trace(tmp_path / "ld" / "run" / "w.1.pt.trace.json", [cpu_op("aten::add", 0, 5), cpu_op("aten::mm", 9, 5)])
-    app = tensorboard_app(tmp_path / "ld")
-    wait_until_settled(app, expect_spans=1)
-    return app
+    return computing_server(tensorboard_app, tmp_path / "ld", 1)  # the operator table computed by the server
 
 
 def test_other_views_answer_while_one_computes(client: Any, slow_operators: tuple[threading.Event, list[str]]

@@ -1,0 +1,190 @@
+"""The first views, computed by the loader processes and stored beside the parse (api/warm.py).
+
+Through the real TensorBoard app: every sample and test trace loads with its stored views, and every route answers
+byte for byte what a server that computes them itself answers (a second server on the same parses with the stored
+views taken out of each entry: an older cache); the pages' first requests are answered from the stored set, not
+computed; a damaged part is computed again; a rank of a multi-rank run stores its rank summary, which the
+job-level answers read."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tb_plugin.analysis.rank_summary import _summary
+from tb_plugin.api import answers, warm
+from tb_plugin.model.derived import _key
+from tests.conftest import (
+    API,
+    SAMPLES,
+    SPAN_ROUTES,
+    real_trace_files,
+    sample_trace_files,
+    wait_until_settled,
+)
+
+# What the pages ask first, as the frontend asks it (api/warm.py stores these).
+FIRST = ("overview", "operators?group_by=name", "operators?group_by=name_stack", "kernels?group_by=name", "sources",
+         "summary", "idle", "launch_stats", "queue_length", "memory_bandwidth", "kernel_sequences", "cupti_counters",
+         "roofline")
+MULTI_RANK = ("ddp_resnet", "fsdp_comm", "pp_two_groups", "gloo_8proc_cpu")
+
+
+def _link(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def single_runs(root: Path, files: list[Path]) -> Path:
+    """A logdir with each trace in a run of its own (so every Overview is a single worker's: the one stored)."""
+    for i, f in enumerate(files):
+        _link(f, root / f"{i:03d}_{f.parent.name}" / f.name)
+    return root
+
+
+def without_stored_views(cache: Path, copy: Path) -> Path:
+    """A copy of a parse cache as an older version left it: no stored views in any entry."""
+    shutil.copytree(cache, copy)
+    for f in copy.glob("*/warm.*"):
+        f.unlink()
+    for part in copy.glob("*/part-*"):  # the parts added after ready (api/warm.py Later)
+        shutil.rmtree(part)
+    return copy
+
+
+def spans(body: dict[str, Any]) -> list[str]:
+    return [f"run={r['name']}&worker={w['name']}&span={s['span']}" for r in body["runs"] for w in r["workers"]
+            for s in w["spans"]]
+
+
+def fetch(client: Any, body: dict[str, Any]) -> dict[str, tuple[int, bytes]]:
+    """Every per-span route's answer (and a few Trace view windows, the job-level views) of every span."""
+    out: dict[str, tuple[int, bytes]] = {}
+    for q in spans(body):
+        for route in (*FIRST, *SPAN_ROUTES):
+            url = f"{API}/{route}{'&' if '?' in route else '?'}{q}"
+            r = client.get(url)
+            out[url] = (r.status_code, r.data)
+            zipped = client.get(url, headers={"Accept-Encoding": "gzip"})
+            data = gzip.decompress(zipped.data) if zipped.headers.get("Content-Encoding") == "gzip" else zipped.data
+            assert data == r.data, url
+        for width in (400, 2000):
+            url = f"{API}/trace/window?{q}&width_px={width}"
+            r = client.get(url)
+            out[url] = (r.status_code, r.data)
+    for run in body["runs"]:
+        for route in (f"distributed?run={run['name']}&span=1", f"views?run={run['name']}"):
+            r = client.get(f"{API}/{route}")
+            out[route] = (r.status_code, r.data)
+    return out
+
+
+def _plugin(client: Any) -> Any:
+    return next(p for p in client.application._plugins if getattr(p, "plugin_name", "") == "pytorch_profiler")
+
+
+def _models(client: Any, body: dict[str, Any]) -> list[Any]:
+    ws = _plugin(client).workspace
+    return [ws.trace(r["name"], w["name"], s["span"]).model for r in body["runs"] for w in r["workers"]
+            for s in w["spans"]]
+
+
+def assert_same_answers(tensorboard_app: Any, logdir: Path, cache: Path, tmp_path: Path, expect: int) -> None:
+    warm_client = tensorboard_app(logdir, profiler_cache_dir=str(cache))
+    body = wait_until_settled(warm_client, timeout=900, expect_spans=expect)
+    assert all(s["state"] == "ready" for r in body["runs"] for w in r["workers"] for s in w["spans"]), body
+    assert all(warm._stored(m) for m in _models(warm_client, body)), "every entry holds its stored views"
+    got = fetch(warm_client, body)
+    cold_client = tensorboard_app(logdir, profiler_cache_dir=str(without_stored_views(cache, tmp_path / "older")))
+    cold = wait_until_settled(cold_client, timeout=900, expect_spans=expect)
+    assert not any(warm._stored(m) for m in _models(cold_client, cold)), "the older entries hold no stored views"
+    want = fetch(cold_client, cold)
+    assert got.keys() == want.keys()
+    differ = [url for url in want if got[url] != want[url]]
+    assert not differ, f"{len(differ)} answers differ, e.g. {differ[:5]}"
+    assert sum(status == 200 for status, _ in want.values()) > len(want) // 2
+
+
+@pytest.mark.parametrize("which", ["samples", "tests/data"])
+def test_stored_views_answer_what_the_server_computes(tensorboard_app: Any, tmp_path: Path, which: str) -> None:
+    files = sample_trace_files() if which == "samples" else real_trace_files()
+    assert len(files) > 10
+    logdir = single_runs(tmp_path / "logdir", files)
+    assert_same_answers(tensorboard_app, logdir, tmp_path / "cache", tmp_path, len(files))
+
+
+def test_multi_rank_runs_store_their_rank_summaries(tensorboard_app: Any, tmp_path: Path) -> None:
+    """The ranks of a job store their summaries (what every rank's Overview and the Distributed view read); the
+    job-level answers from them equal the server's own."""
+    logdir = tmp_path / "logdir"
+    files = [f for run in MULTI_RANK for f in sorted((SAMPLES / run).glob("*.pt.trace.json*"))]
+    for f in files:
+        _link(f, logdir / f.parent.name / f.name)
+    client = tensorboard_app(logdir, profiler_cache_dir=str(tmp_path / "cache"))
+    body = wait_until_settled(client, timeout=600, expect_spans=len(files))
+    workers = [w["name"] for run in body["runs"] for w in run["workers"]]
+    for worker, model in zip(workers, _models(client, body)):
+        assert _key(_summary, (worker,)) in model.memo, worker
+    assert_same_answers(tensorboard_app, logdir, tmp_path / "cache", tmp_path, len(files))
+
+
+def test_the_pages_first_requests_read_the_stored_answers(tensorboard_app: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    files = [next(f for f in real_trace_files() if "transformer_bf16" in str(f))]
+    client = tensorboard_app(single_runs(tmp_path / "logdir", files))
+    body = wait_until_settled(client, expect_spans=1)
+    read: list[str] = []
+    real = answers.stored_answer
+    monkeypatch.setattr(answers, "stored_answer", lambda model, name: read.append(name) or real(model, name))
+    computed: list[str] = []
+    monkeypatch.setattr(answers, "encode", lambda payload: computed.append("x") or warm.encode(payload))
+    (q,) = spans(body)
+    for route in FIRST:
+        assert client.get(f"{API}/{route}{'&' if '?' in route else '?'}{q}").status_code == 200, route
+    assert len(read) == len(FIRST) and not computed
+    assert client.get(f"{API}/operators?{q}&group_by=name_shape").status_code == 200
+    assert len(read) == len(FIRST) and computed == ["x"]  # another grouping: computed as before
+
+
+def test_a_damaged_part_is_computed_again(tensorboard_app: Any, tmp_path: Path) -> None:
+    files = [next(f for f in real_trace_files() if "transformer_bf16" in str(f))]
+    logdir = single_runs(tmp_path / "logdir", files)
+    cache = tmp_path / "cache"
+    body = wait_until_settled(tensorboard_app(logdir, profiler_cache_dir=str(cache)), expect_spans=1)
+    (entry,) = [p.parent for p in cache.glob("*/warm.json")]
+    tables = entry / "warm.tables.bin"
+    tables.write_bytes(tables.read_bytes()[:100])
+    client = tensorboard_app(logdir, profiler_cache_dir=str(cache))
+    body = wait_until_settled(client, expect_spans=1)
+    (model,) = _models(client, body)
+    ctx = warm.context(_plugin(client).workspace.trace(*spans_key(body)).file, warm.NO_OVERRIDE)
+    assert all(warm.has_answer(model, k) for k, _ in warm.answers(ctx)["overview"])
+    assert not any(warm.has_answer(model, k) for k, _ in warm.answers(ctx)["tables"])
+    (q,) = spans(body)
+    r = client.get(f"{API}/operators?{q}&group_by=name")
+    assert r.status_code == 200 and r.get_json()["rows"]
+
+
+def spans_key(body: dict[str, Any]) -> tuple[str, str, str]:
+    run = body["runs"][0]
+    return run["name"], run["workers"][0]["name"], run["workers"][0]["spans"][0]["span"]
+
+
+def test_the_parts_start_by_cost_and_are_bounded_by_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tb_plugin.jobs import budget
+
+    assert warm.PARTS == ("overview", "tables", "gpu", "timeline")  # what a user opens first starts first
+    monkeypatch.setattr(budget, "available_memory", lambda: 64 << 30)
+    assert budget.views_processes(430_000, 15) >= 4  # the 164 MB trace: every part at once
+    assert budget.views_processes(5_300_000, 15) == 1  # the 2 GB trace: within the parse's own peak
+    assert budget.views_processes(430_000, 2) == 2  # never more than the loader's share of the cores
+    monkeypatch.setattr(budget, "available_memory", lambda: 150 << 20)
+    assert budget.views_processes(430_000, 15) == 1  # little memory left: one at a time
