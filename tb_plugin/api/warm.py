@@ -180,10 +180,11 @@ PARTS = ("overview", "tables", "gpu", "timeline")
 
 @dataclass(frozen=True)
 class ReadyRule:
-    """Which stored views the loader computes before the trace turns "ready": those whose expected time (the
-    last part's landing, :func:`schedule`) is at most ``seconds`` or at most ``share`` of the parse's own time,
-    whichever is larger (:func:`plan`: as many parts as fit, cheapest first). The others "ready" does not wait
-    for: it comes with the parse (and the parts that fit), and the loader goes on computing them after it,
+    """Which stored views the loader computes before the trace turns "ready": the ``always`` parts, and those whose
+    expected time (the last part's landing, :func:`schedule`) is at most ``seconds`` or at most ``share`` of the
+    parse's own time, whichever is larger (:func:`plan`: as many parts as fit, cheapest first). The others
+    "ready" does not wait for: it comes with the parse (and the parts that fit), and the loader goes on computing
+    them after it,
     adding each part to the entry as it lands; a request meanwhile answers 409 "computing" (the pages ask again),
     never computes the same view a second time in the server.
 
@@ -224,7 +225,7 @@ def plan(rule: ReadyRule, events: int, processes: int, parse_seconds: float | No
 
 def schedule(events: int, processes: int, parts: tuple[str, ...] = PARTS) -> dict[str, float]:
     """When each part is expected to land, in seconds from its start: :data:`COSTS` scaled by ``events``, the
-    parts started most costly first on ``processes`` side by side (each the next as one ends, as
+    parts started in their order (:data:`PARTS`) on ``processes`` side by side (each the next as one ends, as
     :func:`compute_parts` runs them)."""
     scale = max(events, 1) / COSTS_EVENTS
     free = [0.0] * max(1, processes)
@@ -437,7 +438,7 @@ class Later:
 
     def run(self, stage: Callable[[], Path], place: Callable[[Path, str], bool],
             report: Callable[[str, bool], None]) -> None:
-        """Compute the parts (most costly first, as many side by side as ``processes``), each in a folder of its
+        """Compute the parts (in :data:`PARTS` order, as many side by side as ``processes``), each in a folder of its
         own (``stage()``) with its own marker, ``place`` each into the entry as it ends and ``report`` it."""
         folders = {part: stage() for part in self.parts}
 
