@@ -184,9 +184,8 @@ class ReadyRule:
     expected time (the last part's landing, :func:`schedule`) is at most ``seconds`` or at most ``share`` of the
     parse's own time, whichever is larger (:func:`plan`: as many parts as fit, cheapest first). The others
     "ready" does not wait for: it comes with the parse (and the parts that fit), and the loader goes on computing
-    them after it,
-    adding each part to the entry as it lands; a request meanwhile answers 409 "computing" (the pages ask again),
-    never computes the same view a second time in the server.
+    them after it, adding each part to the entry as it lands; a request meanwhile answers 409 "computing" (the
+    pages ask again), never computes the same view a second time in the server.
 
     So a 164 MB trace (0.53 s with its four parts side by side) and each rank of a 64-rank job are warm at ready,
     while a 2 GB trace (one part at a time under the memory bound: ~17 s against an 11 s parse) is ready after its
