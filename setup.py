@@ -85,10 +85,9 @@ setup(
         # `--profiler_dask_scheduler` run parses on a Dask cluster (a LocalCluster, Kubernetes, SLURM/PBS through
         # dask-jobqueue). Never needed on one machine: the local pool does the same without it.
         "dask": ["dask[distributed]>=2024.1"],
-        # Parallel inflate of one big gzip trace (loader/read._parallel_gunzip) on machines of 8+ cores: ISA-L
-        # inflates a 2 GB trace on one core in ~1.9 s before any part can start. Optional until benchmarks/
-        # bench_gunzip.py shows it winning on the 16-core host (on 2 cores it is 3x slower than ISA-L, so it is used
-        # only from 8 cores on); ISA-L (zlib without it) inflates everywhere else, and whenever rapidgzip fails.
+        # Parallel inflate of one big gzip trace (loader/read._parallel_gunzip) on machines of 8+ cores, for text
+        # spilled to the scratch file only: there it saved 0.8 s of 3.5 s on the 2 GB trace on the lent 16-core
+        # host, while into memory ISA-L on one core was faster at every thread count (benchmarks/README.md).
         "fast-gzip": ["rapidgzip>=0.14"],
     },
     entry_points={

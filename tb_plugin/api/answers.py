@@ -28,7 +28,7 @@ from ..model.memo import ANSWERS, BoundedMemo
 from ..model.snapshot import AllocatorSnapshot, snapshot_memo
 from ..model.tables import TraceModel
 from .encoding import Encoded, encode
-from .warm import has_answer, stored_answer
+from .warm import awaited, has_answer, stored_answer
 
 R = TypeVar("R")
 PROGRESSIVE_EVENTS = 1_000_000  # from this many events on, answers not ready yet are 409 "computing" (a ~400 MB trace)
@@ -55,10 +55,13 @@ def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysi
     """The encoded payload ``compute()`` returns for ``key`` (route and query) on ``model``, computed once; on a
     big trace it raises :class:`~tb_plugin.model.derived.Computing` while ``analysis`` is computed. ``stored``: the
     answer's :func:`~tb_plugin.api.warm.key`, under which the loader process may have stored it (then it is read,
-    not computed: ``api/warm.py``)."""
+    not computed: ``api/warm.py``; while the loader is still computing it after ready, 409 "computing")."""
     cache = _answers(model)
     if stored is not None and has_answer(model, stored):
         return compute_once(cache.recent, cache.computing, key, lambda: stored_answer(model, stored))
+    busy = awaited(model, stored, analysis) if stored is not None else None
+    if busy is not None:  # the loader is computing it (after ready): never a second time here
+        raise busy
     events = _events(model)
     if events >= PROGRESSIVE_EVENTS:
         return compute_in_background(cache.recent, cache.computing, key, lambda: encode(compute()),
@@ -82,11 +85,14 @@ def snapshot_answer(snap: AllocatorSnapshot, key: Hashable, compute: Callable[[]
 def derived(model: TraceModel, analysis: str, fn: Callable[[TraceModel], R]) -> R:
     """``fn(model)`` for a :func:`~tb_plugin.model.derived.memoized` ``fn`` that a route needs before its answer (the
     Trace view's index): computed in the background on a big trace, like :func:`answer`, into the same memo."""
+    inner: Callable[[TraceModel], R] = fn.__wrapped__  # type: ignore[attr-defined]  # set by memoized
+    key = (inner.__module__, inner.__qualname__, ())
+    busy = awaited(model, key, analysis)
+    if busy is not None:  # the loader is computing it (after ready, api/warm.py)
+        raise busy
     events = _events(model)
     if events < PROGRESSIVE_EVENTS:
         return fn(model)
-    inner: Callable[[TraceModel], R] = fn.__wrapped__  # type: ignore[attr-defined]  # set by memoized
-    key = (inner.__module__, inner.__qualname__, ())
     # the memoized wrapper would wait on the future this puts under its key: the thread runs the function itself
     return compute_in_background(model.memo, model.computing, key, lambda: inner(model), analysis=analysis,
                                  events=events, patience=PATIENCE_S)

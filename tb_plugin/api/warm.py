@@ -18,7 +18,11 @@ anyway: it computes them there, in forked processes side by side (as many as its
 
 Each part is written by its own process into its own files, and ``warm.json``, written last by the loader, lists
 the parts that finished; a part that failed (a crash, out of memory) is computed on first use, as on an entry
-written before this existed. Everything is computed on the model mapped back from the entry just written (as the
+written before this existed. On a big trace, whose views would delay "ready" by more than :class:`ReadyRule`
+allows, none is computed before it: the loader seals the parse, the trace turns ready, and the loader goes on
+(:class:`Later`), adding each part to the entry as a sealed folder of its own (with its own ``warm.json``); until a
+part lands, its views answer 409 "computing" (:func:`awaited`) rather than being computed twice.
+Everything is computed on the model mapped back from the entry just written (as the
 server maps it: ``meta`` read back from JSON, the same dtypes), so a stored answer is the answer the server computes
 (``tests/unit/test_warm_views.py`` compares them on every sample and test trace).
 """
@@ -31,8 +35,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +56,7 @@ from ..analysis.steps import Steps, find_steps
 from ..analysis.summary import summary
 from ..catalog.catalog import TraceFile
 from ..model import stash
-from ..model.derived import _key, memoized, seed
+from ..model.derived import Computing, _key, memoized, seed
 from ..model.tables import TraceModel, load
 from ..timeline import counters, flows
 from ..timeline.index import depth_of_rows, timeline_index
@@ -164,10 +168,72 @@ def distributed(model: TraceModel) -> bool:
 
 # ---- in the loader process ------------------------------------------------------------------------------------------
 
-# The parts and what each costs (seconds on the 164 MB trace, 2 cores: their order is what counts): the most costly
-# starts first.
+# The parts and what each costs (seconds on the 164 MB trace, COSTS_EVENTS events, 2 cores): :func:`schedule` scales
+# them by events to tell when each would land (3.3 µs an event for the four: the 2 GB trace's 5.3 M events took 18 s
+# one part after the other on the 16-core device, 3.4 µs an event). They start in PARTS' order: what a user opens
+# first, first (the Overview, then the Operator and Kernel tables, then the GPU insights), which is also about the
+# most costly first, so side by side they end together.
 COSTS = {"overview": 0.53, "gpu": 0.35, "tables": 0.32, "timeline": 0.2}
-PARTS = tuple(sorted(COSTS, key=lambda p: -COSTS[p]))
+COSTS_EVENTS = 430_000
+PARTS = ("overview", "tables", "gpu", "timeline")
+
+
+@dataclass(frozen=True)
+class ReadyRule:
+    """Which stored views the loader computes before the trace turns "ready": the ``always`` parts, and those whose
+    expected time (the last part's landing, :func:`schedule`) is at most ``seconds`` or at most ``share`` of the
+    parse's own time, whichever is larger (:func:`plan`: as many parts as fit, cheapest first). The others
+    "ready" does not wait for: it comes with the parse (and the parts that fit), and the loader goes on computing
+    them after it, adding each part to the entry as it lands; a request meanwhile answers 409 "computing" (the
+    pages ask again), never computes the same view a second time in the server.
+
+    So a 164 MB trace (0.53 s with its four parts side by side) and each rank of a 64-rank job are warm at ready,
+    while a 2 GB trace (one part at a time under the memory bound: ~17 s against an 11 s parse) is ready after its
+    parse and its Trace view's index (2.5 s), and its other pages fill in as their parts land, instead of "ready"
+    coming 15 s later."""
+
+    seconds: float = 1.0
+    share: float = 0.25
+    # before ready whatever their estimate: the Trace view's index and window sources (main built the index before
+    # ready too; deferred behind the costlier parts, the 2 GB trace's first window waited 20 s on the lent machine)
+    always: tuple[str, ...] = ("timeline",)
+
+    def before_ready(self, views_seconds: float, parse_seconds: float) -> bool:
+        return views_seconds <= max(self.seconds, self.share * parse_seconds)
+
+
+READY_RULE = ReadyRule()  # the one place the rule's numbers are set
+
+
+def plan(rule: ReadyRule, events: int, processes: int, parse_seconds: float | None
+         ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The parts computed before ready and those left for after it: the rule's ``always`` parts (the Trace view's
+    index, as before the first views were stored), then as many others as fit the rule, cheapest first (a 2 GB
+    trace: the index before ready, the Overview, GPU and table parts after it). Every part before ready without
+    ``parse_seconds``."""
+    if parse_seconds is None:
+        return PARTS, ()
+    now: list[str] = [part for part in PARTS if part in rule.always]
+    for part in sorted((p for p in PARTS if p not in now), key=COSTS.__getitem__):
+        trial = tuple(p for p in PARTS if p in now or p == part)
+        if not rule.before_ready(max(schedule(events, processes, trial).values()), parse_seconds):
+            break
+        now.append(part)
+    return tuple(p for p in PARTS if p in now), tuple(p for p in PARTS if p not in now)
+
+
+def schedule(events: int, processes: int, parts: tuple[str, ...] = PARTS) -> dict[str, float]:
+    """When each part is expected to land, in seconds from its start: :data:`COSTS` scaled by ``events``, the
+    parts started in their order (:data:`PARTS`) on ``processes`` side by side (each the next as one ends, as
+    :func:`compute_parts` runs them)."""
+    scale = max(events, 1) / COSTS_EVENTS
+    free = [0.0] * max(1, processes)
+    out: dict[str, float] = {}
+    for part in parts:
+        slot = min(range(len(free)), key=free.__getitem__)
+        free[slot] += COSTS[part] * scale
+        out[part] = free[slot]
+    return out
 
 
 def compute_part(model: TraceModel, ctx: Context, part: str, folder: Path) -> None:
@@ -213,34 +279,45 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
-def compute_parts(model: TraceModel, ctx: Context, folder: Path, processes: int) -> list[str]:
-    """Compute every part, each in a forked process of its own, at most ``processes`` at a time (the most costly
-    first, the next as one ends); the parts that finished. A process per part: what a part memoises on the way (the
-    host tree, its tables) goes with it, so the memory is that of ``processes`` parts, never of all of them (four
-    parts in one process took 1.4 GB of a 1 GB trace, the largest alone 0.6 GB); and a part that runs out of memory
-    is killed alone, never the loader process, whose parse is whole and must still be answered. In this process
-    only where forking is not safe (threads running)."""
+def compute_parts(model: TraceModel, ctx: Context, folder: Path | Callable[[str], Path], processes: int,
+                  parts: tuple[str, ...] = PARTS, done: Callable[[str, bool], None] | None = None) -> list[str]:
+    """Compute ``parts``, each in a forked process of its own, at most ``processes`` at a time (the most costly
+    first, the next as one ends), into ``folder`` (or the folder it gives each part); ``done(part, ok)`` as each
+    ends; the parts that finished. A process per part: what a part memoises on the way (the host tree, its tables)
+    goes with it, so the memory is that of ``processes`` parts, never of all of them (four parts in one process
+    took 1.4 GB of a 1 GB trace, the largest alone 0.6 GB); and a part that runs out of memory is killed alone,
+    never the loader process, whose parse is whole and must still be answered. In this process only where forking
+    is not safe (threads running)."""
+    where = folder if callable(folder) else (lambda part: folder)
+    ended = done or (lambda part, ok: None)
+    finished: list[str] = []
     if not _can_fork():
-        return [part for part in PARTS if _try_part(model, ctx, part, folder)]
-    pending, done = list(PARTS), []
+        for part in parts:
+            ok = _try_part(model, ctx, part, where(part))
+            finished += [part] if ok else []
+            ended(part, ok)
+        return finished
+    pending = list(parts)
     running: dict[int, str] = {}
     while pending or running:
         while pending and len(running) < max(1, processes):
             part = pending.pop(0)
-            running[_fork_parts(model, ctx, folder, [part])] = part
+            running[_fork_parts(model, ctx, where(part), [part])] = part
         for pid in list(running):
-            ended, status = os.waitpid(pid, os.WNOHANG)
-            if not ended:
+            exited, status = os.waitpid(pid, os.WNOHANG)
+            if not exited:
                 continue
             part = running.pop(pid)
-            if os.waitstatus_to_exitcode(status) == 0:
-                done.append(part)
+            ok = os.waitstatus_to_exitcode(status) == 0
+            if ok:
+                finished.append(part)
             else:
                 log.warning("the stored %s of %s was not computed (exit status %s): computed on first use", part,
                             ctx.filename, os.waitstatus_to_exitcode(status))
+            ended(part, ok)
         if running:
-            time.sleep(0.005)
-    return [part for part in PARTS if part in done]
+            time.sleep(0.005)  # the loader process's own loop (no request waits here)
+    return [part for part in parts if part in finished]
 
 
 def _try_part(model: TraceModel, ctx: Context, part: str, folder: Path) -> bool:
@@ -280,24 +357,30 @@ def _die_with_parent() -> None:
 
 class WarmViews:
     """What the loader process computes and stores beside the parse, and the server gives back to the model when it
-    opens the entry (a ``jobs.cache.Stored``, passed to ``jobs`` by the plugin)."""
+    opens the entry (a ``jobs.cache.Stored``, passed to ``jobs`` by the plugin). ``rule``: whether the views are
+    computed before "ready" or after it (:class:`ReadyRule`; :data:`READY_RULE` unless given)."""
 
-    def __init__(self, peaks: PeakOverride = NO_OVERRIDE) -> None:
+    def __init__(self, peaks: PeakOverride = NO_OVERRIDE, rule: ReadyRule | None = None) -> None:
         self.peaks = peaks
+        self.rule = rule if rule is not None else READY_RULE
 
-    def save(self, directory: str, file: TraceFile | None = None, processes: int = 1) -> None:
-        """Compute and write every part for ``file`` (its parse already in ``directory``), in ``processes``."""
+    def save(self, directory: str, file: TraceFile | None = None, processes: int = 1,
+             parse_seconds: float | None = None) -> Later | None:
+        """Compute and write every part for ``file`` (its parse already in ``directory``), in ``processes``; or,
+        when the parse took ``parse_seconds`` and the views would delay "ready" more than the rule allows, nothing
+        now: the :class:`Later` that computes them once the entry is published."""
         folder = Path(directory)
         model = load(folder)  # what the server will open: the answers must be computed on exactly that
         ctx = context(file, self.peaks)
-        done = compute_parts(model, ctx, folder, processes)
-        _write(folder / MARKER, [json.dumps({"version": _VERSION, "parts": done, "context": _context_json(ctx)})
-                                 .encode()])
+        now, later = plan(self.rule, model.n_events, processes, parse_seconds)
+        if now:
+            _write_marker(folder, compute_parts(model, ctx, folder, processes, now), ctx)
+        return Later(model, ctx, processes, schedule(model.n_events, processes, later)) if later else None
 
     def attach(self, model: TraceModel, source: str | Mapping[str, Any]) -> None:
-        """Give ``model`` (just opened from a cache entry: its folder, or its files by name) the stored index and
-        every stored part: answers for :func:`stored_answer`, results into its memo. A part that cannot be read is
-        left out (computed on first use)."""
+        """Give ``model`` (just opened from a cache entry, or a part added to it later: its folder, or its files by
+        name) the stored index and every stored part: answers for :func:`stored_answer`, results into its memo. A
+        part that cannot be read is left out (computed on first use); either way it is no longer awaited."""
         StoredIndex().attach(model, source)  # type: ignore[arg-type]
         files = _files(source)
         marker = files.get(MARKER)
@@ -307,12 +390,109 @@ class WarmViews:
         if doc.get("version") != _VERSION:
             return
         found: dict[str, tuple[memoryview, memoryview | None]] = {}
-        for part in doc.get("parts", []):
+        parts = [part for part in doc.get("parts", []) if part in COSTS]
+        for part in parts:
             try:
                 found.update(_attach_part(model, files, part))
             except (KeyError, ValueError, TypeError) as err:
                 log.warning("ignoring the stored %s of %s: %s", part, model.meta.get("source"), err)
-        seed(model, _stored, found)
+        stored = _stored(model)
+        with _AWAIT_LOCK:
+            for name, value in found.items():
+                stored.setdefault(name, value)
+        self.abandon(model, parts)
+
+    def expect(self, model: TraceModel, file: TraceFile, parts: Mapping[str, float]) -> None:
+        """``parts`` are being computed by the loader after ready, each expected within so many seconds from now:
+        until each lands (:meth:`attach`) or is abandoned, a request for its views answers 409 "computing"
+        (:func:`awaited`) instead of computing them a second time."""
+        ctx = context(file, self.peaks)
+        keys: dict[Any, str] = {}
+        for part in parts:
+            keys.update((name, part) for name, _ in answers(ctx)[part] if name not in _stored(model))
+        if "timeline" in parts and _key(timeline_index, ()) not in model.memo:
+            keys[_key(timeline_index, ())] = "timeline"
+        now = time.monotonic()
+        state = _awaiting(model)
+        with _AWAIT_LOCK:
+            state.keys.update(keys)
+            state.parts.update({part: (now, float(seconds)) for part, seconds in parts.items()})
+
+    def abandon(self, model: TraceModel, parts: Iterable[str] | None = None) -> None:
+        """``parts`` (every awaited one: None) will not come from the loader (they landed, failed, or the loader
+        process ended): their views are computed by the server on first use, as without stored views."""
+        state = _awaiting(model)
+        with _AWAIT_LOCK:
+            for part in list(state.parts) if parts is None else parts:
+                state.parts.pop(part, None)
+
+
+class Later:
+    """The parts a loader process computes after the trace turned ready (:class:`ReadyRule`), on the model it
+    mapped from the entry before publishing it (its files stay mapped when the entry is renamed into place)."""
+
+    def __init__(self, model: TraceModel, ctx: Context, processes: int, lands: dict[str, float]) -> None:
+        self.model, self.ctx, self.processes = model, ctx, processes
+        self.parts = lands  # part → seconds after ready it is expected to land in
+
+    def run(self, stage: Callable[[], Path], place: Callable[[Path, str], bool],
+            report: Callable[[str, bool], None]) -> None:
+        """Compute the parts (in :data:`PARTS` order, as many side by side as ``processes``), each in a folder of its
+        own (``stage()``) with its own marker, ``place`` each into the entry as it ends and ``report`` it."""
+        folders = {part: stage() for part in self.parts}
+
+        def ended(part: str, ok: bool) -> None:
+            if ok:
+                with contextlib.suppress(OSError):
+                    _write_marker(folders[part], [part], self.ctx)
+                ok = (folders[part] / MARKER).is_file() and place(folders[part], part)
+            report(part, ok)
+
+        compute_parts(self.model, self.ctx, folders.__getitem__, self.processes, tuple(self.parts), ended)
+
+
+def _write_marker(folder: Path, parts: list[str], ctx: Context) -> None:
+    _write(folder / MARKER, [json.dumps({"version": _VERSION, "parts": parts, "context": _context_json(ctx)})
+                             .encode()])
+
+
+@dataclass
+class _Awaiting:
+    """The parts of a model its loader is still computing (part → (since, seconds expected)), and the answers' and
+    results' keys each will bring."""
+
+    parts: dict[str, tuple[float, float]] = field(default_factory=dict)
+    keys: dict[Any, str] = field(default_factory=dict)
+
+
+_AWAIT_LOCK = threading.Lock()
+
+
+@memoized
+def _awaiting(model: TraceModel) -> _Awaiting:
+    return _Awaiting()
+
+
+def awaited(model: TraceModel, key: Any, analysis: str) -> Computing | None:
+    """The 409 "computing" to answer for ``key`` (an answer's :func:`key`, or a result's memo key: the Trace view's
+    index) while the loader is computing the part that stores it; None when no part to come holds it. Never waits:
+    the page asks again when told (soon: a quarter of the expected rest, between 0.2 and 1 s)."""
+    state = _awaiting(model)
+    with _AWAIT_LOCK:
+        part = state.keys.get(key)
+        since, expected = state.parts.get(part, (None, 0.0)) if part is not None else (None, 0.0)
+    if since is None:
+        return None
+    elapsed = time.monotonic() - since
+    progress = min(0.99, elapsed / expected) if expected > 0 else None
+    return Computing(analysis, progress, int(min(1000.0, max(200.0, (expected - elapsed) * 250))))
+
+
+def awaiting_any(model: TraceModel) -> bool:
+    """Whether the loader is still computing any part of ``model``'s stored views."""
+    state = _awaiting(model)
+    with _AWAIT_LOCK:
+        return bool(state.parts)
 
 
 def context(file: TraceFile | None, peaks: PeakOverride) -> Context:
@@ -385,7 +565,7 @@ def stored_answer(model: TraceModel, name: str) -> Encoded:
 def precompute(model: TraceModel) -> None:
     """What the server computes when a trace turns ready (``workspace.precompute``: the Overview and the index),
     unless its entry held them: an entry of an older version, a preprocessed rank, a part that failed."""
-    if not _stored(model):
+    if not _stored(model) and not awaiting_any(model):
         from ..workspace import precompute as compute_first_views  # the server's module: not in loader processes
 
         compute_first_views(model)

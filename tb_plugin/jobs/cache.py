@@ -55,16 +55,35 @@ _OLD_FALLBACK = re.compile(r"pytorch-tb-profiler-[a-z0-9_]{8}")
 _warned: set[str] = set()  # unusable cache folders already said (once per process, however many caches open)
 
 
+class Later(Protocol):
+    """What the loader process still computes after the trace turned ready (``Stored.save`` leaves it when it would
+    delay "ready" much): ``parts``, each with the seconds after ready it is expected to land in."""
+
+    parts: dict[str, float]
+
+    def run(self, stage: Callable[[], Path], place: Callable[[Path, str], bool],
+            report: Callable[[str, bool], None]) -> None:
+        """Compute every part into a folder ``stage()`` gives, ``place(folder, part)`` it into the published entry
+        (True when it is there), and ``report(part, ok)`` as each ends."""
+
+
 class Stored(Protocol):
     """Results derived from a model that the loader process computes and stores in the model's entry, and the server
     gives back to the model when it opens the entry (the workspace passes one: the Trace view's index and the first
     views' answers). Picklable: it travels to the loader process. ``save`` opens the model saved in ``directory``
     itself (as the server will: the loader has dropped its own copy by then), for ``file``, in ``processes``
-    processes at most (the loader's share of the machine)."""
+    processes at most (the loader's share of the machine); given the seconds the parse took, it may leave part of
+    the work for after "ready" (a :class:`Later`: added to the published entry part by part, ``entries.add_part``).
+    ``expect`` tells the server's model which parts are coming, ``abandon`` that some (all: None) will not."""
 
-    def save(self, directory: str, file: TraceFile | None, processes: int) -> None: ...
+    def save(self, directory: str, file: TraceFile | None, processes: int,
+             parse_seconds: float | None = None) -> Later | None: ...
 
     def attach(self, model: TraceModel, files: dict[str, pa.Buffer]) -> None: ...
+
+    def expect(self, model: TraceModel, file: TraceFile, parts: dict[str, float]) -> None: ...
+
+    def abandon(self, model: TraceModel, parts: Iterable[str] | None = None) -> None: ...
 
 
 def entry_name(identity: Identity) -> str:
@@ -170,6 +189,18 @@ class ParseCache:
         opened = entries.open_entry(entry, required, optional, self.directory)
         self.touch(entry)
         self.added(entry, opened.bytes)
+        return opened
+
+    def open_part(self, entry: Path, name: str) -> Opened:
+        """The verified copy of the part ``name`` added to ``entry`` after it was published
+        (:func:`entries.open_part`); a damaged part is removed (its views are computed on first use) and BadEntry
+        raised. The entry's size counts the part from now on."""
+        try:
+            opened = entries.open_part(entry, name, self.directory)
+        except BadEntry:
+            entries.discard(entry / f"{entries.PART_PREFIX}{name}")
+            raise
+        self.added(entry)
         return opened
 
     def discard(self, entry: Path, reason: str) -> None:
@@ -293,5 +324,5 @@ def _remove_old_fallbacks(temp: Path) -> None:
                     shutil.rmtree(item.path, ignore_errors=True)
 
 
-__all__ = ["SOURCE_FILE", "SUMMARY_MARKER", "BadEntry", "Opened", "ParseCache", "Stored", "default_cache_dir",
+__all__ = ["SOURCE_FILE", "SUMMARY_MARKER", "BadEntry", "Later", "Opened", "ParseCache", "Stored", "default_cache_dir",
            "entry_name"]

@@ -16,6 +16,12 @@ trace, CRC-32 included (isal's), on a busy 2-core machine, against 3-7 ms to map
 (~750 MB) takes under a second, against the 24 s of its parse. The model keeps what mapping gave it: its pages are
 the private file's, which the kernel can drop and read back, not memory of the server's own.
 
+Parts added later: what the loader computes after the trace turned ready (``api/warm.py``: the first views of a big
+trace, which would delay "ready" by many seconds) is added to the published entry as a sealed folder of its own,
+``part-<name>`` (:func:`add_part`): built in a private folder, sealed with its own manifest, renamed into the entry
+under the entry's shared lock. The entry's own files and manifest never change; each part is verified on its own
+when it is opened (:func:`open_part`), and a damaged one is dropped alone (its views are then computed on first use).
+
 Removing: an entry is removed only under an exclusive ``flock`` of its lock file, which every opening holds shared
 while it copies (:func:`entry_lock`), so an eviction in another process never removes an entry being read; the
 entry is renamed aside first, so no one opens it half-removed.
@@ -54,6 +60,7 @@ SMALL_ENTRY_BYTES = 64 << 10
 _ALIGN = 64  # Arrow's buffer alignment: each file starts at a multiple of it in the private copy
 _MANIFEST_MAX = 16 << 20
 PUBLISH_ATTEMPTS = 20
+PART_PREFIX = "part-"  # a sealed folder added to a published entry (:func:`add_part`)
 NO_MANIFEST = "it has no manifest (unfinished, or written by an older version)"
 
 
@@ -115,6 +122,47 @@ def publish(built: Path, entry: Path) -> bool:
         raise BadEntry(f"a damaged cache entry {entry} is in the way and is being read by another process")
     finally:
         shutil.rmtree(built, ignore_errors=True)
+
+
+def add_part(built: Path, entry: Path, name: str) -> bool:
+    """Seal the private folder ``built`` and rename it into the published ``entry`` as ``part-<name>``;
+    ``built`` is consumed. True when the part is there now (this one, or the same part another process added first
+    and that checks out); False when the entry is gone (evicted) or the part cannot be added."""
+    target = entry / f"{PART_PREFIX}{name}"
+    try:
+        seal(built)
+        with entry_lock(entry, shared=True):  # an eviction waits: the part lands in the entry, never in its trash
+            try:
+                os.rename(built, target)
+                return True
+            except OSError as err:
+                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    return False
+            return verify(target) is None
+    except (BadEntry, OSError):
+        return False
+    finally:
+        shutil.rmtree(built, ignore_errors=True)
+
+
+def part_names(entry: Path) -> list[str]:
+    """The names of the sealed parts added to ``entry`` (:func:`add_part`), in a fixed order."""
+    try:
+        found = [item.name[len(PART_PREFIX):] for item in os.scandir(entry)
+                 if item.name.startswith(PART_PREFIX) and item.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    return sorted(found)
+
+
+def open_part(entry: Path, name: str, scratch: Path | None = None) -> Opened:
+    """Every file of the part ``name`` of ``entry``, copied and checked against the part's own manifest, as
+    :func:`open_entry` does for the entry; BadEntry when any file of it is missing or differs."""
+    with entry_lock(entry, shared=True):
+        opened = open_entry(entry / f"{PART_PREFIX}{name}", (), lambda _: True, scratch)
+    if opened.dropped:
+        raise BadEntry(f"its part {name}: {'; '.join(opened.dropped.values())}")
+    return opened
 
 
 # ---- checking and opening -------------------------------------------------------------------------------------------
@@ -346,11 +394,14 @@ def discard(entry: Path) -> bool:
 
 
 def entry_bytes(entry: Path) -> int:
-    """The bytes of the files directly in ``entry``, counting none that vanished since it was listed."""
+    """The bytes of the files directly in ``entry`` and in its parts, counting none that vanished since it was
+    listed."""
     total = 0
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         for item in os.scandir(entry):
             with contextlib.suppress(FileNotFoundError):
                 if item.is_file(follow_symlinks=False):
                     total += item.stat(follow_symlinks=False).st_size
+                elif item.name.startswith(PART_PREFIX) and item.is_dir(follow_symlinks=False):
+                    total += entry_bytes(Path(item.path))
     return total

@@ -38,6 +38,18 @@ class Job:
     cache_failures: int = 0  # its entry failed the check when opened: parsed again (a few times at most)
     looked: bool = False  # its entry was looked for in the cache
     skip_cache: bool = False  # its entry is damaged and could not be removed (being read): parse, do not open it
+    after: After | None = None  # its loader process, still computing views after the trace turned ready
+
+
+@dataclass
+class After:
+    """A loader process that answered (the trace is ready) and goes on computing the views it left for after
+    ready (``api.warm.Later``): it tells of each part on ``conn`` as it lands in the entry (``jobs.after``)."""
+
+    process: Any
+    conn: Connection
+    started: float
+    parts: set[str]
 
 
 @dataclass(frozen=True)

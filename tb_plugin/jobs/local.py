@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from . import budget
+from .after import AfterReady
 from .cache import Stored
 from .job import LOADING, Job, fail
 
@@ -62,8 +63,9 @@ class LocalLoaders:
     """Starts, stops and reads the answers of the loader processes; the scheduler holds ``lock`` over its jobs."""
 
     def __init__(self, lock: threading.Lock, max_workers: int, load_timeout: float | None,
-                 stored: Stored | None) -> None:
+                 stored: Stored | None, after: AfterReady | None = None) -> None:
         self._lock = lock
+        self.after = after  # the processes that go on computing views after ready
         self.max_workers = max_workers
         self.load_timeout = load_timeout  # seconds; None: no limit
         self.stored = stored
@@ -95,14 +97,16 @@ class LocalLoaders:
             job.process, job.started = process, time.monotonic()
             self.started += 1
 
-    @staticmethod
-    def stop(job: Job) -> None:
-        """Kill the job's process if it runs and close its pipe (called with the lock held)."""
+    def stop(self, job: Job) -> None:
+        """Kill the job's process if it runs and close its pipe, and one computing its views after ready (called
+        with the lock held)."""
         if job.process is not None and job.process.is_alive():
             job.process.kill()
         if job.conn is not None:
             job.conn.close()
         job.process, job.conn = None, None
+        if job.after is not None and self.after is not None:
+            self.after.end(job)
 
     def answer(self, job: Job) -> tuple[Any, ...] | None:
         """A finished process's answer (``("ok", ...)`` or ``("error", reason, lasting)``), or None when it died
@@ -120,7 +124,8 @@ class LocalLoaders:
         with self._lock:
             if job.process is not process:  # replaced or forgotten meanwhile
                 return None
-            self.stop(job)
+            if self.after is None or not self.after.keep(job, message):  # else it goes on: views after ready
+                self.stop(job)
             if message is None:
                 fail(job, death_reason(job.file.filename, process.exitcode if process is not None else None))
                 return None
@@ -140,6 +145,9 @@ class LocalLoaders:
         with the lock held."""
         if self.load_timeout is None:
             return
+        jobs = list(jobs)
+        if self.after is not None:
+            self.after.expire(jobs, self.load_timeout)
         now = time.monotonic()
         for job in jobs:
             if job.state == LOADING and job.process is not None and now - job.started > self.load_timeout:

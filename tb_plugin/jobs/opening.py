@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..catalog.catalog import TraceFile
 from ..model.tables import MODEL_FILES, TraceModel, model_of
+from . import entries
 from .cache import SOURCE_FILE, ParseCache, Stored
 from .job import LOADING, QUEUED, READY, Job, ready
 from .shared import SUMMARY_FILES
@@ -84,7 +85,20 @@ class EntryOpener:
                 self.stored.attach(model, opened.files)
             except Exception as err:  # noqa: BLE001 - see the docstring
                 log.warning("ignoring the stored results in %s: %s", entry, err)
+            for name in entries.part_names(entry):  # added after the entry was published (views after ready)
+                self.attach_part(model, entry, name)
         return model
+
+    def attach_part(self, model: TraceModel, entry: Path, name: str) -> bool:
+        """Give ``model`` the part ``name`` added to its entry after ready, verified on its own; False (it is
+        computed on first use) when it cannot be read."""
+        assert self.stored is not None
+        try:
+            self.stored.attach(model, self.cache.open_part(entry, name).files)
+        except Exception as err:  # noqa: BLE001 - a damaged part is a miss of that part alone
+            log.warning("ignoring the part %s of the cache entry %s: %s", name, entry, err)
+            return False
+        return True
 
     def loaded(self, job: Job, model: TraceModel) -> None:
         """The job's model is open: ready, and the callbacks run on it."""

@@ -28,6 +28,7 @@ from ..catalog.catalog import TraceFile
 from ..model.tables import TraceModel
 from . import budget, entries
 from .adopt import SharedEntries
+from .after import AfterReady
 from .cache import SOURCE_FILE, ParseCache, Stored
 from .job import FAILED, LOADING, QUEUED, READY, Job, JobStatus, fail, status_of
 from .local import LocalLoaders
@@ -70,8 +71,10 @@ class LoadScheduler:
         self.runner = runner
         self._jobs: dict[Hashable, Job] = {}
         self._lock = threading.Lock()
-        self.local = LocalLoaders(self._lock, max(1, max_workers or default_workers()), load_timeout or None, stored)
         self.entries = EntryOpener(cache, stored, self._lock, self._wake, on_ready, on_loaded, on_preprocessed)
+        self.after = AfterReady(self._lock, stored, self.entries.attach_part)
+        self.local = LocalLoaders(self._lock, max(1, max_workers or default_workers()), load_timeout or None, stored,
+                                  self.after)
         self._adopted = SharedEntries(shared, cache.directory, self._lock) if shared is not None else None
         self._remote = RemoteParses(runner, self._lock, self._wake) if runner is not None else None
         self._wake_r, self._wake_w = self.local.ctx.Pipe(duplex=False)
@@ -240,13 +243,17 @@ class LoadScheduler:
             # trace (gigabytes for a large one), which the span need not wait for. Its sentinel tells of a death.
             running = {job.process.sentinel: job for job in loading}
             running.update({job.conn: job for job in loading if job.conn is not None})
-            ready = wait([self._wake_r, *running], timeout=self.local.next_deadline(loading))
+            with self._lock:
+                views = self.after.waitables(self._jobs.values())
+            ready = wait([self._wake_r, *running, *views], timeout=self.local.next_deadline(loading))
             if self._wake_r in ready:
                 while self._wake_r.poll():
                     self._wake_r.recv()
             done = {id(job): job for obj, job in running.items() if obj in ready}  # conn and sentinel: once
             for job in done.values():
                 self._finish(job)
+            for job in {id(job): job for obj, job in views.items() if obj in ready}.values():
+                self.after.take(job)
             self._collect_remote()
             with self._lock:
                 self.local.expire(self._jobs.values())
@@ -340,13 +347,17 @@ class LoadScheduler:
         except Exception as err:  # noqa: BLE001 - damaged between its writing and now: parsed again, twice at most
             self.entries.damaged(job, str(err))
             with self._lock:
+                self.after.end(job)
                 if job.cache_failures >= MAX_CACHE_FAILURES:
                     fail(job, f"{job.file.filename}: its parse cannot be read back from the cache folder "
                               f"{self.cache.directory} ({err})")
                 else:
                     job.state = QUEUED
             return
+        self.after.expect(job, model, message)  # before "ready": no request computes them meanwhile
         self.entries.loaded(job, model)
+        if job.after is not None:
+            self.after.take(job)  # any that landed before the model was opened
         try:
             self.cache.evict(keep=self._needed)
         except OSError as err:  # a full cache is a nuisance; a dead loader thread would hang every later load

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import time
 import traceback
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -21,13 +22,15 @@ from ..catalog.remote import scrub
 from ..loader import TraceLoadError, default_parts, load_trace, pages
 from ..model.tables import save
 from . import budget, entries
-from .cache import SOURCE_FILE, Stored
+from .cache import SOURCE_FILE, Later, Stored
 
 
 def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts: int | None = None,
             stored: Stored | None = None) -> None:
     """Entry point of a worker process. Sends ``("ok", stats)`` or ``("error", reason, lasting)`` on ``conn``
-    (``lasting``: the file version fails the same way anywhere, see ``loader.errors``).
+    (``lasting``: the file version fails the same way anywhere, see ``loader.errors``). ``stats["later"]``: the
+    views it goes on computing after that answer (part → seconds expected), each then told as
+    ``("part", name, ok)`` once added to the published entry.
 
     ``file.access`` (``catalog.storage.Access``) is the environment's credentials as the server captured them: the
     fork server may have started before they were set, and some libraries read them from the environment.
@@ -41,7 +44,9 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         progress.value = 0.95 * fraction
 
     message: tuple[Any, ...]
+    later: Later | None = None
     try:
+        started = time.monotonic()
         if access is not None:
             access.apply()
         source: list[bytes] = []
@@ -52,10 +57,10 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         holder = [model]
         del model  # _write_entry drops it once saved: the derived results are computed on the parse mapped back
         cores = min(parts or default_parts(), default_parts())
-        _write_entry(holder, Path(entry), stored, source[0] if source else None, file,
-                     budget.views_processes(stats["events"], cores))
+        later = _write_entry(holder, Path(entry), stored, source[0] if source else None, file,
+                             budget.views_processes(stats["events"], cores), started)
         progress.value = 1.0
-        message = ("ok", stats)
+        message = ("ok", {**stats, "later": dict(later.parts) if later is not None else {}})
     except TraceLoadError as err:  # the third item: the same file version would fail anywhere (cache it)
         message = ("error", scrub(str(err), access), err.lasting)
     except MemoryError:
@@ -66,34 +71,55 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         message = ("error", scrub(reason, access), False)
     try:
         conn.send(message)
+        if later is not None:  # the trace is ready: the views that would have delayed it are computed now
+            _run_later(later, Path(entry), conn)
     except OSError:
         pass  # the server stopped waiting (the file changed or went away, or it is shutting down): nobody to tell
     finally:
         conn.close()
 
 
+def _run_later(later: Later, entry: Path, conn: Connection) -> None:
+    """Compute what ``Stored.save`` left for after "ready", adding each part to the published entry as a sealed
+    folder of its own (``entries.add_part``) and telling the server (``("part", name, ok)``) as each lands; the
+    server answers 409 "computing" for them meanwhile, and computes any that fails itself."""
+    def report(part: str, ok: bool) -> None:
+        with contextlib.suppress(OSError):
+            conn.send(("part", part, ok))
+
+    with contextlib.suppress(Exception):  # as for views before ready: a failure is computed on first use
+        later.run(lambda: entries.staging(entry.parent), lambda built, part: entries.add_part(built, entry, part),
+                  report)
+
+
 def _write_entry(holder: list[Any], entry: Path, stored: Stored | None, source: bytes | None, file: TraceFile,
-                 processes: int) -> None:
+                 processes: int, started: float) -> Later | None:
     """Build the entry in a private folder of the cache, seal it and rename it into place (``jobs.entries``): no
     one ever sees it half written, and a server that published the same entry first wins. The model (the one item
     of ``holder``) is dropped once saved: what is stored beside it is computed on the parse mapped back, as the
-    server opens it, and this copy would only double the memory."""
+    server opens it, and this copy would only double the memory. What ``stored`` leaves for after "ready" (the
+    parse took ``time.monotonic() - started`` seconds) is returned, to be run once the entry is published."""
     built = entries.staging(entry.parent)
+    later = None
     try:
         save(holder.pop(), built)
         if stored is not None:
             pages.trim_heap()  # the parse's freed pages: the processes forked for the views would count them
-            _save_derived(stored, str(built), file, processes)
+            later = _save_derived(stored, str(built), file, processes, time.monotonic() - started)
         if source is not None:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (built / SOURCE_FILE).write_bytes(source)
         entries.seal(built)
         entries.publish(built, entry)
     finally:
         shutil.rmtree(built, ignore_errors=True)
+    return later
 
 
-def _save_derived(stored: Stored, entry: str, file: TraceFile, processes: int) -> None:
+def _save_derived(stored: Stored, entry: str, file: TraceFile, processes: int, parse_seconds: float
+                  ) -> Later | None:
     """Derived results are an optimisation: if computing or writing them fails, the trace still loads and the
     server computes them on first use (and reports any error there, where the user looks)."""
-    with contextlib.suppress(Exception):
-        stored.save(entry, file, processes)
+    try:
+        return stored.save(entry, file, processes, parse_seconds)
+    except Exception:  # noqa: BLE001
+        return None

@@ -171,8 +171,10 @@ def _inflate_limit(packed: int, name: str, limits: Limits) -> tuple[int, bool, s
 # ratio of the first megabyte (:func:`projected_size`), so that neither path holds the text twice.
 SPILL_BYTES = 3 << 30
 _SPILL_PIECE = 64 << 20
-# rapidgzip inflates one gzip member on several cores; it pays from this many (measured in bench_gunzip.py: on 2
-# cores it is 3x slower than ISA-L's one core, its scaling makes up for that past about 8) and for files this big.
+# rapidgzip inflates one gzip member on several cores; it pays only for text streamed to the scratch file, from this
+# many cores (bench_gunzip.py on the lent 16-core Xeon, the 2 GB trace: into memory ISA-L 2.29 s, rapidgzip 3.57 s at
+# 4 threads, 3.68 at 8, 4.16 at 16; streamed in 64 MB pieces ISA-L 3.53 s, rapidgzip 2.75 at 8, 3.40 at 16; on 2
+# cores it is 3x slower than ISA-L) and for files this big.
 PARALLEL_GUNZIP_THREADS = 8
 PARALLEL_GUNZIP_BYTES = 64 << 20
 
@@ -186,7 +188,7 @@ def _gunzip(raw: bytes, limit: int, scratch_dir: str | None = None, threads: int
     goes to a scratch file instead, piece by piece, returned mapped.
     """
     spill = scratch_dir is not None and projected_size(raw) > SPILL_BYTES
-    if threads >= PARALLEL_GUNZIP_THREADS and len(raw) >= PARALLEL_GUNZIP_BYTES:
+    if spill and threads >= PARALLEL_GUNZIP_THREADS and len(raw) >= PARALLEL_GUNZIP_BYTES:
         fast = _parallel_gunzip(raw, limit, scratch_dir if spill else None, threads)
         if fast is not None:
             return fast

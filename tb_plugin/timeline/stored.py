@@ -34,10 +34,16 @@ _SUMMARY_COLUMNS = ("bucket", "count", "busy", "top", "top_count")
 class StoredIndex:
     """What the loader process and the server do with the index (passed to ``jobs`` by the workspace)."""
 
-    def save(self, directory: str, file: Any = None, processes: int = 1) -> None:
+    def save(self, directory: str, file: Any = None, processes: int = 1, parse_seconds: float | None = None) -> None:
         """Build the index of the model in the cache entry ``directory`` (mapped back, as the server opens it) and
-        write it there, after the model."""
+        write it there, after the model (always before "ready": nothing is left for later)."""
         write_index(timeline_index(load(directory)), Path(directory))
+
+    def expect(self, model: TraceModel, file: Any, parts: Mapping[str, float]) -> None:
+        """Nothing is ever left for after "ready" (see :meth:`save`)."""
+
+    def abandon(self, model: TraceModel, parts: Any = None) -> None:
+        """Nothing is ever left for after "ready" (see :meth:`save`)."""
 
     def attach(self, model: TraceModel, files: Mapping[str, pa.Buffer]) -> None:
         """Give ``model`` (just opened from a cache entry whose verified files these are) its stored index, if the

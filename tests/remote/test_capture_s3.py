@@ -15,6 +15,7 @@ from tb_plugin.capture.agent import Agent
 from tb_plugin.capture.folder import CaptureFolder
 from tb_plugin.capture.requests import read_progress
 from tests.conftest import API, cpu_op, wait_until_settled
+from tests.remote.conftest import Moto
 
 
 class TraceWriter:
@@ -36,9 +37,11 @@ class TraceWriter:
         Path(path).write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
 
 
-def test_a_capture_through_s3(tensorboard_app: Any, s3_env: Any) -> None:
-    client = tensorboard_app("s3://profiles/capture/", profiler_capture=True)
-    agent = Agent(CaptureFolder("s3://profiles/capture/job"), poll_s=0.5, rank=0, world_size=1)
+def test_a_capture_through_s3(tensorboard_app: Any, s3_env: Any, moto: Moto) -> None:
+    # a bucket of its own: the session's ``profiles`` bucket is counted key by key by the other S3 tests
+    moto.client().create_bucket(Bucket="captures")
+    client = tensorboard_app("s3://captures/capture/", profiler_capture=True)
+    agent = Agent(CaptureFolder("s3://captures/capture/job"), poll_s=0.5, rank=0, world_size=1)
     assert agent._resolve_rank() and not agent.folder.is_local
     agent.step = 100
     agent._heartbeat("listening")  # the job announces itself: the server lists its folder as a target

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""When a cold load turns "ready", and when its stored first views land (api/warm.py ``ReadyRule``).
+
+    python benchmarks/bench_ready.py TRACE [--mode main|h29|h29b ...] [--workers 1]
+
+For each mode a fresh parse cache and a real ``LoadScheduler`` (loader processes from its fork server, as the
+plugin runs them) load TRACE: ``main`` stores the Trace view's index only (as before issue 29), ``h29`` stores every
+first view before "ready" (the rule that never defers), ``h29b`` follows ``warm.READY_RULE`` (views after ready when
+they would delay it much). Prints, in seconds from the request: ready, and each part's landing (for ``h29b``
+after ready; for ``h29`` every part is there at ready). The server's own work after ready (``warm.precompute``) is
+not run: what a page gets then is what ``bench_device.py`` measures through TensorBoard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tb_plugin.api import warm
+from tb_plugin.catalog.catalog import TraceFile
+from tb_plugin.jobs.cache import ParseCache
+from tb_plugin.jobs.scheduler import READY, LoadScheduler
+from tb_plugin.timeline.stored import StoredIndex
+
+
+def stored_for(mode: str) -> Any:
+    if mode == "main":
+        return StoredIndex()
+    if mode == "h29":
+        return warm.WarmViews(rule=warm.ReadyRule(seconds=float("inf")))
+    return warm.WarmViews()
+
+
+def run(trace: Path, mode: str, workers: int | None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-ready-") as cache:
+        scheduler = LoadScheduler(ParseCache(cache), max_workers=workers, stored=stored_for(mode))
+        info = trace.stat()
+        file = TraceFile(run="bench", worker=trace.name.split(".")[0], span="1", url=str(trace), size=info.st_size,
+                         mtime=info.st_mtime)
+        started = time.monotonic()
+        scheduler.request(file)
+        while (status := scheduler.status(file.key)) is None or status.state not in (READY, "failed"):
+            time.sleep(0.005)
+        ready = time.monotonic() - started
+        model = scheduler.model(file.key)
+        out: dict[str, Any] = {"mode": mode, "state": status.state, "ready_s": round(ready, 2),
+                               "events": model.n_events if model is not None else None}
+        if model is not None and mode == "h29b":
+            expected = dict(warm._awaiting(model).parts)
+            out["after_ready"] = sorted(expected)
+            out["expected_s"] = {p: round(s, 2) for p, (_, s) in expected.items()}
+            landed: dict[str, float] = {}
+            while warm.awaiting_any(model) and time.monotonic() - started < 600:
+                for part in expected:
+                    if part not in landed and part not in warm._awaiting(model).parts:
+                        landed[part] = round(time.monotonic() - started, 2)
+                time.sleep(0.01)
+            landed.update({p: round(time.monotonic() - started, 2) for p in expected if p not in landed})
+            out["landed_s"] = landed
+        scheduler.close()
+        return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("trace", type=Path)
+    parser.add_argument("--mode", action="append", choices=("main", "h29", "h29b"))
+    parser.add_argument("--workers", type=int, default=None)
+    args = parser.parse_args()
+    for mode in args.mode or ["main", "h29", "h29b"]:
+        print(json.dumps(run(args.trace.resolve(), mode, args.workers)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""The first views computed by the loader after "ready" (api/warm.py ``ReadyRule``, ``Later``): when they would
+delay "ready" much (a big trace), the trace turns ready with its parse and the loader adds each part to the entry as
+a sealed folder of its own. Meanwhile a request for a part's views answers 409 "computing" (nothing is computed in
+the server), then the stored bytes, byte for byte what a server computing them itself answers; a part that fails,
+or a loader that dies, leaves them to the server; a warm restart reads every part; a damaged part is caught.
+
+The after-ready work waits on a FIFO the test opens (``gated_views.py``), so "in progress" is deterministic; the
+rule is injected (always after ready) instead of a trace big enough to need it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tb_plugin.api import answers, warm
+from tb_plugin.jobs import entries
+from tb_plugin.loader import load_trace
+from tb_plugin.model.derived import _key
+from tb_plugin.model.tables import save
+from tb_plugin.timeline.index import timeline_index
+from tests.conftest import API, real_trace_files, wait_until_settled
+from tests.unit.gated_views import GatedViews
+from tests.unit.test_warm_views import FIRST, _models, _plugin, single_runs, spans, without_stored_views
+
+WINDOWS = ("trace/window?width_px=400", "trace/window?width_px=2000")
+
+
+def _trace() -> Path:
+    return next(f for f in real_trace_files() if "transformer_bf16" in str(f))
+
+
+def _url(route: str, q: str) -> str:
+    return f"{API}/{route}{'&' if '?' in route else '?'}{q}"
+
+
+def _gated(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fail: tuple[str, ...] = ()
+           ) -> tuple[Any, dict[str, Any], Path]:
+    """A server whose loader leaves every view for after ready and starts them only when the gate opens."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    monkeypatch.setattr(warm, "WarmViews", lambda peaks: GatedViews(peaks, str(gate), fail))
+    client = tensorboard_app(single_runs(tmp_path / "logdir", [_trace()]), profiler_cache_dir=str(tmp_path / "cache"))
+    return client, wait_until_settled(client, expect_spans=1), gate
+
+
+def _open_gate(gate: Path) -> None:
+    """Let the loader's after-ready work start (it reads the FIFO until this closes it)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO until the loader opened it for reading
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the loader never waited at the gate"
+            time.sleep(0.01)
+    os.close(fd)
+
+
+def _until(done: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def _answers(client: Any, q: str, routes: tuple[str, ...]) -> dict[str, tuple[int, bytes]]:
+    return {route: (r.status_code, r.data) for route in routes for r in [client.get(_url(route, q))]}
+
+
+def _cold(tensorboard_app: Any, tmp_path: Path, q: str, routes: tuple[str, ...]) -> dict[str, tuple[int, bytes]]:
+    """The answers of a server that computes every view itself (the same parse, no stored views)."""
+    cache = without_stored_views(tmp_path / "cache", tmp_path / f"older{len(list(tmp_path.glob('older*')))}")
+    client = tensorboard_app(tmp_path / "logdir", profiler_cache_dir=str(cache))
+    (model,) = _models(client, wait_until_settled(client, expect_spans=1))
+    assert not warm._stored(model) and not warm.awaiting_any(model)
+    return _answers(client, q, routes)
+
+
+def test_the_rule_puts_big_traces_views_after_ready() -> None:
+    rule = warm.READY_RULE
+    small = warm.schedule(430_000, 4)  # the 164 MB trace, four parts side by side: the Overview's 0.53 s
+    assert small["overview"] == pytest.approx(0.53) and max(small.values()) == pytest.approx(0.53)
+    assert rule.before_ready(max(small.values()), parse_seconds=0.9)
+    big = warm.schedule(5_300_000, 1)  # the 2 GB trace, one part at a time: ~17 s, after an 11 s parse
+    assert max(big.values()) == pytest.approx(1.4 * 5_300_000 / 430_000)
+    assert list(big) == ["overview", "tables", "gpu", "timeline"] and big["overview"] < big["tables"] < big["gpu"]
+    assert not rule.before_ready(max(big.values()), parse_seconds=11.0)
+    assert rule.before_ready(max(warm.schedule(14_000, 4).values()), parse_seconds=0.05)  # a rank of 64
+    two = warm.schedule(1_000_000, 2)  # two side by side: overview then timeline, tables then gpu
+    assert two["gpu"] == pytest.approx((0.32 + 0.35) * 1_000_000 / 430_000)
+    assert two["timeline"] == pytest.approx((0.53 + 0.2) * 1_000_000 / 430_000)
+    assert warm.plan(rule, 430_000, 4, 0.9) == (warm.PARTS, ())
+    # 2 GB: the Trace view's index (2.5 s, cheapest) fits 25 % of the parse, as it was before ready before issue 29
+    assert warm.plan(rule, 5_300_000, 1, 11.0) == (("timeline",), ("overview", "tables", "gpu"))
+    # a fast parse: the index still before ready (the rule's ``always``), whatever its estimate
+    assert warm.plan(rule, 5_300_000, 1, 5.0) == (("timeline",), ("overview", "tables", "gpu"))
+    assert warm.plan(warm.ReadyRule(always=()), 5_300_000, 1, 5.0) == ((), warm.PARTS)
+    assert warm.plan(rule, 5_300_000, 1, None) == (warm.PARTS, ())  # no parse time (a benchmark): all now
+    assert warm.ReadyRule(seconds=0.0, share=0.5).before_ready(5.0, parse_seconds=10.0)
+    assert not warm.ReadyRule(seconds=0.0, share=0.5).before_ready(5.1, parse_seconds=10.0)
+
+
+def test_save_computes_now_or_leaves_them_for_later(tmp_path: Path) -> None:
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    save(load_trace(str(_trace())), entry)
+    later = warm.WarmViews(rule=warm.ReadyRule(seconds=0.0, share=0.0, always=())).save(str(entry), None, 1, parse_seconds=9.0)
+    assert later is not None and list(later.parts) == list(warm.PARTS)
+    assert not list(entry.glob("warm.*")) and not list(entry.glob("timeline.*"))  # nothing computed yet
+    assert warm.WarmViews().save(str(entry), None, 1, parse_seconds=None) is None  # no parse time: now, as before
+    assert json.loads((entry / warm.MARKER).read_text())["parts"] == list(warm.PARTS)
+    assert warm.WarmViews().save(str(entry), None, 1, parse_seconds=0.5) is None  # the default rule, a small trace
+    (entry / warm.MARKER).unlink()
+    # only the cheapest fits (timeline: 0.2 s of 0.53 at 430k events; 20k events here): it is computed now
+    events = load_trace(str(_trace())).n_events
+    split = warm.ReadyRule(seconds=0.2 * events / warm.COSTS_EVENTS * 1.01, share=0.0, always=())
+    later = warm.WarmViews(rule=split).save(str(entry), None, 1, parse_seconds=9.0)
+    assert later is not None and list(later.parts) == ["overview", "tables", "gpu"]
+    assert json.loads((entry / warm.MARKER).read_text())["parts"] == ["timeline"]
+
+
+def test_a_request_while_its_part_is_computed_answers_409_then_the_stored_bytes(
+        tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    client, body, gate = _gated(tensorboard_app, monkeypatch, tmp_path)
+    (model,) = _models(client, body)
+    (q,) = spans(body)
+    assert warm.awaiting_any(model) and not warm._stored(model)  # ready with the parse, every part to come
+    computed: list[str] = []
+    monkeypatch.setattr(answers, "encode", lambda payload: computed.append("x") or warm.encode(payload))
+    for route in (*FIRST, *WINDOWS):
+        r = client.get(_url(route, q))
+        assert r.status_code == 409 and r.get_json()["state"] == "computing", route
+    assert not computed and _key(timeline_index, ()) not in model.memo  # nothing computed a second time here
+
+    _open_gate(gate)
+    _until(lambda: not warm.awaiting_any(model), "the parts landed")
+    (entry,) = [p for p in (tmp_path / "cache").iterdir() if p.name.startswith("v")]
+    assert entries.part_names(entry) == sorted(warm.PARTS)
+    assert all(entries.verify(entry / f"part-{p}") is None for p in warm.PARTS)  # each sealed on its own
+    assert entries.verify(entry) is None  # the entry's own manifest is untouched
+    got = _answers(client, q, (*FIRST, *WINDOWS))
+    assert computed.count("x") == len(WINDOWS)  # the first answers read, the windows computed
+    assert _cold(tensorboard_app, tmp_path, q, (*FIRST, *WINDOWS)) == got
+    assert all(status == 200 for status, _ in got.values())
+
+    scheduler = _plugin(client).workspace.scheduler
+    _plugin(client).workspace.scan_once()  # a rescan: a part added to the entry reloads nothing
+    assert scheduler.counts()["parsed_here"] == 1 and _models(client, body)[0] is model
+
+    again = tensorboard_app(tmp_path / "logdir", profiler_cache_dir=str(tmp_path / "cache"))
+    (warm_model,) = _models(again, wait_until_settled(again, expect_spans=1))  # a warm restart reads every part
+    assert not warm.awaiting_any(warm_model) and _key(timeline_index, ()) in warm_model.memo
+    ctx = warm.context(_plugin(again).workspace.trace(*_span(body)).file, warm.NO_OVERRIDE)
+    assert all(warm.has_answer(warm_model, k) for part in warm.PARTS for k, _ in warm.answers(ctx)[part])
+    assert _answers(again, q, (*FIRST, *WINDOWS)) == got
+
+
+def test_a_damaged_part_is_caught_and_computed_again(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    client, body, gate = _gated(tensorboard_app, monkeypatch, tmp_path)
+    (model,) = _models(client, body)
+    _open_gate(gate)
+    _until(lambda: not warm.awaiting_any(model), "the parts landed")
+    (entry,) = [p for p in (tmp_path / "cache").iterdir() if p.name.startswith("v")]
+    blob = entry / "part-tables" / "warm.tables.bin"
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, other bytes: only the CRC-32 tells
+    blob.write_bytes(bytes(data))
+    again = tensorboard_app(tmp_path / "logdir", profiler_cache_dir=str(tmp_path / "cache"))
+    (model2,) = _models(again, wait_until_settled(again, expect_spans=1))
+    ctx = warm.context(_plugin(again).workspace.trace(*_span(body)).file, warm.NO_OVERRIDE)
+    assert not any(warm.has_answer(model2, k) for k, _ in warm.answers(ctx)["tables"])
+    assert all(warm.has_answer(model2, k) for k, _ in warm.answers(ctx)["overview"])
+    assert entries.part_names(entry) == ["gpu", "overview", "timeline"]  # the damaged part was removed
+    (q,) = spans(body)
+    routes = ("operators?group_by=name", "kernels?group_by=name", "overview")
+    assert _answers(again, q, routes) == _cold(tensorboard_app, tmp_path, q, routes)
+
+
+def test_a_part_that_fails_is_computed_by_the_server(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    client, body, gate = _gated(tensorboard_app, monkeypatch, tmp_path, fail=("tables",))
+    (model,) = _models(client, body)
+    (q,) = spans(body)
+    _open_gate(gate)
+    _until(lambda: not warm.awaiting_any(model), "the parts landed or failed")
+    assert warm.has_answer(model, warm.key("kernels", group_by="name")) is False
+    assert warm.has_answer(model, warm.key("sources")) is False
+    r = client.get(_url("operators?group_by=name", q))
+    assert r.status_code == 200 and r.get_json()["rows"]
+    assert client.get(_url("overview", q)).status_code == 200
+
+
+def test_a_loader_that_dies_leaves_the_views_to_the_server(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:
+    client, body, _ = _gated(tensorboard_app, monkeypatch, tmp_path)
+    (model,) = _models(client, body)
+    (q,) = spans(body)
+    assert client.get(_url("overview", q)).status_code == 409
+    scheduler = _plugin(client).workspace.scheduler
+    (job,) = [j for j in scheduler._jobs.values() if j.after is not None]
+    os.kill(job.after.process.pid, signal.SIGKILL)  # the loader process dies before any part landed
+    _until(lambda: not warm.awaiting_any(model), "the server stopped waiting for the dead loader")
+    assert job.after is None
+    for route in ("overview", "operators?group_by=name", WINDOWS[0]):
+        assert client.get(_url(route, q)).status_code == 200, route
+
+
+def _span(body: dict[str, Any]) -> tuple[str, str, str]:
+    run = body["runs"][0]
+    return run["name"], run["workers"][0]["name"], run["workers"][0]["spans"][0]["span"]
