@@ -1,7 +1,8 @@
 # Two commands set everything up on a fresh machine:
 #   make run   - install, build the frontend, serve samples/ on http://127.0.0.1:6006/#pytorch_profiler
 #   make test  - install dev dependencies (Python, npm, Chromium) and run every test (pytest and npm test)
-#   make test-fast - the edit-test loop: the Python unit tests and the frontend's unit tests (no browser, no lint)
+#   make test-fast - the edit-test loop: the Python unit tests and the frontend's unit tests (no browser, no lint;
+#                    the 6 tests marked slow, 40-110 s each, run in make test only)
 #   make screenshots - regenerate docs/images/*.png from the samples in headless Chromium (not a test)
 PYTHON ?= python3
 VENV ?= .venv
@@ -69,7 +70,7 @@ pytest: install-dev
 	$(PYTEST) tests
 
 unittest: install-dev
-	$(PYTEST) tests/unit
+	$(PYTEST) -m "not slow" tests/unit
 
 # the frontend's unit tests (frontend/test/*.test.ts) under node's built-in test runner
 jstest: install-dev

@@ -15,6 +15,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tb_plugin.catalog.catalog import Catalog, Root
 from tb_plugin.catalog.storage import Storage
 from tb_plugin.jobs.cache import entry_name
@@ -74,6 +76,7 @@ def _answers(tb: TensorBoard, run: str, routes: tuple[str, ...] = ROUTES) -> dic
     return {route: _get(tb, f"{route}{sep(route)}run={run}&worker=vm_562&span=1") for route in routes}
 
 
+@pytest.mark.slow  # 40-110 s on 2 cores: make test runs it, make test-fast leaves it out
 def test_damaged_cache_files_never_crash_the_server_nor_change_an_answer(tmp_path: Path) -> None:
     logdir, cache = tmp_path / "logdir", tmp_path / "cache"
     plan = _plan()

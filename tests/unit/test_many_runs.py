@@ -56,6 +56,7 @@ def _count_listings(monkeypatch: pytest.MonkeyPatch, folder: Path) -> list[int]:
     return listed
 
 
+@pytest.mark.slow  # 40-110 s on 2 cores: make test runs it, make test-fast leaves it out
 def test_loading_many_runs_lists_the_cache_once(tensorboard_app: Any, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The cache was listed (and every entry measured) after each of the 120 loads: quadratic in the runs."""

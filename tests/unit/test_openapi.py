@@ -189,6 +189,7 @@ def extreme_trace(src: Path, seed: int = 1) -> bytes:
     return gzip.compress(json.dumps(doc).encode(), compresslevel=1)
 
 
+@pytest.mark.slow  # 40-110 s on 2 cores: make test runs it, make test-fast leaves it out
 def test_answers_on_nan_and_1e308_traces_match_the_spec(spec: dict[str, Any], tensorboard_app: Any,
                                                          real_traces: Path, tmp_path: Path) -> None:
     """Every route on traces with NaN and +-1e308 times and args answers as documented: numbers stay numbers."""

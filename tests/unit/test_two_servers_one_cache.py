@@ -9,6 +9,8 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.browser.conftest import TensorBoard, start_tensorboard, stop_tensorboard
 from tests.conftest import REAL_TRACES
 
@@ -30,6 +32,7 @@ def _settled(tb: TensorBoard, spans: int, timeout: float = 120.0) -> dict[str, s
     raise AssertionError(f"{len(states)} of {spans} spans, not settled in {timeout} s: {states}")
 
 
+@pytest.mark.slow  # 40-110 s on 2 cores: make test runs it, make test-fast leaves it out
 def test_two_servers_share_one_cache_over_rounds_without_a_failed_trace(tmp_path: Path) -> None:
     logdir, cache = tmp_path / "logdir", tmp_path / "cache"
     logdir.mkdir()

@@ -113,6 +113,7 @@ def assert_same_answers(tensorboard_app: Any, logdir: Path, cache: Path, tmp_pat
     assert sum(status == 200 for status, _ in want.values()) > len(want) // 2
 
 
+@pytest.mark.slow  # 40-110 s on 2 cores: make test runs it, make test-fast leaves it out
 @pytest.mark.parametrize("which", ["samples", "tests/data"])
 def test_stored_views_answer_what_the_server_computes(tensorboard_app: Any, tmp_path: Path, which: str) -> None:
     files = sample_trace_files() if which == "samples" else real_trace_files()
