@@ -4,8 +4,9 @@ error card, and the view follows as soon as it is computed.
 
 The TensorBoard under test loads a ``sitecustomize`` (first on its PYTHONPATH) that makes every trace "big"
 (``answers.PROGRESSIVE_EVENTS = 0``), holds the operator table and the timeline index for a few seconds, and
-leaves the index out of the precomputation at ready and out of the parse cache (the loader process stores it beside
-the parse; here it does not, as for an older cache or a preprocessed rank), so the page is the first to ask for it.
+leaves the index and the first views out of the precomputation at ready and out of the parse cache (the loader
+process stores them beside the parse; here it does not, as for an older cache or a preprocessed rank), so the page
+is the first to ask for them.
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ import time
 import tb_plugin.timeline.index as index
 import tb_plugin.timeline.stored as stored
 import tb_plugin.workspace as workspace
-from tb_plugin.api import answers, routes
+from tb_plugin.api import answers, routes, warm
 
 answers.PROGRESSIVE_EVENTS = 0
+warm.WarmViews.save = lambda self, *args, **kwargs: None  # no first views stored with the parse: computed on demand
 workspace._build_index = lambda model: None
 stored.StoredIndex.save = lambda self, model, directory: None
 _table, _nest = routes.operators.operator_table, index.nest
