@@ -10,6 +10,7 @@
 # Usage: bash samples/scripts/run_calibration.sh DEST
 #        SMOKE=1 PYTHON=/path/to/python bash samples/scripts/run_calibration.sh DEST  # CPU dry run (--tiny, gloo)
 #        ONLY="recompile healthy" bash samples/scripts/run_calibration.sh DEST   # just these pairs
+#        ONLY=host_augment GPU1=0 bash samples/scripts/run_calibration.sh DEST  # queue 1's pairs on a 1-GPU host
 set -u
 DEST=${1:?usage: run_calibration.sh DEST}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -36,7 +37,7 @@ else
     PIN0=(); PIN1=()
   fi
   Q0=(env CUDA_VISIBLE_DEVICES=0 OMP_NUM_THREADS=$HALF "${PIN0[@]}")
-  Q1=(env CUDA_VISIBLE_DEVICES=1 OMP_NUM_THREADS=$HALF "${PIN1[@]}")
+  Q1=(env CUDA_VISIBLE_DEVICES="${GPU1:-1}" OMP_NUM_THREADS=$HALF "${PIN1[@]}")
   BOTH=(env CUDA_VISIBLE_DEVICES=0,1)
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv 2>&1 | tee "$DEST/logs/nvidia-smi.txt"
 fi
