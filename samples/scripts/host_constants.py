@@ -10,7 +10,8 @@ corpus (other models, other shapes), so that the pairs that use them are checked
 2. Host work after a host phase that streams far more memory than the caches: the same small training step (a
    conv net on a tiny batch: ~40 launches, GPU-light) timed on the host alone, right after a 113 MB pageable
    host-to-device copy, after 32 MB of CPU RNG (``torch.randn``), and after a 113 MB host memcpy, 30 times each,
-   interleaved. The ratio is how much slower the host's own work runs after such a phase.
+   interleaved. The ratio is how much slower the host's own work runs after such a phase; measured twice, as is and
+   under the profiler with the calibration corpus's settings (``after_phase_profiled``).
 
 Prints one ``HOST_CONSTANTS {json}`` line.
 
@@ -127,6 +128,16 @@ def after_phase(device, tiny, reps):
             **{f"{k}_ratio": round(statistics.median(v) / alone, 3) for k, v in times.items() if k != "alone"}}
 
 
+def profiled(device, measure):
+    """``measure()`` under the profiler as the calibration corpus records (CPU and CUDA activities, shapes, memory
+    and Python stacks): a traced run's host work carries the profiler's own per-operator work, which a cold cache
+    slows down too."""
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA]
+                                                     if device.type == "cuda" else [])
+    with torch.profiler.profile(activities=acts, record_shapes=True, profile_memory=True, with_stack=True):
+        return measure()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda")
@@ -138,7 +149,8 @@ def main():
     clean_defaults(device)
     out = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__,
            "host_cpus": os.cpu_count(), "heuristic_plan": heuristic_plan(device, a.tiny),
-           "after_phase": after_phase(device, a.tiny, a.reps)}
+           "after_phase": after_phase(device, a.tiny, a.reps),
+           "after_phase_profiled": profiled(device, lambda: after_phase(device, a.tiny, a.reps))}
     line = json.dumps(out)
     if a.out:
         with (gzip.open if a.out.endswith(".gz") else open)(a.out, "wt") as fh:

@@ -7,9 +7,8 @@ same call on the same GPU; MANIFEST.json says what each pair plants and fixes), 
 - the healthy run (recorded twice) is promised no saving above 10 % of its step;
 - a sync finding is never charged more than its removal measured (planted − fixed twin).
 
-Where a recording does not show its cause under the profiler, or the replay misses for a reason it cannot model,
-the test says so (docs/guide/overview.md, "Calibration", has the same notes): those are strict xfails, so a pair
-that starts to pass must be moved back.
+Where the replay misses for a reason it cannot model, the test says so (docs/guide/overview.md, "Calibration", has
+the same notes): a strict xfail, so a pair that starts to pass must be moved back.
 """
 
 from __future__ import annotations
@@ -26,25 +25,13 @@ from tb_plugin.analysis.whatif.replay import measured_step_us
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
 PAIRS = {e["pair"]: e for e in MANIFEST["pairs"]}
 
-# The planted cause costs nothing the profiler's run shows: the verdict cannot name it (the test checks what it
-# says instead).
-NOT_SHOWN = {
-    # GPU-bound in both twins under the profiler (GPU busy 19.1 of 21.2 ms per step planted, 18.8 fixed): the host
-    # augments while the GPU still runs the previous step; the fixed twin's lower cadence (17.0) is its window
-    # starting with a backlog (its GPU work per step exceeds its cadence)
-    "host_augment": "the run is GPU-bound under the profiler; the augmentation overlaps the GPU's work",
-    # host-bound under the profiler (DDP's Python per micro-batch): the fixed twin (no_sync) measured 18.86 ms
-    # against 18.82, the extra all-reduces overlap the backward; the finding is listed, with that replayed saving
-    "grad_accum_allreduce": "the extra all-reduces overlap the host-bound backward: the fixed twin is no faster",
-}
-# The replay keeps every host interval it does not change at its measured length. After a host phase that streams
-# far more than the host caches (57 ms of CPU RNG over 32 MB; a 113 MB pageable staging copy), the rest of the
-# planted step's host work runs 25-100 % slower than the same work in the fixed twin, which the replay cannot know;
-# cuDNN's plan building for the candidates it times is not in the trace call by call.
+# The replay misses the fixed twin by more than 25 % where the fix changes what the trace cannot price: after a
+# 113 MB pageable staging copy the rest of the planted step's host work ran 1.66x slower than in the fixed twin, and an
+# independent measurement of that after-effect (samples/host_constants/h200.json: the same copy before another step,
+# under the profiler) gives 1.04-1.15x, which is what the replay uses (diagnosis/cold_host.py).
 MISSES = {
-    "cpu_tensor_creation": "the host work after 57 ms of CPU RNG runs ~25 % slower than in the fixed twin",
-    "pageable_copy": "the host work after the 113 MB pageable staging copy runs ~2x slower than in the fixed twin",
-    "cudnn_autotune_shapes": "how many plans cuDNN builds per timed candidate is not in the trace",
+    "pageable_copy": "the host work after the 113 MB pageable staging copy runs 1.66x slower than in the fixed twin; "
+                     "an independent measurement of that after-effect gives 1.04-1.15x",
 }
 
 
@@ -79,7 +66,7 @@ def test_the_corpus_is_the_manifest() -> None:
     assert not (CORPUS / "cudnn_benchmark").exists()
 
 
-@pytest.mark.parametrize("pair", [p for p in CAUSES if p not in NOT_SHOWN])
+@pytest.mark.parametrize("pair", CAUSES)
 def test_the_verdict_names_the_root_cause(pair: str) -> None:
     o = planted_overview(pair)
     v = o["verdict"]
@@ -94,25 +81,11 @@ def test_the_verdict_names_the_root_cause(pair: str) -> None:
         assert v["where"].get("frame") or v["where"].get("annotation"), v["where"]
 
 
-@pytest.mark.parametrize("pair", sorted(NOT_SHOWN))
-def test_a_cause_the_profiled_run_does_not_show_is_not_the_verdict(pair: str) -> None:
-    """The planted cause costs nothing in the profiled run: the verdict does not claim it, and nothing promises
-    more than the fixed twin measured plus the 25 % tolerance."""
-    o = planted_overview(pair)
-    assert o["verdict"]["root_cause"] != PAIRS[pair]["root_cause"]
-    r = row(pair)
-    assert abs(r.error) <= TOLERANCE
-    if pair == "grad_accum_allreduce":  # listed, with the saving its replay gives
-        found = next(f for f in o["recommendations"] if f["kind"] == "grad_accum_allreduce")
-        assert found["estimated"] == "replay" and found["saving_us"] < 0.1 * r.planted_us
-        assert "no_sync" in found["text"]
-
-
 @pytest.mark.parametrize("pair", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=MISSES[p]))
                                   if p in MISSES else p for p in CAUSES])
 def test_the_prediction_is_within_25_percent_of_the_fixed_twin(pair: str) -> None:
     r = row(pair)
-    assert r.replayed or pair in NOT_SHOWN, "no fix replayed"
+    assert r.replayed, "no fix replayed"
     assert abs(r.error) <= TOLERANCE, f"predicted {r.predicted_us:.0f} µs, fixed twin {r.measured_us:.0f} µs"
 
 

@@ -29,6 +29,7 @@ from ..whatif.apply import launched_within
 from ..whatif.changes import Change, Combined, DropDevice, DropHost, ReplaceDevice, ScaleDevice
 from ..whatif.constants import CACHED_ALLOC_US, KERNEL_LAUNCH_US
 from . import causes as C
+from .contention import uncontended
 
 # A fused optimizer step (one multi-tensor kernel: AdamW reads param, grad, exp_avg, exp_avg_sq and writes param,
 # exp_avg, exp_avg_sq: 7 accesses of 4 B per fp32 parameter) against the foreach path (lerp, mul, addcmul, sqrt,
@@ -111,14 +112,14 @@ def host_compute(model: TraceModel) -> Change:
 
 def cudnn_autotune(model: TraceModel) -> Change:
     """Without benchmark mode a convolution with a new shape builds one execution plan (cuDNN's heuristic choice)
-    and runs it: the candidates' kernels and the syncs that time them go, and of each tuning call's host time one
-    candidate's share stays (``C.tuning_plans``)."""
+    and runs it: the candidates' kernels and the syncs that time them go, and each tuning call keeps the host time
+    of a heuristic plan (``C.tuning_plans``)."""
     c = C.convolutions(model)
     rows, keep = C.tuning_plans(model)
     return Combined(id="cudnn_autotune", label="no autotuning inside the steps", parts=(
         DropDevice(id="cudnn_autotune", label="the candidate algorithms' kernels", rows=c.tuning_extra_rows),
         DropHost(id="cudnn_autotune", label="the syncs between candidates", rows=c.tuning_syncs),
-        DropHost(id="cudnn_autotune", label="one candidate's plan instead of all", rows=rows, keep_us=keep)))
+        DropHost(id="cudnn_autotune", label="the heuristics' plan instead of all", rows=rows, keep_us=keep)))
 
 
 def own_cause(model: TraceModel, rows: np.ndarray, cause: dict[str, Any]) -> Change:
@@ -149,6 +150,16 @@ def more_microbatches(model: TraceModel, factor: float) -> Change:
 
 def no_sync(model: TraceModel) -> Change:
     """Gradient accumulation: ``no_sync()`` for all but the last micro-batch: the other micro-batches' all-reduce
-    kernels and their launches go (on every rank alike: each rank skips the same all-reduces)."""
-    return DropDevice(id="grad_accum_allreduce", label="ddp.no_sync() for all but the last micro-batch",
-                      rows=C.accumulation_syncs(model).rows)
+    kernels and their launches go (on every rank alike: each rank skips the same all-reduces), and so does the DDP
+    reducer's work around them: scaling the gradients into the buckets and copying the reduced buckets back (host
+    operators and the kernels and copies they launch on the compute stream); the kernels that ran beside only those
+    all-reduces run at their speed alone (``contention.uncontended``)."""
+    a = C.accumulation_syncs(model)
+    label = "ddp.no_sync() for all but the last micro-batch"
+    faster, factor = uncontended(model, a.rows)
+    return Combined(id="grad_accum_allreduce", label=label, parts=(
+        DropDevice(id="grad_accum_allreduce", label="the extra all-reduces",
+                   rows=np.concatenate([a.rows, launched_within(model, a.reducer)])),
+        DropHost(id="grad_accum_allreduce", label="the reducer's bucket work", rows=a.reducer),
+        ScaleDevice(id="grad_accum_allreduce", label="kernels no longer beside an all-reduce", rows=faster,
+                    factor=factor)))

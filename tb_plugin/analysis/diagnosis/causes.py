@@ -35,6 +35,7 @@ from ..communication import collectives
 from ..launches import device_work
 from ..python_frames import python_frames
 from ..steps import find_steps
+from ..whatif.constants import HEURISTIC_PLAN_US
 from .gpu_time import gpu_idle, spans
 from .host_only import loader_intervals
 from .location import main_threads
@@ -157,6 +158,10 @@ def allocator_shapes(model: TraceModel, rows: np.ndarray) -> tuple[str | None, i
 # ------------------------------------------------------------------------------------ gradient accumulation
 
 _DDP_FORWARD = "DistributedDataParallel.forward"
+# The DDP reducer's own work in a syncing backward: scaling each gradient into its bucket before the all-reduce
+# (``reducer::mul_out``) and copying the reduced bucket back into the gradients (``copy_bucket_to_grad``). Under
+# ``no_sync()`` neither runs: the gradients accumulate in place.
+_DDP_REDUCER = re.compile(r"^torch(?:::|\.)distributed(?:::|\.)(?:ddp\.)?reducer::")
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,7 @@ class AccumulationSyncs:
     passes: np.ndarray  # per step: DDP forward passes (micro-batches)
     syncing: np.ndarray  # per step: of them, those whose backward all-reduces
     rows: np.ndarray  # the all-reduce kernels of every syncing pass but the step's last: what no_sync() removes
+    reducer: np.ndarray  # the DDP reducer's operators (bucket scaling, copy-back) of those passes: no_sync() skips them
     nbytes: float  # their bytes per step
     time: PerStep  # their device time
 
@@ -196,9 +202,28 @@ def accumulation_syncs(model: TraceModel) -> AccumulationSyncs:
     extra = ar[owner != last[step]]
     rows = np.asarray(col.row)[extra]
     lo, hi = col.start[extra], col.end[extra]
-    return AccumulationSyncs(passes=passes, syncing=syncing, rows=rows,
+    return AccumulationSyncs(passes=passes, syncing=syncing, rows=rows, reducer=_reducer_ops(model, starts, last),
                              nbytes=float(np.asarray(col.nbytes)[extra].sum()) / max(n, 1),
                              time=per_step(model, iv.union(lo, hi)))
+
+
+def _reducer_ops(model: TraceModel, starts: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Event rows of the DDP reducer's operators (outermost) counted, like the all-reduces, to the last DDP forward
+    issued before them, in every pass of a step but the last syncing one."""
+    tree = host_tree(model)
+    ev = model["events"]
+    names = ev["name"][tree.rows]
+    ops = (tree.kind == Kind.CPU_OP) & name_mask(model, names, lambda s: _DDP_REDUCER.match(s) is not None)
+    ops &= ~take(ops, tree.parent, False).astype(bool)
+    node = np.flatnonzero(ops)
+    at = tree.start[node]
+    owner = np.searchsorted(starts, at, side="right") - 1
+    step = step_of(model, at)
+    ok = (owner >= 0) & (step >= 0) & (step < len(last))
+    node, owner, step = node[ok], owner[ok], step[ok]
+    keep = (last[step] >= 0) & (owner != last[step])
+    out: np.ndarray = tree.rows[node[keep]]
+    return out
 
 
 # ------------------------------------------------------------------------------------------- reading values back
@@ -609,26 +634,21 @@ def convolutions(model: TraceModel) -> Convolutions:
                         shapes=len(np.unique(dims[dims >= 0])), calls=len(in_steps))
 
 
-_TIMING_SYNC = re.compile(r"^(?:cudaEventSynchronize|hipEventSynchronize|cuEventSynchronize)$")
-
-
 @memoized
 def tuning_plans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
-    """Per autotuning convolution call (``convolutions().tuning_rows``): its row, and the host time of one candidate
-    algorithm: the call's duration over the candidates it timed (cuDNN builds each candidate's plan, runs and times
-    it; a heuristic choice builds and runs one). The candidates are counted by the event syncs inside the call (each
-    candidate's timing waits for its end event); a call without them keeps all its time."""
+    """Per autotuning convolution call (``convolutions().tuning_rows``): its row, and the host time the same call
+    takes without autotuning: cuDNN's heuristics choose one algorithm and build its plan
+    (``constants.HEURISTIC_PLAN_US``, forward or backward; never more than the call took). The trace cannot tell
+    this itself: benchmark mode builds plans for every engine it considers, many more than the candidates it times,
+    before the first timing (a backward call on H200 spent 515 ms so, then timed 20)."""
     ev = model["events"]
     tree = host_tree(model)
     rows = convolutions(model).tuning_rows
     node = np.flatnonzero(np.isin(tree.rows, rows))
     start, end = tree.start[node], tree.end[node]
-    names = ev["name"][tree.rows]
-    timing = np.sort(tree.start[np.isin(tree.kind, (Kind.RUNTIME, Kind.DRIVER)) & name_mask(
-        model, names, lambda s: _TIMING_SYNC.match(s) is not None)])
-    n = np.searchsorted(timing, end, side="left") - np.searchsorted(timing, start, side="left")
-    keep = np.where(n > 0, (end - start) / np.maximum(n, 1), end - start)
-    return tree.rows[node], keep
+    backward = name_mask(model, ev["name"][tree.rows[node]], lambda s: "backward" in s)
+    plan = np.where(backward, HEURISTIC_PLAN_US["backward"], HEURISTIC_PLAN_US["forward"])
+    return tree.rows[node], np.minimum(plan, end - start)
 
 
 def _nearest(tree: HostTree, mask: np.ndarray) -> np.ndarray:

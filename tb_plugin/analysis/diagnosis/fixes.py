@@ -39,6 +39,7 @@ from ..whatif.constants import (
     pinned_h2d_gbps,
 )
 from .causes import readbacks
+from .cold_host import recovered
 from .evidence import creation_nodes
 from .gpu_time import spans
 from .sync_cost import sync_cost
@@ -69,11 +70,14 @@ def gpu_creation(model: TraceModel) -> Change:
     nodes = creation_nodes(model)
     copies = _their_copies(model, nodes)
     calls = tree.rows[np.unique(outermost_op(model)[tree.device_op[copies]])] if len(copies) else copies
+    per_step = float(model["device_events"]["nbytes"][copies].sum()) / max(find_steps(model).count, 1)
     return Combined(id="cpu_tensor_creation", label="create the tensors on the GPU", parts=(
         DropHost(id="cpu_tensor_creation", label="no creation on the host", rows=tree.rows[nodes],
                  keep_us=KERNEL_LAUNCH_US),
         DropHost(id="cpu_tensor_creation", label="no copy to the GPU", rows=calls),
-        DropDevice(id="cpu_tensor_creation", label="no copy to the GPU", rows=model["device_events"]["row"][copies])))
+        DropDevice(id="cpu_tensor_creation", label="no copy to the GPU", rows=model["device_events"]["row"][copies]),
+        DropHost(id="cpu_tensor_creation", label="the rest of the step's host work at its warm speed",
+                 spans=recovered(model, tree.rows[nodes], per_step, "cpu_creation"))))
 
 
 def _their_copies(model: TraceModel, nodes: np.ndarray) -> np.ndarray:
@@ -165,9 +169,12 @@ def pinned_copies(model: TraceModel, context: dict[str, Any]) -> Change:
     outer = _copy_call(model, ops[ops >= 0])
     calls = np.concatenate([tree.rows[np.unique(outer)], work.launch_row[at][ops < 0]])
     calls = calls[calls >= 0]
+    per_step = float(nbytes.sum()) / max(find_steps(model).count, 1)
     return Combined(id="pageable_copies", label="pin the host memory, copy non_blocking", parts=(
         DropHost(id="pageable_copies", label="the copy calls stop blocking", rows=calls, keep_us=KERNEL_LAUNCH_US),
-        ScaleDevice(id="pageable_copies", label="pinned bandwidth", rows=work.row[at], factor=factor)))
+        ScaleDevice(id="pageable_copies", label="pinned bandwidth", rows=work.row[at], factor=factor),
+        DropHost(id="pageable_copies", label="the rest of the step's host work at its warm speed",
+                 spans=recovered(model, calls, per_step, "pageable_copy"))))
 
 
 _COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to", "aten::contiguous", "aten::clone")

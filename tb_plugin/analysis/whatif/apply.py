@@ -41,6 +41,7 @@ class Applied:
     live_deps: np.ndarray  # per device event: its cross-stream edge still holds
     stream: np.ndarray  # per device event: the stream it runs on (a side stream past the graph's own)
     launch_at: np.ndarray  # per device event: the measured host time its launch moves to (NaN: its own launch)
+    gone: np.ndarray  # per device event: dropped (no time, and it neither holds its stream nor releases another)
 
 
 @memoized
@@ -74,6 +75,7 @@ def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
     live_deps = d.dep >= 0
     stream = d.stream.copy()
     launch_at = np.full(d.size, np.nan)
+    gone = np.zeros(d.size, dtype=bool)
     for change in flatten(changes):
         if isinstance(change, DropHost):
             _add(lo, hi, _spans(model, change.rows, change.keep_us))
@@ -83,7 +85,7 @@ def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
             at, f = _scaled(model, change)
             busy[at], dur[at] = busy[at] / f, dur[at] / f
         elif isinstance(change, (ReplaceDevice, DropDevice)):
-            _replace(model, g, change, busy, gap, dur, lo, hi)
+            gone |= _replace(model, g, change, busy, gap, dur, lo, hi)
         elif isinstance(change, CaptureGraph):
             _add(lo, hi, _captured(model, g, change, launch_at))
         elif isinstance(change, SideStream):
@@ -97,10 +99,11 @@ def apply(model: TraceModel, changes: tuple[Change, ...]) -> Applied:
     # a call dropped but for a kept head (``keep_us``: its non-blocking replacement; its return dropped, at least
     # its wait's length gone) waits no more either
     tail = iv.lengths_within(dropped, w.ret - 1e-3, w.ret) > 0 if w.size else np.zeros(0, bool)
-    gone = ~(covered < (w.ret - w.start) - 1e-6) | (tail & (covered > 0) & (covered >= w.wait - 1e-6))
-    live = ~gone
+    gone_waits = ~(covered < (w.ret - w.start) - 1e-6) | (tail & (covered > 0) & (covered >= w.wait - 1e-6))
+    live = ~gone_waits
+    live_deps &= ~gone & ~((d.dep >= 0) & gone[np.maximum(d.dep, 0)])  # a dropped event holds and releases nothing
     return Applied(busy=busy, gap=gap, dur=dur, dropped=dropped, live_waits=live,
-                   live_deps=live_deps, stream=stream, launch_at=launch_at)
+                   live_deps=live_deps, stream=stream, launch_at=launch_at, gone=gone)
 
 
 def _scaled(model: TraceModel, change: ScaleDevice) -> tuple[np.ndarray, np.ndarray]:
@@ -140,23 +143,28 @@ def _add(lo: list[np.ndarray], hi: list[np.ndarray], spans: tuple[np.ndarray, np
 
 
 def _replace(model: TraceModel, g: Graph, change: ReplaceDevice | DropDevice, busy: np.ndarray, gap: np.ndarray,
-             dur: np.ndarray, lo: list[np.ndarray], hi: list[np.ndarray]) -> None:
+             dur: np.ndarray, lo: list[np.ndarray], hi: list[np.ndarray]) -> np.ndarray:
     """N events → one of ``cost_us`` (ReplaceDevice; its first launch costs ``launch_us``), or none (DropDevice);
-    the other launch calls vanish."""
+    the other launch calls vanish. Returns which events are gone (all of a DropDevice's, all but the first of a
+    ReplaceDevice's)."""
+    gone = np.zeros(g.device.size, dtype=bool)
     at = device_index(model)[_valid(model, change.rows)]
     at = np.unique(at[at >= 0])
     if not len(at):
-        return
+        return gone
+    gone[at] = True
     busy[at], gap[at], dur[at] = 0.0, 0.0, 0.0
     launches = np.unique(g.device.launch_row[at][g.device.launch_row[at] >= 0])
     if isinstance(change, ReplaceDevice):
         first = at[0]
+        gone[first] = False
         busy[first] = dur[first] = max(float(change.cost_us), 0.0)
         own = int(g.device.launch_row[first])
         if own >= 0:
             _add(lo, hi, _spans(model, np.array([own]), float(change.launch_us)))
             launches = launches[launches != own]
     _add(lo, hi, _spans(model, launches))
+    return gone
 
 
 def _captured(model: TraceModel, g: Graph, change: CaptureGraph,

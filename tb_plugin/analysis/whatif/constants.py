@@ -21,6 +21,12 @@
 - pinned host-to-device bandwidth: ``pinned_h2d_gbps(cc)``: 50 GB/s from Hopper on (PCIe 5.0 x16), 25 GB/s on
   Ampere and Ada (PCIe 4.0 x16), 12 GB/s before (PCIe 3.0 x16); a pageable copy's speed-up is that over its own
   measured bandwidth, and its call stops blocking the host — the PCIe specifications' x16 rates, less protocol overhead
+- a convolution without autotuning: ``HEURISTIC_PLAN_US`` = 1,686 µs of host time for a forward call
+  (``aten::cudnn_convolution``) and 1,797 µs for a backward call (``aten::convolution_backward``) whose shape cuDNN
+  has not seen: the heuristics' choice, one execution plan built, run — ``samples/scripts/host_constants.py`` on
+  H200, cuDNN 9.19, torch 2.11 (``samples/host_constants/h200.json``): medians of 83 calls each, p10-p90 1,565-2,596
+  and 718-2,302 µs, on a conv net (widths 48-384, batch 16, images 150-183 px) apart from the calibration pair's;
+  a call whose plan is cached takes 65 / 113 µs
 - a cached allocation: ``CACHED_ALLOC_US`` = 0: the caching allocator's fast path (~1 µs) runs inside the operator
   that allocates and is in its time already; ``cudaMalloc``/``cudaFree`` (the latter also waits for the device) are
   what a warm cache removes — PyTorch's CUDACachingAllocator
@@ -36,6 +42,7 @@ PINNED_H2D_GBPS = ((9, 50.0), (8, 25.0), (0, 12.0))  # (from compute capability 
 GRAPH_LAUNCH_US = 55.0
 GRAPH_LAUNCH_PER_NODE_US = 1.05
 CACHED_ALLOC_US = 0.0
+HEURISTIC_PLAN_US = {"forward": 1686.0, "backward": 1797.0}
 
 # Dense peak throughput (TFLOPS): fp32 on the CUDA cores, tf32 and bf16 (= fp16) on the tensor cores; keyed by
 # compute capability (major, minor). Volta and Turing have no TF32 and no bf16: their fp16 tensor-core peak stands

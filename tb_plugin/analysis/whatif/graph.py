@@ -29,7 +29,8 @@ pageable ``cudaMemcpy``, ``cudaFree``; HIP and the driver API alike) that draine
 stream, the last event launched before the call, where that event ended by the call's return (a stream still
 running at the return was not waited for). A call returns ``lag`` after its targets end (measured: the call's tail
 after the last target's end); the time before that is the wait, the rest host work. A call that found the device
-done is all host work, but keeps its targets: a host that gets ahead of the device in a replay waits there.
+done is all host work, but keeps its targets: a host that gets ahead of the device in a replay waits there. A launch
+call blocked on a full launch queue is a wait too (``queue.blocked_launches``).
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ from ...model.names import name_mask, step_number
 from ...model.tables import TraceModel
 from ..launches import device_work
 from ..steps import find_steps
+from .queue import blocked_launches
 
-HOLD_US = 5.0  # an event that starts this much later than its stream and launch allow was held by something else
-DEP_US = 20.0  # ... and waits for an event on another stream that ended at most this long before it started
+HOLD_US = 10.0  # an event that starts this much later than its stream and launch allow was held by something else
+DEP_US = 1000.0  # ... and waits for an event on another stream that ended at most this long before it started
 WAIT_TOL_US = 2.0  # host and device clocks may disagree by this much on a wait's return
 _BLOCKING = re.compile(r"^(?:(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy\w*|Free|"
                        r"FreeHost)|cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize|MemcpyDtoH\w*|"
@@ -250,6 +252,10 @@ def _waits(model: TraceModel, device: Device) -> Waits:
     ret = start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
     rows, start, ret = _outermost(rows, start, ret)
     targets = _targets(device, start, ret)
+    q_rows, q_start, q_ret, q_targets = blocked_launches(model, device.pos, device.end, device.stream,
+                                                         len(device.bounds) - 1)
+    rows, start, ret = np.concatenate([rows, q_rows]), np.concatenate([start, q_start]), np.concatenate([ret, q_ret])
+    targets = np.concatenate([targets, q_targets])
     t_end = np.where(targets >= 0, device.end[np.maximum(targets, 0)], -np.inf)
     drained = t_end.max(axis=1, initial=-np.inf) if targets.size else np.full(len(rows), -np.inf)
     waited = drained > start

@@ -41,6 +41,8 @@ from .changes import Change, FasterPeer, flatten
 from .graph import Graph, graph
 from .peers import Peers, relieved
 
+GONE_X = -1e300  # the release of a dropped event: never the one that holds its stream
+
 
 @dataclass(frozen=True)
 class HostMap:
@@ -103,7 +105,9 @@ class _Streams:
         self.c = cum[:-1] - cum[self.bounds[stream]]  # exclusive running sum within each stream
         self.launch = launch[order]  # the launch's measured host time (a change may move it: ``launch_at``)
         self.launched = np.isfinite(self.launch)
-        self.x_base = np.where(self.launched, x_offset[order], d.release[order])
+        # a dropped event releases nothing: it follows its stream (a finite floor, so that one opening a stream has a
+        # start and a zero length, not -inf and NaN)
+        self.x_base = np.where(a.gone[order], GONE_X, np.where(self.launched, x_offset[order], d.release[order]))
         self.dur = a.dur[order]
         self.override: list[float] = [-np.inf] * d.size  # chain order
         self.start = np.full(d.size, np.nan)
@@ -145,6 +149,16 @@ class _Streams:
             best = float(run[-1])
         self.best[s] = best
         self.next[s] = p + 1
+
+    def raise_at(self, t: float, value: float) -> None:
+        """M is at least ``value`` from ``t`` on (waits come in return order but for a clock hair: keep ``at``
+        ascending and M a running maximum)."""
+        k = bisect_right(self.at, t)
+        if value <= (self.raise_to[k - 1] if k else 0.0):
+            return
+        later = [max(v, value) for v in self.raise_to[k:]]
+        self.at[k:] = [t, *self.at[k:]]
+        self.raise_to[k:] = [value, *later]
 
     def end_of(self, i: int) -> float:
         """The replayed end of event ``i`` (graph order), advancing its stream up to it."""
@@ -219,27 +233,32 @@ def _visit(g: Graph, a: Applied, host: HostMap, streams: _Streams, peers: tuple[
     edges = np.flatnonzero((d.dep >= 0) & a.live_deps)
     waits = np.flatnonzero(a.live_waits)
     shared = np.arange(peers[0].size) if peers else np.zeros(0, np.int64)
-    keys = np.concatenate([d.start[edges], w.ret[waits], d.start[peers[0].op] if peers else np.zeros(0)])
+    # an edge is visited once its source has started too (clocks let a source end a hair after its dependent's
+    # start: the source's own edge must be visited first)
+    # a wait too, after its targets have started (a copy may end a hair after the call that waited for it returned)
+    edge_keys = np.maximum(d.start[edges], np.nextafter(d.start[d.dep[edges]], np.inf))
+    t = w.targets[waits]
+    first = np.where(t >= 0, d.start[np.maximum(t, 0)], -np.inf).max(axis=1, initial=-np.inf) if t.size else \
+        np.full(len(waits), -np.inf)
+    wait_keys = np.maximum(w.ret[waits], np.nextafter(first, np.inf))
+    keys = np.concatenate([edge_keys, wait_keys, d.start[peers[0].op] if peers else np.zeros(0)])
     kinds = np.concatenate([np.zeros(len(edges), np.int8), np.ones(len(waits), np.int8),
                             np.full(len(shared), 2, np.int8)])
     what = np.concatenate([edges, waits, shared])
     order = np.lexsort((kinds, keys))
     ret_work = host.work(w.ret)
-    m = 0.0
     for kind, i in zip(kinds[order].tolist(), what[order].tolist()):
         if kind == 0:
             streams.hold(i, streams.end_of(int(d.dep[i])) + float(d.dep_lag[i]))
             continue
         if kind == 2 and peers is not None:
-            _hold_for_peers(streams, peers[0], peers[1], i)
+            if not a.gone[int(peers[0].op[i])]:
+                _hold_for_peers(streams, peers[0], peers[1], i)
             continue
         targets = w.targets[i]
         done = max((streams.end_of(int(t)) for t in targets[targets >= 0].tolist()), default=-np.inf)
         value = done + float(w.lag[i]) - float(ret_work[i])
-        if value > m:
-            m = value
-            streams.at.append(float(w.ret[i]))
-            streams.raise_to.append(m)
+        streams.raise_at(float(w.ret[i]), value)
 
 
 def _hold_for_peers(streams: _Streams, job: Peers, base: np.ndarray, k: int) -> None:
