@@ -56,11 +56,7 @@ def _durations(tree: HostTree) -> np.ndarray:
 def tree_levels(model: TraceModel) -> list[np.ndarray]:
     """The host-tree nodes that have a parent, by depth (item d: those at depth d, ascending), sorted once: a loop
     over the levels that selected each level with a mask over all nodes was depth × nodes of work."""
-    tree = host_tree(model)
-    nodes = np.flatnonzero(tree.parent >= 0)
-    by_depth = nodes[np.argsort(tree.depth[nodes], kind="stable")]
-    bounds = np.searchsorted(tree.depth[by_depth], np.arange(int(tree.depth.max(initial=0)) + 2))
-    return [by_depth[lo:hi] for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    return host_tree(model).levels
 
 
 def _subtree_last(model: TraceModel, tree: HostTree) -> np.ndarray:
