@@ -30,9 +30,12 @@ server maps it: ``meta`` read back from JSON, the same dtypes), so a stored answ
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -289,35 +292,61 @@ def compute_parts(model: TraceModel, ctx: Context, folder: Path | Callable[[str]
     never the loader process, whose parse is whole and must still be answered. In this process only where forking
     is not safe (threads running)."""
     where = folder if callable(folder) else (lambda part: folder)
-    ended = done or (lambda part, ok: None)
-    finished: list[str] = []
-    if not _can_fork():
-        for part in parts:
-            ok = _try_part(model, ctx, part, where(part))
-            finished += [part] if ok else []
-            ended(part, ok)
-        return finished
-    pending = list(parts)
-    running: dict[int, str] = {}
-    while pending or running:
-        while pending and len(running) < max(1, processes):
-            part = pending.pop(0)
-            running[_fork_parts(model, ctx, where(part), [part])] = part
-        for pid in list(running):
+    forks = _Forks(model, ctx, processes)
+    for part in parts:
+        forks.add(part, functools.partial(where, part))
+    forks.wait(parts, done or (lambda part, ok: None))
+    return [part for part in parts if forks.ended.get(part, (False,))[0]]
+
+
+class _Forks:
+    """Parts queued and computed in forked processes (:func:`compute_parts`), at most ``processes`` at a time, in
+    the order queued; each part's folder is asked for as it starts. ``ended``: part → (whether it was written, its
+    folder). The loader's head start (:meth:`WarmViews.save`) queues the parts for after "ready" behind those before
+    it, so that they start in the cores and memory the ones before ready leave free; :class:`Later` waits for them
+    after "ready"."""
+
+    def __init__(self, model: TraceModel, ctx: Context, processes: int) -> None:
+        self.model, self.ctx, self.processes = model, ctx, max(1, processes)
+        self.queue: list[tuple[str, Callable[[], Path]]] = []
+        self.running: dict[int, tuple[str, Path]] = {}
+        self.ended: dict[str, tuple[bool, Path]] = {}
+
+    def add(self, part: str, folder: Callable[[], Path]) -> None:
+        self.queue.append((part, folder))
+
+    def step(self) -> None:
+        """Start what the free processes allow (each part in this process where forking is not safe), and take in
+        the parts that ended."""
+        while self.queue and len(self.running) < self.processes:
+            part, where = self.queue.pop(0)
+            folder = where()
+            if not _can_fork():
+                self.ended[part] = (_try_part(self.model, self.ctx, part, folder), folder)
+                continue
+            self.running[_fork_parts(self.model, self.ctx, folder, [part])] = (part, folder)
+        for pid in list(self.running):
             exited, status = os.waitpid(pid, os.WNOHANG)
             if not exited:
                 continue
-            part = running.pop(pid)
+            part, folder = self.running.pop(pid)
             ok = os.waitstatus_to_exitcode(status) == 0
-            if ok:
-                finished.append(part)
-            else:
+            if not ok:
                 log.warning("the stored %s of %s was not computed (exit status %s): computed on first use", part,
-                            ctx.filename, os.waitstatus_to_exitcode(status))
-            ended(part, ok)
-        if running:
-            time.sleep(0.005)  # the loader process's own loop (no request waits here)
-    return [part for part in parts if part in finished]
+                            self.ctx.filename, os.waitstatus_to_exitcode(status))
+            self.ended[part] = (ok, folder)
+
+    def wait(self, parts: Iterable[str], done: Callable[[str, bool], None]) -> None:
+        """Until every one of ``parts`` ended, ``done(part, ok)`` as each does (other queued parts start meanwhile
+        as processes free up)."""
+        waiting = list(parts)
+        while waiting:
+            self.step()
+            for part in [p for p in waiting if p in self.ended]:
+                waiting.remove(part)
+                done(part, self.ended[part][0])
+            if waiting:
+                time.sleep(0.005)  # the loader process's own loop (no request waits here)
 
 
 def _try_part(model: TraceModel, ctx: Context, part: str, folder: Path) -> bool:
@@ -373,9 +402,16 @@ class WarmViews:
         model = load(folder)  # what the server will open: the answers must be computed on exactly that
         ctx = context(file, self.peaks)
         now, later = plan(self.rule, model.n_events, processes, parse_seconds)
+        forks = _Forks(model, ctx, processes)
+        for part in now:
+            forks.add(part, lambda: folder)
+        if now and _can_fork():  # a head start: the parts for after ready take the processes these leave free
+            for part in later:
+                forks.add(part, functools.partial(_private_folder, folder.parent))
         if now:
-            _write_marker(folder, compute_parts(model, ctx, folder, processes, now), ctx)
-        return Later(model, ctx, processes, schedule(model.n_events, processes, later)) if later else None
+            forks.wait(now, lambda part, ok: None)
+            _write_marker(folder, [part for part in now if forks.ended[part][0]], ctx)
+        return Later(model, ctx, processes, schedule(model.n_events, processes, later), forks) if later else None
 
     def attach(self, model: TraceModel, source: str | Mapping[str, Any]) -> None:
         """Give ``model`` (just opened from a cache entry, or a part added to it later: its folder, or its files by
@@ -429,26 +465,54 @@ class WarmViews:
 
 class Later:
     """The parts a loader process computes after the trace turned ready (:class:`ReadyRule`), on the model it
-    mapped from the entry before publishing it (its files stay mapped when the entry is renamed into place)."""
+    mapped from the entry before publishing it (its files stay mapped when the entry is renamed into place). Those
+    that ``forks`` already started (the head start :meth:`WarmViews.save` gives them, in private folders of the
+    cache) are waited for; the others start as processes free up."""
 
-    def __init__(self, model: TraceModel, ctx: Context, processes: int, lands: dict[str, float]) -> None:
+    def __init__(self, model: TraceModel, ctx: Context, processes: int, lands: dict[str, float],
+                 forks: _Forks | None = None) -> None:
         self.model, self.ctx, self.processes = model, ctx, processes
         self.parts = lands  # part → seconds after ready it is expected to land in
+        self.forks = forks if forks is not None else _Forks(model, ctx, processes)
 
     def run(self, stage: Callable[[], Path], place: Callable[[Path, str], bool],
             report: Callable[[str, bool], None]) -> None:
         """Compute the parts (in :data:`PARTS` order, as many side by side as ``processes``), each in a folder of its
         own (``stage()``) with its own marker, ``place`` each into the entry as it ends and ``report`` it."""
-        folders = {part: stage() for part in self.parts}
+        early = ({part for part, _ in self.forks.queue} | {part for part, _ in self.forks.running.values()}
+                 | set(self.forks.ended))  # queued by the head start, in private folders
+        for part in self.parts:
+            if part not in early:
+                self.forks.add(part, stage)
 
         def ended(part: str, ok: bool) -> None:
+            folder = self.forks.ended[part][1]
             if ok:
                 with contextlib.suppress(OSError):
-                    _write_marker(folders[part], [part], self.ctx)
-                ok = (folders[part] / MARKER).is_file() and place(folders[part], part)
+                    folder = _adopt(folder, stage) if part in early else folder
+                    _write_marker(folder, [part], self.ctx)
+                ok = (folder / MARKER).is_file() and place(folder, part)
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
             report(part, ok)
 
-        compute_parts(self.model, self.ctx, folders.__getitem__, self.processes, tuple(self.parts), ended)
+        self.forks.wait(tuple(self.parts), ended)
+
+
+def _private_folder(cache: Path) -> Path:
+    """A private folder in the cache folder (as ``jobs.entries.staging`` makes them: a killed loader's is removed
+    with the stale ones) for a part computed before the entry is published; :func:`_adopt` moves it."""
+    return Path(tempfile.mkdtemp(prefix=".tmp-", dir=cache))
+
+
+def _adopt(folder: Path, stage: Callable[[], Path]) -> Path:
+    """The files of a part computed in ``folder`` (a :func:`_private_folder`) moved into a folder ``stage()`` gives,
+    the one ``Later.run`` places into the entry."""
+    target = stage()
+    for item in folder.iterdir():
+        os.replace(item, target / item.name)
+    folder.rmdir()
+    return target
 
 
 def _write_marker(folder: Path, parts: list[str], ctx: Context) -> None:
