@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
 import warnings
