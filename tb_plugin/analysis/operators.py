@@ -99,8 +99,9 @@ def operator_nodes(model: TraceModel) -> OperatorNodes:
     nodes = np.flatnonzero(in_tree & (tree.kind == Kind.CPU_OP) & ~tree.merged)
     keep = ~np.isin(names[nodes], model.codes_where(lambda s: _NOT_OPERATORS.match(s) is not None))
     nodes = nodes[keep]
-    self_lo, self_hi = np.searchsorted(o_node, nodes), np.searchsorted(o_node, nodes, side="right")
-    tot_hi = np.searchsorted(o_node, last[nodes], side="right")
+    # where each node's launches begin in o_node (sorted): the count of launches by nodes before it
+    before = np.concatenate([[0], np.cumsum(np.bincount(o_node, minlength=tree.size))])
+    self_lo, self_hi, tot_hi = before[nodes], before[nodes + 1], before[last[nodes] + 1]
     device_self = prefix[self_hi] - prefix[self_lo]
     device_total = prefix[tot_hi] - prefix[self_lo]
     tc_self = prefix_tc[self_hi] - prefix_tc[self_lo]
@@ -263,8 +264,8 @@ def subtree_device_time(model: TraceModel) -> np.ndarray:
     node = launch[has][order]
     prefix = np.concatenate([[0.0], np.cumsum(dur[has][order])])
     last = _subtree_last(model, tree)
-    everything = np.arange(tree.size)
-    out: np.ndarray = prefix[np.searchsorted(node, last, side="right")] - prefix[np.searchsorted(node, everything)]
+    before = np.concatenate([[0], np.cumsum(np.bincount(node, minlength=tree.size))])  # launches by earlier nodes
+    out: np.ndarray = prefix[before[last + 1]] - prefix[before[:-1]]
     return out
 
 
