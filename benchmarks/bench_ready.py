@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """When a cold load turns "ready", and when its stored first views land (api/warm.py ``ReadyRule``).
 
-    python benchmarks/bench_ready.py TRACE [--mode main|h29|h29b ...] [--workers 1]
+    python benchmarks/bench_ready.py TRACE [--mode main|h29|h29b|deferred ...] [--workers 1]
 
 For each mode a fresh parse cache and a real ``LoadScheduler`` (loader processes from its fork server, as the
 plugin runs them) load TRACE: ``main`` stores the Trace view's index only (as before issue 29), ``h29`` stores every
 first view before "ready" (the rule that never defers), ``h29b`` follows ``warm.READY_RULE`` (views after ready when
-they would delay it much). Prints, in seconds from the request: ready, and each part's landing (for ``h29b``
-after ready; for ``h29`` every part is there at ready), and the peak memory of this process and its descendants
-(the fork server, the loader process, its parts' processes; PSS, pages shared by forked processes counted once) up
-to ready and in all. This process maps the model as the server would. The server's own work after ready
-(``warm.precompute``) is not run: what a page gets then is what ``bench_device.py`` measures through TensorBoard.
+they would delay it much), ``deferred`` only the index before ready, every other part after it (what the rule gives
+a 2 GB trace on the 16-core host, whatever this machine's parse time). Prints, in seconds from the request: ready,
+and each part's landing (for ``h29b`` and ``deferred`` after ready; for ``h29`` every part is there at ready), and
+the peak memory of this process and its descendants (the fork server, the loader process, its parts' processes;
+PSS, pages shared by forked processes counted once) up to ready and in all, with each process's share at the peak.
+This process maps the model as the server would. The server's own work after ready (``warm.precompute``) is not
+run: what a page gets then is what ``bench_device.py`` measures through TensorBoard.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ def stored_for(mode: str) -> Any:
         return StoredIndex()
     if mode == "h29":
         return warm.WarmViews(rule=warm.ReadyRule(seconds=float("inf")))
+    if mode == "deferred":
+        return warm.WarmViews(rule=warm.ReadyRule(seconds=0.0, share=0.0))
     return warm.WarmViews()
 
 
@@ -86,7 +90,7 @@ def run(trace: Path, mode: str, workers: int | None) -> dict[str, Any]:
         model = scheduler.model(file.key)
         out: dict[str, Any] = {"mode": mode, "state": status.state, "ready_s": round(ready, 2),
                                "events": model.n_events if model is not None else None}
-        if model is not None and mode == "h29b":
+        if model is not None and mode in ("h29b", "deferred"):
             expected = dict(warm._awaiting(model).parts)
             out["after_ready"] = sorted(expected)
             out["expected_s"] = {p: round(s, 2) for p, (_, s) in expected.items()}
@@ -110,7 +114,7 @@ def run(trace: Path, mode: str, workers: int | None) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", type=Path)
-    parser.add_argument("--mode", action="append", choices=("main", "h29", "h29b"))
+    parser.add_argument("--mode", action="append", choices=("main", "h29", "h29b", "deferred"))
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args()
     for mode in args.mode or ["main", "h29", "h29b"]:

@@ -38,28 +38,36 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..analysis import kernels, operators
 from ..analysis.bandwidth import memory_bandwidth
-from ..analysis.cupti_counters import cupti_counters
+from ..analysis.cupti_counters import counter_join, cupti_counters
 from ..analysis.device_peaks import NO_OVERRIDE, PeakOverride
+from ..analysis.diagnosis.evidence import host_gap_intervals
+from ..analysis.diagnosis.gpu_time import gpu_idle
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
-from ..analysis.launches import launch_stats
+from ..analysis.launches import device_work, launch_stats
+from ..analysis.memory import memory_records
+from ..analysis.operators import call_stacks, operator_nodes, subtree_device_time
 from ..analysis.overview import overview
+from ..analysis.python_frames import python_frames
 from ..analysis.queues import queue_length
 from ..analysis.rank_summary import RankSummary, _summary
 from ..analysis.roofline import roofline
-from ..analysis.sequences import kernel_sequences
+from ..analysis.sequences import _sequences, kernel_sequences
 from ..analysis.sources import source_files
-from ..analysis.steps import Steps, find_steps
-from ..analysis.summary import summary
+from ..analysis.steps import Steps, breakdown, find_steps
+from ..analysis.summary import summary, time_range_us
+from ..analysis.work import kernel_work, op_work
 from ..catalog.catalog import TraceFile
 from ..model import stash
 from ..model.derived import Computing, _key, memoized, seed
+from ..model.optree import host_tree
 from ..model.tables import TraceModel, load
 from ..timeline import counters, flows
 from ..timeline.index import depth_of_rows, timeline_index
@@ -368,10 +376,42 @@ def _fork_parts(model: TraceModel, ctx: Context, folder: Path, parts: list[str])
         code = 1
         try:
             _die_with_parent()
-            code = 0 if all([_try_part(model, ctx, part, folder) for part in parts]) else 1
+            with _ahead(model, parts):
+                code = 0 if all([_try_part(model, ctx, part, folder) for part in parts]) else 1
         finally:
             os._exit(code)
     return pid
+
+
+# What each part's answers read first, computed on threads of the part's process while its answers are computed on
+# its main thread: independent chains (the host tree and what is built on it, the Python frames, the steps and
+# their breakdown, the GPU's idle time) overlap, since numpy releases the GIL in the sorts, gathers and reductions
+# they are made of. Only results the part's answers read: a result computed here is the one they find (``memoized``
+# computes each once, whichever thread asks first), so the answers are the same, only sooner.
+AHEAD: dict[str, tuple[Callable[[TraceModel], Any], ...]] = {
+    "overview": (host_tree, python_frames, breakdown, gpu_idle, operator_nodes, memory_records, op_work,
+                 host_gap_intervals, subtree_device_time, kernel_work),
+    "tables": (host_tree, operator_nodes, call_stacks, time_range_us, source_files),
+    "gpu": (lambda m: _sequences(m, SEQUENCE_LENGTH), host_tree, find_steps, counter_join, device_work, op_work),
+    "timeline": (),
+}
+AHEAD_THREADS = 4  # at most, and no more than the cores this process may run on
+
+
+@contextlib.contextmanager
+def _ahead(model: TraceModel, parts: list[str]) -> Iterator[None]:
+    """Threads computing :data:`AHEAD` of ``parts`` while the body runs; waited for at its end (their errors are
+    the answers' own: whoever asks a result that failed gets its exception, and the part is computed on first
+    use)."""
+    work = [fn for part in parts for fn in AHEAD.get(part, ())]
+    threads = min(AHEAD_THREADS, len(work), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    if threads < 2:
+        yield
+        return
+    with ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="warm-ahead") as pool:
+        for fn in work:
+            pool.submit(fn, model)
+        yield
 
 
 def _die_with_parent() -> None:
