@@ -290,17 +290,33 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
+# What a part's process grows by at its peak, per event of the trace (anonymous memory: the model's pages it reads are
+# the loader's and the server's too), measured on the 2 GB trace (5.3 M events; benchmarks/README.md, issue 29,
+# session 33), its threads (AHEAD) included: the Overview 1.3-1.6 GB, the Operator and Kernel tables 1.0-1.5 GB, the
+# Trace view's index 1.0-1.1 GB, the GPU insights 0.55-0.8 GB. So on the 2 GB trace (400 bytes an event together,
+# ``jobs.budget.views_memory``) they run one after the other, on the 164 MB trace all four at once.
+PART_BYTES_PER_EVENT = {"overview": 290, "tables": 250, "gpu": 140, "timeline": 210}
+PART_MIN_BYTES = 64 << 20
+
+
+def part_bytes(part: str, events: int) -> int:
+    """What computing ``part`` of a trace of ``events`` adds to the memory (:data:`PART_BYTES_PER_EVENT`)."""
+    return max(PART_MIN_BYTES, PART_BYTES_PER_EVENT[part] * events)
+
+
 def compute_parts(model: TraceModel, ctx: Context, folder: Path | Callable[[str], Path], processes: int,
-                  parts: tuple[str, ...] = PARTS, done: Callable[[str, bool], None] | None = None) -> list[str]:
-    """Compute ``parts``, each in a forked process of its own, at most ``processes`` at a time (the most costly
-    first, the next as one ends), into ``folder`` (or the folder it gives each part); ``done(part, ok)`` as each
-    ends; the parts that finished. A process per part: what a part memoises on the way (the host tree, its tables)
-    goes with it, so the memory is that of ``processes`` parts, never of all of them (four parts in one process
-    took 1.4 GB of a 1 GB trace, the largest alone 0.6 GB); and a part that runs out of memory is killed alone,
+                  parts: tuple[str, ...] = PARTS, done: Callable[[str, bool], None] | None = None,
+                  memory: int | None = None) -> list[str]:
+    """Compute ``parts``, each in a forked process of its own, at most ``processes`` at a time and as many as fit
+    in ``memory`` bytes (:func:`part_bytes`; None: no bound), in their order, the next as one ends, into ``folder``
+    (or the folder it gives each part); ``done(part, ok)`` as each ends; the parts that finished. A process per
+    part: what a part memoises on the way (the host tree, its tables) goes with it, so the memory is that of the
+    parts running, never of all of them (four parts in one process took 1.4 GB of a 1 GB trace, the largest alone
+    0.6 GB); and a part that runs out of memory is killed alone,
     never the loader process, whose parse is whole and must still be answered. In this process only where forking
     is not safe (threads running)."""
     where = folder if callable(folder) else (lambda part: folder)
-    forks = _Forks(model, ctx, processes)
+    forks = _Forks(model, ctx, processes, memory)
     for part in parts:
         forks.add(part, functools.partial(where, part))
     forks.wait(parts, done or (lambda part, ok: None))
@@ -314,8 +330,8 @@ class _Forks:
     it, so that they start in the cores and memory the ones before ready leave free; :class:`Later` waits for them
     after "ready"."""
 
-    def __init__(self, model: TraceModel, ctx: Context, processes: int) -> None:
-        self.model, self.ctx, self.processes = model, ctx, max(1, processes)
+    def __init__(self, model: TraceModel, ctx: Context, processes: int, memory: int | None = None) -> None:
+        self.model, self.ctx, self.processes, self.memory = model, ctx, max(1, processes), memory
         self.queue: list[tuple[str, Callable[[], Path]]] = []
         self.running: dict[int, tuple[str, Path]] = {}
         self.ended: dict[str, tuple[bool, Path]] = {}
@@ -323,15 +339,25 @@ class _Forks:
     def add(self, part: str, folder: Callable[[], Path]) -> None:
         self.queue.append((part, folder))
 
+    def fits(self, part: str) -> bool:
+        """Whether ``part`` may start now: a process is free and, with a memory bound, its bytes fit beside those
+        of the parts running (one part always runs, whatever it needs)."""
+        if len(self.running) >= self.processes:
+            return False
+        if self.memory is None or not self.running:
+            return True
+        used = sum(part_bytes(p, self.model.n_events) for p, _ in self.running.values())
+        return used + part_bytes(part, self.model.n_events) <= self.memory
+
     def step(self) -> None:
-        """Start what the free processes allow (each part in this process where forking is not safe), and take in
-        the parts that ended."""
-        while self.queue and len(self.running) < self.processes:
+        """Start what the free processes and memory allow, in the order queued (each part in this process where
+        forking is not safe), and take in the parts that ended."""
+        while self.queue and self.fits(self.queue[0][0]):
             part, where = self.queue.pop(0)
             folder = where()
-            if not _can_fork():
+            if not _can_fork():  # one part a step: the caller hears of each as it ends
                 self.ended[part] = (_try_part(self.model, self.ctx, part, folder), folder)
-                continue
+                break
             self.running[_fork_parts(self.model, self.ctx, folder, [part])] = (part, folder)
         for pid in list(self.running):
             exited, status = os.waitpid(pid, os.WNOHANG)
@@ -408,10 +434,21 @@ def _ahead(model: TraceModel, parts: list[str]) -> Iterator[None]:
     if threads < 2:
         yield
         return
+    _one_arena()
     with ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="warm-ahead") as pool:
         for fn in work:
             pool.submit(fn, model)
         yield
+
+
+def _one_arena() -> None:
+    """One malloc arena for this process's threads (glibc): each thread would get an arena of its own, whose freed
+    blocks the others cannot reuse (the 2 GB trace's Overview peaked 170 MB higher with four threads). Elsewhere than
+    glibc, nothing."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-8, 1)  # M_ARENA_MAX
 
 
 def _die_with_parent() -> None:
@@ -434,15 +471,16 @@ class WarmViews:
         self.rule = rule if rule is not None else READY_RULE
 
     def save(self, directory: str, file: TraceFile | None = None, processes: int = 1,
-             parse_seconds: float | None = None) -> Later | None:
-        """Compute and write every part for ``file`` (its parse already in ``directory``), in ``processes``; or,
-        when the parse took ``parse_seconds`` and the views would delay "ready" more than the rule allows, nothing
-        now: the :class:`Later` that computes them once the entry is published."""
+             parse_seconds: float | None = None, memory: int | None = None) -> Later | None:
+        """Compute and write every part for ``file`` (its parse already in ``directory``), in ``processes`` taking
+        ``memory`` bytes at most (:data:`PART_BYTES_PER_EVENT`); when the parse took ``parse_seconds`` and some parts
+        would delay "ready" more than the rule allows, those are left to the returned :class:`Later`, to be placed
+        once the entry is published (started meanwhile where processes and memory allow: a head start)."""
         folder = Path(directory)
         model = load(folder)  # what the server will open: the answers must be computed on exactly that
         ctx = context(file, self.peaks)
         now, later = plan(self.rule, model.n_events, processes, parse_seconds)
-        forks = _Forks(model, ctx, processes)
+        forks = _Forks(model, ctx, processes, memory)
         for part in now:
             forks.add(part, lambda: folder)
         if now and _can_fork():  # a head start: the parts for after ready take the processes these leave free

@@ -119,18 +119,17 @@ def parts_for(size_bytes: int, gzip: bool, loading: int) -> int:
     return max(1, min(per_file, by_memory))
 
 
-# The first views, computed by the loader after the parse (api/warm.py): one process computing a part of them grows by
-# about this much per event of the trace at its peak (measured: 110-235 bytes, the Overview's the most, on a 164 MB
-# and a 1 GB trace), and together they may take about this much per event, at least VIEWS_MIN_BYTES, so that this
-# phase does not raise the load's memory peak above the parse's own (whose text alone is about 380 bytes per event):
-# a trace of more than about a million events computes its parts one after the other.
-VIEW_PROCESS_BYTES_PER_EVENT = 240
+# The first views, computed by the loader after the parse (api/warm.py), in a forked process per part: together those
+# processes may take about this much per event of the trace, at least VIEWS_MIN_BYTES, so that this phase does not
+# raise the load's memory peak above the parse's own (whose text alone is about 380 bytes per event). What each part's
+# process takes is api/warm.py's to say (``PART_BYTES_PER_EVENT``, measured): a part starts when it fits beside those
+# running, so the 2 GB trace's Overview (~210 bytes per event) starts beside the Trace view's index (~190), and the
+# Operator and Kernel tables beside it once the index lands.
 VIEWS_BYTES_PER_EVENT = 400
 VIEWS_MIN_BYTES = 1 << 30
 
 
-def views_processes(events: int, cores: int) -> int:
-    """Processes the first views of a trace of ``events`` may be computed in side by side (at most ``cores``, the
-    loader's share of the machine): as many as their memory allows, one at least."""
-    allowed = min(max(VIEWS_MIN_BYTES, VIEWS_BYTES_PER_EVENT * events), available_memory())
-    return max(1, min(cores, allowed // max(1, VIEW_PROCESS_BYTES_PER_EVENT * events)))
+def views_memory(events: int) -> int:
+    """Bytes the processes computing the first views of a trace of ``events`` may take together (the machine's
+    available memory at most)."""
+    return min(max(VIEWS_MIN_BYTES, VIEWS_BYTES_PER_EVENT * events), available_memory())
