@@ -291,11 +291,12 @@ def _can_fork() -> bool:
 
 
 # What a part's process grows by at its peak, per event of the trace (anonymous memory: the model's pages it reads are
-# the loader's and the server's too), measured on the 2 GB trace (5.3 M events; benchmarks/README.md, issue 29,
-# session 33), its threads (AHEAD) included: the Overview 1.3-1.6 GB, the Operator and Kernel tables 1.0-1.5 GB, the
-# Trace view's index 1.0-1.1 GB, the GPU insights 0.55-0.8 GB. So on the 2 GB trace (400 bytes an event together,
-# ``jobs.budget.views_memory``) they run one after the other, on the 164 MB trace all four at once.
-PART_BYTES_PER_EVENT = {"overview": 290, "tables": 250, "gpu": 140, "timeline": 210}
+# the loader's and the server's too), measured on the 2 GB trace (5.3 M events) on a 16-core host, its threads
+# (AHEAD) included: the Overview 1.29-1.34 GB, the Trace view's index 1.11 GB, the Operator and Kernel tables
+# 1.04-1.13 GB, the GPU insights 0.61-0.65 GB (benchmarks/README.md, "Issue 29, session 33"). Within
+# ``jobs.budget.views_memory`` (300 bytes an event, at least 1 GiB) the 164 MB trace's four run at once and the 2 GB
+# trace's one after the other.
+PART_BYTES_PER_EVENT = {"overview": 255, "tables": 215, "gpu": 125, "timeline": 210}
 PART_MIN_BYTES = 64 << 20
 
 

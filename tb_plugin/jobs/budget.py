@@ -120,12 +120,13 @@ def parts_for(size_bytes: int, gzip: bool, loading: int) -> int:
 
 
 # The first views, computed by the loader after the parse (api/warm.py), in a forked process per part: together those
-# processes may take about this much per event of the trace, at least VIEWS_MIN_BYTES, so that this phase does not
-# raise the load's memory peak above the parse's own (whose text alone is about 380 bytes per event). What each part's
-# process takes is api/warm.py's to say (``PART_BYTES_PER_EVENT``, measured): a part starts when it fits beside those
-# running, so the 2 GB trace's Overview (~210 bytes per event) starts beside the Trace view's index (~190), and the
-# Operator and Kernel tables beside it once the index lands.
-VIEWS_BYTES_PER_EVENT = 400
+# processes may take about this much per event of the trace, at least VIEWS_MIN_BYTES. What each part's process
+# takes is api/warm.py's to say (``PART_BYTES_PER_EVENT``, measured: 125-255 bytes an event): a part starts when it
+# fits beside those running. So a trace of up to about a million events computes its parts side by side, and the
+# 2 GB trace one after the other: there the tree's peak is the one part's (2.93-2.97 GB measured with the Overview
+# alone), where two parts at once raised it to 3.1-3.3 GB (the tables beside the GPU insights) and 4.5 GB (the
+# Overview beside the tables or the index).
+VIEWS_BYTES_PER_EVENT = 300
 VIEWS_MIN_BYTES = 1 << 30
 
 
