@@ -77,7 +77,8 @@ def unique_ints(values: np.ndarray, return_inverse: bool = False, return_counts:
     lo = int(v.min()) if v.ndim == 1 and len(v) and v.dtype.kind in "iu" else 0
     span = int(v.max()) - lo + 1 if v.ndim == 1 and len(v) and v.dtype.kind in "iu" else -1
     if span < 0 or span > max(2 * len(v), 1 << 16):
-        return np.unique(v, return_inverse=return_inverse, return_counts=return_counts)
+        unique: Any = np.unique  # its overloads want literal flags
+        return unique(v, return_inverse=return_inverse, return_counts=return_counts)
     shifted = (v - lo) if v.dtype.kind == "i" and v.dtype.itemsize == 8 else v.astype(np.int64) - lo
     counts = np.bincount(shifted, minlength=span)
     present = counts > 0
