@@ -216,7 +216,7 @@ class ReadyRule:
 READY_RULE = ReadyRule()  # the one place the rule's numbers are set
 
 
-def plan(rule: ReadyRule, events: int, processes: int, parse_seconds: float | None
+def plan(rule: ReadyRule, events: int, processes: int, parse_seconds: float | None, memory: int | None = None
          ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The parts computed before ready and those left for after it: the rule's ``always`` parts (the Trace view's
     index, as before the first views were stored), then as many others as fit the rule, cheapest first (a 2 GB
@@ -227,23 +227,28 @@ def plan(rule: ReadyRule, events: int, processes: int, parse_seconds: float | No
     now: list[str] = [part for part in PARTS if part in rule.always]
     for part in sorted((p for p in PARTS if p not in now), key=COSTS.__getitem__):
         trial = tuple(p for p in PARTS if p in now or p == part)
-        if not rule.before_ready(max(schedule(events, processes, trial).values()), parse_seconds):
+        if not rule.before_ready(max(schedule(events, processes, trial, memory).values()), parse_seconds):
             break
         now.append(part)
     return tuple(p for p in PARTS if p in now), tuple(p for p in PARTS if p not in now)
 
 
-def schedule(events: int, processes: int, parts: tuple[str, ...] = PARTS) -> dict[str, float]:
+def schedule(events: int, processes: int, parts: tuple[str, ...] = PARTS, memory: int | None = None
+             ) -> dict[str, float]:
     """When each part is expected to land, in seconds from its start: :data:`COSTS` scaled by ``events``, the
-    parts started in their order (:data:`PARTS`) on ``processes`` side by side (each the next as one ends, as
-    :func:`compute_parts` runs them)."""
+    parts started in their order (:data:`PARTS`) on ``processes`` side by side within ``memory`` bytes (each the
+    next as the running ones leave room for it, as :func:`compute_parts` runs them)."""
     scale = max(events, 1) / COSTS_EVENTS
-    free = [0.0] * max(1, processes)
+    running: list[tuple[float, str]] = []  # (end, part) of the parts started, not yet ended
+    clock = 0.0
     out: dict[str, float] = {}
     for part in parts:
-        slot = min(range(len(free)), key=free.__getitem__)
-        free[slot] += COSTS[part] * scale
-        out[part] = free[slot]
+        while running and (len(running) >= max(1, processes) or memory is not None and sum(
+                part_bytes(p, events) for _, p in running) + part_bytes(part, events) > memory):
+            running.sort()
+            clock = max(clock, running.pop(0)[0])
+        out[part] = clock + COSTS[part] * scale
+        running.append((out[part], part))
     return out
 
 
@@ -480,7 +485,7 @@ class WarmViews:
         folder = Path(directory)
         model = load(folder)  # what the server will open: the answers must be computed on exactly that
         ctx = context(file, self.peaks)
-        now, later = plan(self.rule, model.n_events, processes, parse_seconds)
+        now, later = plan(self.rule, model.n_events, processes, parse_seconds, memory)
         forks = _Forks(model, ctx, processes, memory)
         for part in now:
             forks.add(part, lambda: folder)
@@ -490,7 +495,8 @@ class WarmViews:
         if now:
             forks.wait(now, lambda part, ok: None)
             _write_marker(folder, [part for part in now if forks.ended[part][0]], ctx)
-        return Later(model, ctx, processes, schedule(model.n_events, processes, later), forks) if later else None
+        lands = schedule(model.n_events, processes, later, memory)
+        return Later(model, ctx, processes, lands, forks) if later else None
 
     def attach(self, model: TraceModel, source: str | Mapping[str, Any]) -> None:
         """Give ``model`` (just opened from a cache entry, or a part added to it later: its folder, or its files by
