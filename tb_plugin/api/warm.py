@@ -243,8 +243,8 @@ def schedule(events: int, processes: int, parts: tuple[str, ...] = PARTS, memory
     clock = 0.0
     out: dict[str, float] = {}
     for part in parts:
-        while running and (len(running) >= max(1, processes) or memory is not None and sum(
-                part_bytes(p, events) for _, p in running) + part_bytes(part, events) > memory):
+        while running and (len(running) >= max(1, processes) or (memory is not None and sum(
+                part_bytes(p, events) for _, p in running) + part_bytes(part, events) > memory)):
             running.sort()
             clock = max(clock, running.pop(0)[0])
         out[part] = clock + COSTS[part] * scale
