@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Every route's answers on every sample and test trace, recorded to compare two versions of the code.
 
-    # record with one checkout's code (PYTHONPATH picks it), on a logdir built once and reused for both
-    PYTHONPATH=/path/to/checkout python benchmarks/compare_answers.py record --logdir /tmp/cmp/logdir OUT.json.gz
+    # record with one checkout's code, from its folder (the loader's fork server imports tb_plugin from there), on a
+    # logdir built once and reused for both
+    cd /path/to/checkout && PYTHONPATH=$PWD python /path/to/compare_answers.py record --logdir /tmp/cmp/logdir OUT.json.gz
     python benchmarks/compare_answers.py compare A.json.gz B.json.gz
 
 ``record`` builds (once, if absent) a logdir of every trace in ``tests/data`` and ``samples`` (their folders as
@@ -225,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("tb_plugin").setLevel(logging.ERROR)  # the computed pass's entries lack their views
         import tb_plugin
 
+        here = Path.cwd() / "tb_plugin"
+        if here.is_dir() and here.resolve() != Path(tb_plugin.__file__).parent.resolve():
+            raise SystemExit(f"run this from the folder of the code recorded: the loader processes' fork server "
+                             f"imports tb_plugin from the current folder ({here}), this process from "
+                             f"{Path(tb_plugin.__file__).parent}")
         build_logdir(args.logdir)
         cache = Path(tempfile.mkdtemp(prefix="compare_answers_cache_"))
         started = time.time()
