@@ -3,7 +3,7 @@
 
     # record with one checkout's code, from its folder (the loader's fork server imports tb_plugin from there), on a
     # logdir built once and reused for both
-    cd /path/to/checkout && PYTHONPATH=$PWD python /path/to/compare_answers.py record --logdir /tmp/cmp/logdir OUT.json.gz
+    cd CHECKOUT && PYTHONPATH=$PWD python /path/to/compare_answers.py record --logdir /tmp/cmp/logdir OUT.json.gz
     python benchmarks/compare_answers.py compare A.json.gz B.json.gz
 
 ``record`` builds (once, if absent) a logdir of every trace in ``tests/data`` and ``samples`` (their folders as
