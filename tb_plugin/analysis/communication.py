@@ -23,7 +23,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model.derived import memoized
 from ..model.kinds import Kind
-from ..model.lookups import side_row
+from ..model.lookups import row_lookup
 from ..model.names import is_collective_host, is_collective_kernel, name_mask
 from ..model.nesting import nest
 from ..model.optree import host_tree, innermost_containing
@@ -214,7 +214,7 @@ def _host_instances(model: TraceModel, comm_row: np.ndarray, launches: np.ndarra
 @memoized
 def collectives(model: TraceModel) -> Collectives:
     """Every collective instance of one trace, ordered by issue time and numbered per process group."""
-    comm_row = side_row(model, "comms")
+    comm_row = row_lookup(model, "comms")  # not kept: only the collectives read it
     found = _Found([], [], [], [], [], [], [], [], [])
     launches = _device_instances(model, comm_row, found)
     _host_instances(model, comm_row, launches, found)

@@ -59,7 +59,7 @@ def memory_records(model: TraceModel) -> MemoryRecords:
     ops = np.flatnonzero((tree.kind == Kind.CPU_OP) & ~tree.merged)
     ev_pid, ev_tid = ev["pid"], ev["tid"]
     inner = innermost_containing(ev_pid[tree.rows[ops]], ev_tid[tree.rows[ops]], tree.start[ops], tree.end[ops],
-                                 ev_pid[rows], ev_tid[rows], ts)
+                                 ev_pid[rows], ev_tid[rows], ts, ordered=True)  # ops keep the tree's preorder
     owner = take(ops, inner, -1)
     device = _device_labels(mem["device_type"][order], mem["device_id"][order])
     addr = mem["addr"][order]

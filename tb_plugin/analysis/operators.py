@@ -56,11 +56,7 @@ def _durations(tree: HostTree) -> np.ndarray:
 def tree_levels(model: TraceModel) -> list[np.ndarray]:
     """The host-tree nodes that have a parent, by depth (item d: those at depth d, ascending), sorted once: a loop
     over the levels that selected each level with a mask over all nodes was depth × nodes of work."""
-    tree = host_tree(model)
-    nodes = np.flatnonzero(tree.parent >= 0)
-    by_depth = nodes[np.argsort(tree.depth[nodes], kind="stable")]
-    bounds = np.searchsorted(tree.depth[by_depth], np.arange(int(tree.depth.max(initial=0)) + 2))
-    return [by_depth[lo:hi] for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    return host_tree(model).levels
 
 
 def _subtree_last(model: TraceModel, tree: HostTree) -> np.ndarray:
@@ -103,8 +99,9 @@ def operator_nodes(model: TraceModel) -> OperatorNodes:
     nodes = np.flatnonzero(in_tree & (tree.kind == Kind.CPU_OP) & ~tree.merged)
     keep = ~np.isin(names[nodes], model.codes_where(lambda s: _NOT_OPERATORS.match(s) is not None))
     nodes = nodes[keep]
-    self_lo, self_hi = np.searchsorted(o_node, nodes), np.searchsorted(o_node, nodes, side="right")
-    tot_hi = np.searchsorted(o_node, last[nodes], side="right")
+    # where each node's launches begin in o_node (sorted): the count of launches by nodes before it
+    before = np.concatenate([[0], np.cumsum(np.bincount(o_node, minlength=tree.size))])
+    self_lo, self_hi, tot_hi = before[nodes], before[nodes + 1], before[last[nodes] + 1]
     device_self = prefix[self_hi] - prefix[self_lo]
     device_total = prefix[tot_hi] - prefix[self_lo]
     tc_self = prefix_tc[self_hi] - prefix_tc[self_lo]
@@ -267,8 +264,8 @@ def subtree_device_time(model: TraceModel) -> np.ndarray:
     node = launch[has][order]
     prefix = np.concatenate([[0.0], np.cumsum(dur[has][order])])
     last = _subtree_last(model, tree)
-    everything = np.arange(tree.size)
-    out: np.ndarray = prefix[np.searchsorted(node, last, side="right")] - prefix[np.searchsorted(node, everything)]
+    before = np.concatenate([[0], np.cumsum(np.bincount(node, minlength=tree.size))])  # launches by earlier nodes
+    out: np.ndarray = prefix[before[last + 1]] - prefix[before[:-1]]
     return out
 
 

@@ -77,8 +77,10 @@ def python_frames(model: TraceModel) -> PyFrames:
     is_user, is_module, plumbing = _kinds(model, name) if len(rows) else (np.zeros(0, bool),) * 3
     n = len(rows)
     user, called, module = (np.full(n, -1, dtype=np.int64) for _ in range(3))
-    for d in range(int(depth.max(initial=-1)) + 1):  # parents before children
-        at = np.flatnonzero(depth == d)
+    by_depth = np.argsort(depth, kind="stable")  # each level's frames ascending, as np.flatnonzero(depth == d)
+    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=-1)) + 2))
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # parents before children
+        at = by_depth[lo:hi]
         up = parent[at]
         has = up >= 0
         upc = np.maximum(up, 0)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model.arrays import group_rows, take
+from ..model.arrays import group_rows, take, unique_ints
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.lookups import side_row
@@ -84,7 +84,7 @@ class OpWork:
 def matching(model: TraceModel, codes: np.ndarray, predicate: Callable[[str], bool]) -> np.ndarray:
     """Per entry of a string-code column: does its text satisfy ``predicate`` (asked once per distinct code, not of
     every string of the trace: a 2 GB trace's string table holds millions of shapes and stacks)."""
-    distinct = np.unique(codes)
+    distinct = unique_ints(codes)
     hits = np.fromiter((c >= 0 and predicate(model.strings[c]) for c in distinct.tolist()), dtype=bool,
                        count=len(distinct))
     found: np.ndarray = np.isin(codes, distinct[hits])
@@ -116,9 +116,13 @@ def _estimates(model: TraceModel, nodes: np.ndarray) -> tuple[np.ndarray, _Colum
     ops_row = side_row(model, "ops")[rows]
     names = model["events"]["name"][rows].astype(np.int64)
     known = matching(model, names, formulas.known)
-    cols = [np.where(known, take(ops[c], ops_row, -1), -1).astype(np.int64)
-            for c in ("input_dims", "input_type", "concrete_inputs")]
-    first, group = group_rows([np.where(known, names, -1), *cols])  # the unknown calls all in one group
+    at = np.flatnonzero(known)
+    cols = []
+    for c in ("input_dims", "input_type", "concrete_inputs"):
+        col = np.full(len(rows), -1, dtype=np.int64)
+        col[at] = take(ops[c], ops_row[at], -1)
+        cols.append(col)
+    first, group = _groups(known, at, [names, *cols])  # the unknown calls all in one group
     n = len(first)
     out = _Columns(np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, np.int8), np.zeros(n, bool),
                    np.zeros(n, np.int32), np.zeros(n, np.int8), [])
@@ -132,6 +136,17 @@ def _estimates(model: TraceModel, nodes: np.ndarray) -> tuple[np.ndarray, _Colum
             out.how[g] = texts.setdefault(w.how, len(texts))
     out.texts = list(texts)
     return group, out
+
+
+def _groups(known: np.ndarray, at: np.ndarray, columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``group_rows`` of the columns with every unknown row (``~known``) keyed -1 in all, grouping only the known
+    rows (``at``): the unknown rows' key, the least, is group 0 when there is one, first at the first unknown row."""
+    first, group = group_rows([c[at] for c in columns])
+    if len(at) == len(known):
+        return first, group
+    out = np.zeros(len(known), dtype=np.int64)
+    out[at] = group + 1
+    return np.concatenate([[int(np.argmin(known))], at[first]]).astype(np.int64), out
 
 
 def _per_node(model: TraceModel, nodes: np.ndarray, group: np.ndarray, g: _Columns) -> _Columns:
@@ -167,10 +182,10 @@ def _counted(tree: HostTree, levels: list[np.ndarray], est: np.ndarray, heavy: n
     """Per host-tree node: do its figures count (the module docstring's two rules)."""
     below_any = np.zeros(tree.size, dtype=bool)
     below_heavy = np.zeros(tree.size, dtype=bool)
-    for level in reversed(levels):
+    for level in reversed(levels):  # an OR into the parents: setting True where a child has it is the same
         parents = tree.parent[level]
-        np.logical_or.at(below_any, parents, est[level] | below_any[level])
-        np.logical_or.at(below_heavy, parents, (est[level] & heavy[level]) | below_heavy[level])
+        below_any[parents[est[level] | below_any[level]]] = True
+        below_heavy[parents[(est[level] & heavy[level]) | below_heavy[level]]] = True
     counted_heavy = est & heavy & ~below_heavy
     under_heavy = np.zeros(tree.size, dtype=bool)
     for level in levels:

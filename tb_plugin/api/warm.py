@@ -30,33 +30,44 @@ server maps it: ``meta`` read back from JSON, the same dtypes), so a stored answ
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..analysis import kernels, operators
 from ..analysis.bandwidth import memory_bandwidth
-from ..analysis.cupti_counters import cupti_counters
+from ..analysis.cupti_counters import counter_join, cupti_counters
 from ..analysis.device_peaks import NO_OVERRIDE, PeakOverride
+from ..analysis.diagnosis.evidence import host_gap_intervals
+from ..analysis.diagnosis.gpu_time import gpu_idle
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
-from ..analysis.launches import launch_stats
+from ..analysis.launches import device_work, launch_stats
+from ..analysis.memory import memory_records
+from ..analysis.operators import call_stacks, operator_nodes, subtree_device_time
 from ..analysis.overview import overview
+from ..analysis.python_frames import python_frames
 from ..analysis.queues import queue_length
 from ..analysis.rank_summary import RankSummary, _summary
 from ..analysis.roofline import roofline
-from ..analysis.sequences import kernel_sequences
+from ..analysis.sequences import _sequences, kernel_sequences
 from ..analysis.sources import source_files
-from ..analysis.steps import Steps, find_steps
-from ..analysis.summary import summary
+from ..analysis.steps import Steps, breakdown, find_steps
+from ..analysis.summary import summary, time_range_us
+from ..analysis.work import kernel_work, op_work
 from ..catalog.catalog import TraceFile
 from ..model import stash
 from ..model.derived import Computing, _key, memoized, seed
+from ..model.optree import host_tree
 from ..model.tables import TraceModel, load
 from ..timeline import counters, flows
 from ..timeline.index import depth_of_rows, timeline_index
@@ -205,7 +216,7 @@ class ReadyRule:
 READY_RULE = ReadyRule()  # the one place the rule's numbers are set
 
 
-def plan(rule: ReadyRule, events: int, processes: int, parse_seconds: float | None
+def plan(rule: ReadyRule, events: int, processes: int, parse_seconds: float | None, memory: int | None = None
          ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The parts computed before ready and those left for after it: the rule's ``always`` parts (the Trace view's
     index, as before the first views were stored), then as many others as fit the rule, cheapest first (a 2 GB
@@ -216,23 +227,28 @@ def plan(rule: ReadyRule, events: int, processes: int, parse_seconds: float | No
     now: list[str] = [part for part in PARTS if part in rule.always]
     for part in sorted((p for p in PARTS if p not in now), key=COSTS.__getitem__):
         trial = tuple(p for p in PARTS if p in now or p == part)
-        if not rule.before_ready(max(schedule(events, processes, trial).values()), parse_seconds):
+        if not rule.before_ready(max(schedule(events, processes, trial, memory).values()), parse_seconds):
             break
         now.append(part)
     return tuple(p for p in PARTS if p in now), tuple(p for p in PARTS if p not in now)
 
 
-def schedule(events: int, processes: int, parts: tuple[str, ...] = PARTS) -> dict[str, float]:
+def schedule(events: int, processes: int, parts: tuple[str, ...] = PARTS, memory: int | None = None
+             ) -> dict[str, float]:
     """When each part is expected to land, in seconds from its start: :data:`COSTS` scaled by ``events``, the
-    parts started in their order (:data:`PARTS`) on ``processes`` side by side (each the next as one ends, as
-    :func:`compute_parts` runs them)."""
+    parts started in their order (:data:`PARTS`) on ``processes`` side by side within ``memory`` bytes (each the
+    next as the running ones leave room for it, as :func:`compute_parts` runs them)."""
     scale = max(events, 1) / COSTS_EVENTS
-    free = [0.0] * max(1, processes)
+    running: list[tuple[float, str]] = []  # (end, part) of the parts started, not yet ended
+    clock = 0.0
     out: dict[str, float] = {}
     for part in parts:
-        slot = min(range(len(free)), key=free.__getitem__)
-        free[slot] += COSTS[part] * scale
-        out[part] = free[slot]
+        while running and (len(running) >= max(1, processes) or (memory is not None and sum(
+                part_bytes(p, events) for _, p in running) + part_bytes(part, events) > memory)):
+            running.sort()
+            clock = max(clock, running.pop(0)[0])
+        out[part] = clock + COSTS[part] * scale
+        running.append((out[part], part))
     return out
 
 
@@ -279,45 +295,98 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
+# What a part's process grows by at its peak, per event of the trace (anonymous memory: the model's pages it reads are
+# the loader's and the server's too), measured on the 2 GB trace (5.3 M events) on a 16-core host, its threads
+# (AHEAD) included: the Overview 1.29-1.34 GB, the Trace view's index 1.11 GB, the Operator and Kernel tables
+# 1.04-1.13 GB, the GPU insights 0.61-0.65 GB (benchmarks/README.md, "Issue 29, session 33"). Within
+# ``jobs.budget.views_memory`` (300 bytes an event, at least 1 GiB) the 164 MB trace's four run at once and the 2 GB
+# trace's one after the other.
+PART_BYTES_PER_EVENT = {"overview": 255, "tables": 215, "gpu": 125, "timeline": 210}
+PART_MIN_BYTES = 64 << 20
+
+
+def part_bytes(part: str, events: int) -> int:
+    """What computing ``part`` of a trace of ``events`` adds to the memory (:data:`PART_BYTES_PER_EVENT`)."""
+    return max(PART_MIN_BYTES, PART_BYTES_PER_EVENT[part] * events)
+
+
 def compute_parts(model: TraceModel, ctx: Context, folder: Path | Callable[[str], Path], processes: int,
-                  parts: tuple[str, ...] = PARTS, done: Callable[[str, bool], None] | None = None) -> list[str]:
-    """Compute ``parts``, each in a forked process of its own, at most ``processes`` at a time (the most costly
-    first, the next as one ends), into ``folder`` (or the folder it gives each part); ``done(part, ok)`` as each
-    ends; the parts that finished. A process per part: what a part memoises on the way (the host tree, its tables)
-    goes with it, so the memory is that of ``processes`` parts, never of all of them (four parts in one process
-    took 1.4 GB of a 1 GB trace, the largest alone 0.6 GB); and a part that runs out of memory is killed alone,
+                  parts: tuple[str, ...] = PARTS, done: Callable[[str, bool], None] | None = None,
+                  memory: int | None = None) -> list[str]:
+    """Compute ``parts``, each in a forked process of its own, at most ``processes`` at a time and as many as fit
+    in ``memory`` bytes (:func:`part_bytes`; None: no bound), in their order, the next as one ends, into ``folder``
+    (or the folder it gives each part); ``done(part, ok)`` as each ends; the parts that finished. A process per
+    part: what a part memoises on the way (the host tree, its tables) goes with it, so the memory is that of the
+    parts running, never of all of them (four parts in one process took 1.4 GB of a 1 GB trace, the largest alone
+    0.6 GB); and a part that runs out of memory is killed alone,
     never the loader process, whose parse is whole and must still be answered. In this process only where forking
     is not safe (threads running)."""
     where = folder if callable(folder) else (lambda part: folder)
-    ended = done or (lambda part, ok: None)
-    finished: list[str] = []
-    if not _can_fork():
-        for part in parts:
-            ok = _try_part(model, ctx, part, where(part))
-            finished += [part] if ok else []
-            ended(part, ok)
-        return finished
-    pending = list(parts)
-    running: dict[int, str] = {}
-    while pending or running:
-        while pending and len(running) < max(1, processes):
-            part = pending.pop(0)
-            running[_fork_parts(model, ctx, where(part), [part])] = part
-        for pid in list(running):
+    forks = _Forks(model, ctx, processes, memory)
+    for part in parts:
+        forks.add(part, functools.partial(where, part))
+    forks.wait(parts, done or (lambda part, ok: None))
+    return [part for part in parts if forks.ended.get(part, (False,))[0]]
+
+
+class _Forks:
+    """Parts queued and computed in forked processes (:func:`compute_parts`), at most ``processes`` at a time, in
+    the order queued; each part's folder is asked for as it starts. ``ended``: part → (whether it was written, its
+    folder). The loader's head start (:meth:`WarmViews.save`) queues the parts for after "ready" behind those before
+    it, so that they start in the cores and memory the ones before ready leave free; :class:`Later` waits for them
+    after "ready"."""
+
+    def __init__(self, model: TraceModel, ctx: Context, processes: int, memory: int | None = None) -> None:
+        self.model, self.ctx, self.processes, self.memory = model, ctx, max(1, processes), memory
+        self.queue: list[tuple[str, Callable[[], Path]]] = []
+        self.running: dict[int, tuple[str, Path]] = {}
+        self.ended: dict[str, tuple[bool, Path]] = {}
+
+    def add(self, part: str, folder: Callable[[], Path]) -> None:
+        self.queue.append((part, folder))
+
+    def fits(self, part: str) -> bool:
+        """Whether ``part`` may start now: a process is free and, with a memory bound, its bytes fit beside those
+        of the parts running (one part always runs, whatever it needs)."""
+        if len(self.running) >= self.processes:
+            return False
+        if self.memory is None or not self.running:
+            return True
+        used = sum(part_bytes(p, self.model.n_events) for p, _ in self.running.values())
+        return used + part_bytes(part, self.model.n_events) <= self.memory
+
+    def step(self) -> None:
+        """Start what the free processes and memory allow, in the order queued (each part in this process where
+        forking is not safe), and take in the parts that ended."""
+        while self.queue and self.fits(self.queue[0][0]):
+            part, where = self.queue.pop(0)
+            folder = where()
+            if not _can_fork():  # one part a step: the caller hears of each as it ends
+                self.ended[part] = (_try_part(self.model, self.ctx, part, folder), folder)
+                break
+            self.running[_fork_parts(self.model, self.ctx, folder, [part])] = (part, folder)
+        for pid in list(self.running):
             exited, status = os.waitpid(pid, os.WNOHANG)
             if not exited:
                 continue
-            part = running.pop(pid)
+            part, folder = self.running.pop(pid)
             ok = os.waitstatus_to_exitcode(status) == 0
-            if ok:
-                finished.append(part)
-            else:
+            if not ok:
                 log.warning("the stored %s of %s was not computed (exit status %s): computed on first use", part,
-                            ctx.filename, os.waitstatus_to_exitcode(status))
-            ended(part, ok)
-        if running:
-            time.sleep(0.005)  # the loader process's own loop (no request waits here)
-    return [part for part in parts if part in finished]
+                            self.ctx.filename, os.waitstatus_to_exitcode(status))
+            self.ended[part] = (ok, folder)
+
+    def wait(self, parts: Iterable[str], done: Callable[[str, bool], None]) -> None:
+        """Until every one of ``parts`` ended, ``done(part, ok)`` as each does (other queued parts start meanwhile
+        as processes free up)."""
+        waiting = list(parts)
+        while waiting:
+            self.step()
+            for part in [p for p in waiting if p in self.ended]:
+                waiting.remove(part)
+                done(part, self.ended[part][0])
+            if waiting:
+                time.sleep(0.005)  # the loader process's own loop (no request waits here)
 
 
 def _try_part(model: TraceModel, ctx: Context, part: str, folder: Path) -> bool:
@@ -339,10 +408,53 @@ def _fork_parts(model: TraceModel, ctx: Context, folder: Path, parts: list[str])
         code = 1
         try:
             _die_with_parent()
-            code = 0 if all([_try_part(model, ctx, part, folder) for part in parts]) else 1
+            with _ahead(model, parts):
+                code = 0 if all([_try_part(model, ctx, part, folder) for part in parts]) else 1
         finally:
             os._exit(code)
     return pid
+
+
+# What each part's answers read first, computed on threads of the part's process while its answers are computed on
+# its main thread: independent chains (the host tree and what is built on it, the Python frames, the steps and
+# their breakdown, the GPU's idle time) overlap, since numpy releases the GIL in the sorts, gathers and reductions
+# they are made of. Only results the part's answers read: a result computed here is the one they find (``memoized``
+# computes each once, whichever thread asks first), so the answers are the same, only sooner.
+AHEAD: dict[str, tuple[Callable[[TraceModel], Any], ...]] = {
+    "overview": (host_tree, python_frames, breakdown, gpu_idle, operator_nodes, memory_records, op_work,
+                 host_gap_intervals, subtree_device_time, kernel_work),
+    "tables": (host_tree, operator_nodes, call_stacks, time_range_us, source_files),
+    "gpu": (lambda m: _sequences(m, SEQUENCE_LENGTH), host_tree, find_steps, counter_join, device_work, op_work),
+    "timeline": (),
+}
+AHEAD_THREADS = 4  # at most, and no more than the cores this process may run on
+
+
+@contextlib.contextmanager
+def _ahead(model: TraceModel, parts: list[str]) -> Iterator[None]:
+    """Threads computing :data:`AHEAD` of ``parts`` while the body runs; waited for at its end (their errors are
+    the answers' own: whoever asks a result that failed gets its exception, and the part is computed on first
+    use)."""
+    work = [fn for part in parts for fn in AHEAD.get(part, ())]
+    threads = min(AHEAD_THREADS, len(work), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    if threads < 2:
+        yield
+        return
+    _one_arena()
+    with ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="warm-ahead") as pool:
+        for fn in work:
+            pool.submit(fn, model)
+        yield
+
+
+def _one_arena() -> None:
+    """One malloc arena for this process's threads (glibc): each thread would get an arena of its own, whose freed
+    blocks the others cannot reuse (the 2 GB trace's Overview peaked 170 MB higher with four threads). Elsewhere than
+    glibc, nothing."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-8, 1)  # M_ARENA_MAX
 
 
 def _die_with_parent() -> None:
@@ -365,17 +477,26 @@ class WarmViews:
         self.rule = rule if rule is not None else READY_RULE
 
     def save(self, directory: str, file: TraceFile | None = None, processes: int = 1,
-             parse_seconds: float | None = None) -> Later | None:
-        """Compute and write every part for ``file`` (its parse already in ``directory``), in ``processes``; or,
-        when the parse took ``parse_seconds`` and the views would delay "ready" more than the rule allows, nothing
-        now: the :class:`Later` that computes them once the entry is published."""
+             parse_seconds: float | None = None, memory: int | None = None) -> Later | None:
+        """Compute and write every part for ``file`` (its parse already in ``directory``), in ``processes`` taking
+        ``memory`` bytes at most (:data:`PART_BYTES_PER_EVENT`); when the parse took ``parse_seconds`` and some parts
+        would delay "ready" more than the rule allows, those are left to the returned :class:`Later`, to be placed
+        once the entry is published (started meanwhile where processes and memory allow: a head start)."""
         folder = Path(directory)
         model = load(folder)  # what the server will open: the answers must be computed on exactly that
         ctx = context(file, self.peaks)
-        now, later = plan(self.rule, model.n_events, processes, parse_seconds)
+        now, later = plan(self.rule, model.n_events, processes, parse_seconds, memory)
+        forks = _Forks(model, ctx, processes, memory)
+        for part in now:
+            forks.add(part, lambda: folder)
+        if now and _can_fork():  # a head start: the parts for after ready take the processes these leave free
+            for part in later:
+                forks.add(part, functools.partial(_private_folder, folder.parent))
         if now:
-            _write_marker(folder, compute_parts(model, ctx, folder, processes, now), ctx)
-        return Later(model, ctx, processes, schedule(model.n_events, processes, later)) if later else None
+            forks.wait(now, lambda part, ok: None)
+            _write_marker(folder, [part for part in now if forks.ended[part][0]], ctx)
+        lands = schedule(model.n_events, processes, later, memory)
+        return Later(model, ctx, processes, lands, forks) if later else None
 
     def attach(self, model: TraceModel, source: str | Mapping[str, Any]) -> None:
         """Give ``model`` (just opened from a cache entry, or a part added to it later: its folder, or its files by
@@ -429,26 +550,54 @@ class WarmViews:
 
 class Later:
     """The parts a loader process computes after the trace turned ready (:class:`ReadyRule`), on the model it
-    mapped from the entry before publishing it (its files stay mapped when the entry is renamed into place)."""
+    mapped from the entry before publishing it (its files stay mapped when the entry is renamed into place). Those
+    that ``forks`` already started (the head start :meth:`WarmViews.save` gives them, in private folders of the
+    cache) are waited for; the others start as processes free up."""
 
-    def __init__(self, model: TraceModel, ctx: Context, processes: int, lands: dict[str, float]) -> None:
+    def __init__(self, model: TraceModel, ctx: Context, processes: int, lands: dict[str, float],
+                 forks: _Forks | None = None) -> None:
         self.model, self.ctx, self.processes = model, ctx, processes
         self.parts = lands  # part → seconds after ready it is expected to land in
+        self.forks = forks if forks is not None else _Forks(model, ctx, processes)
 
     def run(self, stage: Callable[[], Path], place: Callable[[Path, str], bool],
             report: Callable[[str, bool], None]) -> None:
         """Compute the parts (in :data:`PARTS` order, as many side by side as ``processes``), each in a folder of its
         own (``stage()``) with its own marker, ``place`` each into the entry as it ends and ``report`` it."""
-        folders = {part: stage() for part in self.parts}
+        early = ({part for part, _ in self.forks.queue} | {part for part, _ in self.forks.running.values()}
+                 | set(self.forks.ended))  # queued by the head start, in private folders
+        for part in self.parts:
+            if part not in early:
+                self.forks.add(part, stage)
 
         def ended(part: str, ok: bool) -> None:
+            folder = self.forks.ended[part][1]
             if ok:
                 with contextlib.suppress(OSError):
-                    _write_marker(folders[part], [part], self.ctx)
-                ok = (folders[part] / MARKER).is_file() and place(folders[part], part)
+                    folder = _adopt(folder, stage) if part in early else folder
+                    _write_marker(folder, [part], self.ctx)
+                ok = (folder / MARKER).is_file() and place(folder, part)
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
             report(part, ok)
 
-        compute_parts(self.model, self.ctx, folders.__getitem__, self.processes, tuple(self.parts), ended)
+        self.forks.wait(tuple(self.parts), ended)
+
+
+def _private_folder(cache: Path) -> Path:
+    """A private folder in the cache folder (as ``jobs.entries.staging`` makes them: a killed loader's is removed
+    with the stale ones) for a part computed before the entry is published; :func:`_adopt` moves it."""
+    return Path(tempfile.mkdtemp(prefix=".tmp-", dir=cache))
+
+
+def _adopt(folder: Path, stage: Callable[[], Path]) -> Path:
+    """The files of a part computed in ``folder`` (a :func:`_private_folder`) moved into a folder ``stage()`` gives,
+    the one ``Later.run`` places into the entry."""
+    target = stage()
+    for item in folder.iterdir():
+        os.replace(item, target / item.name)
+    folder.rmdir()
+    return target
 
 
 def _write_marker(folder: Path, parts: list[str], ctx: Context) -> None:

@@ -119,18 +119,18 @@ def parts_for(size_bytes: int, gzip: bool, loading: int) -> int:
     return max(1, min(per_file, by_memory))
 
 
-# The first views, computed by the loader after the parse (api/warm.py): one process computing a part of them grows by
-# about this much per event of the trace at its peak (measured: 110-235 bytes, the Overview's the most, on a 164 MB
-# and a 1 GB trace), and together they may take about this much per event, at least VIEWS_MIN_BYTES, so that this
-# phase does not raise the load's memory peak above the parse's own (whose text alone is about 380 bytes per event):
-# a trace of more than about a million events computes its parts one after the other.
-VIEW_PROCESS_BYTES_PER_EVENT = 240
-VIEWS_BYTES_PER_EVENT = 400
+# The first views, computed by the loader after the parse (api/warm.py), in a forked process per part: together those
+# processes may take about this much per event of the trace, at least VIEWS_MIN_BYTES. What each part's process
+# takes is api/warm.py's to say (``PART_BYTES_PER_EVENT``, measured: 125-255 bytes an event): a part starts when it
+# fits beside those running. So a trace of up to about a million events computes its parts side by side, and the
+# 2 GB trace one after the other: there the tree's peak is the one part's (2.93-2.97 GB measured with the Overview
+# alone), where two parts at once raised it to 3.1-3.3 GB (the tables beside the GPU insights) and 4.5 GB (the
+# Overview beside the tables or the index).
+VIEWS_BYTES_PER_EVENT = 300
 VIEWS_MIN_BYTES = 1 << 30
 
 
-def views_processes(events: int, cores: int) -> int:
-    """Processes the first views of a trace of ``events`` may be computed in side by side (at most ``cores``, the
-    loader's share of the machine): as many as their memory allows, one at least."""
-    allowed = min(max(VIEWS_MIN_BYTES, VIEWS_BYTES_PER_EVENT * events), available_memory())
-    return max(1, min(cores, allowed // max(1, VIEW_PROCESS_BYTES_PER_EVENT * events)))
+def views_memory(events: int) -> int:
+    """Bytes the processes computing the first views of a trace of ``events`` may take together (the machine's
+    available memory at most)."""
+    return min(max(VIEWS_MIN_BYTES, VIEWS_BYTES_PER_EVENT * events), available_memory())

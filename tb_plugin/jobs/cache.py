@@ -72,12 +72,13 @@ class Stored(Protocol):
     gives back to the model when it opens the entry (the workspace passes one: the Trace view's index and the first
     views' answers). Picklable: it travels to the loader process. ``save`` opens the model saved in ``directory``
     itself (as the server will: the loader has dropped its own copy by then), for ``file``, in ``processes``
-    processes at most (the loader's share of the machine); given the seconds the parse took, it may leave part of
-    the work for after "ready" (a :class:`Later`: added to the published entry part by part, ``entries.add_part``).
+    processes at most (the loader's share of the machine) taking ``memory`` bytes together at most (None: no bound);
+    given the seconds the parse took, it may leave part of the work for after "ready" (a :class:`Later`: added to the
+    published entry part by part, ``entries.add_part``).
     ``expect`` tells the server's model which parts are coming, ``abandon`` that some (all: None) will not."""
 
     def save(self, directory: str, file: TraceFile | None, processes: int,
-             parse_seconds: float | None = None) -> Later | None: ...
+             parse_seconds: float | None = None, memory: int | None = None) -> Later | None: ...
 
     def attach(self, model: TraceModel, files: dict[str, pa.Buffer]) -> None: ...
 

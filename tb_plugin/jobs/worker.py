@@ -58,7 +58,7 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         del model  # _write_entry drops it once saved: the derived results are computed on the parse mapped back
         cores = min(parts or default_parts(), default_parts())
         later = _write_entry(holder, Path(entry), stored, source[0] if source else None, file,
-                             budget.views_processes(stats["events"], cores), started)
+                             (cores, budget.views_memory(stats["events"])), started)
         progress.value = 1.0
         message = ("ok", {**stats, "later": dict(later.parts) if later is not None else {}})
     except TraceLoadError as err:  # the third item: the same file version would fail anywhere (cache it)
@@ -93,19 +93,20 @@ def _run_later(later: Later, entry: Path, conn: Connection) -> None:
 
 
 def _write_entry(holder: list[Any], entry: Path, stored: Stored | None, source: bytes | None, file: TraceFile,
-                 processes: int, started: float) -> Later | None:
+                 share: tuple[int, int], started: float) -> Later | None:
     """Build the entry in a private folder of the cache, seal it and rename it into place (``jobs.entries``): no
     one ever sees it half written, and a server that published the same entry first wins. The model (the one item
     of ``holder``) is dropped once saved: what is stored beside it is computed on the parse mapped back, as the
     server opens it, and this copy would only double the memory. What ``stored`` leaves for after "ready" (the
-    parse took ``time.monotonic() - started`` seconds) is returned, to be run once the entry is published."""
+    parse took ``time.monotonic() - started`` seconds) is returned, to be run once the entry is published; ``share``:
+    the processes and the bytes its views may take (``budget.views_memory``)."""
     built = entries.staging(entry.parent)
     later = None
     try:
         save(holder.pop(), built)
         if stored is not None:
             pages.trim_heap()  # the parse's freed pages: the processes forked for the views would count them
-            later = _save_derived(stored, str(built), file, processes, time.monotonic() - started)
+            later = _save_derived(stored, str(built), file, share, time.monotonic() - started)
         if source is not None:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (built / SOURCE_FILE).write_bytes(source)
         entries.seal(built)
@@ -115,11 +116,11 @@ def _write_entry(holder: list[Any], entry: Path, stored: Stored | None, source: 
     return later
 
 
-def _save_derived(stored: Stored, entry: str, file: TraceFile, processes: int, parse_seconds: float
+def _save_derived(stored: Stored, entry: str, file: TraceFile, share: tuple[int, int], parse_seconds: float
                   ) -> Later | None:
     """Derived results are an optimisation: if computing or writing them fails, the trace still loads and the
     server computes them on first use (and reports any error there, where the user looks)."""
     try:
-        return stored.save(entry, file, processes, parse_seconds)
+        return stored.save(entry, file, share[0], parse_seconds, memory=share[1])
     except Exception:  # noqa: BLE001
         return None

@@ -28,11 +28,9 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     new = np.empty(len(starts), dtype=bool)
     new[0] = True
     new[1:] = starts[1:] > running_end[:-1]
-    piece = np.cumsum(new) - 1
-    out_starts = starts[new]
-    out_ends = np.zeros(len(out_starts))
-    np.maximum.at(out_ends, piece, running_end)
-    return out_starts, out_ends
+    heads = np.flatnonzero(new)
+    # a piece ends at its last interval's running end (the largest of its ends: the running end never falls)
+    return starts[heads], running_end[np.append(heads[1:] - 1, len(starts) - 1)]
 
 
 def _coverage(a: Intervals, b: Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

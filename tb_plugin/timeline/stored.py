@@ -34,7 +34,8 @@ _SUMMARY_COLUMNS = ("bucket", "count", "busy", "top", "top_count")
 class StoredIndex:
     """What the loader process and the server do with the index (passed to ``jobs`` by the workspace)."""
 
-    def save(self, directory: str, file: Any = None, processes: int = 1, parse_seconds: float | None = None) -> None:
+    def save(self, directory: str, file: Any = None, processes: int = 1, parse_seconds: float | None = None,
+             memory: int | None = None) -> None:
         """Build the index of the model in the cache entry ``directory`` (mapped back, as the server opens it) and
         write it there, after the model (always before "ready": nothing is left for later)."""
         write_index(timeline_index(load(directory)), Path(directory))

@@ -20,8 +20,8 @@ class GatedViews(warm.WarmViews):
         self.gate, self.fail = gate, fail
 
     def save(self, directory: str, file: Any = None, processes: int = 1,
-             parse_seconds: float | None = None) -> Any:
-        later = super().save(directory, file, processes, parse_seconds)
+             parse_seconds: float | None = None, memory: int | None = None) -> Any:
+        later = super().save(directory, file, processes, parse_seconds, memory)
         return _Gated(later, self.gate, self.fail) if later is not None else None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tb_plugin.model.arrays import group_rows
+from tb_plugin.model.arrays import group_rows, unique_ints
 
 
 def _reference(keys: list[np.ndarray]) -> tuple[list[int], list[int]]:
@@ -39,3 +39,22 @@ def test_columns_too_wide_to_pack_are_renumbered_first() -> None:
 def test_no_rows() -> None:
     first, group = group_rows([np.zeros(0, np.int64), np.zeros(0, np.int32)])
     assert len(first) == 0 and len(group) == 0
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16])
+@pytest.mark.parametrize("span", [1, 7, 70_000, 1 << 40])
+def test_unique_ints_is_np_unique(dtype: type, span: int) -> None:
+    """``arrays.unique_ints`` (counts over a small range, a sort beyond) gives ``np.unique``'s values, inverse and
+    counts, dtypes included; -1 ("none") among the values as in name and node columns."""
+    rng = np.random.default_rng(span)
+    hi = min(span, int(np.iinfo(dtype).max))
+    for n in (0, 1, 3000):
+        values = rng.integers(0 if dtype is np.uint16 else -1, hi, n, endpoint=True).astype(dtype)
+        for inverse in (False, True):
+            for counts in (False, True):
+                got = unique_ints(values, return_inverse=inverse, return_counts=counts)
+                want = np.unique(values, return_inverse=inverse, return_counts=counts)
+                got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+                assert len(got) == len(want)
+                for a, b in zip(got, want):
+                    assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)

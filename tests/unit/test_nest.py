@@ -177,6 +177,13 @@ def test_innermost_operator_of_each_kernel_launch_matches_the_sweep(path: str) -
     got, want = innermost_containing(*args), _innermost_walk(*args)
     np.testing.assert_array_equal(got, want)
     assert (got >= 0).mean() > 0.9
+    # the tree's operators are in its preorder: the spans' sort is skipped, the answer is the same (memory records)
+    np.testing.assert_array_equal(innermost_containing(*args, ordered=True), want)
+    mem = model["memory"]["row"]
+    assert len(mem)
+    points = (ev["pid"][mem], ev["tid"][mem], ev["ts"][mem])
+    np.testing.assert_array_equal(innermost_containing(*args[:4], *points, ordered=True),
+                                  _innermost_walk(*args[:4], *points))
 
 
 def random_overlapping(seed: int, at_least: int) -> tuple[np.ndarray, np.ndarray]:

@@ -12,6 +12,7 @@ import gzip
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -179,13 +180,30 @@ def spans_key(body: dict[str, Any]) -> tuple[str, str, str]:
     return run["name"], run["workers"][0]["name"], run["workers"][0]["spans"][0]["span"]
 
 
-def test_the_parts_start_by_cost_and_are_bounded_by_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+def _started(events: int, cores: int, queued: tuple[str, ...]) -> list[str]:
+    """The parts that run at once when ``queued`` waits (``warm._Forks``'s rule, the loader's memory bound)."""
+    from tb_plugin.jobs import budget
+
+    forks = warm._Forks(SimpleNamespace(n_events=events), warm.context(None, warm.NO_OVERRIDE), cores,
+                        budget.views_memory(events))
+    for part in queued:
+        if not forks.fits(part):
+            break
+        forks.running[len(forks.running)] = (part, Path("."))
+    return [part for part, _ in forks.running.values()]
+
+
+def test_the_parts_start_in_order_as_their_memory_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     from tb_plugin.jobs import budget
 
     assert warm.PARTS == ("overview", "tables", "gpu", "timeline")  # what a user opens first starts first
     monkeypatch.setattr(budget, "available_memory", lambda: 64 << 30)
-    assert budget.views_processes(430_000, 15) >= 4  # the 164 MB trace: every part at once
-    assert budget.views_processes(5_300_000, 15) == 1  # the 2 GB trace: within the parse's own peak
-    assert budget.views_processes(430_000, 2) == 2  # never more than the loader's share of the cores
+    every = ("timeline", "overview", "tables", "gpu")  # the index before ready, the others after it
+    assert _started(430_000, 15, every) == list(every)  # the 164 MB trace: every part at once
+    # the 2 GB trace: one at a time (300 bytes an event together; each part takes 125-255)
+    assert _started(5_300_000, 15, every) == ["timeline"]
+    assert _started(5_300_000, 15, ("overview", "tables", "gpu")) == ["overview"]
+    assert _started(1_000_000, 15, ("tables", "gpu")) == ["tables", "gpu"]  # two that fit together
+    assert _started(430_000, 2, every) == ["timeline", "overview"]  # never more than the loader's share of the cores
     monkeypatch.setattr(budget, "available_memory", lambda: 150 << 20)
-    assert budget.views_processes(430_000, 15) == 1  # little memory left: one at a time
+    assert _started(430_000, 15, every) == ["timeline"]  # little memory left: one at a time

@@ -126,6 +126,51 @@ def test_save_computes_now_or_leaves_them_for_later(tmp_path: Path) -> None:
     assert json.loads((entry / warm.MARKER).read_text())["parts"] == ["timeline"]
 
 
+_HEAD_START = """
+import json, sys, tempfile
+from pathlib import Path
+from tb_plugin.api import warm
+cache, entry = Path(sys.argv[1]), Path(sys.argv[2])
+later = warm.WarmViews(rule=warm.ReadyRule(seconds=0.0, share=0.0)).save(str(entry), None, 4, parse_seconds=9.0)
+started = sorted({p for p, _ in later.forks.running.values()} | set(later.forks.ended))
+private = sorted(str(f.parent) for _, f in later.forks.running.values())
+staged, placed, reported = [], {}, []
+def stage():
+    staged.append(Path(tempfile.mkdtemp(dir=cache)))
+    return staged[-1]
+def place(folder, part):
+    placed[part] = [str(folder in staged), *sorted(p.name for p in folder.iterdir())]
+    return True
+later.run(stage, place, lambda part, ok: reported.append([part, ok]))
+left = sorted(p.name for p in cache.iterdir() if p.name.startswith(".tmp-") and p not in staged)
+print(json.dumps({"later": sorted(later.parts), "started": started, "private": private, "placed": placed,
+                  "reported": sorted(reported), "left": left}))
+"""
+
+
+def test_the_parts_after_ready_start_beside_those_before_it(tmp_path: Path) -> None:
+    """A head start: where processes and memory allow, the parts for after ready start with the index (before
+    ready), in private folders of the cache; ``Later.run`` moves each into a folder it stages, with its marker, and
+    places it. In a fresh process: forking needs a single thread."""
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    entry = cache / "entry"
+    entry.mkdir(parents=True)
+    save(load_trace(str(_trace())), entry)
+    out = subprocess.run([sys.executable, "-c", _HEAD_START, str(cache), str(entry)], capture_output=True, text=True,
+                         check=True, timeout=300)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["later"] == ["gpu", "overview", "tables"]
+    assert got["started"] == ["gpu", "overview", "tables", "timeline"]  # all four at once: four processes, no bound
+    assert json.loads((entry / warm.MARKER).read_text())["parts"] == ["timeline"]  # before ready: the index only
+    assert all(folder == str(cache) for folder in got["private"])  # the early parts' folders are the cache's
+    assert got["reported"] == [["gpu", True], ["overview", True], ["tables", True]]
+    assert got["placed"]["overview"] == ["True", "warm.json", "warm.overview.bin", "warm.overview.json"]
+    assert got["left"] == []  # the private folders were moved into the staged ones
+
+
 def test_a_request_while_its_part_is_computed_answers_409_then_the_stored_bytes(
         tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     client, body, gate = _gated(tensorboard_app, monkeypatch, tmp_path)

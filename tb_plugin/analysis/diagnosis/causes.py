@@ -94,13 +94,8 @@ def _rows_spans(model: TraceModel, rows: np.ndarray) -> tuple[np.ndarray, np.nda
 def below(tree: HostTree, mask: np.ndarray) -> np.ndarray:
     """Per host-tree node: is it, or one of its ancestors, in ``mask`` (one pass per tree level)."""
     out: np.ndarray = np.asarray(mask, dtype=bool).copy()
-    order = np.argsort(tree.depth, kind="stable")
-    depth = tree.depth[order]
-    bounds = np.searchsorted(depth, np.arange(int(depth.max(initial=-1)) + 2))
-    for d in range(1, len(bounds) - 1):
-        at = order[bounds[d]:bounds[d + 1]]
-        up = tree.parent[at]
-        out[at] |= take(out, up, False).astype(bool)
+    for at in tree.levels[1:]:
+        out[at] |= out[tree.parent[at]]
     return out
 
 
@@ -549,15 +544,12 @@ def _on(pid: np.ndarray, tid: np.ndarray, threads: tuple[tuple[int, int], ...]) 
 
 @memoized
 def below_device(model: TraceModel) -> np.ndarray:
-    """Per host-tree node: does its subtree make a runtime or driver call (launch, copy, sync, allocation)?"""
+    """Per host-tree node: does its subtree make a runtime or driver call (launch, copy, sync, allocation)? One pass
+    per tree level, the deepest first."""
     tree = host_tree(model)
-    device = np.zeros(tree.size, dtype=bool)
-    cur = np.flatnonzero(np.isin(tree.kind, (Kind.RUNTIME, Kind.DRIVER)))
-    while len(cur):
-        device[cur] = True
-        cur = tree.parent[cur]
-        cur = np.unique(cur[cur >= 0])
-        cur = cur[~device[cur]]
+    device = np.isin(tree.kind, (Kind.RUNTIME, Kind.DRIVER))
+    for at in reversed(tree.levels[1:]):
+        device[tree.parent[at[device[at]]]] = True
     return device
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...model import intervals as iv
-from ...model.arrays import take
+from ...model.arrays import take, unique_ints
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.lookups import tree_node_of_row
@@ -121,7 +121,7 @@ def hot_ops_in_gaps(model: TraceModel, limit: int = 3) -> list[HotOp]:
     np.add.at(inner, parent_op[has_parent], overlap[has_parent])
     own = (overlap - inner[ops]).clip(min=0.0)
     names = model["events"]["name"][tree.rows[ops]]
-    codes, group = np.unique(names, return_inverse=True)
+    codes, group = unique_ints(names, return_inverse=True)
     totals = np.bincount(group.reshape(-1), weights=own, minlength=len(codes))
     out = []
     for g in np.argsort(-totals)[:limit].tolist():

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...model import intervals as iv
-from ...model.arrays import take
+from ...model.arrays import take, unique_ints
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.optree import host_tree
@@ -118,7 +118,7 @@ def _top(keys: np.ndarray, weights: np.ndarray, named: bool = False) -> tuple[in
     another."""
     if not len(keys) or weights.sum() <= 0:
         return -1, 0.0
-    codes, group = np.unique(keys, return_inverse=True)
+    codes, group = unique_ints(keys, return_inverse=True)
     totals = np.bincount(group.reshape(-1), weights=weights, minlength=len(codes))
     if named and codes[0] < 0 and len(codes) > 1 and totals[1:].max() > 0:
         totals[0] = 0.0
@@ -212,7 +212,7 @@ def _annotations(model: TraceModel, evidence: iv.Intervals, threads: tuple[tuple
         return None, None
     key = np.where(backward[nodes], -2, names[nodes]).astype(np.int64)
     overlap = iv.lengths_within(evidence, tree.start[nodes], tree.end[nodes])
-    codes, group = np.unique(key, return_inverse=True)
+    codes, group = unique_ints(key, return_inverse=True)
     group = group.reshape(-1)
     share = np.bincount(group, weights=overlap, minlength=len(codes)) / total
     depth = np.bincount(group, weights=tree.depth[nodes] * overlap, minlength=len(codes)) / np.maximum(
