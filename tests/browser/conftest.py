@@ -338,20 +338,19 @@ def origin_of(url: str) -> str | None:
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else None
 
 
-def reset_context(shared: SharedContext, page: Any, origins: set[str]) -> None:
-    """Leave ``context`` as a fresh one would be, but for its HTTP cache: close its pages, drop the routes, cookies
-    and permissions a test added, and clear every storage (local, session, IndexedDB, service workers, cache
-    storage) of the origins the test's pages visited."""
+def reset_context(shared: SharedContext, origins: set[str]) -> None:
+    """Leave the shared context as a fresh one would be, but for its HTTP cache and renderer: close the pages the
+    test opened, drop the routes, cookies and permissions it added, and clear every storage (local, session,
+    IndexedDB, service workers, cache storage) of the origins its pages visited."""
     context = shared.context
-    origins |= {o for pg in context.pages if pg is not shared.keeper for f in pg.frames
-                if (o := origin_of(f.url)) is not None}
-    cdp = context.new_cdp_session(page)
+    for pg in list(context.pages):
+        if pg is not shared.keeper:
+            origins |= {o for f in pg.frames if (o := origin_of(f.url)) is not None}
+            pg.close()
+    cdp = context.new_cdp_session(shared.keeper)
     for origin in sorted(origins):
         cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
     cdp.detach()
-    for pg in list(context.pages):
-        if pg is not shared.keeper:
-            pg.close()
     context.unroute_all(behavior="ignoreErrors")
     context.clear_cookies()
     context.clear_permissions()
@@ -379,7 +378,7 @@ def page(browser_context: SharedContext, console: ConsoleLog) -> Iterator[Any]:
     pg.on("pageerror", lambda e: console.errors.append(f"pageerror: {e}"))
     pg.on("framenavigated", on_navigated)
     yield pg
-    reset_context(browser_context, pg, origins)
+    reset_context(browser_context, origins)
     assert not console.unexpected(), "console errors:\n" + "\n".join(console.unexpected())
 
 
