@@ -5,7 +5,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -33,8 +35,21 @@ def pytest_report_header(config: Any) -> str:
     return f"real traces: {REAL_TRACES} ({len(real_trace_files())} files); {outside_guard.describe()}"
 
 
+PARSES_ENV = "PTP_TEST_PARSES"  # the session's folder of parsed real traces (see parsed_trace)
+
+
 def pytest_configure(config: Any) -> None:
     outside_guard.install()
+    if not hasattr(config, "workerinput") and PARSES_ENV not in os.environ:  # the controller (or a lone process):
+        os.environ[PARSES_ENV] = tempfile.mkdtemp(prefix="ptp-parses-")  # its xdist workers inherit the folder
+        config._ptp_parses = os.environ[PARSES_ENV]
+
+
+def pytest_unconfigure(config: Any) -> None:
+    folder = getattr(config, "_ptp_parses", None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(PARSES_ENV, None)
 
 
 # make test hands pytest-xdist's workers one file at a time (--dist loadfile), in collection order
@@ -109,6 +124,34 @@ def raw_events(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path) as fh:
         events: list[dict[str, Any]] = json.load(fh)["traceEvents"]
     return events
+
+
+def parsed_trace(path: Path | str) -> Any:
+    """``load_trace(path)`` of a real trace (tests/data, samples/: files nobody changes), parsed once per test session:
+    the first call parses it and saves the parse (``model.tables.save``) in the session's folder, which the xdist
+    workers share; every call maps it back (``model.tables.load``): the same tables, strings and metadata, as a
+    model of its own with nothing computed on it yet. For tests of what the analyses compute from real traces,
+    which would otherwise parse the same files again in every file and parametrised case; tests of the loader
+    itself call ``load_trace``."""
+    from tb_plugin.loader import load_trace
+    from tb_plugin.model import tables
+
+    source = Path(path).resolve()
+    session = os.environ.get(PARSES_ENV)
+    if session is None or not source.is_relative_to(REPO):
+        return load_trace(str(source))
+    stat = source.stat()
+    rel = source.relative_to(REPO).as_posix().replace("/", "__")
+    folder = Path(session) / f"{rel}.{stat.st_size}.{stat.st_mtime_ns}"
+    if not (folder / "meta.json").is_file():
+        building = folder.with_name(f".{folder.name}.{os.getpid()}")
+        shutil.rmtree(building, ignore_errors=True)
+        tables.save(load_trace(str(source)), building)
+        try:
+            building.rename(folder)  # whole, at once: another worker sees no half-written parse
+        except OSError:  # another worker saved it first
+            shutil.rmtree(building, ignore_errors=True)
+    return tables.load(folder)
 
 
 @pytest.fixture(scope="module")
