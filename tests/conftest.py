@@ -5,7 +5,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -33,8 +35,71 @@ def pytest_report_header(config: Any) -> str:
     return f"real traces: {REAL_TRACES} ({len(real_trace_files())} files); {outside_guard.describe()}"
 
 
+PARSES_ENV = "PTP_TEST_PARSES"  # the session's folder of parsed real traces (see parsed_trace)
+
+
 def pytest_configure(config: Any) -> None:
     outside_guard.install()
+    if not hasattr(config, "workerinput") and PARSES_ENV not in os.environ:  # the controller (or a lone process):
+        os.environ[PARSES_ENV] = tempfile.mkdtemp(prefix="ptp-parses-")  # its xdist workers inherit the folder
+        config._ptp_parses = os.environ[PARSES_ENV]
+
+
+def pytest_unconfigure(config: Any) -> None:
+    folder = getattr(config, "_ptp_parses", None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(PARSES_ENV, None)
+
+
+# make test hands pytest-xdist's workers one file at a time (--dist loadfile), in collection order
+# (--no-loadscope-reorder). The files that take longest go first, so that the last files handed out are short ones
+# and both workers finish together; measured on the 2-core machine (longest first). Only the order changes: every
+# file still runs whole, on one worker. A file not listed keeps its place after these.
+SLOWEST_FIRST = (
+    "tests/browser/test_shell.py",
+    "tests/unit/test_capture_job.py",
+    "tests/browser/test_click_through.py",
+    "tests/browser/test_capture.py",
+    "tests/browser/test_distributed_pages.py",
+    "tests/unit/test_warm_views.py",
+    "tests/remote/test_scale_out_s3.py",
+    "tests/browser/test_trace.py",
+    "tests/browser/test_distributed_diff.py",
+    "tests/browser/test_remote_azure.py",
+    "tests/browser/test_trace_first_paint.py",
+    "tests/browser/test_overview_diagnosis.py",
+    "tests/unit/test_two_servers_one_cache.py",
+    "tests/browser/test_memory_module.py",
+    "tests/unit/test_gpu_insights.py",
+    "tests/browser/test_views.py",
+    "tests/browser/test_flame.py",
+    "tests/unit/test_loader.py",
+    "tests/unit/test_cli.py",
+    "tests/unit/test_cache_faults.py",
+    "tests/remote/test_s3.py",
+    "tests/remote/test_azure.py",
+    "tests/browser/test_history.py",
+    "tests/unit/test_hostile.py",
+    "tests/unit/test_openapi.py",
+    "tests/browser/test_progressive_page.py",
+    "tests/unit/test_scale_out_local.py",
+    "tests/browser/test_gpu.py",
+    "tests/unit/test_api_properties.py",
+    "tests/browser/test_what_if_panel.py",
+    "tests/browser/test_memory_categories_view.py",
+    "tests/browser/test_trace_spawn.py",
+    "tests/browser/test_report.py",
+    "tests/unit/test_many_runs.py",
+    "tests/browser/test_memory_snapshot.py",
+    "tests/unit/test_whatif.py",
+)
+
+
+def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
+    """Order the files as :data:`SLOWEST_FIRST` says (a stable sort: a file's tests keep their order)."""
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
@@ -59,6 +124,34 @@ def raw_events(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path) as fh:
         events: list[dict[str, Any]] = json.load(fh)["traceEvents"]
     return events
+
+
+def parsed_trace(path: Path | str) -> Any:
+    """``load_trace(path)`` of a real trace (tests/data, samples/: files nobody changes), parsed once per test session:
+    the first call parses it and saves the parse (``model.tables.save``) in the session's folder, which the xdist
+    workers share; every call maps it back (``model.tables.load``): the same tables, strings and metadata, as a
+    model of its own with nothing computed on it yet. For tests of what the analyses compute from real traces,
+    which would otherwise parse the same files again in every file and parametrised case; tests of the loader
+    itself call ``load_trace``."""
+    from tb_plugin.loader import load_trace
+    from tb_plugin.model import tables
+
+    source = Path(path).resolve()
+    session = os.environ.get(PARSES_ENV)
+    if session is None or not source.is_relative_to(REPO):
+        return load_trace(str(source))
+    stat = source.stat()
+    rel = source.relative_to(REPO).as_posix().replace("/", "__")
+    folder = Path(session) / f"{rel}.{stat.st_size}.{stat.st_mtime_ns}"
+    if not (folder / "meta.json").is_file():
+        building = folder.with_name(f".{folder.name}.{os.getpid()}")
+        shutil.rmtree(building, ignore_errors=True)
+        tables.save(load_trace(str(source)), building)
+        try:
+            building.rename(folder)  # whole, at once: another worker sees no half-written parse
+        except OSError:  # another worker saved it first
+            shutil.rmtree(building, ignore_errors=True)
+    return tables.load(folder)
 
 
 @pytest.fixture(scope="module")

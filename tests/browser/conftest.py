@@ -41,6 +41,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
     "--disable-quic",
+    # the pages of one site share a renderer process (see browser_context)
+    "--process-per-site",
 ]
 PLUGIN = "pytorch_profiler"
 PLUGIN_IFRAME = 'iframe[src*="plugin_entry.html"]'
@@ -301,22 +303,82 @@ def console() -> ConsoleLog:
     return ConsoleLog()
 
 
+VIEWPORT = {"width": 1400, "height": 900}
+KEEPER_URL = "http://127.0.0.1/ptp-test-keeper"
+
+
+@dataclass
+class SharedContext:
+    context: Any
+    keeper: Any  # an idle page of http://127.0.0.1 that keeps the site's renderer process alive between tests
+
+
+@pytest.fixture(scope="session")
+def browser_context(browser: Any) -> Iterator[SharedContext]:
+    """One browser context per worker. Under ``--process-per-site`` its pages of http://127.0.0.1 (every
+    TensorBoard, whatever its port) share one renderer process, kept alive between tests by an idle keeper page:
+    TensorBoard's scripts, the plugin's and plotly are parsed and compiled once per worker, not once per test
+    (about 2 s of the 4 a page takes to open on the 2-core machine). Every page is still new, and all else a
+    context keeps between pages (storage, cookies, permissions, routes) is reset after every test by ``page``, so
+    each test starts from what a fresh context shows; tests that need other context options (offline, another
+    origin) make their own."""
+    context = browser.new_context(viewport=VIEWPORT)
+    keeper = context.new_page()
+    keeper.route(KEEPER_URL, lambda route: route.fulfill(status=200, content_type="text/html", body="<p>keeper</p>"))
+    keeper.goto(KEEPER_URL)
+    keeper.unroute_all()
+    yield SharedContext(context, keeper)
+    context.close()
+
+
+def origin_of(url: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else None
+
+
+def reset_context(shared: SharedContext, origins: set[str]) -> None:
+    """Leave the shared context as a fresh one would be, but for its HTTP cache and renderer: close the pages the
+    test opened, drop the routes, cookies and permissions it added, and clear every storage (local, session,
+    IndexedDB, service workers, cache storage) of the origins its pages visited."""
+    context = shared.context
+    for pg in list(context.pages):
+        if pg is not shared.keeper:
+            origins |= {o for f in pg.frames if (o := origin_of(f.url)) is not None}
+            pg.close()
+    cdp = context.new_cdp_session(shared.keeper)
+    for origin in sorted(origins):
+        cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
+    cdp.detach()
+    context.unroute_all(behavior="ignoreErrors")
+    context.clear_cookies()
+    context.clear_permissions()
+
+
 @pytest.fixture
-def page(browser: Any, console: ConsoleLog) -> Iterator[Any]:
-    """A fresh page (own context) that records console errors and uncaught exceptions of every frame;
-    the test fails if any appeared that the test did not expect (``console.allowed``)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    pg = context.new_page()
+def page(browser_context: SharedContext, console: ConsoleLog) -> Iterator[Any]:
+    """A fresh page that records console errors and uncaught exceptions of every frame; the test fails if any
+    appeared that the test did not expect (``console.allowed``). Its context is shared (``browser_context``) and
+    reset after the test."""
+    pg = browser_context.context.new_page()
     pg.set_default_timeout(30_000)
+    origins: set[str] = set()
 
     def on_console(msg: Any) -> None:
         if msg.type == "error":
             console.errors.append(f"console.error: {msg.text} @ {msg.location.get('url', '')}")
 
+    def on_navigated(frame: Any) -> None:
+        origin = origin_of(frame.url)
+        if origin is not None:
+            origins.add(origin)
+
     pg.on("console", on_console)
     pg.on("pageerror", lambda e: console.errors.append(f"pageerror: {e}"))
+    pg.on("framenavigated", on_navigated)
     yield pg
-    context.close()
+    reset_context(browser_context, origins)
     assert not console.unexpected(), "console errors:\n" + "\n".join(console.unexpected())
 
 

@@ -18,7 +18,7 @@ from tb_plugin.analysis.stacks import FrameKind, frame_tree, function_name, pyth
 from tb_plugin.loader import load_trace
 from tb_plugin.model import TraceModel
 from tb_plugin.model.errors import UnknownStep
-from tests.conftest import API, REPO, wait_until_settled, write_trace
+from tests.conftest import API, REPO, parsed_trace, wait_until_settled, write_trace
 
 EXPORTS = REPO / "samples" / "exports" / "transformer_bf16_exports"
 EXPORTS_TRACE = REPO / "samples" / "transformer_bf16_exports" / "vm_1726.1795685563239202016.pt.trace.json.gz"
@@ -176,7 +176,7 @@ def test_a_frame_name_with_a_semicolon_stays_one_frame(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------- real traces
 
 def test_h200_with_stack_trace_adds_up_to_the_json() -> None:
-    model = load_trace(str(H200_TRANSFORMER))
+    model = parsed_trace(H200_TRANSFORMER)
     with gzip.open(H200_TRANSFORMER) as fh:
         events = json.load(fh)["traceEvents"]
     device_sum = sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
@@ -200,7 +200,7 @@ def test_h200_with_stack_trace_adds_up_to_the_json() -> None:
 
 
 def test_v100_call_stack_trace_has_stacks() -> None:
-    model = load_trace(str(V100))
+    model = parsed_trace(V100)
     tree = flame_tree(model, "self_host_us")
     assert frame_tree(model).python_stacks
     assert "user" in tree["kinds"] or "library" in tree["kinds"]
@@ -240,7 +240,7 @@ def test_folded_host_stacks_agree_with_torch_export_stacks() -> None:
     """The same run's ``export_stacks(metric="self_cpu_time_total")``. torch writes each event's self time cut to
     whole µs (sub-µs events vanish): done the same way per event, the totals agree within 1 %; ours exact lies
     between torch's total and torch's plus 1 µs per event. The heaviest stack is the same, within 0.1 %."""
-    model = load_trace(str(EXPORTS_TRACE))
+    model = parsed_trace(EXPORTS_TRACE)
     torch_stacks = _torch_stacks("stacks.self_cpu_time_total.txt.gz")
     torch_total = sum(torch_stacks.values())
     lv = leaves(model, "self_host_us", False)
@@ -263,7 +263,7 @@ def test_folded_device_stacks_against_torch_export_stacks() -> None:
     """torch's ``self_cuda_time_total`` also counts the GPU-side copies of annotations (``gpu_user_annotation``:
     ProfilerStep#N, forward, optimizer) as device time of whichever operator shares their correlation id; we count
     kernels, memcpy and memset only. Those spans explain torch's three heaviest stacks."""
-    model = load_trace(str(EXPORTS_TRACE))
+    model = parsed_trace(EXPORTS_TRACE)
     with gzip.open(EXPORTS_TRACE) as fh:
         events = json.load(fh)["traceEvents"]
     annotations = [e["dur"] for e in events if e.get("cat") == "gpu_user_annotation"]
@@ -287,7 +287,7 @@ def test_folded_device_stacks_against_torch_export_stacks() -> None:
 def test_search_counts_frames_too_thin_to_draw(path: Path, metric: str, drawn: int, key: str) -> None:
     """Searching "aten::mm" finds every frame, drawn or not: its weight is the Operator view's total and the folded
     export's (on the V100 trace its one device frame is too thin to draw: the drawn tree alone says 0)."""
-    model = load_trace(str(path))
+    model = parsed_trace(path)
     found = flame_search(model, metric, False, None, None, "ATEN::MM")
     (mm,) = [r for r in operator_table(model) if r["name"] == "aten::mm"]
     assert found["value"] == pytest.approx(mm[key], abs=1e-6)
@@ -334,7 +334,7 @@ def test_innermost_python_frame_is_the_sweeps_answer(path: Path) -> None:
     from tb_plugin.analysis.stacks import innermost_python
     from tb_plugin.model.optree import host_tree, innermost_containing
 
-    model = load_trace(str(path))
+    model = parsed_trace(path)
     ev, tree = model["events"], host_tree(model)
     rows = model["python"]["row"]
     start = ev["ts"][rows]

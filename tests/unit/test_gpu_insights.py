@@ -21,7 +21,7 @@ from tb_plugin.analysis.steps import find_steps
 from tb_plugin.loader import load_trace
 from tb_plugin.model import TraceModel
 from tb_plugin.model.errors import NotFound, UnknownStep
-from tests.conftest import SAMPLES, real_trace_files, sample_trace_files, write_trace
+from tests.conftest import SAMPLES, parsed_trace, real_trace_files, sample_trace_files, write_trace
 from tests.unit.test_views_synthetic import kernel, launch, op, step
 
 
@@ -195,7 +195,7 @@ def test_critical_path_of_the_h200_transformer_runs_through_the_backward_thread(
     """Hand-counted from the JSON (step 3): "backward" on the main thread (tid 562) lasts 13,205.3 µs, with
     41.6 µs of operators; the backward thread (tid 639) has 10,651.7 µs of operators in it (their union), all of
     which the path takes; the annotation keeps only the engine's gaps between them."""
-    model = load_trace(str(next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))))
+    model = parsed_trace(next((real_traces / "h200" / "transformer_bf16").glob("*.gz")))
     cp = critical_path(model, "3")
     ev = model["events"]
     on_thread: dict[int, float] = {}
@@ -254,7 +254,7 @@ def test_annotation_times_nest_and_sum_launched_device_time(tmp_path: Path) -> N
 
 
 def test_cpu_only_runs_get_empty_answers() -> None:
-    model = load_trace(str(next((SAMPLES / "cpu_only").glob("*.gz"))))
+    model = parsed_trace(next((SAMPLES / "cpu_only").glob("*.gz")))
     assert idle_time(model)["streams"] == []
     assert launch_stats(model)["summary"]["kernels"] == 0 and launch_stats(model)["rows"] == []
     assert queue_length(model)["streams"] == []
@@ -271,7 +271,7 @@ def raw(path: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("path", real_trace_files() + sample_trace_files(), ids=lambda p: p.parent.name + "/" + p.name[:12])
 def test_every_real_trace_adds_up(path: Path) -> None:
-    model = load_trace(str(path))
+    model = parsed_trace(path)
     steps = find_steps(model)
     window = float(steps.end[-1] - steps.start[0])
     for s in idle_time(model)["streams"]:
@@ -292,7 +292,7 @@ def test_every_real_trace_adds_up(path: Path) -> None:
 
 def test_real_figures_h200_transformer(real_traces: Path) -> None:
     """Recomputed by hand from the JSON (stream 7 of the bf16 transformer): CPU-bound, as its Overview says."""
-    model = load_trace(str(next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))))
+    model = parsed_trace(next((real_traces / "h200" / "transformer_bf16").glob("*.gz")))
     (s,) = idle_time(model)["streams"]
     assert s["busy_us"] == pytest.approx(47834.8, abs=0.1)
     assert s["host_wait_us"] == pytest.approx(20890.0, abs=0.1)

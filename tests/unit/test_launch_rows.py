@@ -13,14 +13,14 @@ from tb_plugin.analysis.launches import device_work
 from tb_plugin.loader import load_trace
 from tb_plugin.model import optree
 from tb_plugin.model.arrays import take, unique_pairs
-from tests.conftest import real_trace_files, write_trace
+from tests.conftest import parsed_trace, real_trace_files, write_trace
 
 TRACES = [str(p) for p in real_trace_files()]
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: Path(p).parent.name + "/" + Path(p).name[:24])
 def test_launch_rows_are_the_host_trees_join(path: str) -> None:
-    model = load_trace(path)
+    model = parsed_trace(path)
     tree = optree.build_host_tree(model)  # not memoised: launch_rows must not read it
     want = take(tree.rows, tree.device_launch, -1)
     got = optree.launch_rows(model)

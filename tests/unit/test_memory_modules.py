@@ -15,7 +15,7 @@ from tb_plugin.analysis.memory import live_at, memory_curve, memory_events, memo
 from tb_plugin.analysis.memory import memory_records as records_of
 from tb_plugin.analysis.modules import module_timeline, module_view
 from tb_plugin.loader import load_trace
-from tests.conftest import cpu_op, write_trace
+from tests.conftest import cpu_op, parsed_trace, write_trace
 
 
 def raw(path: Path) -> list[dict[str, Any]]:
@@ -32,7 +32,7 @@ def memory_records(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_memory_peaks_and_pairs_match_the_json(real_traces: Path, run: str) -> None:
     path = sorted((real_traces / "h200" / run).glob("*.gz"))[0]
     records = memory_records(raw(path))
-    model = load_trace(str(path))
+    model = parsed_trace(path)
     curve = memory_curve(model)
     for device_type, label in ((1, "GPU0"), (0, "CPU")):
         mine = [r["args"] for r in records if r["args"]["Device Type"] == device_type
@@ -66,7 +66,7 @@ def test_memory_statistics_allocation_totals(real_traces: Path) -> None:
     """Self allocation sizes per device add up to every allocation the trace records (owned by an operator)."""
     path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
     records = memory_records(raw(path))
-    stats = memory_statistics(load_trace(str(path)))
+    stats = memory_statistics(parsed_trace(path))
     gpu_alloc = sum(r["args"]["Bytes"] for r in records if r["args"]["Device Type"] == 1 and r["args"]["Bytes"] > 0)
     mine = sum(r["self_allocation_size_bytes"] for r in stats if r["device"] == "GPU0")
     assert 0.95 * gpu_alloc <= mine <= gpu_alloc  # the rest happened outside any operator
@@ -76,7 +76,7 @@ def test_memory_statistics_allocation_totals(real_traces: Path) -> None:
 
 def test_old_traces_get_statistics_but_no_curve(real_traces: Path) -> None:
     path = next((real_traces / "kineto_v100" / "resnet50_num_workers_0").glob("*.gz"))
-    model = load_trace(str(path))
+    model = parsed_trace(path)
     curve = memory_curve(model)
     assert curve["devices"] == {} and "PyTorch < 1.10" in curve["reason"]
     assert memory_statistics(model) and memory_events(model) == []
@@ -134,7 +134,7 @@ def test_module_totals_on_the_transformer(real_traces: Path) -> None:
     host: defaultdict[str, float] = defaultdict(float)
     for e in frames:
         host[e["name"][len("nn.Module: "):]] += e["dur"]
-    view = module_view(load_trace(str(path)))
+    view = module_view(parsed_trace(path))
 
     def walk(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [x for n in nodes for x in [n, *walk(n["children"])]]
@@ -149,13 +149,13 @@ def test_module_totals_on_the_transformer(real_traces: Path) -> None:
         assert node["device_total_us"] == pytest.approx(node["device_self_us"] + child_device, rel=1e-9)
     encoder = nodes["TransformerEncoder_0"]
     assert [c["name"] for c in encoder["children"]] == [f"TransformerEncoderLayer_{i}" for i in range(4)]
-    assert len(module_timeline(load_trace(str(path)))) == len(frames)
+    assert len(module_timeline(parsed_trace(path))) == len(frames)
 
 
 def test_lightning_trace_has_hooks_and_modules() -> None:
     sample = next(Path(__file__).resolve().parents[2].glob("samples/lightning_mlp/*.gz"))
     events = raw(sample)
-    view = module_view(load_trace(str(sample)))
+    view = module_view(parsed_trace(sample))
     assert view["framework"] == "pytorch-lightning"
     hooks = {h["name"]: h for h in view["hooks"]}
     expected = Counter(e["name"][len("[pl][profile]"):] for e in events
@@ -205,7 +205,7 @@ def test_module_backward_time_through_fwdbwd_flows(real_traces: Path) -> None:
     def walk(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [x for n in nodes for x in [n, *walk(n["children"])]]
 
-    node = next(n for n in walk(module_view(load_trace(str(path)))["modules"]) if n["name"] == "Linear_0")
+    node = next(n for n in walk(module_view(parsed_trace(path))["modules"]) if n["name"] == "Linear_0")
     assert node["backward_host_us"] == pytest.approx(expected, rel=1e-6)
     assert node["backward_device_us"] > 0
 
@@ -226,7 +226,7 @@ def test_live_allocations_at_the_peak_of_a_real_trace_make_up_the_peak() -> None
     not freed by then) add up to the peak exactly; the largest comes with its operator's Python stack."""
     from tests.conftest import SAMPLES
 
-    model = load_trace(str(next((SAMPLES / "transformer_bf16").glob("*.pt.trace.json.gz"))))
+    model = parsed_trace(next((SAMPLES / "transformer_bf16").glob("*.pt.trace.json.gz")))
     gpu = memory_curve(model)["devices"]["GPU0"]
     peak = live_at(model, gpu["peak_time_us"], "GPU0")
     assert peak["allocated_bytes"] == gpu["peak_allocated_bytes"] == 706_943_488
@@ -253,7 +253,7 @@ def test_each_module_names_its_forward_frame() -> None:
     from tests.conftest import SAMPLES
 
     path = next((SAMPLES / "transformer_bf16").glob("*.pt.trace.json.gz"))
-    roots = module_view(load_trace(str(path)))["modules"]
+    roots = module_view(parsed_trace(path))["modules"]
     by_name = {}
     stack = list(roots)
     while stack:

@@ -18,6 +18,7 @@ from tb_plugin.model import optree
 from tb_plugin.model.kinds import Kind
 from tb_plugin.model.nesting import _nest_jumps, _nest_walk, nest
 from tb_plugin.model.optree import _innermost_walk, innermost_containing
+from tests.conftest import parsed_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRACES = sorted(str(p) for p in DATA.rglob("*.pt.trace.json*"))
@@ -102,7 +103,7 @@ def test_hand_checked_edges() -> None:
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: Path(p).parent.name + "/" + Path(p).name[:24])
 def test_real_traces_match_the_walk(path: str) -> None:
-    model = load_trace(path)
+    model = parsed_trace(path)
     ev = model["events"]
     host = np.isin(ev["kind"], optree.TREE_KINDS) & np.isfinite(ev["ts"])
     drawn = np.isfinite(ev["ts"]) & ~np.isin(ev["kind"], (Kind.MEMORY, Kind.TRACE))
@@ -118,7 +119,7 @@ def test_real_traces_match_the_walk(path: str) -> None:
 def test_recent_traces_are_nested_with_numpy(path: str) -> None:
     """Host trees and the Trace view's drawn events, python functions included (they overlap operators partially),
     are nested by the pointer jumps: no thread is walked."""
-    model = load_trace(path)
+    model = parsed_trace(path)
     ev = model["events"]
     drawn = np.flatnonzero(np.isfinite(ev["ts"]) & ~np.isin(ev["kind"], (Kind.MEMORY, Kind.TRACE)))
     host = np.flatnonzero(np.isin(ev["kind"], optree.TREE_KINDS) & np.isfinite(ev["ts"]))
@@ -167,7 +168,7 @@ def test_innermost_containing_matches_the_sweep(seed: int) -> None:
 @pytest.mark.parametrize("path", [p for p in TRACES if "/h200/" in p][:3], ids=lambda p: Path(p).parent.name)
 def test_innermost_operator_of_each_kernel_launch_matches_the_sweep(path: str) -> None:
     """As the Module and Memory views ask: which host operator encloses each runtime call."""
-    model = load_trace(path)
+    model = parsed_trace(path)
     tree = optree.host_tree(model)
     ev = model["events"]
     ops = np.flatnonzero(tree.kind == Kind.CPU_OP)

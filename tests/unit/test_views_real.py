@@ -14,7 +14,7 @@ import pytest
 from tb_plugin.analysis.kernels import kernel_table
 from tb_plugin.analysis.operators import operator_table
 from tb_plugin.analysis.overview import overview
-from tb_plugin.loader import load_trace
+from tests.conftest import parsed_trace
 
 
 def raw_events(path: Path) -> list[dict[str, Any]]:
@@ -28,7 +28,7 @@ def test_v100_resnet50_matches_the_old_plugin(real_traces: Path) -> None:
     Kernel 55.5 %, DataLoader 33.4 %, GPU utilization 55.5 %, SM efficiency 54.7 %, occupancy 49.1 %); ours agree
     within 0.5 %."""
     path = real_traces / "kineto_v100" / "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz"
-    o = overview(load_trace(str(path)))
+    o = overview(parsed_trace(path))
     assert len(o["steps"]) == 6
     assert o["average"]["duration_us"] == pytest.approx(177_592, rel=0.005)
     share = o["average"]["share"]
@@ -49,8 +49,8 @@ def test_v100_resnet50_matches_the_old_plugin(real_traces: Path) -> None:
 
 def test_more_loader_workers_cut_data_loading(real_traces: Path) -> None:
     base = real_traces / "kineto_v100"
-    zero = overview(load_trace(str(next((base / "resnet50_num_workers_0").glob("*.gz")))))
-    four = overview(load_trace(str(next((base / "resnet50_num_workers_4").glob("*.gz")))))
+    zero = overview(parsed_trace(next((base / "resnet50_num_workers_0").glob("*.gz"))))
+    four = overview(parsed_trace(next((base / "resnet50_num_workers_4").glob("*.gz"))))
     assert four["average"]["breakdown_us"]["DataLoader"] < 0.05 * zero["average"]["breakdown_us"]["DataLoader"]
     assert "input_bound" not in [r["id"] for r in four["recommendations"]]
 
@@ -59,7 +59,7 @@ def test_more_loader_workers_cut_data_loading(real_traces: Path) -> None:
 def test_h200_steps_kernels_and_operators_match_the_json(real_traces: Path, run: str) -> None:
     path = sorted((real_traces / "h200" / run).glob("*.gz"))[0]
     events = raw_events(path)
-    model = load_trace(str(path))
+    model = parsed_trace(path)
     o = overview(model)
 
     # Steps: host ProfilerStep#N only (the gpu_user_annotation copies must not add steps).
@@ -98,7 +98,7 @@ def test_h200_gpu_utilization_recomputed(real_traces: Path) -> None:
     """Utilization = union of kernel intervals inside [first step start, last step end] / that span."""
     path = sorted((real_traces / "h200" / "resnet18_workers0").glob("*.gz"))[0]
     events = raw_events(path)
-    model = load_trace(str(path))
+    model = parsed_trace(path)
     o = overview(model)
     lo = o["steps"][0]["start_us"]
     hi = o["steps"][-1]["start_us"] + o["steps"][-1]["duration_us"]
@@ -133,7 +133,7 @@ def test_h200_gpu_busy_recomputed(real_traces: Path, run: str) -> None:
     (kernel-only) utilization."""
     path = sorted((real_traces / "h200" / run).glob("*.gz"))[0]
     events = raw_events(path)
-    o = overview(load_trace(str(path)))
+    o = overview(parsed_trace(path))
     lo = o["steps"][0]["start_us"]
     hi = o["steps"][-1]["start_us"] + o["steps"][-1]["duration_us"]
     work = [(max(e["ts"], lo), min(e["ts"] + e["dur"], hi)) for e in events
@@ -146,7 +146,7 @@ def test_h200_gpu_busy_recomputed(real_traces: Path, run: str) -> None:
 
 def test_transformer_uses_tensor_cores_and_gets_no_amp_advice(real_traces: Path) -> None:
     path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
-    model = load_trace(str(path))
+    model = parsed_trace(path)
     o = overview(model)
     assert o["gpus"][0]["tensor_core_ratio"] > 0.2
     assert "low_tensor_cores" not in [r["id"] for r in o["recommendations"]]
@@ -157,27 +157,27 @@ def test_transformer_uses_tensor_cores_and_gets_no_amp_advice(real_traces: Path)
 def test_triton_kernels_launched_by_the_driver_are_attributed(real_traces: Path) -> None:
     """torch.compile launches Triton kernels with cuLaunchKernel (cuda_driver); they still belong to an operator."""
     path = next((real_traces / "h200" / "mlp_compiled").glob("*.gz"))
-    rows = kernel_table(load_trace(str(path)), "name_op")
+    rows = kernel_table(parsed_trace(path), "name_op")
     triton = [r for r in rows if r["name"].startswith("triton_")]
     attributed = sum(r["calls"] for r in triton if r["operator"] != "(no operator)")
     # The few unattributed ones started before the first launch the profiler recorded (launched in warm-up).
     assert triton and attributed >= 0.85 * sum(r["calls"] for r in triton)
     sample = next(Path(__file__).resolve().parents[2].glob("samples/mlp_compiled/*.gz"))
-    rows = kernel_table(load_trace(str(sample)), "name_op")
+    rows = kernel_table(parsed_trace(sample), "name_op")
     assert all(r["operator"] != "(no operator)" for r in rows if r["name"].startswith("triton_"))
 
 
 def test_ddp_collectives_count_as_communication(real_traces: Path) -> None:
     path = next((real_traces / "h200" / "ddp_resnet50").glob("rank0.*.gz"))
-    o = overview(load_trace(str(path)))
+    o = overview(parsed_trace(path))
     assert o["average"]["breakdown_us"]["Communication"] > 0
-    nccl = [r for r in kernel_table(load_trace(str(path))) if r["name"].startswith("nccl")]
+    nccl = [r for r in kernel_table(parsed_trace(path)) if r["name"].startswith("nccl")]
     assert nccl
 
 
 def test_call_stacks_come_from_python_functions_on_2x_traces(real_traces: Path) -> None:
     path = next((real_traces / "h200" / "transformer_bf16").glob("*.gz"))
-    model = load_trace(str(path))
+    model = parsed_trace(path)
     strings = list(model.strings)
     rows = operator_table(model, "name_stack")
     assert rows
