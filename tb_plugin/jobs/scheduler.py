@@ -254,6 +254,7 @@ class LoadScheduler:
                 self._finish(job)
             for job in {id(job): job for obj, job in views.items() if obj in ready}.values():
                 self.after.take(job)
+                self._trim(job)
             self._collect_remote()
             with self._lock:
                 self.local.expire(self._jobs.values())
@@ -354,11 +355,19 @@ class LoadScheduler:
                 else:
                     job.state = QUEUED
             return
+        self._trim()  # before "ready": a run that says ready has its cache within the bound
         self.after.expect(job, model, message)  # before "ready": no request computes them meanwhile
         self.entries.loaded(job, model)
         if job.after is not None:
             self.after.take(job)  # any that landed before the model was opened
+            self._trim(job)
+
+    def _trim(self, grown: Job | None = None) -> None:
+        """Keep the cache folder within its bound; ``grown``: a job whose entry gained parts computed after ready
+        (counted again first)."""
         try:
+            if grown is not None:
+                self.cache.added(grown.entry)
             self.cache.evict(keep=self._needed)
         except OSError as err:  # a full cache is a nuisance; a dead loader thread would hang every later load
             log.warning("cannot trim the parse cache %s: %s", self.cache.directory, err)
