@@ -196,7 +196,9 @@ class Catalog:
                     continue
                 seen[info.path] = info
                 if self._settling(info, now):
-                    pending += int(named is not None or snapshot)
+                    # a young export counts too: a logdir scanned once (no --reload_interval) rescans until it
+                    # settles, or an export written just before TensorBoard started would never be listed
+                    pending += 1
                     if named is not None and info.path in self._settled:  # rewritten: listed as it was
                         stable.append((named.name, self._settled[info.path][0]))
                     continue

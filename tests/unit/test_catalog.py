@@ -86,6 +86,20 @@ def test_a_file_still_being_written_waits_for_the_next_scan(tmp_path: Path) -> N
     assert keys(Catalog([Root(None, Storage(str(tmp_path)))]).scan(now + SETTLE_SECONDS + 1)) == {("run", "w", "1")}
 
 
+def test_a_young_memory_export_beside_a_settled_trace_keeps_the_scan_going(tmp_path: Path) -> None:
+    """A logdir scanned once rescans while anything is settling: an export written a moment before TensorBoard
+    started (its trace older) was never listed, so the Memory view never named it."""
+    write_trace(tmp_path / "run" / "w.1.pt.trace.json")  # settled (a minute old)
+    export = tmp_path / "run" / "memory_timeline.json"
+    export.write_text("[[1, 2], [[0, 1, 2, 3, 4, 5, 6, 7, 8]]]")
+    catalog = Catalog([Root(None, Storage(str(tmp_path)))])
+    now = time.time()
+    assert keys(catalog.scan(now)) == {("run", "w", "1")}
+    assert catalog.exports == [] and catalog.pending == 1
+    catalog.scan(now + 0.5)
+    assert [e.filename for e in catalog.exports] == ["memory_timeline.json"] and catalog.pending == 0
+
+
 def test_missing_logdir_is_empty_not_an_error(tmp_path: Path) -> None:
     catalog = Catalog([Root(None, Storage(str(tmp_path / "nope")))])
     assert catalog.scan() == [] and catalog.errors == {}
