@@ -2,7 +2,7 @@
 #   make run   - install, build the frontend, serve samples/ on http://127.0.0.1:6006/#pytorch_profiler
 #   make test  - install dev dependencies (Python, npm, Chromium) and run every test (pytest and npm test)
 #   make test-fast - the edit-test loop: the Python unit tests and the frontend's unit tests (no browser, no lint;
-#                    the 6 tests marked slow, 40-110 s each, run in make test only)
+#                    the tests marked slow, 40-110 s each or a real torch training job, run in make test only)
 #   make screenshots - regenerate docs/images/*.png from the samples in headless Chromium (not a test)
 PYTHON ?= python3
 VENV ?= .venv

@@ -40,6 +40,9 @@ from tests.capture_helpers import (
 )
 from tests.conftest import API
 
+# A real training job: torch ranks in subprocesses (10-25 s a test on 2 cores, and their training takes a core
+# meanwhile): make test runs these, make test-fast (the edit-test loop) leaves them out.
+TRAINING_JOB = pytest.mark.slow
 LINE = re.compile(r"rank (\d+): written (rank\1\.(\d+)\.pt\.trace\.json\.gz) \(steps ([\d,]+)–([\d,]+)\)")
 HEADERS = {"X-PTP-Capture": "1"}
 
@@ -73,55 +76,6 @@ def cli_capture(capsys: Any, folder: Path, *more: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def test_the_cli_captures_the_same_steps_on_every_rank_twice(job: Job, tensorboard_app: Any, capsys: Any) -> None:
-    client = tensorboard_app(job.logdir)  # running before the capture: the traces must appear without a restart
-    assert client.get(f"{API}/runs").get_json()["runs"] == []
-    firsts = []
-    for _ in range(2):
-        code, out, err = cli_capture(capsys, job.folder)
-        assert code == 0, out + err
-        lines = [LINE.fullmatch(line.split("; ")[0]) for line in out.splitlines()]
-        assert len(lines) == 4 and all(lines), out
-        files = [m.group(2) for m in lines if m]
-        stamps = {m.group(3) for m in lines if m}
-        assert len(stamps) == 1, out  # one stamp: the files form one span across the ranks
-        first, last = ({int(m.group(i).replace(",", "")) for m in lines if m} for i in (4, 5))
-        assert len(first) == 1 and len(last) == 1 and max(last) - min(first) == 2
-        steps = check_traces(job.folder, files, 3)
-        assert steps == [min(first), min(first) + 1, min(first) + 2]  # the CLI's lines say the recorded steps
-        assert "4 of 4 ranks written" in err
-        body = wait_listed(client, "job", stamps.pop(), 4)
-        assert sorted(w["name"] for r in body["runs"] for w in r["workers"]) == ["rank0", "rank1", "rank2", "rank3"]
-        firsts.append(steps[0])
-    assert firsts[1] > firsts[0] + 2  # the second request recorded later steps
-
-
-def test_a_request_through_the_page_route(job: Job, tensorboard_app: Any) -> None:
-    client = tensorboard_app(job.logdir, profiler_capture=True)
-    deadline = time.monotonic() + 60
-    while "job" not in {t["run"] for t in client.get(f"{API}/capture").get_json()["targets"]}:
-        assert time.monotonic() < deadline, "the listening job's folder was never listed as a target"
-        time.sleep(0.2)
-    info = client.get(f"{API}/capture?run=job").get_json()
-    assert info["enabled"] is True and info["job"]["listening"] == 4 and info["job"]["world_size"] == 4
-    made = client.post(f"{API}/capture?run=job", json={"steps": 3, "activities": ["cpu"], "record_shapes": True},
-                       headers=HEADERS)
-    assert made.status_code == 202, made.get_json()
-    answer = made.get_json()
-    assert answer["state"] == "pending" and answer["requester"].startswith("TensorBoard page")
-    while not answer["done"]:
-        assert time.monotonic() < deadline + 60, answer
-        time.sleep(0.3)
-        answer = client.get(f"{API}/capture/status?run=job&id={made.get_json()['id']}").get_json()
-    assert answer["state"] == "written" and answer["summary"].startswith("4 of 4 ranks written: steps ")
-    assert answer["message"] is None  # cpu only was asked: nothing is missing
-    check_traces(job.folder, answer["files"], 3)
-    with gzip.open(job.folder / answer["files"][0], "rt") as fh:
-        assert json.load(fh)["record_shapes"] == 1  # the requested option reached the profiler
-    body = wait_listed(client, "job", answer["span"], 4)
-    assert {w["name"] for r in body["runs"] for w in r["workers"]} == {"rank0", "rank1", "rank2", "rank3"}
-
-
 def test_a_request_nobody_listens_to_times_out_with_its_message(tmp_path: Path, capsys: Any) -> None:
     folder = tmp_path / "idle_run"
     folder.mkdir()
@@ -135,6 +89,7 @@ def test_a_request_nobody_listens_to_times_out_with_its_message(tmp_path: Path, 
     assert "no folder " in capsys.readouterr().err
 
 
+@TRAINING_JOB
 def test_a_rank_that_never_answers_and_a_job_ending_mid_capture(tmp_path: Path, capsys: Any) -> None:
     three = start_job(tmp_path, 3, "--enable-ranks", "0,1")
     try:
@@ -166,6 +121,7 @@ def test_a_rank_that_never_answers_and_a_job_ending_mid_capture(tmp_path: Path, 
         assert len(steps) == captured[0] or len(steps) == captured[0] + 1  # the step being recorded is kept too
 
 
+@TRAINING_JOB
 @pytest.mark.parametrize("form", ["-m", "--no-python"])
 def test_the_runner_under_torchrun(tmp_path: Path, capsys: Any, form: str) -> None:
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
@@ -203,3 +159,57 @@ def test_the_runner_runs_a_module_or_a_script_with_their_own_arguments(tmp_path:
     bad = subprocess.run([sys.executable, "-m", "tb_plugin.capture", "--logdir", str(folder)], capture_output=True,
                          text=True, env=env)
     assert bad.returncode == 2 and "give the script to run (or -m MODULE)" in bad.stderr
+
+
+# The tests of the module's 4-rank job come last: its ranks train (and use the CPU) from the first test that asks
+# for it until the module ends.
+
+@TRAINING_JOB
+def test_the_cli_captures_the_same_steps_on_every_rank_twice(job: Job, tensorboard_app: Any, capsys: Any) -> None:
+    client = tensorboard_app(job.logdir)  # running before the capture: the traces must appear without a restart
+    assert client.get(f"{API}/runs").get_json()["runs"] == []
+    firsts = []
+    for _ in range(2):
+        code, out, err = cli_capture(capsys, job.folder)
+        assert code == 0, out + err
+        lines = [LINE.fullmatch(line.split("; ")[0]) for line in out.splitlines()]
+        assert len(lines) == 4 and all(lines), out
+        files = [m.group(2) for m in lines if m]
+        stamps = {m.group(3) for m in lines if m}
+        assert len(stamps) == 1, out  # one stamp: the files form one span across the ranks
+        first, last = ({int(m.group(i).replace(",", "")) for m in lines if m} for i in (4, 5))
+        assert len(first) == 1 and len(last) == 1 and max(last) - min(first) == 2
+        steps = check_traces(job.folder, files, 3)
+        assert steps == [min(first), min(first) + 1, min(first) + 2]  # the CLI's lines say the recorded steps
+        assert "4 of 4 ranks written" in err
+        body = wait_listed(client, "job", stamps.pop(), 4)
+        assert sorted(w["name"] for r in body["runs"] for w in r["workers"]) == ["rank0", "rank1", "rank2", "rank3"]
+        firsts.append(steps[0])
+    assert firsts[1] > firsts[0] + 2  # the second request recorded later steps
+
+
+@TRAINING_JOB
+def test_a_request_through_the_page_route(job: Job, tensorboard_app: Any) -> None:
+    client = tensorboard_app(job.logdir, profiler_capture=True)
+    deadline = time.monotonic() + 60
+    while "job" not in {t["run"] for t in client.get(f"{API}/capture").get_json()["targets"]}:
+        assert time.monotonic() < deadline, "the listening job's folder was never listed as a target"
+        time.sleep(0.2)
+    info = client.get(f"{API}/capture?run=job").get_json()
+    assert info["enabled"] is True and info["job"]["listening"] == 4 and info["job"]["world_size"] == 4
+    made = client.post(f"{API}/capture?run=job", json={"steps": 3, "activities": ["cpu"], "record_shapes": True},
+                       headers=HEADERS)
+    assert made.status_code == 202, made.get_json()
+    answer = made.get_json()
+    assert answer["state"] == "pending" and answer["requester"].startswith("TensorBoard page")
+    while not answer["done"]:
+        assert time.monotonic() < deadline + 60, answer
+        time.sleep(0.3)
+        answer = client.get(f"{API}/capture/status?run=job&id={made.get_json()['id']}").get_json()
+    assert answer["state"] == "written" and answer["summary"].startswith("4 of 4 ranks written: steps ")
+    assert answer["message"] is None  # cpu only was asked: nothing is missing
+    check_traces(job.folder, answer["files"], 3)
+    with gzip.open(job.folder / answer["files"][0], "rt") as fh:
+        assert json.load(fh)["record_shapes"] == 1  # the requested option reached the profiler
+    body = wait_listed(client, "job", answer["span"], 4)
+    assert {w["name"] for r in body["runs"] for w in r["workers"]} == {"rank0", "rank1", "rank2", "rank3"}
