@@ -1,7 +1,8 @@
 """The Distributed and Diff pages inside the real TensorBoard, checked against the plugin's JSON routes.
 
 Distributed: the 2-rank DDP ResNet-50 (rank 1 sleeps 5 ms per step: the straggler), and a synthetic run of
-``PTP_DIST_SCALE_RANKS`` ranks (default 16) built from links to those two traces, for the heat-map at scale.
+``PTP_DIST_SCALE_RANKS`` ranks (default 16) built from links to the two ranks of the smaller DDP ResNet sample
+(``samples/ddp_resnet``, the same job shape at 18,000 events a rank instead of 42,000), for the heat-map at scale.
 Diff: the old plugin's sample pair, ResNet-50 with 0 versus 4 DataLoader workers (span 1 each).
 """
 
@@ -24,8 +25,9 @@ import pytest
 from tests.browser.conftest import (
     ARTIFACTS,
     PLUGIN,
+    SAMPLES,
     TensorBoard,
-    make_ranks_logdir,
+    link_or_copy,
     open_plugin,
     table_rows,
     top_hash,
@@ -163,9 +165,23 @@ def test_distributed_two_ranks_matches_the_api(page: Any, tb_dist_diff: TensorBo
         assert shown["bytes"].endswith(("B", "KiB", "MiB", "GiB"))
 
 
+def ddp_ranks_logdir(root: Path, ranks: int) -> Path:
+    """``ranks`` workers ``rank0`` … ``rank<N-1>`` in run ``ddp<N>``: links to the DDP sample's rank0 (even) and
+    rank1 (odd, the straggler) traces, named ``rankN.<stamp>.pt.trace.json.gz`` like the originals. The traces' own
+    distributedInfo still says rank 0 or 1, so ranks repeat (the page tells them apart by worker)."""
+    sources = sorted((SAMPLES / "ddp_resnet").glob("rank*.pt.trace.json.gz"))
+    if len(sources) != 2:
+        pytest.fail("samples/ddp_resnet should hold rank0 and rank1 traces")
+    for n in range(ranks):
+        src = sources[n % 2]
+        stamp = src.name.split(".")[1]
+        link_or_copy(src, root / f"ddp{ranks}" / f"rank{n}.{int(stamp) + n}.pt.trace.json.gz")
+    return root
+
+
 @pytest.fixture(scope="module")
 def tb_ranks(tb_factory: Callable[..., TensorBoard], tmp_path_factory: pytest.TempPathFactory) -> TensorBoard:
-    root = make_ranks_logdir(tmp_path_factory.mktemp(f"logdir_ranks{SCALE_RANKS}"), SCALE_RANKS)
+    root = ddp_ranks_logdir(tmp_path_factory.mktemp(f"logdir_ranks{SCALE_RANKS}"), SCALE_RANKS)
     started = time.monotonic()
     tb = tb_factory(root)
     tb.wait_settled(timeout=120 + 30 * SCALE_RANKS)
