@@ -39,7 +39,7 @@ def _settled(tb: TensorBoard, spans: int, timeout: float = 120.0) -> dict[str, s
 def test_two_servers_share_one_cache_over_rounds_without_a_failed_trace(tmp_path: Path) -> None:
     logdir, cache = tmp_path / "logdir", tmp_path / "cache"
     logdir.mkdir()
-    # a bound well below what the rounds parse (~100 entries of ~0.8 MB; it holds ~7): both servers evict as the other
+    # a bound well below what the rounds parse (~100 entries of ~0.8 MB; it holds ~8): both servers evict as the other
     # reads, within a round as across them
     flags = ("--profiler_cache_dir", str(cache), "--profiler_rescan_interval", "0.5", "--profiler_cache_max_mb", "6")
     servers = [start_tensorboard(logdir, tmp_path, *flags) for _ in range(2)]
