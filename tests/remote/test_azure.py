@@ -185,6 +185,8 @@ def test_unreachable_endpoint_and_missing_container(clean_env: Any, azurite: Azu
     port = closed_port()
     dead = azurite.connection_string().replace(f"127.0.0.1:{azurite.port}", f"127.0.0.1:{port}")
     clean_env.setenv("AZURE_STORAGE_CONNECTION_STRING", dead)
+    # one try: the default's bounded retries (test_store_retries) would only add their backoff, seconds of waiting
+    clean_env.setenv("AZURE_STORAGE_MAX_ATTEMPTS", "1")
     ws = Workspace([(None, f"{HTTPS}/profiles/shared")], cache_dir=str(tmp_path / "cache"), rescan_seconds=0)
     try:
         started = time.monotonic()

@@ -75,6 +75,7 @@ def test_s3_missing_bucket_and_unreachable_endpoint(s3_env: Any, moto: Moto, tmp
         ws.close()
     port = closed_port()
     s3_env.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    s3_env.setenv("AWS_MAX_ATTEMPTS", "1")  # one try: the default's retries (test_store_retries) only add backoff
     ws = Workspace([(None, "s3://profiles/shared")], cache_dir=str(tmp_path / "cache"), rescan_seconds=0)
     try:
         started = time.monotonic()
