@@ -99,7 +99,8 @@ def test_a_rank_that_never_answers_and_a_job_ending_mid_capture(tmp_path: Path, 
         from tb_plugin.capture.requests import read_progress, submit
 
         folder = CaptureFolder(str(three.folder))
-        made = submit(folder, 50, Options(activities=("cpu",)), 8.0, "test")
+        # rank 0 picks the request up within a poll (0.2 s); rank 2, never, so the answer waits for the deadline
+        made = submit(folder, 50, Options(activities=("cpu",)), 5.0, "test")
         deadline = time.monotonic() + 60
         while read_progress(folder, made.id).state != "capturing":
             assert time.monotonic() < deadline, read_progress(folder, made.id)
@@ -109,7 +110,7 @@ def test_a_rank_that_never_answers_and_a_job_ending_mid_capture(tmp_path: Path, 
         output = stop_job(three)  # the job ends while ranks 0 and 1 record their 50 steps
     assert three.process.returncode == 0, output
     final = read_progress(folder, made.id)
-    while not final.done:  # rank 2 is missing once the 8 s deadline passes
+    while not final.done:  # rank 2 is missing once the 5 s deadline passes
         time.sleep(0.3)
         final = read_progress(folder, made.id)
     assert final.state == "failed" and [r.state for r in final.ranks] == ["written", "written", "missing"]
