@@ -20,6 +20,11 @@ FRONTEND_SRC := $(shell find frontend/src -type f -not -path 'frontend/src/gener
 # emulator) are built once; session fixtures (Chromium, the sample TensorBoards) start once per worker that needs them.
 # --no-loadscope-reorder: files are handed out in collection order, the slowest first (tests/conftest.py).
 PYTEST_WORKERS ?= auto
+# The suite starts well over a hundred Python processes that import tb_plugin (TensorBoards, loader processes, the
+# CLI, capture jobs) and rewrites the asserts of every test module in each worker: with PYTHONDONTWRITEBYTECODE set
+# (as on the shared development machine) each of them compiled everything again (about 1 s of CPU a process, 10 s
+# of collection a worker). Bytecode goes to the git-ignored __pycache__ folders.
+unexport PYTHONDONTWRITEBYTECODE
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Runs a command and says how long it took, passed or failed (make test and make test-fast end with it).
 TIMED = ./scripts/timed.sh

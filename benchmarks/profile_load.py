@@ -74,7 +74,7 @@ def phases(path: str, parts: int, profile: bool) -> dict[str, Any]:
     entry = tempfile.mkdtemp(prefix="profile_load_")
     save(model, entry)
     out["save_s"], t = time.perf_counter() - t, time.perf_counter()
-    StoredIndex().save(model, entry)  # the Trace view's index, as the loader process builds and stores it
+    StoredIndex().save(entry)  # the Trace view's index, as the loader process builds and stores it
     out["index_s"], t = time.perf_counter() - t, time.perf_counter()
     model = load(entry)
     out["mmap_load_s"] = time.perf_counter() - t

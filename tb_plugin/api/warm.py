@@ -295,6 +295,21 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
+# A trace of at most this many events has its parts computed one after the other in the loader process, without a
+# fork: forking the loader costs tens of milliseconds, and each part's process computes again what the parts share
+# (the host tree, the steps), which is more than the parts themselves take on a small trace. Measured on the 2-core
+# machine (the four parts, in the loader / a process each, 1-2 processes): a 3,000-event rank of the gloo sample
+# 0.05 s / 0.18 s, a 21,000-event trace 0.08 s / 0.13-0.16 s, a 57,000-event one 0.21-0.27 s / 0.30-0.45 s. Their
+# memory stays small (:data:`PART_BYTES_PER_EVENT`: ~40 MB for all four at the bound). A logdir of 300 small ranks
+# loaded 3-4 times slower with a fork per part.
+INLINE_EVENTS = 50_000
+
+
+def _forking(events: int) -> bool:
+    """Whether the parts of a trace of ``events`` are computed in forked processes (see :data:`INLINE_EVENTS`)."""
+    return events > INLINE_EVENTS and _can_fork()
+
+
 # What a part's process grows by at its peak, per event of the trace (anonymous memory: the model's pages it reads are
 # the loader's and the server's too), measured on the 2 GB trace (5.3 M events) on a 16-core host, its threads
 # (AHEAD) included: the Overview 1.29-1.34 GB, the Trace view's index 1.11 GB, the Operator and Kernel tables
@@ -320,7 +335,7 @@ def compute_parts(model: TraceModel, ctx: Context, folder: Path | Callable[[str]
     parts running, never of all of them (four parts in one process took 1.4 GB of a 1 GB trace, the largest alone
     0.6 GB); and a part that runs out of memory is killed alone,
     never the loader process, whose parse is whole and must still be answered. In this process only where forking
-    is not safe (threads running)."""
+    is not safe (threads running) or the trace is small (:data:`INLINE_EVENTS`)."""
     where = folder if callable(folder) else (lambda part: folder)
     forks = _Forks(model, ctx, processes, memory)
     for part in parts:
@@ -357,11 +372,11 @@ class _Forks:
 
     def step(self) -> None:
         """Start what the free processes and memory allow, in the order queued (each part in this process where
-        forking is not safe), and take in the parts that ended."""
+        forking is not safe or the trace is small: :func:`_forking`), and take in the parts that ended."""
         while self.queue and self.fits(self.queue[0][0]):
             part, where = self.queue.pop(0)
             folder = where()
-            if not _can_fork():  # one part a step: the caller hears of each as it ends
+            if not _forking(self.model.n_events):  # one part a step: the caller hears of each as it ends
                 self.ended[part] = (_try_part(self.model, self.ctx, part, folder), folder)
                 break
             self.running[_fork_parts(self.model, self.ctx, folder, [part])] = (part, folder)
@@ -385,7 +400,7 @@ class _Forks:
             for part in [p for p in waiting if p in self.ended]:
                 waiting.remove(part)
                 done(part, self.ended[part][0])
-            if waiting:
+            if waiting and self.running:  # a part computed in this process needs no wait: the next step starts one
                 time.sleep(0.005)  # the loader process's own loop (no request waits here)
 
 
@@ -489,7 +504,7 @@ class WarmViews:
         forks = _Forks(model, ctx, processes, memory)
         for part in now:
             forks.add(part, lambda: folder)
-        if now and _can_fork():  # a head start: the parts for after ready take the processes these leave free
+        if now and _forking(model.n_events):  # a head start: the parts after ready take the processes these leave free
             for part in later:
                 forks.add(part, functools.partial(_private_folder, folder.parent))
         if now:

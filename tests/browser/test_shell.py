@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from tests.browser.conftest import (
     PLUGIN_IFRAME,
     REPO,
     STATIC,
+    VIEWPORT,
     ConsoleLog,
     TensorBoard,
     open_plugin,
@@ -29,6 +30,9 @@ SCREENSHOT = REPO / "docs" / "images" / "shell.png"
 # ./runs with or without a query (the shell asks for a page: ?limit=…); a scripted answer of every run is what an
 # older server sends, which the shell still reads
 RUNS_ROUTE = re.compile(rf".*/data/plugin/{PLUGIN}/runs(\?.*)?$")
+# the shell's timers (frontend/src/app/runs.ts): ./runs again 10 s after an answer when nothing loads, 5 s after the
+# server could not be reached
+POLL_IDLE_MS, POLL_UNREACHABLE_MS = 10_000, 5_000
 
 
 def options(frame: Any, testid: str) -> list[str]:
@@ -60,6 +64,25 @@ def wait_trace_info_for(frame: Any, file_name: str) -> Any:
 @pytest.fixture(scope="module")
 def settled(tb_main: TensorBoard) -> dict[str, Any]:
     return tb_main.wait_settled()
+
+
+@pytest.fixture
+def clock_page(browser: Any, console: ConsoleLog) -> Iterator[Any]:
+    """A page whose clock the test moves on (``page.clock``: time flows as usual until the test jumps it), so the
+    shell's next poll or retry comes when the test has set the scene rather than 5-10 s later; the timers fire as
+    they would (``fast_forward`` only runs those due). A context of its own: a clock stays installed in its
+    context, which ``browser_context`` shares with every other test. Console errors fail the test as ``page``'s."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.clock.install()
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    pg.on("console", lambda msg: console.errors.append(f"console.error: {msg.text}") if msg.type == "error" else None)
+    pg.on("pageerror", lambda e: console.errors.append(f"pageerror: {e}"))
+    try:
+        yield pg
+    finally:
+        context.close()
+    assert not console.unexpected(), "console errors:\n" + "\n".join(console.unexpected())
 
 
 def test_runs_appear_and_every_span_finishes_loading(page: Any, tb_main: TensorBoard) -> None:
@@ -336,8 +359,9 @@ def test_empty_logdir_explains_how_to_record_a_trace(page: Any, tb_factory: Call
     assert requests and all(u.startswith(f"{tb.url}/data/plugin/{PLUGIN}/") for u in requests), requests
 
 
-def test_unreachable_server_is_explained_and_recovers(page: Any, tb_main: TensorBoard, console: ConsoleLog,
+def test_unreachable_server_is_explained_and_recovers(clock_page: Any, tb_main: TensorBoard, console: ConsoleLog,
                                                       settled: dict[str, Any]) -> None:
+    page = clock_page
     console.allowed += ["net::ERR_FAILED", "Failed to load resource"]
     page.route(RUNS_ROUTE, lambda route: route.abort())
     frame = open_plugin(page, tb_main, f"&p.{PLUGIN}.view=info")
@@ -345,9 +369,11 @@ def test_unreachable_server_is_explained_and_recovers(page: Any, tb_main: Tensor
     assert "Cannot reach the TensorBoard server" in card.inner_text()
 
     page.unroute(RUNS_ROUTE)  # the server is back: the next retry (5 s) recovers by itself
+    page.clock.fast_forward(POLL_UNREACHABLE_MS)
     wait_trace_info_for(frame, span_files(settled)[("resnet18", "vm_562", "1")]["file"])
 
     page.route(RUNS_ROUTE, lambda route: route.abort())  # lost again while showing data: a banner, data kept
+    page.clock.fast_forward(POLL_IDLE_MS)  # the next poll: nothing loads
     banner = frame.wait_for_selector("[data-testid=banner] [data-testid=unreachable]", timeout=20_000)
     assert "Cannot reach the TensorBoard server" in banner.inner_text()
     assert frame.query_selector("[data-testid=trace-info]") is not None
@@ -450,18 +476,20 @@ def test_first_screen_is_the_overview_of_the_newest_run(page: Any, tb_factory: C
     assert frame.get_attribute("[data-testid=tab-info]", "aria-selected") == "true"
 
 
-def test_a_saved_link_keeps_its_file_when_an_older_one_is_added(page: Any, tb_factory: Callable[..., TensorBoard],
+def test_a_saved_link_keeps_its_file_when_an_older_one_is_added(clock_page: Any,
+                                                                 tb_factory: Callable[..., TensorBoard],
                                                                  resnet_files: list[Path], tmp_path: Path) -> None:
     """Spans are numbered by stamp, so an older file shifts the numbers; the link carries the stamp instead."""
     import os
     import shutil
     import time
 
+    page = clock_page
     older, newer = sorted(resnet_files)  # vm_562.1795654441914410211 and vm_562.1795654442665628614
     logdir = tmp_path / "stable"
     (logdir / "r").mkdir(parents=True)
     shutil.copyfile(newer, logdir / "r" / newer.name)
-    tb = tb_factory(logdir)
+    tb = tb_factory(logdir, "--profiler_rescan_interval", "0.5")
     tb.wait_settled()
     frame = open_plugin(page, tb, f"&p.{PLUGIN}.span=1&p.{PLUGIN}.view=info")  # an older link, by position
     wait_trace_info_for(frame, newer.name)
@@ -471,11 +499,12 @@ def test_a_saved_link_keeps_its_file_when_an_older_one_is_added(page: Any, tb_fa
 
     shutil.copyfile(older, logdir / "r" / older.name)
     os.utime(logdir / "r" / older.name, (1_700_000_000, 1_700_000_000))  # settled at once
-    deadline = time.time() + 60  # the next rescan (every 10 s) finds it
+    deadline = time.time() + 60  # the next rescan (every 0.5 s here) finds it
     while len(spans := tb.wait_settled()["runs"][0]["workers"][0]["spans"]) < 2 and time.time() < deadline:
         time.sleep(0.5)
     assert [(s["span"], s["file"]) for s in spans] == [("1", older.name), ("2", newer.name)]
-    # the open page follows its file to its new number (it does not move to the new span 1)
+    # the open page follows its file to its new number (it does not move to the new span 1) at its next poll
+    page.clock.fast_forward(POLL_IDLE_MS)
     frame.wait_for_function("() => document.querySelectorAll('[data-testid=span-select] option').length === 2",
                             timeout=30_000)
     wait_value(frame, "span-select", "2")
