@@ -30,11 +30,13 @@ def parser() -> argparse.ArgumentParser:
                          "az://, gs://, ...)")
     ap.add_argument("--poll", type=float, metavar="SECONDS", help="how often the folder is read (default 1 s, 5 s "
                     "on an object store)")
+    ap.add_argument("--heartbeat", type=float, metavar="SECONDS", help="how often each rank says it is alive and "
+                    "at which step (default 10 s, 30 s on an object store)")
     ap.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m does")
     return ap
 
 
-_VALUED = ("--logdir", "--poll", "-m")
+_VALUED = ("--logdir", "--poll", "--heartbeat", "-m")
 
 
 def split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -50,7 +52,7 @@ def split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
             if token == "-m":
                 break
             continue
-        if token.split("=", 1)[0] in _VALUED[:2] or token in ("-h", "--help"):
+        if token.split("=", 1)[0] in _VALUED[:-1] or token in ("-h", "--help"):
             own.append(token)
             i += 1
             continue
@@ -64,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ns = ap.parse_args(own)
     if ns.module is None and not rest:
         ap.error("give the script to run (or -m MODULE)")
-    enable(ns.logdir, poll_seconds=ns.poll)
+    enable(ns.logdir, poll_seconds=ns.poll, heartbeat_seconds=ns.heartbeat)
     if ns.module is not None:
         sys.argv = [ns.module, *rest]
         runpy.run_module(ns.module, run_name="__main__", alter_sys=True)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -87,6 +87,33 @@ def resolve(url: str, access: Access | None = None) -> Location:
 
 
 
+# ---- how often a request is tried -----------------------------------------------------------------------------
+
+# A request to S3 or Azure Blob is tried at most this many times (the first try and 3 retries, with backoff; Azure
+# tries a refused connection twice), unless the environment says otherwise: AWS_MAX_ATTEMPTS (botocore's own
+# variable) for S3, AZURE_STORAGE_MAX_ATTEMPTS (this plugin's: the Azure SDK reads none) for Azure Blob. 1 makes
+# an unreachable store an error at once, without waiting out the backoff.
+DEFAULT_ATTEMPTS = 4
+AWS_ATTEMPTS = "AWS_MAX_ATTEMPTS"
+AZURE_ATTEMPTS = "AZURE_STORAGE_MAX_ATTEMPTS"
+
+
+def max_attempts(access: Access, name: str) -> int | None:
+    """The tries per request that variable ``name`` asks for (None where unset: the store's default); a value that
+    is not a whole number of at least 1 is refused with a message naming the variable."""
+    value = access.get(name)
+    if value is None:
+        return None
+    try:
+        attempts = int(value.strip())
+    except ValueError:
+        attempts = 0
+    if attempts < 1:
+        raise RemoteError(f"{name} must be a whole number of tries, 1 or more (it is {value!r})")
+    return attempts
+
+
+
 # ---- local ------------------------------------------------------------------------------------------------------
 
 
@@ -110,10 +137,11 @@ class _AzureAuth:
     connection_string: str | None = None
     account_key: str | None = None
     sas: str | None = None
+    attempts: int | None = None  # AZURE_STORAGE_MAX_ATTEMPTS; None: the bounded default (``_blob_service_client``)
 
     def __repr__(self) -> str:  # fsspec caches filesystems by the repr of their arguments: differ, but hide values
         digest = hashlib.sha256(f"{self.connection_string}\0{self.account_key}\0{self.sas}".encode()).hexdigest()
-        return f"_AzureAuth({self.endpoint}, {self.account}, #{digest[:16]})"
+        return f"_AzureAuth({self.endpoint}, {self.account}, #{digest[:16]}, attempts={self.attempts})"
 
 
 def _azure(url: str, account: str, container: str, prefix: str, access: Access) -> Location:
@@ -147,6 +175,7 @@ def _azure(url: str, account: str, container: str, prefix: str, access: Access) 
         raise RemoteError("which storage account? Set AZURE_STORAGE_ACCOUNT_NAME (and a credential) or "
                           "AZURE_STORAGE_CONNECTION_STRING, or use https://<account>.blob.core.windows.net/<container>/"
                           "<path>")
+    auth = replace(auth, attempts=max_attempts(access, AZURE_ATTEMPTS))
     fs = fs_class(ptp_auth=auth, account_name=account or None, anon=True)
     path = f"{container}/{prefix}".rstrip("/")
     return Location(fs=fs, path=path, url=url.rstrip("/"), store="azure", access=access,
@@ -189,10 +218,12 @@ def _azure_class() -> Any:
 def _blob_service_client(auth: _AzureAuth) -> Any:
     from azure.storage.blob.aio import BlobServiceClient, ExponentialRetry
 
+    # by default a refused or unresolvable endpoint is tried twice, a throttled or failed request up to 4 times;
+    # AZURE_STORAGE_MAX_ATTEMPTS=N: every request at most N times
+    retries = (DEFAULT_ATTEMPTS - 1, 1) if auth.attempts is None else (auth.attempts - 1, auth.attempts - 1)
     options: dict[str, Any] = {
-        # a refused or unresolvable endpoint is tried twice, a throttled or failed request up to 4 times
-        "retry_policy": ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=3, retry_connect=1,
-                                         random_jitter_range=1),
+        "retry_policy": ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=retries[0],
+                                         retry_connect=retries[1], random_jitter_range=1),
         "connection_timeout": CONNECT_TIMEOUT,
         "read_timeout": READ_TIMEOUT,
     }
@@ -225,9 +256,10 @@ def _s3(url: str, access: Access) -> Location:
     except ImportError:
         raise MissingBackend("S3", "s3") from None
     endpoint = s3_endpoint(access)
+    attempts = max_attempts(access, AWS_ATTEMPTS)  # botocore's own variable, which an explicit config would hide
     kwargs: dict[str, Any] = {
         "config_kwargs": {"connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT,
-                          "retries": {"max_attempts": 3, "mode": "standard"}},
+                          "retries": {"total_max_attempts": attempts or DEFAULT_ATTEMPTS, "mode": "standard"}},
         "client_kwargs": {},
     }
     if endpoint:

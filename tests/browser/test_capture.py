@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import PLUGIN, TensorBoard, open_plugin, top_hash
+from tests.browser.conftest import PLUGIN, TensorBoard, open_plugin, stop_tensorboard, top_hash
 from tests.capture_helpers import Job, check_traces, start_job, stop_job, wait_listening
 
 WRITTEN = re.compile(r"4 of 4 ranks written: steps ([\d,]+)–([\d,]+)")
@@ -20,8 +20,9 @@ WRITTEN = re.compile(r"4 of 4 ranks written: steps ([\d,]+)–([\d,]+)")
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
+    """The job, started; a test that needs it listening waits for that once its own TensorBoard and page are up,
+    so that the job's start (torch imported by 5 processes, seconds of CPU) overlaps theirs."""
     running = start_job(tmp_path_factory.mktemp("capture_page"), 4)
-    wait_listening(running, 4)
     yield running
     stop_job(running)
 
@@ -57,7 +58,16 @@ def capture_from_the_page(page: Any, frame: Any) -> tuple[str, list[str]]:
 def test_the_capture_dialog_captures_every_rank_and_opens_the_traces(
         tb_factory: Callable[..., TensorBoard], job: Job, page: Any) -> None:
     tb = tb_factory(job.logdir, "--profiler_capture", "--profiler_rescan_interval", "1")
-    frame = open_plugin(page, tb)
+    try:
+        frame = open_plugin(page, tb)
+        wait_listening(job, 4)
+        capture_twice(page, frame, job)
+    finally:
+        stop_tensorboard(tb)  # now, not at the session's end: its rescans would go on while other files run
+
+
+def capture_twice(page: Any, frame: Any, job: Job) -> None:
+    """Two captures from the dialog: each writes a span of 4 ranks that the page lists and opens on rank 0."""
     frame.wait_for_selector('[data-testid="empty-state"]')  # no trace yet: the page says how to capture one
     assert "pytorch-tb-profiler capture ./log/my_run --steps 3" in frame.inner_text('[data-testid="empty-capture-hint"]')
     spans = []
@@ -88,12 +98,15 @@ def test_the_capture_dialog_captures_every_rank_and_opens_the_traces(
 
 def test_the_dialog_says_when_capture_is_off(tb_factory: Callable[..., TensorBoard], job: Job, page: Any) -> None:
     tb = tb_factory(job.logdir)
-    requests_before = sorted(job.folder.glob(".capture/request-*.json"))
-    frame = open_plugin(page, tb)
-    frame.click('[data-testid="capture-open"]')
-    off = frame.wait_for_selector('[data-testid="capture-off"]')
-    assert "start it with --profiler_capture" in off.inner_text()
-    assert frame.is_disabled('[data-testid="capture-start"]')
-    frame.click('[data-testid="capture-close"]')
-    frame.wait_for_selector('[data-testid="capture-dialog"]', state="detached")
-    assert sorted(job.folder.glob(".capture/request-*.json")) == requests_before  # this server asked nothing
+    try:
+        requests_before = sorted(job.folder.glob(".capture/request-*.json"))
+        frame = open_plugin(page, tb)
+        frame.click('[data-testid="capture-open"]')
+        off = frame.wait_for_selector('[data-testid="capture-off"]')
+        assert "start it with --profiler_capture" in off.inner_text()
+        assert frame.is_disabled('[data-testid="capture-start"]')
+        frame.click('[data-testid="capture-close"]')
+        frame.wait_for_selector('[data-testid="capture-dialog"]', state="detached")
+        assert sorted(job.folder.glob(".capture/request-*.json")) == requests_before  # this server asked nothing
+    finally:
+        stop_tensorboard(tb)

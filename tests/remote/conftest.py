@@ -1,9 +1,9 @@
 """Real storage emulators on 127.0.0.1 for the remote-logdir tests: Azurite (Azure Blob) and moto's S3 server.
 
 Each starts once per session on a free port, is polled until it accepts connections (giving up after 10 s), is
-seeded with the sample runs from ``samples/``, and is stopped at the end. Azurite comes from ``tests/remote/
-node_modules`` (``make install-dev`` runs ``npm ci`` here); moto from requirements-dev.txt. A missing emulator
-fails the tests, never skips them.
+seeded with sample runs from ``samples/`` (those of ``REMOTE_RUNS``), and is stopped at the end. Azurite comes from
+``tests/remote/node_modules`` (``make install-dev`` runs ``npm ci`` here); moto from requirements-dev.txt. A missing
+emulator fails the tests, never skips them.
 """
 
 from __future__ import annotations
@@ -39,12 +39,24 @@ WRONG_KEY = "V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5V3J
 _CLOUD_ENV_PREFIXES = ("AZURE_", "AWS_", "S3_", "GOOGLE_", "GCSFS_", "STORAGE_EMULATOR_HOST", "CLOUDSDK_")
 
 
+# The sample runs seeded into the emulators (and read from a local folder too, where a test compares the answers):
+# one of each shape a remote logdir must list, load and serve, not all 19 sample runs (31 files), whose parses
+# would only run the same loader over other bytes (an answer does not depend on where the bytes came from).
+#   cpu_only                one worker, one span, CPU only; also the trace at a container's top, the public
+#                           container's run and the run deeper in a container
+#   ddp_resnet              two workers (rank0, rank1) of a GPU job: kernels, NCCL; the Trace view and the
+#                           original's download
+#   resnet_slow_dataloader  one worker, two spans (two time stamps in the file names)
+REMOTE_RUNS = ("cpu_only", "ddp_resnet", "resnet_slow_dataloader")
+
+
 def sample_runs() -> dict[str, list[Path]]:
-    """run name -> its trace files, from samples/ (each folder is a run)."""
+    """run name -> its trace files, from samples/ (each folder is a run): the runs of :data:`REMOTE_RUNS`."""
     runs: dict[str, list[Path]] = {}
     for path in sorted(SAMPLES.glob("*/*.pt.trace.json*")):
-        runs.setdefault(path.parent.name, []).append(path)
-    assert runs, f"no sample traces under {SAMPLES}"
+        if path.parent.name in REMOTE_RUNS:
+            runs.setdefault(path.parent.name, []).append(path)
+    assert sorted(runs) == sorted(REMOTE_RUNS), f"sample runs missing under {SAMPLES}: {sorted(runs)}"
     return runs
 
 
@@ -116,6 +128,20 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     monkeypatch.setenv("AWS_CONFIG_FILE", str(REPO / "tests" / "remote" / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(REPO / "tests" / "remote" / "no-aws-credentials"))
     return monkeypatch
+
+
+@pytest.fixture(scope="session")
+def local_samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seeded runs in a local folder, as samples/ has them (settled: older than the catalog's settle time):
+    what a remote run's answers are compared with."""
+    root = tmp_path_factory.mktemp("samples")
+    old = time.time() - 60
+    for run, files in sample_runs().items():
+        (root / run).mkdir()
+        for path in files:
+            shutil.copyfile(path, root / run / path.name)
+            os.utime(root / run / path.name, (old, old))
+    return root
 
 
 # --------------------------------------------------------------------------------------------- Azurite

@@ -20,7 +20,6 @@ from tests.conftest import API, cpu_op, spans_by_file, wait_until_settled
 from tests.remote.conftest import (
     ACCOUNT,
     ACCOUNT_KEY,
-    SAMPLES,
     WRONG_KEY,
     Azurite,
     closed_port,
@@ -53,10 +52,12 @@ def container(azurite: Azurite) -> Iterator[str]:
     service.delete_container(name)
 
 
-def test_https_form_lists_loads_and_serves_every_sample(tensorboard_app: Any, azure_env: Any) -> None:
-    """The production-shaped URL, with the endpoint from AZURE_STORAGE_CONNECTION_STRING: every sample run loads
-    through the loader processes and answers exactly as the same files do from a local folder."""
-    client = tensorboard_app(None, logdir_spec=f"local:{SAMPLES},{HTTPS}/profiles/shared")
+def test_https_form_lists_loads_and_serves_every_sample(tensorboard_app: Any, azure_env: Any,
+                                                        local_samples: Path) -> None:
+    """The production-shaped URL, with the endpoint from AZURE_STORAGE_CONNECTION_STRING: every seeded sample run
+    (conftest.REMOTE_RUNS) loads through the loader processes and answers exactly as the same files do from a local
+    folder."""
+    client = tensorboard_app(None, logdir_spec=f"local:{local_samples},{HTTPS}/profiles/shared")
     body = wait_until_settled(client, timeout=120, expect_spans=2 * sample_span_count())
     assert body["errors"] == []
     runs = runs_of(body)
@@ -70,13 +71,13 @@ def test_https_form_lists_loads_and_serves_every_sample(tensorboard_app: Any, az
             here = client.get(f"{API}/{route}?{query('local/' + run, worker)}")
             assert there.status_code == 200 and there.get_json() == here.get_json(), (route, run)
     # The Trace view on a remote run, and the original file streamed back from the store.
-    worker = first_worker(body, "transformer_bf16")
-    window = client.get(f"{API}/trace/window?{query('transformer_bf16', worker, width_px='800')}")
+    worker = first_worker(body, "ddp_resnet")
+    window = client.get(f"{API}/trace/window?{query('ddp_resnet', worker, width_px='800')}")
     assert window.status_code == 200 and window.get_json()["tracks"]
-    local_window = client.get(f"{API}/trace/window?{query('local/transformer_bf16', worker, width_px='800')}")
+    local_window = client.get(f"{API}/trace/window?{query('local/ddp_resnet', worker, width_px='800')}")
     assert window.get_json() == local_window.get_json()
-    original = sample_runs()["transformer_bf16"][0].read_bytes()
-    download = client.get(f"{API}/trace/file?{query('transformer_bf16', worker)}")
+    original = next(p for p in sample_runs()["ddp_resnet"] if p.name.startswith(worker + ".")).read_bytes()
+    download = client.get(f"{API}/trace/file?{query('ddp_resnet', worker)}")
     assert download.status_code == 200 and download.data == original
     assert ACCOUNT_KEY not in json.dumps(body)
 
@@ -95,9 +96,19 @@ def wait_listed(client: Any, spans: int, ready: str, timeout: float = 180.0) -> 
     raise AssertionError(f"not listed in {timeout}s: {json.dumps(body)[:2000]}")
 
 
+def close(client: Any) -> None:
+    """Stop a test client's server (its loader processes) once the test is done with it, so that the parses the
+    next server waits for have the cores (the fixture's teardown closes it again, which does nothing)."""
+    for plugin in client.wsgi_app._plugins:
+        if getattr(plugin, "workspace", None) is not None:
+            plugin.workspace.close()
+
+
 def test_az_and_abfs_forms_and_runs_anywhere_in_the_container(tensorboard_app: Any, azure_env: Any) -> None:
-    body = wait_listed(tensorboard_app("az://profiles/shared"), sample_span_count(), ready="cpu_only")
+    client = tensorboard_app("az://profiles/shared")
+    body = wait_listed(client, sample_span_count(), ready="cpu_only")
     assert set(runs_of(body)) == set(sample_runs()) and body["errors"] == []
+    close(client)
     # The whole container: runs are folders at any depth.
     client = tensorboard_app("abfs://profiles")
     body = wait_listed(client, sample_span_count() + 1, ready="team/a/b/deep_run")
@@ -185,6 +196,8 @@ def test_unreachable_endpoint_and_missing_container(clean_env: Any, azurite: Azu
     port = closed_port()
     dead = azurite.connection_string().replace(f"127.0.0.1:{azurite.port}", f"127.0.0.1:{port}")
     clean_env.setenv("AZURE_STORAGE_CONNECTION_STRING", dead)
+    # one try: the default's bounded retries (test_store_retries) would only add their backoff, seconds of waiting
+    clean_env.setenv("AZURE_STORAGE_MAX_ATTEMPTS", "1")
     ws = Workspace([(None, f"{HTTPS}/profiles/shared")], cache_dir=str(tmp_path / "cache"), rescan_seconds=0)
     try:
         started = time.monotonic()

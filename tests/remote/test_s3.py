@@ -24,8 +24,9 @@ def query(run: str, worker: str, **more: str) -> str:
     return urlencode({"run": run, "worker": worker, "span": "1", **more})
 
 
-def test_s3_lists_loads_and_serves_every_sample(tensorboard_app: Any, s3_env: Any) -> None:
-    client = tensorboard_app(None, logdir_spec=f"local:{SAMPLES},s3://profiles/shared/")
+def test_s3_lists_loads_and_serves_every_sample(tensorboard_app: Any, s3_env: Any, local_samples: Path) -> None:
+    """Every seeded sample run (conftest.REMOTE_RUNS) loads and answers as the same files do from a local folder."""
+    client = tensorboard_app(None, logdir_spec=f"local:{local_samples},s3://profiles/shared/")
     body = wait_until_settled(client, timeout=120, expect_spans=2 * sample_span_count())
     assert body["errors"] == []
     runs = runs_of(body)
@@ -75,6 +76,7 @@ def test_s3_missing_bucket_and_unreachable_endpoint(s3_env: Any, moto: Moto, tmp
         ws.close()
     port = closed_port()
     s3_env.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    s3_env.setenv("AWS_MAX_ATTEMPTS", "1")  # one try: the default's retries (test_store_retries) only add backoff
     ws = Workspace([(None, "s3://profiles/shared")], cache_dir=str(tmp_path / "cache"), rescan_seconds=0)
     try:
         started = time.monotonic()

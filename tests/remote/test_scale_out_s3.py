@@ -1,7 +1,12 @@
-"""Scale-out against real services on 127.0.0.1: a Dask ``LocalCluster`` of 2 worker processes preprocesses 128
+"""Scale-out against real services on 127.0.0.1: a Dask ``LocalCluster`` of 2 worker processes preprocesses 64
 synthetic ranks (``benchmarks/make_ranks.py`` from the real 8-rank gloo_8proc_cpu sample, the cheapest to parse)
-from moto's S3 into a cache on the same S3. Its summaries equal the local pool's; a TensorBoard on that cache shows the Distributed view with nothing
-parsed and no model opened; a worker killed mid-run loses nothing, and a rerun does only what is missing."""
+from moto's S3 into a cache on the same S3. Its summaries equal the local pool's; a TensorBoard on that cache shows
+the Distributed view with nothing parsed and no model opened; a worker killed mid-run loses nothing, and a rerun
+does only what is missing.
+
+64 ranks: more than the 8 a job's notes name one by one and the 8 threads that read summaries, and a shared cache
+of 1,024 files (16 an entry), so that listing it takes two pages of S3's 1,000 keys; twice as many would parse twice
+as long and check nothing more."""
 
 from __future__ import annotations
 
@@ -29,26 +34,32 @@ from tb_plugin.scaleout.task import preprocess_file
 from tests.conftest import API, SAMPLES, wait_until_settled
 from tests.remote.conftest import Moto
 
-RANKS = 128
+RANKS = 64
 BUCKET = "scale"
+JOB = f"job{RANKS}"
+SMALL = 24  # ranks of the crash test's run: it needs a run, not RANKS parses
 
 
 @pytest.fixture(scope="module")
 def ranks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("ranks") / "job128"
+    out = tmp_path_factory.mktemp("ranks") / JOB
     assert make_ranks.main([str(SAMPLES / "gloo_8proc_cpu"), "--ranks", str(RANKS), "--out", str(out)]) == 0
     return out
 
 
 @pytest.fixture(scope="module")
 def s3_job(moto: Moto, ranks_dir: Path) -> str:
-    """The 128 ranks uploaded to s3://scale/job128/ (settled: older than the catalog's settle time)."""
+    """The ranks uploaded to s3://scale/job64/, and the first 24 of them to s3://scale/job24/ for the crash test
+    (:func:`s3_small_job`), settled (older than the catalog's settle time) by one wait for both."""
     s3 = moto.client()
     s3.create_bucket(Bucket=BUCKET)
-    for f in sorted(ranks_dir.iterdir()):
-        s3.put_object(Bucket=BUCKET, Key=f"job128/{f.name}", Body=f.read_bytes())
+    files = sorted(ranks_dir.iterdir())
+    for f in files:
+        s3.put_object(Bucket=BUCKET, Key=f"{JOB}/{f.name}", Body=f.read_bytes())
+    for f in files[:SMALL]:
+        s3.put_object(Bucket=BUCKET, Key=f"job{SMALL}/{f.name}", Body=f.read_bytes())
     time.sleep(2.1)
-    return f"s3://{BUCKET}/job128"
+    return f"s3://{BUCKET}/{JOB}"
 
 
 def _summaries(cache: SharedCache, names: dict[str, str], into: Path) -> dict[str, RankSummary]:
@@ -67,7 +78,7 @@ def _same(a: RankSummary, b: RankSummary) -> bool:
 
 @pytest.fixture(scope="module")
 def s3_preprocessed(moto: Moto, s3_job: str) -> tuple[Plan, Report]:
-    """``preprocess`` of the 128 ranks on a 2-process LocalCluster into s3://scale/cache (once per module)."""
+    """``preprocess`` of the ranks on a 2-process LocalCluster into s3://scale/cache (once per module)."""
     with pytest.MonkeyPatch.context() as env:
         _s3_env(env, moto)
         shared = SharedCache(f"s3://{BUCKET}/cache")
@@ -108,6 +119,7 @@ def test_dask_preprocess_into_s3_equals_the_local_pool(s3_env: Any, s3_job: str,
                                                                             ranks_dir.iterdir()))
     assert len(report.worker_peak_rss) >= 2 and all(v > 50 << 20 for v in report.worker_peak_rss.values())
     assert shared.done() == {s.name for s in cluster_plan.todo}
+    assert len(shared.fs.find(shared.root)) > 1000  # done() read a listing of more than one page
     assert plan(s3_job, shared).todo == []  # resumable: everything is done now
 
     ours = _summaries(local_cache, {s.worker: s.name for s in local_plan.todo}, tmp_path / "a")
@@ -117,7 +129,7 @@ def test_dask_preprocess_into_s3_equals_the_local_pool(s3_env: Any, s3_job: str,
     job = job_distributed(list(theirs.values()))
     assert json.dumps(job, sort_keys=True) == json.dumps(job_distributed(list(ours.values())), sort_keys=True)
     assert job["world_size"] == RANKS and job["backend"] == "gloo"
-    (group,) = job["groups"]  # one Gloo group over every rank, its collectives matched across all 128
+    (group,) = job["groups"]  # one Gloo group over every rank, its collectives matched across all of them
     assert group["ranks"] == RANKS and group["matched"] == 20
 
 
@@ -137,9 +149,9 @@ def test_tensorboard_on_the_shared_cache_parses_nothing(tensorboard_app: Any, s3
     assert body["errors"] == []
     scheduler = _plugin(client).workspace.scheduler
     assert scheduler.counts() == {"parsed_here": 0, "parsed_remote": 0, "preprocessed": RANKS, "models_open": 0}
-    views = client.get(f"{API}/views?run=job128")
+    views = client.get(f"{API}/views?run={JOB}")
     assert views.status_code == 200 and "Distributed" in views.get_json()["views"]
-    answer = client.get(f"{API}/distributed?run=job128&span=1")
+    answer = client.get(f"{API}/distributed?run={JOB}&span=1")
     assert answer.status_code == 200
     job = answer.get_json()
     assert len(job["ranks"]) == RANKS and job["world_size"] == RANKS
@@ -150,7 +162,7 @@ def test_tensorboard_on_the_shared_cache_parses_nothing(tensorboard_app: Any, s3
     assert scheduler.counts()["models_open"] == 0
     # opening a rank copies its model from the shared cache (409 meanwhile), then serves it
     deadline = time.time() + 60
-    while (r := client.get(f"{API}/overview?run=job128&worker=rank77&span=1")).status_code == 409:
+    while (r := client.get(f"{API}/overview?run={JOB}&worker=rank41&span=1")).status_code == 409:
         assert time.time() < deadline, r.get_json()
         time.sleep(0.2)
     assert r.status_code == 200 and r.get_json()["environment"]["workers"] == RANKS
@@ -162,13 +174,9 @@ def _worker_pids(dask: DaskExecutor) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def s3_small_job(moto: Moto, ranks_dir: Path, s3_job: str) -> str:
-    """24 of the ranks under s3://scale/job24/ (the crash test needs a run, not 128 parses)."""
-    s3 = moto.client()
-    for f in sorted(ranks_dir.iterdir())[:24]:
-        s3.put_object(Bucket=BUCKET, Key=f"job24/{f.name}", Body=f.read_bytes())
-    time.sleep(2.1)
-    return f"s3://{BUCKET}/job24"
+def s3_small_job(s3_job: str) -> str:
+    """24 of the ranks under s3://scale/job24/ (uploaded with the others, by :func:`s3_job`)."""
+    return f"s3://{BUCKET}/job{SMALL}"
 
 
 @pytest.mark.timeout(900)

@@ -99,7 +99,8 @@ def test_a_rank_that_never_answers_and_a_job_ending_mid_capture(tmp_path: Path, 
         from tb_plugin.capture.requests import read_progress, submit
 
         folder = CaptureFolder(str(three.folder))
-        made = submit(folder, 50, Options(activities=("cpu",)), 8.0, "test")
+        # rank 0 picks the request up within a poll (0.2 s); rank 2, never, so the answer waits for the deadline
+        made = submit(folder, 50, Options(activities=("cpu",)), 5.0, "test")
         deadline = time.monotonic() + 60
         while read_progress(folder, made.id).state != "capturing":
             assert time.monotonic() < deadline, read_progress(folder, made.id)
@@ -109,7 +110,7 @@ def test_a_rank_that_never_answers_and_a_job_ending_mid_capture(tmp_path: Path, 
         output = stop_job(three)  # the job ends while ranks 0 and 1 record their 50 steps
     assert three.process.returncode == 0, output
     final = read_progress(folder, made.id)
-    while not final.done:  # rank 2 is missing once the 8 s deadline passes
+    while not final.done:  # rank 2 is missing once the 5 s deadline passes
         time.sleep(0.3)
         final = read_progress(folder, made.id)
     assert final.state == "failed" and [r.state for r in final.ranks] == ["written", "written", "missing"]
@@ -128,7 +129,7 @@ def test_the_runner_under_torchrun(tmp_path: Path, capsys: Any, form: str) -> No
     runner = ["-m", "tb_plugin.capture"] if form == "-m" else ["--no-python", sys.executable, "-m", "tb_plugin.capture"]
     folder = tmp_path / "logdir" / "job"
     command = [torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()), *runner,
-               "--logdir", str(folder), "--poll", "0.2", str(JOB), str(folder),
+               "--logdir", str(folder), "--poll", "0.2", "--heartbeat", "2", str(JOB), str(folder),
                "--launched", "--stop-file", str(tmp_path / "stop")]
     launched = start_job(tmp_path, 2, command=command)
     try:
@@ -146,15 +147,19 @@ def test_the_runner_runs_a_module_or_a_script_with_their_own_arguments(tmp_path:
     (tmp_path / "probe_train.py").write_text(
         "import sys, tb_plugin.capture\n"
         "agent = tb_plugin.capture.current()\n"
-        "print(repr(__name__), sys.argv, agent is not None and agent.folder.path)\n")
+        "print(repr(__name__), sys.argv, agent is not None and agent.folder.path, agent.poll_s, agent.heartbeat_s)\n")
     env = job_env()
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
     folder = tmp_path / "log" / "run"
-    for target in (["-m", "probe_train"], [str(tmp_path / "probe_train.py")]):
-        out = subprocess.run([sys.executable, "-m", "tb_plugin.capture", "--logdir", str(folder), *target,
-                              "--logdir", "theirs", "-m", "x"], capture_output=True, text=True, env=env, check=True)
+    # the runner's --poll and --heartbeat are enable()'s (default 1 s and 10 s on a local folder)
+    for target, own, timing in ((["-m", "probe_train"], [], "1.0 10.0"),
+                                ([str(tmp_path / "probe_train.py")], ["--poll", "0.5", "--heartbeat=3"], "0.5 3.0")):
+        out = subprocess.run([sys.executable, "-m", "tb_plugin.capture", "--logdir", str(folder), *own, *target,
+                              "--logdir", "theirs", "-m", "x", "--heartbeat", "7"], capture_output=True, text=True,
+                             env=env, check=True)
         name = out.stdout.strip().rsplit("\n", 1)[-1].split(" ", 1)[0]
-        assert out.stdout.strip().endswith(f"probe_train.py', '--logdir', 'theirs', '-m', 'x'] {folder}"), out.stdout
+        assert out.stdout.strip().endswith(
+            f"probe_train.py', '--logdir', 'theirs', '-m', 'x', '--heartbeat', '7'] {folder} {timing}"), out.stdout
         assert name == "'__main__'"
     bad = subprocess.run([sys.executable, "-m", "tb_plugin.capture", "--logdir", str(folder)], capture_output=True,
                          text=True, env=env)

@@ -262,6 +262,7 @@ def test_unwritable_outputs_unreachable_urls_and_missing_logdirs(tmp_path: Path,
 
 def test_an_unreachable_store_exits_6(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there: refused at once
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # and not tried again after a backoff (tests/remote/test_store_retries)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     code, _, err = run(capsys, "summary", "s3://bucket/run", "--cache-dir", str(tmp_path))
