@@ -500,7 +500,8 @@ class WarmViews:
         forks = _Forks(model, ctx, processes, memory, inline=model.n_events <= self.inline_events)
         for part in now:
             forks.add(part, lambda: folder)
-        if now and not forks.inline and _can_fork():  # a head start: the parts for after ready take the processes these leave free
+        # a head start: the parts for after ready take the processes these leave free
+        if now and not forks.inline and _can_fork():
             for part in later:
                 forks.add(part, functools.partial(_private_folder, folder.parent))
         if now:

@@ -273,7 +273,7 @@ class _Event(msgspec.Struct):
 
 
 class _Trace(msgspec.Struct):
-    traceEvents: list[_Event]  # noqa: N815 - the trace's own key
+    traceEvents: list[_Event]  # the trace's own key
 
 
 def raw(path: Path) -> list[_Event]:

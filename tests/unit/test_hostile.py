@@ -3,6 +3,7 @@ hang, a 500, a stack trace or a file from outside the catalog."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -379,10 +380,8 @@ def _tree_cpu() -> float:
 
     total = spent(psutil.Process())
     for child in psutil.Process().children(recursive=True):
-        try:
+        with contextlib.suppress(psutil.Error):  # ended meanwhile: counted by its parent, which waited for it
             total += spent(child)
-        except psutil.Error:  # ended meanwhile: counted by its parent, which waited for it
-            pass
     return total
 
 
