@@ -393,7 +393,7 @@ class _Forks:
             for part in [p for p in waiting if p in self.ended]:
                 waiting.remove(part)
                 done(part, self.ended[part][0])
-            if waiting:
+            if waiting and not self.inline:  # computed here one a step: nothing to wait for
                 time.sleep(0.005)  # the loader process's own loop (no request waits here)
 
 
