@@ -25,7 +25,8 @@ HTA builds the same kind of graph but needs its own trace augmentation; this wal
 
 from __future__ import annotations
 
-from typing import Any
+from bisect import bisect_left, bisect_right
+from typing import Any, Literal
 
 import numpy as np
 
@@ -120,6 +121,25 @@ def engine_threads(model: TraceModel, pid: int, tid: int) -> list[tuple[tuple[in
     return out
 
 
+def _position(values: list[float], exact: np.ndarray, t: float, side: Literal["left", "right"]) -> int:
+    """``np.searchsorted(exact, t, side)`` for ``values``, ``exact`` as a list: by bisection of the list (the walk
+    asks hundreds of thousands of times on a real trace, where numpy's call cost 3 µs each), and by numpy itself
+    where a NaN takes part (sorted last by numpy, unordered for a bisection)."""
+    if t != t or (values and values[-1] != values[-1]):
+        return int(np.searchsorted(exact, t, side=side))
+    return bisect_left(values, t) if side == "left" else bisect_right(values, t)
+
+
+class _Pieces:
+    """:func:`host_pieces` of one thread, with its columns as lists (read one item at a time by the walk)."""
+
+    def __init__(self, model: TraceModel, pid: int, tid: int) -> None:
+        self.starts, ends, owner = host_pieces(model, pid, tid)
+        self.start_list: list[float] = self.starts.tolist()
+        self.ends: list[float] = ends.tolist()
+        self.owner: list[int] = owner.tolist()
+
+
 class _Walk:
     """The backward walk over one step; ``segments`` are (start, end, category, event row or -1), latest first."""
 
@@ -133,6 +153,8 @@ class _Walk:
         ev = model["events"]
         self.sync = np.isin(ev["name"][self.tree.rows], [model.code(n) for n in _SYNC_NAMES])
         self.engines = engine_threads(model, *main) if main[0] >= 0 else []
+        self.engine_ends = [(ends, ends.tolist()) for _, ends in self.engines]
+        self.pieces: dict[tuple[int, int], _Pieces] = {}  # by thread, as the walk reaches it
         self.segments: list[tuple[float, float, str, int]] = []
 
     def add(self, start: float, end: float, category: str, row: int) -> None:
@@ -167,13 +189,13 @@ class _Walk:
         """The backward thread whose work ended last in (since, t] (the work a thread waiting since ``since``
         waited for) and that end; (-1, t) when none."""
         best, at = -1, -np.inf
-        for i, (_, ends) in enumerate(self.engines):
-            k = int(np.searchsorted(ends, t, side="right")) - 1
+        for i, (exact, ends) in enumerate(self.engine_ends):
+            k = _position(ends, exact, t, "right") - 1
             if k >= 0 and since < ends[k] > at:
                 best, at = i, float(ends[k])
         return (best, at) if best >= 0 else (-1, t)
 
-    def waiting(self, t: float, k: int, starts: np.ndarray, ends: np.ndarray, owner: np.ndarray,
+    def waiting(self, t: float, k: int, starts: list[float], ends: list[float], owner: list[int],
                 ) -> tuple[float, str, int]:
         """Since when the step's thread waited at ``t`` (in no event or in an annotation's own time), and how that
         wait is labelled; (inf, "", -1) while it ran an operator or a call."""
@@ -193,8 +215,11 @@ class _Walk:
         step's (``main``) that was in no event had not been handed its work yet: the path goes back to the
         step's thread at the same moment (autograd's backward thread waits for ``backward()`` on the main one);
         the step's thread waiting while a backward thread worked goes to that thread's work (``thread``)."""
-        starts, ends, owner = host_pieces(self.model, pid, tid)
-        k = int(np.searchsorted(starts, t, side="left")) - 1
+        pieces = self.pieces.get((pid, tid))
+        if pieces is None:
+            pieces = self.pieces[(pid, tid)] = _Pieces(self.model, pid, tid)
+        starts, ends, owner = pieces.start_list, pieces.ends, pieces.owner
+        k = _position(starts, pieces.starts, t, "left") - 1
         idle = k < 0 or ends[k] < t or owner[k] < 0
         if idle and not main:
             return "main", -1, t
@@ -320,7 +345,8 @@ def _bounds(model: TraceModel, start: float | None, end: float | None) -> tuple[
 def _path(model: TraceModel, lo: float, hi: float, host_end: float, main: tuple[int, int],
           scope: dict[str, Any]) -> dict[str, Any]:
     segments = _merged(_walk(model, main, lo, hi, host_end)) if hi > lo else []
-    ev = model["events"]
+    rows = np.array([r for _, _, _, r in segments], dtype=np.int64)
+    names: list[int] = model["events"]["name"][np.maximum(rows, 0)].tolist()  # read whole, not one at a time
     shares = {c: 0.0 for c in CATEGORIES}
     for s, e, c, _ in segments:
         shares[c] += e - s
@@ -330,7 +356,8 @@ def _path(model: TraceModel, lo: float, hi: float, host_end: float, main: tuple[
         "shares": [{"category": c, "us": us, "share": us / (hi - lo) if hi > lo else 0.0}
                    for c, us in shares.items() if us > 0],
         "segments": [{"start_us": s, "end_us": e, "category": c, "id": r if r >= 0 else None,
-                      "name": model.strings[int(ev["name"][r])] if r >= 0 else None} for s, e, c, r in segments],
+                      "name": model.strings[name] if r >= 0 else None}
+                     for (s, e, c, r), name in zip(segments, names, strict=True)],
     }
 
 

@@ -114,16 +114,20 @@ def launch_stats(model: TraceModel, limit: int = 500) -> dict[str, Any]:
     """
     t = _launched(model)
     work = device_work(model)
-    names = model["events"]["name"]
     k = slice(0, max(0, limit))
+    idx = t.idx[k]
+    launch = work.launch_row[idx]
+    strings = model.strings
+    # each column converted whole (a row's fields read one numpy scalar at a time took 22 ms for 8,772 rows)
+    columns = (work.row[idx], work.name[idx], work.device[idx], work.stream[idx], work.start[idx], launch,
+               model["events"]["name"][launch], work.launch_start[idx], t.cpu[k], t.gpu[k], t.delay[k], t.short[k],
+               t.outlier[k])
     rows = [{
-        "id": int(work.row[i]), "name": model.strings[int(work.name[i])], "device": _device(int(work.device[i])),
-        "stream": int(work.stream[i]), "start_us": float(work.start[i]), "launch_id": int(work.launch_row[i]),
-        "launch_name": model.strings[int(names[work.launch_row[i]])],
-        "launch_start_us": float(work.launch_start[i]), "cpu_duration_us": float(c), "gpu_duration_us": float(g),
-        "launch_delay_us": float(d), "short": bool(s), "outlier": bool(o),
-    } for i, c, g, d, s, o in zip(t.idx[k].tolist(), t.cpu[k].tolist(), t.gpu[k].tolist(), t.delay[k].tolist(),
-                                  t.short[k].tolist(), t.outlier[k].tolist())]
+        "id": row, "name": strings[name], "device": _device(device), "stream": stream, "start_us": start,
+        "launch_id": launch_id, "launch_name": strings[launch_name], "launch_start_us": launch_start,
+        "cpu_duration_us": c, "gpu_duration_us": g, "launch_delay_us": d, "short": s, "outlier": o,
+    } for row, name, device, stream, start, launch_id, launch_name, launch_start, c, g, d, s, o in zip(
+        *(column.tolist() for column in columns), strict=True)]
     return {**t.answer, "rows": rows}
 
 

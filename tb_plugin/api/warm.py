@@ -295,21 +295,6 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
-# A trace of at most this many events has its parts computed one after the other in the loader process, without a
-# fork: forking the loader costs tens of milliseconds, and each part's process computes again what the parts share
-# (the host tree, the steps), which is more than the parts themselves take on a small trace. Measured on the 2-core
-# machine (the four parts, in the loader / a process each, 1-2 processes): a 3,000-event rank of the gloo sample
-# 0.05 s / 0.18 s, a 21,000-event trace 0.08 s / 0.13-0.16 s, a 57,000-event one 0.21-0.27 s / 0.30-0.45 s. Their
-# memory stays small (:data:`PART_BYTES_PER_EVENT`: ~40 MB for all four at the bound). A logdir of 300 small ranks
-# loaded 3-4 times slower with a fork per part.
-INLINE_EVENTS = 50_000
-
-
-def _forking(events: int) -> bool:
-    """Whether the parts of a trace of ``events`` are computed in forked processes (see :data:`INLINE_EVENTS`)."""
-    return events > INLINE_EVENTS and _can_fork()
-
-
 # What a part's process grows by at its peak, per event of the trace (anonymous memory: the model's pages it reads are
 # the loader's and the server's too), measured on the 2 GB trace (5.3 M events) on a 16-core host, its threads
 # (AHEAD) included: the Overview 1.29-1.34 GB, the Trace view's index 1.11 GB, the Operator and Kernel tables
@@ -318,6 +303,13 @@ def _forking(events: int) -> bool:
 # trace's one after the other.
 PART_BYTES_PER_EVENT = {"overview": 255, "tables": 215, "gpu": 125, "timeline": 210}
 PART_MIN_BYTES = 64 << 20
+# A trace of at most this many events computes its parts in the loader process itself, one after the other: a
+# process per part costs more than the parts there (each forked part recomputes the host tree, the steps and the
+# other results the parts share, and pays its fork and exit). Measured on the 2-core machine (the four parts in the
+# loader / a process each): a 3,000-event rank of the gloo sample 0.05 s / 0.18 s, 20,000 events 0.08 / 0.18 s of
+# CPU, 57,000 events 0.21-0.27 / 0.30-0.45 s, 88,000 events 0.23 / 0.44 s of CPU; a logdir of 300 small ranks loaded
+# 3-4 times slower with a fork per part. Memory is no concern at this size (well under PART_MIN_BYTES a part).
+INLINE_EVENTS = 100_000
 
 
 def part_bytes(part: str, events: int) -> int:
@@ -327,17 +319,18 @@ def part_bytes(part: str, events: int) -> int:
 
 def compute_parts(model: TraceModel, ctx: Context, folder: Path | Callable[[str], Path], processes: int,
                   parts: tuple[str, ...] = PARTS, done: Callable[[str, bool], None] | None = None,
-                  memory: int | None = None) -> list[str]:
+                  memory: int | None = None, inline_events: int | None = None) -> list[str]:
     """Compute ``parts``, each in a forked process of its own, at most ``processes`` at a time and as many as fit
     in ``memory`` bytes (:func:`part_bytes`; None: no bound), in their order, the next as one ends, into ``folder``
     (or the folder it gives each part); ``done(part, ok)`` as each ends; the parts that finished. A process per
     part: what a part memoises on the way (the host tree, its tables) goes with it, so the memory is that of the
     parts running, never of all of them (four parts in one process took 1.4 GB of a 1 GB trace, the largest alone
     0.6 GB); and a part that runs out of memory is killed alone,
-    never the loader process, whose parse is whole and must still be answered. In this process only where forking
-    is not safe (threads running) or the trace is small (:data:`INLINE_EVENTS`)."""
+    never the loader process, whose parse is whole and must still be answered. In this process where forking is
+    not safe (threads running) or the trace has at most ``inline_events`` events (:data:`INLINE_EVENTS`)."""
     where = folder if callable(folder) else (lambda part: folder)
-    forks = _Forks(model, ctx, processes, memory)
+    limit = INLINE_EVENTS if inline_events is None else inline_events
+    forks = _Forks(model, ctx, processes, memory, inline=model.n_events <= limit)
     for part in parts:
         forks.add(part, functools.partial(where, part))
     forks.wait(parts, done or (lambda part, ok: None))
@@ -349,10 +342,12 @@ class _Forks:
     the order queued; each part's folder is asked for as it starts. ``ended``: part → (whether it was written, its
     folder). The loader's head start (:meth:`WarmViews.save`) queues the parts for after "ready" behind those before
     it, so that they start in the cores and memory the ones before ready leave free; :class:`Later` waits for them
-    after "ready"."""
+    after "ready". ``inline``: every part is computed in this process (a small trace, :data:`INLINE_EVENTS`)."""
 
-    def __init__(self, model: TraceModel, ctx: Context, processes: int, memory: int | None = None) -> None:
+    def __init__(self, model: TraceModel, ctx: Context, processes: int, memory: int | None = None,
+                 inline: bool = False) -> None:
         self.model, self.ctx, self.processes, self.memory = model, ctx, max(1, processes), memory
+        self.inline = inline
         self.queue: list[tuple[str, Callable[[], Path]]] = []
         self.running: dict[int, tuple[str, Path]] = {}
         self.ended: dict[str, tuple[bool, Path]] = {}
@@ -371,12 +366,12 @@ class _Forks:
         return used + part_bytes(part, self.model.n_events) <= self.memory
 
     def step(self) -> None:
-        """Start what the free processes and memory allow, in the order queued (each part in this process where
-        forking is not safe or the trace is small: :func:`_forking`), and take in the parts that ended."""
+        """Start what the free processes and memory allow, in the order queued (each part in this process when
+        ``inline`` or where forking is not safe), and take in the parts that ended."""
         while self.queue and self.fits(self.queue[0][0]):
             part, where = self.queue.pop(0)
             folder = where()
-            if not _forking(self.model.n_events):  # one part a step: the caller hears of each as it ends
+            if self.inline or not _can_fork():  # one part a step: the caller hears of each as it ends
                 self.ended[part] = (_try_part(self.model, self.ctx, part, folder), folder)
                 break
             self.running[_fork_parts(self.model, self.ctx, folder, [part])] = (part, folder)
@@ -485,11 +480,14 @@ def _die_with_parent() -> None:
 class WarmViews:
     """What the loader process computes and stores beside the parse, and the server gives back to the model when it
     opens the entry (a ``jobs.cache.Stored``, passed to ``jobs`` by the plugin). ``rule``: whether the views are
-    computed before "ready" or after it (:class:`ReadyRule`; :data:`READY_RULE` unless given)."""
+    computed before "ready" or after it (:class:`ReadyRule`; :data:`READY_RULE` unless given). ``inline_events``: a
+    trace of at most that many events computes its parts in the loader process itself (:data:`INLINE_EVENTS`)."""
 
-    def __init__(self, peaks: PeakOverride = NO_OVERRIDE, rule: ReadyRule | None = None) -> None:
+    def __init__(self, peaks: PeakOverride = NO_OVERRIDE, rule: ReadyRule | None = None,
+                 inline_events: int | None = None) -> None:
         self.peaks = peaks
         self.rule = rule if rule is not None else READY_RULE
+        self.inline_events = INLINE_EVENTS if inline_events is None else inline_events
 
     def save(self, directory: str, file: TraceFile | None = None, processes: int = 1,
              parse_seconds: float | None = None, memory: int | None = None) -> Later | None:
@@ -501,10 +499,11 @@ class WarmViews:
         model = load(folder)  # what the server will open: the answers must be computed on exactly that
         ctx = context(file, self.peaks)
         now, later = plan(self.rule, model.n_events, processes, parse_seconds, memory)
-        forks = _Forks(model, ctx, processes, memory)
+        forks = _Forks(model, ctx, processes, memory, inline=model.n_events <= self.inline_events)
         for part in now:
             forks.add(part, lambda: folder)
-        if now and _forking(model.n_events):  # a head start: the parts after ready take the processes these leave free
+        # a head start: the parts for after ready take the processes these leave free
+        if now and not forks.inline and _can_fork():
             for part in later:
                 forks.add(part, functools.partial(_private_folder, folder.parent))
         if now:

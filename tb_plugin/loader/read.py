@@ -185,9 +185,11 @@ def _gunzip(raw: bytes, limit: int, scratch_dir: str | None = None, threads: int
     One call per member with a bound on its output: ISA-L's inflate fills one buffer that grows in place, so the
     peak is the output, not twice it, and a gzip trailer's size (which anyone can write) is never trusted. Text
     that will be larger than :data:`SPILL_BYTES` (by the ratio of its first megabytes, with a ``scratch_dir``)
-    goes to a scratch file instead, piece by piece, returned mapped.
+    goes to a scratch file instead, piece by piece, returned mapped; never when ``limit`` is below that size (a
+    bomb: its first megabyte promises gigabytes, the limit stops it in memory long before, where writing the limit's
+    worth of text to a file first took seconds more).
     """
-    spill = scratch_dir is not None and projected_size(raw) > SPILL_BYTES
+    spill = scratch_dir is not None and limit > SPILL_BYTES and projected_size(raw) > SPILL_BYTES
     if spill and threads >= PARALLEL_GUNZIP_THREADS and len(raw) >= PARALLEL_GUNZIP_BYTES:
         fast = _parallel_gunzip(raw, limit, scratch_dir if spill else None, threads)
         if fast is not None:

@@ -21,7 +21,7 @@ from tb_plugin.catalog.catalog import Catalog, Root
 from tb_plugin.catalog.storage import Storage
 from tb_plugin.jobs.cache import entry_name
 from tests.browser.conftest import TensorBoard, start_tensorboard, stop_tensorboard
-from tests.conftest import REAL_TRACES
+from tests.conftest import REAL_TRACES, AppFactory, wait_until_settled
 
 TRACE = next((REAL_TRACES / "h200" / "transformer_bf16").glob("*.pt.trace.json.gz"))
 # written out (not tb_plugin.model.tables.MODEL_FILES): the files a parse writes, as the cache holds them
@@ -76,16 +76,35 @@ def _answers(tb: TensorBoard, run: str, routes: tuple[str, ...] = ROUTES) -> dic
     return {route: _get(tb, f"{route}{sep(route)}run={run}&worker=vm_562&span=1") for route in routes}
 
 
+def _parsed_once(logdir: Path, cache: Path, runs: list[str]) -> dict[str, Path]:
+    """Every run's cache entry, as the first server would write it, by run: the trace is parsed once, by a server on
+    the first run alone, and its entry copied (not linked: each is damaged on its own) to every other run's name (an
+    entry holds nothing of its run: the same file version anywhere parses to the same files)."""
+    (logdir / runs[0]).mkdir(parents=True)
+    shutil.copy2(TRACE, logdir / runs[0] / TRACE.name)
+    factory = AppFactory(cache)
+    try:
+        body = wait_until_settled(factory(logdir, profiler_cache_dir=str(cache)), expect_spans=1)
+        assert body["runs"][0]["workers"][0]["spans"][0]["state"] == "ready", body
+    finally:
+        factory.close()
+    for run in runs[1:]:
+        (logdir / run).mkdir(parents=True)
+        shutil.copy2(TRACE, logdir / run / TRACE.name)
+    catalog = Catalog([Root(None, Storage(str(logdir)))])
+    entries = {f.run: cache / entry_name(f.identity) for f in catalog.scan(now=math.inf)}
+    assert sorted(entries) == sorted(runs)
+    for run in runs[1:]:
+        shutil.copytree(entries[runs[0]], entries[run])
+    return entries
+
+
 @pytest.mark.slow  # 40-110 s on 2 cores: make test runs it, make test-fast leaves it out
 def test_damaged_cache_files_never_crash_the_server_nor_change_an_answer(tmp_path: Path) -> None:
     logdir, cache = tmp_path / "logdir", tmp_path / "cache"
     plan = _plan()
     runs = ["ref", *(f"r{k:02d}" for k in range(len(plan)))]  # ref: never damaged
-    for run in runs:
-        (logdir / run).mkdir(parents=True)
-        shutil.copy2(TRACE, logdir / run / TRACE.name)
-    catalog = Catalog([Root(None, Storage(str(logdir)))])
-    entries = {f.run: cache / entry_name(f.identity) for f in catalog.scan(now=math.inf)}
+    entries = _parsed_once(logdir, cache, runs)
 
     first = start_tensorboard(logdir, tmp_path, "--profiler_cache_dir", str(cache))
     try:

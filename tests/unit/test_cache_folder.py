@@ -93,3 +93,61 @@ def test_the_page_says_which_cache_folder_is_used(tensorboard_app: Any, temp_fol
     (error,) = body["errors"]
     assert error.startswith(f"the cache folder {tmp_path / 'a_file' / 'cache'} cannot be used")
     assert str(temp_folder) in error
+
+
+def _one_trace(tmp_path: Path) -> Path:
+    logdir = tmp_path / "logdir"
+    (logdir / "run").mkdir(parents=True)
+    shutil.copy2(TRACES[2], logdir / "run" / TRACES[2].name)  # the transformer: 2.3 MB parsed, 4 MB with its views
+    return logdir
+
+
+def test_a_trace_says_ready_with_its_cache_within_the_bound(tensorboard_app: Any, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache is trimmed before a trace turns ready (it was trimmed just after: a run that said ready could
+    still hold its cache over the bound, which a test saw under load)."""
+    from tb_plugin.jobs import opening
+
+    cache = tmp_path / "cache"
+    at_ready: list[int] = []
+    real = opening.EntryOpener.loaded
+
+    def loaded(self: Any, job: Any, model: Any) -> None:
+        at_ready.append(_entries_bytes(cache))
+        real(self, job, model)
+
+    monkeypatch.setattr(opening.EntryOpener, "loaded", loaded)
+    client = tensorboard_app(_one_trace(tmp_path), profiler_cache_max_mb=3)
+    assert wait_until_settled(client, expect_spans=1)["runs"][0]["workers"][0]["spans"][0]["state"] == "ready"
+    assert len(at_ready) == 1 and at_ready[0] <= 3 << 20, at_ready  # its 4 MB entry went before it said ready
+    assert client.get(f"{API}/operators?run=run&worker=vm_562&span=1").status_code == 200  # opened from a copy
+
+
+def test_parts_added_after_ready_are_counted_and_the_cache_trimmed(tensorboard_app: Any, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The views a loader adds to an entry after its trace turned ready (``api/warm.py`` ``Later``) count against
+    the bound as they land, and the cache is trimmed then (they were held uncounted until the next load). The
+    parts wait at a gate (``gated_views.py``) so that they land after "ready", whatever the machine's load."""
+    from tb_plugin.api import warm
+    from tests.unit.gated_views import GatedViews
+    from tests.unit.test_warm_views import _models, _plugin
+    from tests.unit.test_warm_views_later import _open_gate, _until
+
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    monkeypatch.setattr(warm, "WarmViews", lambda peaks: GatedViews(peaks, str(gate)))
+    cache = tmp_path / "cache"
+    client = tensorboard_app(_one_trace(tmp_path), profiler_cache_max_mb=3)
+    body = wait_until_settled(client, expect_spans=1)
+    (model,) = _models(client, body)
+    assert warm.awaiting_any(model)  # ready with its parse: every view is still to come
+    (entry,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    parsed = _entries_bytes(cache)
+    assert 0 < parsed <= 3 << 20  # the parse alone is within the bound
+    scheduler = _plugin(client).workspace.scheduler
+    assert scheduler.cache.total_bytes() == parsed
+    _open_gate(gate)
+    _until(lambda: not warm.awaiting_any(model) and scheduler.cache.total_bytes() == _entries_bytes(cache) <= 3 << 20,
+           "the parts landed, were counted, and the cache was trimmed")
+    assert not entry.exists()  # with its views it outgrew the bound: evicted (its model was copied when opened)
+    assert client.get(f"{API}/operators?run=run&worker=vm_562&span=1").status_code == 200

@@ -4,10 +4,10 @@ hand-checked synthetic traces and on real ones (every sample, 2021 V100 and 2026
 from __future__ import annotations
 
 import gzip
-import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from tb_plugin.analysis.annotations import annotation_times
@@ -263,10 +263,22 @@ def test_cpu_only_runs_get_empty_answers() -> None:
     assert {s["category"] for s in critical_path(model)["shares"]} <= {"cpu_op", "annotation", "runtime", "host_idle"}
 
 
-def raw(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path) as fh:
-        events: list[dict[str, Any]] = json.load(fh)["traceEvents"]
-    return events
+class _Event(msgspec.Struct):
+    """The fields of a raw event that the kernel count reads (a missing ``cat`` is ""; the rest of the event is
+    skipped, not decoded: 20 times faster than ``json.load`` of the whole trace, a third of this file's time)."""
+
+    cat: Any = ""
+    ph: Any = None
+    ts: Any = None
+
+
+class _Trace(msgspec.Struct):
+    traceEvents: list[_Event]  # the trace's own key
+
+
+def raw(path: Path) -> list[_Event]:
+    """The events of a gzipped trace as its JSON has them (their ``cat``, ``ph`` and ``ts``)."""
+    return msgspec.json.decode(gzip.decompress(path.read_bytes()), type=_Trace).traceEvents
 
 
 @pytest.mark.parametrize("path", real_trace_files() + sample_trace_files(), ids=lambda p: p.parent.name + "/" + p.name[:12])
@@ -283,8 +295,8 @@ def test_every_real_trace_adds_up(path: Path) -> None:
         ends = [s["end_us"] for s in cp["segments"]]
         assert [s["start_us"] for s in cp["segments"][1:]] == pytest.approx(ends[:-1])
     stats = launch_stats(model)["summary"]
-    kernels = sum(1 for e in raw(path) if e.get("cat", "").lower() == "kernel" and e.get("ph") == "X"
-                  and steps.start[0] <= e["ts"] < steps.end[-1])
+    kernels = sum(1 for e in raw(path) if e.cat.lower() == "kernel" and e.ph == "X"
+                  and steps.start[0] <= e.ts < steps.end[-1])
     assert stats["kernels"] == kernels
     for q in queue_length(model)["streams"]:
         assert q["summary"]["max"] == max(q["series"]["max"])

@@ -3,6 +3,7 @@ hang, a 500, a stack trace or a file from outside the catalog."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -368,6 +369,46 @@ def _gzip_bomb(path: Path, head: bytes, fill: bytes, blocks: int, tail: bytes) -
     return _old(path)
 
 
+def _tree_cpu() -> float:
+    """CPU seconds of this process and of its descendants, those still running and those they waited for (the
+    loader processes, through the fork server that starts them)."""
+    import psutil
+
+    def spent(process: psutil.Process) -> float:
+        t = process.cpu_times()
+        return float(t.user + t.system + t.children_user + t.children_system)
+
+    total = spent(psutil.Process())
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # ended meanwhile: counted by its parent, which waited for it
+            total += spent(child)
+    return total
+
+
+def test_a_bomb_under_the_spill_size_is_refused_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bomb's first megabyte promises more text than ``read.SPILL_BYTES``, which would be inflated into a scratch
+    file; but its limit (100 times its size) is below that size: it is refused in memory, where the limit stops it,
+    without writing the limit's worth of text to a file first (1 GiB written took the loader 3 s, more on a busy
+    disk)."""
+    from tb_plugin.loader import TraceLoadError, read
+    from tb_plugin.loader.limits import Limits
+
+    monkeypatch.setattr(read, "SPILL_BYTES", 64 << 20)
+    monkeypatch.setattr(read, "_PROBE_BYTES", 64 << 10)  # the ratio of the first 64 KiB (of a 256 KiB file)
+    spilled: list[str] = []
+    real = read._spill
+    monkeypatch.setattr(read, "_spill", lambda *args: spilled.append("spill") or real(*args))
+    bomb = _gzip_bomb(tmp_path / "blank.1.pt.trace.json.gz", b'{"traceEvents": [', b" ", 256, b"]}")  # 256 MiB
+    assert read.projected_size(bomb.read_bytes()) > read.SPILL_BYTES
+    with pytest.raises(TraceLoadError, match="this looks like a decompression bomb"):
+        read.decompress(bomb.read_bytes(), bomb.name, Limits(scratch_dir=str(tmp_path)))
+    assert spilled == [] and list(tmp_path.iterdir()) == [bomb]
+    big = Limits(always_inflate_bytes=128 << 20, scratch_dir=str(tmp_path))  # a limit above the spill size: spilled
+    with pytest.raises(TraceLoadError, match="this looks like a decompression bomb"):
+        read.decompress(bomb.read_bytes(), bomb.name, big)
+    assert spilled == ["spill"]
+
+
 def test_bombs_fail_fast_once_and_never_hold_up_a_good_trace(tensorboard_app: Any, tmp_path: Path) -> None:
     """A 1 MB gzip whose one event has a 1 GiB name, 10 MB of gzip that inflate to 10 GiB of zeros, a 10 MB
     gzip of ``{"traceEvents": [`` and 10 GiB of spaces, and 1 GiB of zeros named like a trace: each used to cost
@@ -388,10 +429,10 @@ def test_bombs_fail_fast_once_and_never_hold_up_a_good_trace(tensorboard_app: An
     assert (bombs / "name.1.pt.trace.json.gz").stat().st_size < 1.2e6
     assert (bombs / "zeros.1.pt.trace.json.gz").stat().st_size < 11e6
 
-    started = time.monotonic()
     client = tensorboard_app(logdir, profiler_workers=1)
+    started, cpu = time.monotonic(), _tree_cpu()
     spans = spans_by_file(wait_until_settled(client, expect_spans=5, timeout=60))
-    took = time.monotonic() - started
+    took, cpu = time.monotonic() - started, _tree_cpu() - cpu
     assert spans["w.1.pt.trace.json"]["state"] == "ready"
     errors = {name: spans[name]["error"] for name in spans if name != "w.1.pt.trace.json"}
     assert all(spans[name]["state"] == "failed" for name in errors)
@@ -410,6 +451,8 @@ def test_bombs_fail_fast_once_and_never_hold_up_a_good_trace(tensorboard_app: An
         "raw.1.pt.trace.json": "raw.1.pt.trace.json: not valid JSON: the file is neither an object nor an array "
                                "(its first byte opens no JSON value)",
     }
+    # on the shared 2-core machine the wall time follows the others' load; the CPU the loader spent does not
+    assert cpu < 10, f"five spans took {cpu:.1f} s of CPU to settle"
     assert took < 15, f"five spans settled in {took:.1f} s"
 
     restarted = tensorboard_app(logdir, profiler_workers=1)  # the same parse cache

@@ -38,12 +38,14 @@ def test_a_rewritten_file_keeps_answering_with_its_last_good_parse(tensorboard_a
     names = {3: {f"aten::op{k}" for k in range(3)}, 5: {f"aten::op{k}" for k in range(5)}}
 
     stop = threading.Event()
+    rewrites: list[int] = []
 
     def writer() -> None:
         ops = 3
         while not stop.is_set():
             ops = 5 if ops == 3 else 3
             _rewrite(path, ops)
+            rewrites.append(ops)
             stop.wait(2.0)
 
     thread = threading.Thread(target=writer, daemon=True)
@@ -51,8 +53,11 @@ def test_a_rewritten_file_keeps_answering_with_its_last_good_parse(tensorboard_a
     answers: list[tuple[int, Any]] = []
     seen_updating = False
     try:
-        deadline = time.monotonic() + 12
-        while time.monotonic() < deadline:
+        # until each version was served and a rewrite seen loading, over three rewrites at least (the listing is
+        # asserted on every turn: the run used to vanish for a third of the requests while a rewrite settled)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+                len(rewrites) >= 3 and seen_updating and {len(b["rows"]) for st, b in answers if st == 200} == {3, 5}):
             r = client.get(url)
             answers.append((r.status_code, r.get_json()))
             runs = client.get(f"{API}/runs").get_json()["runs"]

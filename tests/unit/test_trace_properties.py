@@ -135,7 +135,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path
     root = tmp_path_factory.mktemp("trace_properties")
     (root / "logdir").mkdir()
     factory = AppFactory(root / "cache")
-    client = factory(root / "logdir", profiler_rescan_interval=0.2)
+    client = factory(root / "logdir", profiler_rescan_interval=0.05)
     yield client, root / "logdir"
     factory.close()
 

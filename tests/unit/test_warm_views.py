@@ -51,9 +51,19 @@ def single_runs(root: Path, files: list[Path]) -> Path:
     return root
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    """A published entry's file linked (nothing ever writes into one: ``jobs.entries``), its lock file copied (each
+    cache locks its own)."""
+    if os.path.basename(src).startswith("."):
+        shutil.copy2(src, dst)
+    else:
+        _link(Path(src), Path(dst))
+
+
 def without_stored_views(cache: Path, copy: Path) -> Path:
-    """A copy of a parse cache as an older version left it: no stored views in any entry."""
-    shutil.copytree(cache, copy)
+    """A copy of a parse cache as an older version left it: no stored views in any entry (its files linked, not
+    copied: the 230 MB of the test traces' entries took a second to copy)."""
+    shutil.copytree(cache, copy, copy_function=_link_or_copy)
     for f in copy.glob("*/warm.*"):
         f.unlink()
     for part in copy.glob("*/part-*"):  # the parts added after ready (api/warm.py Later)
@@ -123,9 +133,12 @@ def test_stored_views_answer_what_the_server_computes(tensorboard_app: Any, tmp_
     assert_same_answers(tensorboard_app, logdir, tmp_path / "cache", tmp_path, len(files))
 
 
-def test_multi_rank_runs_store_their_rank_summaries(tensorboard_app: Any, tmp_path: Path) -> None:
+def test_multi_rank_runs_store_their_rank_summaries(tensorboard_app: Any, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The ranks of a job store their summaries (what every rank's Overview and the Distributed view read); the
-    job-level answers from them equal the server's own."""
+    job-level answers from them equal the server's own. Their parts are computed each in a forked process, as a
+    big trace's are (the samples' are small enough to be computed in the loader process: ``warm.INLINE_EVENTS``)."""
+    monkeypatch.setattr(warm, "INLINE_EVENTS", 0)  # read when the server makes its WarmViews
     logdir = tmp_path / "logdir"
     files = [f for run in MULTI_RANK for f in sorted((SAMPLES / run).glob("*.pt.trace.json*"))]
     for f in files:
@@ -207,3 +220,35 @@ def test_the_parts_start_in_order_as_their_memory_fits(monkeypatch: pytest.Monke
     assert _started(430_000, 2, every) == ["timeline", "overview"]  # never more than the loader's share of the cores
     monkeypatch.setattr(budget, "available_memory", lambda: 150 << 20)
     assert _started(430_000, 15, every) == ["timeline"]  # little memory left: one at a time
+
+
+
+class _Forked(Exception):
+    pass
+
+
+def test_a_small_traces_parts_are_computed_in_the_loader_process(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Up to ``warm.INLINE_EVENTS`` events the parts are computed one after the other in the loader process (a
+    process per part cost twice the CPU there); beyond it, each in a forked process."""
+    from tb_plugin.model.tables import save
+    from tests.conftest import parsed_trace
+
+    def fork(*args: Any) -> int:
+        raise _Forked
+
+    monkeypatch.setattr(warm, "_can_fork", lambda: True)  # as in a loader process (no threads)
+    monkeypatch.setattr(warm, "_fork_parts", fork)
+    model = parsed_trace(next(f for f in real_trace_files() if "transformer_bf16" in str(f)))
+    assert 0 < model.n_events <= warm.INLINE_EVENTS
+    for name in ("inline", "forked"):
+        save(model, tmp_path / name)
+    assert warm.WarmViews().save(str(tmp_path / "inline"), None, 2) is None
+    assert (tmp_path / "inline" / "warm.json").is_file()
+    assert all((tmp_path / "inline" / f"warm.{part}.bin").is_file() for part in warm.PARTS)
+    with pytest.raises(_Forked):
+        warm.WarmViews(inline_events=model.n_events - 1).save(str(tmp_path / "forked"), None, 2)
+    ctx = warm.context(None, warm.NO_OVERRIDE)
+    assert warm.compute_parts(model, ctx, tmp_path / "inline", 2) == list(warm.PARTS)
+    with pytest.raises(_Forked):
+        warm.compute_parts(model, ctx, tmp_path / "forked", 2, inline_events=model.n_events - 1)

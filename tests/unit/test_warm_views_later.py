@@ -131,8 +131,8 @@ import json, sys, tempfile
 from pathlib import Path
 from tb_plugin.api import warm
 cache, entry = Path(sys.argv[1]), Path(sys.argv[2])
-warm.INLINE_EVENTS = 0  # forked parts, as a big trace's (this one's are otherwise computed in the loader itself)
-later = warm.WarmViews(rule=warm.ReadyRule(seconds=0.0, share=0.0)).save(str(entry), None, 4, parse_seconds=9.0)
+later = warm.WarmViews(rule=warm.ReadyRule(seconds=0.0, share=0.0), inline_events=0).save(  # forked, as a big trace's
+    str(entry), None, 4, parse_seconds=9.0)
 started = sorted({p for p, _ in later.forks.running.values()} | set(later.forks.ended))
 private = sorted(str(f.parent) for _, f in later.forks.running.values())
 staged, placed, reported = [], {}, []
