@@ -52,7 +52,7 @@ def container(azurite: Azurite) -> Iterator[str]:
     service.delete_container(name)
 
 
-def test_https_form_lists_loads_and_serves_every_sample(tensorboard_app: Any, azure_env: Any,
+def test_https_form_lists_loads_and_serves_every_seeded_run(tensorboard_app: Any, azure_env: Any,
                                                         local_samples: Path) -> None:
     """The production-shaped URL, with the endpoint from AZURE_STORAGE_CONNECTION_STRING: every seeded sample run
     (conftest.REMOTE_RUNS) loads through the loader processes and answers exactly as the same files do from a local

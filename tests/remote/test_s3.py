@@ -24,7 +24,7 @@ def query(run: str, worker: str, **more: str) -> str:
     return urlencode({"run": run, "worker": worker, "span": "1", **more})
 
 
-def test_s3_lists_loads_and_serves_every_sample(tensorboard_app: Any, s3_env: Any, local_samples: Path) -> None:
+def test_s3_lists_loads_and_serves_every_seeded_run(tensorboard_app: Any, s3_env: Any, local_samples: Path) -> None:
     """Every seeded sample run (conftest.REMOTE_RUNS) loads and answers as the same files do from a local folder."""
     client = tensorboard_app(None, logdir_spec=f"local:{local_samples},s3://profiles/shared/")
     body = wait_until_settled(client, timeout=120, expect_spans=2 * sample_span_count())
