@@ -492,21 +492,6 @@ def dist_diff_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def make_ranks_logdir(root: Path, ranks: int) -> Path:
-    """``ranks`` workers ``rank0`` … ``rank<N-1>`` in run ``ddp<N>``: links to the DDP example's rank0 (even) and
-    rank1 (odd) traces, named ``rankN.<stamp>.pt.trace.json.gz`` like the originals. The traces' own
-    distributedInfo still says rank 0 or 1, so ranks repeat (the page tells them apart by worker)."""
-    sources = sorted(DDP_DIR.glob("rank*.pt.trace.json.gz"))
-    if len(sources) != 2:
-        pytest.fail(f"{DDP_DIR} should hold rank0 and rank1 traces")
-    run = root / f"ddp{ranks}"
-    for n in range(ranks):
-        src = sources[n % 2]
-        stamp = src.name.split(".")[1]
-        link_or_copy(src, run / f"rank{n}.{int(stamp) + n}.pt.trace.json.gz")
-    return root
-
-
 @pytest.fixture(scope="session")
 def tb_dist_diff(tb_factory: Callable[..., TensorBoard], dist_diff_logdir: Path) -> TensorBoard:
     tb = tb_factory(dist_diff_logdir)
