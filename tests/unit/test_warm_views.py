@@ -222,7 +222,6 @@ def test_the_parts_start_in_order_as_their_memory_fits(monkeypatch: pytest.Monke
     assert _started(430_000, 15, every) == ["timeline"]  # little memory left: one at a time
 
 
-
 class _Forked(Exception):
     pass
 
