@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--stop-file", required=True)
     parser.add_argument("--seconds", type=float, default=300.0)
-    parser.add_argument("--poll", type=float, default=0.1)
+    parser.add_argument("--poll", type=float, default=0.2)
     parser.add_argument("--heartbeat", type=float, default=2.0)
     parser.add_argument("--step-sleep", type=float, default=0.02)
     parser.add_argument("--enable-ranks", type=lambda text: {int(r) for r in text.split(",")}, default=None)

@@ -99,7 +99,7 @@ def test_a_rank_that_never_answers_and_a_job_ending_mid_capture(tmp_path: Path, 
         from tb_plugin.capture.requests import read_progress, submit
 
         folder = CaptureFolder(str(three.folder))
-        # rank 0 picks the request up within a poll (0.1 s); rank 2, never, so the answer waits for the deadline
+        # rank 0 picks the request up within a poll (0.2 s); rank 2, never, so the answer waits for the deadline
         made = submit(folder, 50, Options(activities=("cpu",)), 5.0, "test")
         deadline = time.monotonic() + 60
         while read_progress(folder, made.id).state != "capturing":
@@ -129,7 +129,7 @@ def test_the_runner_under_torchrun(tmp_path: Path, capsys: Any, form: str) -> No
     runner = ["-m", "tb_plugin.capture"] if form == "-m" else ["--no-python", sys.executable, "-m", "tb_plugin.capture"]
     folder = tmp_path / "logdir" / "job"
     command = [torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()), *runner,
-               "--logdir", str(folder), "--poll", "0.1", "--heartbeat", "2", str(JOB), str(folder),
+               "--logdir", str(folder), "--poll", "0.2", "--heartbeat", "2", str(JOB), str(folder),
                "--launched", "--stop-file", str(tmp_path / "stop")]
     launched = start_job(tmp_path, 2, command=command)
     try:
