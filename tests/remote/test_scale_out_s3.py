@@ -77,19 +77,29 @@ def _same(a: RankSummary, b: RankSummary) -> bool:
 
 
 @pytest.fixture(scope="module")
-def s3_preprocessed(moto: Moto, s3_job: str) -> tuple[Plan, Report]:
+def dask_cluster(moto: Moto) -> Iterator[DaskExecutor]:
+    """One LocalCluster of 2 worker processes for the module (started with the S3 variables of ``s3_env``, which its
+    workers keep): ``preprocess`` runs on it, and the crash test kills one of its workers and reruns on it, as a
+    rerun against a long-lived cluster (``--dask-scheduler``) would."""
+    with pytest.MonkeyPatch.context() as env:
+        _s3_env(env, moto)
+        dask = DaskExecutor(local_workers=2)
+    try:
+        yield dask
+    finally:
+        dask.close()
+
+
+@pytest.fixture(scope="module")
+def s3_preprocessed(moto: Moto, s3_job: str, dask_cluster: DaskExecutor) -> tuple[Plan, Report]:
     """``preprocess`` of the ranks on a 2-process LocalCluster into s3://scale/cache (once per module)."""
     with pytest.MonkeyPatch.context() as env:
         _s3_env(env, moto)
         shared = SharedCache(f"s3://{BUCKET}/cache")
         cluster_plan = plan(s3_job, shared)
         assert len(cluster_plan.todo) == RANKS and not cluster_plan.done
-        dask = DaskExecutor(local_workers=2)
-        try:
-            assert dask.workers == 2
-            return cluster_plan, run(cluster_plan, shared, dask)
-        finally:
-            dask.close()
+        assert dask_cluster.workers == 2
+        return cluster_plan, run(cluster_plan, shared, dask_cluster)
 
 
 def _s3_env(env: pytest.MonkeyPatch, moto: Moto) -> None:
@@ -180,22 +190,19 @@ def s3_small_job(s3_job: str) -> str:
 
 
 @pytest.mark.timeout(900)
-def test_a_killed_worker_loses_nothing_and_a_rerun_does_only_what_is_missing(s3_env: Any,
-                                                                              s3_small_job: str) -> None:
+def test_a_killed_worker_loses_nothing_and_a_rerun_does_only_what_is_missing(s3_env: Any, s3_small_job: str,
+                                                                              dask_cluster: DaskExecutor) -> None:
     shared = SharedCache(f"s3://{BUCKET}/kill-cache")
     first = plan(s3_small_job, shared)
     assert len(first.todo) == 24
-    dask = DaskExecutor(local_workers=2)
+    dask = dask_cluster
     outcomes = []
     killed = 0
-    try:
-        for spec, outcome in dask.run(preprocess_file, first.todo[:16], shared.url):
-            outcomes.append((spec, outcome))
-            if len(outcomes) == 4:  # mid-run: both workers busy; kill one (its nanny starts a new one)
-                killed = _worker_pids(dask)[0]
-                os.kill(killed, signal.SIGKILL)
-    finally:
-        dask.close()
+    for spec, outcome in dask.run(preprocess_file, first.todo[:16], shared.url):
+        outcomes.append((spec, outcome))
+        if len(outcomes) == 4:  # mid-run: both workers busy; kill one (its nanny starts a new one)
+            killed = _worker_pids(dask)[0]
+            os.kill(killed, signal.SIGKILL)
     assert len(outcomes) == 16 and all(o["status"] == "ok" for _, o in outcomes), outcomes
     # the killed worker's task ran again elsewhere (the other worker, or the nanny's new process)
     assert killed and all(o["pid"] != killed for _, o in outcomes[6:])
@@ -206,11 +213,7 @@ def test_a_killed_worker_loses_nothing_and_a_rerun_does_only_what_is_missing(s3_
     shared.fs.pipe(shared.path(cut.name, "meta.json"), b"{}")
     second = plan(s3_small_job, shared)
     assert len(second.done) == 16 and {s.name for s in second.todo} == {s.name for s in first.todo[16:]}
-    dask = DaskExecutor(local_workers=2)
-    try:
-        report = run(second, shared, dask)
-    finally:
-        dask.close()
+    report = run(second, shared, dask)  # the same cluster, its killed worker replaced by its nanny
     assert (report.parsed, report.skipped, report.failed) == (8, 16, [])
     assert shared.done() == {s.name for s in first.todo}
     assert shared.fs.exists(shared.path(cut.name, SUMMARY_MARKER))
