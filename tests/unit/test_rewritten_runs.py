@@ -19,20 +19,27 @@ def _events(ops: int) -> list[dict[str, Any]]:
     return [step, *(cpu_op(f"aten::op{k}", 10 * k + 1, 5) for k in range(ops))]
 
 
+# A scan sees the half-written file at most once: it lives HALF_S, well under one rescan interval (RESCAN_S). A file
+# seen unchanged by two scans counts as written (the catalog's rule), so with the two equal (0.3 s each, as before)
+# a scan on a loaded machine saw the half file twice and the run failed to parse: a race of the test, not the product.
+HALF_S = 0.2
+RESCAN_S = 1.0
+
+
 def _rewrite(path: Path, ops: int) -> None:
     """Rewrite the file in place as a profiler writing a trace does: truncated, then written in two halves."""
     data = json.dumps({"traceEvents": _events(ops)}).encode()
     with open(path, "wb") as fh:
         fh.write(data[: len(data) // 2])
         fh.flush()
-        time.sleep(0.3)
+        time.sleep(HALF_S)
         fh.write(data[len(data) // 2:])
 
 
 def test_a_rewritten_file_keeps_answering_with_its_last_good_parse(tensorboard_app: Any, tmp_path: Path) -> None:
     path = tmp_path / "logdir" / "run" / "w.1.pt.trace.json"
     write_trace(path, _events(3))
-    client = tensorboard_app(tmp_path / "logdir", profiler_rescan_interval=0.3)
+    client = tensorboard_app(tmp_path / "logdir", profiler_rescan_interval=RESCAN_S)
     wait_until_settled(client, expect_spans=1)
     url = f"{API}/operators?run=run&worker=w&span=1"
     names = {3: {f"aten::op{k}" for k in range(3)}, 5: {f"aten::op{k}" for k in range(5)}}
@@ -46,7 +53,7 @@ def test_a_rewritten_file_keeps_answering_with_its_last_good_parse(tensorboard_a
             ops = 5 if ops == 3 else 3
             _rewrite(path, ops)
             rewrites.append(ops)
-            stop.wait(2.0)
+            stop.wait(3 * RESCAN_S)
 
     thread = threading.Thread(target=writer, daemon=True)
     thread.start()
