@@ -253,8 +253,8 @@ class LoadScheduler:
             for job in done.values():
                 self._finish(job)
             for job in {id(job): job for obj, job in views.items() if obj in ready}.values():
-                self.after.take(job)
-                self._trim(job)
+                self.after.take(job)  # each part counted as it is opened (cache.open_part)
+                self._trim()
             self._collect_remote()
             with self._lock:
                 self.local.expire(self._jobs.values())
@@ -360,14 +360,12 @@ class LoadScheduler:
         self.entries.loaded(job, model)
         if job.after is not None:
             self.after.take(job)  # any that landed before the model was opened
-            self._trim(job)
+            self._trim()
 
-    def _trim(self, grown: Job | None = None) -> None:
-        """Keep the cache folder within its bound; ``grown``: a job whose entry gained parts computed after ready
-        (counted again first)."""
+    def _trim(self) -> None:
+        """Keep the cache folder within its bound (also once parts computed after ready landed in an entry: opening
+        a part counts it, ``cache.open_part``)."""
         try:
-            if grown is not None:
-                self.cache.added(grown.entry)
             self.cache.evict(keep=self._needed)
         except OSError as err:  # a full cache is a nuisance; a dead loader thread would hang every later load
             log.warning("cannot trim the parse cache %s: %s", self.cache.directory, err)
