@@ -1,17 +1,20 @@
 """The replay's second-order effects (issue 25's calibration showed each): launch calls blocked on a full launch queue
 (``whatif/queue.py``), kernels slowed by the collectives beside them (``diagnosis/contention.py``), dropped device
-work that holds nothing, and the host's slower work after a streaming phase (``diagnosis/cold_host.py``). Each on a
-tiny synthetic trace whose answer is computed by hand in the test's docstring."""
+work that holds nothing, and the host's slower work after a streaming phase or a blocking wait
+(``diagnosis/cold_host.py``). Each on a tiny synthetic trace whose answer is computed by hand in the test's
+docstring."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tb_plugin.analysis.diagnosis.cold_host import SLICE_US, SLOWER, recovered
+from tb_plugin.analysis.diagnosis.cold_host import SLICE_US, SLOWER, WAKE_UP, recovered, wake_up
 from tb_plugin.analysis.diagnosis.contention import uncontended
 from tb_plugin.analysis.whatif.changes import DropDevice, ScaleDevice
 from tb_plugin.analysis.whatif.graph import graph
@@ -118,3 +121,34 @@ def test_the_host_work_after_a_streaming_phase_gets_its_speed_back(tmp_path: Pat
     assert iv.total(gone) == pytest.approx(1000 * share)
     assert len(gone[0]) == 1000 / SLICE_US and gone[1].tolist() == pytest.approx([1100 + 100 * k for k in range(10)])
     assert iv.total(recovered(model, phase, 1 << 20, "cpu_creation")) == 0
+
+
+def test_the_host_work_after_a_blocking_wait_gets_its_wake_up_back(tmp_path: Path) -> None:
+    """Three steps, each a blocking ``aten::to`` from its start, then ``aten::add`` to its end:
+    - [0, 30000): a 20 ms wait → 1126 µs lost, over the 4000 µs of work after it (20000 → 24000): 28.15 % of each of
+      its 40 slices of 100 µs, the tail of each (the first from 20071.85);
+    - [30000, 40000): a 5 ms wait (30000 → 35000) → 117 µs over 35000 → 39000: 2.925 µs of each slice;
+    - [40000, 40700): a 0.5 ms wait → nothing (below the table's first point, 1 ms)."""
+    events = [step(1, 0, 30_000), op("aten::to", 0, 20_000), op("aten::add", 20_000, 10_000),
+              step(2, 30_000, 10_000), op("aten::to", 30_000, 5_000), op("aten::add", 35_000, 5_000),
+              step(3, 40_000, 700), op("aten::to", 40_000, 500), op("aten::add", 40_500, 200)]
+    model = model_of(tmp_path, events, deviceProperties=PROPS)
+    gone = wake_up(model, rows_named(model, "aten::to"))
+    assert iv.total(gone) == pytest.approx(1126 + 117)
+    assert len(gone[0]) == 80
+    assert gone[0][0] == pytest.approx(20_071.85) and gone[1][39] == pytest.approx(24_000)
+    assert gone[0][40] == pytest.approx(35_097.075) and gone[1][79] == pytest.approx(39_000)
+    one = step(1, 0, 20_300), op("aten::to", 0, 20_000), op("aten::add", 20_000, 300)
+    short = model_of(tmp_path / "short", list(one), deviceProperties=PROPS)
+    assert iv.total(wake_up(short, rows_named(short, "aten::to"))) == pytest.approx(150)  # capped at half the work
+
+
+def test_the_wake_up_table_is_the_stored_probe_s_medians() -> None:
+    """cold_host.WAKE_UP is what ``after_phase_probe.py --summarize`` makes of the stored measurement."""
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("after_phase_probe", root / "samples/scripts/after_phase_probe.py")
+    assert spec and spec.loader
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    table = probe.summarize(json.loads((root / "samples/host_constants/h200_after_wait.json").read_text()))
+    assert [(ms * 1000.0, round(us)) for ms, us in table.items()] == [(w, round(u)) for w, u in WAKE_UP]

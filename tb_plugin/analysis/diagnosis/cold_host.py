@@ -1,13 +1,20 @@
-"""The host's own work runs slower after a host phase that streams far more memory than its caches hold.
+"""The host's own work runs slower after a host phase that streams far more memory than its caches hold, or after
+the host thread has been blocked for milliseconds; a fix that removes the phase gives that speed back.
 
-Creating a large tensor on the CPU (``torch.randn`` over 32 MB, parallel on the OpenMP threads) or copying a large
-pageable tensor to the GPU leaves the host's caches cold and its OpenMP threads spinning: the operators, launches and
-Python that follow run slower for a while. A fix that removes the phase gives the rest of the step its speed back,
-which removing the phase's own time does not model. How much slower is measured apart from any trace
-(``samples/scripts/host_constants.py``: the same small training step timed alone and right after each phase, under
-the profiler with the calibration corpus's settings, twice, on a lent H200 host pinned to 16 cores;
-``samples/host_constants/h200.json``): after 32 MB of CPU RNG 1.23× and 1.35×, after a 113 MB pageable copy 1.04× and
-1.15×. :data:`SLOWER` is the mean of the two. Phases that move less than :data:`COLD_BYTES` a step are left alone.
+Two after-effects, each measured apart from any trace (other models, other shapes) on a lent H200 host under the
+profiler with the calibration corpus's settings:
+
+- **CPU tensor creation** (``torch.randn`` over 32 MB, parallel on the OpenMP threads) leaves the caches cold and
+  the OpenMP threads spinning: the same small training step ran 1.23× and 1.35× slower right after it
+  (``samples/scripts/host_constants.py``, ``samples/host_constants/h200.json``); :data:`SLOWER` is their mean, applied
+  to the rest of the step's host work (its waits aside) when the phase moves at least :data:`COLD_BYTES` a step.
+- **A blocking wait** (a pageable copy: the thread waits on the staging DMA): the work right after it runs slower
+  for a few milliseconds, by an amount that grows with how long the thread was blocked and not with the step's
+  length (:data:`WAKE_UP`: microseconds lost after a wait of each length). Streaming memory while busy does not do
+  it: after a 113 MB host memcpy the step ran at its warm speed (0.95-1.07×), after a 20 ms ``time.sleep`` as slowly
+  as after the 113 MB pageable copy (``samples/scripts/after_phase_probe.py``, ``samples/host_constants/
+  h200_after_wait.json``: two independent models, three runs; the medians below). Removing the wait gives back
+  :func:`wake_up`'s time, spread over the host work of the :data:`WAKE_WINDOW_US` after the wait.
 """
 
 from __future__ import annotations
@@ -19,9 +26,12 @@ from ...model.tables import TraceModel
 from ..steps import find_steps
 from ..whatif.graph import graph
 
-SLOWER = {"cpu_creation": 1.29, "pageable_copy": 1.09}  # host work after the phase, × (module doc)
+SLOWER = {"cpu_creation": 1.29}  # host work after the phase, × (module doc)
 COLD_BYTES = 16 << 20  # a phase moving less than this per step leaves the caches warm enough
 SLICE_US = 100.0  # the recovered time is spread over the host's work in slices this long
+# (blocked µs, µs the work after it loses): medians of after_phase_probe.py (module doc); flat beyond the last point
+WAKE_UP = ((1000.0, 0.0), (2000.0, 112.0), (5000.0, 117.0), (10000.0, 537.0), (20000.0, 1126.0), (50000.0, 1254.0))
+WAKE_WINDOW_US = 4000.0  # the slower work lies in the first few ms after the wait (the probe's first two segments)
 
 
 def recovered(model: TraceModel, phase_rows: np.ndarray, nbytes_per_step: float, kind: str) -> iv.Intervals:
@@ -38,14 +48,44 @@ def recovered(model: TraceModel, phase_rows: np.ndarray, nbytes_per_step: float,
     first = np.full(steps.count, np.inf)
     np.minimum.at(first, k[inside], ends[inside])
     has = np.isfinite(first)
-    windows = (first[has], steps.host_end[has].astype(np.float64))
+    lo, hi = _busy(model, (first[has], steps.host_end[has].astype(np.float64)))
+    return _tails(lo, hi, np.full(len(lo), 1.0 - 1.0 / SLOWER[kind]))
+
+
+def wake_up(model: TraceModel, rows: np.ndarray) -> iv.Intervals:
+    """Host time that vanishes once the calls ``rows`` (event rows, each blocked for its whole length) stop
+    blocking: after each, the :data:`WAKE_UP` time of its length, taken evenly from the host work (its waits aside)
+    of the :data:`WAKE_WINDOW_US` after it, inside its step; never more than half of that work."""
+    steps = find_steps(model)
+    if not len(rows) or not steps.count:
+        return iv.EMPTY
+    ev = model["events"]
+    start = ev["ts"][rows].astype(np.float64)
+    end = start + np.nan_to_num(ev["dur"][rows], nan=0.0)
+    table = np.asarray(WAKE_UP, dtype=np.float64)
+    lost = np.interp(end - start, table[:, 0], table[:, 1], left=0.0)
+    k = np.searchsorted(steps.host_start, end, side="right") - 1
+    inside = (k >= 0) & (end < np.take(steps.host_end, np.maximum(k, 0))) & (lost > 0)
+    if not inside.any():
+        return iv.EMPTY
+    order = np.argsort(end[inside], kind="stable")
+    opens, lost = end[inside][order], lost[inside][order]
+    closes = np.minimum(opens + WAKE_WINDOW_US, steps.host_end[k[inside][order]].astype(np.float64))
+    lo, hi = _busy(model, (opens, closes))
+    owner = np.searchsorted(opens, lo, side="right") - 1  # the wait whose window a piece of work starts in
+    work = np.bincount(owner, weights=hi - lo, minlength=len(opens))
+    share = np.minimum(lost / np.where(work > 0, work, np.inf), 0.5)
+    return _tails(lo, hi, share[owner])
+
+
+def _busy(model: TraceModel, windows: iv.Intervals) -> iv.Intervals:
+    """The host time of ``windows`` (start, end arrays) less the host's waits for the device."""
     w = graph(model).waits
-    lo, hi = iv.subtract(iv.union(*windows), iv.union(w.start, w.start + w.wait))
-    return _tails(lo, hi, 1.0 - 1.0 / SLOWER[kind])
+    return iv.subtract(iv.union(*windows), iv.union(w.start, w.start + w.wait))
 
 
-def _tails(lo: np.ndarray, hi: np.ndarray, share: float) -> iv.Intervals:
-    """The last ``share`` of every ``SLICE_US`` slice of the pieces [lo, hi)."""
+def _tails(lo: np.ndarray, hi: np.ndarray, share: np.ndarray) -> iv.Intervals:
+    """The last ``share[i]`` of every ``SLICE_US`` slice of each piece [lo[i], hi[i])."""
     count = np.ceil((hi - lo) / SLICE_US).astype(np.int64).clip(min=0)
     if not count.sum():
         return iv.EMPTY
@@ -53,4 +93,4 @@ def _tails(lo: np.ndarray, hi: np.ndarray, share: float) -> iv.Intervals:
     offset = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
     start = lo[piece] + offset * SLICE_US
     end = np.minimum(start + SLICE_US, hi[piece])
-    return iv.union(end - (end - start) * share, end)
+    return iv.union(end - (end - start) * share[piece], end)

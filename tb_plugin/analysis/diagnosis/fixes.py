@@ -39,7 +39,7 @@ from ..whatif.constants import (
     pinned_h2d_gbps,
 )
 from .causes import readbacks
-from .cold_host import recovered
+from .cold_host import recovered, wake_up
 from .evidence import creation_nodes
 from .gpu_time import spans
 from .sync_cost import sync_cost
@@ -169,12 +169,11 @@ def pinned_copies(model: TraceModel, context: dict[str, Any]) -> Change:
     outer = _copy_call(model, ops[ops >= 0])
     calls = np.concatenate([tree.rows[np.unique(outer)], work.launch_row[at][ops < 0]])
     calls = calls[calls >= 0]
-    per_step = float(nbytes.sum()) / max(find_steps(model).count, 1)
     return Combined(id="pageable_copies", label="pin the host memory, copy non_blocking", parts=(
         DropHost(id="pageable_copies", label="the copy calls stop blocking", rows=calls, keep_us=KERNEL_LAUNCH_US),
         ScaleDevice(id="pageable_copies", label="pinned bandwidth", rows=work.row[at], factor=factor),
-        DropHost(id="pageable_copies", label="the rest of the step's host work at its warm speed",
-                 spans=recovered(model, calls, per_step, "pageable_copy"))))
+        DropHost(id="pageable_copies", label="the host work after each copy at its warm speed",
+                 spans=wake_up(model, calls))))
 
 
 _COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to", "aten::contiguous", "aten::clone")
