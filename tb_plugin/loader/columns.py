@@ -568,18 +568,22 @@ def _build_text(data: bytes, lo: int, hi: int, progress: Callable[[float], None]
                 give_back: bool = False) -> ModelBuilder:
     """Build the events in ``data[lo:hi]``; with ``give_back``, this process drops its pages of the text outside
     that range at once and each chunk's once decoded (``pages.give_back``: the text is never read here again)."""
-    from .read import text_chunks
+    from .read import raw_text, text_chunks
 
     if give_back:
         pages.give_back(data, 0, lo)
         pages.give_back(data, hi, len(data))
     builder = ModelBuilder()
     start = lo
-    for done, chunk in text_chunks(data, lo, hi):
+    for begin, done, chunk in text_chunks(data, lo, hi):
+        # the counters' args are read from the text (a chunk that names their category), before its pages go
+        raws = raw_text(memoryview(data)[begin:done]) if data.find(_RANGE_CAT, begin, done) >= 0 else []
         if give_back:
             pages.give_back(data, start, done)
         start = done
+        first = builder.n_events
         builder.add(chunk)
+        builder.add_counters(raws, first)
         if progress:
             progress(min((done - lo) / max(1, hi - lo), 1.0))
     return builder

@@ -470,8 +470,9 @@ def split_text(data: bytes, lo: int, hi: int, pieces: int,
 TEXT_CHUNK_BYTES = 512 << 10
 
 
-def text_chunks(data: Any, lo: int, hi: int, size: int = TEXT_CHUNK_BYTES) -> Iterator[tuple[int, list[Event]]]:
-    """Typed events of the elements in ``[lo, hi)``, about ``size`` bytes at a time, with the offset reached.
+def text_chunks(data: Any, lo: int, hi: int,
+                size: int = TEXT_CHUNK_BYTES) -> Iterator[tuple[int, int, list[Event]]]:
+    """Typed events of the elements in ``[lo, hi)``, about ``size`` bytes at a time, with their text's range.
 
     Each chunk's end is found as it is reached, not all ends first: a text mapped from a scratch file (``_spill``)
     is then read front to back, and the pages behind are given back as they go, where a search for every end at
@@ -480,7 +481,7 @@ def text_chunks(data: Any, lo: int, hi: int, size: int = TEXT_CHUNK_BYTES) -> It
     while start < hi:
         found = _SEPARATOR.search(data, start + size, hi) if hi - start > size + size // 2 else None
         stop, after = (found.start(), found.end() - 1) if found is not None else (hi, hi)
-        yield stop, decode_text(memoryview(data)[start:stop])
+        yield start, stop, decode_text(memoryview(data)[start:stop])
         start = after
 
 
@@ -495,6 +496,16 @@ def decode_text(elements: bytes | memoryview) -> list[Event]:
         return decode_buffer(_quote_bare_tokens(buffer.translate(_CONTROL_TABLE)))
     except msgspec.DecodeError as err:
         raise TextSplitFailed(str(err)) from None
+
+
+def raw_text(elements: bytes | memoryview) -> list[msgspec.Raw]:
+    """Each array element's own text, repaired as :func:`decode_text` repairs it (what ``ModelBuilder.add_counters``
+    reads: the counters' arbitrary ``args``, which the typed decode drops)."""
+    buffer = b"".join((b"[", elements, b"]"))
+    try:
+        return msgspec.json.decode(buffer, type=list[msgspec.Raw])
+    except msgspec.DecodeError:
+        return msgspec.json.decode(_quote_bare_tokens(buffer.translate(_CONTROL_TABLE)), type=list[msgspec.Raw])
 
 
 def decode_buffer(buffer: bytes) -> list[Event]:

@@ -134,3 +134,23 @@ def test_the_python_api_gives_one_column_per_counter(tmp_path: Path) -> None:
     assert c.loc[1, FADD] == 86_114_304 and c.loc[0, "operator"] == "aten::mm"
     ops = c.attrs["operators"].set_index("operator")
     assert ops.loc["aten::cudnn_convolution", "kernels"] == 2 and ops.loc["aten::mm", DRAM] == 4_096
+
+
+def test_the_text_path_keeps_the_counters_as_the_usual_path_does(tmp_path: Path) -> None:
+    """A trace of 48 MB or more is built from its text in parts (``columns.build_text_parts``), never decoded whole:
+    its counters come from the text of the chunks that name their category, the same rows, metrics and values."""
+    from tb_plugin.loader import columns
+    from tb_plugin.loader.read import outline_by_text
+    from tests.unit.test_load_paths import kineto_text
+
+    usual = model_of(tmp_path, _events(), deviceProperties=PROPS)
+    data = kineto_text(_events(), deviceProperties=PROPS).encode()
+    found = outline_by_text(data)
+    assert found is not None
+    doc, lo, hi = found
+    model = columns.build_text_parts(data, lo, hi, None, 1).finish(doc, "t.pt.trace.json")
+    got, want = model["counters"], usual["counters"]
+    assert len(got["row"]) == 6
+    assert got["row"].tolist() == want["row"].tolist() and got["value"].tolist() == want["value"].tolist()
+    assert [model.strings[int(m)] for m in got["metric"]] == [usual.strings[int(m)] for m in want["metric"]]
+    assert cupti_counters(model)["rows"] == cupti_counters(usual)["rows"]

@@ -61,6 +61,6 @@ def test_chunks_found_as_reached_are_the_same_events() -> None:
     found = read.outline_by_text(data)
     assert found is not None
     _, lo, hi = found
-    lazy = [e for _, chunk in read.text_chunks(data, lo, hi, 1 << 16) for e in chunk]
+    lazy = [e for _, _, chunk in read.text_chunks(data, lo, hi, 1 << 16) for e in chunk]
     whole = [e for start, stop in read.split_text(data, lo, hi, 1) for e in read.decode_text(data[start:stop])]
     assert len(lazy) > 10000 and lazy == whole
