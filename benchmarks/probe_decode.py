@@ -392,8 +392,9 @@ def _cpu(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     return best, out
 
 
-def probe(path: Path, repeat: int, data: bytes | None = None, size: int = read.TEXT_CHUNK_BYTES) -> dict[str, Any]:
-    """Identity and CPU seconds per 100 MB of event text for one trace."""
+def probe(path: Path, repeat: int, data: bytes | None = None, size: int = read.TEXT_CHUNK_BYTES,
+          timings: bool = True) -> dict[str, Any]:
+    """Identity and CPU seconds per 100 MB of event text for one trace (decode-only figures with ``timings``)."""
     data = read.decompress(path.read_bytes(), path.name) if data is None else data
     found = read.outline_by_text(data)
     if found is None:
@@ -404,17 +405,27 @@ def probe(path: Path, repeat: int, data: bytes | None = None, size: int = read.T
     current_s, current = _cpu(lambda: build_current(data, bounds).finish(doc, path.name), repeat)
     stats = {"fallback_chunks": 0.0}
     arrow_s, arrow = _cpu(lambda: build_arrow(data, bounds, stats).finish(doc, path.name), repeat)
-    typed_s, _ = _cpu(lambda: [read.decode_text(memoryview(data)[a:b]) for a, b in bounds], repeat)
-    untyped = msgspec.json.Decoder()
-    floor_s, _ = _cpu(lambda: [untyped.decode(b"[" + data[a:b] + b"]") for a, b in bounds], repeat)
-    parse_s, _ = _cpu(lambda: [arrow_events(bytes(data[a:b])) for a, b in bounds], repeat)
-    return {
+    out = {
         "trace": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path), "mb": (hi - lo) / 1e6,
         "events": current.n_events, "chunks": len(bounds), "fallback_chunks": int(stats["fallback_chunks"] / repeat),
         "differs": compare(arrow, current), "current": current_s * per_100mb, "arrow": arrow_s * per_100mb,
-        "arrow_parse_only": parse_s * per_100mb, "typed_decode": typed_s * per_100mb,
-        "floor_untyped": floor_s * per_100mb,
     }
+    if timings:
+        out.update({key: seconds * per_100mb for key, seconds in decode_timings(data, bounds, repeat).items()})
+    return out
+
+
+def decode_timings(data: Any, bounds: list[tuple[int, int]], repeat: int) -> dict[str, float]:
+    """CPU seconds of the decode steps alone over the same chunks: msgspec typed (what the current path spends
+    decoding), msgspec untyped (dicts and lists: the brief's floor), Arrow's rewrite + parse + list check."""
+    typed_s, _ = _cpu(lambda: [read.decode_text(memoryview(data)[a:b]) for a, b in bounds], repeat)
+    untyped = msgspec.json.Decoder()
+    try:
+        floor_s, _ = _cpu(lambda: [untyped.decode(b"[" + data[a:b] + b"]") for a, b in bounds], repeat)
+    except msgspec.DecodeError:  # not JSON as written (bare NaN): only the loader's repair reads it
+        floor_s = float("nan")
+    parse_s, _ = _cpu(lambda: [arrow_events(bytes(data[a:b])) for a, b in bounds], repeat)
+    return {"typed_decode": typed_s, "floor_untyped": floor_s, "arrow_parse_only": parse_s}
 
 
 # Odd inputs the current path handles, each planted once into the first events of a real trace: (what, pattern,
@@ -423,7 +434,8 @@ ODD_CASES: list[tuple[str, bytes, bytes]] = [
     ('"dur": "N/A"', rb'"dur": [0-9.]+', b'"dur": "N/A"'),
     ("a number written as a string", rb'"ts": ([0-9.]+)', rb'"ts": "\1"'),
     ("bare NaN (repaired by the loader)", rb'"dur": [0-9.]+', b'"dur": NaN'),
-    ("bare Infinity in a kernel's args", rb'"blocks per SM": [0-9.]+', b'"blocks per SM": Infinity'),
+    ("bare -Infinity for an External id", rb'"External id": [0-9]+', b'"External id": -Infinity'),
+    ("bare inf (lower case) for a dur", rb'"dur": [0-9.]+', b'"dur": inf'),
     ("a name of 20,000 characters (limits.py)", rb'"name": "aten::[a-z_]+"', b'"name": "' + b"y" * 20000 + b'"'),
     ("an event without ts, dur and args", rb'"ts": [0-9.]+, "dur": [0-9.]+,\s*"args": \{[^}]*\}', b'"x": 1'),
     ("a textual tid among numbers", rb'"tid": 639', b'"tid": "stream 7"'),
@@ -450,13 +462,56 @@ def odd_probe(source: Path, events: int = 400) -> list[dict[str, Any]]:
     head, body, tail = data[:lo], data[lo:cuts[events]], data[hi:]
     out = []
     for what, pattern, repl in [("none (the events as written)", rb"^", b""), *ODD_CASES]:
-        planted, n = re.subn(pattern, repl, body, count=1)
+        planted, n = re.subn(pattern, lambda m, r=repl: m.expand(r) if b"\\1" in r else r, body, count=1)
         if n != 1:
             out.append({"case": what, "error": "pattern not found"})
             continue
-        row = probe(source, 1, head + planted + tail, size=1 << 20)
+        row = probe(source, 1, head + planted + tail, size=1 << 20, timings=False)
         out.append({"case": what, "fallback_chunks": row["fallback_chunks"], "chunks": row["chunks"],
                     "identical": not row["differs"], "differs": row["differs"]})
+    return out
+
+
+def _duckdb_type(t: pa.DataType) -> str:
+    if pa.types.is_list(t):
+        return _duckdb_type(t.value_type) + "[]"
+    if pa.types.is_struct(t):  # DuckDB's field names ignore case: "bytes" and "Bytes" are one field there
+        return "STRUCT(" + ", ".join(f'"{f.name}" {_duckdb_type(f.type)}' for f in t
+                                     if f.name not in ("external id", "Input dims", "bytes")) + ")"
+    return {pa.float64(): "DOUBLE", pa.int64(): "BIGINT", pa.string(): "VARCHAR"}[t]
+
+
+def other_decoders(data: Any, lo: int, hi: int) -> dict[str, float]:
+    """Decode-only CPU seconds per 100 MB of DuckDB's ``read_json`` and Polars' ``read_ndjson`` (one thread each,
+    the same schema, values that do not fit it nulled), where they are importable: neither is a dependency; this
+    says what they would save (``pip install --target DIR duckdb polars`` and ``PYTHONPATH=DIR``)."""
+    import tempfile
+
+    out: dict[str, float] = {}
+    per_100mb = 1e8 / max(1, hi - lo)
+    with tempfile.NamedTemporaryFile(suffix=".json") as fh:
+        fh.write(b"[")
+        fh.write(memoryview(data)[lo:hi])
+        fh.write(b"]")
+        fh.flush()
+        try:
+            import duckdb
+        except ImportError:
+            pass
+        else:
+            con = duckdb.connect(config={"threads": 1})
+            cols = "{" + ", ".join(f"'{f.name}': '{_duckdb_type(f.type)}'" for f in SCHEMA) + "}"
+            query = (f"select * from read_json('{fh.name}', format='array', columns={cols}, ignore_errors=true, "
+                     "maximum_object_size=1000000000)")
+            out["duckdb_decode"] = _cpu(lambda: con.sql(query).arrow().read_all(), 1)[0] * per_100mb
+    try:
+        import polars as pl
+    except ImportError:
+        return out
+    text = bytes(data[lo:hi]).replace(KINETO_SEPARATOR, b"}\x1e{").translate(
+        bytes(32 if b in (10, 13) else 10 if b == 0x1E else b for b in range(256)))
+    schema = pl.Schema(pa.schema(SCHEMA))  # type: ignore[attr-defined]
+    out["polars_decode"] = _cpu(lambda: pl.read_ndjson(text, schema=schema, ignore_errors=True), 1)[0] * per_100mb
     return out
 
 
@@ -468,16 +523,23 @@ def traces(samples: bool) -> list[Path]:
 
 
 def main() -> None:
+    os.environ.setdefault("POLARS_MAX_THREADS", "1")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", nargs="*")
     parser.add_argument("--samples", action="store_true", help="every trace in samples/ and tests/data/")
     parser.add_argument("--odd", action="store_true", help="planted odd inputs")
     parser.add_argument("--repeat", type=int, default=1, help="best of N timings")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--others", action="store_true",
+                        help="also DuckDB's and Polars' decode, where importable (POLARS_MAX_THREADS=1 is set)")
     opts = parser.parse_args()
     results: dict[str, Any] = {"load_before": os.getloadavg(), "traces": [], "odd": []}
     for path in traces(opts.samples):
         row = probe(path, opts.repeat)
+        if opts.others:
+            data = read.decompress(path.read_bytes(), path.name)
+            _, lo, hi = read.outline_by_text(data) or (None, 0, 0)
+            row.update(other_decoders(data, lo, hi))
         results["traces"].append(row)
         print(json.dumps(row), flush=True)
     if opts.odd:
