@@ -550,6 +550,7 @@ def main() -> None:
     results["load_after"] = os.getloadavg()
     print("load average before / after:", results["load_before"], results["load_after"])
     if opts.json:
+        Path(opts.json).parent.mkdir(parents=True, exist_ok=True)
         Path(opts.json).write_text(json.dumps(results, indent=1))
 
 
