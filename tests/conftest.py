@@ -27,6 +27,15 @@ def real_trace_files() -> list[Path]:
     return sorted(REAL_TRACES.glob("**/*.pt.trace.json*"))
 
 
+def distinct_trace_files() -> list[Path]:
+    """The real traces less the calibration corpus's repeats of a pair (``repeat_of`` in its manifest: the same
+    program recorded again, which test_calibration reads); the sweeps over every trace's shape take one of each."""
+    manifest = json.loads((REAL_TRACES / "calibration" / "MANIFEST.json").read_text())
+    repeats = {p["pair"] for p in manifest["pairs"] if p.get("repeat_of")}
+    return [f for f in real_trace_files() if f.relative_to(REAL_TRACES).parts[:2] not in
+            {("calibration", pair) for pair in repeats}]
+
+
 def sample_trace_files() -> list[Path]:
     return sorted(SAMPLES.glob("**/*.pt.trace.json*"))
 

@@ -21,7 +21,13 @@ from tb_plugin.analysis.steps import find_steps
 from tb_plugin.loader import load_trace
 from tb_plugin.model import TraceModel
 from tb_plugin.model.errors import NotFound, UnknownStep
-from tests.conftest import SAMPLES, parsed_trace, real_trace_files, sample_trace_files, write_trace
+from tests.conftest import (
+    SAMPLES,
+    distinct_trace_files,
+    parsed_trace,
+    sample_trace_files,
+    write_trace,
+)
 from tests.unit.test_views_synthetic import kernel, launch, op, step
 
 
@@ -281,7 +287,7 @@ def raw(path: Path) -> list[_Event]:
     return msgspec.json.decode(gzip.decompress(path.read_bytes()), type=_Trace).traceEvents
 
 
-@pytest.mark.parametrize("path", real_trace_files() + sample_trace_files(), ids=lambda p: p.parent.name + "/" + p.name[:12])
+@pytest.mark.parametrize("path", distinct_trace_files() + sample_trace_files(), ids=lambda p: p.parent.name + "/" + p.name[:12])
 def test_every_real_trace_adds_up(path: Path) -> None:
     model = parsed_trace(path)
     steps = find_steps(model)

@@ -13,9 +13,9 @@ from tb_plugin.analysis.launches import device_work
 from tb_plugin.loader import load_trace
 from tb_plugin.model import optree
 from tb_plugin.model.arrays import take, unique_pairs
-from tests.conftest import parsed_trace, real_trace_files, write_trace
+from tests.conftest import distinct_trace_files, parsed_trace, write_trace
 
-TRACES = [str(p) for p in real_trace_files()]
+TRACES = [str(p) for p in distinct_trace_files()]
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: Path(p).parent.name + "/" + Path(p).name[:24])

@@ -15,7 +15,7 @@ import pytest
 from tb_plugin.loader import TraceLoadError, load_trace
 from tb_plugin.model import Kind, TraceModel, ids
 from tb_plugin.model.tables import load, save
-from tests.conftest import REAL_TRACES, cpu_op, real_trace_files, sample_trace_files, write_trace
+from tests.conftest import REAL_TRACES, cpu_op, distinct_trace_files, real_trace_files, sample_trace_files, write_trace
 
 
 def plain_counts(path: Path) -> tuple[Counter[tuple[str, str | None]], int]:
@@ -37,7 +37,7 @@ def model_counts(model: TraceModel) -> tuple[Counter[tuple[str, str | None]], in
     return counts, len(model["metadata_events"]["name"])
 
 
-REAL = real_trace_files() + sample_trace_files()
+REAL = distinct_trace_files() + sample_trace_files()
 
 
 def test_real_traces_are_present() -> None:

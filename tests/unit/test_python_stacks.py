@@ -21,7 +21,7 @@ from tb_plugin.loader import load_trace
 from tb_plugin.model.optree import host_tree
 from tb_plugin.model.order import sweep_order
 from tb_plugin.model.tables import TraceModel
-from tests.conftest import real_trace_files, sample_trace_files, write_trace
+from tests.conftest import distinct_trace_files, sample_trace_files, write_trace
 
 
 def _reference_frames(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
@@ -56,7 +56,7 @@ def _with_python(paths: list[Path]) -> list[Path]:
     return [p for p in paths if not left_out & set(p.parts)]
 
 
-@pytest.mark.parametrize("path", _with_python(real_trace_files()) + sample_trace_files()[:6],
+@pytest.mark.parametrize("path", _with_python(distinct_trace_files()) + sample_trace_files()[:6],
                          ids=lambda p: f"{p.parent.name}/{p.name[:12]}")
 def test_stacks_equal_the_walks_on_real_traces(path: Path) -> None:
     model = load_trace(str(path))

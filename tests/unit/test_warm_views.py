@@ -24,6 +24,7 @@ from tests.conftest import (
     API,
     SAMPLES,
     SPAN_ROUTES,
+    distinct_trace_files,
     real_trace_files,
     sample_trace_files,
     wait_until_settled,
@@ -127,7 +128,7 @@ def assert_same_answers(tensorboard_app: Any, logdir: Path, cache: Path, tmp_pat
 @pytest.mark.slow  # 40-110 s on 2 cores: make test runs it, make test-fast leaves it out
 @pytest.mark.parametrize("which", ["samples", "tests/data"])
 def test_stored_views_answer_what_the_server_computes(tensorboard_app: Any, tmp_path: Path, which: str) -> None:
-    files = sample_trace_files() if which == "samples" else real_trace_files()
+    files = sample_trace_files() if which == "samples" else distinct_trace_files()
     assert len(files) > 10
     logdir = single_runs(tmp_path / "logdir", files)
     assert_same_answers(tensorboard_app, logdir, tmp_path / "cache", tmp_path, len(files))
