@@ -416,9 +416,9 @@ def path_rows(records: list[dict[str, Any]], requested: float, ready: float, cor
     steps = [r for r in records if r["phase"] in PATH and r["t0"] < ready]
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
-    small = [0, 0.0]  # gaps under SMALL_GAP: how many, seconds
+    small, small_s = 0, 0.0  # gaps under SMALL_GAP: how many, seconds
     cursor, before = requested, "the request"
-    for r in steps + [{"phase": "(ready seen)", "t0": ready, "t1": ready}]:
+    for r in [*steps, {"phase": "(ready seen)", "t0": ready, "t1": ready}]:
         if r["phase"] == "server: trim the parse cache" and r["phase"] in seen:
             continue
         seen.add(r["phase"])
@@ -426,13 +426,13 @@ def path_rows(records: list[dict[str, Any]], requested: float, ready: float, cor
         if gap >= SMALL_GAP:
             rows.append(row(f"(unaccounted: after {before})", cursor, r["t0"], gap))
         elif gap > 0:
-            small[0], small[1] = small[0] + 1, small[1] + gap
+            small, small_s = small + 1, small_s + gap
         if r["phase"] != "(ready seen)":
             rows.append(row(r["phase"], r["t0"], r["t1"], max(0.0, r["t1"] - max(r["t0"], cursor)), r.get("cpu")))
         cursor, before = max(cursor, r["t1"]), r["phase"]
-    if small[0]:
-        rows.append({"phase": f"(unaccounted: {small[0]} gaps under {SMALL_GAP * 1e3:.0f} ms each)", "start": None,
-                     "seconds": small[1], "adds": small[1], "cpu": None, "busy": "–", "cores": None})
+    if small:
+        rows.append({"phase": f"(unaccounted: {small} gaps under {SMALL_GAP * 1e3:.0f} ms each)", "start": None,
+                     "seconds": small_s, "adds": small_s, "cpu": None, "busy": "–", "cores": None})
     return rows
 
 
