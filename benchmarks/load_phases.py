@@ -147,6 +147,8 @@ def _pickle_shim(columns: Any) -> None:
 
 def install() -> None:
     """Wrap the functions of every phase, here and (imported by the fork server) in every loader process."""
+    from multiprocessing import forkserver
+
     from tb_plugin import loader
     from tb_plugin.api import warm
     from tb_plugin.jobs import entries, local, opening, scheduler, worker
@@ -188,6 +190,7 @@ def install() -> None:
         (entries, "publish", "loader: publish the entry", None),
         (worker, "_run_later", "loader: views after ready", None),
         (local.LocalLoaders, "spawn", "server: start the loader process", None),
+        (forkserver.ForkServer, "ensure_running", "server: start the fork server (if not running)", None),
         (local.LocalLoaders, "answer", "server: take the answer", None),
         (opening.EntryOpener, "open", "server: open the entry", None),
         (entries, "open_entry", "server: open: copy and verify the files", None),
@@ -203,23 +206,28 @@ def install() -> None:
 
 
 def _process_started() -> float:
+    """When this process started (epoch s, to ~10 ms: ``/proc/self/stat``'s start in clock ticks after boot, boot
+    from ``/proc/uptime``; psutil's boot time is whole seconds)."""
     try:
-        import psutil
-
-        return float(psutil.Process().create_time())
-    except Exception:  # noqa: BLE001 - psutil missing: the import's own time
+        with open("/proc/self/stat", "rb") as fh:
+            ticks = int(fh.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/uptime", "rb") as fh:
+            uptime = float(fh.read().split()[0])
+        return time.time() - uptime + ticks / _TICK
+    except (OSError, IndexError, ValueError):
         return time.time()
 
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 if __name__ != "__main__" and os.environ.get(ENV_DIR):  # preloaded by the fork server
     _t_import = time.time()
     install()
-    emit("fork server: start and preload", _process_started(), time.time(), hooks_s=round(time.time() - _t_import, 3))
+    emit("fork server: interpreter start, preload", _process_started(), time.time(),
+         hooks_s=round(time.time() - _t_import, 3))
 
 
 # ---- sampling: cores and memory of the tree -------------------------------------------------------------------
-
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _cpu_s(pid: int) -> float | None:
@@ -522,6 +530,8 @@ def report(result: dict[str, Any]) -> str:
              f"{result['memory'].get('at_peak_mb')}", "", "## timeline (s from the request)",
              f"{'start':>8} {'end':>8} {'s':>7} {'cpu s':>6}  {'process':<14} phase"]
     for r in result["records"]:
+        if r["phase"] == "view: trace index" and r["t1"] - r["t0"] < 1e-3:
+            continue  # a memo hit (the index already built): kept in the JSON only
         extra = {k: v for k, v in r.items() if k not in ("pid", "ppid", "phase", "t0", "t1", "cpu", "role")}
         lines.append(f"{r['t0']:8.3f} {r['t1']:8.3f} {r['t1'] - r['t0']:7.3f} {_f(r.get('cpu'), 6, 2)}  "
                      f"{r['role'] + ' ' + str(r['pid']):<14} {r['phase']}{' ' + json.dumps(extra) if extra else ''}")
@@ -545,7 +555,15 @@ def report(result: dict[str, Any]) -> str:
     gaps = sum(r["adds"] for r in result["path"] if r["phase"].startswith("(unaccounted"))
     lines.append(f"{'':>7} {'':>7} {_f(sum(r['adds'] for r in result['path']))}        = ready; of it unaccounted "
                  f"{gaps:.3f} s")
+    after = [r for r in result["records"] if r["t1"] > result["ready_s"] and r["phase"] in AFTER]
+    if after:
+        lines += ["", "## after ready (s after ready)"]
+        lines += [f"{r['t0'] - result['ready_s']:8.3f} {r['t1'] - result['ready_s']:8.3f} {r['t1'] - r['t0']:7.3f}  "
+                  f"{r['role'] + ' ' + str(r['pid']):<20} {r['phase']} {r.get('part', '')}" for r in after]
     return "\n".join(lines)
+
+
+AFTER = ("view: compute", "server: a part after ready lands", "loader: views after ready")
 
 
 def host() -> str:
