@@ -523,8 +523,10 @@ def _f(value: Any, width: int = 7, digits: int = 3) -> str:
 
 def report(result: dict[str, Any]) -> str:
     """The timeline, the parts, every phase, and the way to ready, as text."""
-    lines = [f"# {result['trace']} ({result['events']:,} events), {result['host']}",
-             f"# parts {result['parts']}, mode {result['mode']}; ready {result['ready_s']:.3f} s after the request; "
+    events = f"{result['events']:,} events" if result["events"] is not None else result["error"]
+    lines = [f"# {result['trace']} ({events}), {result['host']}",
+             f"# parts {result['parts']}, mode {result['mode']}; {result['state']} {result['ready_s']:.3f} s after the "
+             "request; "
              f"peak PSS {result['memory'].get('peak_pss_mb')} MB (to ready "
              f"{result['memory'].get('peak_pss_to_ready_mb')} MB) at {_f(result['memory'].get('peak_at_s'), 0, 2)} s: "
              f"{result['memory'].get('at_peak_mb')}", "", "## timeline (s from the request)",
