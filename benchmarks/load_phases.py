@@ -243,9 +243,9 @@ class Sampler(threading.Thread):
     """Every ``interval`` s: each process of the tree's CPU seconds so far and PSS (``samples``: (time, {pid:
     (cpu_s, pss)})). A process's CPU after its last sample is not seen (at most ``interval`` a process)."""
 
-    def __init__(self, pid: int, interval: float) -> None:
+    def __init__(self, pid: int, interval: float, pss: bool = True) -> None:
         super().__init__(daemon=True, name="load-phases-sampler")
-        self.pid, self.interval = pid, interval
+        self.pid, self.interval, self.pss = pid, interval, pss
         self.samples: list[tuple[float, dict[int, tuple[float, int]]]] = []
         self.stop_ev = threading.Event()
 
@@ -258,7 +258,7 @@ class Sampler(threading.Thread):
             for pid in _tree_pids(self.pid):
                 cpu = _cpu_s(pid)
                 if cpu is not None:
-                    each[pid] = (cpu, _rollup(pid)[0])
+                    each[pid] = (cpu, _rollup(pid)[0] if self.pss else 0)
             self.samples.append((now, each))
             self.stop_ev.wait(self.interval)
 
@@ -311,7 +311,7 @@ def _preload_hooks() -> None:
     forkserver.set_forkserver_preload = preload  # type: ignore[assignment]
 
 
-def load(trace: Path, parts: int | None, mode: str, after: bool, interval: float, record: str) -> dict[str, Any]:
+def load(trace: Path, parts: int | None, mode: str, after: bool, interval: float, pss: bool) -> dict[str, Any]:
     """One cold load of ``trace``; the records of every process are left in ``record``. Returns the request and
     ready times (epoch seconds), the sampler, and what the load says of itself."""
     from benchmarks.bench_ready import stored_for
@@ -328,7 +328,7 @@ def load(trace: Path, parts: int | None, mode: str, after: bool, interval: float
         info = trace.stat()
         file = TraceFile(run="phases", worker=trace.name.split(".")[0], span="1", url=str(trace), size=info.st_size,
                          mtime=info.st_mtime)
-        sampler = Sampler(os.getpid(), interval)
+        sampler = Sampler(os.getpid(), interval, pss)
         sampler.start()
         requested = time.time()
         emit("server: request", requested)
@@ -360,7 +360,8 @@ def read_records(record: str) -> list[dict[str, Any]]:
 
 # The phases on the way to "ready", as they follow each other (a phase nested in another counts once: the way's
 # clock only moves forward).
-PATH = ("server: start the loader process", "loader: read the file", "loader: inflate", "loader: outline",
+PATH = ("server: start the loader process", "loader: run_job (start)", "loader: read the file", "loader: inflate",
+        "loader: outline",
         "loader: outline (one decode of the whole text)", "loader: parse in parts", "loader: parse (from the outline)",
         "loader: finish", "loader: save the parse to the cache", "loader: trim the heap",
         "loader: stored views before ready", "loader: seal the entry", "loader: publish the entry",
@@ -580,7 +581,8 @@ def host() -> str:
             f"load average {load}")
 
 
-def measure(trace: Path, parts: int | None, mode: str, after: bool, interval: float) -> dict[str, Any]:
+def measure(trace: Path, parts: int | None, mode: str, after: bool, interval: float, pss: bool = True
+            ) -> dict[str, Any]:
     """One cold load, timed in every process; the result as ``report`` prints it (times in s from the request)."""
     record = tempfile.mkdtemp(prefix="load-phases-")
     os.environ[ENV_DIR] = record
@@ -588,7 +590,7 @@ def measure(trace: Path, parts: int | None, mode: str, after: bool, interval: fl
     install()
     _preload_hooks()
     try:
-        got = load(trace, parts, mode, after, interval, record)
+        got = load(trace, parts, mode, after, interval, pss)
         records = read_records(record)
     finally:
         import shutil
@@ -623,11 +625,13 @@ def main() -> None:
     parser.add_argument("--spill-mb", type=int, default=0, help="inflate text beyond this many MB to a scratch file")
     parser.add_argument("--no-after", action="store_true", help="do not wait for the views left for after ready")
     parser.add_argument("--interval", type=float, default=0.1, help="sampler period, s (cores and PSS)")
+    parser.add_argument("--no-pss", action="store_true", help="sample CPU only (each PSS read walks a process's page "
+                        "tables: ~0.1-0.2 core of this process at 0.1 s with 2 processes here)")
     parser.add_argument("--json", type=Path, default=None, help="write the result (every record) here")
     args = parser.parse_args()
     if args.spill_mb:
         os.environ[ENV_SPILL] = str(args.spill_mb)
-    result = measure(args.trace.resolve(), args.parts, args.mode, not args.no_after, args.interval)
+    result = measure(args.trace.resolve(), args.parts, args.mode, not args.no_after, args.interval, not args.no_pss)
     print(report(result), flush=True)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
