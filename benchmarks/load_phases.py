@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ENV_DIR = "LOAD_PHASES_DIR"
 ENV_SPILL = "LOAD_PHASES_SPILL_MB"
+ENV_CORES = "LOAD_PHASES_CORES"
 MODULE = "benchmarks.load_phases"
 
 # ---- recording: in every process of the load ------------------------------------------------------------------
@@ -154,9 +155,11 @@ def install() -> None:
     from tb_plugin.jobs import entries, local, opening, scheduler, worker
     from tb_plugin.loader import columns, pages, read
 
-    spill = os.environ.get(ENV_SPILL)
+    spill, cores = os.environ.get(ENV_SPILL), os.environ.get(ENV_CORES)
     if spill:
         read.SPILL_BYTES = int(spill) << 20
+    if cores:  # a rehearsal of a many-core layout (see --cores)
+        worker.default_parts = lambda: int(cores)  # type: ignore[attr-defined]
     wrap(worker, "run_job", "loader: run_job", start=True)  # the server kills it once answered (nothing left to do)
     hooks: list[tuple[Any, str, str, Detail | None]] = [
         (loader, "read_source", "loader: read the file", _mb),
@@ -623,6 +626,8 @@ def main() -> None:
     parser.add_argument("--mode", choices=("main", "h29", "h29b", "deferred"), default="h29b",
                         help="what is stored before ready (bench_ready.py's modes; h29b: the plugin's rule)")
     parser.add_argument("--spill-mb", type=int, default=0, help="inflate text beyond this many MB to a scratch file")
+    parser.add_argument("--cores", type=int, default=0, help="let the loader take this many processes whatever its "
+                        "cores (to rehearse the many-core layout on a small machine: its times then mean nothing)")
     parser.add_argument("--no-after", action="store_true", help="do not wait for the views left for after ready")
     parser.add_argument("--interval", type=float, default=0.1, help="sampler period, s (cores and PSS)")
     parser.add_argument("--no-pss", action="store_true", help="sample CPU only (each PSS read walks a process's page "
@@ -631,6 +636,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.spill_mb:
         os.environ[ENV_SPILL] = str(args.spill_mb)
+    if args.cores:
+        os.environ[ENV_CORES] = str(args.cores)
     result = measure(args.trace.resolve(), args.parts, args.mode, not args.no_after, args.interval, not args.no_pss)
     print(report(result), flush=True)
     if args.json is not None:
