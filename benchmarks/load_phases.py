@@ -21,7 +21,8 @@ covers), so that they add up to "ready" exactly; then the phases after ready (th
 
 ``--parts N`` replaces ``jobs.budget.parts_for`` (the processes the scheduler gives the file; the loader still takes
 at most its cores). ``--spill-mb N`` inflates text beyond N MB into the scratch file (``read.SPILL_BYTES``), as a
-> 3 GB text would. ``--mode`` is ``bench_ready.py``'s (``h29b``: the plugin's own ready rule).
+> 3 GB text would. ``--mode`` is ``bench_ready.py``'s (``h29b``: the plugin's own ready rule). ``--cores N`` lets
+the loader take N processes whatever its cores (a rehearsal of a many-core layout; its times then mean nothing).
 """
 
 from __future__ import annotations
@@ -315,8 +316,8 @@ def _preload_hooks() -> None:
 
 
 def load(trace: Path, parts: int | None, mode: str, after: bool, interval: float, pss: bool) -> dict[str, Any]:
-    """One cold load of ``trace``; the records of every process are left in ``record``. Returns the request and
-    ready times (epoch seconds), the sampler, and what the load says of itself."""
+    """One cold load of ``trace`` (every process records into ``LOAD_PHASES_DIR``). Returns the request and ready
+    times (epoch seconds), the sampler, and what the load says of itself."""
     from benchmarks.bench_ready import stored_for
     from tb_plugin.api import warm
     from tb_plugin.catalog.catalog import TraceFile
@@ -327,7 +328,7 @@ def load(trace: Path, parts: int | None, mode: str, after: bool, interval: float
     if parts is not None:
         budget.parts_for = lambda size, gzip, loading: parts  # type: ignore[assignment]
     with tempfile.TemporaryDirectory(prefix="load-phases-cache-") as cache:
-        scheduler = LoadScheduler(ParseCache(cache), max_workers=1, stored=stored_for(mode))
+        scheduler = LoadScheduler(ParseCache(cache), stored=stored_for(mode))  # the plugin's loader slots
         info = trace.stat()
         file = TraceFile(run="phases", worker=trace.name.split(".")[0], span="1", url=str(trace), size=info.st_size,
                          mtime=info.st_mtime)
