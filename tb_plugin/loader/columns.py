@@ -657,10 +657,15 @@ def build_model(doc: TraceDocument, source: str, progress: Callable[[float], Non
 
 
 def _merge(builder: ModelBuilder, children: list[tuple[int, int]]) -> ModelBuilder:
-    """Absorb the children's parts in order; every child is waited for, and any that failed fails the build."""
+    """Absorb the children's parts in order; every child is waited for, and any that failed fails the build.
+
+    Every child's pipe is read at once on a thread of its own (the reads release the GIL): a part that finishes
+    early no longer waits in its ``pickle.dump`` until the parts before it are merged (on 16 cores the 2 GB
+    trace's 14 parts were read one after another for 2.5 s after the first ended, 1.3 s after the last)."""
+    drains = [_Drain(pid, fd) for pid, fd in children]
     failed = False
-    for pid, fd in children:
-        part = _collect_part(pid, fd)
+    for drain in drains:
+        part = drain.part()
         if part is None:
             failed = True
             continue
@@ -669,6 +674,41 @@ def _merge(builder: ModelBuilder, children: list[tuple[int, int]]) -> ModelBuild
     if failed:
         raise ParallelBuildFailed("a parallel loader process died (out of memory?) or its range did not parse")
     return builder
+
+
+class _Drain:
+    """A forked part's answer, read whole from its pipe on a thread as soon as the child writes it."""
+
+    def __init__(self, pid: int, read_fd: int) -> None:
+        self.pid, self.ok = pid, False
+        self.chunks: list[bytes] = []
+        self.thread = threading.Thread(target=self._read, args=(read_fd,), daemon=True)
+        self.thread.start()
+
+    def _read(self, read_fd: int) -> None:
+        try:
+            with os.fdopen(read_fd, "rb", buffering=0) as src:
+                while chunk := src.read(DRAIN_CHUNK):
+                    self.chunks.append(chunk)
+            self.ok = True
+        except OSError:
+            pass
+
+    def part(self) -> Part | None:
+        """The child's (strings, tables, long texts), or None if it died or wrote something unreadable."""
+        self.thread.join()
+        os.waitpid(self.pid, 0)
+        data, self.chunks = b"".join(self.chunks), []
+        if not self.ok or not data:
+            return None
+        try:
+            loaded: Part = pickle.loads(data)
+        except (EOFError, pickle.UnpicklingError, ValueError):
+            return None
+        return loaded
+
+
+DRAIN_CHUNK = 4 << 20  # bytes a drain thread reads at a time
 
 
 # Below this many bytes of JSON a file is built in one process (about PARALLEL_MIN_EVENTS Kineto events), and no

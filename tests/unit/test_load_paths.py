@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -268,3 +270,39 @@ def test_a_span_turns_ready_on_the_workers_answer_not_its_exit(tmp_path: Path) -
         assert process.exitcode is not None and process.exitcode < 0  # stopped, not exited by itself
     finally:
         scheduler.close()
+
+
+def test_a_part_that_dies_fails_the_parallel_build_and_the_others_are_waited_for(
+        text_split: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent reads every part's pipe on a thread (``columns._Drain``); a part whose process ends without an
+    answer (here: its build raises in the child) fails the build as ParallelBuildFailed, and no child is left
+    unwaited. The loader then builds the file in one process: the model is the usual one."""
+    data = decompress(RANK0.read_bytes(), RANK0.name)
+    _, lo, hi = outline_by_text(data) or (None, 0, 0)
+    real_build = columns._build_text
+    parent = os.getpid()
+
+    def dies_in_the_child(*args: Any, **kwargs: Any) -> columns.ModelBuilder:
+        if os.getpid() != parent and args[1] > lo:  # the last part's child
+            ranges = split_text(data, lo, hi, 3, columns.staggered(3))
+            if args[1] == ranges[-1][0]:
+                raise MemoryError("killed")
+        return real_build(*args, **kwargs)
+
+    forked: list[int] = []
+    spied_fork = columns._fork_part
+
+    def fork(build: Any) -> tuple[int, int]:
+        pid, fd = spied_fork(build)
+        forked.append(pid)
+        return pid, fd
+
+    monkeypatch.setattr(columns, "_build_text", dies_in_the_child)
+    monkeypatch.setattr(columns, "_fork_part", fork)
+    with pytest.raises(columns.ParallelBuildFailed):
+        columns.build_text_parts(data, lo, hi, None, 3)
+    assert text_split == ["fork", "fork"] and len(forked) == 2
+    for pid in forked:  # every forked part was waited for
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    assert load_trace(str(RANK0), parts=3).n_events == 29630
