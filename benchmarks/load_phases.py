@@ -315,9 +315,11 @@ def _preload_hooks() -> None:
     forkserver.set_forkserver_preload = preload  # type: ignore[assignment]
 
 
-def load(trace: Path, parts: int | None, mode: str, after: bool, interval: float, pss: bool) -> dict[str, Any]:
-    """One cold load of ``trace`` (every process records into ``LOAD_PHASES_DIR``). Returns the request and ready
-    times (epoch seconds), the sampler, and what the load says of itself."""
+def load(trace: Path, parts: int | None, mode: str, after: bool, interval: float, pss: bool,
+         startup: float = 0.0) -> dict[str, Any]:
+    """One cold load of ``trace`` (every process records into ``LOAD_PHASES_DIR``), requested ``startup`` seconds
+    after the scheduler was made (the plugin makes it as TensorBoard starts, before TensorBoard answers). Returns
+    the request and ready times (epoch seconds), the sampler, and what the load says of itself."""
     from benchmarks.bench_ready import stored_for
     from tb_plugin.api import warm
     from tb_plugin.catalog.catalog import TraceFile
@@ -332,6 +334,7 @@ def load(trace: Path, parts: int | None, mode: str, after: bool, interval: float
         info = trace.stat()
         file = TraceFile(run="phases", worker=trace.name.split(".")[0], span="1", url=str(trace), size=info.st_size,
                          mtime=info.st_mtime)
+        time.sleep(startup)
         sampler = Sampler(os.getpid(), interval, pss)
         sampler.start()
         requested = time.time()
@@ -585,8 +588,8 @@ def host() -> str:
             f"load average {load}")
 
 
-def measure(trace: Path, parts: int | None, mode: str, after: bool, interval: float, pss: bool = True
-            ) -> dict[str, Any]:
+def measure(trace: Path, parts: int | None, mode: str, after: bool, interval: float, pss: bool = True,
+            startup: float = 0.0) -> dict[str, Any]:
     """One cold load, timed in every process; the result as ``report`` prints it (times in s from the request)."""
     record = tempfile.mkdtemp(prefix="load-phases-")
     os.environ[ENV_DIR] = record
@@ -594,7 +597,7 @@ def measure(trace: Path, parts: int | None, mode: str, after: bool, interval: fl
     install()
     _preload_hooks()
     try:
-        got = load(trace, parts, mode, after, interval, pss)
+        got = load(trace, parts, mode, after, interval, pss, startup)
         records = read_records(record)
     finally:
         import shutil
@@ -633,13 +636,16 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.1, help="sampler period, s (cores and PSS)")
     parser.add_argument("--no-pss", action="store_true", help="sample CPU only (each PSS read walks a process's page "
                         "tables: ~0.1-0.2 core of this process at 0.1 s with 2 processes here)")
+    parser.add_argument("--startup", type=float, default=0.0, help="seconds between making the scheduler and the "
+                        "request (TensorBoard's start after the plugin's: the fork server starts with the scheduler)")
     parser.add_argument("--json", type=Path, default=None, help="write the result (every record) here")
     args = parser.parse_args()
     if args.spill_mb:
         os.environ[ENV_SPILL] = str(args.spill_mb)
     if args.cores:
         os.environ[ENV_CORES] = str(args.cores)
-    result = measure(args.trace.resolve(), args.parts, args.mode, not args.no_after, args.interval, not args.no_pss)
+    result = measure(args.trace.resolve(), args.parts, args.mode, not args.no_after, args.interval, not args.no_pss,
+                     args.startup)
     print(report(result), flush=True)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

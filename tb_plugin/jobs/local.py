@@ -47,6 +47,22 @@ def process_context(stored: Stored | None = None) -> Any:
     return multiprocessing.get_context("spawn")
 
 
+def prestart(ctx: Any) -> None:
+    """Start the fork server now: it imports the worker and the analyses (≈ 0.8 s on a 16-core host) while
+    TensorBoard starts, instead of on the way of the first load (on the 2 GB trace 0.8-0.9 s of its 11 s to
+    "ready"). ``ensure_running`` returns once the server is spawned; a failure here is left to the first load,
+    which starts it again and says why."""
+    if getattr(ctx, "get_start_method", lambda: None)() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    try:
+        with main_module_hidden():
+            forkserver.ensure_running()
+    except (OSError, ValueError):
+        pass
+
+
 def death_reason(name: str, code: int | None) -> str:
     """Why a loader process ended without an answer, from its exit code (a signal: which; SIGKILL: memory)."""
     if code is not None and code < 0:
@@ -70,6 +86,7 @@ class LocalLoaders:
         self.load_timeout = load_timeout  # seconds; None: no limit
         self.stored = stored
         self.ctx = process_context(stored)
+        prestart(self.ctx)
         self.started = 0  # loader processes started
 
     def spawn(self, job: Job, loading: int) -> None:
