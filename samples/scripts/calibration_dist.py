@@ -1,8 +1,9 @@
-"""Calibration pairs (issue 25), 2 ranks: one planted cause, recorded as planted or with its fix.
+"""Calibration pairs (issue 25), 2 ranks (or `--ranks N`): one planted cause, recorded as planted or with its fix.
 
 `--case NAME --variant planted|fixed --logdir DIR`: torch.multiprocessing.spawn starts 2 ranks, one GPU
 each over NCCL (`--device cpu --tiny`: gloo on the CPU, a dry run), and each writes its own trace into
-DIR with worker name `rank0` / `rank1`. What each case plants and fixes is in calibration_pairs.py:
+DIR with worker name `rank0` / `rank1` / .... `--ranks 4` (straggler_host, grad_accum_allreduce; the pipeline is
+two stages) records the same cause on 4 GPUs. What each case plants and fixes is in calibration_pairs.py:
 
   straggler_host   DDP; rank 1 alone calls slow_metric_logging() (~30 ms of pure Python) every step
                    -> nobody calls it
@@ -184,11 +185,11 @@ def worker(rank, args):
     if args.device == "cuda":
         torch.cuda.set_device(rank)
         device = torch.device("cuda", rank)
-        dist.init_process_group("nccl", rank=rank, world_size=2, device_id=device)
+        dist.init_process_group("nccl", rank=rank, world_size=args.ranks, device_id=device)
     else:
         device = torch.device("cpu")
         torch.set_num_threads(1)
-        dist.init_process_group("gloo", rank=rank, world_size=2)
+        dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
     clean_defaults(device)
     bn.seed_all(args.seed + rank)
     fixed = args.variant == "fixed"
@@ -211,16 +212,19 @@ def main(argv=None):
     p.add_argument("--logdir", required=True)
     p.add_argument("--device", default="cuda")
     p.add_argument("--tiny", action="store_true", help="tiny sizes for a CPU dry run (gloo)")
+    p.add_argument("--ranks", type=int, default=2, help="processes (GPUs); pipeline_bubble takes 2 only")
     p.add_argument("--straggler-ms", type=float, default=30.0, help="straggler_host: rank 1's host work per step")
     p.add_argument("--port", type=int, default=None, help="default: one per case and variant")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.port is None:
         args.port = 29610 + 10 * CASES.index(args.case) + (args.variant == "fixed")
-    if args.device == "cuda" and torch.cuda.device_count() < 2:
-        raise SystemExit(f"need 2 GPUs, found {torch.cuda.device_count()}")
+    if args.case == "pipeline_bubble" and args.ranks != 2:
+        raise SystemExit("pipeline_bubble has two stages: --ranks 2")
+    if args.device == "cuda" and torch.cuda.device_count() < args.ranks:
+        raise SystemExit(f"need {args.ranks} GPUs, found {torch.cuda.device_count()}")
     start = time.perf_counter()
-    mp.spawn(worker, args=(args,), nprocs=2, join=True)
+    mp.spawn(worker, args=(args,), nprocs=args.ranks, join=True)
     print("CALIBRATION_FILES " + json.dumps({"trace_files": trace_files(args.logdir),
                                              "process_s": round(time.perf_counter() - start, 3)}), flush=True)
 

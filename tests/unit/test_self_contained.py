@@ -51,7 +51,7 @@ def test_no_test_or_build_file_names_a_folder_beside_the_checkout() -> None:
 
 def test_the_real_traces_are_in_the_repository_with_their_origin() -> None:
     files = real_trace_files()
-    assert len(files) == 65  # 10 V100/H200 traces, 52 calibration pairs' files, 3 GEMM benchmark runs
+    assert len(files) == 73  # 10 V100/H200 traces, 60 calibration pairs' files, 3 GEMM benchmark runs
     readme = (REAL_TRACES / "README.md").read_text()
     for f in files:
         assert f.relative_to(REAL_TRACES).parent.as_posix() in readme, f
