@@ -57,7 +57,7 @@ def capture_from_the_page(page: Any, frame: Any) -> tuple[str, list[str]]:
 
 def test_the_capture_dialog_captures_every_rank_and_opens_the_traces(
         tb_factory: Callable[..., TensorBoard], job: Job, page: Any) -> None:
-    tb = tb_factory(job.logdir, "--profiler_capture", "--profiler_rescan_interval", "1")
+    tb = tb_factory(job.logdir, "--profiler_capture", "--profiler_rescan_interval", "0.5")
     try:
         frame = open_plugin(page, tb)
         wait_listening(job, 4)
