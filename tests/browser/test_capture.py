@@ -36,19 +36,24 @@ def capture_from_the_page(page: Any, frame: Any) -> tuple[str, list[str]]:
     assert frame.input_value('[data-testid="capture-run"]') == "job"
     frame.wait_for_selector('[data-testid="capture-job"]:has-text("Job listening: 4 ranks, step")')
     frame.fill('[data-testid="capture-steps"]', "3")
+    # the summaries seen, and the rank rows shown with the final one (read as it is drawn: the dialog closes as soon
+    # as the rescan lists the new span, which may be at once)
     frame.evaluate("""() => {
         window.__summaries = [];
+        window.__writtenRows = null;
         new MutationObserver(() => {
             const s = document.querySelector('[data-testid=capture-summary]');
             if (s && window.__summaries[window.__summaries.length - 1] !== s.textContent) window.__summaries.push(s.textContent);
+            const rows = [...document.querySelectorAll('[data-testid=capture-rank]')]
+                .map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent));
+            if (s && s.textContent.startsWith('4 of 4 ranks written') && rows.length) window.__writtenRows = rows;
         }).observe(document.querySelector('[data-testid=capture-progress]'), {subtree: true, childList: true, characterData: true});
     }""")
     frame.click('[data-testid="capture-start"]')
     frame.wait_for_function("() => (window.__summaries || []).some(s => s.startsWith('4 of 4 ranks written'))",
                             timeout=120_000)
     seen: list[str] = frame.evaluate("() => window.__summaries")
-    rows = frame.evaluate("""() => [...document.querySelectorAll('[data-testid=capture-rank]')]
-                               .map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))""")
+    rows = frame.evaluate("() => window.__writtenRows")
     assert [r[:2] for r in rows] == [[f"rank{i}", "written"] for i in range(4)]
     assert all(r[3].startswith(f"rank{i}.") and r[3].endswith(".pt.trace.json.gz · cuda not available on this host")
                for i, r in enumerate(rows)), rows
