@@ -84,6 +84,12 @@ def capture_twice(page: Any, frame: Any, job: Job) -> None:
         assert seen[0].startswith("waiting up to 60 s for the job") or "of 4 ranks" in seen[0], seen
         # the dialog closes and the page opens the new span on rank 0, once the rescan listed it
         frame.wait_for_selector('[data-testid="capture-dialog"]', state="detached", timeout=60_000)
+        # the page moves to the new span after the dialog closed (its next ./runs): until then the URL and the
+        # pickers still show the span opened before
+        page.wait_for_function(f"""seen => {{
+            const m = location.hash.match(/p\\.{PLUGIN}\\.span=([^&]+)/);
+            return m !== null && !seen.includes(m[1]);
+        }}""", arg=spans)
         frame.wait_for_function("() => document.querySelector('[data-testid=worker-select]').value === 'rank0'")
         state = {k.rsplit(".", 1)[-1]: v for k, v in top_hash(page).items() if k.startswith(f"p.{PLUGIN}.")}
         assert (state["run"], state["worker"], state["view"]) == ("job", "rank0", "Overview")
