@@ -107,11 +107,15 @@ describe("WindowFetcher", () => {
   it("debounces: many asks in a burst run once", async () => {
     const h = harness();
     let asked = 0;
+    assert.equal(h.fetcher.scheduled, false);
     for (let i = 0; i < 5; i++) h.fetcher.schedule(() => { asked++; });
+    assert.equal(h.fetcher.scheduled, true); // asked for, waiting for the debounce (what the debug hook says)
     await new Promise((r) => setTimeout(r, 150));
     assert.equal(asked, 1);
+    assert.equal(h.fetcher.scheduled, false);
     h.fetcher.schedule(() => { asked++; });
     h.fetcher.stop();
+    assert.equal(h.fetcher.scheduled, false);
     await new Promise((r) => setTimeout(r, 150));
     assert.equal(asked, 1); // stopped: the scheduled ask never runs
   });

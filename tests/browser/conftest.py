@@ -184,7 +184,7 @@ class TensorBoard:
             states = [s["state"] for r in body["runs"] for w in r["workers"] for s in w["spans"]]
             if not body.get("scanning") and states and all(s in ("ready", "failed") for s in states):
                 return body
-            time.sleep(0.5)
+            time.sleep(0.1)
         raise AssertionError(f"spans did not settle in {timeout}s: {json.dumps(body)[:2000]}")
 
 

@@ -36,19 +36,24 @@ def capture_from_the_page(page: Any, frame: Any) -> tuple[str, list[str]]:
     assert frame.input_value('[data-testid="capture-run"]') == "job"
     frame.wait_for_selector('[data-testid="capture-job"]:has-text("Job listening: 4 ranks, step")')
     frame.fill('[data-testid="capture-steps"]', "3")
+    # the summaries seen, and the rank rows shown with the final one (read as it is drawn: the dialog closes as soon
+    # as the rescan lists the new span, which may be at once)
     frame.evaluate("""() => {
         window.__summaries = [];
+        window.__writtenRows = null;
         new MutationObserver(() => {
             const s = document.querySelector('[data-testid=capture-summary]');
             if (s && window.__summaries[window.__summaries.length - 1] !== s.textContent) window.__summaries.push(s.textContent);
+            const rows = [...document.querySelectorAll('[data-testid=capture-rank]')]
+                .map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent));
+            if (s && s.textContent.startsWith('4 of 4 ranks written') && rows.length) window.__writtenRows = rows;
         }).observe(document.querySelector('[data-testid=capture-progress]'), {subtree: true, childList: true, characterData: true});
     }""")
     frame.click('[data-testid="capture-start"]')
     frame.wait_for_function("() => (window.__summaries || []).some(s => s.startsWith('4 of 4 ranks written'))",
                             timeout=120_000)
     seen: list[str] = frame.evaluate("() => window.__summaries")
-    rows = frame.evaluate("""() => [...document.querySelectorAll('[data-testid=capture-rank]')]
-                               .map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))""")
+    rows = frame.evaluate("() => window.__writtenRows")
     assert [r[:2] for r in rows] == [[f"rank{i}", "written"] for i in range(4)]
     assert all(r[3].startswith(f"rank{i}.") and r[3].endswith(".pt.trace.json.gz · cuda not available on this host")
                for i, r in enumerate(rows)), rows
@@ -57,7 +62,7 @@ def capture_from_the_page(page: Any, frame: Any) -> tuple[str, list[str]]:
 
 def test_the_capture_dialog_captures_every_rank_and_opens_the_traces(
         tb_factory: Callable[..., TensorBoard], job: Job, page: Any) -> None:
-    tb = tb_factory(job.logdir, "--profiler_capture", "--profiler_rescan_interval", "1")
+    tb = tb_factory(job.logdir, "--profiler_capture", "--profiler_rescan_interval", "0.5")
     try:
         frame = open_plugin(page, tb)
         wait_listening(job, 4)
@@ -79,6 +84,12 @@ def capture_twice(page: Any, frame: Any, job: Job) -> None:
         assert seen[0].startswith("waiting up to 60 s for the job") or "of 4 ranks" in seen[0], seen
         # the dialog closes and the page opens the new span on rank 0, once the rescan listed it
         frame.wait_for_selector('[data-testid="capture-dialog"]', state="detached", timeout=60_000)
+        # the page moves to the new span after the dialog closed (its next ./runs): until then the URL and the
+        # pickers still show the span opened before
+        page.wait_for_function(f"""seen => {{
+            const m = location.hash.match(/p\\.{PLUGIN}\\.span=([^&]+)/);
+            return m !== null && !seen.includes(m[1]);
+        }}""", arg=spans)
         frame.wait_for_function("() => document.querySelector('[data-testid=worker-select]').value === 'rank0'")
         state = {k.rsplit(".", 1)[-1]: v for k, v in top_hash(page).items() if k.startswith(f"p.{PLUGIN}.")}
         assert (state["run"], state["worker"], state["view"]) == ("job", "rank0", "Overview")

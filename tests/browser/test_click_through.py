@@ -324,9 +324,8 @@ def test_frame_click_inside_vscode_posts_to_the_editor(browser: Any, tb_samples:
 # --------------------------------------------------------------------------------------------- Distributed
 
 
-def test_rank_row_and_heatmap_cell_open_that_ranks_trace_at_that_step(big: Any, tb_factory: Any, dist_diff_logdir: Any) -> None:
-    tb = tb_factory(dist_diff_logdir)
-    tb.wait_settled(timeout=180)
+def test_rank_row_and_heatmap_cell_open_that_ranks_trace_at_that_step(big: Any, tb_dist_diff: TensorBoard) -> None:
+    tb = tb_dist_diff  # the worker's server of that logdir (loaded once, whichever file asks first)
     dist = tb.get_json("distributed?run=ddp&span=1")
     rank1 = next(r for r in dist["ranks"] if r["worker"] == "rank1")
     windows = rank1["step_windows_us"]

@@ -501,7 +501,7 @@ def test_a_saved_link_keeps_its_file_when_an_older_one_is_added(clock_page: Any,
     os.utime(logdir / "r" / older.name, (1_700_000_000, 1_700_000_000))  # settled at once
     deadline = time.time() + 60  # the next rescan (every 0.5 s here) finds it
     while len(spans := tb.wait_settled()["runs"][0]["workers"][0]["spans"]) < 2 and time.time() < deadline:
-        time.sleep(0.5)
+        time.sleep(0.1)
     assert [(s["span"], s["file"]) for s in spans] == [("1", older.name), ("2", newer.name)]
     # the open page follows its file to its new number (it does not move to the new span 1) at its next poll
     page.clock.fast_forward(POLL_IDLE_MS)

@@ -58,11 +58,19 @@ def wait_drawn(frame: Any) -> None:
     wait_idle(frame)
 
 
+# true once the view has been settled for three animation frames in a row: no window request in flight or waiting
+# for its debounce, no zoom or pan gliding (a glide's end asks for a window, an answer may ask for the next one)
+SETTLED_FRAMES = """() => {
+    const s = window.__ptpTrace.stats();
+    window.__ptpSettledFrames = !s.loading && !s.scheduled && !s.animating ? (window.__ptpSettledFrames || 0) + 1 : 0;
+    return window.__ptpSettledFrames >= 3;
+}"""
+
+
 def wait_idle(frame: Any) -> None:
-    """No window request in flight or pending, and a frame drawn since."""
-    frame.wait_for_function("() => !window.__ptpTrace.stats().loading", timeout=30_000)
-    frame.wait_for_timeout(250)  # past the fetch debounce
-    frame.wait_for_function("() => !window.__ptpTrace.stats().loading", timeout=30_000)
+    """No window request in flight or pending, no glide under way, and frames drawn since."""
+    frame.evaluate("() => { window.__ptpSettledFrames = 0; }")
+    frame.wait_for_function(SETTLED_FRAMES, timeout=30_000)  # polled once an animation frame
 
 
 def hook(frame: Any, fn: str) -> Any:
@@ -170,7 +178,6 @@ def test_zoom_with_keys_and_wheel_fetches_new_windows(page: Any, tb: TensorBoard
     frame.focus("[data-testid=trace-scroller]")
     page.keyboard.press("w")
     frame.wait_for_function("s => { const r = window.__ptpTrace.visibleRange(); return r.end - r.start < s * 0.85; }", arg=full)
-    page.wait_for_timeout(400)
     wait_idle(frame)
     after_key = span_of(frame)
     assert windows, "zooming asked for no new window"
@@ -211,7 +218,6 @@ def test_zoom_with_keys_and_wheel_fetches_new_windows(page: Any, tb: TensorBoard
         page.mouse.wheel(0, -200)
     page.keyboard.up("Control")
     frame.wait_for_function("s => { const r = window.__ptpTrace.visibleRange(); return r.end - r.start < s * 0.4; }", arg=before["end"] - before["start"])
-    page.wait_for_timeout(400)
     wait_idle(frame)
     after = hook(frame, "visibleRange")
     t_after = after["start"] + (x - stats["labelW"]) / (stats["width"] - stats["labelW"]) * (after["end"] - after["start"])
@@ -288,7 +294,6 @@ def test_collapse_expand_and_fold_tracks(page: Any, tb: TensorBoard) -> None:
     page.mouse.click(box["x"] + 40, box["y"] + row["y"] + 3 * 18 + 10)
     frame.wait_for_function("h => document.querySelector('[data-testid=trace-scroller]').scrollHeight > h", arg=height)
     assert row_of(frame, deep["label"])["h"] == 28 * 18 + 5
-    page.wait_for_timeout(300)
     wait_idle(frame)
     # (the autograd thread, 8 levels deep, still shows 4 of them)
     assert levels_param(windows[-1]) == {t["id"]: 4 for t in window["tracks"] if t["kind"] == "cpu" and t["id"] != deep["id"]}
@@ -299,7 +304,6 @@ def test_collapse_expand_and_fold_tracks(page: Any, tb: TensorBoard) -> None:
     page.mouse.click(box["x"] + 20, box["y"] + row_of(frame, deep["label"])["y"] + 10)
     frame.wait_for_function("h => document.querySelector('[data-testid=trace-scroller]').scrollHeight < h", arg=height)
     assert row_of(frame, deep["label"])["collapsed"]
-    page.wait_for_timeout(300)
     wait_idle(frame)
     assert levels_param(windows[-1])[deep["id"]] == 1
     assert all(e["depth"] == 0 for e in hook(frame, "eventsOnScreen") if e["track"] == deep["id"])
@@ -307,7 +311,6 @@ def test_collapse_expand_and_fold_tracks(page: Any, tb: TensorBoard) -> None:
     # Folding the process hides all its tracks (and asks for none of their nested lanes).
     process = row_of(frame, deep["process"])
     page.mouse.click(box["x"] + 10, box["y"] + process["y"] + 10)
-    page.wait_for_timeout(300)
     wait_idle(frame)
     ids = sorted(t["id"] for t in window["tracks"] if t["process"] == deep["process"])
     assert levels_param(windows[-1]) == dict.fromkeys(ids, 1)

@@ -31,7 +31,7 @@ def _settled(tb: TensorBoard, spans: int, timeout: float = 120.0) -> dict[str, s
         states = {r["name"]: s["state"] for r in body["runs"] for w in r["workers"] for s in w["spans"]}
         if len(states) == spans and all(s in ("ready", "failed") for s in states.values()):
             return states
-        time.sleep(0.3)
+        time.sleep(0.1)
     raise AssertionError(f"{len(states)} of {spans} spans, not settled in {timeout} s: {states}")
 
 

@@ -62,14 +62,18 @@ function num(value: string | undefined): number | null {
 }
 
 /** The read-only hook the browser tests and docs/guide/trace.md use: what the page shows, from its state. */
-function debugHook(s: TraceState, el: TraceElements, stats: TracePainter["stats"], busy: () => boolean,
-  scene: () => Scene | null): TraceDebugHook {
+function debugHook(s: TraceState, el: TraceElements, stats: TracePainter["stats"],
+  fetcher: Pick<WindowFetcher, "busy" | "scheduled">, scene: () => Scene | null): TraceDebugHook {
   return {
     visibleRange: () => (s.view ? { start: s.view.start, end: s.view.end, bounds: s.bounds } : null),
     selected: () => (s.selection ? { id: s.selection.id, name: s.selection.name, track: s.selection.track, details: s.selection.details !== null } : null),
     stats: () => ({
       ...stats,
-      loading: busy(),
+      loading: fetcher.busy,
+      // a window asked for that waits for its debounce, and a zoom or pan still gliding: with `loading`, what a
+      // test waits out before it reads what the view settled on
+      scheduled: fetcher.scheduled,
+      animating: s.anim !== null,
       width: s.width,
       height: s.height,
       labelW: s.labelW(),
@@ -171,7 +175,7 @@ class TraceView implements TraceActions {
     const ro = new ResizeObserver(() => { this.resize(); });
     ro.observe(this.el.viewport);
     this.cleanups.push(() => { ro.disconnect(); });
-    window.__ptpTrace = debugHook(this.s, this.el, this.painter.stats, () => this.fetcher.busy, () => this.scene());
+    window.__ptpTrace = debugHook(this.s, this.el, this.painter.stats, this.fetcher, () => this.scene());
     this.openLink();
     return () => { this.destroy(); };
   }

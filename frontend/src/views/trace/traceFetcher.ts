@@ -105,6 +105,11 @@ export class WindowFetcher {
     return this.current !== null;
   }
 
+  /** A request is asked for and waits for its debounce (it goes out when the timer fires). */
+  get scheduled(): boolean {
+    return this.timer !== null;
+  }
+
   /** Run `ask` once the asking settles: FETCH_DEBOUNCE_MS after the last call, at most FETCH_MAX_WAIT_MS after the first. */
   schedule(ask: () => void, now = performance.now()): void {
     if (this.timer === null) this.firstAsked = now;
