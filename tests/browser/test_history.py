@@ -37,7 +37,10 @@ def wait_view(page: Any, view: str) -> Any:
 
 
 def kernel_filter(frame: Any) -> str:
-    frame.wait_for_function("() => document.querySelector('[data-testid=kernel-group-by]')?.value === 'name_op'")
+    """The Kernel page's operator filter, once the page shows its by-operator table (the group-by says name_op and
+    the filter's box is there: after Forward the group-by can be set a moment before the box is drawn)."""
+    frame.wait_for_function("() => document.querySelector('[data-testid=kernel-group-by]')?.value === 'name_op'"
+                            " && document.querySelector('[data-testid=search-operator]') !== null")
     value: str = frame.eval_on_selector("[data-testid=search-operator]", "el => el.value")
     return value
 
