@@ -622,17 +622,6 @@ class ParallelBuildFailed(RuntimeError):
 Part = tuple[list[str], dict[str, list[Columns]], dict[int, str]]  # strings, chunk tables, long texts
 
 
-def _collect_part(pid: int, read_fd: int) -> Part | None:
-    try:
-        with os.fdopen(read_fd, "rb") as src:
-            part: Part = pickle.load(src)
-    except (EOFError, pickle.UnpicklingError, OSError):
-        part = None  # type: ignore[assignment]
-    finally:
-        os.waitpid(pid, 0)
-    return part
-
-
 def build_model(doc: TraceDocument, source: str, progress: Callable[[float], None] | None = None,
                 parts: int = 1) -> TraceModel:
     """Decode the events of ``doc`` chunk by chunk and build every table.
@@ -750,7 +739,7 @@ def build_text_parts(data: bytes, lo: int, hi: int, progress: Callable[[float], 
         builder = _build_text(data, *ranges[0], progress, give_back) if ranges else ModelBuilder()
     except ValueError as err:  # read.TextSplitFailed: our own range did not parse
         for pid, fd in children:
-            _collect_part(pid, fd)
+            _Drain(pid, fd).part()
         raise ParallelBuildFailed(f"the trace's text could not be split into events ({err})") from None
     builder = _merge(builder, children)
     if not builder.n_events:  # nothing usable: the usual path says precisely what is wrong with the file
