@@ -245,7 +245,21 @@ def _start_tensorboard(logdir: Path, workdir: Path, *extra_args: str, path_prefi
     raise RuntimeError(f"tensorboard did not answer within 60 s:\n{tb.log()}")
 
 
+# The pages the ``page`` fixture opened and has not closed yet: a TensorBoard is stopped only once none shows it.
+_LIVE_PAGES: list[Any] = []
+
+
+def leave_pages_of(tb: TensorBoard) -> None:
+    """Move every open page that shows ``tb`` to about:blank, so that no request of theirs (a view's chunk loaded
+    late, a poll) is cut off by the server going away: the browser would log it as a console error of the test
+    (net::ERR_CONTENT_LENGTH_MISMATCH), long after the test's own assertions passed."""
+    for pg in _LIVE_PAGES:
+        if not pg.is_closed() and any(f.url == tb.url or f.url.startswith(f"{tb.url}/") for f in pg.frames):
+            pg.goto("about:blank")
+
+
 def stop_tensorboard(tb: TensorBoard) -> None:
+    leave_pages_of(tb)
     if tb.process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(tb.process.pid, signal.SIGTERM)
@@ -377,7 +391,11 @@ def page(browser_context: SharedContext, console: ConsoleLog) -> Iterator[Any]:
     pg.on("console", on_console)
     pg.on("pageerror", lambda e: console.errors.append(f"pageerror: {e}"))
     pg.on("framenavigated", on_navigated)
-    yield pg
+    _LIVE_PAGES.append(pg)
+    try:
+        yield pg
+    finally:
+        _LIVE_PAGES.remove(pg)
     reset_context(browser_context, origins)
     assert not console.unexpected(), "console errors:\n" + "\n".join(console.unexpected())
 
