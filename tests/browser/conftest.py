@@ -247,13 +247,15 @@ def _start_tensorboard(logdir: Path, workdir: Path, *extra_args: str, path_prefi
 
 # The pages the ``page`` fixture opened and has not closed yet: a TensorBoard is stopped only once none shows it.
 _LIVE_PAGES: list[Any] = []
+_SHARED: list[SharedContext] = []  # the worker's shared context (browser_context), while it is open
 
 
 def leave_pages_of(tb: TensorBoard) -> None:
     """Move every open page that shows ``tb`` to about:blank, so that no request of theirs (a view's chunk loaded
     late, a poll) is cut off by the server going away: the browser would log it as a console error of the test
     (net::ERR_CONTENT_LENGTH_MISMATCH), long after the test's own assertions passed."""
-    for pg in _LIVE_PAGES:
+    shells = [shared.shell for shared in _SHARED if shared.shell is not None]
+    for pg in [*_LIVE_PAGES, *(p for p in shells if p not in _LIVE_PAGES)]:
         if not pg.is_closed() and any(f.url == tb.url or f.url.startswith(f"{tb.url}/") for f in pg.frames):
             pg.goto("about:blank")
 
@@ -325,6 +327,7 @@ KEEPER_URL = "http://127.0.0.1/ptp-test-keeper"
 class SharedContext:
     context: Any
     keeper: Any  # an idle page of http://127.0.0.1 that keeps the site's renderer process alive between tests
+    shell: Any = None  # the page handed from test to test (see ``page``), once one asked for it
 
 
 @pytest.fixture(scope="session")
@@ -341,7 +344,10 @@ def browser_context(browser: Any) -> Iterator[SharedContext]:
     keeper.route(KEEPER_URL, lambda route: route.fulfill(status=200, content_type="text/html", body="<p>keeper</p>"))
     keeper.goto(KEEPER_URL)
     keeper.unroute_all()
-    yield SharedContext(context, keeper)
+    shared = SharedContext(context, keeper)
+    _SHARED.append(shared)
+    yield shared
+    _SHARED.remove(shared)
     context.close()
 
 
@@ -360,7 +366,8 @@ def reset_context(shared: SharedContext, origins: set[str]) -> None:
     for pg in list(context.pages):
         if pg is not shared.keeper:
             origins |= {o for f in pg.frames if (o := origin_of(f.url)) is not None}
-            pg.close()
+            if pg is not shared.shell:
+                pg.close()
     cdp = context.new_cdp_session(shared.keeper)
     for origin in sorted(origins):
         cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
@@ -370,12 +377,27 @@ def reset_context(shared: SharedContext, origins: set[str]) -> None:
     context.clear_permissions()
 
 
+def shell_page(shared: SharedContext) -> Any:
+    """The worker's page handed from test to test (opened on first use, again if a test closed it)."""
+    if shared.shell is None or shared.shell.is_closed():
+        shared.shell = shared.context.new_page()
+    return shared.shell
+
+
 @pytest.fixture
-def page(browser_context: SharedContext, console: ConsoleLog) -> Iterator[Any]:
-    """A fresh page that records console errors and uncaught exceptions of every frame; the test fails if any
-    appeared that the test did not expect (``console.allowed``). Its context is shared (``browser_context``) and
-    reset after the test."""
-    pg = browser_context.context.new_page()
+def page(request: pytest.FixtureRequest, browser_context: SharedContext, console: ConsoleLog) -> Iterator[Any]:
+    """A page that records console errors and uncaught exceptions of every frame; the test fails if any appeared
+    that the test did not expect (``console.allowed``). Its context is shared (``browser_context``) and reset after
+    the test.
+
+    The page itself is the worker's *shell page*, handed from test to test: a test that opens the plugin on the
+    TensorBoard it already shows gets the plugin's frame reloaded with the test's URL state (``open_plugin``), not
+    TensorBoard's own app started again (about two thirds of the CPU a page load takes on the 2-core machine). The
+    plugin then starts as on a new page: a new document, its state read from the URL, storage cleared. Its routes,
+    listeners and viewport are undone after each test. Tests of TensorBoard's page itself (history, themes,
+    scripts run before the page, the shell's first screen) are marked ``fresh_page`` and get a new page."""
+    fresh = request.node.get_closest_marker("fresh_page") is not None
+    pg = browser_context.context.new_page() if fresh else shell_page(browser_context)
     pg.set_default_timeout(30_000)
     origins: set[str] = set()
 
@@ -383,30 +405,67 @@ def page(browser_context: SharedContext, console: ConsoleLog) -> Iterator[Any]:
         if msg.type == "error":
             console.errors.append(f"console.error: {msg.text} @ {msg.location.get('url', '')}")
 
+    def on_error(err: Any) -> None:
+        console.errors.append(f"pageerror: {err}")
+
     def on_navigated(frame: Any) -> None:
         origin = origin_of(frame.url)
         if origin is not None:
             origins.add(origin)
 
-    pg.on("console", on_console)
-    pg.on("pageerror", lambda e: console.errors.append(f"pageerror: {e}"))
-    pg.on("framenavigated", on_navigated)
+    listeners = (("console", on_console), ("pageerror", on_error), ("framenavigated", on_navigated))
+    for event, listener in listeners:
+        pg.on(event, listener)
     _LIVE_PAGES.append(pg)
     try:
         yield pg
     finally:
         _LIVE_PAGES.remove(pg)
+        for event, listener in listeners:
+            pg.remove_listener(event, listener)
+    if not fresh and not pg.is_closed():
+        pg.unroute_all(behavior="ignoreErrors")
+        pg.set_viewport_size(VIEWPORT)
     reset_context(browser_context, origins)
     assert not console.unexpected(), "console errors:\n" + "\n".join(console.unexpected())
 
 
 def open_plugin(page: Any, tb: TensorBoard, hash_state: str = "") -> Any:
-    """Open TensorBoard on the plugin's tab and return the plugin iframe's Frame once the shell rendered."""
-    page.goto(f"{tb.url}/#{PLUGIN}{hash_state}")
-    handle = page.wait_for_selector(PLUGIN_IFRAME, state="attached")
-    frame = handle.content_frame()
-    assert frame is not None
+    """Open TensorBoard on the plugin's tab and return the plugin iframe's Frame once the shell rendered. The plugin
+    always starts anew, its state read from this URL: on the shell page that shows ``tb`` already its frame is
+    reloaded (``_reopen``), on any other page TensorBoard is loaded (never a same-document change of the hash)."""
+    url = f"{tb.url}/#{PLUGIN}{hash_state}"
+    frame = _reopen(page, tb, url)
+    if frame is None:
+        if page.url.startswith(f"{tb.url}/"):
+            page.goto("about:blank")
+        page.goto(url)
+        handle = page.wait_for_selector(PLUGIN_IFRAME, state="attached")
+        frame = handle.content_frame()
+        assert frame is not None
     frame.wait_for_selector(".ptp-app")
+    return frame
+
+
+def _reopen(page: Any, tb: TensorBoard, url: str) -> Any:
+    """On a shell page that shows ``tb`` on the plugin's tab: the top URL replaced by ``url`` (no history entry, no
+    history state) and the plugin's frame reloaded, as a new page would start it; the frame once its new document
+    rendered the shell. None where the page shows something else (it is then loaded anew)."""
+    if not any(page is shared.shell for shared in _SHARED) or not page.url.startswith(f"{tb.url}/#{PLUGIN}"):
+        return None
+    handle = page.query_selector(PLUGIN_IFRAME)
+    if handle is None or not handle.is_visible():
+        return None
+    frame = handle.content_frame()
+    if frame is None:
+        return None
+    page.evaluate("u => history.replaceState(null, '', u)", url)
+    handle.evaluate("f => { f.contentWindow.__ptpOld = true; f.contentWindow.location.reload(); }")
+    page.wait_for_function("""sel => {
+        const f = document.querySelector(sel);
+        return !!f && !!f.contentWindow && f.contentWindow.__ptpOld !== true
+            && !!f.contentDocument && !!f.contentDocument.querySelector('.ptp-app');
+    }""", arg=PLUGIN_IFRAME)
     return frame
 
 

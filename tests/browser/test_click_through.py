@@ -131,12 +131,10 @@ def test_breakdown_category_opens_its_busiest_step_with_its_events_highlighted(b
 
 def test_a_category_from_the_url_is_validated_and_other_dims_everything(big: Any, tb_samples: TensorBoard) -> None:
     base = f"&{P}.run={TRANSFORMER[0]}&{P}.worker={TRANSFORMER[1]}&{P}.span=1&{P}.view=Trace"
-    big.goto("about:blank")
     frame = open_plugin(big, tb_samples, base + f"&{P}.cat=Bogus")
     wait_trace_range(frame)
     assert frame.is_hidden("[data-testid=trace-highlight]") and f"{P}.cat" not in top_hash(big)
     assert frame.is_hidden("[data-testid=trace-window-error]")
-    big.goto("about:blank")
     frame = open_plugin(big, tb_samples, base + f"&{P}.cat=Other")
     wait_trace_range(frame)
     assert "time no event covers" in frame.inner_text("[data-testid=trace-highlight-chip]")
@@ -330,7 +328,6 @@ def test_rank_row_and_heatmap_cell_open_that_ranks_trace_at_that_step(big: Any, 
     rank1 = next(r for r in dist["ranks"] if r["worker"] == "rank1")
     windows = rank1["step_windows_us"]
     assert len(windows) == rank1["steps"] >= 2
-    big.goto("about:blank")
     frame = open_plugin(big, tb, f"&{P}.run=ddp&{P}.worker=rank0&{P}.span=1&{P}.view=Distributed")
     frame.wait_for_selector("[data-testid=rank-table] tr[data-testid=row]")
     wait_charts(frame, "comm-heatmap")
@@ -346,7 +343,6 @@ def test_rank_row_and_heatmap_cell_open_that_ranks_trace_at_that_step(big: Any, 
     assert shown["start"] == pytest.approx(start, abs=1) and shown["end"] == pytest.approx(end, abs=1)
 
     # the heatmap cell of rank 1, step 0
-    big.goto("about:blank")
     frame = open_plugin(big, tb, f"&{P}.run=ddp&{P}.worker=rank0&{P}.span=1&{P}.view=Distributed")
     wait_charts(frame, "comm-heatmap")
     frame.locator("[data-testid=comm-heatmap]").scroll_into_view_if_needed()
@@ -403,7 +399,6 @@ def test_memory_range_says_allocated_in_range_or_live_in_range(big: Any, tb_samp
     rows = api(tb_samples, "memory/events", TRANSFORMER, start_us=repr(t - 2000), end_us=repr(t), device="GPU0")["rows"]
     expected = {"allocated": sum(r["in_range"] == "allocated" for r in rows), "live": sum(r["in_range"] == "live" for r in rows)}
     assert expected["allocated"] > 0 and expected["live"] > 0
-    big.goto("about:blank")
     frame = open_plugin(big, tb_samples, f"&{P}.run={TRANSFORMER[0]}&{P}.worker={TRANSFORMER[1]}&{P}.span=1&{P}.view=Memory"
                         f"&{P}.device=GPU0&{P}.start={t - 2000}&{P}.end={t}")
     frame.wait_for_selector("[data-testid=memory-events-table] th[data-col=in_range]")

@@ -60,7 +60,6 @@ RANK_FIELDS = {
 
 def open_view(page: Any, tb: TensorBoard, run: str, view: str, worker: str | None = None, span: str = "1") -> Any:
     p = f"p.{PLUGIN}"
-    page.goto("about:blank")  # a fresh TensorBoard page, not a same-document hash change
     state = f"&{p}.run={run}&{p}.span={span}&{p}.view={view}" + (f"&{p}.worker={worker}" if worker else "")
     frame = open_plugin(page, tb, state)
     frame.wait_for_selector(f"[data-testid=tab-{view}][aria-selected=true]", timeout=60_000)

@@ -47,7 +47,6 @@ def api(tb: TensorBoard, run: tuple[str, str], **params: Any) -> Any:
 
 def open_flame(page: Any, tb: TensorBoard, run: tuple[str, str]) -> Any:
     p = f"p.{PLUGIN}"
-    page.goto("about:blank")
     frame = open_plugin(page, tb, f"&{p}.run={run[0]}&{p}.worker={run[1]}&{p}.span=1&{p}.view=Flame")
     frame.wait_for_selector("[data-testid=tab-Flame][aria-selected=true]")
     wait_drawn(frame)
@@ -208,7 +207,6 @@ def assert_agrees_with_export_stacks(tb: TensorBoard, text: str) -> None:
 def test_operator_row_opens_its_stacks(page: Any, tb_flame: TensorBoard) -> None:
     only = api(tb_flame, H200, operator="aten::mm")
     p = f"p.{PLUGIN}"
-    page.goto("about:blank")
     frame = open_plugin(page, tb_flame, f"&{p}.run={H200[0]}&{p}.worker={H200[1]}&{p}.span=1&{p}.view=Operator")
     frame.fill("[data-testid=search-name]", "aten::mm")
     row = frame.locator("[data-testid=operator-table] tr[data-testid=row]").filter(
@@ -254,7 +252,6 @@ def test_step_picker_hover_and_an_operator_with_no_stacks(page: Any, tb_flame: T
 
     # a link that names an operator the trace lacks: the empty state says so
     p = f"p.{PLUGIN}"
-    page.goto("about:blank")
     frame = open_plugin(page, tb_flame, f"&{p}.run={EXPORTS[0]}&{p}.worker={EXPORTS[1]}&{p}.span=1&{p}.view=Flame"
                                          f"&{p}.flame_op=no%3A%3Asuch_op")
     frame.wait_for_selector("[data-testid=flame-empty]")

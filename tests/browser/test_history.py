@@ -12,7 +12,7 @@ from tests.browser.conftest import PLUGIN, PLUGIN_IFRAME, TensorBoard, table_row
 from tests.browser.test_click_through import SIZES
 from tests.browser.test_views import TRANSFORMER, open_view, row_named, set_search, wait_charts
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.fresh_page]  # tests of TensorBoard's page itself: a new page each
 P = f"p.{PLUGIN}"
 
 
@@ -99,14 +99,12 @@ def test_a_diff_link_without_exp_span_says_what_it_compares(page: Any, tb_sample
     from tests.browser.test_views import RESNET
 
     base = f"&{P}.run={RESNET[0]}&{P}.worker={RESNET[1]}&{P}.span=1&{P}.view=Diff"
-    page.goto("about:blank")
     frame = open_plugin(page, tb_samples, base + f"&{P}.exp_run={RESNET[0]}")
     note = frame.wait_for_selector("[data-testid=diff-link-note]").inner_text()
     assert note == (f"The link does not name the experiment's worker or span: comparing with {RESNET[0]} · "
                     f"{RESNET[1]} · span 2, span 2 of the 2 this worker has.")
     assert frame.eval_on_selector("[data-testid=exp-span]", "el => el.value") == "2"
     assert top_hash(page)[f"{P}.exp_span"] == "2"  # the URL now says exactly what is compared
-    page.goto("about:blank")
     frame = open_plugin(page, tb_samples, base + f"&{P}.exp_run=no_such_run&{P}.exp_span=1")
     note = frame.wait_for_selector("[data-testid=diff-link-note]").inner_text()
     assert note.startswith('The link\'s experiment run "no_such_run" is not in the log directory: comparing with ')
@@ -116,7 +114,6 @@ def test_back_and_forward_walk_the_diff_drill_down(page: Any, tb_samples: Tensor
     from tests.browser.conftest import open_plugin
     from tests.browser.test_views import RESNET
 
-    page.goto("about:blank")
     frame = open_plugin(page, tb_samples, f"&{P}.run={RESNET[0]}&{P}.worker={RESNET[1]}&{P}.span=1&{P}.view=Diff"
                                           f"&{P}.exp_run={RESNET[0]}&{P}.exp_worker={RESNET[1]}&{P}.exp_span=2")
     settled = "p => { const d = document.querySelector('[data-testid=drill]'); return d && d.dataset.loading === 'false' && d.dataset.path === p; }"

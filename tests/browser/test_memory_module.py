@@ -37,7 +37,6 @@ def api(tb: TensorBoard, route: str, run: tuple[str, str], **params: Any) -> Any
 
 def open_view(page: Any, tb: TensorBoard, run: tuple[str, str], view: str) -> Any:
     p = f"p.{PLUGIN}"
-    page.goto("about:blank")
     frame = open_plugin(page, tb, f"&{p}.run={run[0]}&{p}.worker={run[1]}&{p}.span=1&{p}.view={view}")
     frame.wait_for_selector(f"[data-testid=tab-{view}][aria-selected=true]")
     return frame

@@ -55,7 +55,6 @@ def tb_snap(tmp_path_factory: pytest.TempPathFactory, tb_factory: Callable[..., 
 
 def open_snapshot(page: Any, tb: TensorBoard, run: str, name: str) -> Any:
     p = f"p.{PLUGIN}"
-    page.goto("about:blank")
     frame = open_plugin(page, tb, f"&{p}.run={run}&{p}.worker={name}&{p}.span=snapshot&{p}.view=Memory")
     frame.wait_for_selector("[data-testid=tab-Memory][aria-selected=true]")
     return frame

@@ -21,7 +21,6 @@ TRANSFORMER = ("transformer_bf16", "vm_699")
 
 def open_overview(page: Any, tb: TensorBoard, run: str, worker: str) -> Any:
     p = f"p.{PLUGIN}"
-    page.goto("about:blank")
     frame = open_plugin(page, tb, f"&{p}.run={run}&{p}.worker={worker}&{p}.span=1&{p}.view=Overview")
     frame.wait_for_selector("[data-testid=verdict]")
     return frame
@@ -42,7 +41,6 @@ def test_overview_is_the_first_screen_with_its_diagnosis_above_the_fold(page: An
     """A link without a view opens the Overview; its context, verdict and first finding need no scrolling."""
     page.set_viewport_size({"width": size[0], "height": size[1]})
     p = f"p.{PLUGIN}"
-    page.goto("about:blank")
     frame = open_plugin(page, tb_samples, f"&{p}.run={RESNET[0]}&{p}.worker={RESNET[1]}&{p}.span=1")
     frame.wait_for_selector("[data-testid=tab-Overview][aria-selected=true]")
     frame.wait_for_selector("[data-testid=verdict]")

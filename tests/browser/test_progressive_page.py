@@ -105,7 +105,6 @@ def tb_slow(tmp_path_factory: pytest.TempPathFactory, frontend_built: Path) -> I
 
 def open_view(page: Any, tb: TensorBoard, view: str) -> Any:
     p = f"p.{PLUGIN}"
-    page.goto("about:blank")
     return open_plugin(page, tb, f"&{p}.run={RUN}&{p}.worker={WORKER}&{p}.span=1&{p}.view={view}")
 
 

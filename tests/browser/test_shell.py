@@ -24,7 +24,7 @@ from tests.browser.conftest import (
     trace_facts,
 )
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.fresh_page]  # tests of TensorBoard's page itself: a new page each
 
 SCREENSHOT = REPO / "docs" / "images" / "shell.png"
 # ./runs with or without a query (the shell asks for a page: ?limit=…); a scripted answer of every run is what an

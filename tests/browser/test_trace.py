@@ -47,7 +47,6 @@ def api(tb: TensorBoard, route: str, **params: Any) -> Any:
 
 def open_trace(page: Any, tb: TensorBoard, extra: str = "") -> Any:
     """Open the Trace tab of the transformer sample and wait for the first frame drawn from data."""
-    page.goto("about:blank")
     frame = open_plugin(page, tb, f"&{P}.run={RUN}&{P}.worker={WORKER}&{P}.span=1&{P}.view=Trace{extra}")
     wait_drawn(frame)
     return frame
@@ -565,6 +564,7 @@ def test_open_in_perfetto_posts_the_file(page: Any, tb: TensorBoard) -> None:
     popup.close()
 
 
+@pytest.mark.fresh_page  # an init script stays with a page: not on the shell page the next test gets
 def test_blocked_popup_is_explained_with_a_link(page: Any, tb: TensorBoard) -> None:
     assert TRACE_FILE is not None
     page.add_init_script("window.open = () => null;")
@@ -594,6 +594,7 @@ def test_download_link(page: Any, tb: TensorBoard) -> None:
 # --------------------------------------------------------------------------------------------- robustness
 
 
+@pytest.mark.fresh_page  # an emulated colour scheme stays with a page: not on the shell page the next test gets
 def test_hidden_tab_theme_and_no_console_errors(page: Any, tb: TensorBoard, console: ConsoleLog) -> None:
     page.emulate_media(color_scheme="dark")
     frame = open_trace(page, tb)

@@ -20,7 +20,6 @@ SIZES = [(1600, 1000), (1280, 800)]
 def open_span(page: Any, tb: TensorBoard, run: str, worker: str, span: str, extra: str = "") -> Any:
     from tests.browser.conftest import open_plugin
 
-    page.goto("about:blank")
     frame = open_plugin(page, tb, f"&{P}.run={run}&{P}.worker={worker}&{P}.span={span}&{P}.view=Trace{extra}")
     wait_drawn(frame)
     return frame

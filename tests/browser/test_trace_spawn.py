@@ -43,7 +43,6 @@ def on_screen(frame: Any) -> list[dict[str, Any]]:
 
 
 def open_trace(page: Any, tb: TensorBoard, extra: str = "") -> Any:
-    page.goto("about:blank")
     frame = open_plugin(page, tb, f"&{P}.run=ddp_resnet&{P}.worker=rank0&{P}.span=1&{P}.view=Trace{extra}")
     wait_drawn(frame)
     return frame

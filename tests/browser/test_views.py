@@ -37,7 +37,6 @@ def api(tb: TensorBoard, route: str, run: tuple[str, str], **params: str) -> Any
 
 def open_view(page: Any, tb: TensorBoard, run: tuple[str, str], view: str) -> Any:
     p = f"p.{PLUGIN}"
-    page.goto("about:blank")  # a fresh TensorBoard page, not a same-document hash change
     frame = open_plugin(page, tb, f"&{p}.run={run[0]}&{p}.worker={run[1]}&{p}.span=1&{p}.view={view}")
     frame.wait_for_selector(f"[data-testid=tab-{view}][aria-selected=true]")
     return frame
@@ -427,6 +426,7 @@ def no_overlay(frame: Any) -> bool:
     return frame.query_selector("[data-testid=csv-overlay]") is None
 
 
+@pytest.mark.fresh_page  # an init script stays with a page: not on the shell page the next test gets
 def test_csv_fallbacks_when_download_and_clipboard_fail(page: Any, tb_samples: TensorBoard) -> None:
     # The download cannot start (as in a sandboxed frame that forbids Blob URLs): the CSV appears in the page.
     page.add_init_script("URL.createObjectURL = () => { throw new Error('blocked by the test'); };")
@@ -530,6 +530,7 @@ def test_trace_strings_in_tables_are_text(page: Any, tb_samples: TensorBoard) ->
     assert frame.evaluate("() => window.__pwned === undefined")
 
 
+@pytest.mark.fresh_page  # an emulated colour scheme stays with a page: not on the shell page the next test gets
 def test_charts_follow_theme_and_hidden_tab(page: Any, tb_samples: TensorBoard) -> None:
     page.emulate_media(color_scheme="light")
     frame = open_view(page, tb_samples, RESNET, "Overview")
