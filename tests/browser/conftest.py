@@ -393,9 +393,11 @@ def page(request: pytest.FixtureRequest, browser_context: SharedContext, console
     The page itself is the worker's *shell page*, handed from test to test: a test that opens the plugin on the
     TensorBoard it already shows gets the plugin's frame reloaded with the test's URL state (``open_plugin``), not
     TensorBoard's own app started again (about two thirds of the CPU a page load takes on the 2-core machine). The
-    plugin then starts as on a new page: a new document, its state read from the URL, storage cleared. Its routes,
-    listeners and viewport are undone after each test. Tests of TensorBoard's page itself (history, themes,
-    scripts run before the page, the shell's first screen) are marked ``fresh_page`` and get a new page."""
+    plugin then starts as on a new page: a new document, its state read from the URL (the entry replaced: no
+    history state, no new entry; Back from a test's first entry would reach the previous test's, and no test goes
+    back further than it went), storage cleared. Its routes, listeners and viewport are undone after each test.
+    What a page keeps beyond that (an emulated colour scheme, an init script) is for a test marked ``fresh_page``,
+    which gets a new page."""
     fresh = request.node.get_closest_marker("fresh_page") is not None
     pg = browser_context.context.new_page() if fresh else shell_page(browser_context)
     pg.set_default_timeout(30_000)

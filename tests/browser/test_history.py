@@ -12,7 +12,7 @@ from tests.browser.conftest import PLUGIN, PLUGIN_IFRAME, TensorBoard, table_row
 from tests.browser.test_click_through import SIZES
 from tests.browser.test_views import TRANSFORMER, open_view, row_named, set_search, wait_charts
 
-pytestmark = [pytest.mark.browser, pytest.mark.fresh_page]  # tests of TensorBoard's page itself: a new page each
+pytestmark = pytest.mark.browser
 P = f"p.{PLUGIN}"
 
 

@@ -24,7 +24,7 @@ from tests.browser.conftest import (
     trace_facts,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.fresh_page]  # tests of TensorBoard's page itself: a new page each
+pytestmark = pytest.mark.browser
 
 SCREENSHOT = REPO / "docs" / "images" / "shell.png"
 # ./runs with or without a query (the shell asks for a page: ?limit=…); a scripted answer of every run is what an
@@ -193,6 +193,7 @@ def test_url_state_survives_a_reload(page: Any, tb_main: TensorBoard, settled: d
     page.wait_for_function("k => location.hash.includes('p.pytorch_profiler.span=' + k)", arg=span1["key"])
 
 
+@pytest.mark.fresh_page  # an emulated colour scheme stays with a page: not on the shell page the next test gets
 def test_standalone_entry_page_keeps_state_in_its_own_hash(page: Any, tb_main: TensorBoard, console: ConsoleLog,
                                                             settled: dict[str, Any]) -> None:
     """Without a reachable TensorBoard parent, URL state and theme fall back to the frame itself."""
@@ -389,6 +390,7 @@ def test_server_error_sentence_is_shown(page: Any, tb_main: TensorBoard, console
     assert sentence in card.inner_text()
 
 
+@pytest.mark.fresh_page  # an emulated colour scheme stays with a page: not on the shell page the next test gets
 def test_theme_follows_tensorboard(page: Any, tb_main: TensorBoard) -> None:
     page.emulate_media(color_scheme="dark")  # TensorBoard's default theme follows the browser
     frame = open_plugin(page, tb_main)
