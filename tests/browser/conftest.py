@@ -426,6 +426,7 @@ def page(request: pytest.FixtureRequest, browser_context: SharedContext, console
         for event, listener in listeners:
             pg.remove_listener(event, listener)
     if not fresh and not pg.is_closed():
+        park(pg)
         pg.unroute_all(behavior="ignoreErrors")
         pg.set_viewport_size(VIEWPORT)
     reset_context(browser_context, origins)
@@ -451,24 +452,37 @@ def open_plugin(page: Any, tb: TensorBoard, hash_state: str = "") -> Any:
 
 def _reopen(page: Any, tb: TensorBoard, url: str) -> Any:
     """On a shell page that shows ``tb`` on the plugin's tab: the top URL replaced by ``url`` (no history entry, no
-    history state) and the plugin's frame reloaded, as a new page would start it; the frame once its new document
-    rendered the shell. None where the page shows something else (it is then loaded anew)."""
+    history state) and the plugin's frame loaded again from its own URL (``park`` emptied it after the last test), as
+    a new page would start it; the frame once its new document rendered the shell. None where the page shows something else (it is then loaded anew)."""
     if not any(page is shared.shell for shared in _SHARED) or not page.url.startswith(f"{tb.url}/#{PLUGIN}"):
         return None
     handle = page.query_selector(PLUGIN_IFRAME)
-    if handle is None or not handle.is_visible():
+    if handle is None or not handle.is_visible() or not handle.get_attribute("src"):
         return None
     frame = handle.content_frame()
     if frame is None:
         return None
     page.evaluate("u => history.replaceState(null, '', u)", url)
-    handle.evaluate("f => { f.contentWindow.__ptpOld = true; f.contentWindow.location.reload(); }")
+    handle.evaluate("f => f.contentWindow.location.replace(f.src)")
     page.wait_for_function("""sel => {
         const f = document.querySelector(sel);
-        return !!f && !!f.contentWindow && f.contentWindow.__ptpOld !== true
-            && !!f.contentDocument && !!f.contentDocument.querySelector('.ptp-app');
+        return !!f && !!f.contentDocument && !!f.contentDocument.querySelector('.ptp-app');
     }""", arg=PLUGIN_IFRAME)
     return frame
+
+
+def park(page: Any) -> None:
+    """After a test on the shell page: its plugin frame emptied (about:blank, in place of its entry: no history
+    entry), so that nothing the plugin had scheduled (a poll, a window asked after the viewport is reset) reaches
+    the next test's request listeners; ``_reopen`` loads the frame's own URL again."""
+    try:
+        handle = page.query_selector(PLUGIN_IFRAME)
+        if handle is not None:
+            handle.evaluate("f => { if (f.contentWindow) f.contentWindow.location.replace('about:blank'); }")
+            page.wait_for_function("sel => document.querySelector(sel)?.contentDocument?.URL === 'about:blank'",
+                                   arg=PLUGIN_IFRAME, timeout=10_000)
+    except Exception:  # noqa: BLE001 - a page in a state of its own: the next test loads TensorBoard anew
+        page.goto("about:blank")
 
 
 def top_hash(page: Any) -> dict[str, str]:
