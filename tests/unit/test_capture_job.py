@@ -105,7 +105,7 @@ def test_a_rank_that_never_answers_and_a_job_ending_mid_capture(tmp_path: Path, 
         while read_progress(folder, made.id).state != "capturing":
             assert time.monotonic() < deadline, read_progress(folder, made.id)
             time.sleep(0.05)
-        time.sleep(0.5)  # a few steps in: at most 20 a second (the job sleeps 50 ms a step), 50 need over 2 s
+        time.sleep(0.5)  # a few steps in: at most 10 a second (the job sleeps 100 ms a step), 50 need over 5 s
     finally:
         output = stop_job(three)  # the job ends while ranks 0 and 1 record their 50 steps
     assert three.process.returncode == 0, output

@@ -10,10 +10,12 @@ limit makes a reviewer split it rather than grow it.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 PY_LIMIT = 80
@@ -41,13 +43,20 @@ def typescript_offenders(limit: int = TS_LIMIT, folder: Path | None = None, kind
     """The same for ``frontend/src/**/*.ts`` (or ``folder``), parsed by the TypeScript compiler
     (``frontend/scripts/function-sizes.mjs``), so braces inside strings, regular expressions and templates never
     miscount; ``kind`` "class" gives the classes over ``class_limit`` lines instead."""
+    return [f"{o['file']}:{o['line']} {o['name']} ({o['lines']} lines)"
+            for o in _measured(limit, folder, class_limit) if o["kind"] == kind]
+
+
+@functools.cache
+def _measured(limit: int, folder: Path | None, class_limit: int) -> tuple[dict[str, Any], ...]:
+    """The script's answer (functions and classes over their limits), once per set of arguments: a run of the
+    compiler takes 1-2 s on the 2-core machine, and the tests ask for both kinds of the same files."""
     node = shutil.which("node")
     assert node, "node is needed to measure the TypeScript functions (make install-dev installs the frontend)"
     assert (REPO / "frontend" / "node_modules" / "typescript").exists(), "run `npm ci` in frontend/ first"
     args = [node, "scripts/function-sizes.mjs", str(limit), str(folder) if folder else "", str(class_limit)]
     done = subprocess.run(args, cwd=REPO / "frontend", capture_output=True, text=True, timeout=120, check=True)
-    return [f"{o['file']}:{o['line']} {o['name']} ({o['lines']} lines)" for o in json.loads(done.stdout)
-            if o["kind"] == kind]
+    return tuple(json.loads(done.stdout))
 
 
 def test_no_python_function_over_80_lines() -> None:
