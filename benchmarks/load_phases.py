@@ -116,8 +116,8 @@ def _child(result: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
     return {"child": int(result[0])}
 
 
-def _collected(result: Any, pid: int, *args: Any, **kwargs: Any) -> dict[str, Any]:
-    return {"child": pid}
+def _collected(result: Any, drain: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    return {"child": drain.pid}
 
 
 def _absorbed(result: Any, builder: Any, strings: Any, parts: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -177,7 +177,7 @@ def install() -> None:
         (columns, "_fork_part", "loader: fork a part", _child),
         (columns, "_build_text", "part: parse", _range_mb),
         (columns, "_build_range", "part: parse", _range_events),
-        (columns, "_collect_part", "loader: collect a part (pipe, waitpid)", _collected),
+        (columns._Drain, "part", "loader: collect a part (pipe drained, waitpid, unpickle)", _collected),
         (columns.ModelBuilder, "absorb", "loader: merge a part", _absorbed),
         (columns.ModelBuilder, "finish", "loader: finish", _events),
         (columns.ModelBuilder, "tables", "loader: finish: concatenate the tables", None),
