@@ -463,10 +463,13 @@ def _reopen(page: Any, tb: TensorBoard, url: str) -> Any:
     if frame is None:
         return None
     page.evaluate("u => history.replaceState(null, '', u)", url)
-    handle.evaluate("f => f.contentWindow.location.replace(f.src)")
+    # the document being replaced is marked: until the new one commits, the old one (a second open in one test)
+    # still shows its shell
+    handle.evaluate("f => { f.contentWindow.__ptpOld = true; f.contentWindow.location.replace(f.src); }")
     page.wait_for_function("""sel => {
         const f = document.querySelector(sel);
-        return !!f && !!f.contentDocument && !!f.contentDocument.querySelector('.ptp-app');
+        return !!f && !!f.contentWindow && f.contentWindow.__ptpOld !== true
+            && !!f.contentDocument && !!f.contentDocument.querySelector('.ptp-app');
     }""", arg=PLUGIN_IFRAME)
     return frame
 
