@@ -377,8 +377,19 @@ def reset_context(shared: SharedContext, origins: set[str]) -> None:
     context.clear_permissions()
 
 
+# Chromium keeps at most 50 session-history entries a page (the oldest go): the shell page is replaced before a test
+# could reach that, so a test that counts the entries it adds (test_history) finds room for them
+HISTORY_KEPT = 50
+HISTORY_ROOM = 20
+
+
 def shell_page(shared: SharedContext) -> Any:
-    """The worker's page handed from test to test (opened on first use, again if a test closed it)."""
+    """The worker's page handed from test to test (opened on first use, again if a test closed it or when its
+    history has less than ``HISTORY_ROOM`` entries left)."""
+    shell = shared.shell
+    full = HISTORY_KEPT - HISTORY_ROOM
+    if shell is not None and not shell.is_closed() and shell.evaluate("() => history.length") > full:
+        shell.close()
     if shared.shell is None or shared.shell.is_closed():
         shared.shell = shared.context.new_page()
     return shared.shell
