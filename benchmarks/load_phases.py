@@ -301,7 +301,7 @@ def _at(times: list[float], values: list[float], t: float) -> float:
 
 
 def _preload_hooks() -> None:
-    """Add this module to whatever the fork server is told to preload (``jobs.local.process_context``)."""
+    """Add this module to whatever the fork server is told to preload (``jobs.forkserver.process_context``)."""
     from multiprocessing import forkserver
 
     real = forkserver.set_forkserver_preload

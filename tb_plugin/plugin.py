@@ -1,4 +1,10 @@
-"""TensorBoard wiring only: flags, the plugin object, and the route table. No computation lives here."""
+"""TensorBoard wiring only: flags, the plugin object, and the route table. No computation lives here.
+
+Import-light: TensorBoard imports this module (the entry point) and calls ``fix_flags`` before it builds the
+plugin; the loader's fork server starts there (``jobs.forkserver.start_early``), and the plugin's own modules
+(the workspace, the API and, through them, the analyses) are imported only when the plugin is built, while the
+fork server imports its share beside them.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +12,14 @@ import argparse
 import logging
 import sys
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensorboard.plugins import base_plugin
 
-from .api import warm
-from .api.params import parse_override
-from .api.routes import Api
-from .catalog.catalog import parse_logdir_spec
-from .jobs.scheduler import DEFAULT_LOAD_TIMEOUT
-from .workspace import Workspace
+from .jobs.forkserver import DEFAULT_LOAD_TIMEOUT, start_early
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +39,14 @@ def old_plugin_installed() -> bool:
     return True
 
 
+# the module of what the loader processes store beside the parse (``warm.WarmViews``): the fork server preloads it
+STORED_MODULE = "tb_plugin.api.warm"
+
+
 def roots_from_flags(flags: Any) -> list[tuple[str | None, str]]:
     """``--logdir`` (one path or URL) or ``--logdir_spec`` (``name:path,...``) as (name, path) pairs."""
+    from .catalog.catalog import parse_logdir_spec
+
     logdir = getattr(flags, "logdir", None) or ""
     if logdir:
         return [(None, logdir)]
@@ -47,9 +57,14 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
     plugin_name = PLUGIN_NAME
 
     def __init__(self, context: base_plugin.TBContext) -> None:
+        from .api import warm
+        from .api.params import parse_override
+        from .api.routes import Api
+        from .workspace import Workspace
+
         flags = context.flags or argparse.Namespace()
         peaks = parse_override(getattr(flags, "profiler_peaks", None))
-        self.workspace = Workspace(
+        self.workspace: Workspace = Workspace(
             roots_from_flags(flags) or ([(None, context.logdir)] if context.logdir else []),
             cache_dir=getattr(flags, "profiler_cache_dir", None),
             workers=getattr(flags, "profiler_workers", None),
@@ -121,6 +136,10 @@ class ProfilerLoader(base_plugin.TBLoader):  # type: ignore[misc]
                                 "files are left out.")
 
     def fix_flags(self, flags: argparse.Namespace) -> None:
+        if getattr(flags, "logdir", None) or getattr(flags, "logdir_spec", None):
+            start_early([STORED_MODULE])  # before the checks below import the analyses
+        from .api.params import parse_override
+
         try:
             parse_override(getattr(flags, "profiler_peaks", None))
         except ValueError as err:

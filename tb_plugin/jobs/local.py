@@ -5,62 +5,17 @@ milliseconds. A load that runs past ``load_timeout`` is stopped and its span fai
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import signal
-import sys
 import threading
 import time
-import types
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from . import budget
 from .after import AfterReady
 from .cache import Stored
+from .forkserver import main_module_hidden, prestart, process_context
 from .job import LOADING, Job, fail
-
-
-@contextlib.contextmanager
-def main_module_hidden() -> Iterator[None]:
-    """Start processes without re-running the parent's ``__main__`` in them.
-
-    spawn and forkserver re-import the parent's main script in each child; under the ``tensorboard`` CLI that
-    imports all of TensorBoard (seconds per worker), and from a notebook or stdin it fails outright. The worker
-    needs nothing from ``__main__``, so it is swapped for an empty module while the process starts.
-    """
-    real = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = real
-
-
-def process_context(stored: Stored | None = None) -> Any:
-    """Processes from a fork server that has imported the worker (and the module of what it stores beside the
-    parse: the analyses the first views need), so a worker starts without importing them."""
-    if sys.platform.startswith("linux"):
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["tb_plugin.jobs.worker", *([type(stored).__module__] if stored else [])])
-        return ctx
-    return multiprocessing.get_context("spawn")
-
-
-def prestart(ctx: Any) -> None:
-    """Start the fork server now: it imports the worker and the analyses (≈ 0.8 s on a 16-core host) while
-    TensorBoard starts, instead of on the way of the first load (on the 2 GB trace 0.8-0.9 s of its 11 s to
-    "ready"). ``ensure_running`` returns once the server is spawned; a failure here is left to the first load,
-    which starts it again and says why."""
-    if getattr(ctx, "get_start_method", lambda: None)() != "forkserver":
-        return
-    from multiprocessing import forkserver
-
-    try:
-        with main_module_hidden():
-            forkserver.ensure_running()
-    except (OSError, ValueError):
-        pass
 
 
 def death_reason(name: str, code: int | None) -> str:
@@ -85,7 +40,7 @@ class LocalLoaders:
         self.max_workers = max_workers
         self.load_timeout = load_timeout  # seconds; None: no limit
         self.stored = stored
-        self.ctx = process_context(stored)
+        self.ctx = process_context([type(stored).__module__] if stored is not None else [])
         prestart(self.ctx)
         self.started = 0  # loader processes started
 

@@ -30,6 +30,7 @@ from . import budget, entries
 from .adopt import SharedEntries
 from .after import AfterReady
 from .cache import SOURCE_FILE, ParseCache, Stored
+from .forkserver import DEFAULT_LOAD_TIMEOUT
 from .job import FAILED, LOADING, QUEUED, READY, Job, JobStatus, fail, status_of
 from .local import LocalLoaders
 from .opening import EntryOpener
@@ -43,10 +44,6 @@ log = logging.getLogger(__name__)
 
 _Job = Job  # the name tests and older callers use
 
-# How long one load may take before it is stopped and its span fails (``--profiler_load_timeout``). A 2 GB trace
-# loads in well under a minute on 2 cores; a load that takes this long is stuck (a stalled network mount or store)
-# and would hold one of the few loader slots for good.
-DEFAULT_LOAD_TIMEOUT = 600.0
 # A file version whose fresh parse fails the check this often when opened (a cache folder that corrupts what is
 # written) fails with the reason instead of being parsed forever.
 MAX_CACHE_FAILURES = 3
@@ -250,6 +247,8 @@ class LoadScheduler:
                 while self._wake_r.poll():
                     self._wake_r.recv()
             done = {id(job): job for obj, job in running.items() if obj in ready}  # conn and sentinel: once
+            if done:  # their slots are free: the next files start before these entries are opened (when many
+                self._start_jobs(freed=len(done))  # loaders answer at once, opening them all first left cores idle)
             for job in done.values():
                 self._finish(job)
             for job in {id(job): job for obj, job in views.items() if obj in ready}.values():
@@ -259,13 +258,14 @@ class LoadScheduler:
             with self._lock:
                 self.local.expire(self._jobs.values())
 
-    def _start_jobs(self) -> None:
-        """Open what the cache holds and start loader processes while slots are free. Each job's entry is looked
-        for once, when the job is first seen (so thousands of queued files cost no file system call per turn of the
-        loop), and again only when something may have put it there (a cluster's parse)."""
+    def _start_jobs(self, freed: int = 0) -> None:
+        """Open what the cache holds and start loader processes while slots are free (``freed``: loading jobs whose
+        process has answered or ended, not yet finished). Each job's entry is looked for once, when the job is first
+        seen (so thousands of queued files cost no file system call per turn of the loop), and again only when
+        something may have put it there (a cluster's parse)."""
         with self._lock:
             queued = [job for job in self._jobs.values() if job.state == QUEUED]
-            busy = sum(1 for job in self._jobs.values() if job.state == LOADING and not job.lazy)
+            busy = sum(1 for job in self._jobs.values() if job.state == LOADING and not job.lazy) - freed
             waiting = sum(1 for job in self._jobs.values() if job.state in (LOADING, QUEUED) and not job.lazy)
             shared_done = self._adopted.done if self._adopted is not None else set()
         adopt = []
