@@ -33,6 +33,6 @@ def test_fix_flags_starts_the_fork_server_with_what_the_loaders_run() -> None:
              "'tb_plugin.api.warm' in sys.modules]))")
     started, preload, imported = _run(probe.format(flags="logdir='/nonexistent'"))  # type: ignore[misc]
     assert started and preload == [WORKER, STORED_MODULE] and not imported
-    assert STORED_MODULE == warm.WarmViews.__module__  # the module the loader processes store with
+    assert warm.WarmViews.__module__ == STORED_MODULE  # the module the loader processes store with
     started, _, _ = _run(probe.format(flags="logdir=''"))  # type: ignore[misc]
     assert not started  # no logdir: nothing to load, no fork server
