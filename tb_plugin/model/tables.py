@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,31 @@ SCHEMAS: dict[str, dict[str, str]] = {
 }
 
 
+CODES_KEPT = 256  # predicates ``TraceModel.codes_where`` keeps the answers of (most a few codes: kilobytes in all)
+CODES_BYTES = 8 << 20  # and their bytes together at most (a predicate most strings satisfy, on a trace of millions)
+
+
+def predicate_key(predicate: Any) -> Hashable | None:
+    """What makes two predicates ask the same question: a function's code, defaults and the values its closure
+    holds (a lambda written once and made again per call), else the predicate itself when hashable (a named
+    function, a bound ``re.Pattern.match``); None when its values cannot be hashed, or a closure holds a string
+    (a user's search text: one answer per text would never be asked again)."""
+    code = getattr(predicate, "__code__", None)
+    if code is None:
+        try:
+            hash(predicate)
+        except TypeError:
+            return None
+        return ("callable", predicate)
+    try:
+        values = tuple(cell.cell_contents for cell in predicate.__closure__ or ())
+        key = ("code", code, predicate.__defaults__, values)
+        hash(key)
+    except (TypeError, ValueError):  # an unhashable value, an empty cell
+        return None
+    return None if any(isinstance(v, str) for v in values) else key
+
+
 def empty_table(schema: str) -> Columns:
     return {col: np.empty(0, dtype=dt) for col, dt in SCHEMAS[schema].items()}
 
@@ -72,6 +97,7 @@ class TraceModel:
     tables: dict[str, Columns]
     meta: dict[str, Any] = field(default_factory=dict)
     _index: dict[str, int] | None = field(default=None, repr=False)
+    _codes: dict[Hashable, np.ndarray] = field(default_factory=dict, repr=False)  # ``codes_where``'s answers
     memo: Memo = field(default_factory=Memo, repr=False)  # derived results, see model.derived and model.memo
     computing: dict[Any, Any] = field(default_factory=dict, repr=False)  # memo keys being computed: their futures
     # the text as written of every string ``strings`` holds shortened (loader.limits: a name of a million
@@ -99,8 +125,22 @@ class TraceModel:
         return self._index.get(text, -1)
 
     def codes_where(self, predicate: Any) -> np.ndarray:
-        """Codes of all strings satisfying ``predicate``: the way to select names by prefix or pattern."""
-        return np.fromiter((i for i, s in enumerate(self.strings) if predicate(s)), dtype=np.int32)
+        """Codes of all strings satisfying ``predicate``: the way to select names by prefix or pattern.
+
+        Read-only, and kept per predicate (``predicate_key``: the same function, or a lambda of the same code over
+        the same values): the analyses ask the same few questions (``ProfilerStep#``, syncs, collectives...) about
+        every string again and again, a third of a multi-rank Overview's time on a 14k-event rank. At most
+        ``CODES_KEPT`` answers of ``CODES_BYTES`` together are kept; predicates over a string (a search's text) are
+        answered, not kept."""
+        key = predicate_key(predicate)
+        if key is not None and (codes := self._codes.get(key)) is not None:
+            return codes
+        codes = np.fromiter((i for i, s in enumerate(self.strings) if predicate(s)), dtype=np.int32)
+        codes.setflags(write=False)
+        kept = self._codes.values()
+        if key is not None and len(kept) < CODES_KEPT and sum(a.nbytes for a in kept) + codes.nbytes <= CODES_BYTES:
+            self._codes[key] = codes
+        return codes
 
     @property
     def n_events(self) -> int:
