@@ -137,7 +137,7 @@ class TraceModel:
             return codes
         codes = np.fromiter((i for i, s in enumerate(self.strings) if predicate(s)), dtype=np.int32)
         codes.setflags(write=False)
-        kept = self._codes.values()
+        kept = list(self._codes.values())  # a copy taken at once: another thread (a part's ahead work) may add one
         if key is not None and len(kept) < CODES_KEPT and sum(a.nbytes for a in kept) + codes.nbytes <= CODES_BYTES:
             self._codes[key] = codes
         return codes

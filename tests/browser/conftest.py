@@ -473,14 +473,17 @@ def _reopen(page: Any, tb: TensorBoard, url: str) -> Any:
     frame = handle.content_frame()
     if frame is None:
         return None
+    # a second open in one test: the plugin shown is emptied first, so nothing it still had to write (a URL state
+    # debounced after a pan) lands on the URL given here, and its shell is not taken for the new one's
+    park(page)
+    if not page.url.startswith(f"{tb.url}/#{PLUGIN}"):  # parking failed and left TensorBoard: load it anew
+        return None
     page.evaluate("u => history.replaceState(null, '', u)", url)
-    # the document being replaced is marked: until the new one commits, the old one (a second open in one test)
-    # still shows its shell
-    handle.evaluate("f => { f.contentWindow.__ptpOld = true; f.contentWindow.location.replace(f.src); }")
+    handle.evaluate("f => f.contentWindow.location.replace(f.src)")
     page.wait_for_function("""sel => {
         const f = document.querySelector(sel);
-        return !!f && !!f.contentWindow && f.contentWindow.__ptpOld !== true
-            && !!f.contentDocument && !!f.contentDocument.querySelector('.ptp-app');
+        return !!f && !!f.contentDocument && f.contentDocument.URL !== 'about:blank'
+            && !!f.contentDocument.querySelector('.ptp-app');
     }""", arg=PLUGIN_IFRAME)
     return frame
 

@@ -59,3 +59,20 @@ def test_the_kept_answers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     m = model()
     assert m.codes_where(lambda s: s.startswith("aten::")).tolist() == [1, 5] and not m._codes
     assert np.array_equal(m.codes_where(is_host_sync), [2]) and len(m._codes) == 1
+
+
+def test_threads_asking_at_once_get_every_answer() -> None:
+    """The analyses a part's process computes ahead run on threads: one keeps an answer while another sums the kept
+    ones' bytes (a dict changing size under an iteration failed the Overview part once)."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    m = TraceModel(strings=[f"ProfilerStep#{i}" for i in range(2000)], tables={"events": empty_table("events")})
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda limit: len(m.codes_where(prefix_of(limit))), range(256)))
+    finally:
+        sys.setswitchinterval(interval)
+    assert got == [limit + 1 for limit in range(256)]
