@@ -23,7 +23,7 @@ FINAL=${OUT:-.bench/out}; mkdir -p "$FINAL"; FINAL=$(realpath "$FINAL")
 OUT=$(mktemp -d /tmp/bench_results.XXXX)  # everything, packed into $FINAL/results.tar.gz at the end
 WHL=$(realpath "${WHL:-.whl}")
 STEPS=${STEPS:-ours old}
-TRACES=${TRACES:-164 2000}
+TRACES=${TRACES-164 2000}  # TRACES= (empty): none
 RANKS=${RANKS:-64}
 BIG=${BIG:-}
 HEAVY=${HEAVY:-50}
