@@ -474,10 +474,12 @@ def _reopen(page: Any, tb: TensorBoard, url: str) -> Any:
     if frame is None:
         return None
     # a second open in one test: the plugin shown is emptied first, so nothing it still had to write (a URL state
-    # debounced after a pan) lands on the URL given here, and its shell is not taken for the new one's
-    park(page)
-    if not page.url.startswith(f"{tb.url}/#{PLUGIN}"):  # parking failed and left TensorBoard: load it anew
-        return None
+    # debounced after a pan) lands on the URL given here, and its shell is not taken for the new one's (a test's
+    # first open finds it emptied already, by ``park`` after the test before)
+    if handle.evaluate("f => f.contentDocument?.URL") != "about:blank":
+        park(page)
+        if not page.url.startswith(f"{tb.url}/#{PLUGIN}"):  # parking failed and left TensorBoard: load it anew
+            return None
     page.evaluate("u => history.replaceState(null, '', u)", url)
     handle.evaluate("f => f.contentWindow.location.replace(f.src)")
     page.wait_for_function("""sel => {
