@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from tensorboard.plugins import base_plugin
 
-from .jobs.forkserver import DEFAULT_LOAD_TIMEOUT, start_early
+from .jobs import DEFAULT_LOAD_TIMEOUT
+from .jobs.forkserver import start_early
 
 if TYPE_CHECKING:
     from .workspace import Workspace

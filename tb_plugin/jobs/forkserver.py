@@ -16,10 +16,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 WORKER = "tb_plugin.jobs.worker"  # the module a loader process runs (jobs/worker.py)
-# How long one load may take before it is stopped and its span fails (``--profiler_load_timeout``). A 2 GB trace
-# loads in well under a minute on 2 cores; a load that takes this long is stuck (a stalled network mount or store)
-# and would hold one of the few loader slots for good.
-DEFAULT_LOAD_TIMEOUT = 600.0
 
 
 @contextlib.contextmanager

@@ -26,11 +26,10 @@ from pathlib import Path
 
 from ..catalog.catalog import TraceFile
 from ..model.tables import TraceModel
-from . import budget, entries
+from . import DEFAULT_LOAD_TIMEOUT, budget, entries
 from .adopt import SharedEntries
 from .after import AfterReady
 from .cache import SOURCE_FILE, ParseCache, Stored
-from .forkserver import DEFAULT_LOAD_TIMEOUT
 from .job import FAILED, LOADING, QUEUED, READY, Job, JobStatus, fail, status_of
 from .local import LocalLoaders
 from .opening import EntryOpener
