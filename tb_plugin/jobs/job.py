@@ -5,7 +5,7 @@ entries of the local parse cache (``jobs.opening``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,20 @@ class Job:
     looked: bool = False  # its entry was looked for in the cache
     skip_cache: bool = False  # its entry is damaged and could not be removed (being read): parse, do not open it
     after: After | None = None  # its loader process, still computing views after the trace turned ready
+    batch: Batch | None = field(default=None, repr=False)  # the loader process it shares with small files
+    alone: bool = False  # the process it shared died while loading it: it is tried again in one of its own
+
+
+@dataclass(eq=False)
+class Batch:
+    """Small files that one loader process loads one after another (``jobs.local``): a process costs ~20 ms of
+    fork and first touches, as much as such a file's whole parse. ``current`` is LOADING (it holds the process);
+    the files in ``waiting`` stay QUEUED, their pipes open, and each takes the process over as the one before it
+    answers."""
+
+    process: Any
+    current: Job = field(repr=False)
+    waiting: list[Job] = field(repr=False)
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Runs parse jobs in at most N worker processes and tracks each file's state for ``/runs``.
 
 A process per file, not a shared pool: a worker that crashes or is killed for memory fails only its own file
-(a broken ``ProcessPoolExecutor`` would fail every queued file). On Linux the processes come from a fork server
+(a broken ``ProcessPoolExecutor`` would fail every queued file); small files may share a process in turn, and a
+death there fails no other file (``jobs.local``). On Linux the processes come from a fork server
 that has already imported the loader, so each start costs milliseconds.
 
 Scale-out (additive; without it nothing changes): an entry that was preprocessed (its rank summary beside the
@@ -31,7 +32,7 @@ from .adopt import SharedEntries
 from .after import AfterReady
 from .cache import SOURCE_FILE, ParseCache, Stored
 from .job import FAILED, LOADING, QUEUED, READY, Job, JobStatus, fail, status_of
-from .local import LocalLoaders
+from .local import LocalLoaders, groups
 from .opening import EntryOpener
 from .remote import RemoteParses, Runner
 from .shared import SharedCache
@@ -246,8 +247,10 @@ class LoadScheduler:
                 while self._wake_r.poll():
                     self._wake_r.recv()
             done = {id(job): job for obj, job in running.items() if obj in ready}  # conn and sentinel: once
-            if done:  # their slots are free: the next files start before these entries are opened (when many
-                self._start_jobs(freed=len(done))  # loaders answer at once, opening them all first left cores idle)
+            with self._lock:  # a process shared by small files goes on with the next one: not freed
+                freed = sum(1 for job in done.values() if job.batch is None or not job.batch.waiting)
+            if freed:  # their slots are free: the next files start before these entries are opened (when many
+                self._start_jobs(freed=freed)  # loaders answer at once, opening them all first left cores idle)
             for job in done.values():
                 self._finish(job)
             for job in {id(job): job for obj, job in views.items() if obj in ready}.values():
@@ -267,9 +270,11 @@ class LoadScheduler:
             busy = sum(1 for job in self._jobs.values() if job.state == LOADING and not job.lazy) - freed
             waiting = sum(1 for job in self._jobs.values() if job.state in (LOADING, QUEUED) and not job.lazy)
             shared_done = self._adopted.done if self._adopted is not None else set()
-        adopt = []
+        adopt, parse = [], []
         preprocessed = 0
         for job in queued:
+            if job.batch is not None:  # waiting its turn in a loader process shared by small files
+                continue
             if not job.looked and not job.skip_cache:
                 found = self._look_up(job)
                 preprocessed += found == "preprocessed"
@@ -278,10 +283,10 @@ class LoadScheduler:
             if job.entry.name in shared_done:
                 adopt.append(job)
                 continue
-            if busy >= self.max_workers:
-                continue
-            self._spawn(job, waiting)
-            busy += 1
+            parse.append(job)
+        free = self.max_workers - busy
+        for group in groups(parse, free) if self._remote is None else [[job] for job in parse[:max(0, free)]]:
+            self._spawn(group, waiting)
         if preprocessed:
             log.info("%d traces ready from the preprocessed cache %s without parsing", preprocessed,
                      self.cache.directory)
@@ -305,17 +310,22 @@ class LoadScheduler:
             return "opened"
         return ""
 
-    def _spawn(self, job: Job, loading: int | None = None) -> None:
-        """Start the parse of ``job``'s file (on the cluster when there is one, else in a loader process) while
-        ``loading`` files (this one included; counted when not given) load or wait."""
+    def _spawn(self, group: Job | list[Job], loading: int | None = None) -> None:
+        """Start the parse of a file (on the cluster when there is one, else in a loader process), or of small
+        files in one loader process (``local.groups``), while ``loading`` files (these included; counted when not
+        given) load or wait."""
+        group = [group] if isinstance(group, Job) else group
         if self._remote is not None:
-            self._remote.submit(job)
+            for job in group:
+                self._remote.submit(job)
             return
         if loading is None:
+            mine = {id(job) for job in group}
             with self._lock:
-                loading = 1 + sum(1 for other in self._jobs.values()
-                                  if other is not job and other.state in (LOADING, QUEUED) and not other.lazy)
-        self.local.spawn(job, loading)
+                loading = len(group) + sum(1 for other in self._jobs.values()
+                                           if id(other) not in mine and other.state in (LOADING, QUEUED)
+                                           and not other.lazy)
+        self.local.spawn(group, loading)
 
     def _collect_remote(self) -> None:
         """Parses the cluster finished: ready through the shared cache (queued again, found complete there)."""

@@ -124,3 +124,11 @@ def _save_derived(stored: Stored, entry: str, file: TraceFile, share: tuple[int,
         return stored.save(entry, file, share[0], parse_seconds, memory=share[1])
     except Exception:  # noqa: BLE001
         return None
+
+
+def run_jobs(jobs: list[tuple[TraceFile, str, Any, Connection]], parts: int | None = None,
+             stored: Stored | None = None) -> None:
+    """Entry point of a loader process: :func:`run_job` for each file in turn, each answering on its own pipe (one
+    file, or small files sharing the process: ``jobs.local.groups``)."""
+    for file, entry, progress, conn in jobs:
+        run_job(file, entry, progress, conn, parts, stored)

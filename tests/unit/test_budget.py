@@ -53,7 +53,7 @@ def test_a_file_loading_alone_is_built_by_every_slot(tmp_path: Path, monkeypatch
 
     class Process:  # records the parts the loader process would have been given
         def __init__(self, target: object, args: tuple[object, ...], name: str, daemon: bool) -> None:
-            self.parts = args[4]  # run_job(file, entry, progress, conn, parts, stored)
+            self.parts = args[1]  # run_jobs(items, parts, stored)
 
         def start(self) -> None:
             started.append(self.parts)  # type: ignore[arg-type]
