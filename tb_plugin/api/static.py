@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mimetypes
 import posixpath
+import re
 from pathlib import Path
 
 from werkzeug.wrappers import Request, Response
@@ -42,6 +43,14 @@ def relative_path(request: Request, plugin_name: str) -> str:
     return path[idx + len(marker):] if idx >= 0 else path.lstrip("/")
 
 
+# esbuild names each shared chunk by a hash of its content (frontend/build.mjs: "chunk-[hash]"): a name never
+# serves other bytes, so the browser keeps it without asking again, and keeps its compiled code (V8's code cache
+# lives in the HTTP cache: a chunk fetched anew each time, plotly.js's 4.8 MB among them, was compiled anew each
+# time). The entry point (70 KB) and the source maps keep their names across builds: fetched again each time (a 304
+# would carry no Content-Type, which TensorBoard's response checks log a warning for on every page load).
+_HASHED = re.compile(r"chunk-[A-Z0-9]{8}\.js(\.map)?")
+IMMUTABLE = "public, max-age=31536000, immutable"
+
 # No file of the bundle has a longer path; a longer one is not looked up (the system would refuse it: a 500).
 MAX_PATH_CHARS = 255
 
@@ -71,5 +80,5 @@ def serve(request: Request, rel: str, static_dir: Path = STATIC_DIR) -> Response
     suffix = target.suffix.lower()
     content_type = _TYPES.get(suffix) or mimetypes.guess_type(target.name)[0] or "application/octet-stream"
     response = Response(target.read_bytes(), content_type=content_type)
-    response.headers["Cache-Control"] = "no-cache"
+    response.headers["Cache-Control"] = IMMUTABLE if _HASHED.fullmatch(target.name) else "no-cache"
     return secure(response)

@@ -179,6 +179,23 @@ def test_plugin_is_listed_as_an_es_module(tensorboard_app: Any, mixed_logdir: Pa
     assert b"render" in r.data
 
 
+def test_the_bundles_chunks_are_kept_by_the_browser(tensorboard_app: Any, mixed_logdir: Path) -> None:
+    """The chunks esbuild names by their content (plotly.js's 4.8 MB among them) are kept by the browser without
+    asking again, and so is their compiled code; the entry point, whose name stays, is fetched each time."""
+    import re
+
+    client = tensorboard_app(mixed_logdir)
+    entry = client.get(f"{API}/index.js")
+    assert entry.headers["Cache-Control"] == "no-cache"
+    chunks = sorted(set(re.findall(rb"chunk-[A-Z0-9]{8}\.js", entry.data)))
+    assert chunks, "index.js imports its chunks by their hashed names"
+    for name in chunks:
+        r = client.get(f"{API}/{name.decode()}")
+        assert r.status_code == 200 and r.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+        assert r.headers["X-Content-Type-Options"] == "nosniff"  # still the plugin's own headers
+    assert client.get(f"{API}/index.js.map").headers.get("Cache-Control", "no-cache") == "no-cache"
+
+
 def test_path_prefix(tensorboard_app: Any, mixed_logdir: Path) -> None:
     client = tensorboard_app(mixed_logdir, path_prefix="/tb")
     listing = client.get("/tb/data/plugins_listing").get_json()["pytorch_profiler"]
