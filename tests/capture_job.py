@@ -1,4 +1,4 @@
-"""A real training job for the capture tests: N CPU ranks (``torch.multiprocessing.spawn``, ``gloo``), a small MLP
+"""A real training job for the capture tests: N CPU ranks (``torch.multiprocessing``, ``gloo``), a small MLP
 under DistributedDataParallel, SGD, and ``tb_plugin.capture.enable(FOLDER)`` on every rank. It trains until the
 stop file appears (or ``--seconds`` pass), then each rank prints ``rank <r> steps <n>``.
 
@@ -7,11 +7,13 @@ so that a request is picked up in a fraction of a second). ``--enable-ranks 0,1`
 only (the others never answer). ``--launched``: the ranks were started by torchrun (``RANK``, ``WORLD_SIZE`` and
 ``MASTER_*`` set) through ``python -m tb_plugin.capture``, which enabled capture: the script is left unmodified.
 
-Once a spawned rank (or the parent) has done its work, it skips the interpreter's own teardown: every ``atexit``
-handler still runs (capture's ``disable()`` among them: a capture in flight is written, the heartbeat says
-"ended"), and then, last, :func:`_exit_at_once` ends the process without torch's C++ teardown (about 1 s a process
-on 2 busy cores, which no test looks at). A process that failed exits the usual way, with its error. Under torchrun
-the runner's handlers are registered before the script runs, so a launched rank exits the usual way too.
+The ranks are forked from the parent, which has imported torch (spawned, each imported it again: 1.5 s of CPU a
+rank on the 2-core machine, 7 ranks in the capture tests). Once a rank (or the parent) has done its work, it skips
+the interpreter's own teardown: every ``atexit`` handler still runs (capture's ``disable()`` among them: a capture in
+flight is written, the heartbeat says "ended"; a forked rank runs them itself, as a spawned one's interpreter would),
+and then, last, :func:`_exit_at_once` ends the process without torch's C++ teardown (about 1 s a process on 2 busy
+cores, which no test looks at). A process that failed exits the usual way, with its error. Under torchrun the
+runner's handlers are registered before the script runs, so a launched rank exits the usual way too.
 """
 
 from __future__ import annotations
@@ -34,8 +36,6 @@ def _exit_at_once() -> None:
         os._exit(0)
 
 
-if __name__ == "__mp_main__":  # a rank spawned by main(): this runs before it imports torch (and registers its own)
-    atexit.register(_exit_at_once)
 
 
 def train(rank: int, args: argparse.Namespace) -> None:
@@ -72,6 +72,8 @@ def train(rank: int, args: argparse.Namespace) -> None:
     dist.destroy_process_group()
     global _FINISHED
     _FINISHED = True
+    if not args.launched:  # a forked process ends without running the handlers: they run here, _exit_at_once last
+        atexit._run_exitfuncs()
 
 
 def main() -> None:
@@ -97,7 +99,7 @@ def main() -> None:
     atexit.register(_exit_at_once)  # before torch registers its handlers: it runs after them
     import torch.multiprocessing as mp
 
-    mp.spawn(train, args=(args,), nprocs=args.ranks, join=True)
+    mp.start_processes(train, args=(args,), nprocs=args.ranks, join=True, start_method="fork")
     global _FINISHED
     _FINISHED = True
 
