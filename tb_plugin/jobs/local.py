@@ -146,6 +146,7 @@ class LocalLoaders:
                 self.hand_on(job)
             if self.after is None or not last or not self.after.keep(job, message):  # else: views after ready
                 self.stop(job)
+            job.batch = None  # answered or dead: no longer waits in a process (a job queued again must start)
             if message is None and shared and not job.alone:  # the shared process died loading it: try it alone
                 requeue(job)
                 job.alone = True

@@ -158,3 +158,29 @@ def test_groups_fill_the_free_processes_in_order() -> None:
     remote = Job(file=TraceFile(run="r", worker="w", span="1", url="s3://bucket/r.pt.trace.json", size=10,
                                 mtime=0.0), entry=Path("r"))
     assert runs(groups([remote, small[0], small[1]], 1)) == [["r"]]
+
+
+def test_the_last_file_of_a_shared_process_may_go_on_after_ready_and_leaves_the_batch(tmp_path: Path) -> None:
+    """The last file of a shared process whose answer leaves views for after ready keeps the process (as a file
+    alone does), and no longer counts as waiting in it: the scheduler never starts a queued file that does (one
+    queued again because its entry was found damaged would wait forever)."""
+    import multiprocessing
+    import time as clock
+
+    from tb_plugin.jobs.job import Batch
+
+    made = LoadScheduler(ParseCache(tmp_path / "cache"), max_workers=1)
+    made.close()  # no loop thread: the answer below is taken by hand
+    ctx = multiprocessing.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=clock.sleep, args=(60,), daemon=True)
+    process.start()
+    try:
+        send.send(("ok", {"events": 1, "later": {"overview": 1.0}}))
+        (file,) = traces(tmp_path / "logdir", ["last"])
+        job = Job(file=file, entry=tmp_path / "entry", state=LOADING, process=process, conn=recv)
+        job.batch = Batch(process, job, [])
+        assert made.local.answer(job) is not None
+        assert job.after is not None and job.after.process is process and job.batch is None
+    finally:
+        process.kill()
