@@ -151,6 +151,8 @@ def test_groups_fill_the_free_processes_in_order() -> None:
     assert runs(groups(small, 4)) == [["s0", "s1", "s2"], ["s3", "s4", "s5"], ["s6", "s7", "s8"], ["s9"]]
     assert runs(groups(small, 1)) == [[f"s{k}" for k in range(BATCH_MAX)]]
     assert groups(small, 0) == []
+    # one of 4 processes free, 6 files queued: 2 to a process, as would fill the 4 (the others free up soon)
+    assert runs(groups(small[:6], 1, 4)) == [["s0", "s1"]]
     big, retried = job("big", SMALL_BYTES + 1), job("again", alone=True)
     mixed = [small[0], big, small[1], small[2], retried, small[3], small[4]]  # 7 files, 3 processes: 3 a group
     # a big file and one tried again alone never share; a file with no process left waits for the next turn
