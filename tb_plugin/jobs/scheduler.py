@@ -316,11 +316,10 @@ class LoadScheduler:
             return "opened"
         return ""
 
-    def _spawn(self, group: Job | list[Job], loading: int | None = None) -> None:
+    def _spawn(self, group: list[Job], loading: int | None = None) -> None:
         """Start the parse of a file (on the cluster when there is one, else in a loader process), or of small
         files in one loader process (``local.groups``), while ``loading`` files (these included; counted when not
         given) load or wait."""
-        group = [group] if isinstance(group, Job) else group
         if self._remote is not None:
             for job in group:
                 self._remote.submit(job)

@@ -64,10 +64,10 @@ def test_a_file_loading_alone_is_built_by_every_slot(tmp_path: Path, monkeypatch
     jobs = [_Job(file=TraceFile(run="r", worker="w", span=str(k), url=f"/t/{k}.pt.trace.json.gz", size=12 << 20,
                                 mtime=0.0), entry=tmp_path / str(k)) for k in range(3)]
     scheduler._jobs[jobs[0].file.key] = jobs[0]
-    scheduler._spawn(jobs[0])  # alone
+    scheduler._spawn([jobs[0]])  # alone
     for job in jobs[1:]:
         scheduler._jobs[job.file.key] = job
-    scheduler._spawn(jobs[1])  # beside jobs[0] (loading) and jobs[2] (queued)
+    scheduler._spawn([jobs[1]])  # beside jobs[0] (loading) and jobs[2] (queued)
     assert asked == [1, 3] and started == [1, 1]
     assert [job.state for job in jobs] == [LOADING, LOADING, QUEUED]
 
