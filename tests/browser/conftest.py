@@ -437,11 +437,60 @@ def page(request: pytest.FixtureRequest, browser_context: SharedContext, console
         for event, listener in listeners:
             pg.remove_listener(event, listener)
     if not fresh and not pg.is_closed():
-        park(pg)
-        pg.unroute_all(behavior="ignoreErrors")
-        pg.set_viewport_size(VIEWPORT)
+        if request.node.stash.get(FAILED, False):  # a page a test failed on is not handed on: the next gets a new one
+            pg.close()
+        else:
+            park(pg)
+            pg.unroute_all(behavior="ignoreErrors")
+            pg.set_viewport_size(VIEWPORT)
     reset_context(browser_context, origins)
     assert not console.unexpected(), "console errors:\n" + "\n".join(console.unexpected())
+
+
+FAILED = pytest.StashKey[bool]()  # the test's call failed (set by pytest_runtest_makereport)
+
+# Whether a page and its plugin frame still paint: each answers once its next animation frame runs, or says it
+# stalled after a second (Playwright's clicks wait for two animation frames, and wait_for_function polls on them).
+FRAMES_TICKING = """() => new Promise(done => {
+    const state = `${document.visibilityState}, focus ${document.hasFocus()}`;
+    requestAnimationFrame(() => done(`ticking (${state})`));
+    setTimeout(() => done(`stalled: no animation frame in 1 s (${state})`), 1000);
+})"""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A browser test that failed: its page is replaced before the next test (``page``), and the report says whether
+    the page and its plugin frame were still painting, so a timeout can be told from a browser that stopped
+    rendering."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when != "call" or not report.failed:
+        return
+    item.stash[FAILED] = True
+    pg = getattr(item, "funcargs", {}).get("page")
+    if pg is not None and not pg.is_closed():
+        report.sections.append(("animation frames", _frames_ticking(pg)))
+
+
+def _frames_ticking(pg: Any) -> str:
+    lines = []
+    for name, target in (("page", pg), ("plugin frame", _plugin_frame(pg))):
+        if target is None:
+            continue
+        try:
+            lines.append(f"{name}: {target.evaluate(FRAMES_TICKING)}")
+        except Exception as err:  # noqa: BLE001 - a page in any state: the report says what happened
+            lines.append(f"{name}: not asked ({type(err).__name__}: {err})")
+    return "\n".join(lines)
+
+
+def _plugin_frame(pg: Any) -> Any:
+    try:
+        handle = pg.query_selector(PLUGIN_IFRAME)
+        return handle.content_frame() if handle is not None else None
+    except Exception:  # noqa: BLE001 - no frame to ask
+        return None
 
 
 def open_plugin(page: Any, tb: TensorBoard, hash_state: str = "") -> Any:
