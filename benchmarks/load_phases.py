@@ -154,7 +154,8 @@ def install() -> None:
     from tb_plugin import loader
     from tb_plugin.api import warm
     from tb_plugin.jobs import entries, local, opening, scheduler, worker
-    from tb_plugin.loader import columns, pages, read
+    from tb_plugin.loader import columns, read
+    from tb_plugin.model import heap
 
     spill, cores = os.environ.get(ENV_SPILL), os.environ.get(ENV_CORES)
     if spill:
@@ -184,7 +185,7 @@ def install() -> None:
         (columns, "correlation_from_flows", "loader: finish: correlation from flows", None),
         (worker, "_write_entry", "loader: write the entry", None),
         (worker, "save", "loader: save the parse to the cache", None),
-        (pages, "trim_heap", "loader: trim the heap", None),
+        (heap, "trim_heap", "loader: trim the heap", None),
         (worker, "_save_derived", "loader: stored views before ready", None),
         (warm, "load", "views: map the parse back", None),
         (warm, "compute_part", "view: compute", _view),

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """What one stored-views part's process adds to the memory, and how long it takes (issue 29: the 2 GB trace's peak).
 
-    python benchmarks/part_memory.py TRACE [--part overview|tables|gpu|timeline] [--no-ahead] [--repeat N]
+    python benchmarks/part_memory.py TRACE [--part overview|tables|gpu|timeline] [--no-ahead] [--no-trim] [--repeat N]
 
 As the loader runs a part after the parse (``api/warm.py``): the trace is parsed, saved as a cache entry's tables and
-mapped back (the model's pages are the files', shared), the heap is trimmed (``loader.pages.trim_heap``), and the part
-is computed in a forked process (``warm.compute_part`` inside ``warm._ahead``, its threads; ``--no-ahead`` without
-them). This process samples the child's anonymous memory (``/proc/PID/smaps_rollup``) every 5 ms: the peak growth
-over its size at the fork is what the part adds (``warm.PART_BYTES_PER_EVENT`` is that, per event). Prints one JSON
-line per run. Glibc's allocator settings (``MALLOC_ARENA_MAX`` …) apply when set in the environment.
+mapped back (the model's pages are the files', shared), the heap is trimmed (``model.heap.trim_heap``), and the part
+is computed in a forked process as ``warm._fork_parts`` runs it: ``warm.compute_part`` inside ``warm._ahead`` (its
+threads) and ``model.heap.trimming`` where ``warm.trim_period`` says; ``--no-ahead`` and ``--no-trim`` leave those
+out. This process samples the child's anonymous memory (``/proc/PID/smaps_rollup``) every 5 ms: the peak growth over
+its size at the fork is what the part adds (``warm.PART_BYTES_PER_EVENT`` is that, per event). Prints one JSON line
+per run. Glibc's allocator settings (``MALLOC_ARENA_MAX`` …) apply when set in the environment.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tb_plugin.api import warm
 from tb_plugin.loader import load_trace
-from tb_plugin.loader.pages import trim_heap
+from tb_plugin.model.heap import trim_heap, trimming
 from tb_plugin.model.tables import TraceModel, load, save
 
 
@@ -47,12 +48,13 @@ def mapped_model(trace: Path, folder: Path) -> TraceModel:
     return model
 
 
-def measure(model: TraceModel, part: str, ahead: bool) -> dict[str, object]:
+def measure(model: TraceModel, part: str, ahead: bool, trim: bool) -> dict[str, object]:
     out = Path(tempfile.mkdtemp(prefix="part-memory-"))
     ctx = warm.Context(worker="bench", filename="bench", size=1)
     pid = os.fork()
     if pid == 0:
-        with warm._ahead(model, [part]) if ahead else contextlib.nullcontext():
+        period = warm.trim_period([part], model.n_events) if trim else None
+        with trimming(period), warm._ahead(model, [part]) if ahead else contextlib.nullcontext():
             warm.compute_part(model, ctx, part, out)
         os._exit(0)
     started, base = time.monotonic(), anonymous(pid)
@@ -62,7 +64,8 @@ def measure(model: TraceModel, part: str, ahead: bool) -> dict[str, object]:
             peak = max(peak, anonymous(pid))
         time.sleep(0.005)
     grown = peak - base
-    return {"part": part, "ahead": ahead, "events": model.n_events, "seconds": round(time.monotonic() - started, 2),
+    return {"part": part, "ahead": ahead, "trim_period_s": warm.trim_period([part], model.n_events) if trim else None,
+            "events": model.n_events, "seconds": round(time.monotonic() - started, 2),
             "added_mb": round(grown / 1e6, 1), "bytes_per_event": round(grown / max(1, model.n_events)),
             "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX")}
 
@@ -72,12 +75,13 @@ def main() -> None:
     parser.add_argument("trace", type=Path)
     parser.add_argument("--part", choices=warm.PARTS, default="overview")
     parser.add_argument("--no-ahead", action="store_true", help="compute the part without its AHEAD threads")
+    parser.add_argument("--no-trim", action="store_true", help="never trim the part's heap while it computes")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="part-memory-model-") as folder:
         model = mapped_model(args.trace, Path(folder))
         for _ in range(args.repeat):
-            print(json.dumps(measure(model, args.part, not args.no_ahead)), flush=True)
+            print(json.dumps(measure(model, args.part, not args.no_ahead, not args.no_trim)), flush=True)
 
 
 if __name__ == "__main__":

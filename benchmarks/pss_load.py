@@ -37,8 +37,9 @@ def child(path: str, parts: int, spill_mb: int, warm: int) -> None:
 
     import tb_plugin.jobs.worker  # noqa: F401 - what the fork server preloads
     from tb_plugin.api import warm as warm_views
-    from tb_plugin.loader import load_trace, pages, read
+    from tb_plugin.loader import load_trace, read
     from tb_plugin.loader.limits import Limits
+    from tb_plugin.model import heap
     from tb_plugin.model.tables import save
 
     entry = tempfile.mkdtemp(prefix="pss_load_")
@@ -55,7 +56,7 @@ def child(path: str, parts: int, spill_mb: int, warm: int) -> None:
     saved = time.perf_counter() - t
     del model
     if warm:
-        pages.trim_heap()  # as the loader worker does before the views
+        heap.trim_heap()  # as the loader worker does before the views
         warm_views.WarmViews().save(entry, None, warm)
     print(json.dumps({"built_s": built, "saved_s": saved, "total_s": time.perf_counter() - t, "events": events}),
           flush=True)

@@ -65,7 +65,7 @@ from ..analysis.steps import Steps, breakdown, find_steps
 from ..analysis.summary import summary, time_range_us
 from ..analysis.work import kernel_work, op_work
 from ..catalog.catalog import TraceFile
-from ..model import stash
+from ..model import heap, stash
 from ..model.derived import Computing, _key, memoized, seed
 from ..model.optree import host_tree
 from ..model.tables import TraceModel, load
@@ -312,6 +312,20 @@ PART_MIN_BYTES = 64 << 20
 INLINE_EVENTS = 100_000
 
 
+# A part's process expected to add at least TRIM_FROM_BYTES gives its freed pages back to the kernel every
+# TRIM_PERIOD_S while it computes (``model.heap``): the 2 GB trace's Overview part (5.3 M events, lent 16-core host)
+# added 1,680 MB to its process without, 1,122 MB trimming every 50 ms (1,150 every 100 ms, 1,250 every 250 ms), in
+# 7.6-8.0 s against 6.7-7.4 s (benchmarks/part_memory.py; benchmarks/README.md, "session 39"): the tree's peak is that
+# part's. Smaller parts are left alone: on the 164 MB trace the trims cost 10-15 % of a part that lasts 0.3 s.
+TRIM_FROM_BYTES = 256 << 20
+TRIM_PERIOD_S = 0.05
+
+
+def trim_period(parts: Iterable[str], events: int) -> float | None:
+    """How often the process computing ``parts`` of a trace of ``events`` trims its heap (None: never)."""
+    return TRIM_PERIOD_S if sum(part_bytes(part, events) for part in parts) >= TRIM_FROM_BYTES else None
+
+
 def part_bytes(part: str, events: int) -> int:
     """What computing ``part`` of a trace of ``events`` adds to the memory (:data:`PART_BYTES_PER_EVENT`)."""
     return max(PART_MIN_BYTES, PART_BYTES_PER_EVENT[part] * events)
@@ -418,7 +432,7 @@ def _fork_parts(model: TraceModel, ctx: Context, folder: Path, parts: list[str])
         code = 1
         try:
             _die_with_parent()
-            with _ahead(model, parts):
+            with heap.trimming(trim_period(parts, model.n_events)), _ahead(model, parts):
                 code = 0 if all([_try_part(model, ctx, part, folder) for part in parts]) else 1
         finally:
             os._exit(code)

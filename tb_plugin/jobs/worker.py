@@ -19,7 +19,8 @@ import numpy.ma  # noqa: F401 - np.unique imports it on first use (50 ms in ever
 
 from ..catalog.catalog import TraceFile
 from ..catalog.remote import scrub
-from ..loader import TraceLoadError, default_parts, load_trace, pages
+from ..loader import TraceLoadError, default_parts, load_trace
+from ..model import heap
 from ..model.tables import save
 from . import budget, entries
 from .cache import SOURCE_FILE, Later, Stored
@@ -105,7 +106,7 @@ def _write_entry(holder: list[Any], entry: Path, stored: Stored | None, source: 
     try:
         save(holder.pop(), built)
         if stored is not None:
-            pages.trim_heap()  # the parse's freed pages: the processes forked for the views would count them
+            heap.trim_heap()  # the parse's freed pages: the processes forked for the views would count them
             later = _save_derived(stored, str(built), file, share, time.monotonic() - started)
         if source is not None:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (built / SOURCE_FILE).write_bytes(source)

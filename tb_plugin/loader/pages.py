@@ -13,7 +13,6 @@ again (for the fallback when a part fails) may do this. Whole pages inside the r
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import mmap
 import sys
@@ -53,12 +52,3 @@ def give_back(buffer: bytes | bytearray, start: int, stop: int) -> int:
         return 0
     return last - first
 
-
-def trim_heap() -> None:
-    """Give the heap's free pages back to the kernel (glibc's ``malloc_trim``): a parse frees its chunks' tables,
-    but the allocator keeps most of those pages, and the processes forked afterwards (the first views, api/warm.py)
-    would count them again. Elsewhere than glibc, nothing."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).malloc_trim(0)
