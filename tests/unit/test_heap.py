@@ -15,7 +15,7 @@ import pytest
 
 from tb_plugin.api import warm
 from tb_plugin.model import heap
-from tests.conftest import REPO, REAL_TRACES
+from tests.conftest import REAL_TRACES, REPO
 from tests.unit.test_warm_inline import _stored
 
 
