@@ -25,9 +25,9 @@ def test_trims_run_while_the_body_runs_and_stop_with_it(monkeypatch: pytest.Monk
     before = threading.active_count()
     with heap.trimming(0.01):
         assert any(t.name == "trim-heap" for t in threading.enumerate())
-        time.sleep(0.2)
+        time.sleep(0.3)
     ended = len(calls)
-    assert 3 <= ended <= 21  # every 10 ms at most, some of them late on a busy machine
+    assert 2 <= ended <= 31  # every 10 ms at most, many of them late on a busy machine
     time.sleep(0.05)
     assert len(calls) == ended and threading.active_count() == before
     with heap.trimming(None):
