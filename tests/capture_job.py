@@ -36,8 +36,6 @@ def _exit_at_once() -> None:
         os._exit(0)
 
 
-
-
 def train(rank: int, args: argparse.Namespace) -> None:
     import torch
     import torch.distributed as dist
