@@ -154,7 +154,7 @@ def install() -> None:
     from tb_plugin import loader
     from tb_plugin.api import warm
     from tb_plugin.jobs import entries, local, opening, scheduler, worker
-    from tb_plugin.loader import columns, read
+    from tb_plugin.loader import columns, read, stream
     from tb_plugin.model import heap
 
     spill, cores = os.environ.get(ENV_SPILL), os.environ.get(ENV_CORES)
@@ -173,6 +173,10 @@ def install() -> None:
         (loader, "outline_by_text", "loader: outline", None),
         (loader, "decode_outline", "loader: outline (one decode of the whole text)", None),
         (loader, "build_text_parts", "loader: parse in parts", None),
+        (stream, "stream_parts", "loader: inflate and parse in parts at once", None),
+        (stream._Loader, "inflate", "loader: inflate into the shared map (the parts parse meanwhile)", None),
+        (stream, "_fork_part", "loader: fork a part", _child),
+        (stream, "_build_text", "part: parse", _range_mb),
         (loader, "build_model", "loader: parse (from the outline)", None),
         (read, "split_text", "loader: split the text into ranges", None),
         (columns, "_fork_part", "loader: fork a part", _child),
@@ -370,7 +374,8 @@ def read_records(record: str) -> list[dict[str, Any]]:
 # clock only moves forward).
 PATH = ("server: start the loader process", "loader: run_job (start)", "loader: read the file", "loader: inflate",
         "loader: outline",
-        "loader: outline (one decode of the whole text)", "loader: parse in parts", "loader: parse (from the outline)",
+        "loader: outline (one decode of the whole text)", "loader: parse in parts",
+        "loader: inflate and parse in parts at once", "loader: parse (from the outline)",
         "loader: finish", "loader: save the parse to the cache", "loader: trim the heap",
         "loader: stored views before ready", "loader: seal the entry", "loader: publish the entry",
         "server: take the answer", "server: open the entry", "server: trim the parse cache", "server: ready")

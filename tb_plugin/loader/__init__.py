@@ -13,6 +13,7 @@ import numpy as np
 
 from ..catalog.names import file_name
 from ..model.tables import TraceModel
+from . import stream
 from .columns import PARALLEL_MIN_BYTES, ParallelBuildFailed, build_model, build_text_parts, default_parts
 from .errors import TraceLoadError
 from .limits import Limits
@@ -37,6 +38,17 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
     packed = raw.pop() if isinstance(raw, list) else raw
     del raw
     limits = limits or Limits()
+    text_split = True
+    expected, limit = stream.applies(packed, name, parts, limits)
+    if expected:  # the parts parse while the text is inflated
+        try:
+            builder, doc = stream.stream_parts(packed, expected, limit, parts, report)
+        except ParallelBuildFailed:  # the usual path, which says what is wrong with the file if anything is
+            text_split = False
+        else:
+            del packed
+            require_event_count(builder.n_events, name, limits)
+            return builder.finish(doc, name)
     data = decompress(packed, name, limits, parts)
     parallel = parts > 1 and len(data) >= PARALLEL_MIN_BYTES
     # Text this function inflated itself is its own: the parts give its pages back as they build them, and the
@@ -45,7 +57,7 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
     if not give_back:
         packed = b""
     report(0.45)
-    found = outline_by_text(data) if parallel else None
+    found = outline_by_text(data) if parallel and text_split else None
     if found is not None:  # each part decodes its own bytes: no serial decode of the whole array first
         doc, lo, hi = found
         try:

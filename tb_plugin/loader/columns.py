@@ -248,6 +248,7 @@ class ModelBuilder:
         self.parts: dict[str, list[Columns]] = {name: [] for name in SCHEMAS}
         self.n_events = 0
         self._kinds: dict[tuple[int, int], int] = {}
+        self._compacted: dict[str, int] = {}  # per table, the chunks before this index are compacted blocks
         self._flow_codes = [self.strings.add(p) for p in _FLOW_PHASES]
         self._meta_code = self.strings.add("M")
         self._memory_name = self.strings.add("[memory]")
@@ -343,6 +344,22 @@ class ModelBuilder:
         kinds = lut[inverse.reshape(-1)] if len(phases) else np.empty(0, dtype=np.uint8)
         kinds[(kinds == Kind.INSTANT) & (names == self._memory_name)] = Kind.MEMORY
         return kinds
+
+    def compact(self, every: int = 2) -> None:
+        """Concatenate each table's chunks added since its last compaction into one block, once there are
+        ``every`` of them.
+
+        Why: a part's tables were thousands of small arrays (a 2 GB trace's part: ~20k), and every array costs
+        the same to pickle, unpickle, absorb and concatenate whatever its size: the loader merged the 2 GB
+        trace's 14 parts in 3.3 s, in series. Blocks of 32 chunks (a few MB; the chunks are let go) merge 4-5x
+        faster (164 MB trace, half of it: unpickle 11.9 -> 2.2 ms, absorb 15.3 -> 3.8 ms, concatenate 6.2 ->
+        1.5 ms). Only between chunks: ``add_counters`` reads the last chunk's kinds.
+        """
+        for name, chunks in self.parts.items():
+            start = self._compacted.get(name, 0)
+            if len(chunks) - start >= max(every, 2):
+                chunks[start:] = [{col: np.concatenate([c[col] for c in chunks[start:]]) for col in SCHEMAS[name]}]
+                self._compacted[name] = start + 1
 
     def tables(self) -> dict[str, Columns]:
         """Concatenate the chunks' columns; the builder is spent afterwards.
@@ -549,6 +566,10 @@ def default_parts() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
+# Chunks of a table concatenated into one block (ModelBuilder.compact): ~1,300 events each, a few MB together.
+COMPACT_CHUNKS = 32
+
+
 def _build_range(doc: TraceDocument, lo: int, hi: int, progress: Callable[[float], None] | None) -> ModelBuilder:
     from .read import iter_event_chunks
 
@@ -558,34 +579,40 @@ def _build_range(doc: TraceDocument, lo: int, hi: int, progress: Callable[[float
         first = builder.n_events
         builder.add(chunk)
         builder.add_counters((doc.traceEvents or [])[start:done], first)
+        builder.compact(COMPACT_CHUNKS)
         start = done
         if progress:
             progress(min((done - lo) / max(1, hi - lo), 1.0))
+    builder.compact()
     return builder
 
 
-def _build_text(data: bytes, lo: int, hi: int, progress: Callable[[float], None] | None,
-                give_back: bool = False) -> ModelBuilder:
+def _build_text(data: Any, lo: int, hi: int, progress: Callable[[float], None] | None,
+                give_back: bool = False, drop: Callable[[int, int], Any] | None = None) -> ModelBuilder:
     """Build the events in ``data[lo:hi]``; with ``give_back``, this process drops its pages of the text outside
-    that range at once and each chunk's once decoded (``pages.give_back``: the text is never read here again)."""
+    that range at once and each chunk's once decoded (``pages.give_back``: the text is never read here again);
+    ``drop(start, stop)`` frees a decoded chunk's text some other way (``stream.remove``)."""
     from .read import raw_text, text_chunks
 
     if give_back:
         pages.give_back(data, 0, lo)
         pages.give_back(data, hi, len(data))
+        drop = functools.partial(pages.give_back, data)
     builder = ModelBuilder()
     start = lo
     for begin, done, chunk in text_chunks(data, lo, hi):
         # the counters' args are read from the text (a chunk that names their category), before its pages go
         raws = raw_text(memoryview(data)[begin:done]) if data.find(_RANGE_CAT, begin, done) >= 0 else []
-        if give_back:
-            pages.give_back(data, start, done)
+        if drop is not None:
+            drop(start, done)
         start = done
         first = builder.n_events
         builder.add(chunk)
         builder.add_counters(raws, first)
+        builder.compact(COMPACT_CHUNKS)
         if progress:
             progress(min((done - lo) / max(1, hi - lo), 1.0))
+    builder.compact()
     return builder
 
 
@@ -651,7 +678,11 @@ def _merge(builder: ModelBuilder, children: list[tuple[int, int]]) -> ModelBuild
     Every child's pipe is read at once on a thread of its own (the reads release the GIL): a part that finishes
     early no longer waits in its ``pickle.dump`` until the parts before it are merged (on 16 cores the 2 GB
     trace's 14 parts were read one after another for 2.5 s after the first ended, 1.3 s after the last)."""
-    drains = [_Drain(pid, fd) for pid, fd in children]
+    return merge_drained(builder, [_Drain(pid, fd) for pid, fd in children])
+
+
+def merge_drained(builder: ModelBuilder, drains: list[_Drain]) -> ModelBuilder:
+    """:func:`_merge` of parts whose pipes are already being read (``stream``: from their fork on)."""
     failed = False
     for drain in drains:
         part = drain.part()

@@ -17,10 +17,12 @@ import ctypes
 import mmap
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 _MADV_DONTNEED = 4  # Linux
+_MADV_POPULATE_WRITE = 23  # Linux 5.14 on
 
 
 def _madvise() -> Callable[[int, int, int], int] | None:
@@ -52,3 +54,20 @@ def give_back(buffer: bytes | bytearray, start: int, stop: int) -> int:
         return 0
     return last - first
 
+
+
+def address(buffer: Any) -> int:
+    """Where ``buffer`` (bytes, a writable map) starts in this process's memory (no view of it is kept)."""
+    view = np.frombuffer(buffer, dtype=np.uint8)
+    try:
+        return int(view.ctypes.data)
+    finally:
+        del view
+
+
+def populate(base: int, start: int, stop: int) -> bool:
+    """Fault in, writable, the pages of ``[base + start, base + stop)`` that hold no page yet (without the GIL: a
+    thread does it while another writes); False where the kernel cannot (before 5.14, or not Linux)."""
+    first = (base + start) // mmap.PAGESIZE * mmap.PAGESIZE
+    last = -(-(base + stop) // mmap.PAGESIZE) * mmap.PAGESIZE
+    return _MADVISE is not None and (last <= first or _MADVISE(first, last - first, _MADV_POPULATE_WRITE) == 0)

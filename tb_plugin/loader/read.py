@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - exercised where isal is not installed
     _zlib = zlib  # type: ignore[misc]
 
 # What a corrupt gzip stream raises: ISA-L's error is a class of its own, not zlib's
-_INFLATE_ERRORS: tuple[type[BaseException], ...] = (OSError, zlib.error, ValueError,
+INFLATE_ERRORS: tuple[type[BaseException], ...] = (OSError, zlib.error, ValueError,
                                                     getattr(_zlib, "error", zlib.error))
 Progress = Callable[[float], None]
 _CHUNK = 8 << 20
@@ -101,7 +101,7 @@ def decompress(raw: bytes, name: str, limits: Limits | None = None, threads: int
         raise TraceLoadError(why, lasting=lasting) from None
     except EOFError:
         raise TraceLoadError(f"{name}: the gzip data is cut short (was the file still being written?)") from None
-    except _INFLATE_ERRORS as err:
+    except INFLATE_ERRORS as err:
         raise TraceLoadError(f"{name}: the gzip data is corrupt ({err})") from None
     if not first_byte(out):
         raise TraceLoadError(f"{name}: the file is empty")
@@ -226,10 +226,15 @@ def projected_size(raw: bytes) -> int:
     inflater = _zlib.decompressobj(wbits=31)
     try:
         out = inflater.decompress(memoryview(raw)[:_PROBE_BYTES], 64 * _PROBE_BYTES)
-    except _INFLATE_ERRORS:
+    except INFLATE_ERRORS:
         return 0
     used = _PROBE_BYTES - len(inflater.unconsumed_tail)
     return len(out) * len(raw) // max(used, 1)
+
+
+def gzip_inflater() -> Any:
+    """A fresh inflater of one gzip member (ISA-L's where installed)."""
+    return _zlib.decompressobj(wbits=31)
 
 
 def _pieces(raw: bytes, limit: int) -> Iterator[bytes]:
@@ -415,26 +420,28 @@ class TextSplitFailed(ValueError):
     """A slice of ``traceEvents`` found by :data:`_SEPARATOR` did not parse: build the file the usual way."""
 
 
-def outline_by_text(data: bytes) -> tuple[TraceDocument, int, int] | None:
+def outline_by_text(data: Any, size: int | None = None) -> tuple[TraceDocument, int, int] | None:
     """The top-level document without decoding ``traceEvents``, and the byte range of the array's elements.
 
     The usual outline decodes every event once just to find where it ends (seconds on a 2 GB trace, in one
     process); split at separators instead, each parallel part decodes only its own bytes. The document's other
     keys come from a skeleton (the bytes before the array, ``[]``, the bytes after it), which must decode with an
     empty ``traceEvents``. None when the layout is not that of a Kineto trace (then the usual path runs).
+    ``size``: the text's length, where ``data`` is a map larger than it (``stream``).
     """
-    head = _ARRAY_START.search(data, 0, min(len(data), 1 << 24))
+    size = len(data) if size is None else size
+    head = _ARRAY_START.search(data, 0, min(size, 1 << 24))
     if head is None:
         return None
     lo = head.end()
-    tail_from = max(lo, len(data) - _TAIL_SEARCH)
-    end = len(data)
+    tail_from = max(lo, size - _TAIL_SEARCH)
+    end = size
     for _ in range(8):  # the array's closing bracket: the last ']' before a tail that makes a valid skeleton
         end = data.rfind(b"]", tail_from, end)
         if end < 0:
             return None
         try:
-            doc = _DOC_DECODER.decode(bytes(data[:head.start()]) + b'"traceEvents": []' + bytes(data[end + 1:]))
+            doc = _DOC_DECODER.decode(bytes(data[:head.start()]) + b'"traceEvents": []' + bytes(data[end + 1:size]))
         except (msgspec.DecodeError, UnicodeDecodeError):
             continue
         if doc.traceEvents == []:

@@ -1,0 +1,262 @@
+"""Inflating while the parts parse (``loader.stream``) gives exactly the usual path's model, and anything unusual
+sends the file to the usual path, which says what is wrong with it."""
+
+from __future__ import annotations
+
+import gzip
+import mmap
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tb_plugin.loader as loader
+from tb_plugin.loader import Limits, TraceLoadError, columns, load_trace, stream
+from tests.unit.test_load_paths import RANK0, assert_same_model, events, kineto_text
+
+
+@pytest.fixture
+def streamed(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The streamed path for any size; records its outcomes and the parts it forked."""
+    seen: dict[str, Any] = {"ok": 0, "failed": [], "forked": []}
+    real, real_fork = stream.stream_parts, stream._fork_part
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        try:
+            out = real(*args, **kwargs)
+        except columns.ParallelBuildFailed as err:
+            seen["failed"].append(str(err))
+            raise
+        seen["ok"] += 1
+        return out
+
+    def fork(build: Any) -> tuple[int, int]:
+        pid, fd = real_fork(build)
+        seen["forked"].append(pid)
+        return pid, fd
+
+    monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(stream, "stream_parts", spy)
+    monkeypatch.setattr(stream, "_fork_part", fork)
+    return seen
+
+
+def all_waited_for(pids: list[int]) -> bool:
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return True
+
+
+@pytest.mark.parametrize("piece", [64 << 10, 4 << 20])
+def test_streamed_parts_equal_the_usual_path_on_a_real_trace(streamed: dict[str, Any], piece: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """In small pieces, told every piece, the parts start while most of the text is still to be inflated."""
+    monkeypatch.setattr(stream, "_PIECE", piece)
+    monkeypatch.setattr(stream, "_NOTIFY", piece)
+    one = load_trace(str(RANK0), parts=1)
+    many = load_trace(str(RANK0), parts=4)
+    assert streamed["ok"] == 1 and not streamed["failed"] and len(streamed["forked"]) == 3
+    assert many.n_events == one.n_events == 29630
+    assert_same_model(one, many)
+    assert all_waited_for(streamed["forked"])
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_streamed_parts_equal_the_usual_path_on_synthetic_layouts(tmp_path: Path, streamed: dict[str, Any],
+                                                                  nested: bool) -> None:
+    path = tmp_path / "w.1.pt.trace.json.gz"
+    text = kineto_text(events(3000, nested), schemaVersion=1, deviceProperties=[{"name": "H100"}])
+    path.write_bytes(gzip.compress(text.encode()))
+    one, many = load_trace(str(path), parts=1), load_trace(str(path), parts=5)
+    # objects nested in args, across lines, hold separators: a cut lands in one, and the usual path builds it
+    assert streamed["ok"] == (0 if nested else 1) and len(streamed["forked"]) == 4
+    assert many.n_events == 3000 and many.meta["traceName"] == "x]y"
+    assert many.meta["deviceProperties"] == [{"name": "H100"}]
+    assert_same_model(one, many)
+
+
+def test_two_gzip_members_stream_as_one_text(tmp_path: Path, streamed: dict[str, Any]) -> None:
+    text = kineto_text(events(3000)).encode()
+    path = tmp_path / "w.1.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(text[:len(text) // 3]) + gzip.compress(text[len(text) // 3:]))
+    many = load_trace(str(path), parts=4)
+    assert streamed["ok"] == 1
+    assert_same_model(load_trace(str(path), parts=1), many)
+
+
+def test_a_range_that_does_not_parse_falls_back_to_the_usual_path(tmp_path: Path, streamed: dict[str, Any],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects nested in an event's args, across lines, hold separators: a cut there fails the streamed parts,
+    which are all waited for, and the usual path (one outline decode, then parts) builds the same bytes."""
+    usual: list[int] = []
+    real = columns.build_model
+
+    def spy(doc: object, source: str, progress: object = None, parts: int = 1) -> Any:
+        usual.append(parts)
+        return real(doc, source, progress, parts=parts)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "build_model", spy)
+    evs = events(300)
+    for ev in evs:
+        ev["args"] = {"External id": 1, "list": [{"k": i} for i in range(40)]}
+    path = tmp_path / "w.1.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(kineto_text(evs).encode()))
+    one, many = load_trace(str(path), parts=1), load_trace(str(path), parts=4)
+    assert many.n_events == 300 and usual == [1, 4]
+    assert streamed["ok"] == 0 and len(streamed["failed"]) == 1 and "could not be split" not in streamed["failed"][0]
+    assert_same_model(one, many)
+    assert all_waited_for(streamed["forked"])
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    ("cut", r"^w\.1\.pt\.trace\.json\.gz: the gzip data is cut short"),
+    ("flip", r"^w\.1\.pt\.trace\.json\.gz: the gzip data is corrupt \("),
+])
+def test_bad_gzip_data_is_named_by_the_usual_path(tmp_path: Path, streamed: dict[str, Any], damage: str,
+                                                  message: str) -> None:
+    packed = bytearray(gzip.compress(kineto_text(named_at_random(60000)).encode()))
+    assert len(packed) > 1 << 20  # the size is guessed from the ratio: the cut file's last bytes are no trailer
+    if damage == "cut":
+        packed = packed[:len(packed) * 2 // 3]
+    else:
+        packed[len(packed) * 2 // 3] ^= 0xFF
+    path = tmp_path / "w.1.pt.trace.json.gz"
+    path.write_bytes(bytes(packed))
+    with pytest.raises(TraceLoadError, match=message):
+        load_trace(str(path), parts=4)
+    assert len(streamed["failed"]) == 1 and len(streamed["forked"]) == 3
+    assert all_waited_for(streamed["forked"])
+
+
+def test_text_larger_than_expected_goes_to_the_usual_path(tmp_path: Path, streamed: dict[str, Any],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trailer that understates the size (the map is made from it) costs the usual path, not a wrong model."""
+    text = kineto_text(events(3000)).encode()
+    path = tmp_path / "w.1.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(text))
+    monkeypatch.setattr(stream, "expected_size", lambda packed: len(text) // 4)
+    monkeypatch.setattr(stream, "_Loader", _tight(stream._Loader))
+    many = load_trace(str(path), parts=4)
+    assert streamed["failed"] == ["inflating while parsing failed (the text is larger than expected)"]
+    assert_same_model(load_trace(str(path), parts=1), many)
+
+
+def _tight(cls: type) -> type:
+    class Tight(cls):  # type: ignore[misc, valid-type]
+        """A map only as large as the expected size (the real one has 16 MB of room, more than this text)."""
+
+        def __init__(self, packed: bytes, limit: int, expected: int) -> None:
+            super().__init__(packed, limit, expected)
+            self.text.close()
+            self.capacity = expected
+            self.text = mmap.mmap(-1, expected)
+            self.pieces = stream.inflated_pieces(packed, expected)
+    return Tight
+
+
+def test_no_events_array_at_the_start_goes_to_the_usual_path(tmp_path: Path, streamed: dict[str, Any]) -> None:
+    path = tmp_path / "w.1.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceName": "x", "other": [' + b"1, " * 100000 + b"2]}"))
+    with pytest.raises(TraceLoadError, match="not a Kineto trace: a JSON object without 'traceEvents'"):
+        load_trace(str(path), parts=4)
+    assert streamed["forked"] == [] and streamed["failed"] == ["inflating while parsing failed (not a Kineto trace's layout)"]
+
+
+def test_a_part_that_dies_sends_the_file_to_the_usual_path(tmp_path: Path, streamed: dict[str, Any],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = os.getpid()
+    real = stream._build_text
+
+    def dies_in_a_child(*args: Any, **kwargs: Any) -> columns.ModelBuilder:
+        if os.getpid() != parent:
+            os._exit(9)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stream, "_build_text", dies_in_a_child)
+    path = tmp_path / "w.1.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(kineto_text(events(3000)).encode()))
+    many = load_trace(str(path), parts=4)
+    assert len(streamed["failed"]) == 1 and streamed["ok"] == 0 and len(streamed["forked"]) == 3
+    assert all_waited_for(streamed["forked"])
+    assert_same_model(load_trace(str(path), parts=1), many)
+
+
+def test_removed_pages_are_gone_for_every_process_and_the_edges_stay() -> None:
+    """``MADV_REMOVE`` on the shared map frees the pages for the loader too (which wrote them), unlike the
+    ``MADV_DONTNEED`` of a private copy: what a part has decoded is no longer anyone's memory."""
+    size = 64 * mmap.PAGESIZE
+    text = mmap.mmap(-1, size)
+    text[:] = bytes(range(256)) * (size // 256)
+    start, stop = 3 * mmap.PAGESIZE + 5, 9 * mmap.PAGESIZE + 7
+    pid = os.fork()
+    if pid == 0:
+        stream.remove(text, start, stop)
+        os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    first, last = 4 * mmap.PAGESIZE, 9 * mmap.PAGESIZE  # whole pages inside [start, stop)
+    assert text[first:last] == bytes(last - first)
+    assert text[start:first] == (bytes(range(256)) * 64)[start % 256:][:first - start]
+    assert text[last:last + 256] == bytes(range(256))
+    text.close()
+
+
+def test_equal_ranges_cover_the_text_and_three_processes_do_not_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parts' ranges are equal shares after the array's start; with fewer than four processes the loader's
+    own share of the parse is worth more than the overlap: the usual path."""
+    assert stream.cuts(100, 1000, 3) == [(None, 400), (400, 700), (700, None)]
+    assert stream.cuts(0, 10, 1) == [(None, None)]
+    monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 0)
+    packed = gzip.compress(kineto_text(named_at_random(60000)).encode())
+    assert stream.applies(packed, "w.gz", 4, Limits())[0] > 0
+    assert stream.applies(packed, "w.gz", 3, Limits()) == (0, 0)
+
+
+def named_at_random(n: int) -> list[dict[str, object]]:
+    """Events that compress to about 60 bytes each (a random name each)."""
+    rng = random.Random(0)
+    return [{**ev, "name": rng.randbytes(24).hex()} for ev in events(n)]
+
+
+def test_expected_size_trusts_the_trailer_only_near_the_ratio() -> None:
+    text = kineto_text(named_at_random(60000)).encode()
+    packed = gzip.compress(text)
+    assert len(packed) > 1 << 20 and stream.expected_size(packed) == len(text)
+    lying = packed[:-4] + (len(text) // 10).to_bytes(4, "little")  # far off the ratio's guess: the guess
+    guess = stream.expected_size(lying)
+    assert guess != len(text) // 10 and len(text) * 0.7 < guess < len(text) * 1.3
+
+
+def shmem_bytes() -> int:
+    """This process's resident shared memory (``RssShmem``), in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssShmem:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no RssShmem")
+
+
+def test_pages_are_faulted_in_only_a_little_ahead_of_the_inflater() -> None:
+    """The thread faulting the map's pages in stays ``_AHEAD`` bytes ahead of what is inflated, not the whole
+    text ahead (which would hold it all in memory at once), and the loader's removal frees them again."""
+    capacity = 4 * stream._AHEAD
+    text = mmap.mmap(-1, capacity)
+    before = shmem_bytes()
+    faults = stream._FaultAhead(text, capacity)
+    faults.ahead_of(stream._AHEAD // 2)
+    deadline = time.monotonic() + 10
+    while faults.done < stream._AHEAD * 3 // 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)  # a thread that ran on would have faulted more in by now
+    faults.close()
+    faulted = shmem_bytes() - before
+    assert faults.done == stream._AHEAD * 3 // 2
+    assert stream._AHEAD * 3 // 2 <= faulted < stream._AHEAD * 3 // 2 + (1 << 20)
+    stream.remove(text, 0, capacity)
+    assert shmem_bytes() - before < 1 << 20
+    text.close()
