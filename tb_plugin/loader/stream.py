@@ -1,19 +1,19 @@
 """Inflate and parse at once: the parallel parts parse the trace's text while the loader is still inflating it.
 
-Why: a gzip stream inflates on one core (ISA-L: 2.5 s of the 2 GB trace on a lent 16-core host), and the parts
+Why: a gzip stream inflates on one core (ISA-L: 1.6-2.5 s of the 2 GB trace on a lent 16-core host), and the parts
 (``columns.build_text_parts``) could only start once all of it was inflated; then the loader parsed its own range
 too, and merged the parts one after another only after it (2.8 s of the 2 GB trace's 14 parts, in series), while
-the parts that had finished waited. Here the loader inflates into a shared memory map and the parts are forked
-first: each waits until the text of its byte range has been inflated, parses it, and removes its pages from the
-map as it goes (``MADV_REMOVE``: freed for every process, so the text is never all in memory at once). The parts'
-ranges are equal, so they start, and finish, one after another, as fast as the text inflates: the loader, which
-parses nothing itself, merges each as it finishes, in order, exactly as ``build_text_parts`` merges them.
+the parts that had finished waited. Here the loader inflates into a shared memory map and forks the parts first.
+As the text comes, it cuts it into jobs of a few tens of MB (at event separators, as ``read.split_text``) and
+posts them on one pipe that every part reads: whichever part is free takes the next, parses it, frees its pages
+from the map for every process (``MADV_REMOVE``) and sends its tables back at once. The loader merges the jobs'
+tables in order as they come, exactly as ``build_text_parts`` merges its parts, and stops inflating while the text
+not yet parsed exceeds :func:`resident_limit`: however large the trace, its text is never all in memory, and no
+part waits for a range to be inflated whole, nor for a slower part.
 
-Only gzip files whose text is expected to fit in memory (below ``read.SPILL_BYTES``) take this path: bigger text
-goes through the scratch file, which the machine can reclaim. And only with :data:`STREAM_MIN_PARTS` processes
-or more, each a forked part beside the loader (whose inflate the parts mostly wait for, and whose merging is light:
-0.1 s a part of the 2 GB trace). Anything unusual (the layout is not
-Kineto's, the gzip data is corrupt or larger than expected, a range does not parse, a part dies) raises
+Only gzip files of :data:`STREAM_MIN_BYTES` of text or more take this path, with :data:`STREAM_MIN_PARTS` processes
+or more, each a part beside the loader (whose merging is light: 0.3 µs an event). Anything unusual (the layout is not
+Kineto's, the gzip data is corrupt or larger than expected, a job does not parse, a part dies) raises
 :class:`~.columns.ParallelBuildFailed` and the caller loads the file the usual way, which says what is wrong.
 """
 
@@ -23,21 +23,21 @@ import contextlib
 import functools
 import mmap
 import os
+import pickle
 import signal
 import struct
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
 
+from ..model import heap
 from . import pages, read
-from .columns import ModelBuilder, ParallelBuildFailed, _build_text, _Drain, _fork_part, merge_drained
+from .columns import ModelBuilder, ParallelBuildFailed, Part, _build_text
 from .limits import Limits
 from .read import (
     _ARRAY_START,
     _SEPARATOR,
     GZIP_MAGIC,
-    SPILL_BYTES,
     _inflate_limit,
     _TooLarge,
     outline_by_text,
@@ -53,27 +53,33 @@ STREAM_MIN_BYTES = 48 << 20
 STREAM_MIN_PARTS = 4
 _PIECE = 4 << 20  # bytes inflated at a time (a piece stays in cache while it is copied into the map)
 _FEED = 1 << 20  # compressed bytes handed to the inflater at a time (its unconsumed tail is copied every call)
-_NOTIFY = 16 << 20  # the parts hear how far the text is inflated every this many bytes
 _HEAD = 1 << 24  # where "traceEvents" must start (as read.outline_by_text)
+# A job: about a quarter of a part's share of the text, 4 to 64 MB (each job's tables cost a pickle and a merge of
+# their own; fewer, larger jobs leave parts idle at the end).
+_JOBS_PER_PART = 4
+_JOB_MIN, _JOB_MAX = 4 << 20, 64 << 20
+# Text inflated but not yet parsed, at most: enough for every part to have two jobs in hand.
+_RESIDENT_MIN = 1 << 30
 # Pages of the map faulted in ahead of the inflater, on a thread of its own (each first write into shared memory
 # faults a page in: inflating the 2 GB trace into the map took 3.3 s against 2.5 s into the loader's own memory).
 _AHEAD = 32 << 20
 # What makes this path give the file to the usual one (which says what is wrong, if anything is).
 _GIVE_UP: tuple[type[BaseException], ...] = (ParallelBuildFailed, ValueError, EOFError, _TooLarge,
                                             *read.INFLATE_ERRORS)
-_MESSAGE = struct.Struct("<qq")  # (bytes inflated so far, the end of the events' array or -1 until known)
+_MAP_NORESERVE = 0x4000  # Linux (Python's mmap names it from 3.13)
+_JOB = struct.Struct("<qqq")  # (the job's number, its first byte, the byte after its last event)
 
 
 def applies(packed: bytes, name: str, parts: int, limits: Limits) -> tuple[int, int]:
     """(the bytes ``packed`` will inflate to, the most it may inflate to) if this path should load it, else (0, 0):
     gzip, :data:`STREAM_MIN_PARTS` processes or more on a platform that forks, and text expected between
-    :data:`STREAM_MIN_BYTES` and what fits in memory (``read.SPILL_BYTES`` where a scratch file may take more)."""
+    :data:`STREAM_MIN_BYTES` and what the usual path would accept."""
     if (parts < STREAM_MIN_PARTS or packed[:2] != GZIP_MAGIC or not hasattr(os, "fork")
             or not sys.platform.startswith("linux")):
         return 0, 0
     limit = _inflate_limit(len(packed), name, limits)[0]
     expected = expected_size(packed)
-    if expected < STREAM_MIN_BYTES or expected > limit or (limits.scratch_dir is not None and expected > SPILL_BYTES):
+    if expected < STREAM_MIN_BYTES or expected > limit:
         return 0, 0
     return expected, limit
 
@@ -89,56 +95,100 @@ def expected_size(packed: bytes) -> int:
     return nearest if guess / 2 <= nearest <= guess * 2 else guess
 
 
-def cuts(lo: int, expected: int, parts: int) -> list[tuple[int | None, int | None]]:
-    """Where each part's range starts and ends, as targets (a range runs from the first separator at or after
-    one to the first at or after the next; None: the array's start, its end): ``parts`` equal shares of the
-    text expected after ``lo``. Equal, so that each part starts and finishes a range's inflate time after the
-    one before it: about the time the loader takes to merge one (0.1-0.2 s of the 2 GB trace's 14)."""
-    edges = [lo + (expected - lo) * k // parts for k in range(1, parts)]
-    return list(zip([None, *edges], [*edges, None]))
+def job_bytes(expected: int, parts: int) -> int:
+    """How much text one job holds: :data:`_JOBS_PER_PART` jobs a part, within 4 to 64 MB."""
+    return min(_JOB_MAX, max(_JOB_MIN, expected // (parts * _JOBS_PER_PART)))
 
 
-class _Feed:
-    """What a part hears from the loader: how far the text is inflated, and the array's end once it is known."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.avail, self.hi = fd, 0, -1
-
-    def wait(self) -> None:
-        """Block until the loader says more (EOF: it gave up, and so does this part)."""
-        data = os.read(self.fd, 64 * _MESSAGE.size)
-        if not data:
-            raise EOFError("the loader stopped inflating")
-        self.avail, self.hi = _MESSAGE.unpack_from(data, len(data) - _MESSAGE.size)
-
-    def boundary(self, text: Any, target: int) -> tuple[int, int]:
-        """Where a range cut at ``target`` ends and the next begins: the first separator at or after it (the
-        same search ``read.split_text`` makes, so two parts find the same cut), or the array's end."""
-        while True:
-            stop = self.hi if self.hi >= 0 else self.avail
-            found = _SEPARATOR.search(text, target, stop) if target < stop else None
-            if found is not None:
-                return found.start(), found.end() - 1
-            if self.hi >= 0:
-                return self.hi, self.hi
-            self.wait()
+def resident_limit(job: int, parts: int) -> int:
+    """Text inflated and not yet parsed, at most: two jobs a part, at least 1 GiB."""
+    return max(_RESIDENT_MIN, 2 * parts * job)
 
 
-def _part(text: mmap.mmap, fd: int, close: list[int], cut: tuple[int | None, int | None], lo: int) -> ModelBuilder:
-    """A forked part: wait for its range (``cut``: the targets it starts and ends at, see :func:`cuts`), then
-    parse it, removing the map's pages as it goes."""
-    for other in close:
-        os.close(other)
-    feed = _Feed(fd)
-    start = lo if cut[0] is None else feed.boundary(text, cut[0])[1]
-    stop = feed.boundary(text, cut[1])[0] if cut[1] is not None else _array_end(feed)
-    return _build_text(text, start, max(start, stop), None, drop=functools.partial(remove, text))
+def _work(text: mmap.mmap, jobs: int, close: list[int], out: int) -> None:
+    """A forked part: take jobs from the ``jobs`` pipe until it closes, parse each (removing its pages from the
+    map) and send (number, strings, tables, long texts) at once."""
+    for fd in close:
+        os.close(fd)
+    drop = functools.partial(remove, text)
+    with os.fdopen(out, "wb") as answers:
+        while message := os.read(jobs, _JOB.size):  # every message is written whole: a read takes one whole
+            index, start, stop = _JOB.unpack(message)
+            builder = _build_text(text, start, stop, None, drop=drop)
+            pickle.dump((index, builder.strings.values, builder.parts, builder.strings.full), answers,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+            answers.flush()
 
 
-def _array_end(feed: _Feed) -> int:
-    while feed.hi < 0:
-        feed.wait()
-    return feed.hi
+def _fork_worker(body: Callable[[int], None]) -> tuple[int, int]:
+    """Fork a child running ``body(write_fd)``; (pid, the read end of its answers). It exits 0 when ``body``
+    returns, 1 if it raises (the loader then sees it fail)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 0
+        try:
+            os.close(read_fd)
+            body(write_fd)
+        except BaseException:  # noqa: BLE001 - the loader sees the exit code and loads the file the usual way
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+class _Answers:
+    """The parts' answers, read and unpickled on a thread per part as they come, kept by job number."""
+
+    def __init__(self, children: list[tuple[int, int]]) -> None:
+        self.ready = threading.Condition()
+        self.parts: dict[int, Part] = {}
+        self.running, self.failed = len(children), False
+        self.pids = [pid for pid, _ in children]
+        self.threads = [threading.Thread(target=self._read, args=child, daemon=True) for child in children]
+        for thread in self.threads:
+            thread.start()
+
+    def _read(self, pid: int, fd: int) -> None:
+        ok = True
+        with os.fdopen(fd, "rb") as src:
+            while True:
+                try:
+                    index, *part = pickle.load(src)
+                except EOFError:
+                    break
+                except Exception:  # noqa: BLE001 - cut short or unreadable: the part failed
+                    ok = False
+                    break
+                with self.ready:
+                    self.parts[index] = (part[0], part[1], part[2])
+                    self.ready.notify_all()
+        ok = os.waitpid(pid, 0)[1] == 0 and ok
+        with self.ready:
+            self.running -= 1
+            self.failed = self.failed or not ok
+            self.ready.notify_all()
+
+    def take(self, index: int, wait: bool) -> Part | None:
+        """Job ``index``'s tables (None if not there yet and not ``wait``); ParallelBuildFailed once a part has
+        failed, or none is left to send them."""
+        with self.ready:
+            while index not in self.parts:
+                if self.failed or not self.running:
+                    raise ParallelBuildFailed("a part died (out of memory?) or its text did not parse")
+                if not wait:
+                    return None
+                self.ready.wait()
+            return self.parts.pop(index)
+
+    def close(self) -> None:
+        """Stop the parts still running and wait for them all."""
+        for pid in self.pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for thread in self.threads:
+            thread.join()
 
 
 def remove(text: mmap.mmap, start: int, stop: int) -> None:
@@ -211,34 +261,25 @@ class _FaultAhead:
 
 
 class _Loader:
-    """The loader's side: the map, the inflater, the parts (their feeds, their pipes' drains)."""
+    """The loader's side: the map and its inflater, the jobs posted, the parts and their answers, the merge."""
 
-    def __init__(self, packed: bytes, limit: int, expected: int) -> None:
+    def __init__(self, packed: bytes, limit: int, expected: int, parts: int,
+                 progress: Callable[[float], None] | None) -> None:
         self.capacity = min(limit, expected + expected // 4 + (16 << 20))
-        self.text = mmap.mmap(-1, self.capacity)  # shared and anonymous: what the parts see as it is written
+        # shared and anonymous (what the parts see as it is written); reserved page by page as written
+        self.text = mmap.mmap(-1, self.capacity, flags=mmap.MAP_SHARED | _MAP_NORESERVE)
         self.pieces = inflated_pieces(packed, min(limit, self.capacity))
-        self.size, self.expected = 0, expected
-        self.feeds: list[int] = []
-        self.drains: list[_Drain] = []
+        self.size, self.expected, self.parts = 0, expected, parts
+        self.job = job_bytes(expected, parts)
+        self.resident = resident_limit(self.job, parts)
+        self.progress = progress
+        self.jobs = -1  # the write end of the jobs' pipe
+        self.starts: list[int] = []  # where each job posted starts
+        self.next_start = 0
+        self.answers: _Answers | None = None
         self.faults: _FaultAhead | None = None
-
-    def inflate(self, until: int | None = None) -> bool:
-        """Inflate into the map until ``until`` bytes are there (None: all); False when the text has ended."""
-        told = self.size
-        try:
-            for piece in self.pieces:
-                if self.faults is not None:
-                    self.faults.ahead_of(self.size + len(piece))
-                self.text[self.size:self.size + len(piece)] = piece
-                self.size += len(piece)
-                if self.size - told >= _NOTIFY:
-                    self.tell(-1)
-                    told = self.size
-                if until is not None and self.size >= until:
-                    return True
-        except _TooLarge:  # beyond the map (or the limit: the usual path says so)
-            raise ParallelBuildFailed("the text is larger than expected") from None
-        return False
+        self.builder = ModelBuilder()
+        self.merged = 0  # the jobs merged, in order
 
     def head(self) -> int:
         """The offset of the events array's first element (inflating as far as needed to find it)."""
@@ -251,73 +292,119 @@ class _Loader:
                 raise ParallelBuildFailed("not a Kineto trace's layout")
             more = self.inflate(self.size + _PIECE)
 
-    def fork(self, ranges: list[tuple[int | None, int | None]], lo: int) -> None:
-        """Fork a part per range, then read their pipes and fault pages in on threads (forking after threads
-        start could copy a lock they hold)."""
-        children = []
-        for cut in ranges:
-            read_fd, write_fd = os.pipe()
-            self.feeds.append(write_fd)
-            children.append(_fork_part(functools.partial(_part, self.text, read_fd, list(self.feeds), cut, lo)))
-            os.close(read_fd)
-        self.drains = [_Drain(pid, fd) for pid, fd in children]
+    def start(self, lo: int) -> None:
+        """Fork the parts, then read their answers and fault pages in on threads (forking after threads start could
+        copy a lock they hold)."""
+        self.next_start = lo
+        read_fd, self.jobs = os.pipe()
+        children: list[tuple[int, int]] = []
+        for _ in range(self.parts):
+            close = [self.jobs, *(fd for _, fd in children)]
+            children.append(_fork_worker(functools.partial(_work, self.text, read_fd, close)))
+        os.close(read_fd)
+        heap.one_arena()  # the threads' allocations in the loader's own heap, which the parse's end trims
+        self.answers = _Answers(children)
         self.faults = _FaultAhead(self.text, self.capacity)
 
-    def tell(self, hi: int) -> None:
-        message = _MESSAGE.pack(self.size, hi)
-        for fd in self.feeds:
-            with contextlib.suppress(OSError):  # the part died: merging says so
-                os.write(fd, message)
+    def inflate(self, until: int | None = None) -> bool:
+        """Inflate into the map until ``until`` bytes are there (None: all), posting jobs and merging answers on
+        the way; False when the text has ended."""
+        try:
+            for piece in self.pieces:
+                if self.faults is not None:
+                    self.faults.ahead_of(self.size + len(piece))
+                self.text[self.size:self.size + len(piece)] = piece
+                self.size += len(piece)
+                if self.answers is not None:
+                    self.post()
+                    self.merge(wait=False)
+                    while self._at_bound():
+                        self.merge(wait=True, one=True)  # the text not parsed yet is at its bound: wait for a job
+                if until is not None and self.size >= until:
+                    return True
+        except _TooLarge:  # beyond the map (or the limit: the usual path says so)
+            raise ParallelBuildFailed("the text is larger than expected") from None
+        return False
 
-    def finish(self, hi: int) -> None:
-        """Tell the parts where the array ends; the pages faulted in beyond the text go."""
-        self.tell(hi)
-        for fd in self.feeds:
-            os.close(fd)
-        self.feeds = []
+    def _at_bound(self) -> bool:
+        """Whether the text from the first job not merged on is more than :attr:`resident` (a job not yet posted,
+        one event longer than that, is no reason to wait: nothing would come)."""
+        return self.merged < len(self.starts) and self.size - self.starts[self.merged] > self.resident
+
+    def post(self, hi: int | None = None) -> None:
+        """Post every job whose text is inflated (with ``hi``, the array's end: the rest, as the last)."""
+        while True:
+            if hi is not None:
+                found = _SEPARATOR.search(self.text, self.next_start + self.job, hi)
+                stop, after = (found.start(), found.end() - 1) if found is not None else (hi, hi)
+            else:
+                found = _SEPARATOR.search(self.text, self.next_start + self.job, self.size)
+                if found is None:
+                    return
+                stop, after = found.start(), found.end() - 1
+            os.write(self.jobs, _JOB.pack(len(self.starts), self.next_start, stop))
+            self.starts.append(self.next_start)
+            self.next_start = after
+            if hi is not None and stop >= hi:
+                return
+
+    def merge(self, wait: bool, one: bool = False) -> None:
+        """Merge the posted jobs' answers that have come, in order (``wait``: until all have; ``one``: one)."""
+        assert self.answers is not None
+        while self.merged < len(self.starts):
+            part = self.answers.take(self.merged, wait)
+            if part is None:
+                return
+            self.builder.absorb(*part)
+            self.merged += 1
+            if self.progress:
+                self.progress(min(1.0, 0.5 + 0.5 * self.merged / max(1, len(self.starts))))
+            if one:
+                return
+
+    def finish(self, hi: int) -> ModelBuilder:
+        """The last job (up to the array's end), no more jobs, every answer merged; the pages faulted in beyond the
+        text go."""
         if self.faults is not None:
             self.faults.close()
             self.faults = None
         remove(self.text, self.size, self.capacity)
+        if self.next_start < hi:
+            self.post(hi)
+        os.close(self.jobs)
+        self.jobs = -1
+        self.merge(wait=True)
+        return self.builder
 
     def close(self) -> None:
-        """Stop every part that is still running and wait for them all; unmap the text."""
-        for fd in self.feeds:
-            os.close(fd)
-        self.feeds = []
+        """Stop every part still running and wait for them all; unmap the text."""
+        if self.jobs >= 0:
+            os.close(self.jobs)
         if self.faults is not None:
             self.faults.close()
-        for drain in self.drains:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(drain.pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):  # waited for already
-                drain.part()
-        self.drains = []
+        if self.answers is not None:
+            self.answers.close()
         with contextlib.suppress(BufferError):  # a view still held: the map goes with it
             self.text.close()
 
 
 def stream_parts(packed: bytes, expected: int, limit: int, parts: int,
                  progress: Callable[[float], None] | None = None) -> tuple[ModelBuilder, TraceDocument]:
-    """Inflate ``packed`` (gzip of ``expected`` bytes, at most ``limit``) while ``parts`` forked parts parse
-    it; returns their merged builder (not yet finished) and the document's other keys.
+    """Inflate ``packed`` (gzip of ``expected`` bytes, at most ``limit``) while ``parts`` forked parts parse it,
+    job by job; returns their merged builder (not yet finished) and the document's other keys.
 
     Raises :class:`ParallelBuildFailed` whenever the usual path must load the file instead (see the module).
     """
-    loader = _Loader(packed, limit, expected)
+    loader = _Loader(packed, limit, expected, parts, progress)
     try:
         lo = loader.head()
-        loader.fork(cuts(lo, expected, parts), lo)
+        loader.start(lo)
         loader.inflate()
         found = outline_by_text(loader.text, loader.size)
         if found is None or found[1] != lo:
             raise ParallelBuildFailed("not a Kineto trace's layout")
         doc, _, hi = found
-        loader.finish(hi)
-        if progress:
-            progress(0.5)
-        drains, loader.drains = loader.drains, []
-        builder = merge_drained(ModelBuilder(), drains)  # waits for every part, whatever happens
+        builder = loader.finish(hi)
     except _GIVE_UP as err:
         raise ParallelBuildFailed(f"inflating while parsing failed ({err})") from None
     finally:

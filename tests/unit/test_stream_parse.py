@@ -22,7 +22,7 @@ from tests.unit.test_load_paths import RANK0, assert_same_model, events, kineto_
 def streamed(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The streamed path for any size; records its outcomes and the parts it forked."""
     seen: dict[str, Any] = {"ok": 0, "failed": [], "forked": []}
-    real, real_fork = stream.stream_parts, stream._fork_part
+    real, real_fork = stream.stream_parts, stream._fork_worker
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -39,8 +39,10 @@ def streamed(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         return pid, fd
 
     monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(stream, "_JOB_MIN", 32 << 10)  # the test traces' text in many jobs
+    monkeypatch.setattr(stream, "_JOB_MAX", 32 << 10)
     monkeypatch.setattr(stream, "stream_parts", spy)
-    monkeypatch.setattr(stream, "_fork_part", fork)
+    monkeypatch.setattr(stream, "_fork_worker", fork)
     return seen
 
 
@@ -54,18 +56,37 @@ def all_waited_for(pids: list[int]) -> bool:
     return True
 
 
-@pytest.mark.parametrize("piece", [64 << 10, 4 << 20])
-def test_streamed_parts_equal_the_usual_path_on_a_real_trace(streamed: dict[str, Any], piece: int,
+@pytest.mark.parametrize("small", [True, False])
+def test_streamed_parts_equal_the_usual_path_on_a_real_trace(streamed: dict[str, Any], small: bool,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """In small pieces, told every piece, the parts start while most of the text is still to be inflated."""
-    monkeypatch.setattr(stream, "_PIECE", piece)
-    monkeypatch.setattr(stream, "_NOTIFY", piece)
+    """Small: jobs of 64 KB from pieces of 64 KB, and at most 1 MB of text not yet parsed (the loader waits for
+    the parts): ~180 jobs; else the jobs' sizes as loads have them: the trace's text (12 MB) in jobs of 4 MB."""
+    ahead: list[int] = []
+    if not small:
+        monkeypatch.setattr(stream, "_JOB_MIN", 4 << 20)
+        monkeypatch.setattr(stream, "_JOB_MAX", 64 << 20)
+    else:
+        monkeypatch.setattr(stream, "_PIECE", 64 << 10)
+        monkeypatch.setattr(stream, "_JOB_MIN", 64 << 10)
+        monkeypatch.setattr(stream, "_JOB_MAX", 64 << 10)
+        monkeypatch.setattr(stream, "_RESIDENT_MIN", 1 << 20)
+        real_post = stream._Loader.post
+
+        def post(self: Any, hi: int | None = None) -> None:
+            if self.merged < len(self.starts):
+                ahead.append(self.size - self.starts[self.merged])
+            real_post(self, hi)
+
+        monkeypatch.setattr(stream._Loader, "post", post)
     one = load_trace(str(RANK0), parts=1)
     many = load_trace(str(RANK0), parts=4)
     assert streamed["ok"] == 1 and not streamed["failed"] and len(streamed["forked"]) == 4
     assert many.n_events == one.n_events == 29630
     assert_same_model(one, many)
     assert all_waited_for(streamed["forked"])
+    if small:  # the text not yet parsed stays within its bound (checked after each piece: one piece and job more)
+        assert len(ahead) > 100 and max(ahead) <= (1 << 20) + (64 << 10) + (128 << 10)
+        assert max(ahead) > 3 * (64 << 10)  # the inflater did run ahead of the parts
 
 
 @pytest.mark.parametrize("nested", [False, True])
@@ -152,8 +173,8 @@ def _tight(cls: type) -> type:
     class Tight(cls):  # type: ignore[misc, valid-type]
         """A map only as large as the expected size (the real one has 16 MB of room, more than this text)."""
 
-        def __init__(self, packed: bytes, limit: int, expected: int) -> None:
-            super().__init__(packed, limit, expected)
+        def __init__(self, packed: bytes, limit: int, expected: int, *args: Any) -> None:
+            super().__init__(packed, limit, expected, *args)
             self.text.close()
             self.capacity = expected
             self.text = mmap.mmap(-1, expected)
@@ -207,11 +228,12 @@ def test_removed_pages_are_gone_for_every_process_and_the_edges_stay() -> None:
     text.close()
 
 
-def test_equal_ranges_cover_the_text_and_three_processes_do_not_stream(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The parts' ranges are equal shares after the array's start; with fewer than four processes (a machine of
-    four cores or fewer) the inflate and the parts would compete for cores: the usual path."""
-    assert stream.cuts(100, 1000, 3) == [(None, 400), (400, 700), (700, None)]
-    assert stream.cuts(0, 10, 1) == [(None, None)]
+def test_jobs_are_a_quarter_of_a_parts_share_within_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job is a quarter of a part's share of the text, 4 to 64 MB; the text not yet parsed at most two jobs a
+    part, at least 1 GiB; fewer than four processes (a machine of four cores or fewer) take the usual path."""
+    assert stream.job_bytes(2000 << 20, 15) == (2000 << 20) // 60
+    assert stream.job_bytes(100 << 20, 15) == 4 << 20 and stream.job_bytes(10 << 30, 15) == 64 << 20
+    assert stream.resident_limit(33 << 20, 15) == 1 << 30 and stream.resident_limit(64 << 20, 15) == 1920 << 20
     monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 0)
     packed = gzip.compress(kineto_text(named_at_random(60000)).encode())
     assert stream.applies(packed, "w.gz", 4, Limits())[0] > 0
