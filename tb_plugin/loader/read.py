@@ -164,7 +164,8 @@ def _inflate_limit(packed: int, name: str, limits: Limits) -> tuple[int, bool, s
         f"of JSON, which need about three times that to load, and {_available(limits)} is available now")
 
 
-# Text beyond this is inflated into a scratch file (``Limits.scratch_dir``) and mapped: the kernel's page cache holds
+# Text beyond this is inflated into a scratch file (``Limits.scratch_dir``) and mapped, where the parse does not stream
+# it (``stream``: fewer than four processes for the file, or it failed): the kernel's page cache holds
 # it, which the parts read and give back page by page (``pages``) and which the machine may reclaim, instead of the
 # loader's own memory (a 10 GB trace's text alone is more than the 8 GB a load of it may take). Below it the text is
 # inflated in memory, in one call: writing it to a file would cost a copy for nothing. Decided up front, by the
