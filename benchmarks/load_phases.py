@@ -435,7 +435,10 @@ def path_rows(records: list[dict[str, Any]], requested: float, ready: float, cor
         return {"phase": phase, "start": t0 - requested, "seconds": t1 - t0, "adds": adds, "cpu": cpu,
                 "busy": cores.busy(t0, t1), "cores": cores.total(t0, t1)}
 
-    steps = [r for r in records if r["phase"] in PATH and r["t0"] < ready]
+    loader = next((r["pid"] for r in records if r["phase"] == "loader: run_job (start)"), None)
+    # the heap trims of the views' processes (``heap.trimming``, every 50 ms) are not on the way: only the loader's
+    steps = [r for r in records if r["phase"] in PATH and r["t0"] < ready
+             and (r["phase"] != "loader: trim the heap" or r["pid"] == loader)]
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
     small, small_s = 0, 0.0  # gaps under SMALL_GAP: how many, seconds
