@@ -175,7 +175,7 @@ def install() -> None:
         (loader, "build_text_parts", "loader: parse in parts", None),
         (stream, "stream_parts", "loader: inflate and parse in parts at once", None),
         (stream._Loader, "inflate", "loader: inflate into the shared map, post jobs, merge the answers come", None),
-        (stream, "_fork_worker", "loader: fork a part", _child),
+        (stream, "fork_worker", "loader: fork a part", _child),
         (stream, "_build_text", "part: parse", _range_mb),
         (loader, "build_model", "loader: parse (from the outline)", None),
         (read, "split_text", "loader: split the text into ranges", None),

@@ -317,3 +317,20 @@ def every_span_route(client: Any, body: dict[str, Any]) -> dict[str, int]:
                     if ids:
                         get(f"trace/event?{q}&id={ids[0]}")
     return statuses
+
+
+@pytest.fixture
+def usual_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The builds the loader's usual path made (one outline decode, then its parts): the parts each was given."""
+    import tb_plugin.loader as loader
+    from tb_plugin.loader import columns
+
+    usual: list[int] = []
+    real = columns.build_model
+
+    def spy(doc: Any, source: str, progress: Any = None, parts: int = 1) -> Any:
+        usual.append(parts)
+        return real(doc, source, progress, parts=parts)
+
+    monkeypatch.setattr(loader, "build_model", spy)
+    return usual

@@ -618,10 +618,24 @@ def _build_text(data: Any, lo: int, hi: int, progress: Callable[[float], None] |
 
 def _fork_part(build: Callable[[], ModelBuilder]) -> tuple[int, int]:
     """Fork a child that runs ``build`` (one range of events) and pickles (strings, tables) into a pipe; returns
-    (pid, fd).
+    (pid, fd)."""
+    return fork_worker(functools.partial(_send, build))
+
+
+def _send(build: Callable[[], ModelBuilder], fd: int) -> None:
+    builder = build()
+    with os.fdopen(fd, "wb") as out:
+        # the blocks as built (ModelBuilder.compact): concatenating them here would hold a second copy at the peak
+        pickle.dump((builder.strings.values, builder.parts, builder.strings.full), out,
+                    protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def fork_worker(body: Callable[[int], None]) -> tuple[int, int]:
+    """Fork a child running ``body(write_fd)``; (pid, the read end of its answers). It exits 0 when ``body``
+    returns, 1 if it raises: the parent sees a short read or the exit code, and builds the file another way.
 
     A plain fork, not multiprocessing: the loader's worker processes are daemons, which multiprocessing forbids
-    to have children, and the child needs nothing but the decoded buffer it inherits copy-on-write.
+    to have children, and the child needs nothing but the text it inherits (copy-on-write, or a shared map).
     """
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -629,12 +643,8 @@ def _fork_part(build: Callable[[], ModelBuilder]) -> tuple[int, int]:
         code = 0
         try:
             os.close(read_fd)
-            builder = build()
-            with os.fdopen(write_fd, "wb") as out:
-                # the chunks as built: concatenating here would hold a second copy at the memory peak
-                pickle.dump((builder.strings.values, builder.parts, builder.strings.full), out,
-                            protocol=pickle.HIGHEST_PROTOCOL)
-        except BaseException:  # noqa: BLE001 - the parent sees a short read and builds the range itself
+            body(write_fd)
+        except BaseException:  # noqa: BLE001 - the parent sees it fail and builds the file another way
             code = 1
         finally:
             os._exit(code)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 
 from ..model import heap
 from . import pages, read
-from .columns import ModelBuilder, ParallelBuildFailed, Part, _build_text
+from .columns import ModelBuilder, ParallelBuildFailed, Part, _build_text, fork_worker
 from .limits import Limits
 from .read import (
     _ARRAY_START,
@@ -118,24 +118,6 @@ def _work(text: mmap.mmap, jobs: int, close: list[int], out: int) -> None:
             pickle.dump((index, builder.strings.values, builder.parts, builder.strings.full), answers,
                         protocol=pickle.HIGHEST_PROTOCOL)
             answers.flush()
-
-
-def _fork_worker(body: Callable[[int], None]) -> tuple[int, int]:
-    """Fork a child running ``body(write_fd)``; (pid, the read end of its answers). It exits 0 when ``body``
-    returns, 1 if it raises (the loader then sees it fail)."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        code = 0
-        try:
-            os.close(read_fd)
-            body(write_fd)
-        except BaseException:  # noqa: BLE001 - the loader sees the exit code and loads the file the usual way
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    return pid, read_fd
 
 
 class _Answers:
@@ -300,7 +282,7 @@ class _Loader:
         children: list[tuple[int, int]] = []
         for _ in range(self.parts):
             close = [self.jobs, *(fd for _, fd in children)]
-            children.append(_fork_worker(functools.partial(_work, self.text, read_fd, close)))
+            children.append(fork_worker(functools.partial(_work, self.text, read_fd, close)))
         os.close(read_fd)
         heap.one_arena()  # the threads' allocations in the loader's own heap, which the parse's end trims
         self.answers = _Answers(children)

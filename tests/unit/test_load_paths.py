@@ -89,17 +89,10 @@ def events(n: int, nested: bool = False) -> list[dict[str, object]]:
 
 
 def test_a_range_that_does_not_parse_falls_back_to_the_usual_parts(tmp_path: Path, text_split: list[str],
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                   usual_builds: list[int]) -> None:
     """Objects nested in an event's args, written across lines, hold separators too: a cut there fails the text
     parts, and the same bytes are built by the usual parallel path (not re-read and built in one process)."""
-    usual: list[int] = []
-    real = columns.build_model
-
-    def spy(doc: object, source: str, progress: object = None, parts: int = 1) -> TraceModel:
-        usual.append(parts)
-        return real(doc, source, progress, parts=parts)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(loader, "build_model", spy)
+    usual = usual_builds
     evs = events(300)
     for ev in evs:  # one big nested list of objects per event: most cuts land inside one
         ev["args"] = {"External id": 1, "list": [{"k": i} for i in range(40)]}

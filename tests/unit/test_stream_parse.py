@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-import tb_plugin.loader as loader
 from tb_plugin.loader import Limits, TraceLoadError, columns, load_trace, stream
 from tests.unit.test_load_paths import RANK0, assert_same_model, events, kineto_text
 
@@ -22,7 +21,7 @@ from tests.unit.test_load_paths import RANK0, assert_same_model, events, kineto_
 def streamed(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The streamed path for any size; records its outcomes and the parts it forked."""
     seen: dict[str, Any] = {"ok": 0, "failed": [], "forked": []}
-    real, real_fork = stream.stream_parts, stream._fork_worker
+    real, real_fork = stream.stream_parts, stream.fork_worker
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -42,7 +41,7 @@ def streamed(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(stream, "_JOB_MIN", 32 << 10)  # the test traces' text in many jobs
     monkeypatch.setattr(stream, "_JOB_MAX", 32 << 10)
     monkeypatch.setattr(stream, "stream_parts", spy)
-    monkeypatch.setattr(stream, "_fork_worker", fork)
+    monkeypatch.setattr(stream, "fork_worker", fork)
     return seen
 
 
@@ -113,17 +112,10 @@ def test_two_gzip_members_stream_as_one_text(tmp_path: Path, streamed: dict[str,
 
 
 def test_a_range_that_does_not_parse_falls_back_to_the_usual_path(tmp_path: Path, streamed: dict[str, Any],
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                   usual_builds: list[int]) -> None:
     """Objects nested in an event's args, across lines, hold separators: a cut there fails the streamed parts,
     which are all waited for, and the usual path (one outline decode, then parts) builds the same bytes."""
-    usual: list[int] = []
-    real = columns.build_model
-
-    def spy(doc: object, source: str, progress: object = None, parts: int = 1) -> Any:
-        usual.append(parts)
-        return real(doc, source, progress, parts=parts)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(loader, "build_model", spy)
+    usual = usual_builds
     evs = events(300)
     for ev in evs:
         ev["args"] = {"External id": 1, "list": [{"k": i} for i in range(40)]}
