@@ -78,8 +78,10 @@ def test_streamed_parts_equal_the_usual_path_on_a_real_trace(streamed: dict[str,
 
         monkeypatch.setattr(stream._Loader, "post", post)
     one = load_trace(str(RANK0), parts=1)
-    many = load_trace(str(RANK0), parts=4)
+    reported: list[float] = []
+    many = load_trace(str(RANK0), parts=4, progress=reported.append)
     assert streamed["ok"] == 1 and not streamed["failed"] and len(streamed["forked"]) == 4
+    assert reported == sorted(reported) and 0.45 <= reported[-1] <= 1.0  # a progress bar never goes back
     assert many.n_events == one.n_events == 29630
     assert_same_model(one, many)
     assert all_waited_for(streamed["forked"])
