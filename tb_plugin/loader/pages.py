@@ -55,7 +55,6 @@ def give_back(buffer: bytes | bytearray, start: int, stop: int) -> int:
     return last - first
 
 
-
 def address(buffer: Any) -> int:
     """Where ``buffer`` (bytes, a writable map) starts in this process's memory (no view of it is kept)."""
     view = np.frombuffer(buffer, dtype=np.uint8)

@@ -212,15 +212,18 @@ class _FaultAhead:
 
     def __init__(self, text: mmap.mmap, capacity: int) -> None:
         self.address, self.capacity = pages.address(text), capacity
-        self.done = self.want = 0
+        self.done = self.want = self.floor = 0
         self.stopped = False
         self.ready = threading.Condition()
         self.thread = threading.Thread(target=self._run, name="fault-ahead", daemon=True)
         self.thread.start()
 
     def ahead_of(self, size: int) -> None:
+        """The inflater writes from ``size`` on: fault in up to :data:`_AHEAD` beyond it, never behind it (a page
+        behind may be parsed and removed already: faulting it in again would hold it until the map goes)."""
         with self.ready:
             self.want = min(self.capacity, size + _AHEAD)
+            self.floor = size
             self.ready.notify()
 
     def close(self) -> None:
@@ -236,7 +239,7 @@ class _FaultAhead:
                     self.ready.wait()
                 if self.stopped:
                     return
-                start, stop = self.done, self.want
+                start, stop = max(self.done, self.floor), self.want
             if not pages.populate(self.address, start, stop):
                 return
             self.done = stop
