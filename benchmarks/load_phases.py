@@ -538,6 +538,45 @@ def _f(value: Any, width: int = 7, digits: int = 3) -> str:
     return f"{value:{width}.{digits}f}" if isinstance(value, (int, float)) else f"{'–':>{width}}"
 
 
+STREAMED = "loader: inflate and parse in parts at once"
+
+
+def job_rows(records: list[dict[str, Any]], role: dict[int, str], requested: float) -> list[dict[str, Any]]:
+    """Per job of a streamed parse (``loader/stream.py``), in the text's order: the part that parsed it, its MB,
+    parse start / end, CPU s per 100 MB, and when the loader merged it (s from the request); empty when the parse
+    was not streamed. The jobs are ordered by where their text starts, the merges by time (they are in order)."""
+    loader = next((pid for pid, name in role.items() if name == "loader"), None)
+    if loader is None or not any(r["phase"] == STREAMED for r in records):
+        return []
+    parts = [r.get("child") for r in records if r["pid"] == loader and r["phase"] == "loader: fork a part"]
+    jobs = sorted((r for r in records if r["phase"] == "part: parse" and r["pid"] in parts),
+                  key=lambda r: r.get("at_mb", 0.0))
+    merges = sorted((r for r in records if r["pid"] == loader and r["phase"] == "loader: merge a part"),
+                    key=lambda r: r["t0"])
+    rows = []
+    for k, job in enumerate(jobs):
+        merge = merges[k] if k < len(merges) else None
+        mb = job.get("mb")
+        rows.append({"job": k, "part": parts.index(job["pid"]) + 1, "at_mb": job.get("at_mb"), "mb": mb,
+                     "parse_start": round(job["t0"] - requested, 3), "parse_end": round(job["t1"] - requested, 3),
+                     "cpu_s_per_100mb": round(100 * job["cpu"] / mb, 2) if mb else None,
+                     "merge_start": round(merge["t0"] - requested, 3) if merge else None,
+                     "merged": round(merge["t1"] - requested, 3) if merge else None})
+    return rows
+
+
+def _job_lines(jobs: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "## the streamed parse's jobs (s from the request; wait: from the job's end to its merge)",
+             f"{'job':>4} {'part':>4} {'at MB':>8} {'MB':>6} {'start':>7} {'end':>7} {'cpu/100MB':>9} {'merge':>7} "
+             f"{'merged':>7} {'wait':>6}"]
+    for j in jobs:
+        wait = j["merge_start"] - j["parse_end"] if j["merge_start"] is not None else None
+        lines.append(f"{j['job']:>4} {j['part']:>4} {_f(j['at_mb'], 8, 1)} {_f(j['mb'], 6, 1)} "
+                     f"{_f(j['parse_start'])} {_f(j['parse_end'])} {_f(j['cpu_s_per_100mb'], 9, 2)} "
+                     f"{_f(j['merge_start'])} {_f(j['merged'])} {_f(wait, 6)}")
+    return lines
+
+
 def report(result: dict[str, Any]) -> str:
     """The timeline, the parts, every phase, and the way to ready, as text."""
     events = f"{result['events']:,} events" if result["events"] is not None else result["error"]
@@ -554,7 +593,10 @@ def report(result: dict[str, Any]) -> str:
         extra = {k: v for k, v in r.items() if k not in ("pid", "ppid", "phase", "t0", "t1", "cpu", "role")}
         lines.append(f"{r['t0']:8.3f} {r['t1']:8.3f} {r['t1'] - r['t0']:7.3f} {_f(r.get('cpu'), 6, 2)}  "
                      f"{r['role'] + ' ' + str(r['pid']):<14} {r['phase']}{' ' + json.dumps(extra) if extra else ''}")
-    lines += ["", "## the parse's parts (s from the request; part 0 is the loader's own range)",
+    if result.get("job_table"):
+        lines += _job_lines(result["job_table"])
+    lines += ["", "## the parse's parts (s from the request; part 0 is the loader's own range; streamed: each "
+              "part's first job)",
               f"{'part':>4} {'pid':>7} {'MB':>6} {'forked':>7} {'start':>7} {'end':>7} {'parse s':>7} "
               f"{'cpu/100MB':>9} {'pickled':>7} {'read':>7} {'read end':>8} {'merge':>7} {'merged':>7}"]
     for p in result["part_table"]:
@@ -627,6 +669,7 @@ def measure(trace: Path, parts: int | None, mode: str, after: bool, interval: fl
             "path": path_rows(records, requested, ready, cores),
             "phases": phase_rows(records, role, requested, cores),
             "part_table": part_rows(records, role, requested),
+            "job_table": job_rows(records, role, requested),
             "records": [{**r, "t0": round(r["t0"] - requested, 4), "t1": round(r["t1"] - requested, 4),
                          "role": role.get(r["pid"], "other")} for r in records]}
 
