@@ -42,6 +42,19 @@ class Job:
     batch: Batch | None = field(default=None, repr=False)  # the loader process it shares with small files
     alone: bool = False  # the process it shared died while loading it: it is tried again in one of its own
 
+    @property
+    def holds_slot(self) -> bool:
+        """Loading in a process that has not ended (or has none yet): it counts against the loader slots. One that
+        has ended holds none, though the answers it left (a shared process's: one file a turn) are still to read."""
+        return self.state == LOADING and not self.lazy and (self.process is None or self.process.is_alive())
+
+    @property
+    def answer_frees_slot(self) -> bool:
+        """Its answer, just come, frees its process's slot: the process is alive (an ended one holds none anyway)
+        and not going on with the next small file of its batch."""
+        return ((self.batch is None or not self.batch.waiting) and self.process is not None
+                and self.process.is_alive())
+
 
 @dataclass(eq=False)
 class Batch:

@@ -247,10 +247,8 @@ class LoadScheduler:
                 while self._wake_r.poll():
                     self._wake_r.recv()
             done = {id(job): job for obj, job in running.items() if obj in ready}  # conn and sentinel: once
-            with self._lock:  # answered, still alive (an ended one holds no slot anyway); a process shared by
-                freed = sum(1 for job in done.values()  # small files goes on with the next one: not freed
-                            if (job.batch is None or not job.batch.waiting) and job.process is not None
-                            and job.process.is_alive())
+            with self._lock:
+                freed = sum(1 for job in done.values() if job.answer_frees_slot)
             if freed:  # their slots are free: the next files start before these entries are opened (when many
                 self._start_jobs(freed=freed)  # loaders answer at once, opening them all first left cores idle)
             for job in done.values():
@@ -269,10 +267,7 @@ class LoadScheduler:
         something may have put it there (a cluster's parse)."""
         with self._lock:
             queued = [job for job in self._jobs.values() if job.state == QUEUED]
-            # a loader process that has ended holds no slot, though the answers it left (a shared process's: one
-            # file a turn of the loop) are still to be read
-            busy = sum(1 for job in self._jobs.values() if job.state == LOADING and not job.lazy
-                       and (job.process is None or job.process.is_alive())) - freed
+            busy = sum(1 for job in self._jobs.values() if job.holds_slot) - freed
             waiting = sum(1 for job in self._jobs.values() if job.state in (LOADING, QUEUED) and not job.lazy)
             shared_done = self._adopted.done if self._adopted is not None else set()
         adopt, parse = [], []
