@@ -39,10 +39,11 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
     del raw
     limits = limits or Limits()
     text_split = True
-    expected, limit = stream.applies(packed, name, parts, limits)
+    expected, limit = stream.applies(packed, parts, limits)
     if expected:  # the parts parse while the text is inflated
         try:
-            builder, doc = stream.stream_parts(packed, expected, limit, parts, report)
+            builder, doc = stream.stream_parts(packed, expected, limit, parts, report,
+                                               lambda events: require_event_count(events, name, limits))
         except ParallelBuildFailed:  # the usual path, which says what is wrong with the file if anything is
             text_split = False
         else:

@@ -151,9 +151,14 @@ class _TooLarge(Exception):
     """Inflating went past its limit."""
 
 
+def ratio_limit(packed: int, limits: Limits) -> int:
+    """How many bytes ``packed`` bytes of gzip may inflate to before they look like a decompression bomb."""
+    return max(int(limits.max_ratio * packed), limits.always_inflate_bytes)
+
+
 def _inflate_limit(packed: int, name: str, limits: Limits) -> tuple[int, bool, str]:
     """How many bytes ``packed`` bytes of gzip may inflate to, whether breaking it is lasting, and the reason."""
-    by_ratio = max(int(limits.max_ratio * packed), limits.always_inflate_bytes)
+    by_ratio = ratio_limit(packed, limits)
     if limits.max_text_bytes is None or by_ratio <= limits.max_text_bytes:
         return by_ratio, True, (
             f"{name}: refused: its {mebibytes(packed)} of gzip data inflate to more than {mebibytes(by_ratio)}, "

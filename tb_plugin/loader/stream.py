@@ -38,10 +38,10 @@ from .read import (
     _ARRAY_START,
     _SEPARATOR,
     GZIP_MAGIC,
-    _inflate_limit,
     _TooLarge,
     outline_by_text,
     projected_size,
+    ratio_limit,
 )
 from .schema import TraceDocument
 
@@ -70,14 +70,16 @@ _MAP_NORESERVE = 0x4000  # Linux (Python's mmap names it from 3.13)
 _JOB = struct.Struct("<qqq")  # (the job's number, its first byte, the byte after its last event)
 
 
-def applies(packed: bytes, name: str, parts: int, limits: Limits) -> tuple[int, int]:
+def applies(packed: bytes, parts: int, limits: Limits) -> tuple[int, int]:
     """(the bytes ``packed`` will inflate to, the most it may inflate to) if this path should load it, else (0, 0):
     gzip, :data:`STREAM_MIN_PARTS` processes or more on a platform that forks, and text expected between
-    :data:`STREAM_MIN_BYTES` and what the usual path would accept."""
+    :data:`STREAM_MIN_BYTES` and what its compression ratio allows (a bomb's bound). Not the memory's bound on the
+    text (``Limits.max_text_bytes``: a third of the memory, for a text the usual path holds whole): here the text
+    is never whole in memory, and the events' bound (``max_events``) is checked as the jobs are merged."""
     if (parts < STREAM_MIN_PARTS or packed[:2] != GZIP_MAGIC or not hasattr(os, "fork")
             or not sys.platform.startswith("linux")):
         return 0, 0
-    limit = _inflate_limit(len(packed), name, limits)[0]
+    limit = ratio_limit(len(packed), limits)
     expected = expected_size(packed)
     if expected < STREAM_MIN_BYTES or expected > limit:
         return 0, 0
@@ -249,7 +251,7 @@ class _Loader:
     """The loader's side: the map and its inflater, the jobs posted, the parts and their answers, the merge."""
 
     def __init__(self, packed: bytes, limit: int, expected: int, parts: int,
-                 progress: Callable[[float], None] | None) -> None:
+                 progress: Callable[[float], None] | None, check: Callable[[int], None] | None = None) -> None:
         self.capacity = min(limit, expected + expected // 4 + (16 << 20))
         # shared and anonymous (what the parts see as it is written); reserved page by page as written
         self.text = mmap.mmap(-1, self.capacity, flags=mmap.MAP_SHARED | _MAP_NORESERVE)
@@ -257,7 +259,7 @@ class _Loader:
         self.size, self.expected, self.parts = 0, expected, parts
         self.job = job_bytes(expected, parts)
         self.resident = resident_limit(self.job, parts)
-        self.progress = progress
+        self.progress, self.check = progress, check
         self.jobs = -1  # the write end of the jobs' pipe
         self.starts: list[int] = []  # where each job posted starts
         self.next_start = 0
@@ -342,6 +344,8 @@ class _Loader:
                 return
             self.builder.absorb(*part)
             self.merged += 1
+            if self.check:  # e.g. too many events for the memory: fails the load now, not once all is parsed
+                self.check(self.builder.n_events)
             if self.progress:  # the text merged so far, of the text expected: never backwards
                 self.progress(0.45 + 0.55 * min(1.0, self.starts[self.merged - 1] / max(1, self.expected)))
             if one:
@@ -374,13 +378,15 @@ class _Loader:
 
 
 def stream_parts(packed: bytes, expected: int, limit: int, parts: int,
-                 progress: Callable[[float], None] | None = None) -> tuple[ModelBuilder, TraceDocument]:
+                 progress: Callable[[float], None] | None = None,
+                 check: Callable[[int], None] | None = None) -> tuple[ModelBuilder, TraceDocument]:
     """Inflate ``packed`` (gzip of ``expected`` bytes, at most ``limit``) while ``parts`` forked parts parse it,
-    job by job; returns their merged builder (not yet finished) and the document's other keys.
+    job by job; returns their merged builder (not yet finished) and the document's other keys. ``check(events)``
+    after each job merged may raise (a ``TraceLoadError``: it goes to the caller as it is).
 
     Raises :class:`ParallelBuildFailed` whenever the usual path must load the file instead (see the module).
     """
-    loader = _Loader(packed, limit, expected, parts, progress)
+    loader = _Loader(packed, limit, expected, parts, progress, check)
     try:
         lo = loader.head()
         loader.start(lo)

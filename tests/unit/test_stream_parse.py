@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import tb_plugin.loader as loader
 from tb_plugin.loader import Limits, TraceLoadError, columns, load_trace, pages, stream
 from tests.unit.test_load_paths import RANK0, assert_same_model, events, kineto_text
 
@@ -203,6 +204,33 @@ def test_a_part_that_dies_sends_the_file_to_the_usual_path(tmp_path: Path, strea
     assert_same_model(load_trace(str(path), parts=1), many)
 
 
+def test_text_larger_than_the_memory_bound_streams_and_too_many_events_stop_it_early(
+        tmp_path: Path, streamed: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory's bound on the text (a third of the memory: the usual path holds the text whole) refuses this
+    file on the usual path; streamed, the text is never whole in memory, and it loads. A bound on the events
+    stops the streamed load as the jobs are merged, before the text is all inflated, with the usual reason."""
+    path = tmp_path / "w.1.pt.trace.json.gz"
+    text = kineto_text(events(20000)).encode()
+    path.write_bytes(gzip.compress(text))
+    tight = Limits(max_text_bytes=len(text) // 2, memory_bytes=len(text) * 3 // 2)
+    with pytest.raises(TraceLoadError, match="too large for the memory available"):
+        loader.load_trace(str(path), parts=2, limits=tight)  # the usual path
+    assert_same_model(load_trace(str(path), parts=1), load_trace(str(path), parts=4, limits=tight))
+    assert streamed["ok"] == 1
+
+    monkeypatch.setattr(stream, "_PIECE", 64 << 10)  # merges between pieces, the text in 64 KB jobs
+    monkeypatch.setattr(stream, "_JOB_MAX", 64 << 10)
+    monkeypatch.setattr(stream, "_RESIDENT_MIN", 256 << 10)
+    finished: list[int] = []
+    real_finish = stream._Loader.finish
+    monkeypatch.setattr(stream._Loader, "finish", lambda self, hi: finished.append(hi) or real_finish(self, hi))
+    forked = len(streamed["forked"])
+    with pytest.raises(TraceLoadError, match=r"^w\.1\.pt\.trace\.json\.gz: too many events for the memory "):
+        load_trace(str(path), parts=4, limits=Limits(max_events=5000))
+    assert finished == [] and len(streamed["forked"]) == forked + 4  # stopped while inflating
+    assert all_waited_for(streamed["forked"])
+
+
 def test_removed_pages_are_gone_for_every_process_and_the_edges_stay() -> None:
     """``MADV_REMOVE`` on the shared map frees the pages for the loader too (which wrote them), unlike the
     ``MADV_DONTNEED`` of a private copy: what a part has decoded is no longer anyone's memory."""
@@ -230,8 +258,8 @@ def test_jobs_are_a_quarter_of_a_parts_share_within_bounds(monkeypatch: pytest.M
     assert stream.resident_limit(33 << 20, 15) == 1 << 30 and stream.resident_limit(64 << 20, 15) == 1920 << 20
     monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 0)
     packed = gzip.compress(kineto_text(named_at_random(60000)).encode())
-    assert stream.applies(packed, "w.gz", 4, Limits())[0] > 0
-    assert stream.applies(packed, "w.gz", 3, Limits()) == (0, 0)
+    assert stream.applies(packed, 4, Limits())[0] > 0
+    assert stream.applies(packed, 3, Limits()) == (0, 0)
 
 
 def named_at_random(n: int) -> list[dict[str, object]]:
