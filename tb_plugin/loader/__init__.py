@@ -46,9 +46,8 @@ def load_bytes(raw: bytes | list[bytes], name: str, progress: Callable[[float], 
                                                lambda events: require_event_count(events, name, limits))
         except ParallelBuildFailed:  # the usual path, which says what is wrong with the file if anything is
             text_split = False
-        else:
+        else:  # its events were counted against the limit as they were merged
             del packed
-            require_event_count(builder.n_events, name, limits)
             return builder.finish(doc, name)
     data = decompress(packed, name, limits, parts)
     parallel = parts > 1 and len(data) >= PARALLEL_MIN_BYTES

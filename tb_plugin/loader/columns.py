@@ -591,7 +591,7 @@ def _build_text(data: Any, lo: int, hi: int, progress: Callable[[float], None] |
                 give_back: bool = False, drop: Callable[[int, int], Any] | None = None) -> ModelBuilder:
     """Build the events in ``data[lo:hi]``; with ``give_back``, this process drops its pages of the text outside
     that range at once and each chunk's once decoded (``pages.give_back``: the text is never read here again);
-    ``drop(start, stop)`` frees a decoded chunk's text some other way (``stream.remove``)."""
+    ``drop(start, stop)`` frees a decoded chunk's text some other way (``pages.remove``)."""
     from .read import raw_text, text_chunks
 
     if give_back:

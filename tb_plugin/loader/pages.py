@@ -55,6 +55,15 @@ def give_back(buffer: bytes | bytearray, start: int, stop: int) -> int:
     return last - first
 
 
+def remove(text: mmap.mmap, start: int, stop: int) -> None:
+    """Free the whole pages of a shared map inside ``[start, stop)`` for every process that maps it
+    (``MADV_REMOVE``: a shared page one process drops with ``MADV_DONTNEED`` stays for the others)."""
+    first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+    last = stop // mmap.PAGESIZE * mmap.PAGESIZE
+    if last > first:
+        text.madvise(mmap.MADV_REMOVE, first, last - first)
+
+
 def address(buffer: Any) -> int:
     """Where ``buffer`` (bytes, a writable map) starts in this process's memory (no view of it is kept)."""
     view = np.frombuffer(buffer, dtype=np.uint8)

@@ -202,7 +202,7 @@ def _gunzip(raw: bytes, limit: int, scratch_dir: str | None = None, threads: int
             return fast
     if spill:
         assert scratch_dir is not None
-        return _spill(scratch_dir, _pieces(raw, limit))
+        return _spill(scratch_dir, inflated_pieces(raw, limit, _SPILL_PIECE))
     data: bytes | memoryview = memoryview(raw)
     parts: list[bytes] = []
     total = 0
@@ -238,27 +238,33 @@ def projected_size(raw: bytes) -> int:
     return len(out) * len(raw) // max(used, 1)
 
 
-def gzip_inflater() -> Any:
-    """A fresh inflater of one gzip member (ISA-L's where installed)."""
-    return _zlib.decompressobj(wbits=31)
+# Compressed bytes handed to the inflater at a time: its unconsumed tail is copied at every call, so a whole file's
+# input handed at once was copied again for each piece.
+_FEED = 1 << 20
 
 
-def _pieces(raw: bytes, limit: int) -> Iterator[bytes]:
-    """Every member of ``raw`` inflated piece by piece; :class:`_TooLarge` past ``limit`` bytes in all."""
-    data: bytes | memoryview = memoryview(raw)
-    budget = limit
-    while data:
-        inflater = _zlib.decompressobj(wbits=31)
-        while not inflater.eof:
-            piece = inflater.decompress(data, _SPILL_PIECE)
-            data = inflater.unconsumed_tail
-            budget -= len(piece)
-            if budget < 0:
-                raise _TooLarge
-            if not piece and not data:
-                raise EOFError("truncated")
-            yield piece
-        data = inflater.unused_data
+def inflated_pieces(raw: bytes, limit: int, piece: int) -> Iterator[bytes]:
+    """Every gzip member of ``raw`` inflated, ``piece`` bytes at most at a time; :class:`_TooLarge` past ``limit``
+    bytes in all, EOFError if cut short, the inflater's error if corrupt."""
+    view, at, total = memoryview(raw), 0, 0
+    inflater = _zlib.decompressobj(wbits=31)
+    pending: bytes | memoryview = b""
+    while True:
+        if not pending:
+            if at >= len(view):
+                if not inflater.eof:
+                    raise EOFError("truncated")
+                return
+            pending, at = view[at:at + _FEED], at + _FEED
+        if inflater.eof:  # another member starts here
+            inflater = _zlib.decompressobj(wbits=31)
+        out = inflater.decompress(pending, piece)
+        pending = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+        total += len(out)
+        if total > limit:
+            raise _TooLarge
+        if out:
+            yield out
 
 
 def _spill(scratch_dir: str, pieces: Iterator[bytes]) -> Any:

@@ -28,7 +28,7 @@ import signal
 import struct
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from ..model import heap
 from . import pages, read
@@ -39,6 +39,7 @@ from .read import (
     _SEPARATOR,
     GZIP_MAGIC,
     _TooLarge,
+    inflated_pieces,
     outline_by_text,
     projected_size,
     ratio_limit,
@@ -52,7 +53,6 @@ STREAM_MIN_BYTES = 48 << 20
 # parts would compete for cores while they parse, which the usual path (the loader parsing a range itself) avoids.
 STREAM_MIN_PARTS = 4
 _PIECE = 4 << 20  # bytes inflated at a time (a piece stays in cache while it is copied into the map)
-_FEED = 1 << 20  # compressed bytes handed to the inflater at a time (its unconsumed tail is copied every call)
 _HEAD = 1 << 24  # where "traceEvents" must start (as read.outline_by_text)
 # A job: about a quarter of a part's share of the text, 4 to 64 MB (each job's tables cost a pickle and a merge of
 # their own; fewer, larger jobs leave parts idle at the end).
@@ -112,7 +112,7 @@ def _work(text: mmap.mmap, jobs: int, close: list[int], out: int) -> None:
     map) and send (number, strings, tables, long texts) at once."""
     for fd in close:
         os.close(fd)
-    drop = functools.partial(remove, text)
+    drop = functools.partial(pages.remove, text)
     with os.fdopen(out, "wb") as answers:
         while message := os.read(jobs, _JOB.size):  # every message is written whole: a read takes one whole
             index, start, stop = _JOB.unpack(message)
@@ -175,38 +175,6 @@ class _Answers:
             thread.join()
 
 
-def remove(text: mmap.mmap, start: int, stop: int) -> None:
-    """Free the map's whole pages inside ``[start, stop)`` for every process (shared memory: ``MADV_REMOVE``)."""
-    first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
-    last = stop // mmap.PAGESIZE * mmap.PAGESIZE
-    if last > first:
-        text.madvise(mmap.MADV_REMOVE, first, last - first)
-
-
-def inflated_pieces(packed: bytes, limit: int) -> Iterator[bytes]:
-    """Every gzip member of ``packed`` inflated, :data:`_PIECE` bytes at most at a time; :class:`read._TooLarge`
-    past ``limit`` bytes in all, EOFError if cut short, the inflater's error if corrupt."""
-    view, at, total = memoryview(packed), 0, 0
-    inflater = read.gzip_inflater()
-    pending: bytes | memoryview = b""
-    while True:
-        if not pending:
-            if at >= len(view):
-                if not inflater.eof:
-                    raise EOFError("truncated")
-                return
-            pending, at = view[at:at + _FEED], at + _FEED
-        if inflater.eof:  # another member starts here
-            inflater = read.gzip_inflater()
-        out = inflater.decompress(pending, _PIECE)
-        pending = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
-        total += len(out)
-        if total > limit:
-            raise _TooLarge
-        if out:
-            yield out
-
-
 class _FaultAhead:
     """Faults the map's pages in a little ahead of the inflater, on a thread of its own (``MADV_POPULATE_WRITE``,
     Linux 5.14 on; elsewhere nothing): never more than :data:`_AHEAD` bytes ahead, so that the text is not all in
@@ -255,7 +223,7 @@ class _Loader:
         self.capacity = min(limit, expected + expected // 4 + (16 << 20))
         # shared and anonymous (what the parts see as it is written); reserved page by page as written
         self.text = mmap.mmap(-1, self.capacity, flags=mmap.MAP_SHARED | _MAP_NORESERVE)
-        self.pieces = inflated_pieces(packed, min(limit, self.capacity))
+        self.pieces = inflated_pieces(packed, min(limit, self.capacity), _PIECE)
         self.size, self.expected, self.parts = 0, expected, parts
         self.job = job_bytes(expected, parts)
         self.resident = resident_limit(self.job, parts)
@@ -357,7 +325,7 @@ class _Loader:
         if self.faults is not None:
             self.faults.close()
             self.faults = None
-        remove(self.text, self.size, self.capacity)
+        pages.remove(self.text, self.size, self.capacity)
         if self.next_start < hi:
             self.post(hi)
         os.close(self.jobs)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import tb_plugin.loader as loader
-from tb_plugin.loader import Limits, TraceLoadError, columns, load_trace, pages, stream
+from tb_plugin.loader import Limits, TraceLoadError, columns, load_trace, pages, read, stream
 from tests.unit.test_load_paths import RANK0, assert_same_model, events, kineto_text
 
 
@@ -173,7 +173,7 @@ def _tight(cls: type) -> type:
             self.text.close()
             self.capacity = expected
             self.text = mmap.mmap(-1, expected)
-            self.pieces = stream.inflated_pieces(packed, expected)
+            self.pieces = read.inflated_pieces(packed, expected, stream._PIECE)
     return Tight
 
 
@@ -240,7 +240,7 @@ def test_removed_pages_are_gone_for_every_process_and_the_edges_stay() -> None:
     start, stop = 3 * mmap.PAGESIZE + 5, 9 * mmap.PAGESIZE + 7
     pid = os.fork()
     if pid == 0:
-        stream.remove(text, start, stop)
+        pages.remove(text, start, stop)
         os._exit(0)
     assert os.waitpid(pid, 0)[1] == 0
     first, last = 4 * mmap.PAGESIZE, 9 * mmap.PAGESIZE  # whole pages inside [start, stop)
@@ -308,6 +308,6 @@ def test_pages_are_faulted_in_only_a_little_ahead_of_the_inflater() -> None:
     assert faults.done == want
     ahead = stream._AHEAD if supported else 0  # from where the inflater writes on: never the pages behind it
     assert ahead <= faulted < ahead + (1 << 20)
-    stream.remove(text, 0, capacity)
+    pages.remove(text, 0, capacity)
     assert shmem_bytes() - before < 1 << 20
     text.close()
