@@ -41,6 +41,12 @@ class Job:
     after: After | None = None  # its loader process, still computing views after the trace turned ready
     batch: Batch | None = field(default=None, repr=False)  # the loader process it shares with small files
     alone: bool = False  # the process it shared died while loading it: it is tried again in one of its own
+    handover: Any = None  # the unlinked file its loader process fills with the parse (``jobs.handover``), until opened
+
+    def take_handover(self) -> Any:
+        """The handed-over file, no longer the job's (whoever takes it closes it: mapped, or let go)."""
+        taken, self.handover = self.handover, None
+        return taken
 
     @property
     def holds_slot(self) -> bool:

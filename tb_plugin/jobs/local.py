@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from . import budget
+from . import budget, handover
 from .after import AfterReady
 from .cache import Stored
 from .forkserver import main_module_hidden, prestart, process_context
@@ -69,13 +69,16 @@ class LocalLoaders:
         progress = [self.ctx.Value("d", 0.0, lock=False) for _ in group]
         parts = budget.parts_for(first.file.size, first.file.url.endswith(".gz"),
                                  min(max(1, loading), self.max_workers))
-        items = [(job.file, str(job.entry), p, send) for job, p, (_, send) in zip(group, progress, pipes)]
+        handovers = [handover.make(job.entry.parent) if len(group) == 1 and job.file.size >= handover.MIN_FILE_BYTES
+                     else None for job in group]  # a small file's entry is copied in milliseconds
+        items = [(job.file, str(job.entry), p, send, h)
+                 for job, p, (_, send), h in zip(group, progress, pipes, handovers)]
         process = self.ctx.Process(target=run_jobs, args=(items, parts, self.stored), name="pytorch-profiler-parse",
                                    daemon=True)
         batch = Batch(process, first, group[1:]) if len(group) > 1 else None
         with self._lock:
-            for job, p, (recv, _) in zip(group, progress, pipes):
-                job.progress, job.conn, job.batch = p, recv, batch
+            for job, p, (recv, _), h in zip(group, progress, pipes, handovers):
+                job.progress, job.conn, job.batch, job.handover = p, recv, batch, h
             first.state = LOADING
         try:
             with main_module_hidden():
@@ -84,6 +87,7 @@ class LocalLoaders:
             with self._lock:
                 for job in group:
                     job.batch = None
+                    _let_go(job)
                     fail(job, f"cannot start a loader process: {err}")
             return
         finally:
@@ -94,10 +98,13 @@ class LocalLoaders:
             self.started += len(group)
             self.processes += 1
 
-    def stop(self, job: Job) -> None:
+    def stop(self, job: Job, keep_handover: bool = False) -> None:
         """Kill the job's process if it runs and close its pipe, and one computing its views after ready (called
         with the lock held). A file waiting its turn in a shared process leaves it; the one loading there takes
-        the process down, and the files after it go back to the queue."""
+        the process down, and the files after it go back to the queue. The file handed over for its parse is let
+        go, unless ``keep_handover`` (it answered: the scheduler opens it)."""
+        if not keep_handover:
+            _let_go(job)
         batch, job.batch = job.batch, None
         if batch is not None and batch.current is not job:  # waiting, or answered and handed on
             batch.waiting[:] = [other for other in batch.waiting if other is not job]  # by identity, not fields
@@ -148,7 +155,7 @@ class LocalLoaders:
             if message is not None:
                 self.hand_on(job)
             if self.after is None or not last or not self.after.keep(job, message):  # else: views after ready
-                self.stop(job)
+                self.stop(job, keep_handover=message is not None and message[0] == "ok")
             job.batch = None  # answered or dead: no longer waits in a process (a job queued again must start)
             if message is None and shared and not job.alone:  # the shared process died loading it: try it alone
                 requeue(job)
@@ -184,8 +191,15 @@ class LocalLoaders:
                           "the file on a stalled mount or store? the limit is --profiler_load_timeout)")
 
 
+def _let_go(job: Job) -> None:
+    taken = job.take_handover()
+    if taken is not None:
+        taken.close()
+
+
 def requeue(job: Job) -> None:
     """Back to the queue, as before its process started (its pipe closed): the process it shared ended."""
+    _let_go(job)
     if job.conn is not None:
         job.conn.close()
     job.state, job.process, job.conn, job.progress, job.batch = QUEUED, None, None, None, None

@@ -11,11 +11,14 @@ import threading
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from ..catalog.catalog import TraceFile
 from ..model.tables import MODEL_FILES, TraceModel, model_of
-from . import entries
+from . import entries, handover
 from .cache import SOURCE_FILE, ParseCache, Stored
+from .entries import BadEntry
+from .handover import Handover
 from .job import LOADING, QUEUED, READY, Job, ready
 from .shared import SUMMARY_FILES
 
@@ -72,22 +75,42 @@ class EntryOpener:
         self._on_preprocessed = on_preprocessed
         self._summary_reader = ThreadPoolExecutor(1, thread_name_prefix="pytorch-profiler-summaries")
 
-    def open(self, entry: Path) -> TraceModel:
+    def open(self, entry: Path, handed: Handover | None = None, layout: Any = None) -> TraceModel:
         """The model of a cache entry, from a verified private copy of its files (``jobs.entries``; BadEntry when it
         cannot be used), with what the loader process stored beside it (a damaged extra is dropped: it is computed
-        again on first use)."""
-        opened = self.cache.open(entry, MODEL_FILES, lambda name: name not in NOT_MODEL)
-        for name, reason in opened.dropped.items():
-            log.warning("ignoring %s in the cache entry %s: %s", name, entry, reason)
-        model = model_of(opened.files)
+        again on first use). ``handed``, with the ``layout`` its loader sent: the same files in the file the server
+        handed that process (``jobs.handover``), mapped without a copy; the entry is copied as usual when they
+        cannot be used."""
+        files = self._handed(entry, handed, layout) if handed is not None else None
+        if files is None:
+            opened = self.cache.open(entry, MODEL_FILES, lambda name: name not in NOT_MODEL)
+            for name, reason in opened.dropped.items():
+                log.warning("ignoring %s in the cache entry %s: %s", name, entry, reason)
+            files = opened.files
+        model = model_of(files)
         if self.stored is not None:
             try:
-                self.stored.attach(model, opened.files)
+                self.stored.attach(model, files)
             except Exception as err:  # noqa: BLE001 - see the docstring
                 log.warning("ignoring the stored results in %s: %s", entry, err)
             for name in entries.part_names(entry):  # added after the entry was published (views after ready)
                 self.attach_part(model, entry, name)
         return model
+
+    def _handed(self, entry: Path, handed: Handover, layout: Any) -> dict[str, Any] | None:
+        """The files handed over for ``entry`` (counted as the cache's use of it), or None (let go) when there are
+        none or they cannot be used."""
+        if layout is None:
+            handed.close()
+            return None
+        try:
+            files = handover.adopt(handed, layout, MODEL_FILES, lambda name: name not in NOT_MODEL)
+        except BadEntry as err:
+            log.warning("opening the cache entry %s instead of the parse handed over: %s", entry, err)
+            return None
+        self.cache.touch(entry)
+        self.cache.added(entry)
+        return files
 
     def attach_part(self, model: TraceModel, entry: Path, name: str) -> bool:
         """Give ``model`` the part ``name`` added to its entry after ready, verified on its own; False (it is

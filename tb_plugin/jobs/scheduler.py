@@ -345,6 +345,8 @@ class LoadScheduler:
         """A loader process answered or died: open what it wrote (parsed again when that cannot be read back), or
         remember a lasting failure so the next start says it at once."""
         message = self.local.answer(job)
+        with self._lock:
+            handed = job.take_handover()
         if message is None:
             return
         status, payload, *rest = message
@@ -353,7 +355,7 @@ class LoadScheduler:
                 self.cache.remember_failure(job.entry, str(payload))
             return
         try:
-            model = self.entries.open(job.entry)
+            model = self.entries.open(job.entry, handed, payload.get("handover") if isinstance(payload, dict) else None)
         except Exception as err:  # noqa: BLE001 - damaged between its writing and now: parsed again, twice at most
             self.entries.damaged(job, str(err))
             with self._lock:

@@ -10,6 +10,7 @@ import contextlib
 import shutil
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -24,10 +25,11 @@ from ..model import heap
 from ..model.tables import save
 from . import budget, entries
 from .cache import SOURCE_FILE, Later, Stored
+from .handover import Filler, Handover, Layout, handed_files
 
 
 def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts: int | None = None,
-            stored: Stored | None = None) -> None:
+            stored: Stored | None = None, handover: Handover | None = None) -> None:
     """Entry point of a worker process. Sends ``("ok", stats)`` or ``("error", reason, lasting)`` on ``conn``
     (``lasting``: the file version fails the same way anywhere, see ``loader.errors``). ``stats["later"]``: the
     views it goes on computing after that answer (part → seconds expected), each then told as
@@ -58,10 +60,12 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         holder = [model]
         del model  # _write_entry drops it once saved: the derived results are computed on the parse mapped back
         cores = min(parts or default_parts(), default_parts())
+        layout: list[Layout | None] = []
         later = _write_entry(holder, Path(entry), stored, source[0] if source else None, file,
-                             (cores, budget.views_memory(stats["events"])), started)
+                             (cores, budget.views_memory(stats["events"])), started, handover, layout.append)
         progress.value = 1.0
-        message = ("ok", {**stats, "later": dict(later.parts) if later is not None else {}})
+        message = ("ok", {**stats, "later": dict(later.parts) if later is not None else {},
+                          **({"handover": layout[0]} if layout and layout[0] is not None else {})})
     except TraceLoadError as err:  # the third item: the same file version would fail anywhere (cache it)
         message = ("error", scrub(str(err), access), err.lasting)
     except MemoryError:
@@ -78,6 +82,8 @@ def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts:
         pass  # the server stopped waiting (the file changed or went away, or it is shutting down): nobody to tell
     finally:
         conn.close()
+        if handover is not None:
+            handover.close()
 
 
 def _run_later(later: Later, entry: Path, conn: Connection) -> None:
@@ -94,25 +100,36 @@ def _run_later(later: Later, entry: Path, conn: Connection) -> None:
 
 
 def _write_entry(holder: list[Any], entry: Path, stored: Stored | None, source: bytes | None, file: TraceFile,
-                 share: tuple[int, int], started: float) -> Later | None:
+                 share: tuple[int, int], started: float, handover: Handover | None = None,
+                 handed: Callable[[Layout | None], None] = lambda layout: None) -> Later | None:
     """Build the entry in a private folder of the cache, seal it and rename it into place (``jobs.entries``): no
     one ever sees it half written, and a server that published the same entry first wins. The model (the one item
     of ``holder``) is dropped once saved: what is stored beside it is computed on the parse mapped back, as the
     server opens it, and this copy would only double the memory. What ``stored`` leaves for after "ready" (the
     parse took ``time.monotonic() - started`` seconds) is returned, to be run once the entry is published; ``share``:
-    the processes and the bytes its views may take (``budget.views_memory``)."""
+    the processes and the bytes its views may take (``budget.views_memory``). With a ``handover``, the entry's files
+    are copied into it too, the model's while the stored views compute (``jobs.handover``), and ``handed`` gets
+    where each lies (None: the copy failed, the server opens the entry)."""
     built = entries.staging(entry.parent)
     later = None
+    filler = None
     try:
         save(holder.pop(), built)
+        if handover is not None:
+            filler = Filler(handover, built)
+            filler.start(handed_files(built))
         if stored is not None:
             heap.trim_heap()  # the parse's freed pages: the processes forked for the views would count them
             later = _save_derived(stored, str(built), file, share, time.monotonic() - started)
+        if filler is not None:
+            handed(filler.finish(handed_files(built)))
         if source is not None:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (built / SOURCE_FILE).write_bytes(source)
         entries.seal(built)
         entries.publish(built, entry)
     finally:
+        if filler is not None:
+            filler.wait()  # a failure on the way: the child is not left behind
         shutil.rmtree(built, ignore_errors=True)
     return later
 
@@ -127,9 +144,9 @@ def _save_derived(stored: Stored, entry: str, file: TraceFile, share: tuple[int,
         return None
 
 
-def run_jobs(jobs: list[tuple[TraceFile, str, Any, Connection]], parts: int | None = None,
+def run_jobs(jobs: list[tuple[TraceFile, str, Any, Connection, Handover | None]], parts: int | None = None,
              stored: Stored | None = None) -> None:
     """Entry point of a loader process: :func:`run_job` for each file in turn, each answering on its own pipe (one
     file, or small files sharing the process: ``jobs.local.groups``)."""
-    for file, entry, progress, conn in jobs:
-        run_job(file, entry, progress, conn, parts, stored)
+    for file, entry, progress, conn, handover in jobs:
+        run_job(file, entry, progress, conn, parts, stored, handover)
