@@ -153,7 +153,7 @@ def install() -> None:
 
     from tb_plugin import loader
     from tb_plugin.api import warm
-    from tb_plugin.jobs import entries, local, opening, scheduler, worker
+    from tb_plugin.jobs import entries, handover, local, opening, scheduler, worker
     from tb_plugin.loader import columns, read, stream
     from tb_plugin.model import heap
 
@@ -195,6 +195,8 @@ def install() -> None:
         (warm, "compute_part", "view: compute", _view),
         (warm, "timeline_index", "view: trace index", None),
         (warm, "write_index", "view: write the index", None),
+        (handover.Filler, "start", "loader: hand over the model (a forked copy)", None),
+        (handover.Filler, "finish", "loader: hand over the rest", None),
         (entries, "seal", "loader: seal the entry", None),
         (entries, "publish", "loader: publish the entry", None),
         (worker, "_run_later", "loader: views after ready", None),
@@ -203,6 +205,7 @@ def install() -> None:
         (local.LocalLoaders, "answer", "server: take the answer", None),
         (opening.EntryOpener, "open", "server: open the entry", None),
         (entries, "open_entry", "server: open: copy and verify the files", None),
+        (handover, "adopt", "server: open: map the parse handed over", None),
         (opening, "model_of", "server: open: the model from its files", None),
         (warm.WarmViews, "attach", "server: open: attach the stored views", None),
         (scheduler.LoadScheduler, "_trim", "server: trim the parse cache", None),
@@ -377,7 +380,8 @@ PATH = ("server: start the loader process", "loader: run_job (start)", "loader: 
         "loader: outline (one decode of the whole text)", "loader: parse in parts",
         "loader: inflate and parse in parts at once", "loader: parse (from the outline)",
         "loader: finish", "loader: save the parse to the cache", "loader: trim the heap",
-        "loader: stored views before ready", "loader: seal the entry", "loader: publish the entry",
+        "loader: stored views before ready", "loader: hand over the rest", "loader: seal the entry",
+        "loader: publish the entry",
         "server: take the answer", "server: open the entry", "server: trim the parse cache", "server: ready")
 
 
