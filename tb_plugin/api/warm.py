@@ -68,7 +68,7 @@ from ..catalog.catalog import TraceFile
 from ..model import heap, stash
 from ..model.derived import Computing, _key, memoized, seed
 from ..model.optree import host_tree
-from ..model.tables import TraceModel, load
+from ..model.tables import TraceModel, load, model_of
 from ..timeline import counters, flows
 from ..timeline.index import depth_of_rows, timeline_index
 from ..timeline.pyramid import LanePyramid, Level, LongEvents, pyramids, seed_pyramids
@@ -579,6 +579,13 @@ class Later:
         self.model, self.ctx, self.processes = model, ctx, processes
         self.parts = lands  # part → seconds after ready it is expected to land in
         self.forks = forks if forks is not None else _Forks(model, ctx, processes)
+
+    def rebase(self, files: dict[str, Any]) -> None:
+        """The parts not started yet are computed on the model of ``files``, the same parse mapped from the file the
+        server maps (``jobs.handover``): a part's process then reads the server's pages, counted once, where the
+        entry's own files were a second copy of the model (the 2 GB trace's Overview part and the server: the
+        model's 0.9 GB twice at the run's peak)."""
+        self.model = self.forks.model = model_of(files)
 
     def run(self, stage: Callable[[], Path], place: Callable[[Path, str], bool],
             report: Callable[[str, bool], None]) -> None:

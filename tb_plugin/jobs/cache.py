@@ -66,6 +66,10 @@ class Later(Protocol):
         """Compute every part into a folder ``stage()`` gives, ``place(folder, part)`` it into the published entry
         (True when it is there), and ``report(part, ok)`` as each ends."""
 
+    def rebase(self, files: dict[str, pa.Buffer]) -> None:
+        """Compute the parts not started yet on the model of ``files`` (the same parse, mapped from the file handed
+        to the server: ``jobs.handover``), so that their processes and the server share its pages."""
+
 
 class Stored(Protocol):
     """Results derived from a model that the loader process computes and stores in the model's entry, and the server

@@ -143,18 +143,25 @@ def adopt(handover: Handover, layout: Any, required: Iterable[str], wanted: Call
     ``required`` and the others ``wanted`` accepts, as buffers over one read-only map of it. BadEntry when the
     layout is not one or a required file is not in it. The handover itself is closed: the map keeps the file."""
     try:
-        places = _checked(layout, os.fstat(handover.fd).st_size)
-        missing = [name for name in required if name not in places]
+        return mapped(handover.fd, layout, required, wanted)
+    finally:
+        handover.close()
+
+
+def mapped(fd: int, layout: Any, required: Iterable[str], wanted: Callable[[str], bool]) -> dict[str, pa.Buffer]:
+    """:func:`adopt`'s files, the handed-over file left open (the loader maps it too, for the views it computes
+    after "ready": the pages the server maps, counted once)."""
+    required = set(required)
+    try:
+        places = _checked(layout, os.fstat(fd).st_size)
+        missing = sorted(name for name in required if name not in places)
         if missing:
             raise BadEntry(f"{', '.join(missing)} not handed over")
         size = max((offset + length for offset, length in places.values()), default=0)
-        mapped = pa.py_buffer(mmap.mmap(handover.fd, size, access=mmap.ACCESS_READ)) if size else pa.py_buffer(b"")
+        whole = pa.py_buffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ)) if size else pa.py_buffer(b"")
     except OSError as err:
         raise BadEntry(f"the handed-over parse cannot be mapped ({err.strerror or err})") from None
-    finally:
-        handover.close()
-    required = set(required)
-    return {name: mapped.slice(offset, length) for name, (offset, length) in places.items()
+    return {name: whole.slice(offset, length) for name, (offset, length) in places.items()
             if name in required or wanted(name)}
 
 

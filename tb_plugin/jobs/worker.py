@@ -17,15 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy.ma  # noqa: F401 - np.unique imports it on first use (50 ms in every loader process otherwise)
+import pyarrow as pa
 
 from ..catalog.catalog import TraceFile
 from ..catalog.remote import scrub
 from ..loader import TraceLoadError, default_parts, load_trace
 from ..model import heap
-from ..model.tables import save
+from ..model.tables import LONG_TEXTS, MODEL_FILES, save
 from . import budget, entries
 from .cache import SOURCE_FILE, Later, Stored
-from .handover import Filler, Handover, Layout, handed_files
+from .entries import BadEntry
+from .handover import Filler, Handover, Layout, handed_files, mapped
 
 
 def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts: int | None = None,
@@ -122,7 +124,10 @@ def _write_entry(holder: list[Any], entry: Path, stored: Stored | None, source: 
             heap.trim_heap()  # the parse's freed pages: the processes forked for the views would count them
             later = _save_derived(stored, str(built), file, share, time.monotonic() - started)
         if filler is not None:
-            handed(filler.finish(handed_files(built)))
+            layout = filler.finish(handed_files(built))
+            handed(layout)
+            if layout is not None and later is not None:
+                _rebase(later, handover, layout)
         if source is not None:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (built / SOURCE_FILE).write_bytes(source)
         entries.seal(built)
@@ -132,6 +137,16 @@ def _write_entry(holder: list[Any], entry: Path, stored: Stored | None, source: 
             filler.wait()  # a failure on the way: the child is not left behind
         shutil.rmtree(built, ignore_errors=True)
     return later
+
+
+def _rebase(later: Later, handover: Handover | None, layout: Layout) -> None:
+    """The views left for after "ready" computed on the parse handed to the server (``Later.rebase``); on the
+    entry's own files as before when it cannot be mapped here."""
+    try:
+        if handover is not None:
+            later.rebase(mapped(handover.fd, layout, MODEL_FILES, lambda name: name == LONG_TEXTS))
+    except (BadEntry, OSError, ValueError, pa.ArrowException):
+        pass
 
 
 def _save_derived(stored: Stored, entry: str, file: TraceFile, share: tuple[int, int], parse_seconds: float

@@ -30,6 +30,9 @@ class _Gated:
         self.later, self.gate, self.fail = later, gate, fail
         self.parts = later.parts
 
+    def rebase(self, files: dict[str, Any]) -> None:
+        self.later.rebase(files)
+
     def run(self, stage: Callable[[], Path], place: Callable[[Path, str], bool],
             report: Callable[[str, bool], None]) -> None:
         with open(self.gate, "rb") as fh:  # blocks until the test opens the FIFO, returns when it closes it

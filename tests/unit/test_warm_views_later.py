@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tb_plugin.api import answers, warm
-from tb_plugin.jobs import entries
+from tb_plugin.jobs import entries, handover
 from tb_plugin.loader import load_trace
 from tb_plugin.model.derived import _key
 from tb_plugin.model.tables import save
@@ -172,9 +172,17 @@ def test_the_parts_after_ready_start_beside_those_before_it(tmp_path: Path) -> N
     assert got["left"] == []  # the private folders were moved into the staged ones
 
 
+@pytest.mark.parametrize("handed", [False, True], ids=["entry", "handed-over"])
 def test_a_request_while_its_part_is_computed_answers_409_then_the_stored_bytes(
-        tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, handed: bool) -> None:
+    """``handed``: the parse handed to the server (jobs/handover.py), the parts computed after ready on it."""
+    if handed:
+        monkeypatch.setattr(handover, "MIN_FILE_BYTES", 1)
+    opened: list[str] = []
+    real = entries.open_entry
+    monkeypatch.setattr(entries, "open_entry", lambda entry, *a, **k: opened.append(entry.name) or real(entry, *a, **k))
     client, body, gate = _gated(tensorboard_app, monkeypatch, tmp_path)
+    assert bool(opened) != handed  # the server copied the entry, or mapped what was handed over
     (model,) = _models(client, body)
     (q,) = spans(body)
     assert warm.awaiting_any(model) and not warm._stored(model)  # ready with the parse, every part to come
