@@ -89,14 +89,18 @@ def staging(directory: Path) -> Path:
     return folder
 
 
-def seal(folder: Path) -> int:
+def seal(folder: Path, known: dict[str, tuple[int, int]] | None = None) -> int:
     """Write ``folder``'s manifest: the size and CRC-32 of every file in it (hidden files aside). Returns the total
-    size. The manifest goes last: an entry with one is whole."""
+    size. The manifest goes last: an entry with one is whole. ``known``: (size, CRC-32) already read of some files
+    (``jobs.handover``), used where the size still matches."""
     files: dict[str, list[int]] = {}
     for item in sorted(os.scandir(folder), key=lambda e: e.name):
         if item.name.startswith(".") or item.name == MANIFEST or not item.is_file(follow_symlinks=False):
             continue
-        files[item.name] = list(_crc_of_file(Path(item.path)))
+        sum_ = (known or {}).get(item.name)
+        if sum_ is None or sum_[0] != item.stat(follow_symlinks=False).st_size:
+            sum_ = size_and_crc(Path(item.path))
+        files[item.name] = list(sum_)
     tmp = folder / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps({"format": _FORMAT, "files": files}))
     os.replace(tmp, folder / MANIFEST)
@@ -196,7 +200,7 @@ def verify(entry: Path, names: Iterable[str] | None = None) -> str | None:
             return f"{name} is not in its manifest"
         size, crc = listed[name]
         try:
-            if _crc_of_file(entry / name) != (size, crc):
+            if size_and_crc(entry / name) != (size, crc):
                 return f"{name} differs from what was written"
         except OSError:
             return f"{name} is missing"
@@ -326,7 +330,7 @@ def _copy_range(src: int, dst: int, size: int, offset: int) -> int:
     return done
 
 
-def _crc_of_file(path: Path) -> tuple[int, int]:
+def size_and_crc(path: Path) -> tuple[int, int]:
     """(size, CRC-32) of a file, read once (in chunks when large; most files of a small entry are a few KB)."""
     with open(path, "rb") as fh:
         if os.fstat(fh.fileno()).st_size <= _CHUNK:

@@ -15,6 +15,8 @@ server opens the published entry the usual way.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import mmap
 import os
 import sys
@@ -27,6 +29,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 from ..loader.columns import fork_worker
+from . import entries
 from .entries import LOCK, MANIFEST, BadEntry, _copy_range
 
 # A file this small (as stored) is loaded through the cache as before: its entry is copied in milliseconds, and
@@ -92,6 +95,7 @@ class Filler:
         self.layout: Layout = {}
         self.end = 0
         self._child: tuple[int, int] | None = None
+        self.sums: dict[str, tuple[int, int]] = {}  # name → (size, CRC-32) of the files the child copied
 
     def _place(self, names: Iterable[str]) -> list[tuple[str, int, int]]:
         placed = []
@@ -103,9 +107,11 @@ class Filler:
         return placed
 
     def start(self, names: Iterable[str]) -> None:
-        """Copy ``names`` in a forked child (they must not change meanwhile)."""
+        """Copy ``names`` in a forked child (they must not change meanwhile), which also gives their sizes and
+        CRC-32s for the entry's manifest (:attr:`sums`, once :meth:`wait` returned): the seal need not read them
+        again on the way to "ready" (0.17 s of the 2 GB trace's)."""
         placed = self._place(names)
-        self._child = fork_worker(lambda fd: _copy_all(self.folder, self.handover.fd, placed))
+        self._child = fork_worker(lambda fd: _copy_and_sum(self.folder, self.handover.fd, placed, fd))
 
     def finish(self, names: Iterable[str]) -> Layout | None:
         """Copy ``names`` (those not copied yet) here, wait for the child, and give the layout; None when anything
@@ -122,9 +128,22 @@ class Filler:
         if self._child is None:
             return True
         (pid, fd), self._child = self._child, None
-        os.close(fd)
+        with os.fdopen(fd, "rb") as answer:
+            sums = answer.read()
         _, status = os.waitpid(pid, 0)
-        return os.waitstatus_to_exitcode(status) == 0
+        if os.waitstatus_to_exitcode(status) != 0:
+            return False
+        with contextlib.suppress(ValueError, TypeError):
+            self.sums = {str(name): (int(size), int(crc)) for name, (size, crc) in json.loads(sums).items()}
+        return True
+
+
+def _copy_and_sum(folder: Path, fd: int, placed: list[tuple[str, int, int]], answer: int) -> None:
+    """The child's work: the copies, then each file's (size, CRC-32) as JSON on ``answer``."""
+    _copy_all(folder, fd, placed)
+    sums = {name: entries.size_and_crc(folder / name) for name, _, _ in placed}
+    with os.fdopen(answer, "wb") as out:
+        out.write(json.dumps(sums).encode())
 
 
 def _copy_all(folder: Path, fd: int, placed: list[tuple[str, int, int]]) -> None:

@@ -130,7 +130,7 @@ def _write_entry(holder: list[Any], entry: Path, stored: Stored | None, source: 
                 _rebase(later, handover, layout)
         if source is not None:  # a remote original is cached beside its parse: downloads and Perfetto need no new fetch
             (built / SOURCE_FILE).write_bytes(source)
-        entries.seal(built)
+        entries.seal(built, filler.sums if filler is not None else None)
         entries.publish(built, entry)
     finally:
         if filler is not None:

@@ -195,3 +195,25 @@ def test_the_opener_lets_go_of_a_handover_without_a_layout(tmp_path: Path) -> No
     opener = opening.EntryOpener(cache, None, threading.Lock(), lambda: None)
     assert opener._handed(tmp_path, made, None) is None
     assert made.file is None
+
+
+def test_the_sums_the_copying_child_gives_make_the_same_manifest(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    made = handover.make(tmp_path)
+    assert made is not None
+    filler = Filler(made, folder)
+    filler.start(["a.arrow", "c.bin"])
+    assert filler.finish(handover.handed_files(folder)) is not None
+    assert filler.sums == {name: entries.size_and_crc(folder / name) for name in ("a.arrow", "c.bin")}
+    (folder / entries.MANIFEST).unlink()
+    entries.seal(folder)
+    read = entries.manifest(folder)
+    (folder / entries.MANIFEST).unlink()
+    entries.seal(folder, filler.sums)
+    assert entries.manifest(folder) == read
+    # a sum whose size no longer matches is not trusted: the file is read again
+    (folder / entries.MANIFEST).unlink()
+    entries.seal(folder, {"a.arrow": (99, 0), "c.bin": (filler.sums["c.bin"][0], 0)})
+    assert entries.manifest(folder)["a.arrow"] == read["a.arrow"]
+    assert entries.manifest(folder)["c.bin"] == (read["c.bin"][0], 0)  # the same size: taken as given
+    made.close()
