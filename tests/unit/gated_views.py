@@ -15,8 +15,9 @@ from tb_plugin.api import warm
 
 
 class GatedViews(warm.WarmViews):
-    def __init__(self, peaks: Any, gate: str, fail: tuple[str, ...] = ()) -> None:
-        super().__init__(peaks, rule=warm.ReadyRule(seconds=0.0, share=0.0, always=()))  # all after ready
+    def __init__(self, peaks: Any, gate: str, fail: tuple[str, ...] = (), inline_events: int | None = None) -> None:
+        super().__init__(peaks, rule=warm.ReadyRule(seconds=0.0, share=0.0, always=()),  # all after ready
+                         inline_events=inline_events)
         self.gate, self.fail = gate, fail
 
     def save(self, directory: str, file: Any = None, processes: int = 1,

@@ -40,12 +40,13 @@ def _url(route: str, q: str) -> str:
     return f"{API}/{route}{'&' if '?' in route else '?'}{q}"
 
 
-def _gated(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fail: tuple[str, ...] = ()
-           ) -> tuple[Any, dict[str, Any], Path]:
-    """A server whose loader leaves every view for after ready and starts them only when the gate opens."""
+def _gated(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fail: tuple[str, ...] = (),
+           inline_events: int | None = None) -> tuple[Any, dict[str, Any], Path]:
+    """A server whose loader leaves every view for after ready and starts them only when the gate opens
+    (``inline_events``: ``WarmViews``'; 0 forks a process per part however small the trace)."""
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    monkeypatch.setattr(warm, "WarmViews", lambda peaks: GatedViews(peaks, str(gate), fail))
+    monkeypatch.setattr(warm, "WarmViews", lambda peaks: GatedViews(peaks, str(gate), fail, inline_events))
     client = tensorboard_app(single_runs(tmp_path / "logdir", [_trace()]), profiler_cache_dir=str(tmp_path / "cache"))
     return client, wait_until_settled(client, expect_spans=1), gate
 
@@ -175,13 +176,14 @@ def test_the_parts_after_ready_start_beside_those_before_it(tmp_path: Path) -> N
 @pytest.mark.parametrize("handed", [False, True], ids=["entry", "handed-over"])
 def test_a_request_while_its_part_is_computed_answers_409_then_the_stored_bytes(
         tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, handed: bool) -> None:
-    """``handed``: the parse handed to the server (jobs/handover.py), the parts computed after ready on it."""
+    """``handed``: the parse handed to the server (jobs/handover.py), the parts computed after ready on it, each in
+    a process of its own forked after the loader computed what they share (``Later._share``)."""
     if handed:
         monkeypatch.setattr(handover, "MIN_FILE_BYTES", 1)
     opened: list[str] = []
     real = entries.open_entry
     monkeypatch.setattr(entries, "open_entry", lambda entry, *a, **k: opened.append(entry.name) or real(entry, *a, **k))
-    client, body, gate = _gated(tensorboard_app, monkeypatch, tmp_path)
+    client, body, gate = _gated(tensorboard_app, monkeypatch, tmp_path, inline_events=0 if handed else None)
     assert bool(opened) != handed  # the server copied the entry, or mapped what was handed over
     (model,) = _models(client, body)
     (q,) = spans(body)
