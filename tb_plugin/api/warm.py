@@ -596,7 +596,8 @@ class Later:
         for part in self.parts:
             if part not in early:
                 self.forks.add(part, stage)
-        self._share([part for part in self.parts if part not in early])
+        self.forks.step()  # the first part starts as it would; those after it inherit what this shares
+        self._share([part for part, _ in self.forks.queue])
 
         def ended(part: str, ok: bool) -> None:
             folder = self.forks.ended[part][1]
@@ -613,21 +614,21 @@ class Later:
 
 
     def _share(self, parts: list[str]) -> None:
-        """Compute here, before ``parts`` fork, what two or more of them read first (:data:`AHEAD`: the host tree,
-        the operators' nodes, their work), so that each process inherits it instead of computing it again: on the
-        2 GB trace (2-core VM, the parts one after the other as after ready) the Overview, tables and GPU parts took
-        3.54, 1.89 and 1.61 s, and 2.75, 1.19 and 1.10 s after 0.72 s of this (the last lands 1.3 s sooner; the
-        results, ~280 MB, stay in this process until the last part ends, where each part held its own). Only where
+        """Compute here, while the first part runs, what the queued ``parts`` read first (:data:`AHEAD`: the host
+        tree, the operators' nodes, call stacks, the steps, the device's work...), so that each, forked once the
+        memory allows, inherits it: on the 2 GB trace (2-core VM) the tables and GPU parts took 1.82-3.63 and 1.63 s
+        alone, 0.34 and 0.26 s after 2.74 s of this on two threads, which the Overview part's seconds hide. The
+        results stay in this process until the last part ends (each part held its own share of them). Only where
         the parts fork (a small trace computes them in this process anyway); errors are the parts' own."""
         wanted = [fn for part in parts for fn in AHEAD.get(part, ())]
-        shared = [fn for i, fn in enumerate(wanted) if fn not in wanted[:i] and wanted.count(fn) >= 2]
-        if not shared or self.forks.inline or not _can_fork():
+        ahead = [fn for i, fn in enumerate(wanted) if fn not in wanted[:i]]
+        if not ahead or self.forks.inline or not _can_fork():
             return
         heap.one_arena()
-        threads = min(AHEAD_THREADS, len(shared), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        threads = min(AHEAD_THREADS, len(ahead), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                       else 1)
         with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="warm-share") as pool:
-            for future in [pool.submit(fn, self.model) for fn in shared]:
+            for future in [pool.submit(fn, self.model) for fn in ahead]:
                 with contextlib.suppress(Exception):
                     future.result()
 

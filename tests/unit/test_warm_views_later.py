@@ -272,3 +272,48 @@ def test_a_loader_that_dies_leaves_the_views_to_the_server(tensorboard_app: Any,
 def _span(body: dict[str, Any]) -> tuple[str, str, str]:
     run = body["runs"][0]
     return run["name"], run["workers"][0]["name"], run["workers"][0]["spans"][0]["span"]
+
+
+_SHARED = """
+import json, sys, tempfile
+from pathlib import Path
+from tb_plugin.api import warm
+from tb_plugin.model.derived import _key
+from tb_plugin.model.tables import load
+cache, entry = Path(sys.argv[1]), Path(sys.argv[2])
+later = warm.WarmViews(rule=warm.ReadyRule(seconds=0.0, share=0.0, always=()), inline_events=0).save(
+    str(entry), None, 1, parse_seconds=9.0)  # one process: the parts after the first wait in the queue
+ahead = [fn for part in ("tables", "gpu", "timeline") for fn in warm.AHEAD[part] if fn.__name__ != "<lambda>"]
+folders = {}
+def stage():
+    return Path(tempfile.mkdtemp(dir=cache))
+def place(folder, part):
+    folders[part] = str(folder)
+    return True
+later.run(stage, place, lambda part, ok: None)
+fresh, ctx = load(entry), warm.context(None, warm.NO_OVERRIDE)
+same = {}
+for part, folder in folders.items():
+    got = load(entry)
+    warm.WarmViews().attach(got, Path(folder))
+    same[part] = all(warm.stored_answer(got, name).body == warm.encode(compute(fresh)).body
+                     for name, compute in warm.answers(ctx)[part])
+print(json.dumps({"inherited": all(_key(fn, ()) in later.model.memo for fn in ahead), "same": same}))
+"""
+
+
+def test_the_loader_computes_what_the_queued_parts_read_first(tmp_path: Path) -> None:
+    """While the first part after ready runs, the loader computes what the queued ones read first (``AHEAD``), so
+    each inherits it when it forks; their answers are byte for byte the ones computed from scratch. In a fresh
+    process: forking needs a single thread."""
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    entry = cache / "entry"
+    entry.mkdir(parents=True)
+    save(load_trace(str(_trace())), entry)
+    out = subprocess.run([sys.executable, "-c", _SHARED, str(cache), str(entry)], capture_output=True, text=True,
+                         check=True, timeout=300)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"inherited": True, "same": {"overview": True, "tables": True, "gpu": True, "timeline": True}}
