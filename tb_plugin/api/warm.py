@@ -614,21 +614,22 @@ class Later:
 
 
     def _share(self, parts: list[str]) -> None:
-        """Compute here, while the first part runs, what the queued ``parts`` read first (:data:`AHEAD`: the host
-        tree, the operators' nodes, call stacks, the steps, the device's work...), so that each, forked once the
-        memory allows, inherits it: on the 2 GB trace (2-core VM) the tables and GPU parts took 1.82-3.63 and 1.63 s
-        alone, 0.34 and 0.26 s after 2.74 s of this on two threads, which the Overview part's seconds hide. The
-        results stay in this process until the last part ends (each part held its own share of them). Only where
-        the parts fork (a small trace computes them in this process anyway); errors are the parts' own."""
+        """Compute here, while the first part runs, what two or more of the queued ``parts`` read first
+        (:data:`AHEAD`: for the tables and the GPU insights, the host tree), so that each inherits it when it forks
+        instead of computing it again. Only what they share: the 2 GB trace's whole AHEAD of both (2.74 s on two
+        threads of the 2-core VM, the parts then 0.34 and 0.26 s) landed them 2.8-7.7 s sooner on a lent 16-core
+        host, but the loader held 1.4 GB beside the Overview part, and the peak rose from 1.64 to 2.45-2.56 GB.
+        The results stay in this process until the last part ends. Only where the parts fork (a small trace
+        computes them in this process anyway); errors are the parts' own."""
         wanted = [fn for part in parts for fn in AHEAD.get(part, ())]
-        ahead = [fn for i, fn in enumerate(wanted) if fn not in wanted[:i]]
-        if not ahead or self.forks.inline or not _can_fork():
+        shared = [fn for i, fn in enumerate(wanted) if fn not in wanted[:i] and wanted.count(fn) >= 2]
+        if not shared or self.forks.inline or not _can_fork():
             return
         heap.one_arena()
-        threads = min(AHEAD_THREADS, len(ahead), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        threads = min(AHEAD_THREADS, len(shared), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                       else 1)
         with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="warm-share") as pool:
-            for future in [pool.submit(fn, self.model) for fn in ahead]:
+            for future in [pool.submit(fn, self.model) for fn in shared]:
                 with contextlib.suppress(Exception):
                     future.result()
 
