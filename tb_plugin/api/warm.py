@@ -616,10 +616,11 @@ class Later:
     def _share(self, parts: list[str]) -> None:
         """Compute here, while the first part runs, what two or more of the queued ``parts`` read first
         (:data:`AHEAD`: for the tables and the GPU insights, the host tree), so that each inherits it when it forks
-        instead of computing it again. Only what they share: the 2 GB trace's whole AHEAD of both (2.74 s on two
-        threads of the 2-core VM, the parts then 0.34 and 0.26 s) landed them 2.8-7.7 s sooner on a lent 16-core
-        host, but the loader held 1.4 GB beside the Overview part, and the peak rose from 1.64 to 2.45-2.56 GB.
-        The results stay in this process until the last part ends. Only where the parts fork (a small trace
+        instead of computing it again: on the 2 GB trace (lent 16-core host) the tables part took 4.16 s against
+        4.75-5.23, the GPU part 2.77 against 3.88-3.94 (the last part lands 2 s sooner), the peak 1,989 MB against
+        1,639 (the loader's 516 MB beside the Overview part). Only what they share: the whole AHEAD of both landed
+        them 2.8-7.7 s sooner, but the loader held 1.4 GB and the peak rose to 2.45-2.56 GB, over the 2.5 GB bound
+        the parts are scheduled within. The results stay in this process until the last part ends. Only where the parts fork (a small trace
         computes them in this process anyway); errors are the parts' own."""
         wanted = [fn for part in parts for fn in AHEAD.get(part, ())]
         shared = [fn for i, fn in enumerate(wanted) if fn not in wanted[:i] and wanted.count(fn) >= 2]
