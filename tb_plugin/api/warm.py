@@ -596,8 +596,6 @@ class Later:
         for part in self.parts:
             if part not in early:
                 self.forks.add(part, stage)
-        self.forks.step()  # the first part starts as it would; those after it inherit what this shares
-        self._share([part for part, _ in self.forks.queue])
 
         def ended(part: str, ok: bool) -> None:
             folder = self.forks.ended[part][1]
@@ -611,28 +609,6 @@ class Later:
             report(part, ok)
 
         self.forks.wait(tuple(self.parts), ended)
-
-
-    def _share(self, parts: list[str]) -> None:
-        """Compute here, while the first part runs, what two or more of the queued ``parts`` read first
-        (:data:`AHEAD`: for the tables and the GPU insights, the host tree), so that each inherits it when it forks
-        instead of computing it again: on the 2 GB trace (lent 16-core host) the tables part took 4.16 s against
-        4.75-5.23, the GPU part 2.77 against 3.88-3.94 (the last part lands 2 s sooner), the peak 1,989 MB against
-        1,639 (the loader's 516 MB beside the Overview part). Only what they share: the whole AHEAD of both landed
-        them 2.8-7.7 s sooner, but the loader held 1.4 GB and the peak rose to 2.45-2.56 GB, over the 2.5 GB bound
-        the parts are scheduled within. The results stay in this process until the last part ends. Only where the parts fork (a small trace
-        computes them in this process anyway); errors are the parts' own."""
-        wanted = [fn for part in parts for fn in AHEAD.get(part, ())]
-        shared = [fn for i, fn in enumerate(wanted) if fn not in wanted[:i] and wanted.count(fn) >= 2]
-        if not shared or self.forks.inline or not _can_fork():
-            return
-        heap.one_arena()
-        threads = min(AHEAD_THREADS, len(shared), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                      else 1)
-        with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="warm-share") as pool:
-            for future in [pool.submit(fn, self.model) for fn in shared]:
-                with contextlib.suppress(Exception):
-                    future.result()
 
 
 def _private_folder(cache: Path) -> Path:

@@ -177,7 +177,7 @@ def test_the_parts_after_ready_start_beside_those_before_it(tmp_path: Path) -> N
 def test_a_request_while_its_part_is_computed_answers_409_then_the_stored_bytes(
         tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, handed: bool) -> None:
     """``handed``: the parse handed to the server (jobs/handover.py), the parts computed after ready on it, each in
-    a process of its own forked after the loader computed what they share (``Later._share``)."""
+    a process of its own (``Later.rebase``)."""
     if handed:
         monkeypatch.setattr(handover, "MIN_FILE_BYTES", 1)
     opened: list[str] = []
@@ -273,48 +273,3 @@ def _span(body: dict[str, Any]) -> tuple[str, str, str]:
     run = body["runs"][0]
     return run["name"], run["workers"][0]["name"], run["workers"][0]["spans"][0]["span"]
 
-
-_SHARED = """
-import json, sys, tempfile
-from pathlib import Path
-from tb_plugin.api import warm
-from tb_plugin.model.derived import _key
-from tb_plugin.model.tables import load
-cache, entry = Path(sys.argv[1]), Path(sys.argv[2])
-later = warm.WarmViews(rule=warm.ReadyRule(seconds=0.0, share=0.0, always=()), inline_events=0).save(
-    str(entry), None, 1, parse_seconds=9.0)  # one process: the parts after the first wait in the queue
-queued = [fn for part in ("tables", "gpu", "timeline") for fn in warm.AHEAD[part]]
-ahead = [fn for fn in queued if queued.count(fn) >= 2]  # what two or more of them read: the host tree
-folders = {}
-def stage():
-    return Path(tempfile.mkdtemp(dir=cache))
-def place(folder, part):
-    folders[part] = str(folder)
-    return True
-later.run(stage, place, lambda part, ok: None)
-fresh, ctx = load(entry), warm.context(None, warm.NO_OVERRIDE)
-same = {}
-for part, folder in folders.items():
-    got = load(entry)
-    warm.WarmViews().attach(got, Path(folder))
-    same[part] = all(warm.stored_answer(got, name).body == warm.encode(compute(fresh)).body
-                     for name, compute in warm.answers(ctx)[part])
-print(json.dumps({"inherited": bool(ahead) and all(_key(fn, ()) in later.model.memo for fn in ahead), "same": same}))
-"""
-
-
-def test_the_loader_computes_what_the_queued_parts_read_first(tmp_path: Path) -> None:
-    """While the first part after ready runs, the loader computes what two or more of the queued ones read first
-    (``AHEAD``), so each inherits it when it forks; their answers are byte for byte the ones computed from scratch. In a fresh
-    process: forking needs a single thread."""
-    import subprocess
-    import sys
-
-    cache = tmp_path / "cache"
-    entry = cache / "entry"
-    entry.mkdir(parents=True)
-    save(load_trace(str(_trace())), entry)
-    out = subprocess.run([sys.executable, "-c", _SHARED, str(cache), str(entry)], capture_output=True, text=True,
-                         check=True, timeout=300)
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got == {"inherited": True, "same": {"overview": True, "tables": True, "gpu": True, "timeline": True}}
