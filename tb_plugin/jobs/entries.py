@@ -298,7 +298,7 @@ def _copy_file(path: Path, size: int, fd: int, offset: int, name: str) -> dict[s
         actual = os.fstat(src).st_size
         if actual != size:
             return {name: f"{name} has {actual:,} bytes, not the {size:,} written"}
-        done = _copy_range(src, fd, size, offset)
+        done = copy_range(src, fd, size, offset)
     except OSError as err:
         return {name: f"{name} cannot be read ({err.strerror or err})"}
     finally:
@@ -306,7 +306,7 @@ def _copy_file(path: Path, size: int, fd: int, offset: int, name: str) -> dict[s
     return {} if done == size else {name: f"{name} was cut short while it was read"}
 
 
-def _copy_range(src: int, dst: int, size: int, offset: int) -> int:
+def copy_range(src: int, dst: int, size: int, offset: int) -> int:
     """Copy ``size`` bytes of ``src`` to ``dst`` at ``offset``: in the kernel where it can (``copy_file_range``,
     which may share the blocks), else through a buffer. Returns the bytes copied (fewer: the source shrank)."""
     done = 0

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from ..loader.columns import fork_worker
 from . import entries
-from .entries import LOCK, MANIFEST, BadEntry, _copy_range
+from .entries import LOCK, MANIFEST, BadEntry, copy_range
 
 # A file this small (as stored) is loaded through the cache as before: its entry is copied in milliseconds, and
 # small files share loader processes (``jobs.local.groups``), which a handover would complicate for nothing.
@@ -150,7 +150,7 @@ def _copy_all(folder: Path, fd: int, placed: list[tuple[str, int, int]]) -> None
     for name, offset, size in placed:
         src = os.open(folder / name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            if _copy_range(src, fd, size, offset) != size:
+            if copy_range(src, fd, size, offset) != size:
                 raise OSError(f"{name} was cut short while it was copied")
         finally:
             os.close(src)

@@ -8,10 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..catalog.catalog import TraceFile
 from ..model.tables import TraceModel
+
+if TYPE_CHECKING:
+    from .handover import Handover
 
 QUEUED, LOADING, READY, FAILED = "queued", "loading", "ready", "failed"
 
@@ -41,9 +44,9 @@ class Job:
     after: After | None = None  # its loader process, still computing views after the trace turned ready
     batch: Batch | None = field(default=None, repr=False)  # the loader process it shares with small files
     alone: bool = False  # the process it shared died while loading it: it is tried again in one of its own
-    handover: Any = None  # the unlinked file its loader process fills with the parse (``jobs.handover``), until opened
+    handover: Handover | None = None  # the unlinked file its loader fills with the parse (``jobs.handover``)
 
-    def take_handover(self) -> Any:
+    def take_handover(self) -> Handover | None:
         """The handed-over file, no longer the job's (whoever takes it closes it: mapped, or let go)."""
         taken, self.handover = self.handover, None
         return taken

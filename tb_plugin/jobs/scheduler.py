@@ -347,6 +347,8 @@ class LoadScheduler:
         message = self.local.answer(job)
         with self._lock:
             handed = job.take_handover()
+        if handed is not None and (message is None or message[0] != "ok"):  # LocalLoaders.stop let it go already
+            handed.close()
         if message is None:
             return
         status, payload, *rest = message
