@@ -311,3 +311,20 @@ def test_pages_are_faulted_in_only_a_little_ahead_of_the_inflater() -> None:
     pages.remove(text, 0, capacity)
     assert shmem_bytes() - before < 1 << 20
     text.close()
+
+
+def test_a_small_trailer_spares_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gzip trailer under half the streamed path's minimum says the text is small: no first megabyte inflated to
+    guess its size (20 ms of a 1.2 MB file's load); a larger trailer is still checked against the guess."""
+    from tb_plugin.loader import read
+    from tb_plugin.loader.limits import Limits
+
+    probed: list[int] = []
+    real = stream.projected_size
+    monkeypatch.setattr(stream, "projected_size", lambda raw: probed.append(len(raw)) or real(raw))
+    small = gzip.compress(kineto_text(events(3000)).encode())
+    assert stream.applies(small, 8, Limits()) == (0, 0) and probed == []
+    monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 2)  # the same file, now large enough to stream: probed
+    expected, limit = stream.applies(small, 8, Limits())
+    assert expected == len(gzip.decompress(small)) and limit == read.ratio_limit(len(small), Limits()) and probed
+    assert stream.applies(small, 3, Limits()) == (0, 0)  # too few processes
