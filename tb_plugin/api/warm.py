@@ -313,12 +313,10 @@ INLINE_EVENTS = 100_000
 
 
 # A part's process expected to add at least TRIM_FROM_BYTES gives its freed pages back to the kernel every
-# TRIM_PERIOD_S while it computes (``model.heap``): the 2 GB trace's Overview part (5.3 M events, lent 16-core host)
-# added 1,680 MB to its process without, 1,122 MB trimming every 50 ms (1,150 every 100 ms, 1,250 every 250 ms), in
-# 7.6-8.0 s against 6.7-7.4 s (benchmarks/part_memory.py; benchmarks/README.md, "session 39"): the tree's peak is that
-# part's. On the 5 GB trace (13 M events) the Overview part's process 6,363 → 3,619 MB, landing 4.2 s later (14.7 s
-# after ready): the pages given back are faulted in again. Smaller parts are left alone: on the 164 MB trace the
-# trims cost 10-15 % of a part that lasts 0.3 s.
+# TRIM_PERIOD_S while it computes (``model.heap`` says what that saves and costs: the tree's peak is the Overview
+# part's). The period: the 2 GB trace's Overview part grew 1,122 MB trimming every 50 ms, 1,150 every 100 ms, 1,250
+# every 250 ms (benchmarks/part_memory.py; benchmarks/README.md, "session 39"). Smaller parts are left alone: on the
+# 164 MB trace the trims cost 10-15 % of a part that lasts 0.3 s.
 TRIM_FROM_BYTES = 256 << 20
 TRIM_PERIOD_S = 0.05
 

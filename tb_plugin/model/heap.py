@@ -6,8 +6,8 @@ of its own). A process that holds a model and builds and drops large numpy tempo
 beyond what it keeps: computing the 2 GB trace's stored Overview (api/warm.py, 5.3 M events, the part's threads
 included) added 1,680 MB to its process on a lent 16-core host, against ~150 bytes an event of results kept
 (``benchmarks/part_memory.py``; benchmarks/README.md, "session 39"). Trimming every 50 ms while it ran: 1,122 MB,
-for 0.5 s more of its 7 s (the 5 GB trace's: 6,363 → 3,619 MB, 4.2 s more of 10.5). Elsewhere than glibc on Linux,
-nothing.
+for 0.5 s more of its 7 s (the 5 GB trace's: 6,363 → 3,619 MB, landing 4.2 s later: the pages given back are
+faulted in again). Elsewhere than glibc on Linux, nothing.
 """
 
 from __future__ import annotations
