@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tb_plugin.jobs import opening
 from tests.conftest import API, cpu_op, wait_until_settled, write_trace
 
 
@@ -36,7 +39,21 @@ def _rewrite(path: Path, ops: int) -> None:
         fh.write(data[len(data) // 2:])
 
 
-def test_a_rewritten_file_keeps_answering_with_its_last_good_parse(tensorboard_app: Any, tmp_path: Path) -> None:
+# Each new parse is opened this much later than it is written: a tiny file reloads in a few tens of milliseconds
+# once the loader processes are warm, so a poll caught one loading only by chance (none in 60 s in half the runs
+# of the 2-core machine); a parse of some size takes longer than this anyway.
+SLOW_OPEN_S = 0.3
+
+
+def test_a_rewritten_file_keeps_answering_with_its_last_good_parse(tensorboard_app: Any, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    real_open = opening.EntryOpener.open
+
+    def slow_open(self: opening.EntryOpener, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(SLOW_OPEN_S)
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(opening.EntryOpener, "open", slow_open)
     path = tmp_path / "logdir" / "run" / "w.1.pt.trace.json"
     write_trace(path, _events(3))
     client = tensorboard_app(tmp_path / "logdir", profiler_rescan_interval=RESCAN_S)
