@@ -323,6 +323,9 @@ class _Loader:
                 return
             self.builder.absorb(*part)
             self.merged += 1
+            if self.merged == 1 and len(self.starts) > 1:  # the first job says how many events the text holds
+                first = self.starts[1] - self.starts[0]
+                self.builder.reserve(self.builder.n_events * max(1, self.expected - self.starts[0]) // max(1, first))
             if self.check:  # e.g. too many events for the memory: fails the load now, not once all is parsed
                 self.check(self.builder.n_events)
             if self.progress:  # the text merged so far, of the text expected: never backwards

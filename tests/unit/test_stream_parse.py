@@ -4,6 +4,7 @@ sends the file to the usual path, which says what is wrong with it."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import mmap
 import os
 import random
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import tb_plugin.loader as loader
@@ -78,10 +80,16 @@ def test_streamed_parts_equal_the_usual_path_on_a_real_trace(streamed: dict[str,
             real_post(self, hi)
 
         monkeypatch.setattr(stream._Loader, "post", post)
+    reserved: list[tuple[int, int]] = []  # (events absorbed, events reserved for)
+    real_reserve = columns.ModelBuilder.reserve
+    monkeypatch.setattr(columns.ModelBuilder, "reserve",
+                        lambda self, n: reserved.append((self.n_events, n)) or real_reserve(self, n))
     one = load_trace(str(RANK0), parts=1)
     reported: list[float] = []
     many = load_trace(str(RANK0), parts=4, progress=reported.append)
     assert streamed["ok"] == 1 and not streamed["failed"] and len(streamed["forked"]) == 4
+    # the loader wrote the jobs' tables into columns reserved after the first (for about the trace's events)
+    assert len(reserved) == 1 and reserved[0][0] < 29630 and 0.5 < reserved[0][1] / 29630 < 2
     assert reported == sorted(reported) and 0.45 <= reported[-1] <= 1.0  # a progress bar never goes back
     assert many.n_events == one.n_events == 29630
     assert_same_model(one, many)
@@ -328,3 +336,36 @@ def test_a_small_trailer_spares_the_probe(monkeypatch: pytest.MonkeyPatch) -> No
     expected, limit = stream.applies(small, 8, Limits())
     assert expected == len(gzip.decompress(small)) and limit == read.ratio_limit(len(small), Limits()) and probed
     assert stream.applies(small, 3, Limits()) == (0, 0)  # too few processes
+
+
+@pytest.mark.parametrize("room", [0.3, 1.0, 3.0])
+def test_reserved_columns_hold_what_the_concatenation_gave(tmp_path: Path, room: float) -> None:
+    """Blocks absorbed into reserved columns, too short (grown), about right or too long, give the tables the usual
+    concatenation gives, row for row; adding events once reserved is refused."""
+    text = kineto_text(events(4000)).encode()
+    lo = text.index(b"[", text.index(b'"traceEvents"')) + 1
+    hi = text.rindex(b"]", 0, text.rindex(b'"traceName"'))
+    seps = [read._SEPARATOR.search(text, lo + k * (hi - lo) // 4) for k in (1, 2, 3)]
+    ranges = [(lo, seps[0].start()), *((a.end() - 1, b.start()) for a, b in itertools.pairwise(seps)),
+              (seps[-1].end() - 1, hi)]  # whole elements each, as the loader's jobs are cut
+    blocks = []
+    for a, b in ranges:
+        built = columns._build_text(text, a, b, None)
+        blocks.append((built.strings.values, built.parts, built.strings.full))
+    usual, reserving = columns.ModelBuilder(), columns.ModelBuilder()
+    for k, block in enumerate(blocks):
+        usual.absorb(*block)
+        reserving.absorb(*block)
+        if k == 0:
+            reserving.reserve(int(reserving.n_events * 4 * room))
+    want, got = usual.tables(), reserving.tables()
+    assert got.keys() == want.keys() and want["events"]["ts"].size == 4000
+    for name, cols in want.items():
+        for col, values in cols.items():
+            assert got[name][col].dtype == values.dtype, (name, col)
+            assert np.array_equal(got[name][col], values, equal_nan=values.dtype.kind == "f"), (name, col)
+    again = columns.ModelBuilder()
+    again.absorb(*blocks[0])
+    again.reserve(10_000)
+    with pytest.raises(RuntimeError):
+        again.add([])
