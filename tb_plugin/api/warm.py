@@ -452,6 +452,9 @@ AHEAD: dict[str, tuple[Callable[[TraceModel], Any], ...]] = {
     "timeline": (),
 }
 AHEAD_THREADS = 4  # at most, and no more than the cores this process may run on
+# The parts whose results depend on the model's tables alone (not its meta, nor its texts' containers): they may be
+# computed on the parse as the loader built it, before its files are written (``WarmViews.save``).
+EARLY = ("timeline",)
 
 
 @contextlib.contextmanager
@@ -494,18 +497,35 @@ class WarmViews:
         self.inline_events = INLINE_EVENTS if inline_events is None else inline_events
 
     def save(self, directory: str, file: TraceFile | None = None, processes: int = 1,
-             parse_seconds: float | None = None, memory: int | None = None) -> Later | None:
-        """Compute and write every part for ``file`` (its parse already in ``directory``), in ``processes`` taking
-        ``memory`` bytes at most (:data:`PART_BYTES_PER_EVENT`); when the parse took ``parse_seconds`` and some parts
-        would delay "ready" more than the rule allows, those are left to the returned :class:`Later`, to be placed
-        once the entry is published (started meanwhile where processes and memory allow: a head start)."""
+             parse_seconds: float | None = None, memory: int | None = None, built: TraceModel | None = None,
+             saved: Callable[[], None] | None = None) -> Later | None:
+        """Compute and write every part for ``file`` (its parse in ``directory``, or being written there: ``built``
+        and ``saved``, ``jobs.cache.Stored``), in ``processes`` taking ``memory`` bytes at most
+        (:data:`PART_BYTES_PER_EVENT`); when the parse took ``parse_seconds`` and some parts would delay "ready" more
+        than the rule allows, those are left to the returned :class:`Later`, to be placed once the entry is
+        published (started meanwhile where processes and memory allow: a head start). The parts that read only the
+        tables (:data:`EARLY`: the Trace view's) start on ``built`` beside the writing where they fork; every other
+        part is computed on the parse mapped back, as the server opens it."""
         folder = Path(directory)
-        model = load(folder)  # what the server will open: the answers must be computed on exactly that
+        early = built is not None and saved is not None and built.n_events > self.inline_events and _can_fork()
+        if not early:
+            if saved is not None:
+                saved()
+            built = None
+        model = built if built is not None else load(folder)  # what the server will open, but for EARLY's parts
         ctx = context(file, self.peaks)
         now, later = plan(self.rule, model.n_events, processes, parse_seconds, memory)
         forks = _Forks(model, ctx, processes, memory, inline=model.n_events <= self.inline_events)
+        if built is not None and saved is not None:
+            for part in now:
+                if part in EARLY:
+                    forks.add(part, lambda: folder)
+            forks.step()  # they start now, beside the writing
+            saved()
+            model = forks.model = load(folder)
         for part in now:
-            forks.add(part, lambda: folder)
+            if part not in {p for p, _ in forks.queue} | {p for p, _ in forks.running.values()} | set(forks.ended):
+                forks.add(part, lambda: folder)
         # a head start: the parts for after ready take the processes these leave free
         if now and not forks.inline and _can_fork():
             for part in later:

@@ -78,11 +78,14 @@ class Stored(Protocol):
     itself (as the server will: the loader has dropped its own copy by then), for ``file``, in ``processes``
     processes at most (the loader's share of the machine) taking ``memory`` bytes together at most (None: no bound);
     given the seconds the parse took, it may leave part of the work for after "ready" (a :class:`Later`: added to the
-    published entry part by part, ``entries.add_part``).
+    published entry part by part, ``entries.add_part``). ``built``: the parse in this process's memory while it is
+    being written into ``directory``; ``saved()`` returns once it is there, and is called before ``save`` returns
+    (work that needs only the tables may start on ``built`` meanwhile).
     ``expect`` tells the server's model which parts are coming, ``abandon`` that some (all: None) will not."""
 
     def save(self, directory: str, file: TraceFile | None, processes: int,
-             parse_seconds: float | None = None, memory: int | None = None) -> Later | None: ...
+             parse_seconds: float | None = None, memory: int | None = None, built: TraceModel | None = None,
+             saved: Callable[[], None] | None = None) -> Later | None: ...
 
     def attach(self, model: TraceModel, files: dict[str, pa.Buffer]) -> None: ...
 

@@ -35,9 +35,11 @@ class StoredIndex:
     """What the loader process and the server do with the index (passed to ``jobs`` by the workspace)."""
 
     def save(self, directory: str, file: Any = None, processes: int = 1, parse_seconds: float | None = None,
-             memory: int | None = None) -> None:
+             memory: int | None = None, built: TraceModel | None = None, saved: Any = None) -> None:
         """Build the index of the model in the cache entry ``directory`` (mapped back, as the server opens it) and
         write it there, after the model (always before "ready": nothing is left for later)."""
+        if saved is not None:
+            saved()
         write_index(timeline_index(load(directory)), Path(directory))
 
     def expect(self, model: TraceModel, file: Any, parts: Mapping[str, float]) -> None:

@@ -21,8 +21,9 @@ class GatedViews(warm.WarmViews):
         self.gate, self.fail = gate, fail
 
     def save(self, directory: str, file: Any = None, processes: int = 1,
-             parse_seconds: float | None = None, memory: int | None = None) -> Any:
-        later = super().save(directory, file, processes, parse_seconds, memory)
+             parse_seconds: float | None = None, memory: int | None = None, built: Any = None,
+             saved: Any = None) -> Any:
+        later = super().save(directory, file, processes, parse_seconds, memory, built, saved)
         return _Gated(later, self.gate, self.fail) if later is not None else None
 
 

@@ -273,3 +273,47 @@ def _span(body: dict[str, Any]) -> tuple[str, str, str]:
     run = body["runs"][0]
     return run["name"], run["workers"][0]["name"], run["workers"][0]["spans"][0]["span"]
 
+
+
+_EARLY = """
+import json, sys, time
+from pathlib import Path
+from tb_plugin.api import warm
+from tb_plugin.loader import load_trace
+from tb_plugin.model.tables import save
+trace, folder = sys.argv[1], Path(sys.argv[2])
+model = load_trace(trace)
+calls = []
+def saved():
+    # the Trace view's part runs on the parse in memory: its index lands before the model's files exist
+    deadline = time.monotonic() + 60
+    while not list(folder.glob("timeline.*")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    calls.append(sorted(p.name for p in folder.iterdir()))
+    save(model, folder)
+later = warm.WarmViews(inline_events=0).save(str(folder), None, 2, parse_seconds=None, built=model, saved=saved)
+print(json.dumps({"later": later is None, "calls": calls, "marker": json.loads((folder / warm.MARKER).read_text())["parts"]}))
+"""
+
+
+def test_the_trace_views_part_starts_on_the_parse_in_memory(tmp_path: Path) -> None:
+    """Given the parse as the loader built it while its files are written (``built``, ``saved``), the Trace view's
+    part (tables only) starts on it at once; the other parts wait for the files; ``saved`` is called once; the index
+    is the one the parse's files give. In a fresh process: forking needs a single thread."""
+    import subprocess
+    import sys
+
+    from tb_plugin.timeline.stored import read_index
+    from tests.unit.test_stored_index import assert_same_index
+
+    folder = tmp_path / "entry"
+    folder.mkdir()
+    out = subprocess.run([sys.executable, "-c", _EARLY, str(_trace()), str(folder)], capture_output=True, text=True,
+                         check=True, timeout=300)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["later"] and got["marker"] == list(warm.PARTS)
+    (before,) = got["calls"]  # once, and what was there then: the index, not yet the model
+    assert any(name.startswith("timeline.") for name in before) and "meta.json" not in before
+    index = read_index(folder)
+    assert index is not None
+    assert_same_index(index, timeline_index(load_trace(str(_trace()))))
