@@ -21,7 +21,8 @@ class FaultyViews(warm.WarmViews):
         self.marker, self.gate = marker, gate
 
     def save(self, directory: str, file: Any = None, processes: int = 1,
-             parse_seconds: float | None = None, memory: int | None = None) -> Any:
+             parse_seconds: float | None = None, memory: int | None = None, built: Any = None,
+             saved: Any = None) -> Any:
         name = file.filename if file is not None else ""
         if "crash_once" in name:
             if not os.path.exists(self.marker):
@@ -34,4 +35,4 @@ class FaultyViews(warm.WarmViews):
         if "gate" in name:
             with open(self.gate, "rb") as fh:
                 fh.read()
-        return super().save(directory, file, processes, parse_seconds, memory)
+        return super().save(directory, file, processes, parse_seconds, memory, built, saved)
