@@ -152,6 +152,8 @@ class _Saving:
 
     def start(self) -> None:
         """Write the parse in a forked child (here, when called, where forking fails)."""
+        if not hasattr(os, "fork"):
+            return
         model, folder = self.model, self.folder
         with contextlib.suppress(OSError):
             self._child = fork_worker(lambda fd: save(model, folder))
