@@ -67,6 +67,7 @@ from ..analysis.work import kernel_work, op_work
 from ..catalog.catalog import TraceFile
 from ..model import heap, stash
 from ..model.derived import Computing, _key, memoized, seed
+from ..model.lifetime import die_with_parent
 from ..model.optree import host_tree
 from ..model.tables import TraceModel, load, model_of
 from ..timeline import counters, flows
@@ -427,11 +428,12 @@ def _try_part(model: TraceModel, ctx: Context, part: str, folder: Path) -> bool:
 def _fork_parts(model: TraceModel, ctx: Context, folder: Path, parts: list[str]) -> int:
     """A forked process (plain fork, as the loader's parts: this process is a daemon) computing ``parts``; exits
     0 when every one was written."""
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # child
         code = 1
         try:
-            _die_with_parent()
+            die_with_parent(parent)
             with heap.trimming(trim_period(parts, model.n_events)), _ahead(model, parts):
                 code = 0 if all([_try_part(model, ctx, part, folder) for part in parts]) else 1
         finally:
@@ -472,16 +474,6 @@ def _ahead(model: TraceModel, parts: list[str]) -> Iterator[None]:
         for fn in work:
             pool.submit(fn, model)
         yield
-
-
-def _die_with_parent() -> None:
-    """Linux: this forked process is killed when the loader process is (a load stopped at its time limit), never
-    left computing for nobody."""
-    with contextlib.suppress(Exception):
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class WarmViews:

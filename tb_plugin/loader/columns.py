@@ -23,6 +23,7 @@ import numpy as np
 from ..model import ids
 from ..model.arrays import take
 from ..model.kinds import DEVICE_KINDS, Kind, kind_of
+from ..model.lifetime import die_with_parent
 from ..model.tables import SCHEMAS, Columns, TraceModel, empty_table
 from . import pages
 from .limits import DISPLAY_CHARS, kept_in_full, shorten
@@ -683,10 +684,12 @@ def fork_worker(body: Callable[[int], None]) -> tuple[int, int]:
     to have children, and the child needs nothing but the text it inherits (copy-on-write, or a shared map).
     """
     read_fd, write_fd = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # child
         code = 0
         try:
+            die_with_parent(parent)
             os.close(read_fd)
             body(write_fd)
         except BaseException:  # noqa: BLE001 - the parent sees it fail and builds the file another way

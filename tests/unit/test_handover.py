@@ -217,3 +217,31 @@ def test_the_sums_the_copying_child_gives_make_the_same_manifest(tmp_path: Path)
     assert entries.manifest(folder)["a.arrow"] == read["a.arrow"]
     assert entries.manifest(folder)["c.bin"] == (read["c.bin"][0], 0)  # the same size: taken as given
     made.close()
+
+
+_ORPHAN = """
+import os, sys, time
+from tb_plugin.loader.columns import fork_worker
+pid, fd = fork_worker(lambda w: time.sleep(60))  # a writer or copier still at work
+print(pid, flush=True)
+os._exit(0)  # the loader process ends (killed, or stopped at its time limit)
+"""
+
+
+def test_a_forked_helper_dies_with_the_loader() -> None:
+    """The loader's forked helpers (the parse's parts, the writer, the handover's copier) end with it: none is left
+    working for nobody, holding the answer pipe it inherited."""
+    import subprocess
+    import sys
+    import time
+
+    out = subprocess.run([sys.executable, "-c", _ORPHAN], capture_output=True, text=True, check=True, timeout=60)
+    child = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the helper {child} outlived the process that forked it")

@@ -87,7 +87,7 @@ def test_a_rewritten_file_keeps_answering_with_its_last_good_parse(tensorboard_a
             runs = client.get(f"{API}/runs").get_json()["runs"]
             assert [run["name"] for run in runs] == ["run"]  # never gone from the listing
             span = runs[0]["workers"][0]["spans"][0]
-            assert span["state"] == "ready", span
+            assert span["state"] == "ready", f"{span['state']}: {span.get('error')} (rewrites so far: {rewrites})"
             seen_updating |= span.get("updating", False)
             time.sleep(0.05)
     finally:
