@@ -370,6 +370,10 @@ class _Forks:
     def add(self, part: str, folder: Callable[[], Path]) -> None:
         self.queue.append((part, folder))
 
+    def known(self) -> set[str]:
+        """The parts queued, running or ended."""
+        return {p for p, _ in self.queue} | {p for p, _ in self.running.values()} | set(self.ended)
+
     def fits(self, part: str) -> bool:
         """Whether ``part`` may start now: a process is free and, with a memory bound, its bytes fit beside those
         of the parts running (one part always runs, whatever it needs)."""
@@ -500,23 +504,23 @@ class WarmViews:
         part is computed on the parse mapped back, as the server opens it."""
         folder = Path(directory)
         early = built is not None and saved is not None and built.n_events > self.inline_events and _can_fork()
-        if not early:
-            if saved is not None:
-                saved()
-            built = None
-        model = built if built is not None else load(folder)  # what the server will open, but for EARLY's parts
+        if saved is not None and not early:
+            saved()
+        # what the server will open, but for EARLY's parts
+        model = built if early and built is not None else load(folder)
         ctx = context(file, self.peaks)
         now, later = plan(self.rule, model.n_events, processes, parse_seconds, memory)
         forks = _Forks(model, ctx, processes, memory, inline=model.n_events <= self.inline_events)
-        if built is not None and saved is not None:
+        if early and saved is not None:
             for part in now:
                 if part in EARLY:
                     forks.add(part, lambda: folder)
             forks.step()  # they start now, beside the writing
             saved()
             model = forks.model = load(folder)
+        started = forks.known()
         for part in now:
-            if part not in {p for p, _ in forks.queue} | {p for p, _ in forks.running.values()} | set(forks.ended):
+            if part not in started:
                 forks.add(part, lambda: folder)
         # a head start: the parts for after ready take the processes these leave free
         if now and not forks.inline and _can_fork():
@@ -601,8 +605,7 @@ class Later:
             report: Callable[[str, bool], None]) -> None:
         """Compute the parts (in :data:`PARTS` order, as many side by side as ``processes``), each in a folder of its
         own (``stage()``) with its own marker, ``place`` each into the entry as it ends and ``report`` it."""
-        early = ({part for part, _ in self.forks.queue} | {part for part, _ in self.forks.running.values()}
-                 | set(self.forks.ended))  # queued by the head start, in private folders
+        early = self.forks.known()  # queued by the head start, in private folders
         for part in self.parts:
             if part not in early:
                 self.forks.add(part, stage)

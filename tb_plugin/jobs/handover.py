@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 
-from ..loader.columns import fork_worker
+from ..loader.columns import fork_worker, join_worker
 from . import entries
 from .entries import LOCK, MANIFEST, BadEntry, copy_range
 
@@ -77,10 +77,10 @@ def make(scratch: Path) -> Handover | None:
         return None
 
 
-def handed_files(folder: Path, skip: Iterable[str] = ()) -> list[str]:
+def handed_files(folder: Path) -> list[str]:
     """The files of the entry being built in ``folder`` that the server opens with the model: all but hidden
-    ones, the manifest and ``skip``, in name order."""
-    skipped = {MANIFEST, LOCK, *skip}
+    ones and the manifest, in name order."""
+    skipped = {MANIFEST, LOCK}
     return sorted(item.name for item in os.scandir(folder)
                   if not item.name.startswith(".") and item.name not in skipped and item.is_file(follow_symlinks=False))
 
@@ -127,11 +127,9 @@ class Filler:
         """Wait for the child (if one still runs); whether it copied everything it had to."""
         if self._child is None:
             return True
-        (pid, fd), self._child = self._child, None
-        with os.fdopen(fd, "rb") as answer:
-            sums = answer.read()
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
+        child, self._child = self._child, None
+        ok, sums = join_worker(child)
+        if not ok:
             return False
         with contextlib.suppress(ValueError, TypeError):
             self.sums = {str(name): (int(size), int(crc)) for name, (size, crc) in json.loads(sums).items()}

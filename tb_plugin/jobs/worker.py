@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..catalog.catalog import TraceFile
 from ..catalog.remote import scrub
 from ..loader import TraceLoadError, default_parts, load_trace
-from ..loader.columns import fork_worker
+from ..loader.columns import fork_worker, join_worker
 from ..model import heap
 from ..model.tables import LONG_TEXTS, MODEL_FILES, save
 from . import budget, entries
@@ -171,10 +171,8 @@ class _Saving:
     def _child_wrote(self) -> bool:
         if self._child is None:
             return False
-        (pid, fd), self._child = self._child, None
-        os.close(fd)
-        _, status = os.waitpid(pid, 0)
-        return os.waitstatus_to_exitcode(status) == 0
+        child, self._child = self._child, None
+        return join_worker(child)[0]
 
     def end(self) -> None:
         """Wait for any child still running (the writer, the handover's copier)."""

@@ -700,6 +700,15 @@ def fork_worker(body: Callable[[int], None]) -> tuple[int, int]:
     return pid, read_fd
 
 
+def join_worker(worker: tuple[int, int]) -> tuple[bool, bytes]:
+    """Wait for a :func:`fork_worker` child: (whether it exited 0, what it wrote, read to its end)."""
+    pid, read_fd = worker
+    with os.fdopen(read_fd, "rb") as answer:
+        data = answer.read()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0, data
+
+
 class ParallelBuildFailed(RuntimeError):
     """A forked part died (e.g. killed for memory); the caller may build the file again in one process."""
 
