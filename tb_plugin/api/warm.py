@@ -455,7 +455,7 @@ AHEAD: dict[str, tuple[Callable[[TraceModel], Any], ...]] = {
                  host_gap_intervals, subtree_device_time, kernel_work),
     "tables": (host_tree, operator_nodes, call_stacks, time_range_us, source_files),
     "gpu": (lambda m: _sequences(m, SEQUENCE_LENGTH), host_tree, find_steps, counter_join, device_work, op_work),
-    "timeline": (),
+    "timeline": (counters._sources, flows._launches),  # beside the index, which they do not read
 }
 AHEAD_THREADS = 4  # at most, and no more than the cores this process may run on
 # The parts whose results depend on the model's tables alone (not its meta, nor its texts' containers): they may be

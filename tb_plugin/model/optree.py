@@ -226,21 +226,9 @@ def innermost_containing(span_pid: np.ndarray, span_tid: np.ndarray, span_start:
 
 def _common_threads(a_pid: np.ndarray, a_tid: np.ndarray, b_pid: np.ndarray, b_tid: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Rank of each row's (pid, tid) among the threads of both sets, in (pid, tid) order; both sets come sorted by
-    thread, so only their run heads are ranked."""
-    a_heads = np.flatnonzero(np.concatenate([[True], (a_pid[1:] != a_pid[:-1]) | (a_tid[1:] != a_tid[:-1])]))
-    b_heads = np.flatnonzero(np.concatenate([[True], (b_pid[1:] != b_pid[:-1]) | (b_tid[1:] != b_tid[:-1])]))
-    rank = thread_rank(np.concatenate([a_pid[a_heads], b_pid[b_heads]]), np.concatenate([a_tid[a_heads],
-                                                                                          b_tid[b_heads]]))
-    return rank[:len(a_heads)][_runs(len(a_pid), a_heads)], rank[len(a_heads):][_runs(len(b_pid), b_heads)]
-
-
-def _runs(n: int, heads: np.ndarray) -> np.ndarray:
-    """Each row's run number, from the runs' first rows."""
-    mark = np.zeros(n, dtype=np.int64)
-    mark[heads] = 1
-    run: np.ndarray = np.cumsum(mark) - 1
-    return run
+    """Rank of each row's (pid, tid) among the threads of both sets, in (pid, tid) order."""
+    rank = thread_rank(np.concatenate([a_pid, b_pid]), np.concatenate([a_tid, b_tid]))
+    return rank[:len(a_pid)], rank[len(a_pid):]
 
 
 def _innermost_walk(span_pid: np.ndarray, span_tid: np.ndarray, span_start: np.ndarray, span_end: np.ndarray,

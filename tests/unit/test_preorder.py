@@ -40,3 +40,16 @@ def test_sweep_order_is_the_five_key_lexsort(seed: int) -> None:
     length = np.where(kind == 0, np.round(rng.exponential(3, n), 0), 0.0)
     np.testing.assert_array_equal(sweep_order(pid, tid, t, (-length, kind)),
                                   np.lexsort((-length, kind, t, tid, pid)))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_thread_rank_over_runs_is_the_pairs_rank(seed: int) -> None:
+    """Ranked by its runs' first rows: equal to ranking every row's pair (runs long and short, ids huge and few)."""
+    rng = np.random.default_rng(seed)
+    runs = int(rng.integers(0, 300))
+    length = rng.integers(1, 6 if seed % 2 else 200, runs)
+    pid = np.repeat(rng.choice(np.array([7, 3, -9223372036854774978, 1 << 40]), runs), length)
+    tid = np.repeat(rng.choice(np.array([0, 2, 5, -9223372036854774970]), runs), length)
+    pairs = np.stack([pid, tid], axis=1)
+    expected = np.unique(pairs, axis=0, return_inverse=True)[1].ravel() if len(pid) else np.zeros(0, np.int64)
+    assert thread_rank(pid, tid).tolist() == expected.tolist()
