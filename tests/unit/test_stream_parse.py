@@ -270,6 +270,29 @@ def test_jobs_are_a_quarter_of_a_parts_share_within_bounds(monkeypatch: pytest.M
     assert stream.applies(packed, 3, Limits()) == (0, 0)
 
 
+def test_the_last_stretch_of_the_text_comes_in_smaller_jobs() -> None:
+    """Jobs taper towards the text's expected end (never above the job's size, never below ``_JOB_MIN``): with
+    parts that parse 1/``_TAPER`` as fast as the inflate or faster (each job starting as it is posted), every job
+    ends within ``_JOB_MIN``'s parse or one job's inflate of the inflate's end, where 34 MB jobs throughout left the
+    last one's whole parse after it."""
+    job, tail = 34 << 20, stream._JOB_MIN
+    assert stream.tapered(job, 2000 << 20) == job and stream.tapered(job, 100 << 20) == (100 << 20) // stream._TAPER
+    assert stream.tapered(job, 1 << 20) == tail and stream.tapered(job, -(5 << 20)) == tail  # past the estimate
+    assert stream.tapered(64 << 10, 1 << 20) == 64 << 10  # never above the job
+    text, inflate = 2000 << 20, 770e6  # bytes; bytes a second (one core)
+    for parse in (inflate / stream._TAPER, inflate / 12, inflate / 4):  # a part's bytes a second
+        start, ends, sizes = 0, [], []
+        while start < text:
+            size = min(stream.tapered(job, text - start), text - start)
+            sizes.append(size)
+            ends.append((start + size) / inflate + size / parse)  # posted once inflated, parsed at once
+            start += size
+        assert sizes == sorted(sizes, reverse=True) and min(sizes[:-1]) >= tail
+        after = max(ends) - text / inflate
+        assert after <= max(tail / parse, job / inflate) + 1e-9 < job / parse  # untapered: the last job's parse
+        assert len(sizes) < text // job + 40  # 34 more of 58 here: each a merge of a few ms
+
+
 def named_at_random(n: int) -> list[dict[str, object]]:
     """Events that compress to about 60 bytes each (a random name each)."""
     rng = random.Random(0)
