@@ -35,16 +35,24 @@ def device_name(device_type: int, device_id: int) -> str:
 
 @dataclass(frozen=True)
 class MemoryRecords:
-    """The ``[memory]`` records in time order, with their device label and owning operator node."""
+    """The ``[memory]`` records in time order, with their device and owning operator node. The device is a code
+    into ``labels`` (the distinct labels, sorted), not a label per record: a 2 GB trace holds 0.7 M records."""
 
     ts: np.ndarray
     nbytes: np.ndarray
     addr: np.ndarray
     allocated: np.ndarray
     reserved: np.ndarray
-    device: list[str]  # label per record
+    device: np.ndarray  # per record: its label's index in ``labels``
+    labels: list[str]
     owner: np.ndarray  # host-tree node of the deepest containing operator, -1 if none
     has_addresses: bool
+
+    def on(self, label: str) -> np.ndarray:
+        """Which records are on the device ``label``."""
+        code = self.labels.index(label) if label in self.labels else -1
+        mask: np.ndarray = self.device == code
+        return mask
 
 
 @memoized
@@ -61,22 +69,22 @@ def memory_records(model: TraceModel) -> MemoryRecords:
     inner = innermost_containing(ev_pid[tree.rows[ops]], ev_tid[tree.rows[ops]], tree.start[ops], tree.end[ops],
                                  ev_pid[rows], ev_tid[rows], ts, ordered=True)  # ops keep the tree's preorder
     owner = take(ops, inner, -1)
-    device = _device_labels(mem["device_type"][order], mem["device_id"][order])
+    device, labels = _device_codes(mem["device_type"][order], mem["device_id"][order])
     addr = mem["addr"][order]
     return MemoryRecords(ts=ts, nbytes=mem["bytes"][order], addr=addr, allocated=mem["total_allocated"][order],
-                         reserved=mem["total_reserved"][order], device=device, owner=owner,
+                         reserved=mem["total_reserved"][order], device=device, labels=labels, owner=owner,
                          has_addresses=bool((addr >= 0).any()))
 
 
-def _device_labels(device_type: np.ndarray, device_id: np.ndarray) -> list[str]:
-    """The device label of each record, named once per distinct (type, id) pair, not once per record."""
+def _device_codes(device_type: np.ndarray, device_id: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Each record's device as a code into the sorted distinct labels, each named once per (type, id) pair."""
     types, type_of = np.unique(device_type, return_inverse=True)
     ids, id_of = np.unique(device_id, return_inverse=True)
     pairs, pair_of = np.unique(type_of.reshape(-1) * len(ids) + id_of.reshape(-1), return_inverse=True)
-    names = np.array([device_name(int(types[p // len(ids)]), int(ids[p % len(ids)])) for p in pairs.tolist()],
-                     dtype=object)
-    labels: list[str] = names[pair_of.reshape(-1)].tolist() if len(pairs) else []
-    return labels
+    names = [device_name(int(types[p // len(ids)]), int(ids[p % len(ids)])) for p in pairs.tolist()]
+    labels = sorted(set(names))
+    code = np.array([labels.index(name) for name in names], dtype=np.int16)
+    return code[pair_of.reshape(-1)] if len(pairs) else np.zeros(0, dtype=np.int16), labels
 
 
 def _downsample(t: np.ndarray, alloc: np.ndarray, res: np.ndarray, max_points: int) -> np.ndarray:
@@ -111,9 +119,9 @@ def memory_curve(model: TraceModel, max_points: int = 4000) -> dict[str, Any]:
     rec = memory_records(model)
     devices: dict[str, Any] = {}
     ok = (rec.allocated >= 0) & (rec.addr >= 0) if rec.has_addresses else np.zeros(len(rec.ts), dtype=bool)
-    labels = np.array(rec.device, dtype=object)
-    for label in sorted(set(labels[ok].tolist()), key=lambda s: (s != "CPU", s)):
-        on = ok & (labels == label)
+    present = [rec.labels[c] for c in np.unique(rec.device[ok]).tolist()]
+    for label in sorted(present, key=lambda s: (s != "CPU", s)):
+        on = ok & rec.on(label)
         t, a, r = rec.ts[on], rec.allocated[on].astype(np.float64), rec.reserved[on].astype(np.float64)
         keep = _downsample(t, a, r, max_points)
         peak = int(np.argmax(a))
@@ -209,8 +217,7 @@ def memory_pairs(model: TraceModel) -> MemoryPairs:
         none = np.zeros(0, dtype=bool)
         return MemoryPairs([], [], [], np.zeros(0), np.zeros(0), none, none, [], [])
     kept = np.flatnonzero((rec.addr >= 0) & (rec.nbytes != 0))
-    label_code: dict[str, int] = {}
-    device = np.array([label_code.setdefault(d, len(label_code)) for d in rec.device], dtype=np.int64)[kept]
+    device = rec.device[kept]
     addr, size = rec.addr[kept], rec.nbytes[kept]
     order = np.lexsort((kept, addr, device))
     alloc = size[order] > 0
@@ -228,7 +235,7 @@ def memory_pairs(model: TraceModel) -> MemoryPairs:
     stacks = _record_stacks(model, rec.owner[rows])
     has_free = ~is_alloc | (free_of >= 0)
     return MemoryPairs(
-        name=names, device=[rec.device[r] for r in rows.tolist()], size=np.abs(rec.nbytes[rows]).tolist(),
+        name=names, device=[rec.labels[c] for c in rec.device[rows].tolist()], size=np.abs(rec.nbytes[rows]).tolist(),
         alloc=np.where(is_alloc, rec.ts[rows], -np.inf), has_alloc=is_alloc, has_free=has_free,
         free=np.where(is_alloc, np.where(free_of >= 0, rec.ts[np.maximum(free_of, 0)], np.inf), rec.ts[rows]),
         addr=rec.addr[rows].tolist(),
@@ -264,7 +271,7 @@ def live_at(model: TraceModel, at: float, device: str | None = None) -> dict[str
     total = None
     if device is not None:
         rec = memory_records(model)
-        on = np.flatnonzero((np.array(rec.device, dtype=object) == device) & (rec.ts <= at) & (rec.allocated >= 0))
+        on = np.flatnonzero(rec.on(device) & (rec.ts <= at) & (rec.allocated >= 0))
         total = int(rec.allocated[on[-1]]) if len(on) else None
     return {"rows": rows, "allocated_bytes": total}
 
@@ -277,7 +284,7 @@ def memory_statistics(model: TraceModel, start: float | None = None, end: float 
     lo = -np.inf if start is None else start
     hi = np.inf if end is None else end
     pick = (rec.ts >= lo) & (rec.ts < hi) & (rec.owner >= 0)
-    labels = np.array(rec.device, dtype=object)[pick] if len(rec.device) else np.empty(0, dtype=object)
+    labels = np.array(rec.labels, dtype=object)[rec.device[pick]] if len(rec.device) else np.empty(0, dtype=object)
     owner, size = rec.owner[pick], rec.nbytes[pick].astype(np.float64)
     out: list[dict[str, Any]] = []
     levels = list(reversed(tree_levels(model)[1:]))
@@ -319,7 +326,7 @@ def allocated_peak(model: TraceModel, label: str) -> tuple[float, int] | None:
     rec = memory_records(model)
     if not rec.has_addresses:
         return None
-    on = np.flatnonzero((rec.allocated >= 0) & (rec.addr >= 0) & (np.array(rec.device, dtype=object) == label))
+    on = np.flatnonzero((rec.allocated >= 0) & (rec.addr >= 0) & rec.on(label))
     if not len(on):
         return None
     peak = int(on[np.argmax(rec.allocated[on])])

@@ -67,8 +67,7 @@ def _pairs(model: TraceModel) -> tuple[list[str], np.ndarray, np.ndarray, np.nda
     """(device labels, device index, allocation record, free record (-1: none), bytes) of every allocation,
     allocations and frees paired by (device, address) in time order; frees of earlier memory have record -1."""
     rec = memory_records(model)
-    devices, dev = np.unique(np.array(rec.device, dtype=object), return_inverse=True)
-    dev = dev.reshape(-1).astype(np.int64)
+    devices, dev = rec.labels, rec.device.astype(np.int64)
     use = np.flatnonzero((rec.addr >= 0) & (rec.nbytes != 0))
     order = use[np.lexsort((use, rec.addr[use], dev[use]))]  # by device, address, then time
     same = (dev[order][1:] == dev[order][:-1]) & (rec.addr[order][1:] == rec.addr[order][:-1])
@@ -80,7 +79,7 @@ def _pairs(model: TraceModel) -> tuple[list[str], np.ndarray, np.ndarray, np.nda
     alloc_rec = np.concatenate([order[is_alloc], np.full(int(orphan_free.sum()), -1)])
     free_rec = np.concatenate([freed_by[is_alloc], order[orphan_free]])
     any_rec = np.where(alloc_rec >= 0, alloc_rec, free_rec)
-    return ([str(d) for d in devices.tolist()], dev[any_rec], alloc_rec, free_rec,
+    return (list(devices), dev[any_rec], alloc_rec, free_rec,
             np.abs(rec.nbytes[any_rec]).astype(np.int64))
 
 
@@ -159,13 +158,11 @@ def _baselines(model: TraceModel, phases: Phases, n_devices: int, dev: np.ndarra
                nbytes: np.ndarray, category: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per device: the first record's time and rule 7's split of what was allocated before it and never freed."""
     rec = memory_records(model)
-    labels = np.array(rec.device, dtype=object)
     first_us = np.full(n_devices, np.nan)
     baseline = np.zeros((n_devices, len(CATEGORIES)), dtype=np.int64)
-    devices = np.unique(labels) if len(labels) else labels
     state = STATE_PER_PARAMETER.get(phases.optimizer_class or "", DEFAULT_STATE_PER_PARAMETER)
-    for d, label in enumerate(devices.tolist()):
-        on = np.flatnonzero((labels == label) & (rec.allocated >= 0))
+    for d in range(len(rec.labels)):
+        on = np.flatnonzero((rec.device == d) & (rec.allocated >= 0))
         if not len(on):
             continue
         first = on[0]

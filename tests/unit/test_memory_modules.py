@@ -210,15 +210,19 @@ def test_module_backward_time_through_fwdbwd_flows(real_traces: Path) -> None:
     assert node["backward_device_us"] > 0
 
 
-def test_device_labels_are_named_per_distinct_device() -> None:
-    """Labels computed once per (type, id) pair equal naming every record (unknown ids, other device types)."""
-    from tb_plugin.analysis.memory import _device_labels, device_name
+def test_device_codes_name_each_distinct_device_once() -> None:
+    """Each record's code points at the label naming it would give (unknown ids, other device types); the labels
+    are the distinct ones, sorted; no records, no labels."""
+    from tb_plugin.analysis.memory import _device_codes, device_name
 
     rng = np.random.default_rng(3)
     types = rng.choice([0, 1, 6, 12, 99], 5000)
     ids_ = rng.choice([-1, 0, 1, 7], 5000)
-    assert _device_labels(types, ids_) == [device_name(t, i) for t, i in zip(types.tolist(), ids_.tolist())]
-    assert _device_labels(np.empty(0, np.int64), np.empty(0, np.int64)) == []
+    code, labels = _device_codes(types, ids_)
+    named = [device_name(t, i) for t, i in zip(types.tolist(), ids_.tolist())]
+    assert [labels[c] for c in code.tolist()] == named and labels == sorted(set(named))
+    code, labels = _device_codes(np.empty(0, np.int64), np.empty(0, np.int64))
+    assert len(code) == 0 and labels == []
 
 
 def test_live_allocations_at_the_peak_of_a_real_trace_make_up_the_peak() -> None:
@@ -233,7 +237,7 @@ def test_live_allocations_at_the_peak_of_a_real_trace_make_up_the_peak() -> None
     live = sum(r["size_bytes"] for r in peak["rows"])
     assert len(peak["rows"]) == 101 and live == 437_064_704
     rec = records_of(model)
-    on = [i for i, d in enumerate(rec.device) if d == "GPU0" and rec.addr[i] >= 0]
+    on = [i for i, d in enumerate(rec.device.tolist()) if rec.labels[d] == "GPU0" and rec.addr[i] >= 0]
     before_trace = int(rec.allocated[on[0]] - rec.nbytes[on[0]])  # allocated before the first record
     freed_before = sum(r["size_bytes"] for r in memory_events(model, None, None, "GPU0")
                        if r["alloc_us"] is None and r["free_us"] <= gpu["peak_time_us"])
