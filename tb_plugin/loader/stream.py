@@ -121,8 +121,10 @@ def job_bytes(expected: int, parts: int) -> int:
 
 
 def tapered(job: int, remaining: int) -> int:
-    """The size of a job starting ``remaining`` bytes before the expected end of the text (module constants)."""
-    return min(job, max(_JOB_MIN, remaining // _TAPER))
+    """The size of a job starting ``remaining`` bytes before the expected end of the text (module constants); past
+    that end the estimate was short (by at most a quarter: the map holds no more) and the rest is unknown, so the
+    jobs are whole again rather than hundreds of 4 MB ones, each a merge."""
+    return job if remaining <= 0 else min(job, max(_JOB_MIN, remaining // _TAPER))
 
 
 def resident_limit(job: int, parts: int) -> int:
