@@ -7,6 +7,7 @@ starting a worker costs a fork, not an interpreter start.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import time
@@ -30,6 +31,8 @@ from . import budget, entries
 from .cache import SOURCE_FILE, Later, Stored
 from .entries import BadEntry
 from .handover import Filler, Handover, Layout, handed_files, mapped
+
+log = logging.getLogger(__name__)
 
 
 def run_job(file: TraceFile, entry: str, progress: Any, conn: Connection, parts: int | None = None,
@@ -197,7 +200,9 @@ def _save_derived(stored: Stored, entry: str, file: TraceFile, share: tuple[int,
     server computes them on first use (and reports any error there, where the user looks)."""
     try:
         return stored.save(entry, file, share[0], parse_seconds, memory=share[1], built=saving.model, saved=saving)
-    except Exception:  # noqa: BLE001
+    except Exception as err:  # an optimisation: whatever fails, the trace loads
+        log.warning("the stored views of %s were not computed (%s: %s): each is computed on first use", file.url,
+                    type(err).__name__, err, exc_info=log.isEnabledFor(logging.DEBUG))
         return None
 
 
