@@ -76,7 +76,7 @@ def python_frames(model: TraceModel) -> PyFrames:
     name = ev["name"][rows].astype(np.int64)
     is_user, is_module, plumbing = _kinds(model, name) if len(rows) else (np.zeros(0, bool),) * 3
     n = len(rows)
-    user, called, module = (np.full(n, -1, dtype=np.int64) for _ in range(3))
+    user, called, module = (np.full(n, -1, dtype=np.int32) for _ in range(3))  # frame indices: 4 bytes each
     by_depth = np.argsort(depth, kind="stable")  # each level's frames ascending, as np.flatnonzero(depth == d)
     bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=-1)) + 2))
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # parents before children

@@ -46,10 +46,10 @@ class Applied:
 
 @memoized
 def device_index(model: TraceModel) -> np.ndarray:
-    """Per event row: its index in the graph's device order (-1 for host events)."""
+    """Per event row: its index in the graph's device order (-1 for host events); int32, as ``model.lookups``'."""
     g = graph(model)
-    out = np.full(model.n_events, -1, dtype=np.int64)
-    out[g.device.row] = np.arange(g.device.size)
+    out = np.full(model.n_events, -1, dtype=np.int32)
+    out[g.device.row] = np.arange(g.device.size, dtype=np.int32)
     return out
 
 
