@@ -10,6 +10,7 @@ union, which is smaller only where the operator's GPU work ran concurrently on s
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +157,13 @@ def call_stacks(model: TraceModel) -> CallStacks:
     PyTorch 1.x wrote a ``Call stack`` arg; 2.x writes ``python_function`` events instead, so there the stack is
     the chain of Python frames enclosing the operator on its thread.
     """
+    if len(model["python"]["row"]) and not (model["ops"]["call_stack"] >= 0).any():
+        # the stacks come from the frames: what of them the operators do not change, made while the operators are
+        with ThreadPoolExecutor(2, thread_name_prefix="pytorch-profiler-frames") as pool:
+            sweep = pool.submit(python_stacks.frame_sweep, model)
+            chains = pool.submit(python_stacks.source_chains, model)
+            rows = host_tree(model).rows[operator_nodes(model).node]
+            return _python_stacks(model, rows, sweep.result(), chains.result())
     ops = operator_nodes(model)
     rows = host_tree(model).rows[ops.node]
     ops_row = _ops_row_of_event(model)[rows]
@@ -173,13 +181,14 @@ def _own_table(string_codes: np.ndarray, strings: list[str]) -> CallStacks:
     return CallStacks(inverse.reshape(-1).astype(np.int64) - shift, texts)
 
 
-def _python_stacks(model: TraceModel, op_rows: np.ndarray) -> CallStacks:
+def _python_stacks(model: TraceModel, op_rows: np.ndarray, sweep: python_stacks.FrameSweep | None = None,
+                   chains: python_stacks.SourceChains | None = None) -> CallStacks:
     """Call stacks from ``python_function`` events: each operator's innermost enclosing frame, followed up its
     chain of Python parents (source frames only), one chain per distinct frame (``python_stacks``)."""
-    frames, inverse = np.unique(python_stacks.innermost_frames(model, op_rows), return_inverse=True)
+    frames, inverse = np.unique(python_stacks.innermost_frames(model, op_rows, sweep), return_inverse=True)
     codes = np.full(len(frames), -1, dtype=np.int64)
     used = frames >= 0
-    codes[used], texts = python_stacks.stack_table(model, frames[used])
+    codes[used], texts = python_stacks.stack_table(model, frames[used], chains)
     return CallStacks(codes[inverse.reshape(-1)], texts)
 
 

@@ -16,16 +16,21 @@ the answer of the walk it replaces (kept below as the fallback and compared in `
 
 On the 164 MB trace (146 k frames, 172 k operators) this is what the Operator view's first answer spent its time
 on: 0.6 of its 0.85 s under a profiler (a Python sweep over 318 k rows and a regex per frame of 16 k chains).
+What depends on the frames alone (their sweep order and links, :func:`frame_sweep`; their chains of source
+frames, :func:`source_chains`) is made once, while the operators are (``operators.call_stacks``): the operators
+are then found among the sorted frames per thread, not sorted again together with them (the walk's order,
+:func:`_sweep_order`, stays the reference and the fallback).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..model.nesting import MAX_JUMPS, previous_later_end
-from ..model.order import sweep_order
+from ..model.order import sweep_order, thread_rank
 from ..model.tables import TraceModel
 
 SOURCE_FRAME = re.compile(r"\(\d+\): ")
@@ -33,7 +38,8 @@ MAX_FRAMES = 512  # the walk up a chain of parent ids stops after this many fram
 
 
 def _sweep_order(model: TraceModel, op_rows: np.ndarray) -> dict[str, np.ndarray]:
-    """Frames and operators in the sweep's order (thread, start, longest first, frames first)."""
+    """Frames and operators in the sweep's order (thread, start, longest first, frames first): what the walk
+    (:func:`_innermost_walk`, the fallback and the tests' reference) steps through."""
     ev = model["events"]
     py_rows = model["python"]["row"]
     rows = np.concatenate([py_rows, op_rows])
@@ -49,32 +55,88 @@ def _sweep_order(model: TraceModel, op_rows: np.ndarray) -> dict[str, np.ndarray
             "which": which[order], "pid": pid, "tid": tid}
 
 
-def innermost_frames(model: TraceModel, op_rows: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class FrameSweep:
+    """The trace's Python frames in the sweep's order (thread, start, longest first): each one's index in the
+    ``python`` table, thread, start and end, and the nearest earlier frame of its thread ending later (``link``,
+    ``nesting.previous_later_end``; None where its jumps did not settle). None of it depends on the operators: it is
+    computed while they are (``operators.call_stacks``), the frames sorted once, not again among the operators."""
+
+    which: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    link: np.ndarray | None
+
+
+def frame_sweep(model: TraceModel) -> FrameSweep:
+    ev = model["events"]
+    rows = model["python"]["row"]
+    start = ev["ts"][rows]
+    end = start + np.nan_to_num(ev["dur"][rows], nan=0.0).clip(min=0.0)
+    pid, tid = ev["pid"][rows], ev["tid"][rows]
+    order = sweep_order(pid, tid, start, (-(end - start),))  # as _sweep_order orders the frames among operators
+    pid, tid, start, end = pid[order], tid[order], start[order], end[order]
+    new_thread = np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]) if len(order) else \
+        np.zeros(0, dtype=bool)
+    return FrameSweep(which=order, pid=pid, tid=tid, start=start, end=end,
+                      link=previous_later_end(end, np.cumsum(new_thread)))
+
+
+def innermost_frames(model: TraceModel, op_rows: np.ndarray, sweep: FrameSweep | None = None) -> np.ndarray:
     """Per operator row: the index (into the ``python`` table) of the innermost Python frame enclosing it on its
-    thread, -1 when none (see the module's docstring for the rule)."""
-    s = _sweep_order(model, op_rows)
-    frame_pos = np.flatnonzero(s["is_py"])
-    op_pos = np.flatnonzero(~s["is_py"])
+    thread, -1 when none (see the module's docstring for the rule); ``sweep``: :func:`frame_sweep`'s, if made."""
+    f = sweep if sweep is not None else frame_sweep(model)
     out = np.full(len(op_rows), -1, dtype=np.int64)
-    if not len(frame_pos) or not len(op_pos):
+    if not len(f.which) or not len(op_rows):
         return out
-    f_end, f_thread = s["end"][frame_pos], s["thread"][frame_pos]
-    link = previous_later_end(f_end, f_thread)
-    if link is None:
-        return _innermost_walk(s)
-    # the last frame before each operator in sweep order, if on the operator's thread
-    cand = np.cumsum(s["is_py"])[op_pos] - 1
-    cand = np.where((cand >= 0) & (f_thread[np.maximum(cand, 0)] == s["thread"][op_pos]), cand, -1)
-    when = s["start"][op_pos]
+    if f.link is None:
+        return _innermost_walk(_sweep_order(model, op_rows))
+    ev = model["events"]
+    when = ev["ts"][op_rows]
+    end = when + np.nan_to_num(ev["dur"][op_rows], nan=0.0).clip(min=0.0)
+    cand = _last_frame_before(f, ev["pid"][op_rows], ev["tid"][op_rows], when, end)
     active = np.flatnonzero(cand >= 0)  # operators whose candidate may be closed
     for _ in range(MAX_JUMPS):
-        active = active[f_end[cand[active]] < when[active]]
+        active = active[f.end[cand[active]] < when[active]]
         if not len(active):
-            out[s["which"][op_pos]] = np.where(cand >= 0, s["which"][frame_pos[np.maximum(cand, 0)]], -1)
-            return out
-        cand[active] = link[cand[active]]
+            found: np.ndarray = np.where(cand >= 0, f.which[np.maximum(cand, 0)], -1)
+            return found
+        cand[active] = f.link[cand[active]]
         active = active[cand[active] >= 0]
-    return _innermost_walk(s)
+    return _innermost_walk(_sweep_order(model, op_rows))
+
+
+def _last_frame_before(f: FrameSweep, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray
+                       ) -> np.ndarray:
+    """Per operator: the last frame before it in the sweep's order if on its thread, else -1. That order is by
+    thread, then start (untimed last), then longest first, frames first where all of that ties: within a thread's
+    frames, (start, -duration) pairs sorted, which a complex number compares as (numpy orders complex numbers by
+    real part, then imaginary); the operators are searched among them one thread at a time."""
+    n = len(f.which)
+    rank = thread_rank(np.concatenate([f.pid, pid]), np.concatenate([f.tid, tid]))
+    f_rank, o_rank = rank[:n], rank[n:]
+    f_key, o_key = _sweep_key(f.start, f.end), _sweep_key(start, end)
+    cand = np.full(len(pid), -1, dtype=np.int64)
+    by_thread = np.argsort(o_rank, kind="stable")
+    heads = np.flatnonzero(np.concatenate([[True], o_rank[by_thread][1:] != o_rank[by_thread][:-1]]))
+    for a, b in zip(heads.tolist(), np.append(heads[1:], len(by_thread)).tolist()):
+        ops = by_thread[a:b]
+        lo, hi = np.searchsorted(f_rank, [o_rank[ops[0]], o_rank[ops[0]] + 1]).tolist()
+        at = lo + np.searchsorted(f_key[lo:hi], o_key[ops], side="right") - 1
+        cand[ops] = np.where(at >= lo, at, -1)
+    return cand
+
+
+def _sweep_key(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """start + i·(start − end): the sweep's order within a thread; an untimed start after every timed one, all
+    untimed ones equal (the sort ties them)."""
+    untimed = np.isnan(start)
+    key = np.empty(len(start), dtype=np.complex128)  # set part by part: 1j * -inf would make the real part NaN
+    key.real = np.where(untimed, np.inf, start)
+    key.imag = np.where(untimed, -np.inf, -(end - start))
+    return key
 
 
 def _innermost_walk(s: dict[str, np.ndarray]) -> np.ndarray:
@@ -145,9 +207,23 @@ def _nearest_source(parent: np.ndarray, source: np.ndarray) -> np.ndarray:
     return near
 
 
-def stack_table(model: TraceModel, frames: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Per frame of ``frames`` (indices into the ``python`` table, distinct, ascending, ≥ 0): the code of its call
-    stack in ``texts`` (numbered in the order of ``frames``), -1 where the chain holds no source frame."""
+@dataclass(frozen=True)
+class SourceChains:
+    """What every stack text is built from, per frame of the ``python`` table: its parent frame, name, chain
+    length and nearest source frame; per source frame within the cut, the number of its chain of source frames,
+    and per number the innermost frame's name and the outer chain's number (:func:`_stack_ids`). None of it depends
+    on the operators: it is computed while they are (``operators.call_stacks``)."""
+
+    parent: np.ndarray
+    names: np.ndarray
+    length: np.ndarray
+    near: np.ndarray
+    stack: np.ndarray
+    stack_name: np.ndarray
+    stack_up: np.ndarray
+
+
+def source_chains(model: TraceModel) -> SourceChains:
     py = model["python"]
     parent = parent_frames(py["python_id"], py["parent_id"])
     names = model["events"]["name"][py["row"]].astype(np.int64)
@@ -156,12 +232,22 @@ def stack_table(model: TraceModel, frames: np.ndarray) -> tuple[np.ndarray, list
     near = _nearest_source(parent, source)
     above = np.where(parent >= 0, near[np.maximum(parent, 0)], -1)  # a source frame's nearest source ancestor
     stack, stack_name, stack_up = _stack_ids(source & (length <= MAX_FRAMES), above, names)
+    return SourceChains(parent=parent, names=names, length=length, near=near, stack=stack, stack_name=stack_name,
+                        stack_up=stack_up)
+
+
+def stack_table(model: TraceModel, frames: np.ndarray, chains: SourceChains | None = None
+                ) -> tuple[np.ndarray, list[str]]:
+    """Per frame of ``frames`` (indices into the ``python`` table, distinct, ascending, ≥ 0): the code of its call
+    stack in ``texts`` (numbered in the order of ``frames``), -1 where the chain holds no source frame;
+    ``chains``: :func:`source_chains`'s, if made."""
+    c = chains if chains is not None else source_chains(model)
     # per frame: the stack of its nearest source frame, -1 for none, or -2 - position where the walk decides
-    key = np.where(near[frames] >= 0, stack[np.maximum(near[frames], 0)], -1)
-    key = np.where(length[frames] > MAX_FRAMES, -2 - np.arange(len(frames)), key)
+    key = np.where(c.near[frames] >= 0, c.stack[np.maximum(c.near[frames], 0)], -1)
+    key = np.where(c.length[frames] > MAX_FRAMES, -2 - np.arange(len(frames)), key)
     distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    strings, names_list, parent_list = model.strings, names.tolist(), parent.tolist()
-    name_list, up_list = stack_name.tolist(), stack_up.tolist()
+    strings, names_list, parent_list = model.strings, c.names.tolist(), c.parent.tolist()
+    name_list, up_list = c.stack_name.tolist(), c.stack_up.tolist()
     text_of: dict[int, str] = {}
 
     def text(k: int) -> str:  # the text of stack k, its outer part first

@@ -109,6 +109,25 @@ def test_stacks_equal_the_walks_on_awkward_synthetic_traces(tmp_path: Path, seed
     assert _check(model, model["ops"]["row"]) > 0
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_stacks_equal_the_walks_across_threads_and_ties(tmp_path: Path, seed: int) -> None:
+    """Operators on threads with no frames (before, between and after the frames' threads, another process too),
+    and operators starting with frames at equal times, longer, shorter and as long (the sweep's order: start, then
+    longest first, frames first where both tie), found per thread among the frames sorted once."""
+    rng = random.Random(seed)
+    events = _synthetic(rng, 3)
+    for ev in [e for e in events if e["cat"] == "python_function"]:
+        for dur in (0.0, ev["dur"], ev["dur"] / 2, ev["dur"] + 1.0):  # at the frame's start, every length
+            events.append({"ph": "X", "cat": "cpu_op", "name": "aten::tie", "pid": 7, "tid": ev["tid"], "ts": ev["ts"],
+                           "dur": dur})
+    for pid, tid in ((7, 0), (7, 2), (7, 9), (3, 1), (8, 1)):  # tid 2 has frames; the others none
+        events += [{"ph": "X", "cat": "cpu_op", "name": "aten::op", "pid": pid, "tid": tid, "ts": rng.uniform(0, 100),
+                    "dur": rng.uniform(0, 5)} for _ in range(20)]
+    rng.shuffle(events)
+    model = load_trace(str(write_trace(tmp_path / "t.pt.trace.json", events)))
+    assert _check(model, model["ops"]["row"]) > 0
+
+
 def _chain(n: int, tid: int, first_id: int, parent_of_first: int, span: float) -> list[dict[str, Any]]:
     return [{"ph": "X", "cat": "python_function", "name": f"deep.py({k}): f", "pid": 7, "tid": tid, "ts": k * 1e-3,
              "dur": span - 2 * k * 1e-3, "args": {"Python id": first_id + k,
