@@ -20,6 +20,7 @@ from ..model import intervals as iv
 from ..model.arrays import group_rows, take
 from ..model.derived import memoized
 from ..model.kinds import Kind
+from ..model.lookups import side_row
 from ..model.optree import HostTree, host_tree
 from ..model.tables import TraceModel
 from . import python_stacks
@@ -130,13 +131,6 @@ def operator_nodes(model: TraceModel) -> OperatorNodes:
                          tc_self=tc_self, tc_total=tc_total, eligible=eligible_node[nodes])
 
 
-@memoized
-def _ops_row_of_event(model: TraceModel) -> np.ndarray:
-    lookup = np.full(model.n_events, -1, dtype=np.int64)
-    lookup[model["ops"]["row"]] = np.arange(len(model["ops"]["row"]))
-    return lookup
-
-
 @dataclass(frozen=True)
 class CallStacks:
     """Per operator node of :func:`operator_nodes`: ``codes`` indexes ``texts``, the distinct call stacks
@@ -166,7 +160,7 @@ def call_stacks(model: TraceModel) -> CallStacks:
             return _python_stacks(model, rows, sweep.result(), chains.result())
     ops = operator_nodes(model)
     rows = host_tree(model).rows[ops.node]
-    ops_row = _ops_row_of_event(model)[rows]
+    ops_row = side_row(model, "ops")[rows]
     arg = take(model["ops"]["call_stack"], ops_row, -1).astype(np.int64)
     if (arg >= 0).any() or len(model["python"]["row"]) == 0:
         return _own_table(arg, model.strings)
@@ -202,7 +196,7 @@ def operator_table(model: TraceModel, group_by: str = "name") -> list[dict[str, 
     shapes = stacks = None
     if group_by == "name_shape":
         rows = host_tree(model).rows[ops.node]
-        ops_row = _ops_row_of_event(model)[rows]
+        ops_row = side_row(model, "ops")[rows]
         shapes = take(model["ops"]["input_dims"], ops_row, -1).astype(np.int64)
         keys.append(shapes)
     elif group_by == "name_stack":
