@@ -28,6 +28,7 @@ from ...model import intervals as iv
 from ...model.arrays import take
 from ...model.derived import memoized
 from ...model.kinds import DEVICE_KINDS, Kind
+from ...model.lookups import side_row, tree_node_of_row
 from ...model.names import name_mask
 from ...model.optree import HostTree, host_tree, launch_rows
 from ...model.tables import TraceModel
@@ -134,9 +135,7 @@ def allocator_shapes(model: TraceModel, rows: np.ndarray) -> tuple[str | None, i
     """The operator that allocates most often, how many distinct input shapes its allocating calls have, and how
     many such calls there are (shapes that change every step allocate new blocks every step)."""
     tree = host_tree(model)
-    node_of = np.full(model.n_events, -1, dtype=np.int64)
-    node_of[tree.rows] = np.arange(tree.size)
-    op = take(tree.op_of, node_of[rows], -1)
+    op = take(tree.op_of, tree_node_of_row(model)[rows], -1)
     op = op[op >= 0]
     if not len(op):
         return None, 0, 0
@@ -144,9 +143,7 @@ def allocator_shapes(model: TraceModel, rows: np.ndarray) -> tuple[str | None, i
     codes, counts = np.unique(names, return_counts=True)
     top = int(codes[np.argmax(counts)])
     mine = np.unique(op[names == top])
-    ops_row = np.full(model.n_events, -1, dtype=np.int64)
-    ops_row[model["ops"]["row"]] = np.arange(len(model["ops"]["row"]))
-    dims = take(model["ops"]["input_dims"], ops_row[tree.rows[mine]], -1)
+    dims = take(model["ops"]["input_dims"], side_row(model, "ops")[tree.rows[mine]], -1)
     return model.strings[top], len(np.unique(dims[dims >= 0])), len(mine)
 
 
@@ -613,10 +610,8 @@ def convolutions(model: TraceModel) -> Convolutions:
     extra = mine.copy()
     extra[mine] = tuning[owner[mine]] & (start < last[owner[mine]])
     e_start, e_end = _rows_spans(model, dev["row"][extra])
-    ops_row = np.full(model.n_events, -1, dtype=np.int64)
-    ops_row[model["ops"]["row"]] = np.arange(len(model["ops"]["row"]))
     in_steps = nodes[step[nodes] >= 0]
-    dims = take(model["ops"]["input_dims"], ops_row[tree.rows[in_steps]], -1)
+    dims = take(model["ops"]["input_dims"], side_row(model, "ops")[tree.rows[in_steps]], -1)
     in_tuning = take(tuning, take(conv_of, syncs, -1), False).astype(bool) & (step[syncs] >= 0)
     return Convolutions(time=per_step(model, iv.union(start, end)), tuning_rows=tree.rows[tune_nodes],
                         tuning_steps=len(np.unique(step[tune_nodes])),

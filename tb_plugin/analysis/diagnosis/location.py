@@ -31,6 +31,7 @@ from ...model import intervals as iv
 from ...model.arrays import take, unique_ints
 from ...model.derived import memoized
 from ...model.kinds import Kind
+from ...model.lookups import side_row
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
 from ..python_frames import PLUMBING, PyFrames, api_name, module_name, python_frames, short_frame
@@ -162,8 +163,7 @@ def _stack_site(model: TraceModel, evidence: iv.Intervals, threads: tuple[tuple[
     1.x traces, left out), by stack; threads without stacks (autograd's) read the main threads'."""
     tree = host_tree(model)
     ev = model["events"]
-    ops_row = np.full(model.n_events, -1, dtype=np.int64)
-    ops_row[model["ops"]["row"]] = np.arange(len(model["ops"]["row"]))
+    ops_row = side_row(model, "ops")
     ops = (tree.kind == Kind.CPU_OP) & ~tree.merged & ~np.isin(
         ev["name"][tree.rows], model.codes_where(lambda s: s.startswith("ProfilerStep#")))
     stack_of = np.where(ops_row[tree.rows] >= 0, model["ops"]["call_stack"][np.maximum(ops_row[tree.rows], 0)], -1)
