@@ -666,10 +666,7 @@ def graph_kernels(model: TraceModel) -> np.ndarray:
 
 def host_rows(model: TraceModel, rows: np.ndarray) -> np.ndarray:
     """Event rows with each device event replaced by its launch call (dropped where the launch is unknown)."""
-    dev = model["device_events"]
-    pos = np.full(model.n_events, -1, dtype=np.int64)
-    pos[dev["row"]] = np.arange(len(dev["row"]))
-    at = pos[rows]
+    at = side_row(model, "device_events")[rows]
     launch = take(launch_rows(model), at, -1)
     out = np.where(at >= 0, launch, rows)
     return out[out >= 0]
