@@ -54,6 +54,11 @@ class MemoryRecords:
         mask: np.ndarray = self.device == code
         return mask
 
+    def devices_of(self, mask: np.ndarray) -> list[int]:
+        """The codes of the devices the records of ``mask`` are on, the CPU first, then by label."""
+        codes: list[int] = np.unique(self.device[mask]).tolist()
+        return sorted(codes, key=lambda c: (self.labels[c] != "CPU", self.labels[c]))
+
 
 @memoized
 def memory_records(model: TraceModel) -> MemoryRecords:
@@ -119,9 +124,9 @@ def memory_curve(model: TraceModel, max_points: int = 4000) -> dict[str, Any]:
     rec = memory_records(model)
     devices: dict[str, Any] = {}
     ok = (rec.allocated >= 0) & (rec.addr >= 0) if rec.has_addresses else np.zeros(len(rec.ts), dtype=bool)
-    present = [rec.labels[c] for c in np.unique(rec.device[ok]).tolist()]
-    for label in sorted(present, key=lambda s: (s != "CPU", s)):
-        on = ok & rec.on(label)
+    for code in rec.devices_of(ok):
+        label = rec.labels[code]
+        on = ok & (rec.device == code)
         t, a, r = rec.ts[on], rec.allocated[on].astype(np.float64), rec.reserved[on].astype(np.float64)
         keep = _downsample(t, a, r, max_points)
         peak = int(np.argmax(a))
@@ -284,12 +289,13 @@ def memory_statistics(model: TraceModel, start: float | None = None, end: float 
     lo = -np.inf if start is None else start
     hi = np.inf if end is None else end
     pick = (rec.ts >= lo) & (rec.ts < hi) & (rec.owner >= 0)
-    labels = np.array(rec.labels, dtype=object)[rec.device[pick]] if len(rec.device) else np.empty(0, dtype=object)
+    codes = rec.device[pick]
     owner, size = rec.owner[pick], rec.nbytes[pick].astype(np.float64)
     out: list[dict[str, Any]] = []
     levels = list(reversed(tree_levels(model)[1:]))
-    for device in sorted(set(labels.tolist()), key=lambda s: (s != "CPU", s)):
-        on = labels == device
+    for code in rec.devices_of(pick):
+        device = rec.labels[code]
+        on = codes == code
         n = tree.size
         self_inc = np.bincount(owner[on], weights=size[on], minlength=n)
         self_cnt = np.bincount(owner[on], weights=(size[on] > 0).astype(float), minlength=n)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.nesting import MAX_JUMPS, previous_later_end
-from ..model.order import sweep_order, thread_rank
+from ..model.order import common_threads, sweep_order
 from ..model.tables import TraceModel
 
 SOURCE_FRAME = re.compile(r"\(\d+\): ")
@@ -114,9 +114,7 @@ def _last_frame_before(f: FrameSweep, pid: np.ndarray, tid: np.ndarray, start: n
     thread, then start (untimed last), then longest first, frames first where all of that ties: within a thread's
     frames, (start, -duration) pairs sorted, which a complex number compares as (numpy orders complex numbers by
     real part, then imaginary); the operators are searched among them one thread at a time."""
-    n = len(f.which)
-    rank = thread_rank(np.concatenate([f.pid, pid]), np.concatenate([f.tid, tid]))
-    f_rank, o_rank = rank[:n], rank[n:]
+    f_rank, o_rank = common_threads(f.pid, f.tid, pid, tid)
     f_key, o_key = _sweep_key(f.start, f.end), _sweep_key(start, end)
     cand = np.full(len(pid), -1, dtype=np.int64)
     by_thread = np.argsort(o_rank, kind="stable")

@@ -17,7 +17,7 @@ from .arrays import take
 from .derived import memoized
 from .kinds import Kind
 from .nesting import MAX_JUMPS, nest, previous_later_end
-from .order import preorder, sweep_order, thread_rank
+from .order import common_threads, preorder, sweep_order
 from .tables import TraceModel
 
 TREE_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER)
@@ -195,7 +195,7 @@ def innermost_containing(span_pid: np.ndarray, span_tid: np.ndarray, span_start:
     spans = np.arange(n_spans) if ordered else sweep_order(span_pid, span_tid, span_start,
                                                            (-(span_end - span_start),))
     points = sweep_order(pid, tid, ts, ())
-    span_thread, point_thread = _common_threads(span_pid[spans], span_tid[spans], pid[points], tid[points])
+    span_thread, point_thread = common_threads(span_pid[spans], span_tid[spans], pid[points], tid[points])
     starts = span_start[spans]
     ends = span_end[spans]
     later = previous_later_end(ends, span_thread)
@@ -222,13 +222,6 @@ def innermost_containing(span_pid: np.ndarray, span_tid: np.ndarray, span_start:
         cand[active] = later[cand[active]]
         active = active[cand[active] >= 0]
     return _innermost_walk(span_pid, span_tid, span_start, span_end, pid, tid, ts)
-
-
-def _common_threads(a_pid: np.ndarray, a_tid: np.ndarray, b_pid: np.ndarray, b_tid: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Rank of each row's (pid, tid) among the threads of both sets, in (pid, tid) order."""
-    rank = thread_rank(np.concatenate([a_pid, b_pid]), np.concatenate([a_tid, b_tid]))
-    return rank[:len(a_pid)], rank[len(a_pid):]
 
 
 def _innermost_walk(span_pid: np.ndarray, span_tid: np.ndarray, span_start: np.ndarray, span_end: np.ndarray,

@@ -64,6 +64,14 @@ def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return rank
 
 
+def common_threads(a_pid: np.ndarray, a_tid: np.ndarray, b_pid: np.ndarray, b_tid: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Rank of each row's (pid, tid) among the threads of both sets, in (pid, tid) order: the same number for the
+    same thread in either set."""
+    rank = thread_rank(np.concatenate([a_pid, b_pid]), np.concatenate([a_tid, b_tid]))
+    return rank[:len(a_pid)], rank[len(a_pid):]
+
+
 def _pair_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     p, t = _dense(pid), _dense(tid)
     width = int(t.max(initial=0)) + 1
