@@ -202,6 +202,7 @@ def ours(python: str, name: str, trace: Path, work: Path, timeout: float) -> dic
                 server.sampler.reset()
                 res.update(first_views(server, res["runs_doc"]))
                 res["peak_pss_mb_views"] = server.sampler.peak_pss / 1e6
+                res["peak_pss_mb_views_by_generation"] = server.sampler.peak_by_generation()
         finally:
             res.update(server.stop())
         res.pop("runs_doc", None)

@@ -247,6 +247,20 @@ def _tree_pids(pid: int) -> list[int]:
         return [pid]
 
 
+def _tree_generations(pid: int) -> list[tuple[int, int]]:
+    """(pid, generation) of the pid (0) and its descendants (their depth below it)."""
+    try:
+        import psutil
+
+        out, level = [(pid, 0)], [psutil.Process(pid)]
+        for generation in range(1, 8):
+            level = [c for p in level for c in p.children()]
+            out += [(c.pid, generation) for c in level]
+        return out
+    except Exception:  # noqa: BLE001 - the process is gone or psutil is missing
+        return [(p, 0) for p in _tree_pids(pid)]
+
+
 def _rss(pid: int) -> int:
     import psutil
 
@@ -280,24 +294,39 @@ class TreeSampler(threading.Thread):
         super().__init__(daemon=True)
         self.pid, self.interval, self.pss = pid, interval, pss
         self.peak = self.peak_pss = 0
+        self.last: list[tuple[int, int]] = []
+        self.at_peak: list[tuple[int, int]] = []  # (generation below the root, PSS bytes) of each process then
         self.stop_ev = threading.Event()
 
     def sample(self) -> tuple[int, int]:
         """(RSS, PSS) summed over the tree now; PSS is 0 unless ``pss``."""
         rss = pss = 0
-        for pid in _tree_pids(self.pid):
+        self.last = []
+        for pid, generation in _tree_generations(self.pid):
             p, r = _rollup(pid) if self.pss else (0, _rss(pid))
             pss, rss = pss + p, rss + r
+            self.last.append((generation, p))
         return rss, pss
 
     def run(self):
         while not self.stop_ev.is_set():
             rss, pss = self.sample()
+            if pss > self.peak_pss:
+                self.at_peak = sorted(self.last, key=lambda x: (x[0], -x[1]))
             self.peak, self.peak_pss = max(self.peak, rss), max(self.peak_pss, pss)
             self.stop_ev.wait(self.interval)
 
     def reset(self) -> None:
         self.peak = self.peak_pss = 0
+        self.at_peak = []
+
+    def peak_by_generation(self) -> dict[str, list[float]]:
+        """Where the peak PSS was: each process's MB at that moment, by generation (0: the root; 1: its children,
+        e.g. the loader; 2: theirs, e.g. a part's process), the largest first."""
+        out: dict[str, list[float]] = {}
+        for generation, pss in self.at_peak:
+            out.setdefault(str(generation), []).append(round(pss / 1e6, 1))
+        return out
 
     def stop(self):
         self.stop_ev.set()
