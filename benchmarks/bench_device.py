@@ -56,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_crowd import _stats, crowd, get, get_answer, view_routes  # noqa: E402
-from bench_load import TreeSampler, _runs_state, free_port, machine_info  # noqa: E402
+from bench_load import TreeSampler, _rollup, _runs_state, free_port, machine_info  # noqa: E402
 
 API = "/data/plugin/pytorch_profiler"
 
@@ -81,6 +81,10 @@ class Server:
                                         start_new_session=True)
         self.sampler = TreeSampler(self.process.pid, interval=0.1, pss=True)
         self.sampler.start()
+
+    def pss_mb(self) -> float:
+        """The server process's own PSS now (its loader and parts' processes aside), MB."""
+        return round(_rollup(self.process.pid)[0] / 1e6, 1)
 
     def wait_ready(self, timeout: float) -> dict[str, Any]:
         """Poll ``/runs`` every 50 ms: first answer, ready, and the latency of each answer while loading."""
@@ -140,22 +144,24 @@ def first_views(server: Server, doc: dict[str, Any]) -> dict[str, Any]:
     span = _span(doc)
     views = _json(get(f"{server.base}/views?run={span['run']}")[1])["views"]
     cold: dict[str, Any] = {}
-    # [seconds to the answer, status, bytes, "computing" answers before it (asked again as the page does)]
+    # [seconds to the answer, status, bytes, "computing" answers before it (asked again as the page does), the
+    # server process's own PSS in MB after it (what the views it computes itself keep)]
     t = time.perf_counter()
     status, body, waits = get_answer(f"{server.base}/trace/window?{urlencode(span)}&width_px=2000")
-    cold["trace/window (first paint)"] = [round(time.perf_counter() - t, 4), status, len(body), waits]
+    cold["trace/window (first paint)"] = [round(time.perf_counter() - t, 4), status, len(body), waits, server.pss_mb()]
     whole = _json(body) if status == 200 else {}
     for route in [*heavy_routes(span)[:-1], *gpu_routes(span)]:  # the first pages, each view's first answer
         t = time.perf_counter()
         status, body, waits = get_answer(f"{server.base}/{route}")
         cold["first " + route.split("?")[0] + _group(route)] = [round(time.perf_counter() - t, 4), status, len(body),
-                                                                 waits]
+                                                                 waits, server.pss_mb()]
     out = {"cold_views": cold, "windows": windows(server, span, whole)}  # before the rest: a big trace's call may end
     PARTIAL.update(out)
     for route in view_routes(span, views):
         t = time.perf_counter()
         status, body, waits = get_answer(f"{server.base}/{route}")
-        cold[route.split("?")[0] + _group(route)] = [round(time.perf_counter() - t, 4), status, len(body), waits]
+        cold[route.split("?")[0] + _group(route)] = [round(time.perf_counter() - t, 4), status, len(body), waits,
+                                                     server.pss_mb()]
     return out
 
 

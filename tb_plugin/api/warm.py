@@ -52,7 +52,7 @@ from ..analysis.diagnosis.evidence import host_gap_intervals
 from ..analysis.diagnosis.gpu_time import gpu_idle
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import device_work, launch_stats
-from ..analysis.memory import memory_records
+from ..analysis.memory import MemoryRecords, memory_records
 from ..analysis.operators import call_stacks, operator_nodes, subtree_device_time
 from ..analysis.overview import overview
 from ..analysis.python_frames import python_frames
@@ -68,7 +68,7 @@ from ..catalog.catalog import TraceFile
 from ..model import heap, stash
 from ..model.derived import Computing, _key, memoized, seed
 from ..model.lifetime import die_with_parent
-from ..model.optree import host_tree
+from ..model.optree import HostTree, host_tree
 from ..model.tables import TraceModel, load, model_of
 from ..timeline import counters, flows
 from ..timeline.index import depth_of_rows, timeline_index
@@ -86,7 +86,8 @@ LIMIT = 500  # launch_stats, cupti_counters, roofline
 MAX_POINTS = 500  # queue_length, memory_bandwidth
 SEQUENCE_LENGTH, SEQUENCE_TOP = 3, 20
 
-for _cls in (counters._Sources, flows._Launches, Steps, RankSummary, Level, LongEvents, LanePyramid):
+for _cls in (counters._Sources, flows._Launches, Steps, RankSummary, Level, LongEvents, LanePyramid, HostTree,
+             operators.OperatorNodes, operators.CallStacks, MemoryRecords):
     stash.register(_cls)
 
 
@@ -157,6 +158,10 @@ MEMOS: dict[str, Callable[..., Any]] = {
     "depths": depth_of_rows,
     "rank_summary": _summary,
     "pyramids": lambda model: pyramids(model, timeline_index(model)),
+    "host_tree": host_tree,
+    "operator_nodes": operator_nodes,
+    "call_stacks": call_stacks,
+    "memory_records": memory_records,
 }
 
 
@@ -164,7 +169,9 @@ def memos(model: TraceModel, ctx: Context) -> dict[str, list[tuple[str, tuple[An
     """The memoised results stored by part; a rank of a distributed job stores its rank summary (every rank's
     Overview and the Distributed view read all of them)."""
     out: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
-        "overview": [("steps", ())], "tables": [], "gpu": [],
+        "overview": [("steps", ()), ("memory_records", ())],
+        "tables": [("host_tree", ()), ("operator_nodes", ()), ("call_stacks", ())],
+        "gpu": [],
         "timeline": [("depths", ()), ("launches", ()), ("counters", ()), ("pyramids", ())]}
     if distributed(model):
         out["overview"].append(("rank_summary", (ctx.worker,)))

@@ -17,9 +17,12 @@ from typing import Any
 
 import pytest
 
+from tb_plugin.analysis.memory import memory_records
+from tb_plugin.analysis.operators import call_stacks, operator_nodes
 from tb_plugin.analysis.rank_summary import _summary
 from tb_plugin.api import answers, warm
 from tb_plugin.model.derived import _key
+from tb_plugin.model.optree import host_tree
 from tests.conftest import (
     API,
     SAMPLES,
@@ -77,8 +80,9 @@ def spans(body: dict[str, Any]) -> list[str]:
             for s in w["spans"]]
 
 
-# Each route once: FIRST and SPAN_ROUTES share seven.
-ROUTES = tuple(dict.fromkeys((*FIRST, *SPAN_ROUTES)))
+# Each route once: FIRST and SPAN_ROUTES share seven. The grouping by input shape reads the host tree and the
+# operator nodes that the tables part stores beside its answers (api/warm.py MEMOS), as the server computed them.
+ROUTES = tuple(dict.fromkeys((*FIRST, *SPAN_ROUTES, "operators?group_by=name_shape")))
 
 
 def fetch(client: Any, body: dict[str, Any], zipped_too: bool) -> dict[str, tuple[int, bytes]]:
@@ -173,8 +177,16 @@ def test_the_pages_first_requests_read_the_stored_answers(tensorboard_app: Any, 
     for route in FIRST:
         assert client.get(f"{API}/{route}{'&' if '?' in route else '?'}{q}").status_code == 200, route
     assert len(read) == len(FIRST) and not computed
+    # another grouping is computed, from the host tree, operator nodes and call stacks the tables part stored (and
+    # the memory records the Overview part did)
+    (model,) = _models(client, body)
+    stored = {fn: model.memo[_key(fn, ())] for fn in (host_tree, operator_nodes, call_stacks, memory_records)}
+    arrays = [stored[host_tree].rows, stored[operator_nodes].node, stored[call_stacks].codes,
+              stored[memory_records].ts]
+    assert not any(a.flags.writeable for a in arrays), "views of the entry's mapped file, not computed here"
     assert client.get(f"{API}/operators?{q}&group_by=name_shape").status_code == 200
-    assert len(read) == len(FIRST) and computed == ["x"]  # another grouping: computed as before
+    assert len(read) == len(FIRST) and computed == ["x"]
+    assert all(model.memo[_key(fn, ())] is v for fn, v in stored.items()), "read, not computed again"
 
 
 def test_a_damaged_part_is_computed_again(tensorboard_app: Any, tmp_path: Path) -> None:
