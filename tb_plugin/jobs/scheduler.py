@@ -385,7 +385,10 @@ class LoadScheduler:
 
     def _needed(self) -> set[Path]:
         """Entries eviction must keep: those whose model is still to be opened (a preprocessed span, ready by its
-        summary). An opened model no longer needs its entry (it was copied when opened): a restart parses it again
-        if it was evicted."""
+        summary), and those whose loader still adds parts computed after ready (evicted, each part would fail to
+        land and the server compute its views: an entry larger than the bound, as a 10 GB trace's is against the
+        default 4 GB, went at once). An opened model with its parts in no longer needs its entry (it was copied
+        when opened): a restart parses it again if it was evicted."""
         with self._lock:
-            return {job.entry for job in self._jobs.values() if job.lazy and job.model is None}
+            return {job.entry for job in self._jobs.values()
+                    if (job.lazy and job.model is None) or job.after is not None}

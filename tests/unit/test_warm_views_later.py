@@ -41,13 +41,14 @@ def _url(route: str, q: str) -> str:
 
 
 def _gated(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fail: tuple[str, ...] = (),
-           inline_events: int | None = None) -> tuple[Any, dict[str, Any], Path]:
+           inline_events: int | None = None, **flags: Any) -> tuple[Any, dict[str, Any], Path]:
     """A server whose loader leaves every view for after ready and starts them only when the gate opens
     (``inline_events``: ``WarmViews``'; 0 forks a process per part however small the trace)."""
     gate = tmp_path / "gate"
     os.mkfifo(gate)
     monkeypatch.setattr(warm, "WarmViews", lambda peaks: GatedViews(peaks, str(gate), fail, inline_events))
-    client = tensorboard_app(single_runs(tmp_path / "logdir", [_trace()]), profiler_cache_dir=str(tmp_path / "cache"))
+    client = tensorboard_app(single_runs(tmp_path / "logdir", [_trace()]), profiler_cache_dir=str(tmp_path / "cache"),
+                             **flags)
     return client, wait_until_settled(client, expect_spans=1), gate
 
 
@@ -252,6 +253,27 @@ def test_a_part_that_fails_is_computed_by_the_server(tensorboard_app: Any, monke
     r = client.get(_url("operators?group_by=name", q))
     assert r.status_code == 200 and r.get_json()["rows"]
     assert client.get(_url("overview", q)).status_code == 200
+
+
+def test_an_entry_beyond_the_cache_bound_keeps_its_parts_until_they_land(
+        tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A trace whose entry alone is larger than ``--profiler_cache_max_mb`` (a 10 GB trace's 4.4 GB against the
+    default 4 GB): the bound is kept once its parts landed, never by evicting the entry they land in meanwhile
+    (each part then failed to land and the server computed its views: the 10 GB trace's Operator table 37 s
+    after its Overview, 14 s with its part stored)."""
+    client, body, gate = _gated(tensorboard_app, monkeypatch, tmp_path, inline_events=0, profiler_cache_max_mb=1)
+    (model,) = _models(client, body)
+    (q,) = spans(body)
+    (entry,) = [p for p in (tmp_path / "cache").iterdir() if p.name.startswith("v")]
+    assert entries.entry_bytes(entry) > 1 << 20
+    computed: list[str] = []
+    monkeypatch.setattr(answers, "encode", lambda payload: computed.append("x") or warm.encode(payload))
+    _open_gate(gate)
+    _until(lambda: not warm.awaiting_any(model), "the parts landed")
+    ctx = warm.context(_plugin(client).workspace.trace(*_span(body)).file, warm.NO_OVERRIDE)
+    assert all(warm.has_answer(model, k) for part in warm.PARTS for k, _ in warm.answers(ctx)[part])
+    assert all(client.get(_url(route, q)).status_code == 200 for route in FIRST) and not computed
+    _until(lambda: not entry.exists(), "the bound kept once the parts landed")
 
 
 def test_a_loader_that_dies_leaves_the_views_to_the_server(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch,
