@@ -248,11 +248,15 @@ class ParseCache:
             order = list(self._sizes.items())
         kept = (keep() if callable(keep) else keep) or set()
         names = {path.name for path in kept}
-        for name, _ in order:
+        for name, size in order:
             if self.total_bytes() <= self.max_bytes:
                 break
             if name in names:
                 continue
+            if size > self.max_bytes:  # alone beyond the bound: say why a restart parses it again
+                log.warning("the parse of %s (%d MB) is larger than the parse cache's bound (%d MB, "
+                            "--profiler_cache_max_mb): not kept for a restart", _source(self.directory / name),
+                            size >> 20, self.max_bytes >> 20)
             if entries.discard(self.directory / name):
                 self._forget(name)
 
@@ -334,3 +338,12 @@ def _remove_old_fallbacks(temp: Path) -> None:
 
 __all__ = ["SOURCE_FILE", "SUMMARY_MARKER", "BadEntry", "Later", "Opened", "ParseCache", "Stored", "default_cache_dir",
            "entry_name"]
+
+
+def _source(entry: Path) -> str:
+    """The trace file an entry holds the parse of (its model's ``source``), else the entry's folder."""
+    try:
+        source = json.loads((entry / "meta.json").read_text()).get("source")
+    except (OSError, ValueError, AttributeError):
+        source = None
+    return str(source) if source else str(entry)

@@ -256,7 +256,8 @@ def test_a_part_that_fails_is_computed_by_the_server(tensorboard_app: Any, monke
 
 
 def test_an_entry_beyond_the_cache_bound_keeps_its_parts_until_they_land(
-        tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A trace whose entry alone is larger than ``--profiler_cache_max_mb`` (a 10 GB trace's 4.4 GB against the
     default 4 GB): the bound is kept once its parts landed, never by evicting the entry they land in meanwhile
     (each part then failed to land and the server computed its views: the 10 GB trace's Operator table 37 s
@@ -274,6 +275,7 @@ def test_an_entry_beyond_the_cache_bound_keeps_its_parts_until_they_land(
     assert all(warm.has_answer(model, k) for part in warm.PARTS for k, _ in warm.answers(ctx)[part])
     assert all(client.get(_url(route, q)).status_code == 200 for route in FIRST) and not computed
     _until(lambda: not entry.exists(), "the bound kept once the parts landed")
+    assert f"the parse of {_trace().name} (" in caplog.text and "not kept for a restart" in caplog.text
 
 
 def test_a_loader_that_dies_leaves_the_views_to_the_server(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch,
