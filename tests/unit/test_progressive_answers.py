@@ -141,3 +141,20 @@ def test_a_background_failure_reaches_the_next_caller_once() -> None:
         compute_in_background(memo, computing, "k", fail, analysis="x", events=1, patience=0.05)
     assert compute_in_background(memo, computing, "k", lambda: 7, analysis="x", events=1, patience=5) == 7
     assert attempts == [1] and memo == {"k": 7} and computing == {}
+
+
+def test_a_big_traces_computed_answer_gives_its_heap_back(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each answer computed on a big trace ends with the heap's freed pages given back (``model.heap``): one trim
+    per computation, none for an answer already kept."""
+    from tb_plugin.model import heap
+
+    monkeypatch.setattr(answers, "PROGRESSIVE_EVENTS", 0)
+    trims: list[int] = []
+    monkeypatch.setattr(heap, "trim_heap", lambda: trims.append(1))
+    for route in ("operators", "kernels", "operators"):
+        deadline = time.monotonic() + 30
+        while (r := client.get(f"{API}/{route}?{Q}")).status_code == 409:
+            assert time.monotonic() < deadline, route
+            time.sleep(0.05)
+        assert r.status_code == 200, route
+    assert len(trims) == 2  # operators and kernels computed once each; the second operators read the kept answer
