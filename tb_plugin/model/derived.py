@@ -81,8 +81,9 @@ def _key(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, str, tuple
 
 def seed(model: TraceModel, fn: Callable[..., R], value: R, *args: Any) -> None:
     """Give a :func:`memoized` function's result for ``(model, *args)`` as computed elsewhere (a loader process that
-    stored it beside the parse), so the first caller finds it instead of computing it. Only while the model is being
-    opened, before anyone asks: the value must be exactly what ``fn`` would return."""
+    stored it beside the parse), so the first caller finds it instead of computing it: when the model is opened, or
+    when a part computed after ready lands (a caller computing the same result meanwhile stores its own, equal,
+    value over it). The value must be exactly what ``fn`` would return."""
     with _LOCK:
         model.memo.setdefault(_key(fn, args), value)
 
