@@ -17,6 +17,7 @@ that start in its device-aware bounds, and the drill-down of the two steps' host
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -147,21 +148,24 @@ def diff_summary(base: TraceModel, exp: TraceModel, step: str | None = None,
 
 @dataclass(frozen=True)
 class _Side:
-    """One trace's host tree as the drill-down reads it, node by node: Python lists (a numpy scalar per lookup
-    costs more than the lookup), each node's children as a range of ``child_nodes``, and the name each node is
-    matched by, worked out once per distinct name."""
+    """One trace's host tree as the drill-down reads it: each node's children as a range of ``child_nodes``, its
+    name code, and per distinct name code what it is matched by and whether it is an anchor or a backward root
+    (worked out once per name, never a Python object per node: a 10 GB trace's tree has 15 M nodes)."""
 
     model: TraceModel
     tree: HostTree
     device: np.ndarray
-    child_nodes: list[int]
-    child_start: list[int]  # children of node n: child_nodes[child_start[n]:child_start[n + 1]]
-    name_code: list[int]  # per node
-    annotation: list[bool]  # per node: a user annotation (record_function region)
+    child_nodes: np.ndarray
+    child_start: np.ndarray  # children of node n: child_nodes[child_start[n]:child_start[n + 1]]
+    name_code: np.ndarray  # per node
+    annotation: np.ndarray  # per node: a user annotation (record_function region)
     keys: dict[int, str]  # per name code: the name it is matched by
+    anchor_code: np.ndarray  # per name code: data loading or an optimizer step (a phase of its own)
+    backward_code: np.ndarray  # per name code: a backward root
 
     def children(self, node: int) -> list[int]:
-        return self.child_nodes[self.child_start[node]:self.child_start[node + 1]]
+        nodes: list[int] = self.child_nodes[self.child_start[node]:self.child_start[node + 1]].tolist()
+        return nodes
 
 
 @memoized
@@ -174,16 +178,21 @@ def _side(model: TraceModel) -> _Side:
     start = np.searchsorted(parents[by_parent], np.arange(tree.size + 1))
     codes = model["events"]["name"][tree.rows]
     keys = {c: _key_of(model.strings[c]) for c in np.unique(codes).tolist()}
-    return _Side(model, tree, subtree_device_time(model), nodes[by_parent].tolist(), start.tolist(),
-                 codes.tolist(), (tree.kind == Kind.USER_ANNOTATION).tolist(), keys)
+    anchor = np.zeros(len(model.strings) + 1, dtype=bool)
+    backward = np.zeros(len(model.strings) + 1, dtype=bool)
+    for code, key in keys.items():
+        anchor[code] = key == "DataLoader" or key.startswith("Optimizer.")
+        backward[code] = model.strings[code].startswith(_BACKWARD)
+    return _Side(model, tree, subtree_device_time(model), nodes[by_parent], start, codes,
+                 tree.kind == Kind.USER_ANNOTATION, keys, anchor, backward)
 
 
 def _name(side: _Side, node: int) -> str:
-    return side.model.strings[side.name_code[node]]
+    return side.model.strings[int(side.name_code[node])]
 
 
 def _key(side: _Side, node: int) -> str:
-    return side.keys[side.name_code[node]]
+    return side.keys[int(side.name_code[node])]
 
 
 def _key_of(name: str) -> str:
@@ -243,29 +252,36 @@ def _stats(side: _Side, nodes: list[int]) -> dict[str, Any] | None:
 def _label(side: _Side | None, nodes: list[int]) -> str:
     if side is None or not nodes:
         return ""
-    names = [_name(side, n) for n in nodes]
-    if len(set(names)) == 1:
-        return names[0] if len(names) == 1 else f"{names[0]} ×{len(names)}"
-    if all(n.startswith(_BACKWARD) for n in names):
-        return f"Backward ({len(names)} operations)"
-    return f"{len(names)} operations ({names[0]} … {names[-1]})"
+    codes = side.name_code[np.asarray(nodes, dtype=np.int64)]
+    first, last = side.model.strings[int(codes[0])], side.model.strings[int(codes[-1])]
+    if len(nodes) == 1:
+        return first
+    distinct = np.unique(codes)
+    if len({side.model.strings[c] for c in distinct.tolist()}) == 1:
+        return f"{first} ×{len(nodes)}"
+    if side.backward_code[distinct].all():
+        return f"Backward ({len(nodes)} operations)"
+    return f"{len(nodes)} operations ({first} … {last})"
+
+
+_ANCHOR, _BACKWARD_RUN, _OPERATORS_RUN = 0, 1, 2
 
 
 def _phases(side: _Side, nodes: list[int]) -> list[tuple[str, list[int]]]:
     """Split a sequence at anchors (data loading, record_function regions, optimizer steps); runs of plain
     operators and of backward roots between them become one entry each."""
-    out: list[tuple[str, list[int]]] = []
-    for node in nodes:
-        key = _key(side, node)
-        if key == "DataLoader" or key.startswith("Optimizer.") or side.annotation[node]:
-            out.append((key, [node]))
-            continue
-        run = "Backward" if _name(side, node).startswith(_BACKWARD) else "Operators"
-        if out and out[-1][0] == run:
-            out[-1][1].append(node)
-        else:
-            out.append((run, [node]))
-    return out
+    if not nodes:
+        return []
+    index = np.asarray(nodes, dtype=np.int64)
+    codes = side.name_code[index]
+    kind = np.where(side.anchor_code[codes] | side.annotation[index], _ANCHOR,
+                    np.where(side.backward_code[codes], _BACKWARD_RUN, _OPERATORS_RUN))
+    # an entry starts at every anchor and wherever the kind of run changes
+    starts = np.flatnonzero(np.concatenate([[True], (kind[1:] != kind[:-1]) | (kind[1:] == _ANCHOR)]))
+    bounds = np.append(starts, len(nodes)).tolist()
+    names = {_BACKWARD_RUN: "Backward", _OPERATORS_RUN: "Operators"}
+    return [(side.keys[int(codes[lo])] if kind[lo] == _ANCHOR else names[int(kind[lo])], nodes[lo:hi])
+            for lo, hi in itertools.pairwise(bounds)]
 
 
 def _has_anchor(phases: list[tuple[str, list[int]]]) -> bool:
@@ -293,7 +309,7 @@ def _align_phases(a: _Side, left: list[int], pa: list[tuple[str, list[int]]], b:
         ka, kb = [k for k, _ in pa], [k for k, _ in pb]
         ga, gb = [g for _, g in pa], [g for _, g in pb]
     else:
-        ka, kb = [_key(a, n) for n in left], [_key(b, n) for n in right]
+        ka, kb = _keys(a, left), _keys(b, right)
         ga, gb = [[n] for n in left], [[n] for n in right]
     pairs: list[tuple[list[int], list[int]]] = []
     matcher = difflib.SequenceMatcher(a=ka, b=kb, autojunk=False)
@@ -303,6 +319,11 @@ def _align_phases(a: _Side, left: list[int], pa: list[tuple[str, list[int]]], b:
         else:
             pairs.append(([n for g in ga[i1:i2] for n in g], [n for g in gb[j1:j2] for n in g]))
     return pairs
+
+
+def _keys(side: _Side, nodes: list[int]) -> list[str]:
+    """The name each node is matched by."""
+    return [side.keys[c] for c in side.name_code[np.asarray(nodes, dtype=np.int64)].tolist()]
 
 
 def _members(side: _Side, nodes: list[int]) -> list[int]:

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from tb_plugin.analysis import diff
 from tb_plugin.analysis.diff import diff_node, diff_summary
 from tb_plugin.analysis.operators import operator_table
 from tb_plugin.analysis.steps import breakdown
 from tb_plugin.loader import load_trace
 from tb_plugin.model.errors import UnknownStep
-from tests.conftest import API, REPO, wait_until_settled
+from tests.conftest import API, REPO, real_trace_files, wait_until_settled
 from tests.unit.test_views_synthetic import PROPS, kernel, launch, model_of, op, step
 
 ITEM_SYNC = REPO / "samples" / "item_sync"
@@ -115,3 +116,50 @@ def test_step_diff_routes_validate_and_answer(item_sync_client: Any) -> None:
         r = item_sync_client.get(f"{API}/diff?{bad}")
         assert r.status_code == 404 and "(its steps: 2, 3, 4)" in r.get_json()["error"], r.get_json()
         assert item_sync_client.get(f"{API}/diff/node?{bad}").status_code == 404
+
+
+def _phases_node_by_node(side: Any, nodes: list[int]) -> list[tuple[str, list[int]]]:
+    """The drill-down's phases as their rule says, one node at a time (the reference for ``diff._phases``)."""
+    out: list[tuple[str, list[int]]] = []
+    for node in nodes:
+        name = side.model.strings[int(side.name_code[node])]
+        key = diff._key_of(name)
+        if key == "DataLoader" or key.startswith("Optimizer.") or bool(side.annotation[node]):
+            out.append((key, [node]))
+            continue
+        run = "Backward" if name.startswith(diff._BACKWARD) else "Operators"
+        if out and out[-1][0] == run:
+            out[-1][1].append(node)
+        else:
+            out.append((run, [node]))
+    return out
+
+
+def _label_node_by_node(side: Any, nodes: list[int]) -> str:
+    if not nodes:
+        return ""
+    names = [side.model.strings[int(side.name_code[n])] for n in nodes]
+    if len(set(names)) == 1:
+        return names[0] if len(names) == 1 else f"{names[0]} ×{len(names)}"
+    if all(n.startswith(diff._BACKWARD) for n in names):
+        return f"Backward ({len(names)} operations)"
+    return f"{len(names)} operations ({names[0]} … {names[-1]})"
+
+
+@pytest.mark.parametrize("trace", [f for f in real_trace_files() if "calibration" not in str(f)][:12],
+                         ids=lambda f: f.parent.name)
+def test_the_drill_downs_phases_and_labels_follow_their_rule_node_by_node(trace: Path) -> None:
+    """``diff._phases`` and ``_label`` work on the name codes of whole node arrays (a 10 GB trace's tree has 15 M
+    nodes: no Python object per node); each level of the drill-down splits and names as the rule does node by node."""
+    model = load_trace(str(trace))
+    side = diff._side(model)
+    nodes, phases = diff._root(model)
+    assert phases == _phases_node_by_node(side, nodes)
+    levels = [nodes] + [side.children(n) for n in nodes[:50]] + [g for _, g in phases]
+    for level in levels:
+        assert diff._phases(side, level) == _phases_node_by_node(side, level)
+        for part in (level, level[:2], level[-40:]):  # mixed groups too: what the alignment joins between matches
+            assert diff._label(side, part) == _label_node_by_node(side, part)
+        for _, group in diff._phases(side, level):
+            assert diff._label(side, group) == _label_node_by_node(side, group)
+    assert any(len(g) > 1 for _, g in phases) or len(nodes) < 3
