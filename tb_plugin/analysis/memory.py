@@ -149,9 +149,10 @@ def memory_curve(model: TraceModel, max_points: int = 4000) -> dict[str, Any]:
     return {"devices": devices, "reason": reason, "start_us": span[0] if span else None}
 
 
-def _display_names(model: TraceModel, owner: np.ndarray) -> list[str]:
-    """Per record: its operator's name, ``parent (aten::empty…)`` where an allocator primitive made it (the parent
-    is the operator that asked for the memory), ``<unknown>`` without one; each distinct text built once."""
+def _display_names(model: TraceModel, owner: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Per record: the index in the texts returned of its operator's name, ``parent (aten::empty…)`` where an
+    allocator primitive made it (the parent is the operator that asked for the memory), ``<unknown>`` without
+    one; each distinct text built once."""
     tree = host_tree(model)
     names = model["events"]["name"]
     node = np.maximum(owner, 0)
@@ -159,45 +160,56 @@ def _display_names(model: TraceModel, owner: np.ndarray) -> list[str]:
     up = np.where(tree.parent[node] >= 0, tree.op_of[np.maximum(tree.parent[node], 0)], -1)
     empty = np.isin(code, model.codes_where(lambda s: s.startswith("aten::empty")))
     parent_code = np.where(empty & (up >= 0), take(names[tree.rows], up, -1), -1).astype(np.int64)
-    texts: dict[tuple[int, int], str] = {}
-    for c, pc in zip(code.tolist(), parent_code.tolist()):
-        if (c, pc) not in texts:
-            name = model.strings[c] if c >= 0 else UNKNOWN
-            texts[c, pc] = f"{model.strings[pc]} ({name})" if pc >= 0 else name
-    return [texts[k] for k in zip(code.tolist(), parent_code.tolist())]
+    width = len(model.strings) + 1  # codes from -1: one key per (code, parent code)
+    keys, inverse = np.unique((code + 1) * width + (parent_code + 1), return_inverse=True)
+    texts = [f"{model.strings[pc]} ({model.strings[c] if c >= 0 else UNKNOWN})" if pc >= 0
+             else (model.strings[c] if c >= 0 else UNKNOWN) for c, pc in zip((keys // width - 1).tolist(),
+                                                                           (keys % width - 1).tolist())]
+    return inverse.reshape(-1).astype(np.int32), texts
 
 
 def _display_name(model: TraceModel, node: int) -> str:
-    return _display_names(model, np.array([node], dtype=np.int64))[0]
+    codes, texts = _display_names(model, np.array([node], dtype=np.int64))
+    return texts[int(codes[0])]
 
 
-def _record_stacks(model: TraceModel, owner: np.ndarray) -> list[str | None]:
-    """Per memory record: the Python call stack of the operator that made it (None without one): what code to
-    change to allocate less at the peak."""
+def _record_stacks(model: TraceModel, owner: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Per memory record: the index in the texts of the Python call stack of the operator that made it (-1:
+    none): what code to change to allocate less at the peak."""
     stacks = call_stacks(model)
     nodes = operator_nodes(model).node
     by_node = np.full(host_tree(model).size + 1, -1, dtype=np.int64)  # last slot: owner -1
     by_node[nodes] = stacks.codes
-    per_record = by_node[np.where(owner >= 0, owner, len(by_node) - 1)]
-    return [stacks.texts[c] if c >= 0 else None for c in per_record.tolist()]
+    return by_node[np.where(owner >= 0, owner, len(by_node) - 1)].astype(np.int32), stacks.texts
 
 
 @dataclass(frozen=True)
 class MemoryPairs:
     """Allocations with their frees, in allocation time order (frees with no allocation in the trace too), as
-    columns: a row dict per pair is built only for the pairs an answer shows. ``alloc``/``free`` are the times,
-    -inf / inf where the trace has none (``has_alloc``/``has_free`` false: allocated before it began, never freed
-    in it), which is how a range selects them."""
+    columns (texts as codes into tables of the distinct ones: a 10 GB trace holds millions of pairs): a row dict
+    per pair is built only for the pairs an answer shows. ``alloc``/``free`` are the times, -inf / inf where the
+    trace has none (``has_alloc``/``has_free`` false: allocated before it began, never freed in it), which is how
+    a range selects them."""
 
-    name: list[str]
-    device: list[str]
-    size: list[int]
+    name: np.ndarray  # per pair: its index in ``names``
+    names: list[str]
+    device: np.ndarray  # per pair: its index in ``devices``
+    devices: list[str]
+    size: np.ndarray
     alloc: np.ndarray
     free: np.ndarray
     has_alloc: np.ndarray
     has_free: np.ndarray
-    addr: list[int]
-    call_stack: list[str | None]
+    addr: np.ndarray
+    call_stack: np.ndarray  # per pair: its index in ``call_stacks``, -1 for none
+    call_stacks: list[str]
+
+    def on(self, device: str | None) -> np.ndarray | bool:
+        """Which pairs are on ``device`` (all of them for None)."""
+        if device is None:
+            return True
+        mask: np.ndarray = self.device == (self.devices.index(device) if device in self.devices else -1)
+        return mask
 
     def rows(self, picked: np.ndarray, state: list[str]) -> list[dict[str, Any]]:
         """The pairs ``picked`` as the API shows them, each with how it touches the range asked for."""
@@ -206,10 +218,12 @@ class MemoryPairs:
         alloc = [t if h else None for t, h in zip(a.tolist(), has_a.tolist())]
         free = [t if h else None for t, h in zip(f.tolist(), has_f.tolist())]
         life = [t if h else None for t, h in zip((f - a).tolist(), (has_a & has_f).tolist())]
-        return [{"name": self.name[k], "device": self.device[k], "size_bytes": self.size[k], "alloc_us": al,
-                 "free_us": fr, "lifetime_us": li, "addr": self.addr[k], "call_stack": self.call_stack[k],
-                 "in_range": st}
-                for k, al, fr, li, st in zip(picked.tolist(), alloc, free, life, state)]
+        names, devices, stacks = self.names, self.devices, self.call_stacks
+        return [{"name": names[n], "device": devices[d], "size_bytes": sz, "alloc_us": al, "free_us": fr,
+                 "lifetime_us": li, "addr": ad, "call_stack": stacks[c] if c >= 0 else None, "in_range": st}
+                for n, d, sz, ad, c, al, fr, li, st in zip(
+                    self.name[picked].tolist(), self.device[picked].tolist(), self.size[picked].tolist(),
+                    self.addr[picked].tolist(), self.call_stack[picked].tolist(), alloc, free, life, state)]
 
 
 @memoized
@@ -219,8 +233,8 @@ def memory_pairs(model: TraceModel) -> MemoryPairs:
     leaves the older allocation unfreed); found with one sort by (device, address, time)."""
     rec = memory_records(model)
     if not rec.has_addresses:
-        none = np.zeros(0, dtype=bool)
-        return MemoryPairs([], [], [], np.zeros(0), np.zeros(0), none, none, [], [])
+        none, no = np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
+        return MemoryPairs(no, [], no, [], no, np.zeros(0), np.zeros(0), none, none, no, no, [])
     kept = np.flatnonzero((rec.addr >= 0) & (rec.nbytes != 0))
     device = rec.device[kept]
     addr, size = rec.addr[kept], rec.nbytes[kept]
@@ -236,15 +250,15 @@ def memory_pairs(model: TraceModel) -> MemoryPairs:
     rows = kept[~paired_free]  # allocations, and frees with no allocation, in record (time) order
     is_alloc = rec.nbytes[rows] > 0
     free_of = freed_by[~paired_free]
-    names = _display_names(model, rec.owner[rows])
-    stacks = _record_stacks(model, rec.owner[rows])
+    names, name_texts = _display_names(model, rec.owner[rows])
+    stacks, stack_texts = _record_stacks(model, rec.owner[rows])
     has_free = ~is_alloc | (free_of >= 0)
     return MemoryPairs(
-        name=names, device=[rec.labels[c] for c in rec.device[rows].tolist()], size=np.abs(rec.nbytes[rows]).tolist(),
+        name=names, names=name_texts, device=rec.device[rows], devices=list(rec.labels),
+        size=np.abs(rec.nbytes[rows]), addr=rec.addr[rows],
         alloc=np.where(is_alloc, rec.ts[rows], -np.inf), has_alloc=is_alloc, has_free=has_free,
         free=np.where(is_alloc, np.where(free_of >= 0, rec.ts[np.maximum(free_of, 0)], np.inf), rec.ts[rows]),
-        addr=rec.addr[rows].tolist(),
-        call_stack=[st if a else None for st, a in zip(stacks, is_alloc.tolist())])
+        call_stack=np.where(is_alloc, stacks, -1).astype(np.int32), call_stacks=stack_texts)
 
 
 def memory_events(model: TraceModel, start: float | None = None, end: float | None = None,
@@ -255,13 +269,9 @@ def memory_events(model: TraceModel, start: float | None = None, end: float | No
     pairs = memory_pairs(model)
     lo = -np.inf if start is None else start
     hi = np.inf if end is None else end
-    picked = np.flatnonzero((pairs.alloc < hi) & (pairs.free >= lo) & _on_device(pairs, device))
+    picked = np.flatnonzero((pairs.alloc < hi) & (pairs.free >= lo) & pairs.on(device))
     allocated = (pairs.alloc[picked] >= lo).tolist()
     return pairs.rows(picked, ["allocated" if a else "live" for a in allocated])
-
-
-def _on_device(pairs: MemoryPairs, device: str | None) -> np.ndarray | bool:
-    return True if device is None else np.array([d == device for d in pairs.device], dtype=bool)
 
 
 def live_at(model: TraceModel, at: float, device: str | None = None) -> dict[str, Any]:
@@ -270,7 +280,7 @@ def live_at(model: TraceModel, at: float, device: str | None = None) -> dict[str
     allocated at that instant (its last record at or before it; None without a device or a record): the part of
     it the rows do not add up to was allocated before the trace started (weights, optimizer state)."""
     pairs = memory_pairs(model)
-    picked = np.flatnonzero((pairs.alloc <= at) & (at < pairs.free) & _on_device(pairs, device))
+    picked = np.flatnonzero((pairs.alloc <= at) & (at < pairs.free) & pairs.on(device))
     rows = pairs.rows(picked, ["live"] * len(picked))
     rows.sort(key=lambda r: -r["size_bytes"])
     total = None
