@@ -165,14 +165,24 @@ MEMOS: dict[str, Callable[..., Any]] = {
 }
 
 
+# From this many events on, the parts also store what the server's other views would build again (the host tree,
+# the operator nodes, the call stacks, the memory records): the server computes those views in the background
+# there (``answers.PROGRESSIVE_EVENTS``), seconds each (the 10 GB trace's table by input shape 19.1 s, 2.1 s with
+# them). Below it they take a fraction of a second, and storing them would only grow the entry (by a quarter) and
+# delay "ready" (the 164 MB trace's parts are computed before it: 1.34 → 1.42 s on the 2-core VM).
+SERVER_MEMOS_EVENTS = 1_000_000
+
+
 def memos(model: TraceModel, ctx: Context) -> dict[str, list[tuple[str, tuple[Any, ...]]]]:
     """The memoised results stored by part; a rank of a distributed job stores its rank summary (every rank's
-    Overview and the Distributed view read all of them)."""
+    Overview and the Distributed view read all of them); a big trace also what the server's other views read
+    (:data:`SERVER_MEMOS_EVENTS`)."""
     out: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
-        "overview": [("steps", ()), ("memory_records", ())],
-        "tables": [("host_tree", ()), ("operator_nodes", ()), ("call_stacks", ())],
-        "gpu": [],
+        "overview": [("steps", ())], "tables": [], "gpu": [],
         "timeline": [("depths", ()), ("launches", ()), ("counters", ()), ("pyramids", ())]}
+    if model.n_events >= SERVER_MEMOS_EVENTS:
+        out["overview"].append(("memory_records", ()))
+        out["tables"] += [("host_tree", ()), ("operator_nodes", ()), ("call_stacks", ())]
     if distributed(model):
         out["overview"].append(("rank_summary", (ctx.worker,)))
     return out

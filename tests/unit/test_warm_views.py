@@ -177,15 +177,39 @@ def test_the_pages_first_requests_read_the_stored_answers(tensorboard_app: Any, 
     for route in FIRST:
         assert client.get(f"{API}/{route}{'&' if '?' in route else '?'}{q}").status_code == 200, route
     assert len(read) == len(FIRST) and not computed
-    # another grouping is computed, from the host tree, operator nodes and call stacks the tables part stored (and
-    # the memory records the Overview part did)
-    (model,) = _models(client, body)
-    stored = {fn: model.memo[_key(fn, ())] for fn in (host_tree, operator_nodes, call_stacks, memory_records)}
+    (model,) = _models(client, body)  # a small trace's parts store no more than its answers need (below)
+    assert not any(_key(fn, ()) in model.memo for fn in SERVER_MEMOS)
+    assert client.get(f"{API}/operators?{q}&group_by=name_shape").status_code == 200
+    assert len(read) == len(FIRST) and computed == ["x"]  # another grouping: computed as before
+
+
+SERVER_MEMOS = (host_tree, operator_nodes, call_stacks, memory_records)
+
+
+def test_a_big_traces_parts_store_what_the_servers_other_views_read(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """From ``warm.SERVER_MEMOS_EVENTS`` on, the tables part stores the host tree, operator nodes and call stacks,
+    the Overview part the memory records; the server's model gets them as read-only views of the entry's files and
+    its other views (another grouping, the memory curve, modules) answer what a model computing them itself does."""
+    from tb_plugin.analysis import memory, modules, operators
+    from tb_plugin.loader import load_trace
+    from tb_plugin.model.tables import load, save
+
+    monkeypatch.setattr(warm, "SERVER_MEMOS_EVENTS", 0)  # this small trace as a big one
+    trace = next(f for f in real_trace_files() if "transformer_bf16" in str(f))
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    save(load_trace(str(trace)), entry)
+    assert warm.WarmViews().save(str(entry), None, 1, parse_seconds=None) is None  # every part now, in this process
+    model = load(str(entry))
+    warm.WarmViews().attach(model, entry)  # type: ignore[arg-type]  # a folder, as a loader gives it
+    stored = {fn: model.memo[_key(fn, ())] for fn in SERVER_MEMOS}
     arrays = [stored[host_tree].rows, stored[operator_nodes].node, stored[call_stacks].codes,
               stored[memory_records].ts]
-    assert not any(a.flags.writeable for a in arrays), "views of the entry's mapped file, not computed here"
-    assert client.get(f"{API}/operators?{q}&group_by=name_shape").status_code == 200
-    assert len(read) == len(FIRST) and computed == ["x"]
+    assert not any(a.flags.writeable for a in arrays), "views of the entry's files, not computed here"
+    fresh = load(str(entry))
+    for view in (lambda m: operators.operator_view(m, "name_shape", ""), memory.memory_curve, modules.module_view):
+        assert view(model) == view(fresh)
     assert all(model.memo[_key(fn, ())] is v for fn, v in stored.items()), "read, not computed again"
 
 
