@@ -187,10 +187,6 @@ def _side(model: TraceModel) -> _Side:
                  tree.kind == Kind.USER_ANNOTATION, keys, anchor, backward)
 
 
-def _name(side: _Side, node: int) -> str:
-    return side.model.strings[int(side.name_code[node])]
-
-
 def _key(side: _Side, node: int) -> str:
     return side.keys[int(side.name_code[node])]
 

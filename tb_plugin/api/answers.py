@@ -65,17 +65,17 @@ def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysi
         raise busy
     events = _events(model)
     if events >= PROGRESSIVE_EVENTS:
-        return compute_in_background(cache.recent, cache.computing, key, lambda: _trimmed(compute),
+        return compute_in_background(cache.recent, cache.computing, key, lambda: _trimmed(lambda: encode(compute())),
                                      analysis=analysis, events=events, patience=PATIENCE_S)
     return compute_once(cache.recent, cache.computing, key, lambda: encode(compute()))
 
 
-def _trimmed(compute: Callable[[], Any]) -> Encoded:
-    """``compute()`` encoded, then the heap's freed pages given back (``model.heap``): a big trace's answer builds
-    and drops temporaries of hundreds of MB, whose pages glibc would keep for good. The 2 GB trace's server after
-    its by-shape table, memory curve and modules: 790 MB of heap kept without, 444 MB with; a trim took 1-9 ms."""
+def _trimmed(compute: Callable[[], R]) -> R:
+    """``compute()``, then the heap's freed pages given back (``model.heap``): a big trace's answer builds and drops
+    temporaries of hundreds of MB, whose pages glibc would keep for good. The 2 GB trace's server after its by-shape
+    table, memory curve and modules: 790 MB of heap kept without, 444 MB with; a trim took 1-9 ms."""
     try:
-        return encode(compute())
+        return compute()
     finally:
         heap.trim_heap()
 
@@ -105,16 +105,9 @@ def derived(model: TraceModel, analysis: str, fn: Callable[[TraceModel], R]) -> 
     if events < PROGRESSIVE_EVENTS:
         return fn(model)
     # the memoized wrapper would wait on the future this puts under its key: the thread runs the function itself
-    return compute_in_background(model.memo, model.computing, key, lambda: _kept(inner, model), analysis=analysis,
+    return compute_in_background(model.memo, model.computing, key, lambda: _trimmed(lambda: inner(model)),
+                                 analysis=analysis,
                                  events=events, patience=PATIENCE_S)
-
-
-def _kept(fn: Callable[[TraceModel], R], model: TraceModel) -> R:
-    """``fn(model)``, then the heap's freed pages given back (as :func:`_trimmed`)."""
-    try:
-        return fn(model)
-    finally:
-        heap.trim_heap()
 
 
 def _events(model: TraceModel) -> int:

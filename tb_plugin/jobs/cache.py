@@ -336,10 +336,6 @@ def _remove_old_fallbacks(temp: Path) -> None:
                     shutil.rmtree(item.path, ignore_errors=True)
 
 
-__all__ = ["SOURCE_FILE", "SUMMARY_MARKER", "BadEntry", "Later", "Opened", "ParseCache", "Stored", "default_cache_dir",
-           "entry_name"]
-
-
 def _source(entry: Path) -> str:
     """The trace file an entry holds the parse of (its model's ``source``), else the entry's folder."""
     try:
@@ -347,3 +343,8 @@ def _source(entry: Path) -> str:
     except (OSError, ValueError, AttributeError):
         source = None
     return str(source) if source else str(entry)
+
+
+__all__ = ["SOURCE_FILE", "SUMMARY_MARKER", "BadEntry", "Later", "Opened", "ParseCache", "Stored", "default_cache_dir",
+           "entry_name"]
+

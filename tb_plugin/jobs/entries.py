@@ -261,23 +261,23 @@ def _copy(entry: Path, files: list[tuple[str, int]], scratch: Path | None
         os.ftruncate(fd, total)
         for name, size in files:
             problems.update(_copy_file(entry / name, size, fd, offsets[name], name))
-        crcs = {name: _crc_at(fd, offsets[name], size) for name, size in files if name not in problems}
+        crcs = {name: _crc_at(fd, offsets[name], size)[1] for name, size in files if name not in problems}
         mapped = mmap.mmap(fd, total, access=mmap.ACCESS_READ)
     return pa.py_buffer(mapped), offsets, problems, crcs
 
 
-def _crc_at(fd: int, offset: int, size: int) -> int:
-    """CRC-32 of ``size`` bytes of ``fd`` from ``offset``, read in chunks."""
+def _crc_at(fd: int, offset: int, size: int | None) -> tuple[int, int]:
+    """(bytes read, CRC-32) of ``size`` bytes of ``fd`` from ``offset`` (None: to its end), read in chunks."""
     crc = done = 0
-    buffer = bytearray(min(_CHUNK, max(size, 1)))
+    buffer = bytearray(_CHUNK if size is None else min(_CHUNK, max(size, 1)))
     view = memoryview(buffer)
-    while done < size:
-        n = os.preadv(fd, [view[:min(len(buffer), size - done)]], offset + done)
+    while size is None or done < size:
+        n = os.preadv(fd, [view[:len(buffer) if size is None else min(len(buffer), size - done)]], offset + done)
         if n <= 0:
             break
         crc = crc32(view[:n], crc)
         done += n
-    return crc
+    return done, crc
 
 
 @contextlib.contextmanager
@@ -356,13 +356,7 @@ def size_and_crc(path: Path) -> tuple[int, int]:
         if os.fstat(fh.fileno()).st_size <= _CHUNK:
             data = fh.read()
             return len(data), crc32(data)
-        crc = size = 0
-        buffer = bytearray(_CHUNK)
-        view = memoryview(buffer)
-        while n := fh.readinto(buffer):
-            crc = crc32(view[:n], crc)
-            size += n
-    return size, crc
+        return _crc_at(fh.fileno(), 0, None)
 
 
 # ---- locking and removing -------------------------------------------------------------------------------------------
