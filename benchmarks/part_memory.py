@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What one stored-views part's process adds to the memory, and how long it takes (issue 29: the 2 GB trace's peak).
 
-    python benchmarks/part_memory.py TRACE [--part overview|tables|gpu|timeline] [--no-ahead] [--no-trim] [--repeat N]
+    python benchmarks/part_memory.py TRACE [--part overview|tables|gpu|timeline ...] [--no-ahead] [--no-trim] [--repeat N]
 
 As the loader runs a part after the parse (``api/warm.py``): the trace is parsed, saved as a cache entry's tables and
 mapped back (the model's pages are the files', shared), the heap is trimmed (``model.heap.trim_heap``), and the part
@@ -73,15 +73,17 @@ def measure(model: TraceModel, part: str, ahead: bool, trim: bool) -> dict[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", type=Path)
-    parser.add_argument("--part", choices=warm.PARTS, default="overview")
+    parser.add_argument("--part", choices=warm.PARTS, action="append",
+                        help="a part to measure (repeat the option for several, on one parse; default: overview)")
     parser.add_argument("--no-ahead", action="store_true", help="compute the part without its AHEAD threads")
     parser.add_argument("--no-trim", action="store_true", help="never trim the part's heap while it computes")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="part-memory-model-") as folder:
         model = mapped_model(args.trace, Path(folder))
-        for _ in range(args.repeat):
-            print(json.dumps(measure(model, args.part, not args.no_ahead, not args.no_trim)), flush=True)
+        for part in args.part or ["overview"]:
+            for _ in range(args.repeat):
+                print(json.dumps(measure(model, part, not args.no_ahead, not args.no_trim)), flush=True)
 
 
 if __name__ == "__main__":
