@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What one stored-views part's process adds to the memory, and how long it takes (issue 29: the 2 GB trace's peak).
 
-    python benchmarks/part_memory.py TRACE [--part overview|tables|gpu|timeline ...] [--no-ahead] [--no-trim] [--repeat N]
+    python benchmarks/part_memory.py TRACE [--part overview|tables|gpu|timeline ...] [--no-ahead] [--no-trim]
+        [--inline] [--repeat N]
 
 As the loader runs a part after the parse (``api/warm.py``): the trace is parsed, saved as a cache entry's tables and
 mapped back (the model's pages are the files', shared), the heap is trimmed (``model.heap.trim_heap``), and the part
@@ -20,6 +21,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -48,9 +50,11 @@ def mapped_model(trace: Path, folder: Path) -> TraceModel:
     return model
 
 
-def measure(model: TraceModel, part: str, ahead: bool, trim: bool) -> dict[str, object]:
+def measure(model: TraceModel, part: str, ahead: bool, trim: bool, inline: bool = False) -> dict[str, object]:
     out = Path(tempfile.mkdtemp(prefix="part-memory-"))
     ctx = warm.Context(worker="bench", filename="bench", size=1)
+    if inline:
+        return measure_inline(model, ctx, part, out)
     pid = os.fork()
     if pid == 0:
         period = warm.trim_period([part], model.n_events) if trim else None
@@ -70,6 +74,32 @@ def measure(model: TraceModel, part: str, ahead: bool, trim: bool) -> dict[str, 
             "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX")}
 
 
+def measure_inline(model: TraceModel, ctx: warm.Context, part: str, out: Path) -> dict[str, object]:
+    """The part computed in this process (no fork, no threads, no trims), its results dropped after: what the
+    fork, the threads and the trims cost beside it."""
+    stop = threading.Event()
+    base = anonymous(os.getpid())
+    peak = [base]
+
+    def sample() -> None:
+        while not stop.wait(0.005):
+            peak[0] = max(peak[0], anonymous(os.getpid()))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    started = time.monotonic()
+    warm.compute_part(model, ctx, part, out)
+    seconds = time.monotonic() - started
+    stop.set()
+    sampler.join()
+    for key in list(model.memo):
+        del model.memo[key]
+    trim_heap()
+    grown = peak[0] - base
+    return {"part": part, "inline": True, "events": model.n_events, "seconds": round(seconds, 2),
+            "added_mb": round(grown / 1e6, 1), "bytes_per_event": round(grown / max(1, model.n_events))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", type=Path)
@@ -77,13 +107,15 @@ def main() -> None:
                         help="a part to measure (repeat the option for several, on one parse; default: overview)")
     parser.add_argument("--no-ahead", action="store_true", help="compute the part without its AHEAD threads")
     parser.add_argument("--no-trim", action="store_true", help="never trim the part's heap while it computes")
+    parser.add_argument("--inline", action="store_true",
+                        help="compute in this process (no fork, threads or trims), as a measure of what they cost")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="part-memory-model-") as folder:
         model = mapped_model(args.trace, Path(folder))
         for part in args.part or ["overview"]:
             for _ in range(args.repeat):
-                print(json.dumps(measure(model, part, not args.no_ahead, not args.no_trim)), flush=True)
+                print(json.dumps(measure(model, part, not args.no_ahead, not args.no_trim, args.inline)), flush=True)
 
 
 if __name__ == "__main__":

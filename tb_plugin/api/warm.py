@@ -314,12 +314,13 @@ def _can_fork() -> bool:
 
 
 # What a part's process grows by at its peak, per event of the trace (anonymous memory: the model's pages it reads are
-# the loader's and the server's too), measured on the 2 GB trace (5.3 M events) on a 16-core host, its threads
-# (AHEAD) included: the Overview 1.29-1.34 GB, the Trace view's index 1.11 GB, the Operator and Kernel tables
-# 1.04-1.13 GB, the GPU insights 0.61-0.65 GB (benchmarks/README.md, "Issue 29, session 33"). Within
-# ``jobs.budget.views_memory`` (300 bytes an event, at least 1 GiB) the 164 MB trace's four run at once and the 2 GB
-# trace's one after the other.
-PART_BYTES_PER_EVENT = {"overview": 255, "tables": 215, "gpu": 125, "timeline": 210}
+# the loader's and the server's too), measured on the 2 GB trace (5.3 M events) on a lent 16-core host with
+# ``benchmarks/part_memory.py``, its threads (AHEAD) and heap trims included (benchmarks/README.md, "session 44"):
+# the Overview 1,060-1,097 MB (200-207 bytes an event), the Operator and Kernel tables 857 MB (161), the GPU insights
+# 428 MB (81), the Trace view's index 833 MB (157). Within ``jobs.budget.views_memory`` (300 bytes an event, at least
+# 1 GiB) the 164 MB trace's four run at once; on bigger traces the index and the Overview one after the other, then
+# the tables beside the GPU insights (the 10 GB trace's GPU insights 12 s sooner, its peak 7.2 → 7.8 GB).
+PART_BYTES_PER_EVENT = {"overview": 210, "tables": 165, "gpu": 85, "timeline": 160}
 PART_MIN_BYTES = 64 << 20
 # A trace of at most this many events computes its parts in the loader process itself, one after the other: a
 # process per part costs more than the parts there (each forked part recomputes the host tree, the steps and the
@@ -331,17 +332,25 @@ INLINE_EVENTS = 100_000
 
 
 # A part's process expected to add at least TRIM_FROM_BYTES gives its freed pages back to the kernel every
-# TRIM_PERIOD_S while it computes (``model.heap`` says what that saves and costs: the tree's peak is the Overview
-# part's). The period: the 2 GB trace's Overview part grew 1,122 MB trimming every 50 ms, 1,150 every 100 ms, 1,250
-# every 250 ms (benchmarks/part_memory.py; benchmarks/README.md, "session 39"). Smaller parts are left alone: on the
-# 164 MB trace the trims cost 10-15 % of a part that lasts 0.3 s.
+# TRIM_PERIOD_S while it computes (``model.heap`` says what that saves and costs), where the parts running side by
+# side share the memory bound (PART_BYTES_PER_EVENT was measured trimming). The trims are paid in time: the pages
+# given back are faulted in again, zeroed, by the next arrays. A part that runs alone (nothing else fits beside it:
+# the 2 GB trace's index and Overview) has the bound to itself and trims only from TRIM_ALONE_FROM_BYTES on (the
+# 10 GB trace's parts, whose peak is the bound's). On the lent 16-core host the 2 GB trace's Overview part took
+# 7.6-8.1 s trimmed against 6.1 s not (1.06-1.09 GB added against 1.41 GB), and the trace was ready 0.55 s sooner
+# with its index not trimmed; with no part trimmed its peak rose 710 MB, from the tables and the GPU insights side
+# by side (benchmarks/README.md, "session 44"). The period, from the 2 GB trace's Overview part, which grew 1,122 MB
+# trimming every 50 ms, 1,150 every 100 ms, 1,250 every 250 ms (session 39).
 TRIM_FROM_BYTES = 256 << 20
+TRIM_ALONE_FROM_BYTES = 2 << 30
 TRIM_PERIOD_S = 0.05
 
 
-def trim_period(parts: Iterable[str], events: int) -> float | None:
-    """How often the process computing ``parts`` of a trace of ``events`` trims its heap (None: never)."""
-    return TRIM_PERIOD_S if sum(part_bytes(part, events) for part in parts) >= TRIM_FROM_BYTES else None
+def trim_period(parts: Iterable[str], events: int, alone: bool = False) -> float | None:
+    """How often the process computing ``parts`` of a trace of ``events`` trims its heap (None: never); ``alone``:
+    no other part runs beside it."""
+    expected = sum(part_bytes(part, events) for part in parts)
+    return TRIM_PERIOD_S if expected >= (TRIM_ALONE_FROM_BYTES if alone else TRIM_FROM_BYTES) else None
 
 
 def part_bytes(part: str, events: int) -> int:
@@ -381,6 +390,7 @@ class _Forks:
         self.model, self.ctx, self.processes, self.memory = model, ctx, max(1, processes), memory
         self.inline = inline
         self.queue: list[tuple[str, Callable[[], Path]]] = []
+        self.then: str | None = None  # the part to be queued next, when it is not yet (:meth:`WarmViews.save`)
         self.running: dict[int, tuple[str, Path]] = {}
         self.ended: dict[str, tuple[bool, Path]] = {}
 
@@ -401,6 +411,20 @@ class _Forks:
         used = sum(part_bytes(p, self.model.n_events) for p, _ in self.running.values())
         return used + part_bytes(part, self.model.n_events) <= self.memory
 
+    def alone(self, part: str) -> bool:
+        """Whether ``part``, starting now, runs with no other part beside it: none runs and the next queued cannot
+        start beside it (the queue starts in order, so none behind that one either; a part queued later waits
+        behind it too)."""
+        after = self.queue[0][0] if self.queue else self.then
+        if self.running:
+            return False
+        if after is None or self.processes < 2:
+            return True
+        if self.memory is None:
+            return False
+        events = self.model.n_events
+        return part_bytes(part, events) + part_bytes(after, events) > self.memory
+
     def step(self) -> None:
         """Start what the free processes and memory allow, in the order queued (each part in this process when
         ``inline`` or where forking is not safe), and take in the parts that ended."""
@@ -410,7 +434,8 @@ class _Forks:
             if self.inline or not _can_fork():  # one part a step: the caller hears of each as it ends
                 self.ended[part] = (_try_part(self.model, self.ctx, part, folder), folder)
                 break
-            self.running[_fork_parts(self.model, self.ctx, folder, [part])] = (part, folder)
+            period = trim_period([part], self.model.n_events, self.alone(part))
+            self.running[_fork_parts(self.model, self.ctx, folder, [part], period)] = (part, folder)
         for pid in list(self.running):
             exited, status = os.waitpid(pid, os.WNOHANG)
             if not exited:
@@ -446,16 +471,16 @@ def _try_part(model: TraceModel, ctx: Context, part: str, folder: Path) -> bool:
     return True
 
 
-def _fork_parts(model: TraceModel, ctx: Context, folder: Path, parts: list[str]) -> int:
-    """A forked process (plain fork, as the loader's parts: this process is a daemon) computing ``parts``; exits
-    0 when every one was written."""
+def _fork_parts(model: TraceModel, ctx: Context, folder: Path, parts: list[str], trim: float | None) -> int:
+    """A forked process (plain fork, as the loader's parts: this process is a daemon) computing ``parts``, trimming
+    its heap every ``trim`` seconds (:func:`trim_period`); exits 0 when every one was written."""
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # child
         code = 1
         try:
             die_with_parent(parent)
-            with heap.trimming(trim_period(parts, model.n_events)), _ahead(model, parts):
+            with heap.trimming(trim), _ahead(model, parts):
                 code = 0 if all([_try_part(model, ctx, part, folder) for part in parts]) else 1
         finally:
             os._exit(code)
@@ -532,7 +557,9 @@ class WarmViews:
             for part in now:
                 if part in EARLY:
                     forks.add(part, lambda: folder)
+            forks.then = next((p for p in (*now, *later) if p not in EARLY), None)  # queued after the writing
             forks.step()  # they start now, beside the writing
+            forks.then = None
             saved()
             model = forks.model = load(folder)
         started = forks.known()

@@ -36,14 +36,19 @@ def test_trims_run_while_the_body_runs_and_stop_with_it(monkeypatch: pytest.Monk
     assert len(calls) == ended
 
 
-def test_only_a_big_part_trims() -> None:
-    # the 2 GB trace's Overview (5.3 M events: ~1.35 GB expected) and a trace of ~1 M events' Overview trim; the
-    # 164 MB trace's parts (430,000 events: 54-110 MB) and the GPU part of 2 M events (250 MB) do not
+def test_a_part_trims_beside_others_or_from_gigabytes_alone() -> None:
+    # beside other parts, from 256 MB expected: the 2 GB trace's (5.3 M events) and a ~1 M-event trace's Overview;
+    # not the 164 MB trace's parts (430,000 events: 36-90 MB) nor the GPU insights of 2 M events (170 MB)
     assert warm.trim_period(["overview"], 5_300_000) == warm.TRIM_PERIOD_S == 0.05
-    assert warm.trim_period(["overview"], 1_100_000) == 0.05
+    assert warm.trim_period(["overview"], 1_300_000) == 0.05
     assert all(warm.trim_period([part], 430_000) is None for part in warm.PARTS)
     assert warm.trim_period(["gpu"], 2_000_000) is None
-    assert warm.trim_period(["tables", "gpu"], 800_000) == 0.05  # a process computing two parts adds both
+    assert warm.trim_period(["tables", "gpu"], 1_100_000) == 0.05  # a process computing two parts adds both
+    # alone, from 2 GiB expected: the 10 GB trace's parts (33 M events), not the 2 GB trace's
+    assert all(warm.trim_period([part], 33_000_000, alone=True) == 0.05 for part in warm.PARTS)
+    assert all(warm.trim_period([part], 5_300_000, alone=True) is None for part in warm.PARTS)
+    assert warm.trim_period(["overview"], 10_300_000, alone=True) == 0.05
+    assert warm.trim_period(["overview"], 10_000_000, alone=True) is None
 
 
 # In a process of its own (forking is tried only with one thread running): the Overview part of a real trace in a
@@ -67,12 +72,12 @@ def counted() -> None:
         fh.write(f"{os.getpid()}\\n")
 
 heap.trim_heap = counted
-warm.TRIM_FROM_BYTES, warm.TRIM_PERIOD_S = 0, 0.001
+period = 0.001
 model = load_trace(str(source))
 ctx = warm.context(None, warm.NO_OVERRIDE)
 for name in ("trimmed", "plain"):
     save(model, root / name)
-pid = warm._fork_parts(model, ctx, root / "trimmed", ["overview"])
+pid = warm._fork_parts(model, ctx, root / "trimmed", ["overview"], period)
 assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 warm.compute_part(model, ctx, "overview", root / "plain")
 print(pid)

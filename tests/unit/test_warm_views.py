@@ -257,13 +257,54 @@ def test_the_parts_start_in_order_as_their_memory_fits(monkeypatch: pytest.Monke
     monkeypatch.setattr(budget, "available_memory", lambda: 64 << 30)
     every = ("timeline", "overview", "tables", "gpu")  # the index before ready, the others after it
     assert _started(430_000, 15, every) == list(every)  # the 164 MB trace: every part at once
-    # the 2 GB trace: one at a time (300 bytes an event together; each part takes 125-255)
+    # the 2 GB trace: the index, then the Overview (300 bytes an event together; each part takes 85-210)
     assert _started(5_300_000, 15, every) == ["timeline"]
     assert _started(5_300_000, 15, ("overview", "tables", "gpu")) == ["overview"]
+    assert _started(5_300_000, 15, ("tables", "gpu")) == ["tables", "gpu"]  # after it, these two side by side
     assert _started(1_000_000, 15, ("tables", "gpu")) == ["tables", "gpu"]  # two that fit together
     assert _started(430_000, 2, every) == ["timeline", "overview"]  # never more than the loader's share of the cores
     monkeypatch.setattr(budget, "available_memory", lambda: 150 << 20)
     assert _started(430_000, 15, every) == ["timeline"]  # little memory left: one at a time
+
+
+def _alone(events: int, cores: int, queued: tuple[str, ...], then: str | None = None) -> dict[str, bool]:
+    """Whether each of ``queued`` runs alone (``warm._Forks.alone``) as the loader starts them in order, each the
+    next when the ones running end (as :func:`_started` does, the memory bound the loader's)."""
+    from tb_plugin.jobs import budget
+
+    forks = warm._Forks(SimpleNamespace(n_events=events), warm.context(None, warm.NO_OVERRIDE), cores,
+                        budget.views_memory(events))
+    forks.then = then
+    for part in queued:
+        forks.add(part, lambda: Path("."))
+    out: dict[str, bool] = {}
+    while forks.queue:
+        if not forks.fits(forks.queue[0][0]):
+            forks.running.clear()  # the running ones end
+            continue
+        part, _ = forks.queue.pop(0)
+        out[part] = forks.alone(part)
+        forks.running[len(forks.running)] = (part, Path("."))
+    return out
+
+
+def test_a_part_runs_alone_where_nothing_fits_beside_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tb_plugin.jobs import budget
+
+    monkeypatch.setattr(budget, "available_memory", lambda: 64 << 30)
+    # the 2 GB trace: its index before the others are queued (then: the Overview), the Overview; not the tables
+    # and the GPU insights, side by side
+    assert _alone(5_300_000, 15, ("timeline",), then="overview") == {"timeline": True}
+    assert _alone(5_300_000, 15, ("overview", "tables", "gpu")) == {"overview": True, "tables": False, "gpu": False}
+    # the 164 MB trace: all four at once, none alone; one process: each alone
+    assert not any(_alone(430_000, 15, ("timeline", "overview", "tables", "gpu")).values())
+    assert all(_alone(430_000, 1, ("timeline", "overview", "tables", "gpu")).values())
+    assert _alone(430_000, 15, ("gpu",)) == {"gpu": True}  # the last one, with nothing after it
+    # so the 2 GB trace's index and Overview do not trim, its tables and GPU insights do; every 10 GB part does
+    after = ("overview", "tables", "gpu")
+    assert [warm.trim_period([p], 5_300_000, a) for p, a in _alone(5_300_000, 15, after).items()] == [None, 0.05, 0.05]
+    assert warm.trim_period(["timeline"], 5_300_000, _alone(5_300_000, 15, ("timeline",), "overview")["timeline"]) is None
+    assert all(warm.trim_period([p], 33_000_000, a) == 0.05 for p, a in _alone(33_000_000, 15, warm.PARTS).items())
 
 
 class _Forked(Exception):
