@@ -139,6 +139,7 @@ describe("DataTable paged on the server", () => {
     assert.equal(text(t, "table-range"), "21–21 of 45");
     click(t, "[data-testid=sort-size]"); // a number: largest first, from the first page
     assert.deepEqual(asked.at(-1), { offset: 0, limit: 20, sort: { key: "size", dir: "desc" }, queries: {} });
+    assert.equal(t.el.querySelectorAll("tr[data-testid=row]").length, 1); // the rows stay until the sorted page comes
     const select = t.el.querySelector("[data-testid=table-page-size]") as HTMLSelectElement;
     for (const o of select.querySelectorAll("option")) o.toggleAttribute("selected", o.value === "50");
     select.dispatchEvent(domEvent("change"));

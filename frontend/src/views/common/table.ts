@@ -339,9 +339,11 @@ export class DataTable<R> {
     );
   }
 
+  /** The header row; the body's rows stay (a server-paged table keeps showing them until the sorted page comes). */
   private renderHead(): void {
     const cols = this.data.columns;
     const expand = this.data.expand;
+    const body = this.tableEl.querySelector("tbody") ?? h("tbody", {});
     replaceChildren(
       this.tableEl,
       h(
@@ -354,7 +356,7 @@ export class DataTable<R> {
           cols.map((c) => this.headerCell(c)),
         ),
       ),
-      h("tbody", {}),
+      body,
     );
   }
 
