@@ -320,7 +320,7 @@ def live_at(model: TraceModel, at: float, device: str | None = None) -> dict[str
 EVENT_SORTS = ("name", "size", "alloc", "free", "lifetime", "in_range")  # the events table's columns
 EVENT_ORDERS = ("asc", "desc")
 EVENTS_DEFAULT_LIMIT = 100
-EVENTS_MAX_LIMIT = 10_000  # rows one page may hold (~3 MB of JSON); the CSV export asks for pages this large
+EVENTS_MAX_LIMIT = 10_000  # rows one page may hold (6 MB of JSON with call stacks, 2 GB trace); the CSV pages
 _NATURAL = re.compile(r"([0-9]+)")
 
 
