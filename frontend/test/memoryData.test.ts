@@ -8,7 +8,6 @@ import {
   defaultDevice,
   deviceList,
   eventKey,
-  filterEvents,
   minBytesOf,
   normalizeCurve,
   peakLabel,
@@ -56,7 +55,7 @@ describe("devices", () => {
 
   it("deviceList gathers curves, events and statistics; defaultDevice prefers a GPU with a curve", () => {
     const curve = normalizeCurve({ reason: null, devices: { CPU: { points: [[1, 1, 1]] }, GPU1: { points: [] } } });
-    const devices = deviceList(curve, [event("GPU0", 1, 0, 1)], [stat("GPU1"), stat("CPU")]);
+    const devices = deviceList(curve, ["GPU0"], [stat("GPU1"), stat("CPU")]);
     assert.deepEqual(devices, ["CPU", "GPU0", "GPU1"]);
     assert.equal(defaultDevice(devices, curve), "CPU"); // the only device with a curve of points
     const withGpu = normalizeCurve({ reason: null, devices: { CPU: { points: [[1, 1, 1]] }, GPU1: { points: [[2, 3, 4]] } } });
@@ -92,12 +91,6 @@ describe("units and formatting", () => {
     assert.equal(formatSignedBytes(null), "—");
     assert.equal(formatMs(12_345), "12.35 ms");
     assert.equal(formatMs(undefined), "—");
-  });
-
-  it("filterEvents keeps one device's events of at least the size", () => {
-    const events = [event("GPU0", 100, 0, 1), event("GPU0", 10, 0, 1), event("CPU", 1000, 0, 1)];
-    assert.deepEqual(filterEvents(events, "GPU0", 50), [events[0]]);
-    assert.deepEqual(filterEvents(events, "GPU0", 0), [events[0], events[1]]);
   });
 });
 

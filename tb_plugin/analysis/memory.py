@@ -9,6 +9,7 @@ PyTorch < 1.10 have no addresses, so they get statistics but no curve or pairs.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -261,17 +262,45 @@ def memory_pairs(model: TraceModel) -> MemoryPairs:
         call_stack=np.where(is_alloc, stacks, -1).astype(np.int32), call_stacks=stack_texts)
 
 
+def _touching(pairs: MemoryPairs, start: float | None, end: float | None, device: str | None
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs touching [start, end) on ``device`` (in pair order) and whether each was allocated in it (else
+    allocated before it and live in it): the rows of the range, before the table's filters."""
+    lo = -np.inf if start is None else start
+    hi = np.inf if end is None else end
+    picked = np.flatnonzero((pairs.alloc < hi) & (pairs.free >= lo) & pairs.on(device))
+    allocated: np.ndarray = pairs.alloc[picked] >= lo
+    return picked, allocated
+
+
+def _states(allocated: np.ndarray) -> list[str]:
+    """The ``in_range`` text of each row."""
+    return ["allocated" if a else "live" for a in allocated.tolist()]
+
+
 def memory_events(model: TraceModel, start: float | None = None, end: float | None = None,
                   device: str | None = None) -> list[dict[str, Any]]:
     """Pairs touching [start, end): allocated in it (``in_range`` "allocated") or allocated before it and live in it
     ("live": alive at its start, freed in it or later), on one device if given. Without a range every pair counts
     as allocated."""
     pairs = memory_pairs(model)
-    lo = -np.inf if start is None else start
-    hi = np.inf if end is None else end
-    picked = np.flatnonzero((pairs.alloc < hi) & (pairs.free >= lo) & pairs.on(device))
-    allocated = (pairs.alloc[picked] >= lo).tolist()
-    return pairs.rows(picked, ["allocated" if a else "live" for a in allocated])
+    picked, allocated = _touching(pairs, start, end, device)
+    return pairs.rows(picked, _states(allocated))
+
+
+def _live(pairs: MemoryPairs, at: float, device: str | None) -> np.ndarray:
+    """The pairs live at the instant ``at`` on ``device``, in pair order."""
+    return np.flatnonzero((pairs.alloc <= at) & (at < pairs.free) & pairs.on(device))
+
+
+def _allocated_at(model: TraceModel, at: float, device: str | None) -> int | None:
+    """The device's total allocated at the instant ``at`` (its last record at or before it; None without a device
+    or a record)."""
+    if device is None:
+        return None
+    rec = memory_records(model)
+    on = np.flatnonzero(rec.on(device) & (rec.ts <= at) & (rec.allocated >= 0))
+    return int(rec.allocated[on[-1]]) if len(on) else None
 
 
 def live_at(model: TraceModel, at: float, device: str | None = None) -> dict[str, Any]:
@@ -280,15 +309,148 @@ def live_at(model: TraceModel, at: float, device: str | None = None) -> dict[str
     allocated at that instant (its last record at or before it; None without a device or a record): the part of
     it the rows do not add up to was allocated before the trace started (weights, optimizer state)."""
     pairs = memory_pairs(model)
-    picked = np.flatnonzero((pairs.alloc <= at) & (at < pairs.free) & pairs.on(device))
+    picked = _live(pairs, at, device)
     rows = pairs.rows(picked, ["live"] * len(picked))
     rows.sort(key=lambda r: -r["size_bytes"])
-    total = None
-    if device is not None:
-        rec = memory_records(model)
-        on = np.flatnonzero(rec.on(device) & (rec.ts <= at) & (rec.allocated >= 0))
-        total = int(rec.allocated[on[-1]]) if len(on) else None
-    return {"rows": rows, "allocated_bytes": total}
+    return {"rows": rows, "allocated_bytes": _allocated_at(model, at, device)}
+
+
+# ---- one page of the events table, filtered and sorted on the server ------------------------------------------
+
+EVENT_SORTS = ("name", "size", "alloc", "free", "lifetime", "in_range")  # the events table's columns
+EVENT_ORDERS = ("asc", "desc")
+EVENTS_DEFAULT_LIMIT = 100
+EVENTS_MAX_LIMIT = 10_000  # rows one page may hold (6 MB of JSON with call stacks, 2 GB trace); the CSV pages
+_NATURAL = re.compile(r"([0-9]+)")
+
+
+@dataclass(frozen=True)
+class EventQuery:
+    """What one page of the events table asks for: the table's filters (``q`` the operator search, ``min_bytes``
+    the "Min size"), its sort (None: the table's default, by allocation time, or largest first at an instant) and
+    which rows. Hashable: the sorted order of a query (``_event_order``) is memoised by it."""
+
+    offset: int = 0
+    limit: int = EVENTS_DEFAULT_LIMIT
+    sort: str | None = None
+    order: str | None = None
+    q: str = ""
+    min_bytes: float = 0.0
+
+    def resolved(self, at: float | None) -> tuple[str, str]:
+        """(column, order) the page is sorted by: the default column and order where not given (a column without
+        an order: ascending, as the Distributed ranks do)."""
+        default = ("size", "desc") if at is not None else ("alloc", "asc")
+        if self.sort is None:
+            return default[0], self.order or default[1]
+        return self.sort, self.order or "asc"
+
+
+def name_matches(names: list[str], q: str) -> np.ndarray:
+    """Per distinct name, whether the table's search ``q`` matches it, as the table matched it in the browser:
+    case-insensitive, a substring, or the whole name when quoted (``"aten::add"``); an empty search matches all."""
+    query = q.strip().lower()
+    if not query:
+        return np.ones(len(names), dtype=bool)
+    if len(query) >= 2 and query.startswith('"') and query.endswith('"'):
+        whole = query[1:-1]
+        return np.array([n.lower() == whole for n in names], dtype=bool)
+    return np.array([query in n.lower() for n in names], dtype=bool)
+
+
+def _name_ranks(names: list[str]) -> np.ndarray:
+    """Per distinct name, its place in the name column's order: case-insensitive, numbers by value ("layer2"
+    before "layer10"), as the browser's ``localeCompare(numeric)`` ordered them; equal names share a place."""
+    def key(name: str) -> list[str | int]:  # text, number, text, ...: split on a group alternates the two
+        return [int(p) if i % 2 else p for i, p in enumerate(_NATURAL.split(name.lower()))]
+
+    keys = [key(n) for n in names]
+    order = sorted(range(len(names)), key=lambda i: keys[i])  # type: ignore[arg-type, return-value]
+    ranks = np.zeros(len(names), dtype=np.float64)
+    for place, (before, i) in enumerate(zip([None, *order], order)):
+        ranks[i] = ranks[before] if before is not None and keys[before] == keys[i] else place
+    return ranks
+
+
+def _sort_values(pairs: MemoryPairs, picked: np.ndarray, allocated: np.ndarray, sort: str
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(value, missing) per picked pair for the column ``sort``: a time the trace does not hold is missing."""
+    if sort == "name":
+        return _name_ranks(pairs.names)[pairs.name[picked]] if pairs.names else np.zeros(len(picked)), \
+            np.zeros(len(picked), dtype=bool)
+    if sort == "size":
+        return pairs.size[picked].astype(np.float64), np.zeros(len(picked), dtype=bool)
+    if sort == "in_range":
+        return (~allocated).astype(np.float64), np.zeros(len(picked), dtype=bool)
+    has_a, has_f = pairs.has_alloc[picked], pairs.has_free[picked]
+    if sort == "alloc":
+        return np.where(has_a, pairs.alloc[picked], 0.0), ~has_a
+    if sort == "free":
+        return np.where(has_f, pairs.free[picked], 0.0), ~has_f
+    both = has_a & has_f
+    return np.where(both, pairs.free[picked] - pairs.alloc[picked], 0.0), ~both
+
+
+@dataclass(frozen=True)
+class EventOrder:
+    """The rows of one query, sorted: ``pairs`` (pair indices, the page is a slice of them) with ``allocated``
+    (allocated in the range, per row), and over the rows before the table's filters their count and bytes."""
+
+    pairs: np.ndarray
+    allocated: np.ndarray
+    unfiltered: int
+    unfiltered_bytes: int
+
+
+@memoized
+def _event_order(model: TraceModel, start: float | None, end: float | None, at: float | None, device: str | None,
+                 q: str, min_bytes: float, sort: str, order: str) -> EventOrder:
+    """The rows matching the filters in the order asked; missing values last in either order, ties in pair
+    (allocation time) order, so that consecutive pages never overlap or skip a row. Memoised within the byte
+    budget of results keyed by a request's choice: the next page of the same query is a slice."""
+    pairs = memory_pairs(model)
+    if at is not None:
+        picked = _live(pairs, at, device)
+        allocated = np.zeros(len(picked), dtype=bool)
+    else:
+        picked, allocated = _touching(pairs, start, end, device)
+    unfiltered, unfiltered_bytes = len(picked), int(pairs.size[picked].sum())
+    keep = pairs.size[picked] >= min_bytes
+    if q.strip():
+        keep &= name_matches(pairs.names, q)[pairs.name[picked]]
+    picked, allocated = picked[keep], allocated[keep]
+    value, missing = _sort_values(pairs, picked, allocated, sort)
+    ranked = np.lexsort((picked, -value if order == "desc" else value, missing))
+    return EventOrder(picked[ranked], allocated[ranked], unfiltered, unfiltered_bytes)
+
+
+@memoized
+def pair_devices(model: TraceModel) -> list[str]:
+    """The devices holding pairs, in label order: the page's device picker needs them without every row."""
+    pairs = memory_pairs(model)
+    return [pairs.devices[c] for c in np.unique(pairs.device).tolist()]
+
+
+def events_page(model: TraceModel, query: EventQuery, start: float | None = None, end: float | None = None,
+                device: str | None = None, at: float | None = None) -> dict[str, Any]:
+    """One page of the events table (of the range, or with ``at`` of the allocations live at that instant):
+    ``rows`` of the page only, built from the columns for those rows; ``total`` rows match the filters;
+    ``unfiltered``/``unfiltered_bytes`` count the rows before them (what "N of M rows match" and the live
+    summary show); ``devices`` has every device holding pairs (the device picker's, without every row)."""
+    sort, order = query.resolved(at)
+    ranked = _event_order(model, start, end, at, device, query.q, float(query.min_bytes), sort, order)
+    pairs = memory_pairs(model)
+    window = slice(query.offset, query.offset + query.limit)
+    rows = pairs.rows(ranked.pairs[window], _states(ranked.allocated[window]) if at is None
+                      else ["live"] * len(ranked.pairs[window]))
+    page: dict[str, Any] = {
+        "rows": rows, "total": len(ranked.pairs), "offset": query.offset, "limit": query.limit,
+        "sort": sort, "order": order, "unfiltered": ranked.unfiltered, "unfiltered_bytes": ranked.unfiltered_bytes,
+        "devices": pair_devices(model),
+    }
+    if at is not None:
+        page["allocated_bytes"] = _allocated_at(model, at, device)
+    return page
 
 
 def memory_statistics(model: TraceModel, start: float | None = None, end: float | None = None) -> list[dict[str, Any]]:

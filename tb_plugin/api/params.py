@@ -9,6 +9,7 @@ from werkzeug.wrappers import Request
 from ..analysis.device_peaks import PeakOverride
 from ..analysis.device_peaks import parse_override as parse_override  # plugin.py checks --profiler_peaks with it
 from ..analysis.distributed_page import MAX_LIMIT, ORDERS, SORT_KEYS
+from ..analysis.memory import EVENT_ORDERS, EVENT_SORTS, EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, EventQuery
 from .http import ApiError
 
 MAX_PARAM_LENGTH = 4096
@@ -131,6 +132,34 @@ def distributed_page(request: Request) -> tuple[int | None, int | None, str, str
     sort = text(request, "sort", required=False, default="rank", choices=SORT_KEYS)
     order = text(request, "order", required=False, default="asc", choices=ORDERS)
     return offset, limit, sort, order
+
+
+EVENTS_PAGE_PARAMS = ("limit", "offset", "sort", "order", "q", "min_bytes")
+
+
+def events_page(request: Request) -> EventQuery | None:
+    """The Memory events table's page (``limit``, ``offset``, ``sort``, ``order``, ``q``, ``min_bytes``), None when
+    the request names none of them: then the route answers every row, as before paging existed."""
+    if not any(request.args.get(name, "") != "" for name in EVENTS_PAGE_PARAMS):
+        return None
+    offset = _whole(request, "offset", 0, 10**9, 0)
+    limit = _whole(request, "limit", 1, EVENTS_MAX_LIMIT, EVENTS_DEFAULT_LIMIT)
+    sort = text(request, "sort", required=False, choices=EVENT_SORTS) or None
+    order = text(request, "order", required=False, choices=EVENT_ORDERS) or None
+    query = text(request, "q", required=False)
+    min_bytes = number(request, "min_bytes", required=False, default=0, minimum=0)
+    return EventQuery(offset=offset, limit=limit, sort=sort, order=order, q=query, min_bytes=min_bytes)
+
+
+def _whole(request: Request, name: str, low: int, high: int, default: int) -> int:
+    """A whole number from ``low`` to ``high`` written in digits (``2.7`` and ``1e3`` refused: an offset that is
+    not a row's place is a mistake, not a row), ``default`` where absent."""
+    raw = request.args.get(name, "").strip()
+    if raw == "":
+        return default
+    if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
+        raise ApiError(400, f"query parameter '{name}' must be an integer from {low} to {high}; got {raw[:64]!r}")
+    return int(raw)
 
 
 def peaks(request: Request, default: PeakOverride) -> PeakOverride:

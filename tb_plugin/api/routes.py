@@ -20,7 +20,7 @@ from ..analysis.distributed_page import page_of
 from ..analysis.flamegraph import METRICS, flame_search, flame_tree, folded_stacks
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import launch_stats
-from ..analysis.memory import live_at, memory_curve, memory_events, memory_statistics
+from ..analysis.memory import events_page, live_at, memory_curve, memory_events, memory_statistics
 from ..analysis.memory_categories import allocations
 from ..analysis.memory_category_view import card_exports, category_view
 from ..analysis.modules import module_timeline_view, module_view
@@ -177,11 +177,16 @@ class Api:
                             stored=warm.key("roofline", group_by=group_by, peaks=peaks, limit=limit))
 
     def memory_events(self, request: Request) -> Response:
+        """Every pair of a range (or live at ``at_us``), or with the paging parameters one page of the events
+        table, filtered and sorted on the server."""
         lo, hi = params.time_range(request)
         device = params.text(request, "device", required=False) or None
         # at_us (allocations live at that instant) takes precedence over a range
         at = params.number(request, "at_us") if request.args.get("at_us", "") != "" else None
+        page = params.events_page(request)
         loaded = self._trace(request)
+        if page is not None:
+            return self._answer(request, loaded, lambda: events_page(loaded.model, page, lo, hi, device, at))
         if at is not None:
             return self._answer(request, loaded, lambda: live_at(loaded.model, at, device))
         return self._answer(request, loaded, lambda: {"rows": memory_events(loaded.model, lo, hi, device)})

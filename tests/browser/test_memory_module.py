@@ -74,9 +74,16 @@ def curve_origin(curve: dict[str, Any]) -> float:
 
 
 def wait_memory_settled(frame: Any) -> dict[str, str]:
+    """The page's state once no range and no page of events is loading (the events table asks the server)."""
     frame.wait_for_function(f"() => document.querySelector('{VIEW}')?.dataset.loading === 'false'")
+    wait_events(frame)
     state: dict[str, str] = frame.eval_on_selector(VIEW, "el => ({...el.dataset})")
     return state
+
+
+def wait_events(frame: Any) -> None:
+    """Until the events table shows the page it asked for (a page with no events card has none to wait for)."""
+    frame.wait_for_function(f"() => (t => !t || t.dataset.loading === 'false')(document.querySelector('[data-testid={EVENTS}]'))")
 
 
 def table_count(frame: Any, testid: str) -> str:
@@ -241,20 +248,34 @@ def test_memory_search_sort_and_size_filter(page: Any, tb_memory_module: TensorB
     allocs = [float(r["_value:alloc"]) for r in table_rows(frame, EVENTS)]
     assert allocs == sorted(allocs)
 
-    # Search by operator name.
+    # Search by operator name (on the server, once the typing pauses).
     frame.fill(f"{table} [data-testid=search-name]", "RESIZE_")
     matching = [r for r in gpu if "resize_" in r["name"].lower()]
     assert matching
-    assert table_count(frame, EVENTS) == f"{len(matching):,} of {len(gpu):,} rows match"
-    assert all("resize_" in r["name"].lower() for r in table_rows(frame, EVENTS))
+    count = f"{len(matching):,} of {len(gpu):,} rows match"
+    frame.wait_for_function(f"c => document.querySelector('{table} [data-testid=table-count]').textContent === c", arg=count)
+    wait_events(frame)
+    shown = table_rows(frame, EVENTS)
+    assert len(shown) == min(20, len(matching)) and all("resize_" in r["name"].lower() for r in shown)
     frame.fill(f"{table} [data-testid=search-name]", "")
+    frame.wait_for_function(f"c => document.querySelector('{table} [data-testid=table-count]').textContent === c",
+                            arg=f"{len(gpu):,} rows")
+    wait_events(frame)
 
-    # Sort by size: largest first, then smallest first.
+    # Sort by size (the server sorts every row, not the page): largest first, then smallest first.
+    by_size = sorted(gpu, key=lambda r: -r["size_bytes"])  # ties in allocation order, as the server keeps them
     frame.click(f"{table} [data-testid=sort-size]")
+    wait_events(frame)
     sizes = [int(r["_value:size"]) for r in table_rows(frame, EVENTS)]
-    assert sizes[0] == max(r["size_bytes"] for r in gpu) and sizes == sorted(sizes, reverse=True)
+    assert sizes == [r["size_bytes"] for r in by_size[:20]] and sizes[0] == max(r["size_bytes"] for r in gpu)
     assert table_rows(frame, EVENTS)[0]["size"] == fmt_bytes(sizes[0])
+    frame.click(f"{table} [data-testid=table-next]")  # the next page: the next 20 of every row, none repeated
+    wait_events(frame)
+    assert frame.inner_text(f"{table} [data-testid=table-range]") == f"21–40 of {len(gpu):,}"
+    assert [int(r["_value:size"]) for r in table_rows(frame, EVENTS)] == [r["size_bytes"] for r in by_size[20:40]]
     frame.click(f"{table} [data-testid=sort-size]")
+    wait_events(frame)
+    assert frame.inner_text(f"{table} [data-testid=table-range]") == f"1–20 of {len(gpu):,}"  # a sort starts over
     sizes = [int(r["_value:size"]) for r in table_rows(frame, EVENTS)]
     assert sizes[0] == min(r["size_bytes"] for r in gpu) and sizes == sorted(sizes)
 
@@ -263,15 +284,22 @@ def test_memory_search_sort_and_size_filter(page: Any, tb_memory_module: TensorB
     frame.fill("[data-testid=memory-min-size]", "1")
     big = [r for r in gpu if r["size_bytes"] >= 1024 * 1024]
     frame.wait_for_function(f"n => document.querySelector('{VIEW}').dataset.events === String(n)", arg=len(big))
-    assert table_count(frame, EVENTS) == f"{len(big):,} rows"
+    wait_events(frame)
+    assert table_count(frame, EVENTS) == f"{len(big):,} of {len(gpu):,} rows match"  # the server's count
     assert min(int(r["_value:size"]) for r in table_rows(frame, EVENTS)) >= 1024 * 1024
     frame.fill("[data-testid=memory-min-size]", "0")
     frame.wait_for_function(f"n => document.querySelector('{VIEW}').dataset.events === String(n)", arg=len(gpu))
 
-    # Paging.
-    assert len(table_rows(frame, EVENTS)) == 20
+    wait_events(frame)
+
+    # Paging: the next page holds other rows.
+    first_page = table_rows(frame, EVENTS)
+    assert len(first_page) == 20
     frame.click(f"{table} [data-testid=table-next]")
+    wait_events(frame)
     assert frame.inner_text(f"{table} [data-testid=table-range]") == f"21–40 of {len(gpu):,}"
+    second_page = table_rows(frame, EVENTS)
+    assert len(second_page) == 20 and not {r["_value:alloc"] for r in first_page} & {r["_value:alloc"] for r in second_page}
 
     # Statistics: search, sort, and the explanations on the headers.
     stats = f"[data-testid={STATS}]"
@@ -297,6 +325,8 @@ def test_memory_search_sort_and_size_filter(page: Any, tb_memory_module: TensorB
 def test_memory_csv_export_and_fallback(page: Any, tb_memory_module: TensorBoard, tmp_path: Path) -> None:
     tb = tb_memory_module
     gpu = [r for r in api(tb, "memory/events", TRANSFORMER)["rows"] if r["device"] == "GPU0"]
+    asked: list[str] = []  # the page never asks for every event: each request names a page
+    page.on("request", lambda r: asked.append(r.url) if "/memory/events" in r.url else None)
     frame = open_view(page, tb, TRANSFORMER, "Memory")
     frame.wait_for_selector(f"[data-testid={EVENTS}] tr[data-testid=row]")
     wait_memory_settled(frame)
@@ -305,6 +335,7 @@ def test_memory_csv_export_and_fallback(page: Any, tb_memory_module: TensorBoard
     frame.fill("[data-testid=memory-min-size]", "4")
     big = sorted((r for r in gpu if r["size_bytes"] >= 4 * 1024 * 1024), key=lambda r: r["alloc_us"])
     frame.wait_for_function(f"n => document.querySelector('{VIEW}').dataset.events === String(n)", arg=len(big))
+    wait_events(frame)
     assert len(big) > 20  # more than one page: the export has every matching row
 
     with page.expect_download() as info:
@@ -323,6 +354,8 @@ def test_memory_csv_export_and_fallback(page: Any, tb_memory_module: TensorBoard
         "Lifetime (us)",
     ]
     assert len(rows) == len(big)
+    assert asked and all("limit=" in url for url in asked)
+    assert any("limit=10000" in url and "min_bytes=4194304" in url for url in asked)  # the export's pages
     assert [int(r["Size (bytes)"]) for r in rows] == [r["size_bytes"] for r in big]
     assert [r["Operator"] for r in rows] == [r["name"] for r in big]
     shown = table_rows(frame, EVENTS)

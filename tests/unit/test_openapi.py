@@ -113,6 +113,13 @@ def test_responses_match_the_spec(spec: dict[str, Any], tensorboard_app: Any, re
     check(spec, "/trace/window", 200, client.get(f"{API}/trace/window?{q}&width_px=800").get_json())
     for route in ("memory/curve", "memory/events", "memory/stats", "modules", "modules/timeline"):
         check(spec, "/" + route, 200, client.get(f"{API}/{route}?{q}").get_json())
+    page = client.get(f"{API}/memory/events?{q}&limit=5&sort=lifetime&order=desc&q=mm").get_json()
+    check(spec, "/memory/events", 200, page)
+    assert len(page["rows"]) == 5 and page["total"] > 5 and page["sort"] == "lifetime"
+    peak = client.get(f"{API}/memory/curve?{q}").get_json()["devices"]["GPU0"]["peak_time_us"]
+    live = client.get(f"{API}/memory/events?{q}&at_us={peak!r}&device=GPU0&limit=3").get_json()
+    check(spec, "/memory/events", 200, live)
+    assert len(live["rows"]) == 3 and live["allocated_bytes"] > 0 and live["unfiltered"] > 3
     check(spec, "/distributed", 200, client.get(f"{API}/distributed?run=ddp_resnet50&span=1").get_json())
     d = "run=ddp_resnet50&worker=rank0&span=1&exp_run=ddp_resnet50&exp_worker=rank1&exp_span=1"
     check(spec, "/diff", 200, client.get(f"{API}/diff?{d}").get_json())

@@ -4,6 +4,10 @@
  * (10/20/50/100), optional expandable rows, and CSV export of every row that matches the searches,
  * in the shown order. Cells are text nodes (or nodes a column builds itself); every numeric cell
  * has a tooltip with the exact value and how it is computed.
+ *
+ * A table too large to send whole (millions of memory events) is paged on the server (`TableOptions.server`):
+ * the same toolbar, headers and pager, but a sort, a search or a page asks the server (`ServerSource.fetch`)
+ * and the table shows the page it answers (`TableData.page`); the CSV export asks for every matching row.
  */
 import { infoIcon } from "../../components";
 import { type Child, h, replaceChildren } from "../../dom";
@@ -52,9 +56,35 @@ export interface Expand<R> {
   label?: string;
 }
 
+/** What a server-paged table asks for: which rows, sorted how, with the searches' texts (by search key). */
+export interface ServerQuery {
+  offset: number;
+  limit: number;
+  sort: { key: string; dir: SortDir } | null;
+  queries: Record<string, string>;
+}
+
+/** Which rows a server-paged table's `rows` are: from `offset` among `total` matching rows (`unfiltered` before
+ * the searches and filters, when the server says). */
+export interface ServerPage {
+  offset: number;
+  total: number;
+  unfiltered?: number;
+}
+
+/** The server behind a server-paged table: `fetch` asks for a page (the owner answers with `setData`, or not,
+ * when a newer query came first); `exportRows` gives every row matching a query, for the CSV export. */
+export interface ServerSource<R> {
+  fetch: (query: ServerQuery) => void;
+  exportRows: (query: ServerQuery) => Promise<R[]>;
+}
+
 export interface TableData<R> {
   columns: Column<R>[];
+  /** every row; in a server-paged table the page's rows, as the server sorted them */
   rows: R[];
+  /** a server-paged table: which rows `rows` are (the sort is then `sort`, the one the server applied) */
+  page?: ServerPage;
   searches?: Search<R>[];
   /** initial sort (kept across setData when the column still exists and `keepSort`) */
   sort?: { key: string; dir: SortDir } | null;
@@ -71,7 +101,11 @@ export interface TableOptions {
   pageSizes?: number[];
   pageSize?: number;
   emptyText?: string;
+  /** page, search and sort on the server (see the module comment) */
+  server?: ServerSource<unknown>;
 }
+
+const SEARCH_DELAY_MS = 250; // a server-paged table asks once the typing pauses
 
 function compare(a: CellValue, b: CellValue): number {
   const na = a === null || a === undefined || (typeof a === "number" && !Number.isFinite(a));
@@ -110,6 +144,7 @@ export class DataTable<R> {
   private readonly downloadBtn: HTMLButtonElement;
   private readonly copyBtn: HTMLButtonElement;
   private cache: R[] | null = null;
+  private searchTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly opts: TableOptions) {
     const sizes = opts.pageSizes ?? [10, 20, 50, 100];
@@ -126,14 +161,15 @@ export class DataTable<R> {
         onChange: () => {
           this.pageSize = Number(sizeSelect.value) || this.pageSize;
           this.page = 0;
-          this.renderBody();
+          if (this.opts.server) this.ask(0);
+          else this.renderBody();
         },
       },
       sizes.map((n) => h("option", { attrs: { value: n, selected: n === this.pageSize } }, String(n))),
     );
     this.downloadBtn = h(
       "button",
-      { class: "ptp-button", testid: "csv-download", attrs: { type: "button" }, onClick: () => { this.download(); } },
+      { class: "ptp-button", testid: "csv-download", attrs: { type: "button" }, onClick: () => { void this.download(); } },
       "Download CSV",
     );
     this.copyBtn = h(
@@ -166,7 +202,19 @@ export class DataTable<R> {
     this.queries.set(key, exactly && text ? `"${text}"` : text);
     this.page = 0;
     this.renderSearches();
-    this.renderBody();
+    if (this.opts.server) this.opts.server.fetch(this.query());
+    else this.renderBody();
+  }
+
+  /** The query of a server-paged table as it stands (sort, searches, page size), from `offset`: what its owner
+   * asks for when its own filters change (then from 0). */
+  query(offset = 0): ServerQuery {
+    return { offset, limit: this.pageSize, sort: this.sort, queries: Object.fromEntries(this.queries) };
+  }
+
+  private ask(offset: number): void {
+    this.el.dataset["loading"] = "true";
+    this.opts.server?.fetch(this.query(offset));
   }
 
   /** Replace columns/rows; searches keep their text, the sort is kept when its column still exists. */
@@ -176,8 +224,15 @@ export class DataTable<R> {
     this.expanded.clear();
     this.details.clear();
     const has = (key: string | undefined): boolean => !!key && data.columns.some((c) => c.key === key && c.sortable !== false);
-    this.sort = keepSort && prevSort && has(prevSort.key) ? prevSort : data.sort && has(data.sort.key) ? data.sort : null;
-    this.page = 0;
+    if (this.opts.server) {
+      // the server's page: its sort is the one applied, its offset the page shown
+      this.sort = data.sort ?? null;
+      this.page = Math.floor((data.page?.offset ?? 0) / this.pageSize);
+      this.el.dataset["loading"] = "false";
+    } else {
+      this.sort = keepSort && prevSort && has(prevSort.key) ? prevSort : data.sort && has(data.sort.key) ? data.sort : null;
+      this.page = 0;
+    }
     this.renderSearches();
     this.renderHead();
     this.renderBody();
@@ -190,6 +245,7 @@ export class DataTable<R> {
 
   /** Every row matching the searches, in the shown order (what CSV export writes). */
   filteredRows(): R[] {
+    if (this.opts.server) return this.data.rows; // the server searched and sorted them
     if (this.cache) return this.cache;
     const searches = (this.data.searches ?? [])
       .map((s) => ({ s, q: (this.queries.get(s.key) ?? "").trim().toLowerCase() }))
@@ -214,13 +270,13 @@ export class DataTable<R> {
 
   /** The rows on the current page. */
   visibleRows(): R[] {
+    if (this.opts.server) return this.data.rows;
     const rows = this.filteredRows();
     return rows.slice(this.page * this.pageSize, (this.page + 1) * this.pageSize);
   }
 
-  csv(): { text: string; rows: number } {
+  csv(rows: R[] = this.filteredRows()): { text: string; rows: number } {
     const cols = this.data.columns;
-    const rows = this.filteredRows();
     const text = toCsv(
       cols.map((c) => c.csvHeader ?? c.label),
       rows.map((r) => cols.map((c) => (c.csv ? c.csv(r) : c.value(r)))),
@@ -228,14 +284,32 @@ export class DataTable<R> {
     return { text, rows: rows.length };
   }
 
-  private download(): void {
-    const { text, rows } = this.csv();
-    exportCsvDownload(this.opts.csvName(), text, rows);
+  /** The CSV of every matching row: a server-paged table asks the server for them first. */
+  private async exportCsv(): Promise<{ text: string; rows: number }> {
+    const server = this.opts.server;
+    if (!server) return this.csv();
+    return this.csv((await server.exportRows(this.query())) as R[]);
+  }
+
+  private async download(): Promise<void> {
+    const name = this.opts.csvName(); // named for what was shown when asked, even if it changes meanwhile
+    const csv = await this.exportOrSay();
+    if (csv) exportCsvDownload(name, csv.text, csv.rows);
   }
 
   private async copy(): Promise<void> {
-    const { text, rows } = this.csv();
-    await exportCsvCopy(text, rows);
+    const csv = await this.exportOrSay();
+    if (csv) await exportCsvCopy(csv.text, csv.rows);
+  }
+
+  /** The CSV, or null when the server could not give the rows (the count says so, as text). */
+  private async exportOrSay(): Promise<{ text: string; rows: number } | null> {
+    try {
+      return await this.exportCsv();
+    } catch (err) {
+      this.countEl.textContent = `The CSV could not be made: ${err instanceof Error ? err.message : String(err)}`;
+      return null;
+    }
   }
 
   private renderSearches(): void {
@@ -251,7 +325,12 @@ export class DataTable<R> {
           onInput: () => {
             this.queries.set(s.key, input.value);
             this.page = 0;
-            this.renderBody();
+            if (!this.opts.server) {
+              this.renderBody();
+              return;
+            }
+            clearTimeout(this.searchTimer);
+            this.searchTimer = setTimeout(() => { this.ask(0); }, SEARCH_DELAY_MS);
           },
         });
         input.value = this.queries.get(s.key) ?? "";
@@ -260,9 +339,11 @@ export class DataTable<R> {
     );
   }
 
+  /** The header row; the body's rows stay (a server-paged table keeps showing them until the sorted page comes). */
   private renderHead(): void {
     const cols = this.data.columns;
     const expand = this.data.expand;
+    const body = this.tableEl.querySelector("tbody") ?? h("tbody", {});
     replaceChildren(
       this.tableEl,
       h(
@@ -275,7 +356,7 @@ export class DataTable<R> {
           cols.map((c) => this.headerCell(c)),
         ),
       ),
-      h("tbody", {}),
+      body,
     );
   }
 
@@ -317,22 +398,25 @@ export class DataTable<R> {
     this.sort = { key: c.key, dir: cur?.key === c.key ? (cur.dir === "asc" ? "desc" : "asc") : first };
     this.page = 0;
     this.renderHead();
-    this.renderBody();
+    if (this.opts.server) this.ask(0);
+    else this.renderBody();
   }
 
   private renderBody(): void {
     this.cache = null;
     const all = this.filteredRows();
-    const pages = Math.max(1, Math.ceil(all.length / this.pageSize));
-    this.page = Math.min(this.page, pages - 1);
+    const server = this.opts.server ? (this.data.page ?? { offset: 0, total: all.length }) : null;
+    const pages = Math.max(1, Math.ceil((server ? server.total : all.length) / this.pageSize));
+    if (!server) this.page = Math.min(this.page, pages - 1);
     const rows = this.visibleRows();
     const cols = this.data.columns;
     const expand = this.data.expand;
-    const tbody = this.tableEl.tBodies[0] ?? this.tableEl.appendChild(h("tbody", {}));
+    const tbody = this.tableEl.querySelector("tbody") ?? this.tableEl.appendChild(h("tbody", {})); // the first: a nested table comes after
     const span = cols.length + (expand ? 1 : 0);
     const trs: HTMLElement[] = [];
     if (rows.length === 0) {
-      const empty = this.data.rows.length === 0 ? (this.opts.emptyText ?? "No rows.") : "No rows match the search.";
+      const none = server ? (server.unfiltered ?? server.total) === 0 : this.data.rows.length === 0;
+      const empty = none ? (this.opts.emptyText ?? "No rows.") : server && server.total > 0 ? "No rows on this page." : "No rows match the search.";
       trs.push(h("tr", {}, h("td", { class: "ptp-muted ptp-empty-row", testid: "table-empty", attrs: { colspan: span } }, empty)));
     }
     for (const row of rows) {
@@ -344,28 +428,30 @@ export class DataTable<R> {
     }
     replaceChildren(tbody, trs);
 
-    const total = this.data.rows.length;
-    const shown = all.length;
+    const total = server ? (server.unfiltered ?? server.total) : this.data.rows.length;
+    const shown = server ? server.total : all.length;
     this.countEl.textContent = shown === total ? `${formatInt(total)} row${total === 1 ? "" : "s"}` : `${formatInt(shown)} of ${formatInt(total)} rows match`;
     const exportTitle = `Every row that matches the search (${formatInt(shown)}), in the shown order, all pages; times in µs.`;
     this.downloadBtn.title = `Download ${exportTitle}`;
     this.copyBtn.title = `Copy ${exportTitle}`;
     this.downloadBtn.disabled = this.copyBtn.disabled = shown === 0;
-    this.renderPager(shown, pages);
+    this.renderPager(shown, pages, server ? rows.length : null);
   }
 
-  private renderPager(shown: number, pages: number): void {
-    const from = shown === 0 ? 0 : this.page * this.pageSize + 1;
-    const to = Math.min(shown, (this.page + 1) * this.pageSize);
+  /** The pager; `onPage`: the rows a server-paged table's page holds (null: the table holds every row). */
+  private renderPager(shown: number, pages: number, onPage: number | null): void {
+    const from = shown === 0 || onPage === 0 ? 0 : this.page * this.pageSize + 1;
+    const to = onPage === null ? Math.min(shown, (this.page + 1) * this.pageSize) : this.page * this.pageSize + onPage;
     const go = (p: number): void => {
       this.page = Math.min(Math.max(0, p), pages - 1);
-      this.renderBody();
+      if (this.opts.server) this.ask(this.page * this.pageSize);
+      else this.renderBody();
     };
     const btn = (label: string, testid: string, target: number, disabled: boolean, aria: string): HTMLElement =>
       h("button", { class: "ptp-button ptp-button-small", testid, attrs: { type: "button", disabled, "aria-label": aria }, onClick: () => { go(target); } }, label);
     replaceChildren(
       this.pagerEl,
-      h("span", { class: "ptp-muted", testid: "table-range" }, shown === 0 ? "0 rows" : `${formatInt(from)}–${formatInt(to)} of ${formatInt(shown)}`),
+      h("span", { class: "ptp-muted", testid: "table-range" }, shown === 0 || from === 0 ? "0 rows" : `${formatInt(from)}–${formatInt(to)} of ${formatInt(shown)}`),
       btn("«", "table-first", 0, this.page === 0, "First page"),
       btn("‹ Prev", "table-prev", this.page - 1, this.page === 0, "Previous page"),
       h("span", { class: "ptp-muted" }, `Page ${this.page + 1} of ${pages}`),

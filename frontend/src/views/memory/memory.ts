@@ -5,6 +5,9 @@
  * it) selects a time range: both tables are then re-queried for that range (absolute µs); Reset or
  * a double-click goes back to the whole trace. Clicking an event row marks its allocation and
  * release on the chart. Times are ms from the trace start.
+ *
+ * The events table is paged on the server (memoryEvents.ts): a sort, a search, the size filter, the device, the
+ * range or the peak's instant asks for one page; the CSV export asks for every matching row, page by page.
  */
 import { card, infoIcon } from "../../components";
 import { type Child, h, replaceChildren } from "../../dom";
@@ -17,8 +20,8 @@ import { loadSources } from "../common/callStack";
 import { bytesColumn } from "../common/columns";
 import { csvFileName } from "../common/csv";
 import { startCharts } from "../common/startCharts";
-import { clampedName, type Column, DataTable } from "../common/table";
-import { left } from "../common/ui";
+import { clampedName, type Column, DataTable, type ServerQuery } from "../common/table";
+import { left, spanGet } from "../common/ui";
 import { memoryCategoriesCard } from "./memoryCategories";
 import { memoryFigure } from "./memoryChart";
 import {
@@ -27,7 +30,6 @@ import {
   defaultDevice,
   deviceList,
   eventKey,
-  filterEvents,
   type MemoryEvent,
   type MemoryStat,
   minBytesOf,
@@ -41,7 +43,8 @@ import {
   SIZE_UNITS,
   timeOrigin,
 } from "./memoryData";
-import { fetchLiveAt, inRangeColumn, LIVE_HELP, liveSummary, stackExpand } from "./memoryLive";
+import { type EventsPage, eventsParams, type EventsWhere, everyRow, normalizeEventsPage } from "./memoryEvents";
+import { inRangeColumn, LIVE_HELP, liveSummary, stackExpand } from "./memoryLive";
 import { renderSnapshot } from "./snapshot";
 import { readViewUrlState, writeViewUrlState } from "../../urlState";
 import type { ViewContext } from "../types";
@@ -153,10 +156,11 @@ const STAT_COLUMNS: Column<MemoryStat>[] = [
   bytesColumn<MemoryStat>("self_allocation_size", "Self allocation size", MEMORY_HELP.selfAllocSize, (s) => s.self_allocation_size_bytes),
 ];
 
-/** What the page loaded: the curves and the whole trace's rows. */
+/** What the page loaded: the curves, the first page of events (all devices: which devices have events) and the
+ * whole trace's statistics. */
 interface MemoryData {
   curve: CurveResponse;
-  allEvents: MemoryEvent[];
+  firstEvents: EventsPage;
   allStats: MemoryStat[];
 }
 
@@ -166,8 +170,7 @@ interface State {
   range: [number, number] | null;
   minBytes: number;
   marked: MemoryEvent | null;
-  /** rows of the selected range (null = use the whole-trace rows) */
-  rangeEvents: MemoryEvent[] | null;
+  /** statistics of the selected range (null = use the whole-trace rows) */
   rangeStats: MemoryStat[] | null;
   /** the instant whose live allocations the events table shows (absolute µs), null otherwise */
   liveAt: number | null;
@@ -301,11 +304,14 @@ class MemoryPage {
   private reloadTimer: number | undefined;
   private reloadCtl: AbortController | null = null;
   private seq = 0;
+  /** the newest request of an events page wins */
+  private eventsSeq = 0;
+  private eventsCtl: AbortController | null = null;
 
   constructor(private readonly ctx: ViewContext, private readonly data: MemoryData, devices: readonly string[], first: string) {
-    this.origin = timeOrigin(data.curve, data.allEvents);
+    this.origin = timeOrigin(data.curve, data.firstEvents.rows);
     this.hasCurves = Object.values(data.curve.devices).some((d) => d.points.length > 0);
-    this.state = { device: first, range: null, minBytes: 0, marked: null, rangeEvents: null, rangeStats: null, liveAt: null };
+    this.state = { device: first, range: null, minBytes: 0, marked: null, rangeStats: null, liveAt: null };
     this.head = curveCard(devices, first, this.hasCurves, {
       device: () => { this.setDevice(this.head.deviceSelect.value); },
       peakLive: () => { void this.showLiveAtPeak(); },
@@ -319,6 +325,10 @@ class MemoryPage {
       controls: [minSizeFilter((bytes) => { this.setMinBytes(bytes); }), this.eventsRangeTag],
       pageSize: 20,
       emptyText: "No allocations on this device in the selected range.",
+      server: {
+        fetch: (q) => { void this.fetchEvents(q, this.where()); },
+        exportRows: async (q) => { const where = this.where(); return everyRow(q, (p) => this.getEvents(where, p)); },
+      },
     });
     // A click on a row marks that allocation on the chart (again: unmark).
     onRowClick(this.eventsTable, (row) => { this.toggleMark(row); });
@@ -341,7 +351,7 @@ class MemoryPage {
       { class: "ptp-view ptp-memory", testid: "memory-view", dataset: { device: first, loading: "false", startUs: "", endUs: "" } },
       this.head.el,
       this.categories.el,
-      this.hasCurves || data.allEvents.length > 0 ? this.eventsCard : null,
+      this.hasCurves || data.firstEvents.total > 0 ? this.eventsCard : null,
       statsCard,
     );
   }
@@ -362,7 +372,7 @@ class MemoryPage {
       if (Number.isFinite(lo) && Number.isFinite(hi) && hi > lo) this.setRange([lo, hi], false);
     }
     this.updateRangeUi();
-    this.applyEvents();
+    void this.applyEvents();
     this.applyStats();
     this.updateCurve();
   }
@@ -379,6 +389,7 @@ class MemoryPage {
     return () => {
       window.clearTimeout(this.reloadTimer);
       this.reloadCtl?.abort();
+      this.eventsCtl?.abort();
       this.charts?.dispose();
       this.categories.dispose();
     };
@@ -390,14 +401,14 @@ class MemoryPage {
     this.root.dataset["device"] = device;
     this.categories.setDevice(device);
     this.updateCurve();
-    this.applyEvents();
+    void this.applyEvents();
     this.applyStats();
   }
 
   private setMinBytes(bytes: number): void {
     if (bytes === this.state.minBytes) return;
     this.state.minBytes = bytes;
-    this.applyEvents();
+    void this.applyEvents();
   }
 
   private toggleMark(row: MemoryEvent): void {
@@ -420,20 +431,67 @@ class MemoryPage {
     this.root.dataset["endUs"] = range ? String(range[1]) : "";
   }
 
-  private applyEvents(): void {
+  /** Which pairs the events table lists now. */
+  private where(): EventsWhere {
+    const { device, range, liveAt, minBytes } = this.state;
+    return { device, range, liveAt, minBytes };
+  }
+
+  /** One page of events (`where`, `q`); a request the page's leaving or a newer one makes moot is aborted. */
+  private async getEvents(where: EventsWhere, q: ServerQuery, signal?: AbortSignal): Promise<EventsPage> {
+    const raw = await spanGet(this.ctx, "memory/events", eventsParams(where, q));
+    if (signal?.aborted) throw new DOMException("superseded", "AbortError");
+    return normalizeEventsPage(raw);
+  }
+
+  /** Ask for the first page of the events table again (a filter, the device or the range changed), keeping its
+   * sort and search; `defaultSort`: the server's default sort (largest first at an instant, else by time). */
+  private applyEvents(defaultSort = false): Promise<EventsPage | null> {
+    const q = this.eventsTable.query(0);
+    return this.fetchEvents(defaultSort ? { ...q, sort: null } : q, this.where());
+  }
+
+  /** Ask for a page and show it, unless a newer request came meanwhile; the page shown, null otherwise (then the
+   * table keeps the rows it had and the status says why on a failure). */
+  private async fetchEvents(q: ServerQuery, where: EventsWhere): Promise<EventsPage | null> {
+    const my = ++this.eventsSeq;
+    this.eventsCtl?.abort();
+    const ctl = new AbortController();
+    this.eventsCtl = ctl;
+    this.eventsTable.el.dataset["loading"] = "true";
+    try {
+      const page = await this.getEvents(where, q, ctl.signal);
+      if (my !== this.eventsSeq || left(this.ctx)) return null;
+      this.showEvents(page, where);
+      return page;
+    } catch (err) {
+      if (my !== this.eventsSeq || left(this.ctx)) return null;
+      this.eventsTable.el.dataset["loading"] = "false";
+      this.head.statusEl.textContent = `Could not load the memory events: ${err instanceof Error ? err.message : String(err)} The table still shows the previous rows.`;
+      return null;
+    }
+  }
+
+  private showEvents(page: EventsPage, where: EventsWhere): void {
     const { state } = this;
-    const rows = filterEvents(state.rangeEvents ?? this.data.allEvents, state.device, state.minBytes);
     if (state.marked && state.marked.device !== state.device) state.marked = null;
     this.eventsTable.setData({
-      // "in range" only on rows the server answered for a range (not on the whole trace's, shown until they come)
-      columns: state.rangeEvents ? [...this.eventColumns, inRangeColumn()] : this.eventColumns,
-      rows,
+      columns: where.range && where.liveAt === null ? [...this.eventColumns, inRangeColumn()] : this.eventColumns,
+      rows: page.rows,
+      page: { offset: page.offset, total: page.total, unfiltered: page.unfiltered },
       searches: [{ key: "name", label: "Search operators", placeholder: "Search operator names", text: (e) => e.name }],
-      sort: state.liveAt !== null ? { key: "size", dir: "desc" } : { key: "alloc", dir: "asc" },
+      sort: page.sort,
       expand: stackExpand,
       rowKey: eventKey,
-    }, state.liveAt === null);
-    this.root.dataset["events"] = String(rows.length);
+    });
+    this.root.dataset["events"] = String(page.total);
+    if (where.liveAt !== null) this.liveTag(page, where.liveAt);
+  }
+
+  /** The range tag at an instant: how many allocations are live then, over every page, and what they hold. */
+  private liveTag(page: EventsPage, at: number): void {
+    const live = { count: page.unfiltered, bytes: page.unfilteredBytes, allocatedBytes: page.allocatedBytes };
+    this.eventsRangeTag.textContent = liveSummary(live, `the peak (${formatMs(at - this.origin)})`);
   }
 
   private applyStats(): void {
@@ -448,31 +506,25 @@ class MemoryPage {
     this.root.dataset["stats"] = String(rows.length);
   }
 
-  /** The events table lists the allocations live at the device's peak (what the peak is made of). */
+  /** The events table lists the allocations live at the device's peak (what the peak is made of), largest first. */
   private async showLiveAtPeak(): Promise<void> {
     const dev = this.device();
     if (!dev) return;
     const peak = peakOf(dev);
-    const my = ++this.seq;
+    ++this.seq; // a range still loading is moot
     this.reloadCtl?.abort();
     const status = this.head.statusEl;
     status.textContent = "Loading the allocations live at the peak…";
-    try {
-      const live = await fetchLiveAt(this.ctx, peak.t, this.state.device);
-      if (my !== this.seq || left(this.ctx)) return;
-      Object.assign(this.state, { range: null, liveAt: peak.t, rangeEvents: live.rows, rangeStats: null });
-      status.textContent = "";
-      this.updateRangeUi();
-      const when = formatMs(peak.t - this.origin);
-      this.eventsRangeTag.textContent = liveSummary(live, `the peak (${when})`);
-      this.head.rangeEl.textContent = `Live at the peak, ${when}`;
-      this.applyEvents();
-      this.applyStats();
-      this.eventsCard.scrollIntoView({ block: "start", behavior: "smooth" });
-    } catch (err) {
-      if (my !== this.seq || left(this.ctx)) return;
-      status.textContent = `Could not load the allocations live at the peak: ${err instanceof Error ? err.message : String(err)}`;
-    }
+    const where = { ...this.where(), range: null, liveAt: peak.t };
+    const page = await this.fetchEvents({ ...this.eventsTable.query(0), sort: null }, where);
+    if (!page || left(this.ctx)) return;
+    Object.assign(this.state, { range: null, liveAt: peak.t, rangeStats: null });
+    status.textContent = "";
+    this.updateRangeUi();
+    this.liveTag(page, peak.t); // updateRangeUi cleared it
+    this.head.rangeEl.textContent = `Live at the peak, ${formatMs(peak.t - this.origin)}`;
+    this.applyStats();
+    this.eventsCard.scrollIntoView({ block: "start", behavior: "smooth" });
   }
 
   private setRange(range: [number, number] | null, redraw: boolean): void {
@@ -500,12 +552,11 @@ class MemoryPage {
     const range = this.state.range;
     const status = this.head.statusEl;
     if (!range) {
-      this.state.rangeEvents = null;
       this.state.rangeStats = null;
       status.textContent = "";
-      this.applyEvents();
       this.applyStats();
-      this.root.dataset["loading"] = "false";
+      await this.applyEvents();
+      if (my === this.seq) this.root.dataset["loading"] = "false";
       return;
     }
     const ctl = new AbortController();
@@ -517,15 +568,13 @@ class MemoryPage {
     status.textContent = "Loading the selected range…";
     const params = { run: ctx.run, worker: ctx.worker, span: ctx.span, start_us: range[0], end_us: range[1] };
     try {
-      const [e, s] = await Promise.all([
-        ctx.api.get("memory/events", params, { signal: ctl.signal }),
+      const [events, s] = await Promise.all([
+        this.applyEvents(),
         ctx.api.get("memory/stats", params, { signal: ctl.signal }),
       ]);
       if (my !== this.seq || left(ctx)) return;
-      this.state.rangeEvents = rowsOf<MemoryEvent>(e);
       this.state.rangeStats = rowsOf<MemoryStat>(s);
-      status.textContent = "";
-      this.applyEvents();
+      if (events) status.textContent = "";
       this.applyStats();
     } catch (err) {
       if (my !== this.seq || left(ctx)) return;
@@ -610,13 +659,14 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
   const query = { run: ctx.run, worker: ctx.worker, span: ctx.span };
   const loaded = await loadView(ctx, container, {
     curve: () => ctx.api.get("memory/curve", query, { signal: ctx.signal }),
-    events: () => ctx.api.get("memory/events", query, { signal: ctx.signal }),
+    // a page of one row over every device: which devices have events, without the rows
+    events: () => ctx.api.get("memory/events", { ...query, limit: 1 }, { signal: ctx.signal }),
     stats: () => ctx.api.get("memory/stats", query, { signal: ctx.signal }),
     sources: () => loadSources(ctx), // which stack frames are the user's, before a stack is drawn
   }, { what: "the memory data" });
   if (!loaded) return undefined;
-  const data: MemoryData = { curve: normalizeCurve(loaded.curve), allEvents: rowsOf<MemoryEvent>(loaded.events), allStats: rowsOf<MemoryStat>(loaded.stats) };
-  const devices = deviceList(data.curve, data.allEvents, data.allStats);
+  const data: MemoryData = { curve: normalizeCurve(loaded.curve), firstEvents: normalizeEventsPage(loaded.events), allStats: rowsOf<MemoryStat>(loaded.stats) };
+  const devices = deviceList(data.curve, data.firstEvents.devices, data.allStats);
   const first = defaultDevice(devices, data.curve);
   if (first === undefined) {
     replaceChildren(container, snapshotLinks(ctx), emptyCard(data.curve.reason));

@@ -1,6 +1,6 @@
 /**
  * The JSON of ./memory/curve, ./memory/events and ./memory/stats (docs/api/openapi.yaml) and the
- * pure helpers of the Memory page: device order, the time origin, byte units, filters.
+ * pure helpers of the Memory page: device order, the time origin, byte units, the size filter.
  * Times from the backend are absolute µs; the page shows them in ms relative to the trace start.
  */
 import { formatBytes, formatMs, isNum } from "../../format";
@@ -85,10 +85,10 @@ export function compareDevices(a: string, b: string): number {
   return ra - rb || sa.localeCompare(sb) || na - nb;
 }
 
-/** Every device that has a curve, an event or a statistics row, in display order. */
-export function deviceList(curve: CurveResponse, events: readonly MemoryEvent[], stats: readonly MemoryStat[]): string[] {
+/** Every device that has a curve, events (`eventDevices`: the server's list) or a statistics row, in display order. */
+export function deviceList(curve: CurveResponse, eventDevices: readonly string[], stats: readonly MemoryStat[]): string[] {
   const set = new Set<string>(Object.keys(curve.devices));
-  for (const e of events) set.add(e.device);
+  for (const d of eventDevices) set.add(d);
   for (const s of stats) set.add(s.device);
   return [...set].sort(compareDevices);
 }
@@ -138,11 +138,6 @@ export function axisUnit(maxBytes: number): ByteUnit {
 
 /** Units of the size filter. */
 export const SIZE_UNITS: readonly ByteUnit[] = [...UNITS].reverse();
-
-/** The events of one device at least `minBytes` large. */
-export function filterEvents(events: readonly MemoryEvent[], device: string, minBytes: number): MemoryEvent[] {
-  return events.filter((e) => e.device === device && e.size_bytes >= minBytes);
-}
 
 /**
  * Read an x-range (ms) out of a plotly_relayout event: "reset" on autorange, null when the event

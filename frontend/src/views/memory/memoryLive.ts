@@ -1,15 +1,13 @@
 /**
  * What the Memory page adds to an allocation: whether it was allocated in the selected range or only live in it,
- * the allocations live at an instant (the peak: GET ./memory/events?at_us=), and the Python call stack of the
+ * the summary of the allocations live at an instant (the peak: GET ./memory/events?at_us=), and the Python call stack of the
  * operator that allocated it (the code to change to allocate less).
  */
 import { h } from "../../dom";
 import { formatBytes, formatInt } from "../../format";
 import { frameList, parseStack } from "../common/callStack";
 import type { Column } from "../common/table";
-import { spanGet } from "../common/ui";
 import type { MemoryEvent } from "./memoryData";
-import type { ViewContext } from "../types";
 
 export const LIVE_HELP = {
   inRange:
@@ -17,28 +15,20 @@ export const LIVE_HELP = {
   live: "Allocations held at that instant: allocated at or before it and not yet freed. What they do not add up to was allocated before the trace started (weights, optimizer state), which the trace does not itemise.",
 };
 
-export interface LiveAt {
-  rows: MemoryEvent[];
-  /** the device's total allocated at that instant, when the trace has it */
-  allocated_bytes: number | null;
-}
-
-/** The allocations live on `device` at `atUs` (absolute µs), largest first. */
-export async function fetchLiveAt(ctx: ViewContext, atUs: number, device: string): Promise<LiveAt> {
-  const resp = await spanGet(ctx, "memory/events", { at_us: atUs, device });
-  return {
-    rows: Array.isArray(resp.rows) ? resp.rows : [],
-    allocated_bytes: typeof resp.allocated_bytes === "number" ? resp.allocated_bytes : null,
-  };
+/** The allocations live at an instant, over every page: how many, their bytes, and the device's total allocated
+ * then (null when the trace has none). */
+export interface LiveTotals {
+  count: number;
+  bytes: number;
+  allocatedBytes: number | null;
 }
 
 /** "101 allocations live at 12.3 ms hold 416.8 MiB of the 674.2 MiB allocated; 257.4 MiB was allocated before the trace." */
-export function liveSummary(live: LiveAt, when: string): string {
-  const held = live.rows.reduce((s, r) => s + r.size_bytes, 0);
-  const head = `${formatInt(live.rows.length)} allocation${live.rows.length === 1 ? "" : "s"} live at ${when} hold ${formatBytes(held)}`;
-  if (live.allocated_bytes === null) return `${head}.`;
-  const rest = live.allocated_bytes - held;
-  return `${head} of the ${formatBytes(live.allocated_bytes)} allocated${rest > 0 ? `; the other ${formatBytes(rest)} was allocated before the trace started` : ""}.`;
+export function liveSummary(live: LiveTotals, when: string): string {
+  const head = `${formatInt(live.count)} allocation${live.count === 1 ? "" : "s"} live at ${when} hold ${formatBytes(live.bytes)}`;
+  if (live.allocatedBytes === null) return `${head}.`;
+  const rest = live.allocatedBytes - live.bytes;
+  return `${head} of the ${formatBytes(live.allocatedBytes)} allocated${rest > 0 ? `; the other ${formatBytes(rest)} was allocated before the trace started` : ""}.`;
 }
 
 /** The "In range" column: allocated in the range, or allocated before it and live in it. */
