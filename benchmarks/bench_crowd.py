@@ -70,7 +70,10 @@ def view_routes(span: dict[str, str], views: list[str]) -> list[str]:
         "runs", f"views?run={span['run']}", f"summary?{q}", f"overview?{q}",
         f"operators?{q}&group_by=name", f"operators?{q}&group_by=name_shape", f"operators?{q}&group_by=name_stack",
         f"kernels?{q}&group_by=name", f"kernels?{q}&group_by=name_op",
-        f"memory/curve?{q}", f"memory/events?{q}", f"memory/stats?{q}", f"modules?{q}", f"modules/timeline?{q}",
+        # the Memory page's events: a one-row page (which devices have events), then the table's page sorted by
+        # size (every pair of the trace sorted), as the page asks since the table pages on the server
+        f"memory/curve?{q}", f"memory/events?{q}&limit=1", f"memory/events?{q}&limit=100&sort=size&order=desc",
+        f"memory/stats?{q}", f"modules?{q}", f"modules/timeline?{q}",
         f"trace/window?{q}&width_px=2000", f"trace/search?{q}&q=aten::mm&limit=100", f"trace/event?{q}&id=0",
         f"diff?{diff}", f"diff/node?{diff}&path=0",
     ]

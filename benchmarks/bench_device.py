@@ -170,7 +170,12 @@ PARTIAL: dict[str, Any] = {}
 
 
 def _group(route: str) -> str:
-    return f"[{route.split('group_by=')[1].split('&')[0]}]" if "group_by=" in route else ""
+    """What tells two asks of one route apart in the report: its grouping, or the page it asks for."""
+    for name in ("group_by", "limit"):
+        if f"{name}=" in route:
+            value = route.split(f"{name}=")[1].split("&")[0]
+            return f"[{value}]" if name == "group_by" else f"[{name}={value}]"
+    return ""
 
 
 def windows(server: Server, span: dict[str, str], whole: dict[str, Any]) -> dict[str, Any]:
