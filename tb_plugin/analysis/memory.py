@@ -10,6 +10,7 @@ PyTorch < 1.10 have no addresses, so they get statistics but no curve or pairs.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,12 @@ def device_name(device_type: int, device_id: int) -> str:
     return f"{base}{device_id}" if device_id >= 0 else f"{base.rstrip(' #')} (unknown device)"
 
 
+def _device_mask(codes: np.ndarray, labels: Sequence[str], label: str) -> np.ndarray:
+    """Which of ``codes`` (indices into ``labels``) are the device ``label``: none where it is not one of them."""
+    mask: np.ndarray = codes == (labels.index(label) if label in labels else -1)
+    return mask
+
+
 @dataclass(frozen=True)
 class MemoryRecords:
     """The ``[memory]`` records in time order, with their device and owning operator node. The device is a code
@@ -51,9 +58,7 @@ class MemoryRecords:
 
     def on(self, label: str) -> np.ndarray:
         """Which records are on the device ``label``."""
-        code = self.labels.index(label) if label in self.labels else -1
-        mask: np.ndarray = self.device == code
-        return mask
+        return _device_mask(self.device, self.labels, label)
 
     def devices_of(self, mask: np.ndarray) -> list[int]:
         """The codes of the devices the records of ``mask`` are on, the CPU first, then by label."""
@@ -207,10 +212,7 @@ class MemoryPairs:
 
     def on(self, device: str | None) -> np.ndarray | bool:
         """Which pairs are on ``device`` (all of them for None)."""
-        if device is None:
-            return True
-        mask: np.ndarray = self.device == (self.devices.index(device) if device in self.devices else -1)
-        return mask
+        return True if device is None else _device_mask(self.device, self.devices, device)
 
     def rows(self, picked: np.ndarray, state: list[str]) -> list[dict[str, Any]]:
         """The pairs ``picked`` as the API shows them, each with how it touches the range asked for."""

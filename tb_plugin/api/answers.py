@@ -10,7 +10,8 @@ and the values of a ``limit`` are endless. An error is never kept: the next requ
 On a trace of ``PROGRESSIVE_EVENTS`` events or more an answer not computed yet is computed on a thread of its own
 (:func:`~tb_plugin.model.derived.compute_in_background`): the request waits ``PATIENCE_S`` for it, then answers
 409 "computing" with the estimated progress, and the page asks again soon (each request waits for the answer in
-turn: a long poll, so an answer is picked up within the client's short pause of it being ready). So the Overview
+turn: a long poll, so an answer is picked up within the client's short pause of it being ready). A view whose
+answer the loader is computing after ready (``api/warm.py``) is waited for the same way, as it lands. So the Overview
 and the Trace view of a big trace are usable while other views' tables are computed, and no request waits for
 another page's computation.
 Smaller traces compute in the request (a few hundred milliseconds at most).
@@ -58,11 +59,12 @@ def answer(model: TraceModel, key: Hashable, compute: Callable[[], Any], analysi
     answer's :func:`~tb_plugin.api.warm.key`, under which the loader process may have stored it (then it is read,
     not computed: ``api/warm.py``; while the loader is still computing it after ready, 409 "computing")."""
     cache = _answers(model)
+    if stored is not None and not has_answer(model, stored):
+        busy = awaited(model, stored, analysis, PATIENCE_S)  # the loader computing it (after ready): waited for
+        if busy is not None:  # ... and never computed a second time here
+            raise busy
     if stored is not None and has_answer(model, stored):
         return compute_once(cache.recent, cache.computing, key, lambda: stored_answer(model, stored))
-    busy = awaited(model, stored, analysis) if stored is not None else None
-    if busy is not None:  # the loader is computing it (after ready): never a second time here
-        raise busy
     events = _events(model)
     if events >= PROGRESSIVE_EVENTS:
         return compute_in_background(cache.recent, cache.computing, key, lambda: _trimmed(lambda: encode(compute())),
@@ -98,7 +100,7 @@ def derived(model: TraceModel, analysis: str, fn: Callable[[TraceModel], R]) -> 
     Trace view's index): computed in the background on a big trace, like :func:`answer`, into the same memo."""
     inner: Callable[[TraceModel], R] = fn.__wrapped__  # type: ignore[attr-defined]  # set by memoized
     key = (inner.__module__, inner.__qualname__, ())
-    busy = awaited(model, key, analysis)
+    busy = awaited(model, key, analysis, PATIENCE_S)
     if busy is not None:  # the loader is computing it (after ready, api/warm.py)
         raise busy
     events = _events(model)

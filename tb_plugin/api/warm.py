@@ -621,9 +621,10 @@ class WarmViews:
         """``parts`` (every awaited one: None) will not come from the loader (they landed, failed, or the loader
         process ended): their views are computed by the server on first use, as without stored views."""
         state = _awaiting(model)
-        with _AWAIT_LOCK:
+        with _LANDED:
             for part in list(state.parts) if parts is None else parts:
                 state.parts.pop(part, None)
+            _LANDED.notify_all()  # the requests waiting for them (:func:`awaited`)
 
 
 class Later:
@@ -699,6 +700,7 @@ class _Awaiting:
 
 
 _AWAIT_LOCK = threading.Lock()
+_LANDED = threading.Condition(_AWAIT_LOCK)  # notified when parts land or are given up (:meth:`WarmViews.abandon`)
 
 
 @memoized
@@ -706,14 +708,23 @@ def _awaiting(model: TraceModel) -> _Awaiting:
     return _Awaiting()
 
 
-def awaited(model: TraceModel, key: Any, analysis: str) -> Computing | None:
+def awaited(model: TraceModel, key: Any, analysis: str, patience: float = 0.0) -> Computing | None:
     """The 409 "computing" to answer for ``key`` (an answer's :func:`key`, or a result's memo key: the Trace view's
-    index) while the loader is computing the part that stores it; None when no part to come holds it. Never waits:
-    the page asks again when told (soon: a quarter of the expected rest, between 0.2 and 1 s)."""
+    index) while the loader is computing the part that stores it; None when no part to come holds it, or once it
+    lands. Waits up to ``patience`` seconds for it to land (a long poll, as a view the server computes waits for
+    its answer: ``api.answers``): the answer goes out as the part lands, not at the page's next ask, up to the
+    "ask again" pause later (the 2 GB trace's Overview asked five times over 4.4 s after ready). Then the page asks
+    again when told (soon: a quarter of the expected rest, between 0.2 and 1 s)."""
     state = _awaiting(model)
-    with _AWAIT_LOCK:
-        part = state.keys.get(key)
-        since, expected = state.parts.get(part, (None, 0.0)) if part is not None else (None, 0.0)
+    deadline = time.monotonic() + patience
+    with _LANDED:
+        while True:
+            part = state.keys.get(key)
+            since, expected = state.parts.get(part, (None, 0.0)) if part is not None else (None, 0.0)
+            left = deadline - time.monotonic()
+            if since is None or left <= 0:
+                break
+            _LANDED.wait(left)
     if since is None:
         return None
     elapsed = time.monotonic() - since

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,7 @@ def _gated(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     (``inline_events``: ``WarmViews``'; 0 forks a process per part however small the trace)."""
     gate = tmp_path / "gate"
     os.mkfifo(gate)
+    monkeypatch.setattr(answers, "PATIENCE_S", 0.05)  # while the gate is shut, a request waits this long, then 409
     monkeypatch.setattr(warm, "WarmViews", lambda peaks: GatedViews(peaks, str(gate), fail, inline_events))
     client = tensorboard_app(single_runs(tmp_path / "logdir", [_trace()]), profiler_cache_dir=str(tmp_path / "cache"),
                              **flags)
@@ -217,6 +219,37 @@ def test_a_request_while_its_part_is_computed_answers_409_then_the_stored_bytes(
     ctx = warm.context(_plugin(again).workspace.trace(*_span(body)).file, warm.NO_OVERRIDE)
     assert all(warm.has_answer(warm_model, k) for part in warm.PARTS for k, _ in warm.answers(ctx)[part])
     assert _answers(again, q, (*FIRST, *WINDOWS)) == got
+
+
+def test_a_request_waits_for_its_part_to_land(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    """A request for a view whose part is still computed waits for it up to ``answers.PATIENCE_S`` (a long poll):
+    the part landing meanwhile answers it at once with the stored bytes, not a 409 and the page's next ask."""
+    client, body, gate = _gated(tensorboard_app, monkeypatch, tmp_path)
+    (model,) = _models(client, body)
+    (q,) = spans(body)
+    monkeypatch.setattr(answers, "PATIENCE_S", 60.0)
+    computed: list[str] = []
+    monkeypatch.setattr(answers, "encode", lambda payload: computed.append("x") or warm.encode(payload))
+    got: dict[str, tuple[int, bytes, float]] = {}
+
+    def ask(route: str) -> None:
+        r = client.get(_url(route, q))
+        got[route] = (r.status_code, r.data, time.monotonic())
+
+    askers = [threading.Thread(target=ask, args=(route,)) for route in ("overview", "kernels?group_by=name")]
+    for thread in askers:
+        thread.start()
+    time.sleep(0.3)
+    assert not got and all(t.is_alive() for t in askers) and warm.awaiting_any(model)  # waiting: no 409
+    opened = time.monotonic()
+    _open_gate(gate)
+    for thread in askers:
+        thread.join(120)
+    assert set(got) == {"overview", "kernels?group_by=name"}
+    assert all(status == 200 and at > opened for status, _, at in got.values())
+    assert not computed and warm.has_answer(model, warm.key("kernels", group_by="name"))  # read from the part
+    assert all(data == client.get(_url(route, q)).data for route, (_, data, _) in got.items())
 
 
 def test_a_damaged_part_is_caught_and_computed_again(tensorboard_app: Any, monkeypatch: pytest.MonkeyPatch,
