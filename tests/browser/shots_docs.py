@@ -26,8 +26,11 @@ from tests.browser.test_trace import tb  # noqa: F401 - a fixture the trace shot
 
 
 def dark_screenshot(page: Any, frame_of: Any, name: str, chart: str) -> None:
-    """The page in the dark theme, for a look (test-artifacts only)."""
+    """The page in the dark theme, for a look (test-artifacts only). TensorBoard (2.21) reads the colour scheme
+    when it loads: the page is left first, so that ``frame_of`` loads TensorBoard anew (not the shared shell page
+    reopened), and again after, for the next shot's light one."""
     page.emulate_media(color_scheme="dark")
+    page.goto("about:blank")
     frame = frame_of()
     frame.wait_for_function("() => document.documentElement.dataset.theme === 'dark'")
     frame.wait_for_selector(f"[data-testid={chart}] .main-svg")
@@ -35,6 +38,7 @@ def dark_screenshot(page: Any, frame_of: Any, name: str, chart: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}-dark.png"))
     page.emulate_media(color_scheme="light")
+    page.goto("about:blank")
 
 
 def shot_shell(page: Any, tb_main: TensorBoard, settled: dict[str, Any]) -> None:  # noqa: F811
