@@ -437,7 +437,8 @@ class MemoryPage {
     return { device, range, liveAt, minBytes };
   }
 
-  /** One page of events (`where`, `q`); a request the page's leaving or a newer one makes moot is aborted. */
+  /** One page of events (`where`, `q`): aborted when the page is left; dropped (never shown) when a newer request
+   * made it moot (`signal`: a page is cheap to answer, so the request itself is let finish). */
   private async getEvents(where: EventsWhere, q: ServerQuery, signal?: AbortSignal): Promise<EventsPage> {
     const raw = await spanGet(this.ctx, "memory/events", eventsParams(where, q));
     if (signal?.aborted) throw new DOMException("superseded", "AbortError");
