@@ -4,9 +4,10 @@
  * computation / overlap / communication / other and of transfer / sync per rank, a heat-map of
  * communication time by rank and step (every rank; binned beyond 1,024), and the collectives of one rank.
  *
- * A job of up to 256 ranks arrives whole; a larger one in pages of rows sorted on the server: the rank table,
- * the bar charts and the collectives follow the page ("page N of M"), while the straggler, the process
- * groups, the summary and the heat-map always cover every rank. The data and its helpers live in
+ * A job of up to 256 ranks arrives whole; a larger one in pages of rows sorted on the server: the rank table pages
+ * on the server (DataTable's server mode: its header sort, page size and pager ask ./distributed for a page), the
+ * bar charts and the collectives follow the page, while the straggler, the process groups, the summary and the
+ * heat-map always cover every rank. The data and its helpers live in
  * distributedData.ts, the loading in distributedLoad.ts, the cards in distributedCards.ts, the columns and
  * charts beside them; this module holds the page's state.
  *
@@ -18,13 +19,16 @@ import { h, replaceChildren } from "../../dom";
 import { readViewUrlState, writeViewUrlState } from "../../urlState";
 import { Charts, chartDiv } from "../common/charts";
 import { csvFileName } from "../common/csv";
-import { DataTable } from "../common/table";
+import { DataTable, type ServerQuery } from "../common/table";
 import { rowLinkButton, traceWindowState } from "../common/traceLink";
 import { left } from "../common/ui";
-import { groupsCard, noteLines, PAGE_SIZES, pager, stragglerCallout, summaryCard } from "./distributedCards";
+import { groupsCard, noteLines, stragglerCallout, summaryCard } from "./distributedCards";
 import { HEATMAP_MARGIN, heatmapFigure, heatmapRowPx, heatRows, onHeatmapClick, overlapFigure, waitFigure } from "./distributedCharts";
 import { collectiveColumns, overlapNotes, rankColumns } from "./distributedColumns";
-import { type CollectiveStats, type DistributedResponse, HELP, isPaged, normalize, type PageQuery, pageParams, rankLabels, type RankStats, rankStepWindow } from "./distributedData";
+import {
+  type CollectiveStats, type DistributedResponse, everyRank, HELP, isPaged, normalize, PAGE_SIZES, pageParams, RANK_SORTS, rankLabels,
+  type RankStats, rankStepWindow, serverPage,
+} from "./distributedData";
 import { load } from "./distributedLoad";
 import type { ViewContext } from "../types";
 
@@ -39,24 +43,26 @@ function openRankTrace(ctx: ViewContext, r: RankStats, step: number | null): voi
   ctx.navigate("Trace", r.worker === ctx.worker ? undefined : { worker: r.worker });
 }
 
-/** One page of rows (no 409 loop: every rank was loaded for the first answer); null with the reason. */
-async function fetchPage(ctx: ViewContext, q: PageQuery): Promise<DistributedResponse | string> {
-  try {
-    const raw = await ctx.api.get("distributed", { run: ctx.run, span: ctx.span, ...pageParams(q) }, { signal: ctx.signal, timeoutMs: 300_000 });
-    return normalize(raw);
-  } catch (err) {
-    return err instanceof Error ? err.message : String(err);
-  }
+/** One page of rows (no 409 loop: every rank was loaded for the first answer). */
+async function fetchPage(ctx: ViewContext, q: ServerQuery): Promise<DistributedResponse> {
+  const raw = await ctx.api.get("distributed", { run: ctx.run, span: ctx.span, ...pageParams(q) }, { signal: ctx.signal, timeoutMs: 300_000 });
+  return normalize(raw);
 }
 
-/** The part of the page that follows the rows shown: the rank table and its page control, the bar charts
- * and the collectives of one of the rows. */
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/** The rows per page a paged job offers: the usual sizes and the first answer's. */
+function pageSizes(first: number): number[] {
+  return [...new Set([...PAGE_SIZES, first])].sort((a, b) => a - b);
+}
+
+/** The part of the page that follows the rows shown: the rank table (paged on the server for a large job), the
+ * bar charts and the collectives of one of the rows. */
 class RankRows {
   readonly rankTable: DataTable<RankStats>;
   readonly collTable: DataTable<CollectiveStats>;
   readonly rankSelect = h("select", { testid: "collectives-rank", attrs: { "aria-label": "Rank" }, onChange: () => { this.showCollectives(); } });
   readonly stepSelect: HTMLSelectElement;
-  readonly pagerBox = h("div", { testid: "dist-pager-box" });
   readonly status = h("p", { class: "ptp-muted", testid: "dist-page-status" });
   readonly overlapChart = chartDiv("overlap-chart", 320);
   readonly waitChart = chartDiv("wait-chart", 320);
@@ -64,16 +70,21 @@ class RankRows {
   charts: Charts | null = null;
   data: DistributedResponse;
   labels: string[] = [];
+  /** the job arrives in pages: the rank table pages, sorts and exports on the server */
+  readonly paged: boolean;
+  /** the newest request of a page wins */
+  private seq = 0;
 
   constructor(private readonly ctx: ViewContext, first: DistributedResponse) {
     this.data = first;
-    const paged = isPaged(first);
-    this.rankTable = new DataTable<RankStats>({
-      testid: "rank-table",
-      csvName: () => csvFileName(ctx.run, `span${ctx.span}`, "ranks"),
-      pageSizes: paged ? [Math.max(...PAGE_SIZES)] : [16, 32, 64, 128],
-      pageSize: paged ? Math.max(...PAGE_SIZES) : 16,
-    });
+    this.paged = isPaged(first);
+    const csvName = (): string => csvFileName(ctx.run, `span${ctx.span}`, "ranks");
+    this.rankTable = new DataTable<RankStats>(this.paged
+      ? {
+          testid: "rank-table", csvName, pageSizes: pageSizes(first.page.limit), pageSize: first.page.limit,
+          server: { fetch: (q) => { void this.go(q); }, exportRows: (q) => everyRank(q, (p) => fetchPage(ctx, p)) },
+        }
+      : { testid: "rank-table", csvName, pageSizes: [16, 32, 64, 128], pageSize: 16 });
     this.collTable = new DataTable<CollectiveStats>({
       testid: "collectives-table",
       csvName: () => csvFileName(ctx.run, `span${ctx.span}`, `rank${this.rankSelect.value}`, "collectives"),
@@ -99,19 +110,23 @@ class RankRows {
     this.data = data;
     this.labels = rankLabels(data.ranks);
     const labelOf = new Map(data.ranks.map((r, i) => [r, this.labels[i] ?? String(r.rank)]));
-    const paged = isPaged(data);
-    this.rankTable.setData({
-      columns: rankColumns(labelOf, (r) => this.traceLink(r), !paged),
-      rows: data.ranks,
-      rowKey: (r) => `${r.worker}#${r.rank}`,
-      searches: [{ key: "worker", label: paged ? "Search this page" : "Search workers", placeholder: "Filter by worker or host", text: (r) => `${r.worker} ${r.host ?? ""} ${String(r.rank)}` }],
-      sort: paged ? null : { key: "rank", dir: "asc" },
-    }, false);
+    const trace = (r: RankStats): HTMLElement | null => this.traceLink(r);
+    const rowKey = (r: RankStats): string => `${r.worker}#${r.rank}`;
+    if (this.paged) {
+      this.rankTable.setData({ columns: rankColumns(labelOf, trace, RANK_SORTS), rows: data.ranks, rowKey, ...serverPage(data.page) });
+    } else {
+      this.rankTable.setData({
+        columns: rankColumns(labelOf, trace),
+        rows: data.ranks,
+        rowKey,
+        searches: [{ key: "worker", label: "Search workers", placeholder: "Filter by worker or host", text: (r) => `${r.worker} ${r.host ?? ""} ${String(r.rank)}` }],
+        sort: { key: "rank", dir: "asc" },
+      }, false);
+    }
     replaceChildren(this.rankSelect, data.ranks.map((r, i) => h("option", { attrs: { value: i } }, `rank ${this.labels[i] ?? String(r.rank)} (${r.worker})`)));
     const linked = rank === undefined ? -1 : data.ranks.findIndex((r) => String(r.rank) === rank);
     if (linked >= 0) this.rankSelect.value = String(linked);
     this.showCollectives();
-    replaceChildren(this.pagerBox, paged ? pager(data, (q) => { void this.go(q); }) : null);
     replaceChildren(this.overlapNa, overlapNotes(data.ranks, this.labels).map((note) => h("p", { class: "ptp-muted", testid: "overlap-na" }, note)));
     if (this.charts) void this.drawBars();
   }
@@ -131,16 +146,21 @@ class RankRows {
     this.collTable.setData({ columns: collectiveColumns(), rows: r?.collectives ?? [], rowKey: (c) => c.name, sort: { key: "total_us", dir: "desc" } });
   }
 
-  async go(q: PageQuery): Promise<void> {
+  /** The rank table's server: show the page `q` asks for, unless a newer request came meanwhile (on a failure the
+   * table keeps its rows and the status says why). */
+  async go(q: ServerQuery): Promise<void> {
+    const my = ++this.seq;
     this.status.textContent = "Loading these ranks…";
-    const next = await fetchPage(this.ctx, q);
-    if (left(this.ctx)) return;
-    if (typeof next === "string") {
-      this.status.textContent = `These ranks could not be loaded: ${next}`;
-      return;
+    try {
+      const next = await fetchPage(this.ctx, q);
+      if (my !== this.seq || left(this.ctx)) return;
+      this.status.textContent = "";
+      this.show(next);
+    } catch (err) {
+      if (my !== this.seq || left(this.ctx)) return;
+      this.rankTable.el.dataset["loading"] = "false";
+      this.status.textContent = `These ranks could not be loaded: ${message(err)}`;
     }
-    this.status.textContent = "";
-    this.show(next);
   }
 
   /** Open the Trace view of the rank at `position` in rank order (fetched when it is not on this page). */
@@ -151,10 +171,12 @@ class RankRows {
       openRankTrace(this.ctx, here, step);
       return;
     }
-    const one = await fetchPage(this.ctx, { offset: position, limit: 1, sort: "rank", order: "asc" });
-    if (left(this.ctx)) return;
-    if (typeof one === "string") this.status.textContent = `That rank could not be loaded: ${one}`;
-    else if (one.ranks[0]) openRankTrace(this.ctx, one.ranks[0], step);
+    try {
+      const one = await fetchPage(this.ctx, { offset: position, limit: 1, sort: { key: "rank", dir: "asc" }, queries: {} });
+      if (!left(this.ctx) && one.ranks[0]) openRankTrace(this.ctx, one.ranks[0], step);
+    } catch (err) {
+      if (!left(this.ctx)) this.status.textContent = `That rank could not be loaded: ${message(err)}`;
+    }
   }
 
   async drawBars(): Promise<void> {
@@ -205,8 +227,7 @@ function layout(ctx: ViewContext, data: DistributedResponse, rows: RankRows, hea
     summaryCard(ctx, data),
     card(
       { title: "Ranks", testid: "card-ranks" },
-      h("p", { class: "ptp-muted ptp-card-sub" }, paged ? "Means per step. This job has too many ranks to send at once: pages of ranks, sorted on the server." : "Means per step. Hover a header for how each number is computed."),
-      rows.pagerBox,
+      h("p", { class: "ptp-muted ptp-card-sub" }, paged ? "Means per step. This job has too many ranks to send at once: pages of ranks, sorted on the server (click a header to sort every rank)." : "Means per step. Hover a header for how each number is computed."),
       rows.status,
       rows.rankTable.el,
     ),
@@ -253,8 +274,7 @@ export async function render(container: HTMLElement, ctx: ViewContext): Promise<
     }
   } catch (err) {
     if (left(ctx)) return undefined;
-    const message = err instanceof Error ? err.message : String(err);
-    rows.overlapChart.replaceWith(h("p", { class: "ptp-muted", testid: "chart-error" }, `The charts could not be drawn: ${message}`));
+    rows.overlapChart.replaceWith(h("p", { class: "ptp-muted", testid: "chart-error" }, `The charts could not be drawn: ${message(err)}`));
   }
   const c = rows.charts;
   return () => c?.dispose();

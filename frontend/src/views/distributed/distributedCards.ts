@@ -1,8 +1,6 @@
 /**
  * The Distributed page's cards that describe the whole job, whatever page of ranks is shown: the straggler
- * call-out, the notes, the job summary (from the server's totals over every rank), the process groups, and
- * the page control of a job too large to send whole ("rows 101–200 of 1,024 · page 2 of 11", sorted on
- * the server).
+ * call-out, the notes, the job summary (from the server's totals over every rank) and the process groups.
  */
 import { card, infoIcon } from "../../components";
 import { type Child, h } from "../../dom";
@@ -10,11 +8,8 @@ import { formatDuration, formatInt } from "../../format";
 import { csvFileName } from "../common/csv";
 import { DataTable } from "../common/table";
 import { groupColumns } from "./distributedColumns";
-import { type DistributedResponse, type GroupStragglers, HELP, type PageQuery, pageNumber, SORTS, us } from "./distributedData";
+import { type DistributedResponse, type GroupStragglers, HELP, us } from "./distributedData";
 import type { ViewContext } from "../types";
-
-/** Rows per page a paged job offers (the server sends at most 1,024). */
-export const PAGE_SIZES = [50, 100, 200] as const;
 
 function fact(label: string, value: Child, title?: string, testid?: string): HTMLElement {
   return h("div", { class: "ptp-metric", title, testid }, h("div", { class: "ptp-metric-label" }, label), h("div", { class: "ptp-metric-value" }, value));
@@ -67,34 +62,5 @@ export function groupsCard(ctx: ViewContext, data: DistributedResponse): HTMLEle
     { title: "Stragglers by process group", testid: "card-groups" },
     h("p", { class: "ptp-muted ptp-card-sub" }, "Across all ranks of each process group: the rank its members wait for in the group's collectives, and its slowest rank."),
     table.el,
-  );
-}
-
-function choice(testid: string, label: string, options: readonly (readonly [string, string])[], value: string, onChange: (v: string) => void): HTMLElement {
-  const select = h(
-    "select",
-    { testid, attrs: { "aria-label": label }, onChange: () => { onChange(select.value); } },
-    options.map(([v, text]) => h("option", { attrs: { value: v, selected: v === value } }, text)),
-  );
-  return h("label", { class: "ptp-picker" }, label, select);
-}
-
-/** The page control of a paged job: which rows are shown, previous / next, rows per page and the server's sort. */
-export function pager(data: DistributedResponse, go: (q: PageQuery) => void): HTMLElement {
-  const p = data.page;
-  const [page, pages] = pageNumber(p);
-  const order = p.order === "desc" ? "desc" : "asc";
-  const at = (offset: number): PageQuery => ({ offset, limit: p.limit, sort: p.sort, order });
-  const from = p.total ? p.offset + 1 : 0;
-  const to = Math.min(p.total, p.offset + data.ranks.length);
-  return h(
-    "div",
-    { class: "ptp-controls ptp-dist-pager", testid: "dist-pager", dataset: { page: String(page), pages: String(pages) } },
-    h("button", { class: "ptp-btn", testid: "dist-page-prev", attrs: { type: "button", disabled: page <= 1 }, onClick: () => { go(at(Math.max(0, p.offset - p.limit))); } }, "‹ Previous"),
-    h("span", { testid: "dist-page-text" }, `Ranks ${formatInt(from)}–${formatInt(to)} of ${formatInt(p.total)} · page ${formatInt(page)} of ${formatInt(pages)}`),
-    h("button", { class: "ptp-btn", testid: "dist-page-next", attrs: { type: "button", disabled: page >= pages }, onClick: () => { go(at(p.offset + p.limit)); } }, "Next ›"),
-    choice("dist-sort", "Sort by", SORTS, p.sort, (sort) => { go({ offset: 0, limit: p.limit, sort, order }); }),
-    choice("dist-order", "Order", [["asc", "ascending"], ["desc", "descending"]], order, (o) => { go({ offset: 0, limit: p.limit, sort: p.sort, order: o === "desc" ? "desc" : "asc" }); }),
-    choice("dist-page-size", "Rows per page", PAGE_SIZES.map((n) => [String(n), String(n)] as const), String(p.limit), (n) => { go({ offset: 0, limit: Number(n), sort: p.sort, order }); }),
   );
 }

@@ -54,8 +54,9 @@ export function overlapNotes(ranks: readonly RankStats[], labels: readonly strin
   return [...byReason].map(([reason, who]) => `Overlap on rank${who.length > 1 ? "s" : ""} ${who.join(", ")}: ${reason} The chart shows their communication as not overlapped.`);
 }
 
-/** The rank table's columns; `trace` renders a row's link to that rank's Trace view. */
-export function rankColumns(labels: Map<RankStats, string>, trace: (r: RankStats) => HTMLElement | null, sortable = true): Column<RankStats>[] {
+/** The rank table's columns; `trace` renders a row's link to that rank's Trace view; `serverSorts`: on a job paged
+ * on the server, the columns it sorts by (the others do not sort: the page's own rows only would). */
+export function rankColumns(labels: Map<RankStats, string>, trace: (r: RankStats) => HTMLElement | null, serverSorts: readonly string[] | null = null): Column<RankStats>[] {
   const columns: Column<RankStats>[] = [
     {
       key: "rank",
@@ -87,8 +88,7 @@ export function rankColumns(labels: Map<RankStats, string>, trace: (r: RankStats
     durationColumn("own_us", "Own time", HELP.own),
     durationColumn("host_idle_us", "Host idle", HELP.hostIdle),
   ];
-  // a paged job is sorted on the server (the page's own rows only would sort otherwise)
-  return sortable ? columns : columns.map((c) => ({ ...c, sortable: false }));
+  return serverSorts ? columns.map((c) => (serverSorts.includes(c.key) ? c : { ...c, sortable: false })) : columns;
 }
 
 const who = (r: { rank: number; worker: string }): string => `rank ${String(r.rank)} (${r.worker})`;

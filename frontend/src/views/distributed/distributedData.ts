@@ -1,10 +1,12 @@
 /**
  * The Distributed page's data: the JSON of ./distributed (docs/api/openapi.yaml; `page`, `totals` and
  * `heatmap` typed from the generated API types), its normalisation, and the pure helpers the cards share.
- * A job of more than 256 ranks arrives in pages: `ranks` holds one page of rows, sorted on the server;
- * `totals`, `heatmap`, `straggler` and `groups` always cover every rank.
+ * A job of more than 256 ranks arrives in pages: `ranks` holds one page of rows, sorted on the server (the rank
+ * table's server-paged mode asks for them: `pageParams`, `serverPage`, `everyRank`); `totals`, `heatmap`,
+ * `straggler` and `groups` always cover every rank.
  */
 import type { components } from "../../generated/api";
+import type { ServerPage, ServerQuery, SortDir } from "../common/table";
 
 export type DistributedPage = components["schemas"]["Distributed"]["page"];
 export type DistributedTotals = components["schemas"]["Distributed"]["totals"];
@@ -110,42 +112,51 @@ export interface DistributedResponse {
   heatmap: DistributedHeatmap | null;
 }
 
-/** The rows to ask for: the server's rule (whole up to 256 ranks, else 100 rows) when `limit` is absent. */
-export interface PageQuery {
-  offset?: number;
-  limit?: number;
-  sort?: string;
-  order?: "asc" | "desc";
-}
+/** Rows per page a paged job offers (the server sends at most `EXPORT_LIMIT`). */
+export const PAGE_SIZES = [50, 100, 200] as const;
+/** Rows one request may ask for (the server's bound): the CSV export's page. */
+export const EXPORT_LIMIT = 1024;
 
-/** The query parameters of ./distributed for a page. */
-export function pageParams(q: PageQuery): Record<string, string> {
-  const out: Record<string, string> = {};
-  if (q.offset !== undefined) out["offset"] = String(q.offset);
-  if (q.limit !== undefined) out["limit"] = String(q.limit);
-  if (q.sort !== undefined) out["sort"] = q.sort;
-  if (q.order !== undefined) out["order"] = q.order;
+/** The sort keys of ./distributed that are rank-table columns (docs/api/openapi.yaml): on a paged job only these
+ * columns sort, since the server sorts every rank (by Host, Process or GPU it cannot). */
+export const RANK_SORTS: readonly string[] = [
+  "rank", "worker", "step_us", "computation_us", "communication_us", "overlap_us", "other_us", "transfer_us",
+  "sync_us", "host_wait_us", "wait_us", "own_us", "host_idle_us",
+];
+
+/** The query parameters of ./distributed for a page of the rank table (no sort, or one the server cannot take:
+ * the server's default, rank order). */
+export function pageParams(q: ServerQuery): Record<string, string> {
+  const out: Record<string, string> = { offset: String(q.offset), limit: String(q.limit) };
+  if (q.sort && RANK_SORTS.includes(q.sort.key)) {
+    out["sort"] = q.sort.key;
+    out["order"] = q.sort.dir;
+  }
   return out;
 }
 
-/** True when the answer holds only part of the job's ranks (then the page controls show). */
+/** True when the answer holds only part of the job's ranks (then the rank table pages on the server). */
 export function isPaged(data: DistributedResponse): boolean {
   return data.page.total > data.ranks.length || data.page.offset > 0;
 }
 
-/** (1-based page number, page count) of an answer's page. */
-export function pageNumber(page: DistributedPage): [number, number] {
-  const size = Math.max(1, page.limit);
-  return [Math.floor(page.offset / size) + 1, Math.max(1, Math.ceil(page.total / size))];
+/** Which rows of the job an answer holds, and the sort the server applied: what the rank table shows of it. */
+export function serverPage(page: DistributedPage): { page: ServerPage; sort: { key: string; dir: SortDir } } {
+  return { page: { offset: page.offset, total: page.total }, sort: { key: page.sort, dir: page.order === "desc" ? "desc" : "asc" } };
 }
 
-/** The sort keys the server takes, with their labels (docs/api/openapi.yaml). */
-export const SORTS: readonly (readonly [string, string])[] = [
-  ["rank", "Rank"], ["step_us", "Step time"], ["computation_us", "Computation"], ["communication_us", "Communication"],
-  ["overlap_us", "Overlap"], ["other_us", "Other"], ["transfer_us", "Transfer"], ["sync_us", "Sync (wait)"],
-  ["host_wait_us", "Host wait"], ["wait_us", "Wait (once)"], ["own_us", "Own time"], ["host_idle_us", "Host idle"],
-  ["stalled_us", "Stalled"], ["worker", "Worker"],
-];
+/**
+ * Every rank in the order of `q` (all pages), for the CSV export: pages of `EXPORT_LIMIT` rows, asked for one after
+ * the other until the job's total is reached (or a page comes back short).
+ */
+export async function everyRank(q: ServerQuery, fetchPage: (q: ServerQuery) => Promise<DistributedResponse>): Promise<RankStats[]> {
+  const rows: RankStats[] = [];
+  for (let offset = 0; ; offset += EXPORT_LIMIT) {
+    const page = await fetchPage({ ...q, offset, limit: EXPORT_LIMIT });
+    rows.push(...page.ranks);
+    if (page.ranks.length < EXPORT_LIMIT || offset + EXPORT_LIMIT >= page.page.total) return rows;
+  }
+}
 
 // ------------------------------------------------------------------------------------------- help
 

@@ -1,5 +1,5 @@
 /**
- * Loading the Distributed page: ./distributed for one page of ranks, and while some ranks still load (409)
+ * Loading the Distributed page: ./distributed for its first answer, and while some ranks still load (409)
  * their progress, asking again every 2 s.
  */
 import { ApiError } from "../../api";
@@ -7,7 +7,7 @@ import { card, progressBar } from "../../components";
 import { h, replaceChildren } from "../../dom";
 import { formatInt } from "../../format";
 import { loadErrorCard, left } from "../common/ui";
-import { type DistributedResponse, normalize, type PageQuery, pageParams } from "./distributedData";
+import { type DistributedResponse, normalize } from "./distributedData";
 import type { ViewContext } from "../types";
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -50,15 +50,15 @@ function waitingCard(message: string, progress: { done: number; total: number; f
 }
 
 /**
- * The answer for one page of rows (`query`; {}: the server's default), asking again while ranks load (409,
- * their progress shown in `container`); null when the page was left or the answer failed (then an error card
- * is shown in `container`).
+ * The first answer (the server's default page: every rank up to 256, else the first page in rank order), asking
+ * again while ranks load (409, their progress shown in `container`); null when the page was left or the answer
+ * failed (then an error card is shown in `container`). The rank table asks for the other pages itself.
  */
-export async function load(container: HTMLElement, ctx: ViewContext, query: PageQuery = {}): Promise<DistributedResponse | null> {
+export async function load(container: HTMLElement, ctx: ViewContext): Promise<DistributedResponse | null> {
   for (;;) {
     try {
       const raw = await ctx.api.get(
-        "distributed", { run: ctx.run, span: ctx.span, ...pageParams(query) }, { signal: ctx.signal, timeoutMs: 300_000 });
+        "distributed", { run: ctx.run, span: ctx.span }, { signal: ctx.signal, timeoutMs: 300_000 });
       return normalize(raw);
     } catch (err) {
       if (left(ctx)) return null;
