@@ -6,6 +6,7 @@
  * `straggler` and `groups` always cover every rank.
  */
 import type { components } from "../../generated/api";
+import { allPages } from "../common/serverPages";
 import type { ServerPage, ServerQuery, SortDir } from "../common/table";
 
 export type DistributedPage = components["schemas"]["Distributed"]["page"];
@@ -150,12 +151,10 @@ export function serverPage(page: DistributedPage): { page: ServerPage; sort: { k
  * the other until the job's total is reached (or a page comes back short).
  */
 export async function everyRank(q: ServerQuery, fetchPage: (q: ServerQuery) => Promise<DistributedResponse>): Promise<RankStats[]> {
-  const rows: RankStats[] = [];
-  for (let offset = 0; ; offset += EXPORT_LIMIT) {
-    const page = await fetchPage({ ...q, offset, limit: EXPORT_LIMIT });
-    rows.push(...page.ranks);
-    if (page.ranks.length < EXPORT_LIMIT || offset + EXPORT_LIMIT >= page.page.total) return rows;
-  }
+  return allPages(q, EXPORT_LIMIT, async (p) => {
+    const page = await fetchPage(p);
+    return { rows: page.ranks, total: page.page.total };
+  });
 }
 
 // ------------------------------------------------------------------------------------------- help

@@ -5,6 +5,7 @@
  * the answer read defensively, and every matching row for the CSV export, asked for in pages of `EXPORT_PAGE`.
  */
 import type { SpanExtra } from "../../types";
+import { allPages } from "../common/serverPages";
 import type { ServerQuery, SortDir } from "../common/table";
 import type { MemoryEvent } from "./memoryData";
 
@@ -86,10 +87,5 @@ export function normalizeEventsPage(raw: unknown): EventsPage {
  * after the other until the server's total is reached (or a page comes back short: rows went away meanwhile).
  */
 export async function everyRow(q: ServerQuery, fetchPage: (q: ServerQuery) => Promise<EventsPage>): Promise<MemoryEvent[]> {
-  const rows: MemoryEvent[] = [];
-  for (let offset = 0; ; offset += EXPORT_PAGE) {
-    const page = await fetchPage({ ...q, offset, limit: EXPORT_PAGE });
-    rows.push(...page.rows);
-    if (page.rows.length < EXPORT_PAGE || offset + EXPORT_PAGE >= page.total) return rows;
-  }
+  return allPages(q, EXPORT_PAGE, fetchPage);
 }
