@@ -28,6 +28,11 @@ describe("pageParams", () => {
   it("asks for the table's page in its sort", () => {
     assert.deepEqual(pageParams(query), { offset: "100", limit: "50", sort: "step_us", order: "desc" });
   });
+  it("the search box's text, trimmed, as q (none when empty)", () => {
+    assert.equal(pageParams({ ...query, queries: { worker: "  node-17 " } })["q"], "node-17");
+    assert.equal("q" in pageParams({ ...query, queries: { worker: "   " } }), false);
+    assert.equal("q" in pageParams({ ...query, queries: {} }), false);
+  });
   it("no sort, or one the server cannot take (Host): the server's default, rank order", () => {
     assert.deepEqual(pageParams({ ...query, sort: null }), { offset: "100", limit: "50" });
     assert.deepEqual(pageParams({ ...query, sort: { key: "host", dir: "asc" } }), { offset: "100", limit: "50" });
@@ -39,7 +44,10 @@ describe("isPaged and serverPage", () => {
     assert.equal(isPaged(answer(2, 0, [rank(0), rank(1)])), false);
     const second = answer(257, 100, [rank(100)], "step_us", "desc");
     assert.equal(isPaged(second), true);
-    assert.deepEqual(serverPage(second.page), { page: { offset: 100, total: 257 }, sort: { key: "step_us", dir: "desc" } });
+    assert.deepEqual(serverPage(second.page, 257), { page: { offset: 100, total: 257, unfiltered: 257 }, sort: { key: "step_us", dir: "desc" } });
+    // a search: the page's total counts its matches, the table says of how many ranks
+    const found = answer(12, 0, [rank(7)], "rank", "asc");
+    assert.deepEqual(serverPage(found.page, 257).page, { offset: 0, total: 12, unfiltered: 257 });
   });
 });
 
@@ -85,7 +93,7 @@ describe("the rank table paged on the server", () => {
     });
     container().appendChild(t.el);
     const first = answer(257, 0, Array.from({ length: 100 }, (_, i) => rank(i)));
-    t.setData({ columns: rankColumns(labels, () => null, RANK_SORTS), rows: first.ranks, rowKey: (r) => r.worker, ...serverPage(first.page) });
+    t.setData({ columns: rankColumns(labels, () => null, RANK_SORTS), rows: first.ranks, rowKey: (r) => r.worker, ...serverPage(first.page, 257) });
     assert.equal(text(t, "table-range"), "1–100 of 257");
     assert.equal(text(t, "table-count"), "257 rows");
     assert.match(t.el.querySelector("th[data-col=rank]")?.getAttribute("aria-sort") ?? "", /ascending/);

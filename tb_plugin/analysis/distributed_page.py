@@ -31,19 +31,22 @@ ORDERS = ("asc", "desc")
 
 
 def page_of(job: dict[str, Any], offset: int | None = None, limit: int | None = None, sort: str = "rank",
-            order: str = "asc", tables: Callable[[int], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+            order: str = "asc", tables: Callable[[int], list[dict[str, Any]]] | None = None, *, q: str = ""
+            ) -> dict[str, Any]:
     """``job`` (from ``job_distributed``) with its rank rows cut to one page (see the module docstring): ``ranks``
-    and ``communication_by_step`` hold the page's rows; ``page`` says which; ``totals`` and ``heatmap`` cover
-    every rank. ``offset`` past the last rank gives an empty page. ``tables``: for a job from
+    and ``communication_by_step`` hold the page's rows; ``page`` says which (``total``: the rows ``q`` matches,
+    every rank without it); ``totals`` and ``heatmap`` cover every rank. ``offset`` past the last row gives an
+    empty page. ``q``: the rank table's search (:func:`matching`). ``tables``: for a job from
     ``job_distributed_lazy``, its function giving the per-collective table of the row at a position, called for the
     page's rows only."""
     rows: list[dict[str, Any]] = job["ranks"]
-    total = len(rows)
     if limit is None:
-        limit = total if total <= WHOLE_MAX else DEFAULT_LIMIT
+        limit = len(rows) if len(rows) <= WHOLE_MAX else DEFAULT_LIMIT
     start = max(0, offset or 0)
     size = max(1, min(MAX_LIMIT, limit))
-    picked = sorted_positions(rows, sort, order)[start:start + size]
+    ordered = matching(rows, sorted_positions(rows, sort, order), q)
+    total = len(ordered)
+    picked = ordered[start:start + size]
     by_step = job["communication_by_step"]
     return {
         **job,
@@ -55,6 +58,23 @@ def page_of(job: dict[str, Any], offset: int | None = None, limit: int | None = 
         "totals": totals(rows),
         "heatmap": heatmap(rows, job["communication_by_step"], len(job["steps"])),
     }
+
+
+def matching(rows: list[dict[str, Any]], positions: list[int], q: str) -> list[int]:
+    """The ``positions`` whose row the rank table's search ``q`` finds, in their order: the text "worker host rank"
+    holding ``q`` (case-insensitive), or equal to it when ``q`` is quoted (``"…"``), as the table searches the rows
+    it holds whole; every position for an empty ``q``."""
+    query = q.strip().lower()
+    if not query:
+        return positions
+    whole = len(query) >= 2 and query.startswith('"') and query.endswith('"')
+
+    def found(i: int) -> bool:
+        r = rows[i]
+        text = f"{r['worker']} {r.get('host') or ''} {r['rank']}".lower()
+        return text == query[1:-1] if whole else query in text
+
+    return [i for i in positions if found(i)]
 
 
 def sorted_positions(rows: list[dict[str, Any]], sort: str, order: str) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import overload
 
 from werkzeug.wrappers import Request
 
@@ -121,17 +122,14 @@ def _optional_number(request: Request, name: str, required: bool, default: float
     return number(request, name)
 
 
-def distributed_page(request: Request) -> tuple[int | None, int | None, str, str]:
-    """``offset``, ``limit`` (None where absent: the default page rule of ``analysis.distributed_page``), ``sort``
-    and ``order`` of the Distributed view's rank rows."""
-    offset = integer(request, "offset") if request.args.get("offset", "") != "" else None
-    limit = integer(request, "limit") if request.args.get("limit", "") != "" else None
-    for name, value, low, high in (("offset", offset, 0, 10**9), ("limit", limit, 1, MAX_LIMIT)):
-        if value is not None and not (low <= value <= high and _DIGITS.fullmatch(request.args[name].strip())):
-            raise ApiError(400, f"query parameter '{name}' must be an integer from {low} to {high}")
+def distributed_page(request: Request) -> tuple[int | None, int | None, str, str, str]:
+    """``offset``, ``limit`` (None where absent: the default page rule of ``analysis.distributed_page``), ``sort``,
+    ``order`` and ``q`` (the rank table's search: worker, host or rank) of the Distributed view's rank rows."""
+    offset = _whole(request, "offset", 0, 10**9, None)
+    limit = _whole(request, "limit", 1, MAX_LIMIT, None)
     sort = text(request, "sort", required=False, default="rank", choices=SORT_KEYS)
     order = text(request, "order", required=False, default="asc", choices=ORDERS)
-    return offset, limit, sort, order
+    return offset, limit, sort, order, text(request, "q", required=False)
 
 
 EVENTS_PAGE_PARAMS = ("limit", "offset", "sort", "order", "q", "min_bytes")
@@ -151,7 +149,15 @@ def events_page(request: Request) -> EventQuery | None:
     return EventQuery(offset=offset, limit=limit, sort=sort, order=order, q=query, min_bytes=min_bytes)
 
 
-def _whole(request: Request, name: str, low: int, high: int, default: int) -> int:
+@overload
+def _whole(request: Request, name: str, low: int, high: int, default: int) -> int: ...
+
+
+@overload
+def _whole(request: Request, name: str, low: int, high: int, default: None) -> int | None: ...
+
+
+def _whole(request: Request, name: str, low: int, high: int, default: int | None) -> int | None:
     """A whole number from ``low`` to ``high`` written in digits (``2.7`` and ``1e3`` refused: an offset that is
     not a row's place is a mistake, not a row), ``default`` where absent."""
     raw = request.args.get(name, "").strip()

@@ -236,12 +236,13 @@ class Api:
         spanned = self.workspace.span_ranks(run, span)
         ranks, failed = spanned.ranks, spanned.failed
         page = params.distributed_page(request)
+        offset, limit, sort, order, q = page
 
         def compute() -> dict[str, Any]:
             # the per-collective tables of the page's rows only (half the job's time at 1,024 ranks)
             key = ("job_lazy", tuple(sorted((f.key, f.identity) for f, _ in ranks)))
             job, tables = job_result(key, lambda: job_distributed_lazy([s for _, s in ranks]))
-            payload = page_of(job, *page, tables=tables)
+            payload = page_of(job, offset, limit, sort, order, tables, q=q)
             if failed:
                 payload["notes"] = [*payload["notes"],
                                     f"Left out because their traces failed to load: {', '.join(failed)}."]

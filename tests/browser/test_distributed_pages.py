@@ -125,3 +125,26 @@ def test_the_server_sorts_every_rank(page: Any, tb_job: TensorBoard) -> None:
     rows = read_csv(Path(info.value.path()).read_text(encoding="utf-8"))
     every = tb_job.get_json("distributed?run=job&span=1&limit=1024&sort=step_us&order=desc")["ranks"]
     assert [int(r["Rank"]) for r in rows] == [r["rank"] for r in every] and len(rows) == RANKS
+
+
+def test_the_search_finds_ranks_on_every_page(page: Any, tb_job: TensorBoard) -> None:
+    """The search box of a paged job asks the server (``q``): the ranks of every page whose worker, host or rank
+    holds the text, in the table's sort; the count says of how many ranks; the CSV writes the matches only."""
+    expected = tb_job.get_json("distributed?run=job&span=1&q=rank15&sort=step_us&order=desc")
+    want = [r["rank"] for r in expected["ranks"]]
+    assert sorted(want) == [15, *range(150, 160)] and expected["page"]["total"] == 11  # pages 1 and 2 of 3
+    frame = _open(page, tb_job)
+    frame.click(f"{TABLE} [data-testid=sort-step_us]")
+    frame.wait_for_function(f"() => {FIRST_CELL} != '0'")
+    frame.fill(f"{TABLE} [data-testid=search-worker]", "RANK15")
+    frame.wait_for_function(f"() => document.querySelectorAll('{TABLE} tbody tr[data-testid=row]').length == 11")
+    assert _ranks_shown(frame) == want
+    assert _pager(frame) == ("1–11 of 11", "Page 1 of 1", "11 of 257 rows match")
+    assert frame.inner_text("[data-testid=dist-ranks]").endswith("257")  # the job's figures: every rank
+    with page.expect_download() as info:
+        frame.click(f"{TABLE} [data-testid=csv-download]")
+    rows = read_csv(Path(info.value.path()).read_text(encoding="utf-8"))
+    assert [int(r["Rank"]) for r in rows] == want
+    frame.fill(f"{TABLE} [data-testid=search-worker]", "")
+    frame.wait_for_function(f"() => document.querySelectorAll('{TABLE} tbody tr[data-testid=row]').length == 100")
+    assert _pager(frame)[2] == "257 rows"

@@ -149,10 +149,30 @@ def test_route_pages_and_refuses_bad_parameters(tensorboard_app: Any, tmp_path: 
     assert [r["rank"] for r in second["ranks"]] == [1] and second["straggler"]["rank"] == 1
     by_wait = client.get(f"{url}&sort=sync_us&order=desc&limit=1").get_json()
     assert [r["rank"] for r in by_wait["ranks"]] == [0]  # rank 0 waits for the straggler
+    worker = whole["ranks"][1]["worker"]
+    found = client.get(f"{url}&q={worker[-6:].upper()}").get_json()  # the search: case-insensitive, any part
+    assert [r["worker"] for r in found["ranks"]] == [worker] and found["page"]["total"] == 1
+    assert found["totals"]["ranks"] == 2 and found["straggler"]["rank"] == 1  # the job's figures: every rank
     for bad, says in (("offset=-1", "offset"), ("limit=0", "limit"), ("limit=1025", "limit"),
                       ("limit=2.5", "limit"), ("sort=name", "sort"), ("order=up", "order")):
         r = client.get(f"{url}&{bad}")
         assert r.status_code == 400 and says in r.get_json()["error"], bad
+
+
+def test_the_search_keeps_the_matching_rows_in_the_pages_sort(job: dict[str, Any]) -> None:
+    """``q``: the rows whose "worker host rank" holds it (case-insensitive; quoted: equal to it), in the page's
+    sort, paged among themselves; the totals and heat-map of every rank."""
+    found = page_of(job, 0, 5, "step_us", "desc", q="RANK1")  # rank1, rank10..19, rank100..127
+    ranks = [r["rank"] for r in found["ranks"]]
+    expected = [r["rank"] for r in page_of(job, 0, RANKS, "step_us", "desc")["ranks"] if "rank1" in r["worker"]]
+    assert ranks == expected[:5] and found["page"]["total"] == len(expected) == 1 + 10 + 28
+    assert page_of(job, 35, 5, "step_us", "desc", q="rank1")["ranks"] == page_of(
+        job, 0, RANKS, "step_us", "desc", q="rank1")["ranks"][35:]
+    assert found["totals"] == page_of(job)["totals"] and found["heatmap"] == page_of(job)["heatmap"]
+    host = job["ranks"][STRAGGLER].get("host") or ""
+    exact = page_of(job, q=f'"rank{STRAGGLER} {host} {STRAGGLER}"')
+    assert [r["rank"] for r in exact["ranks"]] == [STRAGGLER]
+    assert page_of(job, q="no such rank")["ranks"] == [] and page_of(job, q="   ")["page"]["total"] == RANKS
 
 
 def test_notes_name_a_few_ranks_and_count_the_rest(job: dict[str, Any]) -> None:

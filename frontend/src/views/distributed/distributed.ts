@@ -26,7 +26,7 @@ import { groupsCard, noteLines, stragglerCallout, summaryCard } from "./distribu
 import { HEATMAP_MARGIN, heatmapFigure, heatmapRowPx, heatRows, onHeatmapClick, overlapFigure, waitFigure } from "./distributedCharts";
 import { collectiveColumns, overlapNotes, rankColumns } from "./distributedColumns";
 import {
-  type CollectiveStats, type DistributedResponse, everyRank, HELP, isPaged, normalize, PAGE_SIZES, pageParams, RANK_SORTS, rankLabels,
+  type CollectiveStats, type DistributedResponse, everyRank, HELP, isPaged, normalize, PAGE_SIZES, pageParams, RANK_SEARCH, RANK_SORTS, rankLabels,
   type RankStats, rankStepWindow, serverPage,
 } from "./distributedData";
 import { load } from "./distributedLoad";
@@ -112,16 +112,11 @@ class RankRows {
     const labelOf = new Map(data.ranks.map((r, i) => [r, this.labels[i] ?? String(r.rank)]));
     const trace = (r: RankStats): HTMLElement | null => this.traceLink(r);
     const rowKey = (r: RankStats): string => `${r.worker}#${r.rank}`;
+    const searches = [{ key: RANK_SEARCH, label: "Search workers", placeholder: "Filter by worker or host", text: (r: RankStats) => `${r.worker} ${r.host ?? ""} ${String(r.rank)}` }];
     if (this.paged) {
-      this.rankTable.setData({ columns: rankColumns(labelOf, trace, RANK_SORTS), rows: data.ranks, rowKey, ...serverPage(data.page) });
+      this.rankTable.setData({ columns: rankColumns(labelOf, trace, RANK_SORTS), rows: data.ranks, rowKey, searches, ...serverPage(data.page, data.totals?.ranks ?? data.page.total) });
     } else {
-      this.rankTable.setData({
-        columns: rankColumns(labelOf, trace),
-        rows: data.ranks,
-        rowKey,
-        searches: [{ key: "worker", label: "Search workers", placeholder: "Filter by worker or host", text: (r) => `${r.worker} ${r.host ?? ""} ${String(r.rank)}` }],
-        sort: { key: "rank", dir: "asc" },
-      }, false);
+      this.rankTable.setData({ columns: rankColumns(labelOf, trace), rows: data.ranks, rowKey, searches, sort: { key: "rank", dir: "asc" } }, false);
     }
     replaceChildren(this.rankSelect, data.ranks.map((r, i) => h("option", { attrs: { value: i } }, `rank ${this.labels[i] ?? String(r.rank)} (${r.worker})`)));
     const linked = rank === undefined ? -1 : data.ranks.findIndex((r) => String(r.rank) === rank);

@@ -125,14 +125,19 @@ export const RANK_SORTS: readonly string[] = [
   "sync_us", "host_wait_us", "wait_us", "own_us", "host_idle_us",
 ];
 
+/** The rank table's search (the key of its one search box): worker, host or rank, on the server for a paged job. */
+export const RANK_SEARCH = "worker";
+
 /** The query parameters of ./distributed for a page of the rank table (no sort, or one the server cannot take:
- * the server's default, rank order). */
+ * the server's default, rank order; the search as `q`). */
 export function pageParams(q: ServerQuery): Record<string, string> {
   const out: Record<string, string> = { offset: String(q.offset), limit: String(q.limit) };
   if (q.sort && RANK_SORTS.includes(q.sort.key)) {
     out["sort"] = q.sort.key;
     out["order"] = q.sort.dir;
   }
+  const search = (q.queries[RANK_SEARCH] ?? "").trim();
+  if (search) out["q"] = search;
   return out;
 }
 
@@ -141,9 +146,10 @@ export function isPaged(data: DistributedResponse): boolean {
   return data.page.total > data.ranks.length || data.page.offset > 0;
 }
 
-/** Which rows of the job an answer holds, and the sort the server applied: what the rank table shows of it. */
-export function serverPage(page: DistributedPage): { page: ServerPage; sort: { key: string; dir: SortDir } } {
-  return { page: { offset: page.offset, total: page.total }, sort: { key: page.sort, dir: page.order === "desc" ? "desc" : "asc" } };
+/** Which rows of the job an answer holds (`total` the search matches of the job's `ranks`), and the sort the server
+ * applied: what the rank table shows of it. */
+export function serverPage(page: DistributedPage, ranks: number): { page: ServerPage; sort: { key: string; dir: SortDir } } {
+  return { page: { offset: page.offset, total: page.total, unfiltered: ranks }, sort: { key: page.sort, dir: page.order === "desc" ? "desc" : "asc" } };
 }
 
 /**
