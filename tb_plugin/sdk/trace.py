@@ -337,10 +337,11 @@ class Trace(Insights):
         return self._peers
 
     def distributed_view(self, offset: int | None = None, limit: int | None = None, sort: str = "rank",
-                         order: str = "asc") -> dict[str, Any]:
-        """The Distributed view exactly as the HTTP API answers it for the same paging parameters (every worker of
-        this span; a job of more than 256 ranks comes in pages of rank rows, see ``analysis.distributed_page``)."""
-        return page_of(distributed_view(self._ranks()), offset, limit, sort, order)
+                         order: str = "asc", q: str = "") -> dict[str, Any]:
+        """The Distributed view exactly as the HTTP API answers it for the same paging parameters and search ``q``
+        (every worker of this span; a job of more than 256 ranks comes in pages of rank rows, see
+        ``analysis.distributed_page``)."""
+        return page_of(distributed_view(self._ranks()), offset, limit, sort, order, q=q)
 
     def distributed(self) -> pd.DataFrame:
         """One row per rank: computation, communication, overlap, other, transfer, sync and step time (average

@@ -151,6 +151,8 @@ def test_distributed_and_diff_equal_the_http_api(copied: Any, tmp_path: Path, te
     t = tb_plugin.open(ddp / "rank0.1795654468795164103.pt.trace.json.gz", cache_dir=str(tmp_path / "cache"))
     http = get(client, "distributed?run=ddp_resnet50&span=1")
     assert t.distributed_view() == http
+    found = get(client, "distributed?run=ddp_resnet50&span=1&q=RANK1&sort=step_us&order=desc")
+    assert t.distributed_view(sort="step_us", order="desc", q="RANK1") == found and found["page"]["total"] == 1
     ranks = t.distributed()
     assert list(ranks["worker"]) == ["rank0", "rank1"]
     assert list(ranks["step_us"]) == [r["step_us"] for r in http["ranks"]]
