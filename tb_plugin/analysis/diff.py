@@ -16,7 +16,6 @@ that start in its device-aware bounds, and the drill-down of the two steps' host
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from ..model.kinds import Kind
 from ..model.names import name_mask, step_number
 from ..model.optree import HostTree, host_tree
 from ..model.tables import TraceModel
+from .align import matcher
 from .kernels import kernel_table
 from .operators import operator_nodes, operator_table, subtree_device_time
 from .steps import CATEGORIES, breakdown, find_steps
@@ -308,8 +308,7 @@ def _align_phases(a: _Side, left: list[int], pa: list[tuple[str, list[int]]], b:
         ka, kb = _keys(a, left), _keys(b, right)
         ga, gb = [[n] for n in left], [[n] for n in right]
     pairs: list[tuple[list[int], list[int]]] = []
-    matcher = difflib.SequenceMatcher(a=ka, b=kb, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in matcher(ka, kb).get_opcodes():
         if tag == "equal":
             pairs.extend((ga[i1 + k], gb[j1 + k]) for k in range(i2 - i1))
         else:
