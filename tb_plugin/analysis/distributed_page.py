@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .table_search import search_mask
+
 WHOLE_MAX = 256  # jobs up to this many ranks are answered whole when no page is asked for
 DEFAULT_LIMIT = 100  # rows of a larger job's first page when no page is asked for
 MAX_LIMIT = 1024  # rows one request may ask for
@@ -61,20 +63,12 @@ def page_of(job: dict[str, Any], offset: int | None = None, limit: int | None = 
 
 
 def matching(rows: list[dict[str, Any]], positions: list[int], q: str) -> list[int]:
-    """The ``positions`` whose row the rank table's search ``q`` finds, in their order: the text "worker host rank"
-    holding ``q`` (case-insensitive), or equal to it when ``q`` is quoted (``"…"``), as the table searches the rows
-    it holds whole; every position for an empty ``q``."""
-    query = q.strip().lower()
-    if not query:
+    """The ``positions`` whose row the rank table's search ``q`` finds (``table_search``: in "worker host rank"), in
+    their order; every position for an empty ``q``."""
+    if not q.strip():
         return positions
-    whole = len(query) >= 2 and query.startswith('"') and query.endswith('"')
-
-    def found(i: int) -> bool:
-        r = rows[i]
-        text = f"{r['worker']} {r.get('host') or ''} {r['rank']}".lower()
-        return text == query[1:-1] if whole else query in text
-
-    return [i for i in positions if found(i)]
+    texts = [f"{rows[i]['worker']} {rows[i].get('host') or ''} {rows[i]['rank']}" for i in positions]
+    return [i for i, found in zip(positions, search_mask(texts, q).tolist()) if found]
 
 
 def sorted_positions(rows: list[dict[str, Any]], sort: str, order: str) -> list[int]:

@@ -22,6 +22,7 @@ from ..model.kinds import Kind
 from ..model.optree import host_tree, innermost_containing
 from ..model.tables import TraceModel
 from .operators import call_stacks, operator_nodes, tree_levels
+from .table_search import search_mask
 
 _DEVICE_TYPES = {0: "CPU", 1: "GPU", 6: "HIP", 12: "XPU", 13: "MPS", 15: "HPU", 19: "MTIA", 20: "PrivateUse1"}
 UNKNOWN = "<unknown>"
@@ -348,18 +349,6 @@ class EventQuery:
         return self.sort, self.order or "asc"
 
 
-def name_matches(names: list[str], q: str) -> np.ndarray:
-    """Per distinct name, whether the table's search ``q`` matches it, as the table matched it in the browser:
-    case-insensitive, a substring, or the whole name when quoted (``"aten::add"``); an empty search matches all."""
-    query = q.strip().lower()
-    if not query:
-        return np.ones(len(names), dtype=bool)
-    if len(query) >= 2 and query.startswith('"') and query.endswith('"'):
-        whole = query[1:-1]
-        return np.array([n.lower() == whole for n in names], dtype=bool)
-    return np.array([query in n.lower() for n in names], dtype=bool)
-
-
 def _name_ranks(names: list[str]) -> np.ndarray:
     """Per distinct name, its place in the name column's order: case-insensitive, numbers by value ("layer2"
     before "layer10"), as the browser's ``localeCompare(numeric)`` ordered them; equal names share a place."""
@@ -419,7 +408,7 @@ def _event_order(model: TraceModel, start: float | None, end: float | None, at: 
     unfiltered, unfiltered_bytes = len(picked), int(pairs.size[picked].sum())
     keep = pairs.size[picked] >= min_bytes
     if q.strip():
-        keep &= name_matches(pairs.names, q)[pairs.name[picked]]
+        keep &= search_mask(pairs.names, q)[pairs.name[picked]]
     picked, allocated = picked[keep], allocated[keep]
     value, missing = _sort_values(pairs, picked, allocated, sort)
     ranked = np.lexsort((picked, -value if order == "desc" else value, missing))

@@ -390,7 +390,6 @@ class _Forks:
         self.model, self.ctx, self.processes, self.memory = model, ctx, max(1, processes), memory
         self.inline = inline
         self.queue: list[tuple[str, Callable[[], Path]]] = []
-        self.then: str | None = None  # the part to be queued next, when it is not yet (:meth:`WarmViews.save`)
         self.running: dict[int, tuple[str, Path]] = {}
         self.ended: dict[str, tuple[bool, Path]] = {}
 
@@ -401,40 +400,37 @@ class _Forks:
         """The parts queued, running or ended."""
         return {p for p, _ in self.queue} | {p for p, _ in self.running.values()} | set(self.ended)
 
+    def _together(self, parts: list[str]) -> bool:
+        """Whether ``parts`` may run side by side: a process each and, with a memory bound, their bytes within it
+        (one part always runs, whatever it needs)."""
+        if len(parts) > self.processes:
+            return False
+        if self.memory is None or len(parts) < 2:
+            return True
+        return sum(part_bytes(p, self.model.n_events) for p in parts) <= self.memory
+
     def fits(self, part: str) -> bool:
-        """Whether ``part`` may start now: a process is free and, with a memory bound, its bytes fit beside those
-        of the parts running (one part always runs, whatever it needs)."""
-        if len(self.running) >= self.processes:
-            return False
-        if self.memory is None or not self.running:
-            return True
-        used = sum(part_bytes(p, self.model.n_events) for p, _ in self.running.values())
-        return used + part_bytes(part, self.model.n_events) <= self.memory
+        """Whether ``part`` may start now, beside the parts running."""
+        return self._together([*(p for p, _ in self.running.values()), part])
 
-    def alone(self, part: str) -> bool:
-        """Whether ``part``, starting now, runs with no other part beside it: none runs and the next queued cannot
-        start beside it (the queue starts in order, so none behind that one either; a part queued later waits
-        behind it too)."""
-        after = self.queue[0][0] if self.queue else self.then
-        if self.running:
-            return False
-        if after is None or self.processes < 2:
-            return True
-        if self.memory is None:
-            return False
-        events = self.model.n_events
-        return part_bytes(part, events) + part_bytes(after, events) > self.memory
+    def alone(self, part: str, then: str | None = None) -> bool:
+        """Whether ``part``, starting now, runs with no other part beside it: none runs and the next queued (or
+        ``then``, the part to be queued next when none is) cannot start beside it (the queue starts in order, so
+        none behind that one either; a part queued later waits behind it too)."""
+        after = self.queue[0][0] if self.queue else then
+        return not self.running and (after is None or not self._together([part, after]))
 
-    def step(self) -> None:
+    def step(self, then: str | None = None) -> None:
         """Start what the free processes and memory allow, in the order queued (each part in this process when
-        ``inline`` or where forking is not safe), and take in the parts that ended."""
+        ``inline`` or where forking is not safe), and take in the parts that ended; ``then``: the part to be queued
+        next (:meth:`alone`)."""
         while self.queue and self.fits(self.queue[0][0]):
             part, where = self.queue.pop(0)
             folder = where()
             if self.inline or not _can_fork():  # one part a step: the caller hears of each as it ends
                 self.ended[part] = (_try_part(self.model, self.ctx, part, folder), folder)
                 break
-            period = trim_period([part], self.model.n_events, self.alone(part))
+            period = trim_period([part], self.model.n_events, self.alone(part, then))
             self.running[_fork_parts(self.model, self.ctx, folder, [part], period)] = (part, folder)
         for pid in list(self.running):
             exited, status = os.waitpid(pid, os.WNOHANG)
@@ -557,9 +553,7 @@ class WarmViews:
             for part in now:
                 if part in EARLY:
                     forks.add(part, lambda: folder)
-            forks.then = next((p for p in (*now, *later) if p not in EARLY), None)  # queued after the writing
-            forks.step()  # they start now, beside the writing
-            forks.then = None
+            forks.step(then=next((p for p in (*now, *later) if p not in EARLY), None))  # now, beside the writing
             saved()
             model = forks.model = load(folder)
         started = forks.known()

@@ -274,7 +274,6 @@ def _alone(events: int, cores: int, queued: tuple[str, ...], then: str | None = 
 
     forks = warm._Forks(SimpleNamespace(n_events=events), warm.context(None, warm.NO_OVERRIDE), cores,
                         budget.views_memory(events))
-    forks.then = then
     for part in queued:
         forks.add(part, lambda: Path("."))
     out: dict[str, bool] = {}
@@ -283,7 +282,7 @@ def _alone(events: int, cores: int, queued: tuple[str, ...], then: str | None = 
             forks.running.clear()  # the running ones end
             continue
         part, _ = forks.queue.pop(0)
-        out[part] = forks.alone(part)
+        out[part] = forks.alone(part, then)
         forks.running[len(forks.running)] = (part, Path("."))
     return out
 
