@@ -10,7 +10,9 @@ is computed in a forked process as ``warm._fork_parts`` runs it: ``warm.compute_
 threads) and ``model.heap.trimming`` where ``warm.trim_period`` says; ``--no-ahead`` and ``--no-trim`` leave those
 out. This process samples the child's anonymous memory (``/proc/PID/smaps_rollup``) every 5 ms: the peak growth over
 its size at the fork is what the part adds (``warm.PART_BYTES_PER_EVENT`` is that, per event). Prints one JSON line
-per run. Glibc's allocator settings (``MALLOC_ARENA_MAX`` …) apply when set in the environment.
+per run. Glibc's allocator settings (``MALLOC_ARENA_MAX`` …) apply when set in the environment. Each part after
+the first is given what the ones before stored (``warm._take_memos``), as the loader gives it to the parts it forks
+after one lands (the tables after the Overview read its host tree).
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ def mapped_model(trace: Path, folder: Path) -> TraceModel:
     return model
 
 
-def measure(model: TraceModel, part: str, ahead: bool, trim: bool, inline: bool = False) -> dict[str, object]:
-    out = Path(tempfile.mkdtemp(prefix="part-memory-"))
+def measure(model: TraceModel, part: str, ahead: bool, trim: bool, out: Path, inline: bool = False
+            ) -> dict[str, object]:
     ctx = warm.Context(worker="bench", filename="bench", size=1)
     if inline:
         return measure_inline(model, ctx, part, out)
@@ -114,8 +116,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="part-memory-model-") as folder:
         model = mapped_model(args.trace, Path(folder))
         for part in args.part or ["overview"]:
-            for _ in range(args.repeat):
-                print(json.dumps(measure(model, part, not args.no_ahead, not args.no_trim, args.inline)), flush=True)
+            for run in range(args.repeat):
+                with tempfile.TemporaryDirectory(prefix="part-memory-") as out:
+                    print(json.dumps(measure(model, part, not args.no_ahead, not args.no_trim, Path(out),
+                                             args.inline)), flush=True)
+                    if run == args.repeat - 1 and not args.inline:
+                        # as the loader: the parts after this one read what it stored (mapped: the files may go)
+                        warm._take_memos(model, Path(out), part)
 
 
 if __name__ == "__main__":

@@ -166,7 +166,8 @@ MEMOS: dict[str, Callable[..., Any]] = {
 
 
 # From this many events on, the parts also store what the server's other views would build again (the host tree,
-# the operator nodes, the call stacks, the memory records): the server computes those views in the background
+# the operator nodes, the call stacks, the memory records), and the parts forked after one lands read what it stored
+# (``_take_memos``): the server computes those views in the background
 # there (``answers.PROGRESSIVE_EVENTS``), seconds each (the 10 GB trace's table by input shape 19.1 s, 2.1 s with
 # them). Below it they take a fraction of a second, and storing them would only grow the entry (by a quarter) and
 # delay "ready" (the 164 MB trace's parts are computed before it: 1.34 → 1.42 s on the 2-core VM).
@@ -181,8 +182,10 @@ def memos(model: TraceModel, ctx: Context) -> dict[str, list[tuple[str, tuple[An
         "overview": [("steps", ())], "tables": [], "gpu": [],
         "timeline": [("depths", ()), ("launches", ()), ("counters", ()), ("pyramids", ())]}
     if model.n_events >= SERVER_MEMOS_EVENTS:
-        out["overview"].append(("memory_records", ()))
-        out["tables"] += [("host_tree", ()), ("operator_nodes", ()), ("call_stacks", ())]
+        # the host tree and the operator nodes with the Overview, which builds them too: the parts after it are
+        # given them (:meth:`_Forks.step`) instead of building them again
+        out["overview"] += [("memory_records", ()), ("host_tree", ()), ("operator_nodes", ())]
+        out["tables"].append(("call_stacks", ()))
     if distributed(model):
         out["overview"].append(("rank_summary", (ctx.worker,)))
     return out
@@ -441,6 +444,8 @@ class _Forks:
             if not ok:
                 log.warning("the stored %s of %s was not computed (exit status %s): computed on first use", part,
                             self.ctx.filename, os.waitstatus_to_exitcode(status))
+            elif self.queue:
+                _take_memos(self.model, folder, part)
             self.ended[part] = (ok, folder)
 
     def wait(self, parts: Iterable[str], done: Callable[[str, bool], None]) -> None:
@@ -773,13 +778,31 @@ def _attach_part(model: TraceModel, files: Mapping[str, Any], part: str
         if at + n > len(blob) or (gz_at is not None and gz_at + gz_n > len(blob)):
             raise ValueError("a stored answer lies outside its file")
         out[name] = (blob[at:at + n], blob[gz_at:gz_at + gz_n] if gz_at is not None else None)
+    _seed_memos(model, index, blob)
+    return out
+
+
+def _seed_memos(model: TraceModel, index: dict[str, Any], blob: memoryview) -> None:
+    """Give ``model`` the memoised results of a part's files (its ``warm.<part>.json`` read as ``index``, its
+    ``warm.<part>.bin`` as ``blob``), read-only views of the blob."""
     values = stash.loads(json.dumps(index["memos"]), blob[int(index["memos_at"]):])
     for name, args, value in values["memos"]:
         if name != "pyramids":
             seed(model, MEMOS[name], value, *args)
         elif _key(timeline_index, ()) in model.memo:  # built for the stored index: only beside it
             seed_pyramids(model, timeline_index(model), value)
-    return out
+
+
+def _take_memos(model: TraceModel, folder: Path, part: str) -> None:
+    """The memoised results a part just stored in ``folder``, given to the loader's ``model`` so that the parts it
+    forks next read them instead of computing them again (the 2 GB trace's Operator tables and GPU insights built
+    the host tree the Overview had built, a second each). Mapped from the files, whose pages the server maps too
+    once the part lands; a file that cannot be read costs only that time (the parts compute what they miss)."""
+    try:
+        index = json.loads(bytes(_map(folder / f"warm.{part}.json")))
+        _seed_memos(model, index, _map(folder / f"warm.{part}.bin").cast("B"))
+    except (OSError, ValueError, KeyError, TypeError, stash.Unstashable):
+        log.debug("the stored results of %s were not read back", part, exc_info=True)
 
 
 @memoized

@@ -9,8 +9,11 @@ job-level answers read."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,10 +24,12 @@ from tb_plugin.analysis.memory import memory_records
 from tb_plugin.analysis.operators import call_stacks, operator_nodes
 from tb_plugin.analysis.rank_summary import _summary
 from tb_plugin.api import answers, warm
+from tb_plugin.api.encoding import encode
 from tb_plugin.model.derived import _key
 from tb_plugin.model.optree import host_tree
 from tests.conftest import (
     API,
+    REPO,
     SAMPLES,
     SPAN_ROUTES,
     distinct_trace_files,
@@ -188,8 +193,8 @@ SERVER_MEMOS = (host_tree, operator_nodes, call_stacks, memory_records)
 
 def test_a_big_traces_parts_store_what_the_servers_other_views_read(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """From ``warm.SERVER_MEMOS_EVENTS`` on, the tables part stores the host tree, operator nodes and call stacks,
-    the Overview part the memory records; the server's model gets them as read-only views of the entry's files and
+    """From ``warm.SERVER_MEMOS_EVENTS`` on, the Overview part stores the memory records, the host tree and the
+    operator nodes, the tables part the call stacks; the server's model gets them as read-only views of the entry's files and
     its other views (another grouping, the memory curve, modules) answer what a model computing them itself does."""
     from tb_plugin.analysis import memory, modules, operators
     from tb_plugin.loader import load_trace
@@ -211,6 +216,56 @@ def test_a_big_traces_parts_store_what_the_servers_other_views_read(tmp_path: Pa
     for view in (lambda m: operators.operator_view(m, "name_shape", ""), memory.memory_curve, modules.module_view):
         assert view(model) == view(fresh)
     assert all(model.memo[_key(fn, ())] is v for fn, v in stored.items()), "read, not computed again"
+
+
+# Run in a process of its own (forking is only tried with one thread running, ``warm._can_fork``; a pytest-xdist
+# worker runs others): the parts of a saved entry, one process at a time, building a host tree failing once the
+# Overview's process ended; prints the parts written and whether the loader's host tree is a view of the files.
+AFTER_THE_OVERVIEW = """
+import json, sys
+from pathlib import Path
+import pytest
+from tb_plugin.api import warm
+from tb_plugin.model import optree
+from tb_plugin.model.derived import _key
+from tb_plugin.model.tables import load
+
+warm.SERVER_MEMOS_EVENTS = 0  # this small trace as a big one
+entry = sys.argv[1]
+model = load(entry)
+
+def landed(part, ok):
+    if part == "overview":  # the next part forks after this (one process at a time)
+        optree.build_host_tree = lambda m: pytest.fail("the host tree built again")
+
+ctx = warm.context(None, warm.NO_OVERRIDE)
+done = warm.compute_parts(model, ctx, Path(entry), 1, ("overview", "tables", "gpu"), landed, inline_events=0)
+warm._write_marker(Path(entry), done, ctx)
+print(json.dumps({"done": done, "views": not model.memo[_key(optree.host_tree, ())].rows.flags.writeable}))
+"""
+
+
+def test_the_parts_after_the_overview_read_its_host_tree(tmp_path: Path) -> None:
+    """A big trace's parts run in processes one after the other: the Operator tables and the GPU insights, forked
+    after the Overview's process ended, are given the host tree and operator nodes it stored rather than building
+    them again (here building one fails once the Overview landed: they are still written), and their answers are
+    those of a server computing them."""
+    from tb_plugin.loader import load_trace
+    from tb_plugin.model.tables import load, save
+
+    trace = next(f for f in real_trace_files() if "transformer_bf16" in str(f))
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    save(load_trace(str(trace)), entry)
+    run = subprocess.run([sys.executable, "-c", AFTER_THE_OVERVIEW, str(entry)], cwd=REPO, capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"done": ["overview", "tables", "gpu"], "views": True}
+    served = load(str(entry))
+    warm.WarmViews().attach(served, entry)  # type: ignore[arg-type]
+    fresh = load(str(entry))
+    for name, compute in warm.answers(warm.context(None, warm.NO_OVERRIDE))["tables"]:
+        assert warm.stored_answer(served, name).body == encode(compute(fresh)).body, name
 
 
 def test_a_damaged_part_is_computed_again(tensorboard_app: Any, tmp_path: Path) -> None:
