@@ -11,8 +11,8 @@ threads) and ``model.heap.trimming`` where ``warm.trim_period`` says; ``--no-ahe
 out. This process samples the child's anonymous memory (``/proc/PID/smaps_rollup``) every 5 ms: the peak growth over
 its size at the fork is what the part adds (``warm.PART_BYTES_PER_EVENT`` is that, per event). Prints one JSON line
 per run. Glibc's allocator settings (``MALLOC_ARENA_MAX`` …) apply when set in the environment. Each part after
-the first is given what the ones before stored (``warm._take_memos``), as the loader gives it to the parts it forks
-after one lands (the tables after the Overview read its host tree).
+the first is given what the ones before handed off (``warm.HANDOFF``), as the loader gives it to the parts it forks
+after one ends (the tables after the Overview read its host tree).
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def measure(model: TraceModel, part: str, ahead: bool, trim: bool, out: Path, in
     pid = os.fork()
     if pid == 0:
         period = warm.trim_period([part], model.n_events) if trim else None
-        with trimming(period), warm._ahead(model, [part]) if ahead else contextlib.nullcontext():
+        with trimming(period), warm._ahead(model, [part]) if ahead else contextlib.nullcontext(), \
+                warm.handing_off(model, [part], out):
             warm.compute_part(model, ctx, part, out)
         os._exit(0)
     started, base = time.monotonic(), anonymous(pid)
@@ -120,9 +121,8 @@ def main() -> None:
                 with tempfile.TemporaryDirectory(prefix="part-memory-") as out:
                     print(json.dumps(measure(model, part, not args.no_ahead, not args.no_trim, Path(out),
                                              args.inline)), flush=True)
-                    if run == args.repeat - 1 and not args.inline:
-                        # as the loader: the parts after this one read what it stored (mapped: the files may go)
-                        warm._take_memos(model, Path(out), part)
+                    # as the loader: the parts after this one read what it handed off (mapped: the files may go)
+                    warm._take_handoff(model, Path(out), part, run == args.repeat - 1 and not args.inline)
 
 
 if __name__ == "__main__":

@@ -166,8 +166,8 @@ MEMOS: dict[str, Callable[..., Any]] = {
 
 
 # From this many events on, the parts also store what the server's other views would build again (the host tree,
-# the operator nodes, the call stacks, the memory records), and the parts forked after one lands read what it stored
-# (``_take_memos``): the server computes those views in the background
+# the operator nodes, the call stacks, the memory records), and hand the parts forked after them what they built
+# (:data:`HANDOFF`): the server computes those views in the background
 # there (``answers.PROGRESSIVE_EVENTS``), seconds each (the 10 GB trace's table by input shape 19.1 s, 2.1 s with
 # them). Below it they take a fraction of a second, and storing them would only grow the entry (by a quarter) and
 # delay "ready" (the 164 MB trace's parts are computed before it: 1.34 → 1.42 s on the 2-core VM).
@@ -182,13 +182,21 @@ def memos(model: TraceModel, ctx: Context) -> dict[str, list[tuple[str, tuple[An
         "overview": [("steps", ())], "tables": [], "gpu": [],
         "timeline": [("depths", ()), ("launches", ()), ("counters", ()), ("pyramids", ())]}
     if model.n_events >= SERVER_MEMOS_EVENTS:
-        # the host tree and the operator nodes with the Overview, which builds them too: the parts after it are
-        # given them (:meth:`_Forks.step`) instead of building them again
-        out["overview"] += [("memory_records", ()), ("host_tree", ()), ("operator_nodes", ())]
-        out["tables"].append(("call_stacks", ()))
+        out["overview"].append(("memory_records", ()))
+        out["tables"] += [("host_tree", ()), ("operator_nodes", ()), ("call_stacks", ())]
     if distributed(model):
         out["overview"].append(("rank_summary", (ctx.worker,)))
     return out
+
+
+# What a part's process hands to the parts the loader forks after it ends (a trace of SERVER_MEMOS_EVENTS or more):
+# the Overview builds the host tree and the operator nodes, and the tables and GPU insights, one process each after
+# it, built them again (a second each at 2 GB; the tables part 2.42 → 1.85 s and 1,130 → 800 MB with them, the GPU
+# insights 762 → 453 MB, on a lent host). Written beside the part's files under hidden names (``.handoff.*``:
+# sealing and the entry's manifest leave hidden files out, so the server never copies nor checks them: the same
+# results stored in the Overview's own files delayed its landing by their copy and checks), mapped by the loader
+# as the part ends (:func:`_take_handoff`) and removed.
+HANDOFF: dict[str, tuple[str, ...]] = {"overview": ("host_tree", "operator_nodes")}
 
 
 def distributed(model: TraceModel) -> bool:
@@ -444,8 +452,7 @@ class _Forks:
             if not ok:
                 log.warning("the stored %s of %s was not computed (exit status %s): computed on first use", part,
                             self.ctx.filename, os.waitstatus_to_exitcode(status))
-            elif self.queue:
-                _take_memos(self.model, folder, part)
+            _take_handoff(self.model, folder, part, ok and bool(self.queue))
             self.ended[part] = (ok, folder)
 
     def wait(self, parts: Iterable[str], done: Callable[[str, bool], None]) -> None:
@@ -481,7 +488,7 @@ def _fork_parts(model: TraceModel, ctx: Context, folder: Path, parts: list[str],
         code = 1
         try:
             die_with_parent(parent)
-            with heap.trimming(trim), _ahead(model, parts):
+            with heap.trimming(trim), _ahead(model, parts), handing_off(model, parts, folder):
                 code = 0 if all([_try_part(model, ctx, part, folder) for part in parts]) else 1
         finally:
             os._exit(code)
@@ -778,31 +785,60 @@ def _attach_part(model: TraceModel, files: Mapping[str, Any], part: str
         if at + n > len(blob) or (gz_at is not None and gz_at + gz_n > len(blob)):
             raise ValueError("a stored answer lies outside its file")
         out[name] = (blob[at:at + n], blob[gz_at:gz_at + gz_n] if gz_at is not None else None)
-    _seed_memos(model, index, blob)
-    return out
-
-
-def _seed_memos(model: TraceModel, index: dict[str, Any], blob: memoryview) -> None:
-    """Give ``model`` the memoised results of a part's files (its ``warm.<part>.json`` read as ``index``, its
-    ``warm.<part>.bin`` as ``blob``), read-only views of the blob."""
     values = stash.loads(json.dumps(index["memos"]), blob[int(index["memos_at"]):])
     for name, args, value in values["memos"]:
         if name != "pyramids":
             seed(model, MEMOS[name], value, *args)
         elif _key(timeline_index, ()) in model.memo:  # built for the stored index: only beside it
             seed_pyramids(model, timeline_index(model), value)
+    return out
 
 
-def _take_memos(model: TraceModel, folder: Path, part: str) -> None:
-    """The memoised results a part just stored in ``folder``, given to the loader's ``model`` so that the parts it
-    forks next read them instead of computing them again (the 2 GB trace's Operator tables and GPU insights built
-    the host tree the Overview had built, a second each). Mapped from the files, whose pages the server maps too
-    once the part lands; a file that cannot be read costs only that time (the parts compute what they miss)."""
+@contextlib.contextmanager
+def handing_off(model: TraceModel, parts: list[str], folder: Path) -> Iterator[None]:
+    """While the body computes ``parts`` (in a part's process), a thread writes what they hand to the parts forked
+    after them (:data:`HANDOFF`, a trace of :data:`SERVER_MEMOS_EVENTS` or more) as soon as those results exist
+    (the part's threads build them first: ``AHEAD``), so the writing overlaps the part's own work; waited for at the
+    end. A result that fails is not handed off (the next parts compute it)."""
+    names = [name for part in parts for name in HANDOFF.get(part, ())]
+    if not names or model.n_events < SERVER_MEMOS_EVENTS:
+        yield
+        return
+
+    def write() -> None:
+        with contextlib.suppress(Exception):
+            description, blob = stash.dumps({"memos": [[name, [], MEMOS[name](model)] for name in names]})
+            _write(folder / f"{HANDOFF_PREFIX}bin", blob)
+            _write(folder / f"{HANDOFF_PREFIX}json", [description])  # last: the pair is whole
+
+    thread = threading.Thread(target=write, name="warm-handoff", daemon=True)
+    thread.start()
     try:
-        index = json.loads(bytes(_map(folder / f"warm.{part}.json")))
-        _seed_memos(model, index, _map(folder / f"warm.{part}.bin").cast("B"))
+        yield
+    finally:
+        thread.join()
+
+
+HANDOFF_PREFIX = ".handoff."
+
+
+def _take_handoff(model: TraceModel, folder: Path, part: str, take: bool) -> None:
+    """The results the part just ended in ``folder`` handed off (:func:`handing_off`), given to the loader's
+    ``model`` when ``take`` (parts are queued after it) so that the processes it forks next read them, mapped (the
+    files' pages, shared); the files are removed either way (the mappings outlive them). Files that are missing or
+    cannot be read cost only the time they would have saved."""
+    paths = [folder / f"{HANDOFF_PREFIX}{ext}" for ext in ("json", "bin")]
+    try:
+        if take and part in HANDOFF and all(path.is_file() for path in paths):
+            values = stash.loads(bytes(_map(paths[0])), _map(paths[1]))
+            for name, args, value in values["memos"]:
+                seed(model, MEMOS[name], value, *args)
     except (OSError, ValueError, KeyError, TypeError, stash.Unstashable):
-        log.debug("the stored results of %s were not read back", part, exc_info=True)
+        log.debug("the results %s handed off were not read back", part, exc_info=True)
+    finally:
+        for path in paths:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 @memoized

@@ -193,8 +193,8 @@ SERVER_MEMOS = (host_tree, operator_nodes, call_stacks, memory_records)
 
 def test_a_big_traces_parts_store_what_the_servers_other_views_read(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """From ``warm.SERVER_MEMOS_EVENTS`` on, the Overview part stores the memory records, the host tree and the
-    operator nodes, the tables part the call stacks; the server's model gets them as read-only views of the entry's files and
+    """From ``warm.SERVER_MEMOS_EVENTS`` on, the tables part stores the host tree, operator nodes and call stacks,
+    the Overview part the memory records; the server's model gets them as read-only views of the entry's files and
     its other views (another grouping, the memory curve, modules) answer what a model computing them itself does."""
     from tb_plugin.analysis import memory, modules, operators
     from tb_plugin.loader import load_trace
@@ -241,15 +241,16 @@ def landed(part, ok):
 ctx = warm.context(None, warm.NO_OVERRIDE)
 done = warm.compute_parts(model, ctx, Path(entry), 1, ("overview", "tables", "gpu"), landed, inline_events=0)
 warm._write_marker(Path(entry), done, ctx)
-print(json.dumps({"done": done, "views": not model.memo[_key(optree.host_tree, ())].rows.flags.writeable}))
+print(json.dumps({"done": done, "views": not model.memo[_key(optree.host_tree, ())].rows.flags.writeable,
+                  "left": sorted(p.name for p in Path(entry).glob(".handoff*"))}))
 """
 
 
 def test_the_parts_after_the_overview_read_its_host_tree(tmp_path: Path) -> None:
     """A big trace's parts run in processes one after the other: the Operator tables and the GPU insights, forked
-    after the Overview's process ended, are given the host tree and operator nodes it stored rather than building
-    them again (here building one fails once the Overview landed: they are still written), and their answers are
-    those of a server computing them."""
+    after the Overview's process ended, are given the host tree and operator nodes it handed off rather than
+    building them again (here building one fails once the Overview landed: they are still written), the files
+    handed off are gone, and the answers are those of a server computing them."""
     from tb_plugin.loader import load_trace
     from tb_plugin.model.tables import load, save
 
@@ -260,7 +261,8 @@ def test_the_parts_after_the_overview_read_its_host_tree(tmp_path: Path) -> None
     run = subprocess.run([sys.executable, "-c", AFTER_THE_OVERVIEW, str(entry)], cwd=REPO, capture_output=True,
                          text=True, timeout=300, check=False)
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"done": ["overview", "tables", "gpu"], "views": True}
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"done": ["overview", "tables", "gpu"], "views": True,
+                                                               "left": []}
     served = load(str(entry))
     warm.WarmViews().attach(served, entry)  # type: ignore[arg-type]
     fresh = load(str(entry))
