@@ -826,7 +826,7 @@ def _take_handoff(model: TraceModel, folder: Path, part: str, take: bool) -> Non
     """The results the part just ended in ``folder`` handed off (:func:`handing_off`), given to the loader's
     ``model`` when ``take`` (parts are queued after it) so that the processes it forks next read them, mapped (the
     files' pages, shared); the files are removed either way (the mappings outlive them). Files that are missing or
-    cannot be read cost only the time they would have saved."""
+    cannot be read cost only the time they would have saved; a write cut short (its ``_write`` temporary) goes too."""
     paths = [folder / f"{HANDOFF_PREFIX}{ext}" for ext in ("json", "bin")]
     try:
         if take and part in HANDOFF and all(path.is_file() for path in paths):
@@ -836,7 +836,7 @@ def _take_handoff(model: TraceModel, folder: Path, part: str, take: bool) -> Non
     except (OSError, ValueError, KeyError, TypeError, stash.Unstashable):
         log.debug("the results %s handed off were not read back", part, exc_info=True)
     finally:
-        for path in paths:
+        for path in [*paths, *(p.with_name(f".{p.name}.tmp") for p in paths)]:
             with contextlib.suppress(OSError):
                 path.unlink()
 

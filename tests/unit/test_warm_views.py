@@ -242,7 +242,7 @@ ctx = warm.context(None, warm.NO_OVERRIDE)
 done = warm.compute_parts(model, ctx, Path(entry), 1, ("overview", "tables", "gpu"), landed, inline_events=0)
 warm._write_marker(Path(entry), done, ctx)
 print(json.dumps({"done": done, "views": not model.memo[_key(optree.host_tree, ())].rows.flags.writeable,
-                  "left": sorted(p.name for p in Path(entry).glob(".handoff*"))}))
+                  "left": sorted(p.name for p in Path(entry).glob("*handoff*"))}))
 """
 
 
@@ -268,6 +268,20 @@ def test_the_parts_after_the_overview_read_its_host_tree(tmp_path: Path) -> None
     fresh = load(str(entry))
     for name, compute in warm.answers(warm.context(None, warm.NO_OVERRIDE))["tables"]:
         assert warm.stored_answer(served, name).body == encode(compute(fresh)).body, name
+
+
+def test_a_handoff_cut_short_is_not_read_and_is_removed(tmp_path: Path) -> None:
+    """A part killed while writing its handoff leaves a description without its arrays and a temporary: the loader
+    gives its model nothing from them, and removes them (hidden files would otherwise go into the entry)."""
+    from tb_plugin.model.tables import TraceModel
+
+    (tmp_path / ".handoff.json").write_text("{}")
+    (tmp_path / "..handoff.bin.tmp").write_bytes(b"\0" * 64)
+    (tmp_path / "warm.overview.json").write_text("{}")
+    model = TraceModel(tables={}, strings=[], meta={})
+    warm._take_handoff(model, tmp_path, "overview", True)
+    assert not list(model.memo.keys())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["warm.overview.json"]
 
 
 def test_a_damaged_part_is_computed_again(tensorboard_app: Any, tmp_path: Path) -> None:
