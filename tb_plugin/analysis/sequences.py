@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.arrays import group_rows
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.tables import TraceModel
@@ -82,15 +83,17 @@ def _of_stream(work: DeviceWork, on: np.ndarray, length: int, device: int, strea
     pos, grams = _ngrams(work, on, length)
     if len(pos) == 0:
         return []
-    keys, group, count = np.unique(grams, axis=0, return_inverse=True, return_counts=True)
-    group = group.reshape(-1)
+    # np.unique(axis=0)'s rows, inverse and counts by packed integer keys (a sort of rows took 0.7 of the 2 GB
+    # trace's 0.9 s here)
+    first, group = group_rows([grams[:, k] for k in range(length)])
+    keys, count = grams[first], np.bincount(group, minlength=len(first))
     repeated = np.flatnonzero(count >= 2)
     dur = work.end[on] - work.start[on]
-    # distinct kernels covered by each repeated sequence's occurrences
+    # distinct kernels covered by each repeated sequence's occurrences, as sorted (sequence, kernel) pairs
     members = np.concatenate([pos + k for k in range(length)])
     owner = np.tile(group, length)
-    pairs = np.unique(np.stack([owner, members], axis=1), axis=0)
-    total = np.bincount(pairs[:, 0], weights=dur[pairs[:, 1]], minlength=len(keys))
+    distinct = group_rows([owner, members])[0]
+    total = np.bincount(owner[distinct], weights=dur[members[distinct]], minlength=len(keys))
     span = work.end[on][pos + length - 1] - work.start[on][pos]
     span_sum = np.bincount(group, weights=span, minlength=len(keys))
     own = np.bincount(group, weights=sum(dur[pos + k] for k in range(length)), minlength=len(keys))
