@@ -100,3 +100,34 @@ def test_what_if_on_a_cpu_only_run() -> None:
     assert a["saving_us"] > 0 and a["predicted_breakdown_us"]["DataLoader"] < a["baseline_breakdown_us"]["DataLoader"]
     with pytest.raises(UnknownFinding):
         what_if(model, ["cpu_compute"])  # a finding without a fix to replay
+
+
+def test_a_traces_combinations_share_its_diagnosis_and_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each toggle of the panel asks another combination: a trace on its own diagnoses and breaks down its measured
+    run once (memoised), and every answer is the one a model computing afresh gives."""
+    from tb_plugin.analysis.whatif import breakdown
+    from tb_plugin.analysis.whatif import what_if as module
+
+    path = next((SAMPLES / RUN).glob("*.pt.trace.json.gz"))
+    model = load_trace(str(path))
+    calls = {"findings": 0, "breakdown": 0}
+    findings, replayed = module.diagnose_findings, breakdown.replayed_breakdown
+
+    def counted_findings(*args: Any, **kw: Any) -> Any:
+        calls["findings"] += 1
+        return findings(*args, **kw)
+
+    def counted_breakdown(*args: Any, **kw: Any) -> Any:
+        calls["breakdown"] += 1
+        return replayed(*args, **kw)
+
+    monkeypatch.setattr(module, "diagnose_findings", counted_findings)
+    monkeypatch.setattr(breakdown, "replayed_breakdown", counted_breakdown)
+    monkeypatch.setattr(module, "replayed_breakdown", counted_breakdown)
+    combos = [[], ["gpu_idle_gaps"], ["sync_bound", "pageable_copies"], []]
+    answers = [what_if(model, ids, None, "w") for ids in combos]
+    # the diagnosis once; the measured run's breakdown once, and one per combination with a change
+    assert calls == {"findings": 1, "breakdown": 1 + 2}
+    monkeypatch.undo()
+    for ids, got in zip(combos, answers):
+        assert got == what_if(load_trace(str(path)), ids, None, "w"), ids

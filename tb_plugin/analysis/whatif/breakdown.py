@@ -13,11 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import intervals as iv
+from ...model.derived import memoized
 from ...model.kinds import DEVICE_KINDS, Kind
 from ...model.tables import TraceModel
 from ..steps import CATEGORIES, category_events
 from .graph import graph
-from .replay import Replay
+from .replay import Replay, baseline
 
 _HOST = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER, Kind.PYTHON_FUNCTION, Kind.COMMUNICATION)
 
@@ -42,6 +43,13 @@ def _replayed_times(model: TraceModel, r: Replay) -> tuple[np.ndarray, np.ndarra
     start[d.row] = r.device_start
     end[d.row] = r.device_end
     return start, end
+
+
+@memoized
+def baseline_breakdown(model: TraceModel) -> dict[str, float]:
+    """:func:`replayed_breakdown` of the replay without a change, the same for every combination the what-if panel
+    asks (memoised: half of each answer's time, 0.85 of 2.3 s on the 2 GB trace). Never modify it."""
+    return replayed_breakdown(model, baseline(model))
 
 
 def replayed_breakdown(model: TraceModel, r: Replay) -> dict[str, float]:
