@@ -34,6 +34,7 @@ from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.lookups import side_row
 from ..model.optree import HostTree, host_tree
+from ..model.order import preorder
 from ..model.tables import TraceModel
 
 ROOT = -1
@@ -215,7 +216,7 @@ def _enclosing(pid: np.ndarray, tid: np.ndarray, start: np.ndarray,
     count. Same tolerance as :func:`~tb_plugin.model.optree.nest`.
     """
     n = len(start)
-    order = np.lexsort((-(end - start), start, tid, pid))
+    order = preorder(pid, tid, start, end - start)  # np.lexsort((-(end - start), start, tid, pid)), sooner
     s, e = start[order], end[order]
     same = np.concatenate([[False], (pid[order][1:] == pid[order][:-1]) & (tid[order][1:] == tid[order][:-1])])
     up = np.where(same, np.arange(n) - 1, -1)
