@@ -199,6 +199,11 @@ def memos(model: TraceModel, ctx: Context) -> dict[str, list[tuple[str, tuple[An
 HANDOFF: dict[str, tuple[str, ...]] = {"overview": ("host_tree", "operator_nodes")}
 
 
+def _handoff_files(folder: Path, part: str) -> list[Path]:
+    """The description and the arrays ``part`` hands off in ``folder`` (the parts before ready share one folder)."""
+    return [folder / f".handoff.{part}.{ext}" for ext in ("json", "bin")]
+
+
 def distributed(model: TraceModel) -> bool:
     """A rank of a job of several (its ``distributedInfo`` says so)."""
     info = model.meta.get("distributedInfo")
@@ -800,16 +805,17 @@ def handing_off(model: TraceModel, parts: list[str], folder: Path) -> Iterator[N
     after them (:data:`HANDOFF`, a trace of :data:`SERVER_MEMOS_EVENTS` or more) as soon as those results exist
     (the part's threads build them first: ``AHEAD``), so the writing overlaps the part's own work; waited for at the
     end. A result that fails is not handed off (the next parts compute it)."""
-    names = [name for part in parts for name in HANDOFF.get(part, ())]
-    if not names or model.n_events < SERVER_MEMOS_EVENTS:
+    part = next((p for p in parts if p in HANDOFF), None)
+    if part is None or model.n_events < SERVER_MEMOS_EVENTS:
         yield
         return
+    names, (index, arrays) = HANDOFF[part], _handoff_files(folder, part)
 
     def write() -> None:
         with contextlib.suppress(Exception):
             description, blob = stash.dumps({"memos": [[name, [], MEMOS[name](model)] for name in names]})
-            _write(folder / f"{HANDOFF_PREFIX}bin", blob)
-            _write(folder / f"{HANDOFF_PREFIX}json", [description])  # last: the pair is whole
+            _write(arrays, blob)
+            _write(index, [description])  # last: the pair is whole
 
     thread = threading.Thread(target=write, name="warm-handoff", daemon=True)
     thread.start()
@@ -819,17 +825,16 @@ def handing_off(model: TraceModel, parts: list[str], folder: Path) -> Iterator[N
         thread.join()
 
 
-HANDOFF_PREFIX = ".handoff."
-
-
 def _take_handoff(model: TraceModel, folder: Path, part: str, take: bool) -> None:
     """The results the part just ended in ``folder`` handed off (:func:`handing_off`), given to the loader's
     ``model`` when ``take`` (parts are queued after it) so that the processes it forks next read them, mapped (the
     files' pages, shared); the files are removed either way (the mappings outlive them). Files that are missing or
     cannot be read cost only the time they would have saved; a write cut short (its ``_write`` temporary) goes too."""
-    paths = [folder / f"{HANDOFF_PREFIX}{ext}" for ext in ("json", "bin")]
+    if part not in HANDOFF:
+        return  # nothing of its own; another part's files in a shared folder are that part's
+    paths = _handoff_files(folder, part)
     try:
-        if take and part in HANDOFF and all(path.is_file() for path in paths):
+        if take and all(path.is_file() for path in paths):
             values = stash.loads(bytes(_map(paths[0])), _map(paths[1]))
             for name, args, value in values["memos"]:
                 seed(model, MEMOS[name], value, *args)

@@ -275,8 +275,8 @@ def test_a_handoff_cut_short_is_not_read_and_is_removed(tmp_path: Path) -> None:
     gives its model nothing from them, and removes them (hidden files would otherwise go into the entry)."""
     from tb_plugin.model.tables import TraceModel
 
-    (tmp_path / ".handoff.json").write_text("{}")
-    (tmp_path / "..handoff.bin.tmp").write_bytes(b"\0" * 64)
+    (tmp_path / ".handoff.overview.json").write_text("{}")
+    (tmp_path / "..handoff.overview.bin.tmp").write_bytes(b"\0" * 64)
     (tmp_path / "warm.overview.json").write_text("{}")
     model = TraceModel(tables={}, strings=[], meta={})
     warm._take_handoff(model, tmp_path, "overview", True)
