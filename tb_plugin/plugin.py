@@ -59,6 +59,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
 
     def __init__(self, context: base_plugin.TBContext) -> None:
         from .api import warm
+        from .api.gc_pauses import freeze_startup_objects
         from .api.params import parse_override
         from .api.routes import Api
         from .workspace import Workspace
@@ -79,6 +80,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):  # type: ignore[misc]
             stored=warm.WarmViews(peaks),
         ).start()
         self._api = Api(self.workspace, PLUGIN_NAME, peaks, capture=bool(getattr(flags, "profiler_capture", False)))
+        freeze_startup_objects()  # the modules just imported leave the collector's full scans (api/gc_pauses.py)
 
     def get_plugin_apps(self) -> dict[str, Any]:
         return self._api.apps()

@@ -220,6 +220,10 @@ def distributed(model: TraceModel) -> bool:
 # most costly first, so side by side they end together.
 COSTS = {"overview": 0.53, "gpu": 0.35, "tables": 0.32, "timeline": 0.2}
 COSTS_EVENTS = 430_000
+# What the parts handed the Overview's results (:data:`HANDOFF`) cost instead, per COSTS_EVENTS events: the 2 GB
+# trace's chain on a lent 16-core host (``part_memory.py``, session 46) took 1.94 s for the tables and 0.79 s for
+# the GPU insights after the Overview (2.22 and 2.74 s before the handoff), 0.16 and 0.064 s per 430k events.
+HANDED_COSTS = {"tables": 0.16, "gpu": 0.064}
 PARTS = ("overview", "tables", "gpu", "timeline")
 
 
@@ -271,7 +275,8 @@ def schedule(events: int, processes: int, parts: tuple[str, ...] = PARTS, memory
              ) -> dict[str, float]:
     """When each part is expected to land, in seconds from its start: :data:`COSTS` scaled by ``events``, the
     parts started in their order (:data:`PARTS`) on ``processes`` side by side within ``memory`` bytes (each the
-    next as the running ones leave room for it, as :func:`compute_parts` runs them)."""
+    next as the running ones leave room for it, as :func:`compute_parts` runs them); a part started after the
+    Overview ended on a big trace at :data:`HANDED_COSTS` (it reads what the Overview handed off)."""
     scale = max(events, 1) / COSTS_EVENTS
     running: list[tuple[float, str]] = []  # (end, part) of the parts started, not yet ended
     clock = 0.0
@@ -281,7 +286,9 @@ def schedule(events: int, processes: int, parts: tuple[str, ...] = PARTS, memory
                 part_bytes(p, events) for _, p in running) + part_bytes(part, events) > memory)):
             running.sort()
             clock = max(clock, running.pop(0)[0])
-        out[part] = clock + COSTS[part] * scale
+        handed = events >= SERVER_MEMOS_EVENTS and part in HANDED_COSTS and any(
+            end <= clock for p, end in out.items() if p in HANDOFF)
+        out[part] = clock + (HANDED_COSTS[part] if handed else COSTS[part]) * scale
         running.append((out[part], part))
     return out
 

@@ -92,8 +92,12 @@ def test_the_rule_puts_big_traces_views_after_ready() -> None:
     small = warm.schedule(430_000, 4)  # the 164 MB trace, four parts side by side: the Overview's 0.53 s
     assert small["overview"] == pytest.approx(0.53) and max(small.values()) == pytest.approx(0.53)
     assert rule.before_ready(max(small.values()), parse_seconds=0.9)
-    big = warm.schedule(5_300_000, 1)  # the 2 GB trace, one part at a time: ~17 s, after an 11 s parse
-    assert max(big.values()) == pytest.approx(1.4 * 5_300_000 / 430_000)
+    big = warm.schedule(5_300_000, 1)  # the 2 GB trace, one part at a time, after an 11 s parse
+    # the tables and the GPU insights start after the Overview ended: they read what it handed off
+    assert big["tables"] - big["overview"] == pytest.approx(0.16 * 5_300_000 / 430_000)
+    assert max(big.values()) == pytest.approx((0.53 + 0.16 + 0.064 + 0.2) * 5_300_000 / 430_000)
+    # below the handoff's size, or side by side with the Overview, they build it all themselves
+    assert warm.schedule(900_000, 1)["tables"] == pytest.approx((0.53 + 0.32) * 900_000 / 430_000)
     assert list(big) == ["overview", "tables", "gpu", "timeline"] and big["overview"] < big["tables"] < big["gpu"]
     assert not rule.before_ready(max(big.values()), parse_seconds=11.0)
     assert rule.before_ready(max(warm.schedule(14_000, 4).values()), parse_seconds=0.05)  # a rank of 64
