@@ -97,12 +97,13 @@ def _innermost_on_shared_threads(span_pid: np.ndarray, span_tid: np.ndarray, spa
                                  span_end: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """``innermost_containing`` given only the spans on the points' threads and the points on the spans' threads:
     it only ever matches a point to a span of its own thread, so the answer is the same for less to sort (module
-    frames and forward operators are on the main thread, backward operators on the autograd thread)."""
+    frames and forward operators are on the main thread, backward operators on the autograd thread). The spans
+    come in the host tree's preorder (or the module frames', the same rule), and so do those kept."""
     spans = _on_threads(span_pid, span_tid, pid, tid)
     points = _on_threads(pid, tid, span_pid[spans], span_tid[spans])
     out = np.full(len(ts), -1, dtype=np.int64)
     inner = innermost_containing(span_pid[spans], span_tid[spans], span_start[spans], span_end[spans],
-                                 pid[points], tid[points], ts[points])
+                                 pid[points], tid[points], ts[points], ordered=True)
     out[points] = take(spans, inner, -1)
     return out
 
@@ -292,7 +293,10 @@ def module_timeline(model: TraceModel, limit: int = 20000) -> list[dict[str, Any
              "dur_us": float(occ["dur"][k]), "depth": int(depth[k])} for k in order[:limit].tolist()]
 
 
-def module_timeline_view(model: TraceModel, limit: int = 20000) -> dict[str, Any]:
+TIMELINE_LIMIT = 20000  # the occurrences the Module page's timeline asks for (the route's default)
+
+
+def module_timeline_view(model: TraceModel, limit: int = TIMELINE_LIMIT) -> dict[str, Any]:
     """The first ``limit`` module occurrences in time, and whether there were more."""
     occurrences = module_timeline(model, limit + 1)
     return {"occurrences": occurrences[:limit], "truncated": len(occurrences) > limit}

@@ -23,7 +23,7 @@ from ..analysis.launches import launch_stats
 from ..analysis.memory import events_page, live_at, memory_curve, memory_events, memory_statistics
 from ..analysis.memory_categories import allocations
 from ..analysis.memory_category_view import card_exports, category_view
-from ..analysis.modules import module_timeline_view, module_view
+from ..analysis.modules import TIMELINE_LIMIT, module_timeline_view, module_view
 from ..analysis.overview import overview
 from ..analysis.queues import queue_length
 from ..analysis.roofline import GROUPINGS as ROOFLINE_GROUPINGS
@@ -228,7 +228,7 @@ class Api:
 
     def modules(self, request: Request) -> Response:
         loaded = self._trace(request)
-        return self._answer(request, loaded, lambda: module_view(loaded.model))
+        return self._answer(request, loaded, lambda: module_view(loaded.model), stored=warm.key("modules"))
 
     def distributed(self, request: Request) -> Response:
         run = params.text(request, "run")
@@ -416,8 +416,8 @@ class Api:
             "/memory/stats": json_route(self.memory_stats),
             "/memory_categories": json_route(self.memory_categories),
             "/modules": json_route(self.modules),
-            "/modules/timeline": json_route(self._counted("modules/timeline", module_timeline_view, "limit", 20000, 1,
-                                                          200_000)),
+            "/modules/timeline": json_route(self._counted("modules/timeline", module_timeline_view, "limit",
+                                                          TIMELINE_LIMIT, 1, 200_000)),
             "/distributed": json_route(self.distributed),
             "/diff": json_route(self.diff),
             "/diff/node": json_route(self.diff_node),

@@ -53,6 +53,7 @@ from ..analysis.diagnosis.gpu_time import gpu_idle
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import device_work, launch_stats
 from ..analysis.memory import MemoryRecords, memory_records
+from ..analysis.modules import TIMELINE_LIMIT, module_timeline_view, module_view
 from ..analysis.operators import call_stacks, operator_nodes, subtree_device_time
 from ..analysis.overview import overview
 from ..analysis.python_frames import python_frames
@@ -146,6 +147,10 @@ def answers(ctx: Context) -> dict[str, list[tuple[str, Compute]]]:
             (key("roofline", group_by="kernel", peaks=p, limit=LIMIT), lambda m: roofline(m, "kernel", p, LIMIT)),
         ],
         "timeline": [],
+        "modules": [
+            (key("modules"), module_view),
+            (key("modules/timeline", limit=TIMELINE_LIMIT), lambda m: module_timeline_view(m, TIMELINE_LIMIT)),
+        ],
     }
 
 
@@ -180,7 +185,7 @@ def memos(model: TraceModel, ctx: Context) -> dict[str, list[tuple[str, tuple[An
     (:data:`SERVER_MEMOS_EVENTS`)."""
     out: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
         "overview": [("steps", ())], "tables": [], "gpu": [],
-        "timeline": [("depths", ()), ("launches", ()), ("counters", ()), ("pyramids", ())]}
+        "timeline": [("depths", ()), ("launches", ()), ("counters", ()), ("pyramids", ())], "modules": []}
     if model.n_events >= SERVER_MEMOS_EVENTS:
         out["overview"].append(("memory_records", ()))
         out["tables"] += [("host_tree", ()), ("operator_nodes", ()), ("call_stacks", ())]
@@ -217,14 +222,16 @@ def distributed(model: TraceModel) -> bool:
 # them by events to tell when each would land (3.3 µs an event for the four: the 2 GB trace's 5.3 M events took 18 s
 # one part after the other on the 16-core device, 3.4 µs an event). They start in PARTS' order: what a user opens
 # first, first (the Overview, then the Operator and Kernel tables, then the GPU insights), which is also about the
-# most costly first, so side by side they end together.
-COSTS = {"overview": 0.53, "gpu": 0.35, "tables": 0.32, "timeline": 0.2}
+# most costly first, so side by side they end together; the Module page's part last (measured later, beside the
+# GPU insights: 0.145 s against their 0.12 s in one run on the 2-core VM, so 0.42 on this table's scale).
+COSTS = {"overview": 0.53, "gpu": 0.35, "tables": 0.32, "timeline": 0.2, "modules": 0.42}
 COSTS_EVENTS = 430_000
 # What the parts handed the Overview's results (:data:`HANDOFF`) cost instead, per COSTS_EVENTS events: the 2 GB
 # trace's chain on a lent 16-core host (``part_memory.py``, session 46) took 1.94 s for the tables and 0.79 s for
-# the GPU insights after the Overview (2.22 and 2.74 s before the handoff), 0.16 and 0.064 s per 430k events.
-HANDED_COSTS = {"tables": 0.16, "gpu": 0.064}
-PARTS = ("overview", "tables", "gpu", "timeline")
+# the GPU insights after the Overview (2.22 and 2.74 s before the handoff), 0.16 and 0.064 s per 430k events; the
+# Module page's part 1.02 s (2-core VM), 0.083 s per 430k events.
+HANDED_COSTS = {"tables": 0.16, "gpu": 0.064, "modules": 0.083}
+PARTS = ("overview", "tables", "gpu", "timeline", "modules")
 
 
 @dataclass(frozen=True)
@@ -343,7 +350,9 @@ def _can_fork() -> bool:
 # 428 MB (81), the Trace view's index 833 MB (157). Within ``jobs.budget.views_memory`` (300 bytes an event, at least
 # 1 GiB) the 164 MB trace's four run at once; on bigger traces the index and the Overview one after the other, then
 # the tables beside the GPU insights (the 10 GB trace's GPU insights 12 s sooner, its peak 7.2 → 7.8 GB).
-PART_BYTES_PER_EVENT = {"overview": 210, "tables": 165, "gpu": 85, "timeline": 160}
+# The Module page's part, handed the Overview's host tree and operator nodes (the 2 GB trace, 2-core VM, trimming):
+# 403 MB (76 bytes an event); below SERVER_MEMOS_EVENTS it builds them itself, 182 bytes an event, under 200 MB.
+PART_BYTES_PER_EVENT = {"overview": 210, "tables": 165, "gpu": 85, "timeline": 160, "modules": 80}
 PART_MIN_BYTES = 64 << 20
 # A trace of at most this many events computes its parts in the loader process itself, one after the other: a
 # process per part costs more than the parts there (each forked part recomputes the host tree, the steps and the

@@ -41,7 +41,7 @@ from tests.conftest import (
 # What the pages ask first, as the frontend asks it (api/warm.py stores these).
 FIRST = ("overview", "operators?group_by=name", "operators?group_by=name_stack", "kernels?group_by=name", "sources",
          "summary", "idle", "launch_stats", "queue_length", "memory_bandwidth", "kernel_sequences", "cupti_counters",
-         "roofline")
+         "roofline", "modules", "modules/timeline")
 MULTI_RANK = ("ddp_resnet", "fsdp_comm", "pp_two_groups", "gloo_8proc_cpu")
 
 
@@ -324,14 +324,17 @@ def _started(events: int, cores: int, queued: tuple[str, ...]) -> list[str]:
 def test_the_parts_start_in_order_as_their_memory_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     from tb_plugin.jobs import budget
 
-    assert warm.PARTS == ("overview", "tables", "gpu", "timeline")  # what a user opens first starts first
+    # what a user opens first starts first; the Module page's part last
+    assert warm.PARTS == ("overview", "tables", "gpu", "timeline", "modules")
     monkeypatch.setattr(budget, "available_memory", lambda: 64 << 30)
-    every = ("timeline", "overview", "tables", "gpu")  # the index before ready, the others after it
+    every = ("timeline", "overview", "tables", "gpu", "modules")  # the index before ready, the others after it
     assert _started(430_000, 15, every) == list(every)  # the 164 MB trace: every part at once
-    # the 2 GB trace: the index, then the Overview (300 bytes an event together; each part takes 85-210)
+    # the 2 GB trace: the index, then the Overview (300 bytes an event together; each part takes 80-210)
     assert _started(5_300_000, 15, every) == ["timeline"]
-    assert _started(5_300_000, 15, ("overview", "tables", "gpu")) == ["overview"]
-    assert _started(5_300_000, 15, ("tables", "gpu")) == ["tables", "gpu"]  # after it, these two side by side
+    assert _started(5_300_000, 15, ("overview", "tables", "gpu", "modules")) == ["overview"]
+    # after it the tables beside the GPU insights; the Module page's part once the GPU insights leave it room
+    assert _started(5_300_000, 15, ("tables", "gpu", "modules")) == ["tables", "gpu"]
+    assert _started(5_300_000, 15, ("modules",)) == ["modules"]
     assert _started(1_000_000, 15, ("tables", "gpu")) == ["tables", "gpu"]  # two that fit together
     assert _started(430_000, 2, every) == ["timeline", "overview"]  # never more than the loader's share of the cores
     monkeypatch.setattr(budget, "available_memory", lambda: 150 << 20)

@@ -89,16 +89,19 @@ def _cold(tensorboard_app: Any, tmp_path: Path, q: str, routes: tuple[str, ...])
 
 def test_the_rule_puts_big_traces_views_after_ready() -> None:
     rule = warm.READY_RULE
-    small = warm.schedule(430_000, 4)  # the 164 MB trace, four parts side by side: the Overview's 0.53 s
+    small = warm.schedule(430_000, 5)  # the 164 MB trace, five parts side by side: the Overview's 0.53 s
     assert small["overview"] == pytest.approx(0.53) and max(small.values()) == pytest.approx(0.53)
+    # four processes: the Module page's part waits for the first to end (the index)
+    assert warm.schedule(430_000, 4)["modules"] == pytest.approx(0.2 + 0.42)
     assert rule.before_ready(max(small.values()), parse_seconds=0.9)
     big = warm.schedule(5_300_000, 1)  # the 2 GB trace, one part at a time, after an 11 s parse
     # the tables and the GPU insights start after the Overview ended: they read what it handed off
     assert big["tables"] - big["overview"] == pytest.approx(0.16 * 5_300_000 / 430_000)
-    assert max(big.values()) == pytest.approx((0.53 + 0.16 + 0.064 + 0.2) * 5_300_000 / 430_000)
+    assert max(big.values()) == pytest.approx((0.53 + 0.16 + 0.064 + 0.2 + 0.083) * 5_300_000 / 430_000)
     # below the handoff's size, or side by side with the Overview, they build it all themselves
     assert warm.schedule(900_000, 1)["tables"] == pytest.approx((0.53 + 0.32) * 900_000 / 430_000)
-    assert list(big) == ["overview", "tables", "gpu", "timeline"] and big["overview"] < big["tables"] < big["gpu"]
+    assert list(big) == ["overview", "tables", "gpu", "timeline", "modules"]
+    assert big["overview"] < big["tables"] < big["gpu"]
     assert not rule.before_ready(max(big.values()), parse_seconds=11.0)
     assert rule.before_ready(max(warm.schedule(14_000, 4).values()), parse_seconds=0.05)  # a rank of 64
     two = warm.schedule(1_000_000, 2)  # two side by side: overview then timeline, tables then gpu
@@ -106,9 +109,9 @@ def test_the_rule_puts_big_traces_views_after_ready() -> None:
     assert two["timeline"] == pytest.approx((0.53 + 0.2) * 1_000_000 / 430_000)
     assert warm.plan(rule, 430_000, 4, 0.9) == (warm.PARTS, ())
     # 2 GB: the Trace view's index (2.5 s, cheapest) fits 25 % of the parse, as it was before ready before issue 29
-    assert warm.plan(rule, 5_300_000, 1, 11.0) == (("timeline",), ("overview", "tables", "gpu"))
+    assert warm.plan(rule, 5_300_000, 1, 11.0) == (("timeline",), ("overview", "tables", "gpu", "modules"))
     # a fast parse: the index still before ready (the rule's ``always``), whatever its estimate
-    assert warm.plan(rule, 5_300_000, 1, 5.0) == (("timeline",), ("overview", "tables", "gpu"))
+    assert warm.plan(rule, 5_300_000, 1, 5.0) == (("timeline",), ("overview", "tables", "gpu", "modules"))
     assert warm.plan(warm.ReadyRule(always=()), 5_300_000, 1, 5.0) == ((), warm.PARTS)
     assert warm.plan(rule, 5_300_000, 1, None) == (warm.PARTS, ())  # no parse time (a benchmark): all now
     assert warm.ReadyRule(seconds=0.0, share=0.5).before_ready(5.0, parse_seconds=10.0)
@@ -130,7 +133,7 @@ def test_save_computes_now_or_leaves_them_for_later(tmp_path: Path) -> None:
     events = load_trace(str(_trace())).n_events
     split = warm.ReadyRule(seconds=0.2 * events / warm.COSTS_EVENTS * 1.01, share=0.0, always=())
     later = warm.WarmViews(rule=split).save(str(entry), None, 1, parse_seconds=9.0)
-    assert later is not None and list(later.parts) == ["overview", "tables", "gpu"]
+    assert later is not None and list(later.parts) == ["overview", "tables", "gpu", "modules"]
     assert json.loads((entry / warm.MARKER).read_text())["parts"] == ["timeline"]
 
 
@@ -140,7 +143,7 @@ from pathlib import Path
 from tb_plugin.api import warm
 cache, entry = Path(sys.argv[1]), Path(sys.argv[2])
 later = warm.WarmViews(rule=warm.ReadyRule(seconds=0.0, share=0.0), inline_events=0).save(  # forked, as a big trace's
-    str(entry), None, 4, parse_seconds=9.0)
+    str(entry), None, 5, parse_seconds=9.0)
 started = sorted({p for p, _ in later.forks.running.values()} | set(later.forks.ended))
 private = sorted(str(f.parent) for _, f in later.forks.running.values())
 staged, placed, reported = [], {}, []
@@ -171,11 +174,11 @@ def test_the_parts_after_ready_start_beside_those_before_it(tmp_path: Path) -> N
     out = subprocess.run([sys.executable, "-c", _HEAD_START, str(cache), str(entry)], capture_output=True, text=True,
                          check=True, timeout=300)
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["later"] == ["gpu", "overview", "tables"]
-    assert got["started"] == ["gpu", "overview", "tables", "timeline"]  # all four at once: four processes, no bound
+    assert got["later"] == ["gpu", "modules", "overview", "tables"]
+    assert got["started"] == ["gpu", "modules", "overview", "tables", "timeline"]  # all at once: five processes
     assert json.loads((entry / warm.MARKER).read_text())["parts"] == ["timeline"]  # before ready: the index only
     assert all(folder == str(cache) for folder in got["private"])  # the early parts' folders are the cache's
-    assert got["reported"] == [["gpu", True], ["overview", True], ["tables", True]]
+    assert got["reported"] == [["gpu", True], ["modules", True], ["overview", True], ["tables", True]]
     assert got["placed"]["overview"] == ["True", "warm.json", "warm.overview.bin", "warm.overview.json"]
     assert got["left"] == []  # the private folders were moved into the staged ones
 
@@ -272,7 +275,7 @@ def test_a_damaged_part_is_caught_and_computed_again(tensorboard_app: Any, monke
     ctx = warm.context(_plugin(again).workspace.trace(*_span(body)).file, warm.NO_OVERRIDE)
     assert not any(warm.has_answer(model2, k) for k, _ in warm.answers(ctx)["tables"])
     assert all(warm.has_answer(model2, k) for k, _ in warm.answers(ctx)["overview"])
-    assert entries.part_names(entry) == ["gpu", "overview", "timeline"]  # the damaged part was removed
+    assert entries.part_names(entry) == ["gpu", "modules", "overview", "timeline"]  # the damaged part was removed
     (q,) = spans(body)
     routes = ("operators?group_by=name", "kernels?group_by=name", "overview")
     assert _answers(again, q, routes) == _cold(tensorboard_app, tmp_path, q, routes)
