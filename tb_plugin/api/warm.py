@@ -529,12 +529,9 @@ AHEAD: dict[str, tuple[Callable[[TraceModel], Any], ...]] = {
     "timeline": (counters._sources, flows._launches),  # beside the index, which they do not read
 }
 AHEAD_THREADS = 4  # at most, and no more than the cores this process may run on
-# The parts computed on the parse as the loader built it, before its files are written (``WarmViews.save``): every
-# part's answers and stored results are byte for byte those of the parse mapped back from its files (104 sample and
-# test traces, 1,702 answers and results: ``tests/unit/test_warm_views_later.py``), so a part "ready" waits for
-# starts beside the writing instead of after it (the 164 MB trace's Overview part 49 ms sooner on a lent host, and
-# "ready" with it). A part left for after ready computes on the mapped parse: the loader's own copy is gone by then.
-EARLY = PARTS
+# The parts whose results depend on the model's tables alone (not its meta, nor its texts' containers): they may be
+# computed on the parse as the loader built it, before its files are written (``WarmViews.save``).
+EARLY = ("timeline",)
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ from tb_plugin.loader import load_trace
 from tb_plugin.model.derived import _key
 from tb_plugin.model.tables import save
 from tb_plugin.timeline.index import timeline_index
-from tests.conftest import API, real_trace_files, sample_trace_files, wait_until_settled
+from tests.conftest import API, real_trace_files, wait_until_settled
 from tests.unit.gated_views import GatedViews
 from tests.unit.test_warm_views import FIRST, _models, _plugin, single_runs, spans, without_stored_views
 
@@ -349,22 +349,21 @@ trace, folder = sys.argv[1], Path(sys.argv[2])
 model = load_trace(trace)
 calls = []
 def saved():
-    # the parts run on the parse in memory: their files land before the model's exist
+    # the Trace view's part runs on the parse in memory: its index lands before the model's files exist
     deadline = time.monotonic() + 60
-    while len(list(folder.glob("warm.*.json"))) < len(warm.PARTS) and time.monotonic() < deadline:
+    while not list(folder.glob("timeline.*")) and time.monotonic() < deadline:
         time.sleep(0.01)
     calls.append(sorted(p.name for p in folder.iterdir()))
     save(model, folder)
-later = warm.WarmViews(inline_events=0).save(str(folder), None, len(warm.PARTS), parse_seconds=None, built=model,
-                                             saved=saved)
+later = warm.WarmViews(inline_events=0).save(str(folder), None, 2, parse_seconds=None, built=model, saved=saved)
 print(json.dumps({"later": later is None, "calls": calls, "marker": json.loads((folder / warm.MARKER).read_text())["parts"]}))
 """
 
 
-def test_the_parts_start_on_the_parse_in_memory(tmp_path: Path) -> None:
-    """Given the parse as the loader built it while its files are written (``built``, ``saved``), the parts start on
-    it at once (as many as there are processes); ``saved`` is called once; the index is the one the parse's files
-    give. In a fresh process: forking needs a single thread."""
+def test_the_trace_views_part_starts_on_the_parse_in_memory(tmp_path: Path) -> None:
+    """Given the parse as the loader built it while its files are written (``built``, ``saved``), the Trace view's
+    part (tables only) starts on it at once; the other parts wait for the files; ``saved`` is called once; the index
+    is the one the parse's files give. In a fresh process: forking needs a single thread."""
     import subprocess
     import sys
 
@@ -377,36 +376,8 @@ def test_the_parts_start_on_the_parse_in_memory(tmp_path: Path) -> None:
                          check=True, timeout=300)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["later"] and got["marker"] == list(warm.PARTS)
-    (before,) = got["calls"]  # once, and what was there then: the parts' files, not yet the model's
-    assert {f"warm.{p}.json" for p in warm.PARTS} <= set(before) and "meta.json" not in before
+    (before,) = got["calls"]  # once, and what was there then: the index, not yet the model
+    assert any(name.startswith("timeline.") for name in before) and "meta.json" not in before
     index = read_index(folder)
     assert index is not None
     assert_same_index(index, timeline_index(load_trace(str(_trace()))))
-
-
-# Traces of every shape: single GPU with stacks and modules, a DDP rank, CPU only, CUDA graphs, Lightning, a compiled
-# model, a memory profile, the 2021 format.
-_SHAPES = ("h200/transformer_bf16", "ddp_resnet50", "cpu_only", "cuda_graph", "lightning_mlp", "mlp_compiled",
-           "cnn_sgd_memcat", "kineto_v100")
-
-
-def test_every_part_gives_the_same_on_the_parse_in_memory_as_on_its_files(tmp_path: Path) -> None:
-    """warm.EARLY: a part computed on the parse as the loader built it stores what it would on the parse mapped back
-    from its files (the server's), every answer and every stored result, byte for byte."""
-    from tb_plugin.model import stash
-    from tb_plugin.model.tables import load
-
-    every = [*real_trace_files(), *sample_trace_files()]
-    files = [next(f for f in every if shape in str(f)) for shape in _SHAPES]  # the first of each
-    assert warm.EARLY == warm.PARTS
-    ctx = warm.Context(worker="w", filename="f.pt.trace.json", size=1)
-    for k, f in enumerate(files):
-        built = load_trace(str(f))
-        save(built, tmp_path / str(k))
-        mapped = load(tmp_path / str(k))
-        for part in warm.PARTS:
-            for name, compute in warm.answers(ctx)[part]:
-                assert warm.encode(compute(built)).body == warm.encode(compute(mapped)).body, (f, name)
-            for name, args in warm.memos(mapped, ctx)[part]:
-                a, b = (stash.dumps({"m": warm.MEMOS[name](m, *args)}) for m in (built, mapped))
-                assert a[0] == b[0] and b"".join(map(bytes, a[1])) == b"".join(map(bytes, b[1])), (f, name)
