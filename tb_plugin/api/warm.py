@@ -253,6 +253,11 @@ class ReadyRule:
     # before ready whatever their estimate: the Trace view's index and window sources (main built the index before
     # ready too; deferred behind the costlier parts, the 2 GB trace's first window waited 20 s on the lent machine)
     always: tuple[str, ...] = ("timeline",)
+    # after ready whatever their estimate, where the parts are forked (a trace of more than INLINE_EVENTS): the Module
+    # page is not among the first pages, and its part beside the others cost the 164 MB trace's "ready" 40-50 ms on
+    # a lent host (0.937-0.989 s against 0.785-0.991 s over five rounds; benchmarks/README.md, session 46). Inline
+    # (each rank of a 64-rank job) it takes milliseconds in the loader's process and stays before ready.
+    after: tuple[str, ...] = ("modules",)
 
     def before_ready(self, views_seconds: float, parse_seconds: float) -> bool:
         return views_seconds <= max(self.seconds, self.share * parse_seconds)
@@ -261,16 +266,17 @@ class ReadyRule:
 READY_RULE = ReadyRule()  # the one place the rule's numbers are set
 
 
-def plan(rule: ReadyRule, events: int, processes: int, parse_seconds: float | None, memory: int | None = None
-         ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def plan(rule: ReadyRule, events: int, processes: int, parse_seconds: float | None, memory: int | None = None,
+         inline: bool = False) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The parts computed before ready and those left for after it: the rule's ``always`` parts (the Trace view's
-    index, as before the first views were stored), then as many others as fit the rule, cheapest first (a 2 GB
-    trace: the index before ready, the Overview, GPU and table parts after it). Every part before ready without
-    ``parse_seconds``."""
+    index, as before the first views were stored), then as many others as fit the rule, cheapest first, but for
+    the rule's ``after`` parts unless the parts run ``inline`` (a 2 GB trace: the index before ready, the Overview,
+    GPU, table and Module parts after it). Every part before ready without ``parse_seconds``."""
     if parse_seconds is None:
         return PARTS, ()
     now: list[str] = [part for part in PARTS if part in rule.always]
-    for part in sorted((p for p in PARTS if p not in now), key=COSTS.__getitem__):
+    candidates = (p for p in PARTS if p not in now and (inline or p not in rule.after))
+    for part in sorted(candidates, key=COSTS.__getitem__):
         trial = tuple(p for p in PARTS if p in now or p == part)
         if not rule.before_ready(max(schedule(events, processes, trial, memory).values()), parse_seconds):
             break
@@ -580,8 +586,9 @@ class WarmViews:
         # what the server will open, but for EARLY's parts
         model = built if early and built is not None else load(folder)
         ctx = context(file, self.peaks)
-        now, later = plan(self.rule, model.n_events, processes, parse_seconds, memory)
-        forks = _Forks(model, ctx, processes, memory, inline=model.n_events <= self.inline_events)
+        inline = model.n_events <= self.inline_events
+        now, later = plan(self.rule, model.n_events, processes, parse_seconds, memory, inline)
+        forks = _Forks(model, ctx, processes, memory, inline=inline)
         if early and saved is not None:
             for part in now:
                 if part in EARLY:

@@ -107,7 +107,10 @@ def test_the_rule_puts_big_traces_views_after_ready() -> None:
     two = warm.schedule(1_000_000, 2)  # two side by side: overview then timeline, tables then gpu
     assert two["gpu"] == pytest.approx((0.32 + 0.35) * 1_000_000 / 430_000)
     assert two["timeline"] == pytest.approx((0.53 + 0.2) * 1_000_000 / 430_000)
-    assert warm.plan(rule, 430_000, 4, 0.9) == (warm.PARTS, ())
+    # the 164 MB trace: every part but the Module page's before ready (rule.after); inline, every part
+    assert warm.plan(rule, 430_000, 4, 0.9) == (("overview", "tables", "gpu", "timeline"), ("modules",))
+    assert warm.plan(rule, 430_000, 4, 0.9, inline=True) == (warm.PARTS, ())
+    assert warm.plan(warm.ReadyRule(after=()), 430_000, 5, 0.9) == (warm.PARTS, ())
     # 2 GB: the Trace view's index (2.5 s, cheapest) fits 25 % of the parse, as it was before ready before issue 29
     assert warm.plan(rule, 5_300_000, 1, 11.0) == (("timeline",), ("overview", "tables", "gpu", "modules"))
     # a fast parse: the index still before ready (the rule's ``always``), whatever its estimate
