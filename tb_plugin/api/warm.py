@@ -255,8 +255,9 @@ class ReadyRule:
     always: tuple[str, ...] = ("timeline",)
     # after ready whatever their estimate, where the parts are forked (a trace of more than INLINE_EVENTS): the Module
     # page is not among the first pages, and its part beside the others cost the 164 MB trace's "ready" 40-50 ms on
-    # a lent host (0.937-0.989 s against 0.785-0.991 s over five rounds; benchmarks/README.md, session 46). Inline
-    # (each rank of a 64-rank job) it takes milliseconds in the loader's process and stays before ready.
+    # a lent host (0.937-0.989 s against 0.785-0.998 s in one call, +43 and +55 ms in another; benchmarks/README.md,
+    # session 46). Inline (each rank of a 64-rank job) it takes milliseconds in the loader's process and stays before
+    # ready.
     after: tuple[str, ...] = ("modules",)
 
     def before_ready(self, views_seconds: float, parse_seconds: float) -> bool:
