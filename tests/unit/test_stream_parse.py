@@ -392,3 +392,41 @@ def test_reserved_columns_hold_what_the_concatenation_gave(tmp_path: Path, room:
     again.reserve(10_000)
     with pytest.raises(RuntimeError):
         again.add([])
+
+
+def test_the_columns_are_reserved_at_the_first_merge_that_knows_the_texts_share() -> None:
+    """The builder's columns are made for the events the text is expected to hold as soon as the jobs merged end where
+    a posted job starts (their share of the text): after the first job, or, where its answer came before a second
+    job was posted (a busy machine), after a later one; never twice."""
+
+    class Builder:
+        def __init__(self) -> None:
+            self.n_events, self.reserved = 0, []  # type: ignore[var-annotated]
+
+        def absorb(self, events: int, *_: Any) -> None:
+            self.n_events += events
+
+        def reserve(self, events: int) -> None:
+            self.reserved.append(events)
+
+    came: set[int] = set()
+
+    class Answers:
+        def take(self, index: int, wait: bool) -> Any:
+            return (100, None, None) if index in came else None
+
+    loader = stream._Loader.__new__(stream._Loader)
+    loader.builder, loader.answers = Builder(), Answers()  # type: ignore[assignment]
+    loader.expected, loader.merged, loader.reserved, loader.check, loader.progress = 1000, 0, False, None, None
+    loader.starts = [0]
+    came.add(0)
+    loader.merge(wait=False)  # the first job's answer before a second job was posted: its share is not known yet
+    assert loader.merged == 1 and loader.builder.reserved == []  # type: ignore[attr-defined]
+    loader.starts += [250, 500]
+    came.add(1)
+    loader.merge(wait=False)  # two jobs merged, ending where the third starts: 200 events in half the text
+    assert loader.builder.reserved == [400]  # type: ignore[attr-defined]
+    loader.starts.append(750)
+    came.update({2, 3})
+    loader.merge(wait=False)
+    assert loader.merged == 4 and loader.builder.reserved == [400]  # type: ignore[attr-defined]
