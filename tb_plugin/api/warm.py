@@ -68,7 +68,7 @@ from ..analysis.work import kernel_work, op_work
 from ..catalog.catalog import TraceFile
 from ..model import heap, stash
 from ..model.derived import Computing, _key, memoized, seed
-from ..model.lifetime import die_with_parent
+from ..model.lifetime import beside, die_with_parent
 from ..model.optree import HostTree, host_tree
 from ..model.tables import TraceModel, load, model_of
 from ..timeline import counters, flows
@@ -841,12 +841,8 @@ def handing_off(model: TraceModel, parts: list[str], folder: Path) -> Iterator[N
             _write(arrays, blob)
             _write(index, [description])  # last: the pair is whole
 
-    thread = threading.Thread(target=write, name="warm-handoff", daemon=True)
-    thread.start()
-    try:
+    with beside(write, "warm-handoff"):
         yield
-    finally:
-        thread.join()
 
 
 def _take_handoff(model: TraceModel, folder: Path, part: str, take: bool) -> None:

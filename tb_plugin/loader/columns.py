@@ -387,6 +387,11 @@ class ModelBuilder:
                 out[name][col] = np.concatenate([p.pop(col) for p in parts]).astype(dtype, copy=False)
         return out
 
+    @property
+    def reserved(self) -> bool:
+        """Whether the tables absorbed from now on are written into columns made ahead (:meth:`reserve`)."""
+        return bool(self._room)
+
     def reserve(self, events: int) -> None:
         """Write the tables absorbed from now on into columns made for about ``events`` events (each table's rows in
         the proportion absorbed so far, half again: pages never written are never touched), so that finishing

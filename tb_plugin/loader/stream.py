@@ -260,7 +260,6 @@ class _Loader:
         self.faults: _FaultAhead | None = None
         self.builder = ModelBuilder()
         self.merged = 0  # the jobs merged, in order
-        self.reserved = False  # the builder's columns made for the events the text is expected to hold
 
     def head(self) -> int:
         """The offset of the events array's first element (inflating as far as needed to find it)."""
@@ -339,13 +338,12 @@ class _Loader:
                 return
             self.builder.absorb(*part)
             self.merged += 1
-            if not self.reserved and self.merged < len(self.starts):
+            if not self.builder.reserved and self.merged < len(self.starts):
                 # the jobs merged say how many events the text holds (their text ends where the next job starts);
                 # the first, unless its answer came before a second job was posted (a busy machine)
                 merged_text = self.starts[self.merged] - self.starts[0]
                 self.builder.reserve(self.builder.n_events * max(1, self.expected - self.starts[0])
                                      // max(1, merged_text))
-                self.reserved = True
             if self.check:  # e.g. too many events for the memory: fails the load now, not once all is parsed
                 self.check(self.builder.n_events)
             if self.progress:  # the text merged so far, of the text expected: never backwards

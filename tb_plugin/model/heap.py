@@ -18,6 +18,8 @@ import sys
 import threading
 from collections.abc import Iterator
 
+from .lifetime import beside
+
 
 def trim_heap() -> None:
     """Give the heap's free pages back to the kernel (glibc's ``malloc_trim``): a parse frees its chunks' tables,
@@ -43,13 +45,8 @@ def trimming(period_s: float | None) -> Iterator[None]:
         while not stop.wait(period_s):
             trim_heap()
 
-    thread = threading.Thread(target=loop, name="trim-heap", daemon=True)
-    thread.start()
-    try:
+    with beside(loop, "trim-heap", stop.set):
         yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def one_arena() -> None:
