@@ -193,10 +193,13 @@ SERVER_MEMOS = (host_tree, operator_nodes, call_stacks, memory_records)
 
 def test_a_big_traces_parts_store_what_the_servers_other_views_read(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """From ``warm.SERVER_MEMOS_EVENTS`` on, the tables part stores the host tree, operator nodes and call stacks,
-    the Overview part the memory records; the server's model gets them as read-only views of the entry's files and
-    its other views (another grouping, the memory curve, modules) answer what a model computing them itself does."""
-    from tb_plugin.analysis import memory, modules, operators
+    """From ``warm.SERVER_MEMOS_EVENTS`` on, the tables part stores the host tree, operator nodes and call stacks
+    and the Operator and Kernel tables by name, the Overview part the memory records and the steps' breakdown; the
+    server's model gets them as read-only views of the entry's files and its other views (another grouping, the
+    memory curve, modules, the diff of two runs and its drill-down) answer what a model computing them itself
+    does, the diff computing none of what it reads."""
+    from tb_plugin.analysis import diff, kernels, memory, modules, operators
+    from tb_plugin.analysis.steps import breakdown
     from tb_plugin.loader import load_trace
     from tb_plugin.model.tables import load, save
 
@@ -213,9 +216,19 @@ def test_a_big_traces_parts_store_what_the_servers_other_views_read(tmp_path: Pa
               stored[memory_records].ts]
     assert not any(a.flags.writeable for a in arrays), "views of the entry's files, not computed here"
     fresh = load(str(entry))
-    for view in (lambda m: operators.operator_view(m, "name_shape", ""), memory.memory_curve, modules.module_view):
+    tables = {(fn, ("name",)): model.memo[_key(fn, ("name",))] for fn in (operators.operator_table, kernels.kernel_table)}
+    stored_breakdown = model.memo[_key(breakdown, ())]
+    assert not stored_breakdown.per_step["Kernel"].flags.writeable, "the breakdown read from the entry's files"
+    other = load(str(entry))  # a second run to compare with, as the diff view is asked (its own stored results)
+    warm.WarmViews().attach(other, entry)  # type: ignore[arg-type]
+    for view in (lambda m: operators.operator_view(m, "name_shape", ""), memory.memory_curve, modules.module_view,
+                 lambda m: diff.diff_summary(m, other if m is model else fresh),
+                 lambda m: diff.diff_node(m, other if m is model else fresh, "0")):
         assert view(model) == view(fresh)
     assert all(model.memo[_key(fn, ())] is v for fn, v in stored.items()), "read, not computed again"
+    assert all(model.memo[_key(fn, args)] is v for (fn, args), v in tables.items()), "read, not computed again"
+    assert not [k for k in model.memo if k[1] in ("operator_table", "kernel_table") and k[2] == ()], "one key by name"
+    assert model.memo[_key(breakdown, ())] is stored_breakdown, "read, not computed again"
 
 
 # Run in a process of its own (forking is only tried with one thread running, ``warm._can_fork``; a pytest-xdist
