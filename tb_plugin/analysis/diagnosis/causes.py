@@ -319,15 +319,11 @@ _GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph ")
 
 
 def _holds(tree: HostTree, mask: np.ndarray) -> np.ndarray:
-    """Per host-tree node: is it, or one of its descendants, in ``mask`` (one pass per tree level, bottom up)."""
+    """Per host-tree node: is it, or one of its descendants, in ``mask`` (one pass per tree level, bottom up, over
+    the tree's levels as it sorted them once)."""
     out: np.ndarray = np.asarray(mask, dtype=bool).copy()
-    order = np.argsort(-tree.depth, kind="stable")
-    depth = -tree.depth[order]
-    bounds = np.searchsorted(depth, np.arange(-int(tree.depth.max(initial=0)), 2))
-    for d in range(len(bounds) - 1):
-        at = order[bounds[d]:bounds[d + 1]]
-        at = at[out[at] & (tree.parent[at] >= 0)]
-        out[tree.parent[at]] = True
+    for level in reversed(tree.levels):
+        out[tree.parent[level[out[level]]]] = True
     return out
 
 
@@ -639,15 +635,12 @@ def tuning_plans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _nearest(tree: HostTree, mask: np.ndarray) -> np.ndarray:
-    """Per node: the nearest node at or above it in ``mask``, -1 if none (one pass per tree level)."""
+    """Per node: the nearest node at or above it in ``mask``, -1 if none (one pass per tree level, top down, over
+    the tree's levels: a node without a parent has none above it)."""
     out = np.where(mask, np.arange(tree.size), -1)
-    order = np.argsort(tree.depth, kind="stable")
-    depth = tree.depth[order]
-    bounds = np.searchsorted(depth, np.arange(int(depth.max(initial=-1)) + 2))
-    for d in range(1, len(bounds) - 1):
-        at = order[bounds[d]:bounds[d + 1]]
-        at = at[out[at] < 0]
-        out[at] = take(out, tree.parent[at], -1)
+    for level in tree.levels:
+        at = level[out[level] < 0]
+        out[at] = out[tree.parent[at]]
     return out
 
 
