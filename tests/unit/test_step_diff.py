@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tb_plugin.analysis import diff
@@ -163,3 +165,22 @@ def test_the_drill_downs_phases_and_labels_follow_their_rule_node_by_node(trace:
         for _, group in diff._phases(side, level):
             assert diff._label(side, group) == _label_node_by_node(side, group)
     assert any(len(g) > 1 for _, g in phases) or len(nodes) < 3
+
+
+@pytest.mark.parametrize("trace", [f for f in real_trace_files() if "calibration" not in str(f)][:6],
+                         ids=lambda f: f.parent.name)
+def test_the_drill_downs_top_level_gathers_and_orders_as_the_rule_node_by_node(trace: Path) -> None:
+    """The top level's arrays (a 10 GB trace's steps have a million children: no Python list per node) give what
+    the rule gives node by node: each node's children in turn, then every node by start, ties in the order given."""
+    model = load_trace(str(trace))
+    side = diff._side(model)
+    rng = np.random.default_rng(0)
+    parents = np.flatnonzero(np.diff(side.child_start) > 0)
+    for nodes in (parents, rng.permutation(parents)[:40], parents[:0]):
+        assert diff._children_of(side, nodes).tolist() == [c for n in nodes.tolist() for c in side.children(n)]
+    start = side.tree.start
+    given = rng.permutation(side.tree.size)[:5000]
+    assert diff._by_start(side.tree, given) == sorted(given.tolist(), key=lambda n: float(start[n]))
+    # a real tree's nodes seldom share a start; nodes that do keep the order given
+    ticks = SimpleNamespace(start=np.floor(start / 1000.0))
+    assert diff._by_start(ticks, given) == sorted(given.tolist(), key=lambda n: float(ticks.start[n]))  # type: ignore[arg-type]
