@@ -168,6 +168,15 @@ class _Side:
         nodes: list[int] = self.child_nodes[self.child_start[node]:self.child_start[node + 1]].tolist()
         return nodes
 
+    def children_of(self, nodes: np.ndarray) -> np.ndarray:
+        """The children of each of ``nodes``, node after node (each one's in its order): :meth:`children` of each,
+        concatenated, without a Python list per node (a 10 GB trace's steps have a million children)."""
+        lo, hi = self.child_start[nodes], self.child_start[nodes + 1]
+        counts = hi - lo
+        at = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(int(counts.sum()))
+        out: np.ndarray = self.child_nodes[at]
+        return out
+
 
 @memoized
 def _side(model: TraceModel) -> _Side:
@@ -231,17 +240,8 @@ def _top_level(side: _Side, step: int | None = None) -> list[int]:
     first, last = (0, steps.count - 1) if step is None else (step, step)
     lo, hi = float(steps.start[first]), float(steps.end[last])
     roots = np.flatnonzero((tree.parent == -1) & host & ~is_step & (tree.start >= lo) & (tree.start < hi))
-    nodes = np.concatenate([_children_of(side, step_nodes), roots])
+    nodes = np.concatenate([side.children_of(step_nodes), roots])
     return _by_start(tree, nodes)
-
-
-def _children_of(side: _Side, nodes: np.ndarray) -> np.ndarray:
-    """The children of each of ``nodes``, node after node (each one's in its order): ``side.children`` of each,
-    concatenated, without a Python list per node (a 10 GB trace's steps have a million children)."""
-    lo, hi = side.child_start[nodes], side.child_start[nodes + 1]
-    counts = hi - lo
-    at = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(int(counts.sum()))
-    return side.child_nodes[at]
 
 
 def _by_start(tree: HostTree, nodes: np.ndarray) -> list[int]:

@@ -176,8 +176,7 @@ MEMOS: dict[str, Callable[..., Any]] = {
 # From this many events on, the parts also store what the server's other views would build again (the host tree,
 # the operator nodes, the call stacks, the memory records; the steps' breakdown and the Operator and Kernel tables by
 # name, which the diff of two runs reads: the 2 GB trace's first diff 0.49 s with none of them, 2-core VM), and hand
-# the parts forked after them what they built
-# (:data:`HANDOFF`): the server computes those views in the background
+# the parts forked after them what they built (:data:`HANDOFF`): the server computes those views in the background
 # there (``answers.PROGRESSIVE_EVENTS``), seconds each (the 10 GB trace's table by input shape 19.1 s, 2.1 s with
 # them). Below it they take a fraction of a second, and storing them would only grow the entry (by a quarter) and
 # delay "ready" (the 164 MB trace's parts are computed before it: 1.34 → 1.42 s on the 2-core VM).

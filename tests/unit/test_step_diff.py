@@ -177,7 +177,7 @@ def test_the_drill_downs_top_level_gathers_and_orders_as_the_rule_node_by_node(t
     rng = np.random.default_rng(0)
     parents = np.flatnonzero(np.diff(side.child_start) > 0)
     for nodes in (parents, rng.permutation(parents)[:40], parents[:0]):
-        assert diff._children_of(side, nodes).tolist() == [c for n in nodes.tolist() for c in side.children(n)]
+        assert side.children_of(nodes).tolist() == [c for n in nodes.tolist() for c in side.children(n)]
     start = side.tree.start
     given = rng.permutation(side.tree.size)[:5000]
     assert diff._by_start(side.tree, given) == sorted(given.tolist(), key=lambda n: float(start[n]))
