@@ -28,7 +28,7 @@ from ..model.derived import memoized
 from ..model.errors import UnknownStep
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
-from .memory import memory_records
+from .memory import memory_owners, memory_records
 from .stacks import WEIGHTED_HOST_KINDS, FrameKind, FrameTree, frame_tree, levels
 from .steps import find_steps
 
@@ -57,9 +57,9 @@ def leaves(model: TraceModel, metric: str, merge: bool) -> Leaves:
     if metric == "self_device_us":
         return _device_leaves(model, frames)
     if metric == "alloc_bytes":
-        mem = memory_records(model)
-        keep = (mem.nbytes > 0) & (mem.owner >= 0)
-        owner = mem.owner[keep]
+        mem, owners = memory_records(model), memory_owners(model)
+        keep = (mem.nbytes > 0) & (owners >= 0)
+        owner = owners[keep]
         return Leaves(frames.node_frame[owner], mem.nbytes[keep].astype(np.float64), mem.ts[keep], owner)
     host = frames.node_frame >= 0
     if metric == "calls":

@@ -44,9 +44,12 @@ def _device_mask(codes: np.ndarray, labels: Sequence[str], label: str) -> np.nda
 
 @dataclass(frozen=True)
 class MemoryRecords:
-    """The ``[memory]`` records in time order, with their device and owning operator node. The device is a code
-    into ``labels`` (the distinct labels, sorted), not a label per record: a 2 GB trace holds 0.7 M records."""
+    """The ``[memory]`` records in time order, with their device. The device is a code into ``labels`` (the
+    distinct labels, sorted), not a label per record: a 2 GB trace holds 0.7 M records. Their owning operators are
+    :func:`memory_owners`, apart: the Overview reads the curve's peaks only, and finding each record's operator in the
+    host tree was an eighth of its time at 2 GB (0.42 of 3.5 s, 2-core VM)."""
 
+    rows: np.ndarray  # event row of each record
     ts: np.ndarray
     nbytes: np.ndarray
     addr: np.ndarray
@@ -54,7 +57,6 @@ class MemoryRecords:
     reserved: np.ndarray
     device: np.ndarray  # per record: its label's index in ``labels``
     labels: list[str]
-    owner: np.ndarray  # host-tree node of the deepest containing operator, -1 if none
     has_addresses: bool
 
     def on(self, label: str) -> np.ndarray:
@@ -74,18 +76,26 @@ def memory_records(model: TraceModel) -> MemoryRecords:
     timed = np.flatnonzero(np.isfinite(ev["ts"][mem["row"]]))  # a record without a usable time is on no curve
     order = timed[np.argsort(ev["ts"][mem["row"][timed]], kind="stable")]
     rows = mem["row"][order]
-    ts = ev["ts"][rows]
+    device, labels = _device_codes(mem["device_type"][order], mem["device_id"][order])
+    addr = mem["addr"][order]
+    return MemoryRecords(rows=rows, ts=ev["ts"][rows], nbytes=mem["bytes"][order], addr=addr,
+                         allocated=mem["total_allocated"][order], reserved=mem["total_reserved"][order],
+                         device=device, labels=labels, has_addresses=bool((addr >= 0).any()))
+
+
+@memoized
+def memory_owners(model: TraceModel) -> np.ndarray:
+    """Per record of :func:`memory_records`: the host-tree node of the deepest operator containing it on its thread,
+    -1 if none."""
+    rows = memory_records(model).rows
+    ev = model["events"]
     tree = host_tree(model)
     ops = np.flatnonzero((tree.kind == Kind.CPU_OP) & ~tree.merged)
     ev_pid, ev_tid = ev["pid"], ev["tid"]
     inner = innermost_containing(ev_pid[tree.rows[ops]], ev_tid[tree.rows[ops]], tree.start[ops], tree.end[ops],
-                                 ev_pid[rows], ev_tid[rows], ts, ordered=True)  # ops keep the tree's preorder
-    owner = take(ops, inner, -1)
-    device, labels = _device_codes(mem["device_type"][order], mem["device_id"][order])
-    addr = mem["addr"][order]
-    return MemoryRecords(ts=ts, nbytes=mem["bytes"][order], addr=addr, allocated=mem["total_allocated"][order],
-                         reserved=mem["total_reserved"][order], device=device, labels=labels, owner=owner,
-                         has_addresses=bool((addr >= 0).any()))
+                                 ev_pid[rows], ev_tid[rows], ev["ts"][rows], ordered=True)  # ops in preorder
+    owner: np.ndarray = take(ops, inner, -1)
+    return owner
 
 
 def _device_codes(device_type: np.ndarray, device_id: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -254,8 +264,9 @@ def memory_pairs(model: TraceModel) -> MemoryPairs:
     rows = kept[~paired_free]  # allocations, and frees with no allocation, in record (time) order
     is_alloc = rec.nbytes[rows] > 0
     free_of = freed_by[~paired_free]
-    names, name_texts = _display_names(model, rec.owner[rows])
-    stacks, stack_texts = _record_stacks(model, rec.owner[rows])
+    owner = memory_owners(model)[rows]
+    names, name_texts = _display_names(model, owner)
+    stacks, stack_texts = _record_stacks(model, owner)
     has_free = ~is_alloc | (free_of >= 0)
     return MemoryPairs(
         name=names, names=name_texts, device=rec.device[rows], devices=list(rec.labels),
@@ -451,9 +462,10 @@ def memory_statistics(model: TraceModel, start: float | None = None, end: float 
     ev = model["events"]
     lo = -np.inf if start is None else start
     hi = np.inf if end is None else end
-    pick = (rec.ts >= lo) & (rec.ts < hi) & (rec.owner >= 0)
+    owners = memory_owners(model)
+    pick = (rec.ts >= lo) & (rec.ts < hi) & (owners >= 0)
     codes = rec.device[pick]
-    owner, size = rec.owner[pick], rec.nbytes[pick].astype(np.float64)
+    owner, size = owners[pick], rec.nbytes[pick].astype(np.float64)
     out: list[dict[str, Any]] = []
     levels = list(reversed(tree_levels(model)[1:]))
     for code in rec.devices_of(pick):

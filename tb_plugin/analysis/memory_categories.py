@@ -32,7 +32,7 @@ from ..model.kinds import Kind
 from ..model.memory_categories import CATEGORIES
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
-from .memory import memory_records
+from .memory import memory_owners, memory_records
 from .memory_phases import BACKWARD_PREFIX, Phase, Phases, training_phases
 
 C = {name: i for i, name in enumerate(CATEGORIES)}
@@ -119,7 +119,7 @@ def allocations(model: TraceModel) -> Allocations:
     devices, dev, alloc_rec, free_rec, nbytes = _pairs(model)
     alloc_us = take(rec.ts, alloc_rec, -np.inf)
     free_us = take(rec.ts, free_rec, np.inf)
-    owner = take(rec.owner, alloc_rec, -1)
+    owner = take(memory_owners(model), alloc_rec, -1)
     phases = training_phases(model)
     top = _top_operator(model)
     top_of = take(top, owner, -1)

@@ -52,7 +52,7 @@ from ..analysis.diagnosis.evidence import host_gap_intervals
 from ..analysis.diagnosis.gpu_time import gpu_idle
 from ..analysis.idle import KERNEL_WAIT_US, idle_time
 from ..analysis.launches import device_work, launch_stats
-from ..analysis.memory import MemoryRecords, memory_records
+from ..analysis.memory import MemoryRecords, memory_owners, memory_records
 from ..analysis.modules import TIMELINE_LIMIT, module_timeline_view, module_view
 from ..analysis.operators import call_stacks, operator_nodes, subtree_device_time
 from ..analysis.overview import overview
@@ -80,7 +80,7 @@ from .encoding import Encoded, encode
 log = logging.getLogger(__name__)
 
 MARKER = "warm.json"  # written last by the loader: the parts whose files are whole
-_VERSION = 1
+_VERSION = 2  # 2: the memory records' owners stored apart (a stored part of version 1 is computed again)
 
 # the defaults of the routes' parameters that the pages ask for first (routes.py validates the same)
 LIMIT = 500  # launch_stats, cupti_counters, roofline
@@ -167,6 +167,7 @@ MEMOS: dict[str, Callable[..., Any]] = {
     "operator_nodes": operator_nodes,
     "call_stacks": call_stacks,
     "memory_records": memory_records,
+    "memory_owners": memory_owners,
     "breakdown": breakdown,
     "operator_table": operators.operator_table,
     "kernel_table": kernels.kernel_table,
@@ -174,12 +175,12 @@ MEMOS: dict[str, Callable[..., Any]] = {
 
 
 # From this many events on, the parts also store what the server's other views would build again (the host tree,
-# the operator nodes, the call stacks, the memory records; the steps' breakdown and the Operator and Kernel tables by
-# name, which the diff of two runs reads: the 2 GB trace's first diff 0.49 s with none of them, 2-core VM), and hand
-# the parts forked after them what they built (:data:`HANDOFF`): the server computes those views in the background
-# there (``answers.PROGRESSIVE_EVENTS``), seconds each (the 10 GB trace's table by input shape 19.1 s, 2.1 s with
-# them). Below it they take a fraction of a second, and storing them would only grow the entry (by a quarter) and
-# delay "ready" (the 164 MB trace's parts are computed before it: 1.34 → 1.42 s on the 2-core VM).
+# the operator nodes, the call stacks, the memory records and their owners; the steps' breakdown and the Operator and
+# Kernel tables by name, which the diff of two runs reads: the 2 GB trace's first diff 0.49 s with none of them,
+# 2-core VM), and hand the parts forked after them what they built (:data:`HANDOFF`): the server computes those views
+# in the background there (``answers.PROGRESSIVE_EVENTS``), seconds each (the 10 GB trace's table by input shape
+# 19.1 s, 2.1 s with them). Below it they take a fraction of a second, and storing them would only grow the entry
+# (by a quarter) and delay "ready" (the 164 MB trace's parts are computed before it: 1.34 → 1.42 s on the 2-core VM).
 SERVER_MEMOS_EVENTS = 1_000_000
 
 
@@ -192,7 +193,7 @@ def memos(model: TraceModel, ctx: Context) -> dict[str, list[tuple[str, tuple[An
         "timeline": [("depths", ()), ("launches", ()), ("counters", ()), ("pyramids", ())], "modules": []}
     if model.n_events >= SERVER_MEMOS_EVENTS:
         out["overview"] += [("memory_records", ()), ("breakdown", ())]
-        out["tables"] += [("host_tree", ()), ("operator_nodes", ()), ("call_stacks", ()),
+        out["tables"] += [("host_tree", ()), ("operator_nodes", ()), ("call_stacks", ()), ("memory_owners", ()),
                           ("operator_table", ("name",)), ("kernel_table", ("name",))]
     if distributed(model):
         out["overview"].append(("rank_summary", (ctx.worker,)))
@@ -536,7 +537,7 @@ def _fork_parts(model: TraceModel, ctx: Context, folder: Path, parts: list[str],
 AHEAD: dict[str, tuple[Callable[[TraceModel], Any], ...]] = {
     "overview": (host_tree, python_frames, breakdown, gpu_idle, operator_nodes, memory_records, op_work,
                  host_gap_intervals, subtree_device_time, kernel_work),
-    "tables": (host_tree, operator_nodes, call_stacks, time_range_us, source_files),
+    "tables": (host_tree, operator_nodes, call_stacks, time_range_us, source_files, memory_owners),
     "gpu": (lambda m: _sequences(m, SEQUENCE_LENGTH), host_tree, find_steps, counter_join, device_work, op_work),
     "timeline": (counters._sources, flows._launches),  # beside the index, which they do not read
 }

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tb_plugin.analysis.memory import memory_records
+from tb_plugin.analysis.memory import memory_owners, memory_records
 from tb_plugin.analysis.operators import call_stacks, operator_nodes
 from tb_plugin.analysis.rank_summary import _summary
 from tb_plugin.api import answers, warm
@@ -188,16 +188,16 @@ def test_the_pages_first_requests_read_the_stored_answers(tensorboard_app: Any, 
     assert len(read) == len(FIRST) and computed == ["x"]  # another grouping: computed as before
 
 
-SERVER_MEMOS = (host_tree, operator_nodes, call_stacks, memory_records)
+SERVER_MEMOS = (host_tree, operator_nodes, call_stacks, memory_records, memory_owners)
 
 
 def test_a_big_traces_parts_store_what_the_servers_other_views_read(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """From ``warm.SERVER_MEMOS_EVENTS`` on, the tables part stores the host tree, operator nodes and call stacks
-    and the Operator and Kernel tables by name, the Overview part the memory records and the steps' breakdown; the
-    server's model gets them as read-only views of the entry's files and its other views (another grouping, the
-    memory curve, modules, the diff of two runs and its drill-down) answer what a model computing them itself
-    does, the diff computing none of what it reads."""
+    """From ``warm.SERVER_MEMOS_EVENTS`` on, the tables part stores the host tree, operator nodes, call stacks, the
+    memory records' owners and the Operator and Kernel tables by name, the Overview part the memory records and the
+    steps' breakdown; the server's model gets them as read-only views of the entry's files and its other views
+    (another grouping, the memory curve, statistics and events, modules, the diff of two runs and its drill-down)
+    answer what a model computing them itself does, the diff computing none of what it reads."""
     from tb_plugin.analysis import diff, kernels, memory, modules, operators
     from tb_plugin.analysis.steps import breakdown
     from tb_plugin.loader import load_trace
@@ -213,7 +213,7 @@ def test_a_big_traces_parts_store_what_the_servers_other_views_read(tmp_path: Pa
     warm.WarmViews().attach(model, entry)  # type: ignore[arg-type]  # a folder, as a loader gives it
     stored = {fn: model.memo[_key(fn, ())] for fn in SERVER_MEMOS}
     arrays = [stored[host_tree].rows, stored[operator_nodes].node, stored[call_stacks].codes,
-              stored[memory_records].ts]
+              stored[memory_records].ts, stored[memory_owners]]
     assert not any(a.flags.writeable for a in arrays), "views of the entry's files, not computed here"
     fresh = load(str(entry))
     tables = {(fn, ("name",)): model.memo[_key(fn, ("name",))] for fn in (operators.operator_table, kernels.kernel_table)}
@@ -222,6 +222,7 @@ def test_a_big_traces_parts_store_what_the_servers_other_views_read(tmp_path: Pa
     other = load(str(entry))  # a second run to compare with, as the diff view is asked (its own stored results)
     warm.WarmViews().attach(other, entry)  # type: ignore[arg-type]
     for view in (lambda m: operators.operator_view(m, "name_shape", ""), memory.memory_curve, modules.module_view,
+                 lambda m: memory.memory_statistics(m), lambda m: memory.memory_events(m, None, None, None),
                  lambda m: diff.diff_summary(m, other if m is model else fresh),
                  lambda m: diff.diff_node(m, other if m is model else fresh, "0")):
         assert view(model) == view(fresh)

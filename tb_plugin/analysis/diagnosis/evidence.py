@@ -25,6 +25,7 @@ from ...model.tables import TraceModel
 from .. import launches
 from ..idle import idle_time
 from ..operators import operator_nodes
+from ..python_frames import python_frames
 from ..steps import breakdown, find_steps, role_intervals
 from .causes import claimed, claims, graph_kernels, optimizer_work
 from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
@@ -66,13 +67,43 @@ def host_gap_intervals(model: TraceModel) -> iv.Intervals:
     time charged to host syncs (``sync_cost``) and the time the root causes claim (``causes.claims``: allocator
     churn, compilation, host compute, an unfused optimizer's launch gaps) not counted (they have findings of their
     own): the time a faster host would give back to the GPU."""
-    ev = model["events"]
-    host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION))
-    host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
-    busy = iv.subtract(_spans(model, host), loader_intervals(model))
+    busy = iv.subtract(host_busy(model), loader_intervals(model))
     busy = iv.subtract(busy, creation_intervals(model))
     idle = iv.subtract(iv.subtract(gpu_idle(model), sync_cost(model).charged), claimed(model))
     return iv.intersect(idle, busy)
+
+
+def host_busy(model: TraceModel) -> iv.Intervals:
+    """The union of the host's operators, annotations and Python frames, the steps themselves aside: exactly
+    ``_spans`` of them all, from the few not inside another of them (nested by the host tree and the Python frames,
+    each checked to lie within its parent). A union of all 3.9 M of a 2 GB trace took 0.2-0.3 s, most of it
+    faulting in its temporaries' fresh pages."""
+    ev = model["events"]
+    tree, frames = host_tree(model), python_frames(model)
+    member = np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & ~_steps(model, ev["name"][tree.rows])
+    inside = _within_parent(tree.parent, tree.start, tree.end, member)
+    frame = ~_steps(model, frames.name)
+    in_frame = _within_parent(frames.parent, frames.start, _ends(model, frames.rows), frame)
+    rows = np.concatenate([tree.rows[member & ~inside], frames.rows[frame & ~in_frame]])
+    return iv.union(ev["ts"][rows], _ends(model, rows))
+
+
+def _steps(model: TraceModel, names: np.ndarray) -> np.ndarray:
+    return name_mask(model, names, lambda s: s.startswith("ProfilerStep#"))
+
+
+def _within_parent(parent: np.ndarray, start: np.ndarray, end: np.ndarray, member: np.ndarray) -> np.ndarray:
+    """Which nodes lie within their parent (``parent`` < 0: none), the parent a ``member`` too."""
+    up = np.maximum(parent, 0)
+    found: np.ndarray = (parent >= 0) & member[up] & (start[up] <= start) & (end[up] >= end)
+    return found
+
+
+def _ends(model: TraceModel, rows: np.ndarray) -> np.ndarray:
+    """The events' ends as ``_spans`` takes them."""
+    ev = model["events"]
+    end: np.ndarray = ev["ts"][rows] + np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0).clip(min=0.0)
+    return end
 
 
 def host_gap(model: TraceModel) -> PerStep:
