@@ -10,7 +10,8 @@ is computed in a forked process as ``warm._fork_parts`` runs it: ``warm.compute_
 threads) and ``model.heap.trimming`` where ``warm.trim_period`` says; ``--no-ahead`` and ``--no-trim`` leave those
 out. This process samples the child's anonymous memory (``/proc/PID/smaps_rollup``) every 5 ms: the peak growth over
 its size at the fork is what the part adds (``warm.PART_BYTES_PER_EVENT`` is that, per event). Prints one JSON line
-per run. Glibc's allocator settings (``MALLOC_ARENA_MAX`` …) apply when set in the environment. Each part after
+per run, with the part's user and system CPU seconds and page faults. Glibc's allocator settings (``MALLOC_ARENA_MAX``
+…) and numpy's huge pages (``NUMPY_MADVISE_HUGEPAGE=0``) apply when set in the environment. Each part after
 the first is given what the ones before handed off (``warm.HANDOFF``), as the loader gives it to the parts it forks
 after one ends (the tables after the Overview read its host tree).
 """
@@ -66,15 +67,18 @@ def measure(model: TraceModel, part: str, ahead: bool, trim: bool, out: Path, in
         os._exit(0)
     started, base = time.monotonic(), anonymous(pid)
     peak = base
-    while not os.waitpid(pid, os.WNOHANG)[0]:
+    while not (ended := os.wait4(pid, os.WNOHANG))[0]:
         with contextlib.suppress(OSError):
             peak = max(peak, anonymous(pid))
         time.sleep(0.005)
-    grown = peak - base
+    grown, usage = peak - base, ended[2]
     return {"part": part, "ahead": ahead, "trim_period_s": warm.trim_period([part], model.n_events) if trim else None,
             "events": model.n_events, "seconds": round(time.monotonic() - started, 2),
             "added_mb": round(grown / 1e6, 1), "bytes_per_event": round(grown / max(1, model.n_events)),
-            "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX")}
+            # the part's CPU: its own and the kernel's for it (page faults: fresh memory zeroed), its page faults
+            "user_s": round(usage.ru_utime, 2), "sys_s": round(usage.ru_stime, 2), "minor_faults": usage.ru_minflt,
+            "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX"),
+            "numpy_madvise_hugepage": os.environ.get("NUMPY_MADVISE_HUGEPAGE")}
 
 
 def measure_inline(model: TraceModel, ctx: warm.Context, part: str, out: Path) -> dict[str, object]:
