@@ -193,9 +193,9 @@ SERVER_MEMOS = (host_tree, operator_nodes, call_stacks, memory_records, memory_o
 
 def test_a_big_traces_parts_store_what_the_servers_other_views_read(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """From ``warm.SERVER_MEMOS_EVENTS`` on, the tables part stores the host tree, operator nodes, call stacks, the
-    memory records' owners and the Operator and Kernel tables by name, the Overview part the memory records and the
-    steps' breakdown; the server's model gets them as read-only views of the entry's files and its other views
+    """From ``warm.SERVER_MEMOS_EVENTS`` on, the tables part stores the host tree, operator nodes, call stacks and
+    the Operator and Kernel tables by name, the Overview part the memory records and the steps' breakdown, the Module
+    page's part the memory records' owners; the server's model gets them as read-only views of the entry's files and its other views
     (another grouping, the memory curve, statistics and events, modules, the diff of two runs and its drill-down)
     answer what a model computing them itself does, the diff computing none of what it reads."""
     from tb_plugin.analysis import diff, kernels, memory, modules, operators
