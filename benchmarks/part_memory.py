@@ -11,7 +11,7 @@ threads) and ``model.heap.trimming`` where ``warm.trim_period`` says; ``--no-ahe
 out. This process samples the child's anonymous memory (``/proc/PID/smaps_rollup``) every 5 ms: the peak growth over
 its size at the fork is what the part adds (``warm.PART_BYTES_PER_EVENT`` is that, per event). Prints one JSON line
 per run, with the part's user and system CPU seconds and page faults. Glibc's allocator settings (``MALLOC_ARENA_MAX``
-…) and numpy's huge pages (``NUMPY_MADVISE_HUGEPAGE=0``) apply when set in the environment. Each part after
+…) apply when set in the environment; ``--huge-pages`` sets numpy's huge pages in the part's process. Each part after
 the first is given what the ones before handed off (``warm.HANDOFF``), as the loader gives it to the parts it forks
 after one ends (the tables after the Overview read its host tree).
 """
@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
 
 from tb_plugin.api import warm
 from tb_plugin.loader import load_trace
@@ -53,13 +55,14 @@ def mapped_model(trace: Path, folder: Path) -> TraceModel:
     return model
 
 
-def measure(model: TraceModel, part: str, ahead: bool, trim: bool, out: Path, inline: bool = False
-            ) -> dict[str, object]:
+def measure(model: TraceModel, part: str, ahead: bool, trim: bool, out: Path, inline: bool = False,
+            huge_pages: bool = True) -> dict[str, object]:
     ctx = warm.Context(worker="bench", filename="bench", size=1)
     if inline:
         return measure_inline(model, ctx, part, out)
     pid = os.fork()
     if pid == 0:
+        np._core.multiarray._set_madvise_hugepage(huge_pages)  # type: ignore[attr-defined]  # NUMPY_MADVISE_HUGEPAGE
         period = warm.trim_period([part], model.n_events) if trim else None
         with trimming(period), warm._ahead(model, [part]) if ahead else contextlib.nullcontext(), \
                 warm.handing_off(model, [part], out):
@@ -77,8 +80,7 @@ def measure(model: TraceModel, part: str, ahead: bool, trim: bool, out: Path, in
             "added_mb": round(grown / 1e6, 1), "bytes_per_event": round(grown / max(1, model.n_events)),
             # the part's CPU: its own and the kernel's for it (page faults: fresh memory zeroed), its page faults
             "user_s": round(usage.ru_utime, 2), "sys_s": round(usage.ru_stime, 2), "minor_faults": usage.ru_minflt,
-            "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX"),
-            "numpy_madvise_hugepage": os.environ.get("NUMPY_MADVISE_HUGEPAGE")}
+            "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX"), "huge_pages": huge_pages}
 
 
 def measure_inline(model: TraceModel, ctx: warm.Context, part: str, out: Path) -> dict[str, object]:
@@ -117,14 +119,18 @@ def main() -> None:
     parser.add_argument("--inline", action="store_true",
                         help="compute in this process (no fork, threads or trims), as a measure of what they cost")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--huge-pages", choices=("on", "off", "alternate"), default="on",
+                        help="numpy's madvise(MADV_HUGEPAGE) of large arrays in the part's process (alternate: on, "
+                             "off, on, ... run by run)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="part-memory-model-") as folder:
         model = mapped_model(args.trace, Path(folder))
         for part in args.part or ["overview"]:
             for run in range(args.repeat):
                 with tempfile.TemporaryDirectory(prefix="part-memory-") as out:
+                    huge = args.huge_pages == "on" or (args.huge_pages == "alternate" and run % 2 == 0)
                     print(json.dumps(measure(model, part, not args.no_ahead, not args.no_trim, Path(out),
-                                             args.inline)), flush=True)
+                                             args.inline, huge)), flush=True)
                     # as the loader: the parts after this one read what it handed off (mapped: the files may go)
                     warm._take_handoff(model, Path(out), part, run == args.repeat - 1 and not args.inline)
 
