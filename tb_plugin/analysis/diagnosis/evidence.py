@@ -89,6 +89,7 @@ def host_busy(model: TraceModel) -> iv.Intervals:
 
 
 def _steps(model: TraceModel, names: np.ndarray) -> np.ndarray:
+    """Which names are the profiler's steps: they span the whole step, so as host work they would hide every gap."""
     return name_mask(model, names, lambda s: s.startswith("ProfilerStep#"))
 
 
