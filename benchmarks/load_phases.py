@@ -23,6 +23,8 @@ covers), so that they add up to "ready" exactly; then the phases after ready (th
 at most its cores). ``--spill-mb N`` inflates text beyond N MB into the scratch file (``read.SPILL_BYTES``), as a
 > 3 GB text would. ``--mode`` is ``bench_ready.py``'s (``h29b``: the plugin's own ready rule). ``--cores N`` lets
 the loader take N processes whatever its cores (a rehearsal of a many-core layout; its times then mean nothing).
+``--views-bytes-per-event N`` sets the stored views' memory bound (``jobs.budget.VIEWS_BYTES_PER_EVENT``): what
+runs side by side (at 2 GB, 400 lets the Overview start beside the Trace view's index).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 ENV_DIR = "LOAD_PHASES_DIR"
 ENV_SPILL = "LOAD_PHASES_SPILL_MB"
 ENV_CORES = "LOAD_PHASES_CORES"
+ENV_VIEWS = "LOAD_PHASES_VIEWS_BYTES"
 MODULE = "benchmarks.load_phases"
 
 # ---- recording: in every process of the load ------------------------------------------------------------------
@@ -153,7 +156,7 @@ def install() -> None:
 
     from tb_plugin import loader
     from tb_plugin.api import warm
-    from tb_plugin.jobs import entries, handover, local, opening, scheduler, worker
+    from tb_plugin.jobs import budget, entries, handover, local, opening, scheduler, worker
     from tb_plugin.loader import columns, read, stream
     from tb_plugin.model import heap
 
@@ -162,6 +165,9 @@ def install() -> None:
         read.SPILL_BYTES = int(spill) << 20
     if cores:  # a rehearsal of a many-core layout (see --cores)
         worker.default_parts = lambda: int(cores)  # type: ignore[attr-defined]
+    views = os.environ.get(ENV_VIEWS)
+    if views:  # the stored views' memory bound (see --views-bytes-per-event)
+        budget.VIEWS_BYTES_PER_EVENT = int(views)
     wrap(worker, "run_job", "loader: run_job", start=True)  # the server kills it once answered (nothing left to do)
     hooks: list[tuple[Any, str, str, Detail | None]] = [
         (loader, "read_source", "loader: read the file", _mb),
@@ -688,6 +694,9 @@ def main() -> None:
     parser.add_argument("--spill-mb", type=int, default=0, help="inflate text beyond this many MB to a scratch file")
     parser.add_argument("--cores", type=int, default=0, help="let the loader take this many processes whatever its "
                         "cores (to rehearse the many-core layout on a small machine: its times then mean nothing)")
+    parser.add_argument("--views-bytes-per-event", type=int, default=0,
+                        help="the stored views' processes' memory bound per event (jobs.budget.VIEWS_BYTES_PER_EVENT): "
+                        "what runs side by side, e.g. the Overview beside the Trace view's index")
     parser.add_argument("--no-after", action="store_true", help="do not wait for the views left for after ready")
     parser.add_argument("--interval", type=float, default=0.1, help="sampler period, s (cores and PSS)")
     parser.add_argument("--no-pss", action="store_true", help="sample CPU only (each PSS read walks a process's page "
@@ -700,6 +709,8 @@ def main() -> None:
         os.environ[ENV_SPILL] = str(args.spill_mb)
     if args.cores:
         os.environ[ENV_CORES] = str(args.cores)
+    if args.views_bytes_per_event:
+        os.environ[ENV_VIEWS] = str(args.views_bytes_per_event)
     result = measure(args.trace.resolve(), args.parts, args.mode, not args.no_after, args.interval, not args.no_pss,
                      args.startup)
     print(report(result), flush=True)
