@@ -125,7 +125,8 @@ def parts_for(size_bytes: int, gzip: bool, loading: int) -> int:
 # fits beside those running. So a trace of up to about a million events computes its parts side by side, and the
 # 2 GB trace one after the other: there the tree's peak is the one part's (2.93-2.97 GB measured with the Overview
 # alone), where two parts at once raised it to 3.1-3.3 GB (the tables beside the GPU insights) and 4.5 GB (the
-# Overview beside the tables or the index).
+# Overview beside the tables or the index). Measured again in session 48 (benchmarks/README.md): the Overview beside
+# the index 2,417 MB against 1,888 MB after it, and no sooner (each slowed the other on the lent host's cores).
 VIEWS_BYTES_PER_EVENT = 300
 VIEWS_MIN_BYTES = 1 << 30
 
