@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.names import STEP_PREFIX
@@ -61,7 +62,7 @@ def annotation_times(model: TraceModel) -> dict[str, Any]:
     tree = host_tree(model)
     ev = model["events"]
     names = ev["name"][tree.rows]
-    steps = np.isin(names, model.codes_where(lambda s: s.startswith(STEP_PREFIX)))
+    steps = isin_ints(names, model.codes_where(lambda s: s.startswith(STEP_PREFIX)))
     is_ann = (tree.kind == Kind.USER_ANNOTATION) & ~steps & (tree.parent != -2)
     nodes = np.flatnonzero(is_ann)
     if len(nodes) == 0:

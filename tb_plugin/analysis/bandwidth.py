@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.series import Levels, integral, levels_of
@@ -34,7 +35,7 @@ def copy_rates(model: TraceModel) -> dict[tuple[int, str], tuple[np.ndarray, Lev
     """Per (device, direction): the positions in ``device_work`` of its copies and the GB/s step function."""
     work = device_work(model)
     nbytes = model["device_events"]["nbytes"].astype(np.float64)
-    copies = np.flatnonzero(np.isin(work.kind, (Kind.MEMCPY, Kind.MEMSET)) & np.isfinite(work.start))
+    copies = np.flatnonzero(isin_ints(work.kind, (Kind.MEMCPY, Kind.MEMSET)) & np.isfinite(work.start))
     names = {int(c): model.strings[int(c)] for c in np.unique(work.name[copies]).tolist()}
     direction = np.array([direction_of(names[int(c)], k == Kind.MEMSET)
                           for c, k in zip(work.name[copies].tolist(), work.kind[copies].tolist())], dtype=object)

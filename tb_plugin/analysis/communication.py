@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import intervals as iv
+from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.lookups import row_lookup
@@ -162,7 +163,7 @@ def _host_candidates(model: TraceModel, comm_row: np.ndarray) -> np.ndarray:
     """Event rows of host collective spans: a collective's name, or the collective args (waits excluded)."""
     ev = model["events"]
     comms = model["comms"]
-    host = np.isin(ev["kind"], HOST_KINDS) & np.isfinite(ev["ts"])
+    host = isin_ints(ev["kind"], HOST_KINDS) & np.isfinite(ev["ts"])
     by_args = np.zeros(model.n_events, dtype=bool)
     names = [model.text(int(c)) or "" for c in comms["collective_name"].tolist()]
     real = np.fromiter((normalize_collective(n) not in _NOT_COLLECTIVES for n in names), bool, len(names))

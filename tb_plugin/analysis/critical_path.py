@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.errors import UnknownAnnotation, UnknownStep
 from ..model.kinds import Kind
@@ -151,7 +152,7 @@ class _Walk:
         self.ends = self.work.end[self.by_end]
         self.tree = host_tree(model)
         ev = model["events"]
-        self.sync = np.isin(ev["name"][self.tree.rows], [model.code(n) for n in _SYNC_NAMES])
+        self.sync = isin_ints(ev["name"][self.tree.rows], [model.code(n) for n in _SYNC_NAMES])
         self.engines = engine_threads(model, *main) if main[0] >= 0 else []
         self.engine_ends = [(ends, ends.tolist()) for _, ends in self.engines]
         self.pieces: dict[tuple[int, int], _Pieces] = {}  # by thread, as the walk reaches it

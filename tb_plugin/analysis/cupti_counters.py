@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.arrays import take
+from ..model.arrays import isin_ints, take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.lookups import tree_node_of_row
@@ -74,7 +74,7 @@ def _by_kernel_name(model: TraceModel, ranges: np.ndarray) -> np.ndarray:
 def _by_launch_order(model: TraceModel, ranges: np.ndarray) -> np.ndarray:
     """Per range: the host-tree node of the n-th kernel launch call (HTA's rule), all -1 unless counts agree."""
     ev = model["events"]
-    launch = np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER)) & name_mask(
+    launch = isin_ints(ev["kind"], (Kind.RUNTIME, Kind.DRIVER)) & name_mask(
         model, ev["name"], lambda s: _LAUNCH.match(s) is not None)
     rows = np.flatnonzero(launch)
     if len(rows) != len(ranges):

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.errors import UnknownStep
 from ..model.optree import host_tree
@@ -63,7 +64,7 @@ def leaves(model: TraceModel, metric: str, merge: bool) -> Leaves:
         return Leaves(frames.node_frame[owner], mem.nbytes[keep].astype(np.float64), mem.ts[keep], owner)
     host = frames.node_frame >= 0
     if metric == "calls":
-        host &= np.isin(tree.kind, WEIGHTED_HOST_KINDS)
+        host &= isin_ints(tree.kind, WEIGHTED_HOST_KINDS)
         nodes = np.flatnonzero(host)
         return Leaves(frames.node_frame[nodes], np.ones(len(nodes)), tree.start[nodes], nodes)
     dur = tree.end - tree.start
@@ -91,7 +92,7 @@ def _under_operator(model: TraceModel, name: str) -> np.ndarray:
     code = model.code(name)
     if code < 0:
         return np.zeros(tree.size, dtype=bool)
-    flag: np.ndarray = (model["events"]["name"][tree.rows] == code) & np.isin(tree.kind, WEIGHTED_HOST_KINDS)
+    flag: np.ndarray = (model["events"]["name"][tree.rows] == code) & isin_ints(tree.kind, WEIGHTED_HOST_KINDS)
     parent = np.where(tree.parent >= 0, tree.parent, -1)
     for level in levels(parent)[1:]:
         flag[level] |= flag[parent[level]]

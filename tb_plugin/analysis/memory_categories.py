@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model.arrays import take
+from ..model.arrays import isin_ints, take
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.memory_categories import CATEGORIES
@@ -87,7 +87,7 @@ def _top_operator(model: TraceModel) -> np.ndarray:
     """Per host-tree node: the outermost operator above it that is not a whole backward node (-1 if none)."""
     tree = host_tree(model)
     names = model["events"]["name"][tree.rows]
-    whole = np.isin(names, model.codes_where(lambda s: s.startswith(BACKWARD_PREFIX)))
+    whole = isin_ints(names, model.codes_where(lambda s: s.startswith(BACKWARD_PREFIX)))
     plain = (tree.kind == Kind.CPU_OP) & ~whole
     top = np.full(tree.size, -1, dtype=np.int64)
     by_depth = np.argsort(tree.depth, kind="stable")

@@ -20,6 +20,7 @@ from enum import IntEnum
 import numpy as np
 
 from ..model import intervals as iv
+from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.names import name_mask
@@ -82,7 +83,7 @@ def iv_contains(intervals: iv.Intervals, t: np.ndarray) -> np.ndarray:
 
 def _spans(model: TraceModel, kinds: tuple[int, ...], predicate: object) -> tuple[np.ndarray, np.ndarray]:
     ev = model["events"]
-    rows = np.flatnonzero(np.isin(ev["kind"], kinds) & name_mask(model, ev["name"], predicate)
+    rows = np.flatnonzero(isin_ints(ev["kind"], kinds) & name_mask(model, ev["name"], predicate)
                           & np.isfinite(ev["ts"]) & np.isfinite(ev["dur"]))
     return ev["ts"][rows], ev["ts"][rows] + np.maximum(ev["dur"][rows], 0.0)
 

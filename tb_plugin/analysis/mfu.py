@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.arrays import isin_ints
 from ..model.kinds import Kind
 from ..model.tables import TraceModel
 from .device_peaks import NO_OVERRIDE, PeakOverride
@@ -76,7 +77,7 @@ def _note(model: TraceModel, flops: float, roof: str | None, known: bool, gpu: b
 
 def _replays_graphs(model: TraceModel) -> bool:
     ev = model["events"]
-    calls = ev["name"][np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER))]
+    calls = ev["name"][isin_ints(ev["kind"], (Kind.RUNTIME, Kind.DRIVER))]
     return bool(matching(model, calls, lambda s: "GraphLaunch" in s).any())
 
 

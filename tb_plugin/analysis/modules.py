@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.arrays import group_rows, take, unique_pairs
+from ..model.arrays import group_rows, isin_ints, take, unique_pairs
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.nesting import nest
@@ -33,7 +33,7 @@ def _module_frames(model: TraceModel) -> np.ndarray:
     """Rows of the python table that are module frames."""
     py = model["python"]
     names = model["events"]["name"][py["row"]]
-    is_module = (py["module_id"] >= 0) | np.isin(names, model.codes_where(lambda s: s.startswith(MODULE_PREFIX)))
+    is_module = (py["module_id"] >= 0) | isin_ints(names, model.codes_where(lambda s: s.startswith(MODULE_PREFIX)))
     return np.flatnonzero(is_module)
 
 
@@ -208,7 +208,7 @@ def _forward_frames(model: TraceModel, frames: np.ndarray) -> np.ndarray:
     ``nn.Module`` frame and ``forward``, so a ``forward`` child or grandchild counts; the first in time wins."""
     py, ev = model["python"], model["events"]
     names = ev["name"][py["row"]]
-    forward = np.flatnonzero(np.isin(names, model.codes_where(
+    forward = np.flatnonzero(isin_ints(names, model.codes_where(
         lambda t: _SOURCE_FRAME.search(t) is not None and t.endswith("): forward"))))
     out = np.full(len(frames), -1, dtype=np.int64)
     if not len(forward) or not len(frames):
@@ -306,7 +306,7 @@ def lightning_hooks(model: TraceModel) -> list[dict[str, Any]]:
     """``[pl][profile]`` hook annotations on the host, aggregated by name."""
     ev = model["events"]
     codes = model.codes_where(lambda s: s.startswith(_PL_HOOK))
-    rows = np.flatnonzero(np.isin(ev["name"], codes) & np.isin(ev["kind"], (Kind.USER_ANNOTATION, Kind.CPU_OP)))
+    rows = np.flatnonzero(isin_ints(ev["name"], codes) & isin_ints(ev["kind"], (Kind.USER_ANNOTATION, Kind.CPU_OP)))
     if not len(rows):
         return []
     names, group = np.unique(ev["name"][rows], return_inverse=True)
@@ -323,7 +323,7 @@ def lightning_modules(model: TraceModel) -> list[dict[str, Any]]:
     """``[pl][module]<Type>: <dotted.name>`` events: hierarchy from the dotted names (longest existing prefix)."""
     ev = model["events"]
     codes = model.codes_where(lambda s: _PL_MODULE.match(s) is not None)
-    rows = np.flatnonzero(np.isin(ev["name"], codes))
+    rows = np.flatnonzero(isin_ints(ev["name"], codes))
     if not len(rows):
         return []
     stats: dict[str, dict[str, Any]] = {}
@@ -348,7 +348,7 @@ def has_modules(model: TraceModel) -> bool:
     if (py["module_id"] >= 0).any():
         return True
     ev = model["events"]
-    return bool(np.isin(ev["name"], model.codes_where(lambda s: s.startswith(("[pl][module]", _PL_HOOK)))).any())
+    return bool(isin_ints(ev["name"], model.codes_where(lambda s: s.startswith(("[pl][module]", _PL_HOOK)))).any())
 
 
 def module_view(model: TraceModel) -> dict[str, Any]:

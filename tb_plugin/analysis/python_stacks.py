@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model.arrays import isin_ints
 from ..model.nesting import MAX_JUMPS, previous_later_end
 from ..model.order import common_threads, sweep_order
 from ..model.tables import TraceModel
@@ -225,7 +226,7 @@ def source_chains(model: TraceModel) -> SourceChains:
     py = model["python"]
     parent = parent_frames(py["python_id"], py["parent_id"])
     names = model["events"]["name"][py["row"]].astype(np.int64)
-    source = np.isin(names, model.codes_where(lambda s: SOURCE_FRAME.search(s) is not None))
+    source = isin_ints(names, model.codes_where(lambda s: SOURCE_FRAME.search(s) is not None))
     length = _chain_lengths(parent)
     near = _nearest_source(parent, source)
     above = np.where(parent >= 0, near[np.maximum(parent, 0)], -1)  # a source frame's nearest source ancestor

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..model import intervals as iv
+from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.names import is_host_sync, name_mask
@@ -162,8 +163,8 @@ def _interval_sets(model: TraceModel) -> dict[str, iv.Intervals]:
     compute = iv.subtract(roles["Kernel"] if len(roles["Kernel"][0]) else roles["CPU Exec"], comm)
     ev = model["events"]
     ts, dur = ev["ts"], np.nan_to_num(ev["dur"], nan=0.0).clip(min=0.0)
-    sync = name_mask(model, ev["name"], is_host_sync) & np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER, Kind.CPU_OP))
-    host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
+    sync = name_mask(model, ev["name"], is_host_sync) & isin_ints(ev["kind"], (Kind.RUNTIME, Kind.DRIVER, Kind.CPU_OP))
+    host = isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
     host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
     blocked = iv.union(ts[sync], ts[sync] + dur[sync])
     working = iv.subtract(iv.union(ts[host], ts[host] + dur[host]), blocked)
@@ -174,7 +175,7 @@ def _interval_sets(model: TraceModel) -> dict[str, iv.Intervals]:
 def _process_id(model: TraceModel) -> int | None:
     """The host process of the trace: the pid of most host operators."""
     ev = model["events"]
-    pids = ev["pid"][np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION)) & (ev["pid"] >= 0)]
+    pids = ev["pid"][isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION)) & (ev["pid"] >= 0)]
     if not len(pids):
         return None
     values, counts = np.unique(pids, return_counts=True)
@@ -213,11 +214,11 @@ def host_waits(model: TraceModel) -> tuple[float, float]:
     if not steps.count:
         return 0.0, 0.0
     sync = name_mask(model, ev["name"], is_host_sync)
-    sync &= np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER, Kind.CPU_OP))
+    sync &= isin_ints(ev["kind"], (Kind.RUNTIME, Kind.DRIVER, Kind.CPU_OP))
     ts = ev["ts"]
     dur = np.nan_to_num(ev["dur"], nan=0.0).clip(min=0.0)
     waits = iv.union(ts[sync], ts[sync] + dur[sync])
-    host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
+    host = isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
     host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
     busy = iv.union(ts[host], ts[host] + dur[host])
     wait = iv.lengths_within(waits, steps.start, steps.end)

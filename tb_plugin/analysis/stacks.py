@@ -30,6 +30,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.kinds import Kind
 from ..model.lookups import side_row
@@ -305,9 +306,9 @@ def frame_tree(model: TraceModel, merge: bool = False) -> FrameTree:
     ev = model["events"]
     kind = tree.kind
     in_tree = tree.parent >= -1
-    hosted = np.flatnonzero(in_tree & np.isin(kind, WEIGHTED_HOST_KINDS + _LAUNCH_KINDS))
+    hosted = np.flatnonzero(in_tree & isin_ints(kind, WEIGHTED_HOST_KINDS + _LAUNCH_KINDS))
     base = np.full(tree.size, ROOT, dtype=np.int64)
-    weighted = hosted[np.isin(kind[hosted], WEIGHTED_HOST_KINDS)]
+    weighted = hosted[isin_ints(kind[hosted], WEIGHTED_HOST_KINDS)]
     base[weighted], has_python = _bases(model, b, weighted)
     name_kind = np.select([kind == Kind.CPU_OP, kind == Kind.USER_ANNOTATION], [FrameKind.OPERATOR,
                                                                                  FrameKind.ANNOTATION],

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import intervals as iv
-from ..model.arrays import take
+from ..model.arrays import isin_ints, take
 from ..model.derived import memoized
 from ..model.errors import UnknownCategory
 from ..model.kinds import DEVICE_KINDS, Kind
@@ -60,7 +60,7 @@ def _host_steps(model: TraceModel) -> tuple[list[str], np.ndarray, np.ndarray, l
     ``N (3)``… so that no step's time is lost and each can be picked by name.
     """
     ev = model["events"]
-    host = np.isin(ev["kind"], HOST_KINDS) & name_mask(model, ev["name"], lambda s: step_number(s) is not None)
+    host = isin_ints(ev["kind"], HOST_KINDS) & name_mask(model, ev["name"], lambda s: step_number(s) is not None)
     rows = np.flatnonzero(host & np.isfinite(ev["ts"]) & np.isfinite(ev["dur"]))
     rows = rows[np.argsort(ev["ts"][rows], kind="stable")]
     names: list[str] = []
@@ -120,7 +120,7 @@ def _negative_note(model: TraceModel) -> list[str]:
 
 def _event_bounds(model: TraceModel, kinds: tuple[int, ...]) -> tuple[float, float] | None:
     ev = model["events"]
-    mask = np.isin(ev["kind"], kinds) & np.isfinite(ev["ts"])
+    mask = isin_ints(ev["kind"], kinds) & np.isfinite(ev["ts"])
     if not mask.any():
         return None
     ts = ev["ts"][mask]
@@ -229,7 +229,7 @@ def _category_events(model: TraceModel, category: str) -> np.ndarray:
     elif category == "Runtime":
         mask = (kind == Kind.RUNTIME) | (kind == Kind.DRIVER)
     else:
-        host = np.isin(kind, HOST_KINDS)
+        host = isin_ints(kind, HOST_KINDS)
         loader = host & name_mask(model, names, is_dataloader)
         if category == "DataLoader":
             mask = loader

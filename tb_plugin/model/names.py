@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from .arrays import isin_ints
 from .tables import TraceModel
 
 STEP_PREFIX = "ProfilerStep#"
@@ -51,4 +52,4 @@ def is_collective_kernel(name: str) -> bool:
 def name_mask(model: TraceModel, names: np.ndarray, predicate: object) -> np.ndarray:
     """Boolean mask over a name-code column: which codes' strings satisfy ``predicate`` (checked once per code)."""
     codes = model.codes_where(predicate)
-    return np.isin(names, codes)
+    return isin_ints(names, codes)

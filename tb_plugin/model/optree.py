@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .arrays import take
+from .arrays import isin_ints, take
 from .derived import memoized
 from .kinds import Kind
 from .nesting import MAX_JUMPS, nest, previous_later_end
@@ -69,7 +69,7 @@ def host_tree(model: TraceModel) -> HostTree:
 
 def build_host_tree(model: TraceModel) -> HostTree:
     ev = model["events"]
-    rows = np.flatnonzero(np.isin(ev["kind"], TREE_KINDS) & np.isfinite(ev["ts"]))
+    rows = np.flatnonzero(isin_ints(ev["kind"], TREE_KINDS) & np.isfinite(ev["ts"]))
     start = ev["ts"][rows]
     dur = np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)
     end = start + dur
@@ -111,7 +111,7 @@ def launch_rows(model: TraceModel) -> np.ndarray:
     GPU views' launch delays need only this, so they never wait for the tree.
     """
     ev = model["events"]
-    rows = np.flatnonzero(np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER)) & np.isfinite(ev["ts"]))
+    rows = np.flatnonzero(isin_ints(ev["kind"], (Kind.RUNTIME, Kind.DRIVER)) & np.isfinite(ev["ts"]))
     corr = ev["correlation"][rows]
     rows, corr = rows[corr >= 0], corr[corr >= 0]
     order = np.argsort(corr, kind="stable")

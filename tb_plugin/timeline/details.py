@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..model import ids
+from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.lookups import side_row, tree_node_of_row
@@ -125,7 +126,7 @@ def search(model: TraceModel, query: str, offset: int, limit: int, exact: bool =
     ix = timeline_index(model)
     needle = query.lower()
     codes = model.codes_where((lambda s: s == query) if exact else (lambda s: needle in s.lower()))
-    hits = np.flatnonzero(np.isin(ix.name, codes))
+    hits = np.flatnonzero(isin_ints(ix.name, codes))
     order = np.argsort(ix.start[hits], kind="stable")
     hits = hits[order]
     page = hits[offset:offset + limit]

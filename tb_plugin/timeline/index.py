@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import ids
-from ..model.arrays import concat
+from ..model.arrays import concat, isin_ints
 from ..model.derived import memoized
 from ..model.kinds import DEVICE_KINDS, Kind
 from ..model.nesting import nest, workers
@@ -217,7 +217,7 @@ def _track_piece(ev: dict[str, np.ndarray], rows: np.ndarray, lo: int, out: _Col
         if b - a > SUMMARY_MIN_EVENTS:
             summaries[k] = summarize_lane(s[a:b], d[a:b], out.name[lo + a:lo + b], lo + a, t_min, bucket_us)
     return _Piece(depths=lane[first].astype(np.int16), offsets=offsets, summaries=summaries,
-                  gpu=bool(np.isin(ev["kind"][rows], _GPU_TRACK_KINDS).any()))
+                  gpu=bool(isin_ints(ev["kind"][rows], _GPU_TRACK_KINDS).any()))
 
 
 def _pieces(ev: dict[str, np.ndarray], rows: np.ndarray, bounds: list[tuple[int, int]], out: _Columns,
@@ -241,7 +241,7 @@ def _pieces(ev: dict[str, np.ndarray], rows: np.ndarray, bounds: list[tuple[int,
 def timeline_index(model: TraceModel) -> TimelineIndex:
     ev = model["events"]
     # Kineto's bookkeeping rows (textual pids such as "Spans" and "Traces") are not part of the program.
-    keep = np.isfinite(ev["ts"]) & ~np.isin(ev["kind"], _SKIPPED) & ~ids.is_text(ev["pid"])
+    keep = np.isfinite(ev["ts"]) & ~isin_ints(ev["kind"], _SKIPPED) & ~ids.is_text(ev["pid"])
     keep &= ~_unnamed_negative_pid(model)
     rows = np.flatnonzero(keep)
     start = ev["ts"][rows]

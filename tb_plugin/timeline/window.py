@@ -14,6 +14,7 @@ import numpy as np
 
 from ..analysis.steps import category_events, find_steps
 from ..model import ids
+from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.names import STEP_PREFIX
 from ..model.tables import TraceModel
@@ -66,7 +67,7 @@ def step_depths(model: TraceModel) -> dict[int, int]:
     """Per host track: the lane depth of its outermost ``ProfilerStep#N`` (tracks without one are absent)."""
     ix = timeline_index(model)
     codes = model.codes_where(lambda s: s.startswith(STEP_PREFIX))
-    pos = np.flatnonzero(np.isin(ix.name, codes)) if len(codes) else np.empty(0, np.int64)
+    pos = np.flatnonzero(isin_ints(ix.name, codes)) if len(codes) else np.empty(0, np.int64)
     lane = np.searchsorted(ix.lane_offsets, pos, side="right") - 1
     out: dict[int, int] = {}
     for track, depth in zip(ix.lane_track[lane].tolist(), ix.lane_depth[lane].tolist()):

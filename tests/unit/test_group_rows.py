@@ -1,11 +1,14 @@
-"""``arrays.group_rows`` gives ``np.unique(axis=0)``'s groups (first rows, group per row, in key order)."""
+"""``arrays.group_rows`` gives ``np.unique(axis=0)``'s groups (first rows, group per row, in key order);
+``arrays.unique_ints`` and ``arrays.isin_ints`` give ``np.unique``'s and ``np.isin``'s answers."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tb_plugin.model.arrays import group_rows, unique_ints
+from tb_plugin.model.arrays import group_rows, isin_ints, unique_ints
 
 
 def _reference(keys: list[np.ndarray]) -> tuple[list[int], list[int]]:
@@ -58,3 +61,41 @@ def test_unique_ints_is_np_unique(dtype: type, span: int) -> None:
                 assert len(got) == len(want)
                 for a, b in zip(got, want):
                     assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+
+
+INT_DTYPES = [np.uint8, np.int8, np.int16, np.uint16, np.int32, np.uint32, np.int64]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(INT_DTYPES), st.integers(-3, 5), st.integers(0, 70_000), st.integers(0, 60),
+       st.lists(st.integers(-6, 70_100), max_size=6), st.sampled_from([np.int64, np.int32, np.uint8, np.float64,
+                                                                       np.uint64]),
+       st.sampled_from(["tuple", "list", "array"]), st.integers(0, 2**32 - 1))
+def test_isin_ints_is_np_isin(dtype: type, low: int, span: int, n: int, test: list[int], test_dtype: type,
+                              form: str, seed: int) -> None:
+    """``arrays.isin_ints`` (a lookup table over small codes, ``np.isin`` beyond) answers what ``np.isin`` does,
+    dtype and shape included: codes from -1 ("none") to past the table, tests of any integer dtype, out of range,
+    negative, repeated or none, as a tuple (the kinds), a list or an array (string codes)."""
+    info = np.iinfo(dtype)
+    lo = max(low if info.min < 0 else 0, int(info.min))
+    hi = min(lo + span, int(info.max))
+    values = np.random.default_rng(seed).integers(lo, hi, n, endpoint=True).astype(dtype)
+    codes = np.asarray(test)
+    if test_dtype in (np.uint8, np.uint64):
+        codes = np.clip(np.abs(codes), 0, 255 if test_dtype is np.uint8 else None)
+    codes = codes.astype(test_dtype)
+    asked = tuple(codes.tolist()) if form == "tuple" else codes.tolist() if form == "list" else codes
+    got, want = isin_ints(values, asked), np.isin(values, asked)
+    assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_isin_ints_reads_a_table_for_small_codes() -> None:
+    """Kinds (uint8) and string codes (from -1) take the table: no ``np.isin`` call."""
+    kinds = np.array([1, 2, 7, 2, 12], dtype=np.uint8)
+    names = np.array([-1, 4, 1685, 3, -1], dtype=np.int32)
+    import unittest.mock as mock
+
+    with mock.patch.object(np, "isin", side_effect=AssertionError("np.isin called")):
+        assert isin_ints(kinds, (2, 12)).tolist() == [False, True, False, True, True]
+        assert isin_ints(names, [-1, 3]).tolist() == [True, False, False, True, True]
+        assert isin_ints(names, []).tolist() == [False] * 5

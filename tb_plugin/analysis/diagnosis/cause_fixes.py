@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ...model.arrays import isin_ints
 from ...model.kinds import Kind
 from ...model.tables import TraceModel
 from ..communication import collectives
@@ -138,7 +139,7 @@ def more_microbatches(model: TraceModel, factor: float) -> Change:
     micro-batch: ``factor`` times as many of a ``factor``-th the length, the same in all, so they stay."""
     col = collectives(model)
     names = np.asarray(col.name, dtype=object)
-    recv = np.flatnonzero(np.isin(names, ("recv", "sendrecv")) & ~np.asarray(col.on_host, dtype=bool))
+    recv = np.flatnonzero(isin_ints(names, ("recv", "sendrecv")) & ~np.asarray(col.on_host, dtype=bool))
     step = C.step_of(model, col.start[recv])
     recv, step = recv[step >= 0], step[step >= 0]
     order = np.lexsort((col.start[recv], step))

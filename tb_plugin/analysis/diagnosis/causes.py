@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model import intervals as iv
-from ...model.arrays import take
+from ...model.arrays import isin_ints, take
 from ...model.derived import memoized
 from ...model.kinds import DEVICE_KINDS, Kind
 from ...model.lookups import side_row, tree_node_of_row
@@ -116,7 +116,7 @@ class Allocator:
 def allocator_calls(model: TraceModel) -> Allocator:
     ev = model["events"]
     tree = host_tree(model)
-    nodes = np.flatnonzero(np.isin(tree.kind, (Kind.RUNTIME, Kind.DRIVER))
+    nodes = np.flatnonzero(isin_ints(tree.kind, (Kind.RUNTIME, Kind.DRIVER))
                            & name_mask(model, ev["name"][tree.rows], lambda s: _ALLOC.match(s) is not None))
     step = step_of(model, tree.start[nodes])
     nodes, step = nodes[step >= 0], step[step >= 0]
@@ -297,7 +297,7 @@ def compile_events(model: TraceModel) -> Compiles:
     ev = model["events"]
     tree = host_tree(model)
     names = ev["name"][tree.rows]
-    is_compile = np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(
+    is_compile = isin_ints(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(
         model, names, lambda s: _COMPILE.search(s) is not None)
     outer = is_compile & ~take(below(tree, is_compile), tree.parent, False).astype(bool)
     nodes = np.flatnonzero(outer)
@@ -340,7 +340,7 @@ def compile_overhead(model: TraceModel) -> iv.Intervals:
     names = ev["name"][tree.rows]
     c = compile_events(model)
     compiling = np.isin(tree.rows, c.rows)
-    wrapper = np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(
+    wrapper = isin_ints(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(
         model, names, lambda s: _WRAPPER.match(s) is not None) & _holds(tree, compiling)
     wrapper &= step_of(model, tree.start) >= 0
     call = below(tree, wrapper) & name_mask(model, names, lambda s: _GRAPH_CALL.match(s) is not None)
@@ -540,7 +540,7 @@ def below_device(model: TraceModel) -> np.ndarray:
     """Per host-tree node: does its subtree make a runtime or driver call (launch, copy, sync, allocation)? One pass
     per tree level, the deepest first."""
     tree = host_tree(model)
-    device = np.isin(tree.kind, (Kind.RUNTIME, Kind.DRIVER))
+    device = isin_ints(tree.kind, (Kind.RUNTIME, Kind.DRIVER))
     for at in reversed(tree.levels[1:]):
         device[tree.parent[at[device[at]]]] = True
     return device
@@ -595,7 +595,7 @@ def convolutions(model: TraceModel) -> Convolutions:
     compute = mine & ~name_mask(model, ev["name"][dev["row"]], lambda s: _HELPER_KERNEL.search(s) is not None)
     pairs = np.unique(np.stack([owner[compute], ev["name"][dev["row"][compute]]], axis=1), axis=0)
     kernels = np.bincount(pairs[:, 0], minlength=tree.size) if len(pairs) else np.zeros(tree.size, np.int64)
-    syncs = np.flatnonzero(np.isin(tree.kind, (Kind.RUNTIME, Kind.DRIVER)) & under
+    syncs = np.flatnonzero(isin_ints(tree.kind, (Kind.RUNTIME, Kind.DRIVER)) & under
                            & name_mask(model, names, lambda s: _SYNC.match(s) is not None))
     tuning = (kernels >= TUNE_KERNELS) & inner
     tuning[take(conv_of, syncs, -1)[take(conv_of, syncs, -1) >= 0]] = True
@@ -653,7 +653,8 @@ def graph_kernels(model: TraceModel) -> np.ndarray:
     ev = model["events"]
     launch = tree.device_launch
     names = take(ev["name"][tree.rows], launch, -1)
-    graph: np.ndarray = np.isin(names, model.codes_where(lambda s: _GRAPH_LAUNCH.match(s) is not None)) & (launch >= 0)
+    graph: np.ndarray = isin_ints(names, model.codes_where(lambda s: _GRAPH_LAUNCH.match(s) is not None)) & (
+        launch >= 0)
     return graph
 
 
@@ -671,7 +672,7 @@ def device_spans(model: TraceModel, rows: np.ndarray) -> iv.Intervals:
 
 
 def is_device(model: TraceModel, rows: np.ndarray) -> np.ndarray:
-    return np.isin(model["events"]["kind"][rows], DEVICE_KINDS)
+    return isin_ints(model["events"]["kind"][rows], DEVICE_KINDS)
 
 
 __all__ = ["Allocator", "Compiles", "HostCompute", "OptimizerWork", "Recompute", "allocator_calls",

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ...model.arrays import isin_ints
 from ...model.derived import memoized
 from ...model.kinds import DEVICE_KINDS, Kind
 from ...model.names import name_mask
@@ -57,7 +58,7 @@ def _has(model: TraceModel, pattern: re.Pattern[str], kinds: tuple[int, ...] | N
     ev = model["events"]
     mask = name_mask(model, ev["name"], lambda s: pattern.search(s) is not None)
     if kinds is not None:
-        mask &= np.isin(ev["kind"], kinds)
+        mask &= isin_ints(ev["kind"], kinds)
     return int(mask.sum())
 
 
@@ -65,7 +66,7 @@ def _dataloader(model: TraceModel) -> dict[str, Any]:
     """Iterator class and, where the trace shows them, the number of worker processes."""
     ev = model["events"]
     classes: Counter[str] = Counter()
-    for code in np.unique(ev["name"][np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))]).tolist():
+    for code in np.unique(ev["name"][isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))]).tolist():
         m = _ITERATOR.match(model.strings[int(code)])
         if m:
             classes[m.group(1)] += 1
@@ -115,7 +116,7 @@ def _world_size(model: TraceModel) -> int | None:
 def run_context(model: TraceModel) -> dict[str, Any]:
     """The detected context (see the module doc), with ``in_use`` tags and a one-line ``label``."""
     ev = model["events"]
-    cpu_only = not bool(np.isin(ev["kind"], (*DEVICE_KINDS, Kind.RUNTIME, Kind.DRIVER)).any())
+    cpu_only = not bool(isin_ints(ev["kind"], (*DEVICE_KINDS, Kind.RUNTIME, Kind.DRIVER)).any())
     loader = _dataloader(model)
     pinned = bool(_has(model, re.compile(r"^Memcpy HtoD \(Pinned"), DEVICE_KINDS)
                   or _has(model, re.compile(r"^aten::_?pin_memory$"), (Kind.CPU_OP,)))

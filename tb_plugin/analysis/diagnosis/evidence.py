@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...model import intervals as iv
-from ...model.arrays import take, unique_ints
+from ...model.arrays import isin_ints, take, unique_ints
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.lookups import tree_node_of_row
@@ -80,7 +80,7 @@ def host_busy(model: TraceModel) -> iv.Intervals:
     faulting in its temporaries' fresh pages."""
     ev = model["events"]
     tree, frames = host_tree(model), python_frames(model)
-    member = np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & ~_steps(model, ev["name"][tree.rows])
+    member = isin_ints(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & ~_steps(model, ev["name"][tree.rows])
     inside = _within_parent(tree.parent, tree.start, tree.end, member)
     frame = ~_steps(model, frames.name)
     in_frame = _within_parent(frames.parent, frames.start, _ends(model, frames.rows), frame)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...model import intervals as iv
+from ...model.arrays import isin_ints
 from ...model.kinds import Kind
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
@@ -613,7 +614,7 @@ def own_cause_rows(f: Facts) -> np.ndarray:
     match = f.model.codes_where(lambda s: _ADDRESS.sub("", s) == want)
     kinds = {"python": (Kind.PYTHON_FUNCTION,), "operator": (Kind.CPU_OP, Kind.USER_ANNOTATION),
              "kernel": (Kind.KERNEL,)}.get(cause["kind"], ())
-    rows: np.ndarray = np.flatnonzero(np.isin(ev["name"], match) & np.isin(ev["kind"], kinds))
+    rows: np.ndarray = np.flatnonzero(isin_ints(ev["name"], match) & isin_ints(ev["kind"], kinds))
     return rows
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ...model import intervals as iv
-from ...model.arrays import take
+from ...model.arrays import isin_ints, take
 from ...model.kinds import Kind
 from ...model.names import is_dataloader, name_mask, step_number
 from ...model.optree import host_tree
@@ -58,7 +58,7 @@ def _in_steps(model: TraceModel, mask: np.ndarray) -> np.ndarray:
 def input_wait(model: TraceModel) -> Change:
     """Input-bound: batches ready before they are asked for (workers prefetch): the DataLoader's waits vanish."""
     ev = model["events"]
-    rows = np.flatnonzero(np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
+    rows = np.flatnonzero(isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
                           & name_mask(model, ev["name"], is_dataloader))
     return DropHost(id="input_bound", label="DataLoader batches ready in time", rows=rows)
 
@@ -241,7 +241,7 @@ def even_out(model: TraceModel, extra_us: float) -> Change | None:
     if extra_us <= 0 or not steps.count:
         return None
     ev = model["events"]
-    host = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
+    host = isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
     host &= ~name_mask(model, ev["name"], lambda s: step_number(s) is not None)
     idle = iv.subtract(iv.union(steps.host_start, steps.host_end), spans(model, host))
     lo, hi = idle

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import intervals as iv
+from ...model.arrays import isin_ints
 from ...model.derived import memoized
 from ...model.kinds import DEVICE_KINDS
 from ...model.tables import TraceModel
@@ -22,5 +23,5 @@ def spans(model: TraceModel, mask: np.ndarray) -> iv.Intervals:
 def gpu_idle(model: TraceModel) -> iv.Intervals:
     """Step time in which no device work (kernel, copy, set; any device) ran."""
     steps = find_steps(model)
-    busy = spans(model, np.isin(model["events"]["kind"], DEVICE_KINDS))
+    busy = spans(model, isin_ints(model["events"]["kind"], DEVICE_KINDS))
     return iv.subtract(iv.union(steps.start, steps.end), busy)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model import intervals as iv
+from ...model.arrays import isin_ints
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.names import is_dataloader, name_mask
@@ -24,7 +25,7 @@ from .gpu_time import spans
 def loader_intervals(model: TraceModel) -> iv.Intervals:
     """The DataLoader's spans (``enumerate(DataLoader)#…`` annotations and operators): waiting for a batch."""
     ev = model["events"]
-    return spans(model, np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
+    return spans(model, isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
                  & name_mask(model, ev["name"], is_dataloader))
 
 
@@ -42,7 +43,7 @@ def host_only(model: TraceModel) -> HostOnly:
     tree = host_tree(model)
     ev = model["events"]
     device = np.zeros(tree.size, dtype=bool)
-    cur = np.flatnonzero(np.isin(tree.kind, (Kind.RUNTIME, Kind.DRIVER)))
+    cur = np.flatnonzero(isin_ints(tree.kind, (Kind.RUNTIME, Kind.DRIVER)))
     while len(cur):  # mark every ancestor of a runtime/driver call, one tree level at a time
         device[cur] = True
         cur = tree.parent[cur]
@@ -50,7 +51,7 @@ def host_only(model: TraceModel) -> HostOnly:
         cur = cur[~device[cur]]
     parent_op = np.where(tree.parent >= 0, tree.op_of[np.maximum(tree.parent, 0)], -1)
     ops = (tree.kind == Kind.CPU_OP) & ~tree.merged & (parent_op < 0) & ~device
-    loader = np.isin(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(model, ev["name"][tree.rows],
+    loader = isin_ints(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(model, ev["name"][tree.rows],
                                                                                   is_dataloader)
     nodes = np.flatnonzero(ops | loader)
     tid = ev["tid"][tree.rows[nodes]]

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...model import intervals as iv
-from ...model.arrays import take, unique_ints
+from ...model.arrays import isin_ints, take, unique_ints
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.lookups import side_row
@@ -49,9 +49,9 @@ _HALF = 0.5  # an annotation is named where it holds at least this share of the 
 def main_threads(model: TraceModel) -> tuple[tuple[int, int], ...]:
     """The threads that run the steps (those of ``ProfilerStep#``), else the one with the most host-op time."""
     ev = model["events"]
-    steps = np.isin(ev["name"], model.codes_where(lambda s: s.startswith("ProfilerStep#")))
+    steps = isin_ints(ev["name"], model.codes_where(lambda s: s.startswith("ProfilerStep#")))
     steps &= ev["kind"] == Kind.USER_ANNOTATION
-    mask = steps if steps.any() else np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
+    mask = steps if steps.any() else isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
     if not mask.any():
         return ()
     pairs = np.unique(np.stack([ev["pid"][mask], ev["tid"][mask]], axis=1), axis=0)
@@ -202,8 +202,8 @@ def _annotations(model: TraceModel, evidence: iv.Intervals, threads: tuple[tuple
     tree = host_tree(model)
     ev = model["events"]
     names = ev["name"][tree.rows]
-    step = np.isin(names, model.codes_where(lambda s: s.startswith("ProfilerStep#")))
-    backward = (tree.kind == Kind.CPU_OP) & np.isin(names, model.codes_where(lambda s: s.startswith(_BACKWARD)))
+    step = isin_ints(names, model.codes_where(lambda s: s.startswith("ProfilerStep#")))
+    backward = (tree.kind == Kind.CPU_OP) & isin_ints(names, model.codes_where(lambda s: s.startswith(_BACKWARD)))
     nodes = np.flatnonzero(((tree.kind == Kind.USER_ANNOTATION) & ~step) | backward)
     if threads:
         nodes = nodes[_on_threads(ev["pid"][tree.rows[nodes]], ev["tid"][tree.rows[nodes]], threads)]

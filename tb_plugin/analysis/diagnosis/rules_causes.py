@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...model import intervals as iv
+from ...model.arrays import isin_ints
 from ..communication import collectives
 from ..memory import memory_curve
 from ..python_frames import api_name, short_frame
@@ -328,7 +329,7 @@ def pipeline_bubble(f: Facts) -> Finding | None:
     estimate (``_bubble_saving``) decides whether it holds."""
     col = collectives(f.model)
     names = np.asarray(col.name, dtype=object)
-    p2p = np.isin(names, _P2P)
+    p2p = isin_ints(names, _P2P)
     if not p2p.any():
         return None
     comm = iv.union(col.start[p2p], col.end[p2p])

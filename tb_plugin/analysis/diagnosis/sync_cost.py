@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model import intervals as iv
-from ...model.arrays import take
+from ...model.arrays import isin_ints, take
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.lookups import tree_node_of_row
@@ -74,7 +74,7 @@ def blocking_calls(model: TraceModel) -> np.ndarray:
     """Rows of runtime/driver calls that hold the host until the device has drained."""
     ev = model["events"]
     blocking = name_mask(model, ev["name"], lambda s: is_host_sync(s) or _BLOCKING_COPY.match(s) is not None)
-    return np.flatnonzero(blocking & np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER)))
+    return np.flatnonzero(blocking & isin_ints(ev["kind"], (Kind.RUNTIME, Kind.DRIVER)))
 
 
 def _held(model: TraceModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -88,7 +88,7 @@ def _held(model: TraceModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     op = take(tree.op_of, node, -1)
     for _ in range(2):  # aten::_local_scalar_dense, then the aten::item around it
         name = take(model["events"]["name"][tree.rows], op, -1)
-        hit = np.isin(name, item_codes) & (op >= 0)
+        hit = isin_ints(name, item_codes) & (op >= 0)
         start = np.where(hit, take(tree.start, op, 0.0), start)
         end = np.where(hit, take(tree.end, op, 0.0), end)
         op = np.where(hit, take(tree.op_of, take(tree.parent, op, -1), -1), -1)

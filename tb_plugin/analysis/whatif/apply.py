@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model import intervals as iv
-from ...model.arrays import take
+from ...model.arrays import isin_ints, take
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.lookups import tree_node_of_row
@@ -226,7 +226,7 @@ def _hulls(spans: iv.Intervals, step_starts: np.ndarray) -> iv.Intervals:
 def _loader_spans(model: TraceModel) -> iv.Intervals:
     """The DataLoader's spans: data loading is never captured in a graph."""
     ev = model["events"]
-    mask = np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(model, ev["name"], is_dataloader)
+    mask = isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION)) & name_mask(model, ev["name"], is_dataloader)
     ts = ev["ts"][mask].astype(np.float64)
     return iv.union(ts, ts + np.nan_to_num(ev["dur"][mask], nan=0.0).clip(min=0.0))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import intervals as iv
+from ...model.arrays import isin_ints
 from ...model.derived import memoized
 from ...model.kinds import DEVICE_KINDS, Kind
 from ...model.tables import TraceModel
@@ -35,7 +36,7 @@ def _replayed_times(model: TraceModel, r: Replay) -> tuple[np.ndarray, np.ndarra
     ev = model["events"]
     start = np.full(model.n_events, np.nan)
     end = np.full(model.n_events, np.nan)
-    host = np.flatnonzero(np.isin(ev["kind"], _HOST) & np.isfinite(ev["ts"]))
+    host = np.flatnonzero(isin_ints(ev["kind"], _HOST) & np.isfinite(ev["ts"]))
     ts = ev["ts"][host].astype(np.float64)
     start[host] = r.host(ts)
     end[host] = r.host(ts + np.nan_to_num(ev["dur"][host], nan=0.0).clip(min=0.0))
@@ -60,7 +61,7 @@ def replayed_breakdown(model: TraceModel, r: Replay) -> dict[str, float]:
     start, end = _replayed_times(model, r)
     slots = iv.union(lo, hi)
     per: dict[str, float] = {}
-    device = np.isin(model["events"]["kind"], DEVICE_KINDS)
+    device = isin_ints(model["events"]["kind"], DEVICE_KINDS)
     for category in CATEGORIES[:-1]:
         mask = category_events(model, category)
         if category in ("Kernel", "Memcpy", "Memset"):

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...model.arrays import group_rows, take
+from ...model.arrays import group_rows, isin_ints, take
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.names import name_mask, step_number
@@ -222,7 +222,7 @@ def host_threads(model: TraceModel) -> np.ndarray:
     ev = model["events"]
     work = device_work(model)
     known = work.launch_row[work.launch_row >= 0]
-    step_rows = np.flatnonzero(np.isin(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
+    step_rows = np.flatnonzero(isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
                                & name_mask(model, ev["name"], lambda s: step_number(s) is not None))
     rows = np.concatenate([known, step_rows])
     first, _ = group_rows([ev["pid"][rows], ev["tid"][rows]]) if len(rows) else (np.zeros(0, np.int64), None)
@@ -245,7 +245,7 @@ def on_threads(model: TraceModel, rows: np.ndarray) -> np.ndarray:
 def _waits(model: TraceModel, device: Device) -> Waits:
     """The blocking calls of the host timeline and what each drained (module doc)."""
     ev = model["events"]
-    rows = np.flatnonzero(np.isin(ev["kind"], (Kind.RUNTIME, Kind.DRIVER))
+    rows = np.flatnonzero(isin_ints(ev["kind"], (Kind.RUNTIME, Kind.DRIVER))
                           & name_mask(model, ev["name"], lambda s: _BLOCKING.match(s) is not None))
     rows = rows[on_threads(model, rows) & np.isfinite(ev["ts"][rows])]
     start = ev["ts"][rows].astype(np.float64)
