@@ -152,7 +152,9 @@ def _unnamed_negative_pid(model: TraceModel) -> np.ndarray:
     meta = model["metadata_events"]
     named = [p for name, p in zip(meta["name"].tolist(), meta["pid"].tolist())
              if model.strings[name] in ("process_name", "process_labels")]
-    negative: np.ndarray = (pid < 0) & ~ids.is_text(pid) & ~np.isin(pid, named)
+    negative: np.ndarray = (pid < 0) & ~ids.is_text(pid)
+    rows = np.flatnonzero(negative)  # few: a search of every event's pid among the named took 0.2 s at 2 GB
+    negative[rows] = ~np.isin(pid[rows], named)
     return negative
 
 
