@@ -23,7 +23,7 @@ from ..model import intervals as iv
 from ..model.arrays import isin_ints
 from ..model.derived import memoized
 from ..model.kinds import Kind
-from ..model.names import is_host_sync, name_mask
+from ..model.names import is_host_sync, name_mask, step_mask
 from ..model.optree import host_tree
 from ..model.tables import TraceModel
 from .communication import Collectives, collectives, communication_intervals
@@ -165,7 +165,7 @@ def _interval_sets(model: TraceModel) -> dict[str, iv.Intervals]:
     ts, dur = ev["ts"], np.nan_to_num(ev["dur"], nan=0.0).clip(min=0.0)
     sync = name_mask(model, ev["name"], is_host_sync) & isin_ints(ev["kind"], (Kind.RUNTIME, Kind.DRIVER, Kind.CPU_OP))
     host = isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
-    host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
+    host &= ~step_mask(model, ev["name"])
     blocked = iv.union(ts[sync], ts[sync] + dur[sync])
     working = iv.subtract(iv.union(ts[host], ts[host] + dur[host]), blocked)
     return {name: (np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
@@ -219,7 +219,7 @@ def host_waits(model: TraceModel) -> tuple[float, float]:
     dur = np.nan_to_num(ev["dur"], nan=0.0).clip(min=0.0)
     waits = iv.union(ts[sync], ts[sync] + dur[sync])
     host = isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER))
-    host &= ~name_mask(model, ev["name"], lambda s: s.startswith("ProfilerStep#"))
+    host &= ~step_mask(model, ev["name"])
     busy = iv.union(ts[host], ts[host] + dur[host])
     wait = iv.lengths_within(waits, steps.start, steps.end)
     idle = steps.duration - iv.lengths_within(busy, steps.start, steps.end)

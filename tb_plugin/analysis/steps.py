@@ -17,7 +17,7 @@ from ..model.arrays import isin_ints, take
 from ..model.derived import memoized
 from ..model.errors import UnknownCategory
 from ..model.kinds import DEVICE_KINDS, Kind
-from ..model.names import is_dataloader, name_mask, step_number
+from ..model.names import is_dataloader, name_mask, step_mask, step_number
 from ..model.optree import launch_rows
 from ..model.tables import TraceModel
 from .communication import collective_kernel_mask, collectives, communication_intervals
@@ -234,7 +234,7 @@ def _category_events(model: TraceModel, category: str) -> np.ndarray:
         if category == "DataLoader":
             mask = loader
         elif category == "CPU Exec":
-            steps = host & name_mask(model, names, lambda s: s.startswith("ProfilerStep#"))
+            steps = host & step_mask(model, names)
             mask = host & ~loader & ~steps
         else:
             raise UnknownCategory(category)

@@ -93,7 +93,8 @@ def unique_ints(values: np.ndarray, return_inverse: bool = False, return_counts:
 def isin_ints(values: np.ndarray, test: Any) -> np.ndarray:
     """``np.isin(values, test)``, exactly, for a 1-D integer array: where its values are small codes (an event's kind,
     a string code, -1 for none), one lookup in a table of the codes tested instead of ``np.isin``'s range checks and
-    its temporaries, four times its speed (the 2 GB trace's Overview asks it 80 times over its 5.3 M events)."""
+    int64 temporaries of the whole column: 1.4-1.8× its speed over the 5.3 M events of a 2 GB trace (warm), whose
+    Overview asks it 80 times."""
     v, t = np.asarray(values), np.asarray(test)
     if v.ndim != 1 or v.dtype.kind not in "iu" or (t.size and (t.dtype.kind not in "iu" or t.dtype == np.uint64)):
         found: np.ndarray = np.isin(v, t)
@@ -101,12 +102,10 @@ def isin_ints(values: np.ndarray, test: Any) -> np.ndarray:
     codes = t.ravel().astype(np.int64)
     if not len(codes):  # no string matched a name predicate: often
         return np.zeros(v.shape, dtype=bool)
-    if v.dtype == np.uint8:
-        table = np.zeros(256, dtype=bool)
-        table[codes[(codes >= 0) & (codes < 256)]] = True
-        small: np.ndarray = table[v]
-        return small
-    lo, hi = (int(v.min()), int(v.max())) if len(v) else (0, -1)
+    if v.dtype == np.uint8:  # the kinds: their range known, no pass over them to find it
+        lo, hi = 0, 255
+    else:
+        lo, hi = (int(v.min()), int(v.max())) if len(v) else (0, -1)
     if lo < -1 or hi >= max(2 * len(v), 1 << 16):
         wide: np.ndarray = np.isin(v, t)
         return wide

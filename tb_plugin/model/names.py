@@ -53,3 +53,9 @@ def name_mask(model: TraceModel, names: np.ndarray, predicate: object) -> np.nda
     """Boolean mask over a name-code column: which codes' strings satisfy ``predicate`` (checked once per code)."""
     codes = model.codes_where(predicate)
     return isin_ints(names, codes)
+
+
+def step_mask(model: TraceModel, names: np.ndarray) -> np.ndarray:
+    """Boolean mask over a name-code column: the profiler's steps (``ProfilerStep#N``), which span whole steps and so
+    are no operator, annotated region or host work of their own."""
+    return name_mask(model, names, lambda s: s.startswith(STEP_PREFIX))

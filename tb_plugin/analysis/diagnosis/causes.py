@@ -29,7 +29,7 @@ from ...model.arrays import isin_ints, take
 from ...model.derived import memoized
 from ...model.kinds import DEVICE_KINDS, Kind
 from ...model.lookups import side_row, tree_node_of_row
-from ...model.names import name_mask
+from ...model.names import name_mask, step_mask
 from ...model.optree import HostTree, host_tree, launch_rows
 from ...model.tables import TraceModel
 from ..communication import collectives
@@ -742,8 +742,8 @@ def step_cause(model: TraceModel, slow: int) -> StepCause | None:
     inner = np.zeros(f.size)
     np.add.at(inner, f.parent[f.parent >= 0], dur[f.parent >= 0])
     tree = host_tree(model)
-    ops = np.flatnonzero((tree.kind == Kind.CPU_OP) & ~tree.merged & ~name_mask(
-        model, model["events"]["name"][tree.rows], lambda s: s.startswith("ProfilerStep#")))  # an operator in 1.x
+    ops = np.flatnonzero((tree.kind == Kind.CPU_OP) & ~tree.merged & ~step_mask(
+        model, model["events"]["name"][tree.rows]))  # an operator in 1.x
     op_inner = np.zeros(tree.size)
     up = take(tree.op_of, tree.parent[ops], -1)
     np.add.at(op_inner, up[up >= 0], (tree.end - tree.start)[ops][up >= 0])

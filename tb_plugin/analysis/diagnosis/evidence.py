@@ -19,7 +19,7 @@ from ...model.arrays import isin_ints, take, unique_ints
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.lookups import tree_node_of_row
-from ...model.names import name_mask
+from ...model.names import name_mask, step_mask
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
 from .. import launches
@@ -28,6 +28,7 @@ from ..operators import operator_nodes
 from ..python_frames import python_frames
 from ..steps import breakdown, find_steps, role_intervals
 from .causes import claimed, claims, graph_kernels, optimizer_work
+from .gpu_time import ends
 from .gpu_time import gpu_idle as gpu_idle  # re-exported: the rules read every measure through this module
 from .gpu_time import spans as _spans
 from .host_only import loader_intervals as loader_intervals
@@ -80,17 +81,12 @@ def host_busy(model: TraceModel) -> iv.Intervals:
     faulting in its temporaries' fresh pages."""
     ev = model["events"]
     tree, frames = host_tree(model), python_frames(model)
-    member = isin_ints(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & ~_steps(model, ev["name"][tree.rows])
+    member = isin_ints(tree.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & ~step_mask(model, ev["name"][tree.rows])
     inside = _within_parent(tree.parent, tree.start, tree.end, member)
-    frame = ~_steps(model, frames.name)
-    in_frame = _within_parent(frames.parent, frames.start, _ends(model, frames.rows), frame)
+    frame = ~step_mask(model, frames.name)
+    in_frame = _within_parent(frames.parent, frames.start, ends(model, frames.rows), frame)
     rows = np.concatenate([tree.rows[member & ~inside], frames.rows[frame & ~in_frame]])
-    return iv.union(ev["ts"][rows], _ends(model, rows))
-
-
-def _steps(model: TraceModel, names: np.ndarray) -> np.ndarray:
-    """Which names are the profiler's steps: they span the whole step, so as host work they would hide every gap."""
-    return name_mask(model, names, lambda s: s.startswith("ProfilerStep#"))
+    return iv.union(ev["ts"][rows], ends(model, rows))
 
 
 def _within_parent(parent: np.ndarray, start: np.ndarray, end: np.ndarray, member: np.ndarray) -> np.ndarray:
@@ -98,13 +94,6 @@ def _within_parent(parent: np.ndarray, start: np.ndarray, end: np.ndarray, membe
     up = np.maximum(parent, 0)
     found: np.ndarray = (parent >= 0) & member[up] & (start[up] <= start) & (end[up] >= end)
     return found
-
-
-def _ends(model: TraceModel, rows: np.ndarray) -> np.ndarray:
-    """The events' ends as ``_spans`` takes them."""
-    ev = model["events"]
-    end: np.ndarray = ev["ts"][rows] + np.nan_to_num(ev["dur"][rows], nan=0.0, posinf=0.0).clip(min=0.0)
-    return end
 
 
 def host_gap(model: TraceModel) -> PerStep:
@@ -169,8 +158,7 @@ def _region(model: TraceModel, nodes: np.ndarray) -> str | None:
     """The most common innermost user annotation (not a step) around ``nodes``: where they are called from."""
     tree = host_tree(model)
     ev = model["events"]
-    is_region = (tree.kind == Kind.USER_ANNOTATION) & ~name_mask(model, ev["name"][tree.rows],
-                                                                 lambda s: s.startswith("ProfilerStep#"))
+    is_region = (tree.kind == Kind.USER_ANNOTATION) & ~step_mask(model, ev["name"][tree.rows])
     found = np.full(len(nodes), -1, dtype=np.int64)
     cur = tree.parent[nodes].copy()
     for _ in range(int(tree.depth.max(initial=0)) + 1):

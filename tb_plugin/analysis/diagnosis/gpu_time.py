@@ -14,9 +14,15 @@ from ..steps import find_steps
 
 def spans(model: TraceModel, mask: np.ndarray) -> iv.Intervals:
     """The union of the masked events' [ts, ts + dur)."""
+    return iv.union(model["events"]["ts"][mask], ends(model, mask))
+
+
+def ends(model: TraceModel, index: np.ndarray) -> np.ndarray:
+    """The ends of the events ``index`` selects (rows or a mask), as :func:`spans` takes them: a missing or
+    infinite duration as none."""
     ev = model["events"]
-    ts = ev["ts"][mask]
-    return iv.union(ts, ts + np.nan_to_num(ev["dur"][mask], nan=0.0, posinf=0.0).clip(min=0.0))
+    end: np.ndarray = ev["ts"][index] + np.nan_to_num(ev["dur"][index], nan=0.0, posinf=0.0).clip(min=0.0)
+    return end
 
 
 @memoized

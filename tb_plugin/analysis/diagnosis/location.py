@@ -32,6 +32,7 @@ from ...model.arrays import isin_ints, take, unique_ints
 from ...model.derived import memoized
 from ...model.kinds import Kind
 from ...model.lookups import side_row
+from ...model.names import step_mask
 from ...model.optree import host_tree
 from ...model.tables import TraceModel
 from ..python_frames import PLUMBING, PyFrames, api_name, module_name, python_frames, short_frame
@@ -49,7 +50,7 @@ _HALF = 0.5  # an annotation is named where it holds at least this share of the 
 def main_threads(model: TraceModel) -> tuple[tuple[int, int], ...]:
     """The threads that run the steps (those of ``ProfilerStep#``), else the one with the most host-op time."""
     ev = model["events"]
-    steps = isin_ints(ev["name"], model.codes_where(lambda s: s.startswith("ProfilerStep#")))
+    steps = step_mask(model, ev["name"])
     steps &= ev["kind"] == Kind.USER_ANNOTATION
     mask = steps if steps.any() else isin_ints(ev["kind"], (Kind.CPU_OP, Kind.USER_ANNOTATION))
     if not mask.any():
@@ -164,8 +165,7 @@ def _stack_site(model: TraceModel, evidence: iv.Intervals, threads: tuple[tuple[
     tree = host_tree(model)
     ev = model["events"]
     ops_row = side_row(model, "ops")
-    ops = (tree.kind == Kind.CPU_OP) & ~tree.merged & ~np.isin(
-        ev["name"][tree.rows], model.codes_where(lambda s: s.startswith("ProfilerStep#")))
+    ops = (tree.kind == Kind.CPU_OP) & ~tree.merged & ~step_mask(model, ev["name"][tree.rows])
     stack_of = np.where(ops_row[tree.rows] >= 0, model["ops"]["call_stack"][np.maximum(ops_row[tree.rows], 0)], -1)
     for on in (threads, main_threads(model)):
         nodes = np.flatnonzero(ops & (stack_of >= 0) & _on_threads(ev["pid"][tree.rows], ev["tid"][tree.rows], on))
@@ -202,7 +202,7 @@ def _annotations(model: TraceModel, evidence: iv.Intervals, threads: tuple[tuple
     tree = host_tree(model)
     ev = model["events"]
     names = ev["name"][tree.rows]
-    step = isin_ints(names, model.codes_where(lambda s: s.startswith("ProfilerStep#")))
+    step = step_mask(model, names)
     backward = (tree.kind == Kind.CPU_OP) & isin_ints(names, model.codes_where(lambda s: s.startswith(_BACKWARD)))
     nodes = np.flatnonzero(((tree.kind == Kind.USER_ANNOTATION) & ~step) | backward)
     if threads:
